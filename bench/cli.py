@@ -1,0 +1,52 @@
+"""`hilbench`: thin command line over the bench library. Parses, calls, prints, sets the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rich.markup import escape
+
+from bench import __version__
+from bench.console import err
+from bench.errors import BenchError, ExitCode
+
+# Each module has register(subparsers) which adds its commands with `func=handler(args) -> int`.
+COMMAND_MODULES = [
+    "bench.commands.fleet",
+]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors exit 2 without a traceback
+        self.print_usage(sys.stderr)
+        err.print(f"[red]error:[/red] {escape(message)}")
+        raise SystemExit(ExitCode.USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full `hilbench` argument parser."""
+    parser = _Parser(prog="hilbench", description="Hardware-in-the-loop bench for on-device NPC inference.")
+    parser.add_argument("--version", action="version", version=f"hilbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except BenchError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""What every device driver offers the bench: probe, flash/deploy, and the agent's link."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.fleet import Device
+
+# progress(done, total, what): drivers report long work through this.
+Progress = Callable[[int, int, str], None]
+
+
+def no_progress(done: int, total: int, what: str) -> None:
+    """A Progress that shows nothing."""
+
+
+@dataclass
+class StepResult:
+    """The outcome of one flash/deploy step on one device."""
+
+    step: str
+    ok: bool
+    detail: str = ""
+    skipped: bool = False  # already up to date
+    seconds: float = 0.0
+    figures: dict[str, float] = field(default_factory=dict)
+
+
+class Driver(ABC):
+    """How the bench uses one device of one kind. Same code path for real and virtual devices."""
+
+    def __init__(self, device: Device, log_dir: Path | None = None) -> None:
+        self.device = device
+        self.log_dir = log_dir
+
+    @abstractmethod
+    async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
+        """Bring the device to the wanted firmware, agent and model; verify every write."""
+
+    @abstractmethod
+    async def open_agent(self):
+        """Start the agent (if needed) and return an open `bench.agent` transport to it."""
+
+    @abstractmethod
+    async def close_agent(self) -> None:
+        """Stop the agent cleanly and close the transport."""

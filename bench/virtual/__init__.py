@@ -1,0 +1,72 @@
+"""Virtual devices: real-protocol stand-ins for boards, started for fleet devices marked `virtual = true`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Protocol
+
+from bench.fleet import Device, Link
+
+# kind -> "module:Class" implementing VirtualDevice. A kind missing here has no virtual device yet.
+VIRTUAL_KINDS: dict[str, str] = {}
+
+
+class VirtualDevice(Protocol):
+    """A running stand-in for one device."""
+
+    async def start(self) -> Link:
+        """Start serving; return the link the bench should use to reach it."""
+
+    async def stop(self) -> None:
+        """Stop serving and release every process and port."""
+
+    def urls(self) -> dict[str, str]:
+        """Every way to reach it (e.g. rfc2217, socket, pty for a board; ssh for a Linux device)."""
+
+
+def state_dir() -> Path:
+    """Where virtual devices keep their persistent state (flash files, filesystems, keys)."""
+    env = os.environ.get("HILBENCH_STATE_DIR")
+    path = Path(env) if env else Path.home() / ".cache" / "npc-hil-bench" / "virtual"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def has_virtual(kind: str) -> bool:
+    """True when the bench can stand in for a device of `kind`."""
+    return kind in VIRTUAL_KINDS
+
+
+def make_virtual(device: Device) -> VirtualDevice:
+    """A (not yet started) virtual device for `device`."""
+    module_name, _, cls_name = VIRTUAL_KINDS[device.kind].partition(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(device, state_dir() / device.name)
+
+
+@contextlib.asynccontextmanager
+async def virtual_fleet(
+    devices: list[Device],
+) -> AsyncIterator[tuple[list[Device], dict[str, VirtualDevice]]]:
+    """Start the virtual devices among `devices` (kinds that have one) and yield the devices with
+    their links filled in, plus the running stand-ins by name. Everything is stopped on exit."""
+    running: dict[str, VirtualDevice] = {}
+    resolved: list[Device] = []
+    try:
+        wanted = [d for d in devices if d.virtual and has_virtual(d.kind)]
+        stand_ins = {d.name: make_virtual(d) for d in wanted}
+        links = await asyncio.gather(*(v.start() for v in stand_ins.values()), return_exceptions=True)
+        for (name, vdev), link in zip(stand_ins.items(), links, strict=True):
+            if isinstance(link, BaseException):
+                raise link
+            running[name] = vdev
+        by_name = dict(zip(stand_ins, links, strict=True))
+        resolved = [d.with_link(by_name[d.name]) if d.name in by_name else d for d in devices]
+        yield resolved, running
+    finally:
+        await asyncio.gather(*(v.stop() for v in running.values()), return_exceptions=True)
