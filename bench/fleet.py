@@ -154,9 +154,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
         )
     bench = _table(data.get("bench", {}), path, "[bench]")
     for key in set(bench) - _BENCH_KEYS:
-        raise ConfigError(
-            f"{path}: [bench]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_BENCH_KEYS))}"
-        )
+        raise ConfigError(f"{path}: [bench]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_BENCH_KEYS))}")
     raw_devices = data.get("device", [])
     if not isinstance(raw_devices, list):
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
@@ -171,9 +169,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
             )
         seen[dev.name] = index
         devices.append(dev)
-    return Fleet(
-        path=path, devices=tuple(devices), bench=bench, lab=_table(data.get("lab", {}), path, "[lab]")
-    )
+    return Fleet(path=path, devices=tuple(devices), bench=bench, lab=_table(data.get("lab", {}), path, "[lab]"))
 
 
 def _table(value: Any, path: Path, where: str) -> dict[str, Any]:
@@ -220,9 +216,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
             settings[key] = _typed(raw, key, type(default), where, default)
     link = _parse_link(raw, info.link, where, kind, virtual, settings, base_dir)
     extra = {k: raw[k] for k in ("mac", "usb_serial", "python", "description") if k in raw}
-    return Device(
-        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra
-    )
+    return Device(name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra)
 
 
 def _typed(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
@@ -233,9 +227,7 @@ def _typed(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) 
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if not ok:
-        raise ConfigError(
-            f"{where}: field {key!r}: expected {kind.__name__}, got {type(value).__name__} {value!r}"
-        )
+        raise ConfigError(f"{where}: field {key!r}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
     return value
 
 
@@ -256,8 +248,7 @@ def _parse_link(
                 return None
             raise ConfigError(
                 f"{where}: missing link: field 'port'",
-                hint='give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", '
-                "or set virtual = true",
+                hint='give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", or set virtual = true',
             )
         if not port.startswith(_SERIAL_SCHEMES):
             raise ConfigError(
@@ -270,9 +261,7 @@ def _parse_link(
         if target is None:
             if virtual:
                 return None
-            raise ConfigError(
-                f"{where}: missing link: field 'ssh'", hint='give ssh = "user@host:22" and key = "PATH"'
-            )
+            raise ConfigError(f"{where}: missing link: field 'ssh'", hint='give ssh = "user@host:22" and key = "PATH"')
         match = _SSH_RE.match(target)
         if not match:
             raise ConfigError(f"{where}: field 'ssh': {target!r} is not user@host[:port]")
@@ -293,9 +282,7 @@ def _parse_link(
         raise ConfigError(f"{where}: field 'qemu': must be a table ([device.qemu])")
     for key in qemu:
         if key not in _QEMU_KEYS:
-            raise ConfigError(
-                f"{where}: qemu: unknown field {key!r}", hint=f"known: {', '.join(sorted(_QEMU_KEYS))}"
-            )
+            raise ConfigError(f"{where}: qemu: unknown field {key!r}", hint=f"known: {', '.join(sorted(_QEMU_KEYS))}")
     qwhere = f"{where}: qemu"
     timing = _typed(qemu, "timing", str, qwhere, "realtime")
     if timing not in _QEMU_TIMINGS:

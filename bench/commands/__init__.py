@@ -12,12 +12,8 @@ def add_fleet_options(parser: argparse.ArgumentParser, *, select: bool = True) -
     parser.add_argument("--fleet", metavar="FILE", help="fleet file (default: the bundled virtual fleet)")
     if select:
         parser.add_argument("--device", action="append", default=[], metavar="NAME", help="only this device")
-        parser.add_argument(
-            "--kind", action="append", default=[], metavar="KIND", help="only devices of this kind"
-        )
-        parser.add_argument(
-            "--tag", action="append", default=[], metavar="TAG", help="only devices with this tag"
-        )
+        parser.add_argument("--kind", action="append", default=[], metavar="KIND", help="only devices of this kind")
+        parser.add_argument("--tag", action="append", default=[], metavar="TAG", help="only devices with this tag")
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
 
 

@@ -94,9 +94,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     rows = asyncio.run(check_devices(devices))
     code = ExitCode.OK if all(r["status"] != "unreachable" for r in rows) else ExitCode.UNREACHABLE
     if args.json:
-        emit_json(
-            {"fleet": str(fleet.path), "devices": rows, "seconds": round(time.monotonic() - started, 3)}
-        )
+        emit_json({"fleet": str(fleet.path), "devices": rows, "seconds": round(time.monotonic() - started, 3)})
         return code
     table = Table(title=f"fleet check: {fleet.path}")
     for col in ("name", "kind", "status", "driver", "detail"):
