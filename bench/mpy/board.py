@@ -18,7 +18,17 @@ from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 REPO = Path(__file__).resolve().parent.parent.parent
 MPY_SOURCES = REPO / "micropython"
 WIRE = REPO / "bench" / "agent" / "wire.py"
-AGENT_MODULES = ("npc_agent.py", "npcnn.py", "npcnn_viper.py", "p256.py", "npcsig.py", "npcsched.py", "npcfeat.py")
+AGENT_MODULES = (
+    "npc_agent.py",
+    "npcclock.py",
+    "npcmodels.py",
+    "npcnn.py",
+    "npcnn_viper.py",
+    "npcsig.py",
+    "p256.py",
+    "npcsched.py",
+    "npcfeat.py",
+)
 ESP32C6_HEAP = "300K"  # what an ESP32-C6 has free under MicroPython
 
 
