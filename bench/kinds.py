@@ -18,6 +18,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "fps_target": 60,
     "vsync_hz": 60,
     "decision_budget_ms": 50,
+    "model_format": "tflite-int8",  # the file the device runs: fixtures/models/<model>.tflite
 }
 
 KINDS: dict[str, KindInfo] = {
@@ -35,6 +36,7 @@ KINDS: dict[str, KindInfo] = {
                 "flash_size": 8 * 1024 * 1024,
                 "chip_id": 13,
                 "model": "npc-policy-int8",
+                "model_format": "npcm-int8",  # fixtures/models/<model>.npcm, converted from the .tflite
             },
         ),
         KindInfo(
