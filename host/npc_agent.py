@@ -18,6 +18,8 @@ import platform
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # `python -I`/`-P` leave the script's folder off sys.path
+    sys.path.insert(0, HERE)
 try:
     import wire
 except ImportError:  # running from a source checkout: the shared modules live elsewhere in the repo
