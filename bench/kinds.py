@@ -18,6 +18,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "fps_target": 60,
     "vsync_hz": 60,
     "decision_budget_ms": 50,
+    "ota_timing": "lan",  # CoAP retransmission timing for model updates: "lan" or "rfc7252" (bench/ota/timing.py)
 }
 
 KINDS: dict[str, KindInfo] = {
