@@ -116,7 +116,7 @@ async def fetch(
     meta_path = part.with_name(part.name + ".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
     size = 1 << (BLOCK_SZX + 4)
-    num = part.stat().st_size // size if meta.get("url") == url and meta.get("etag") else 0
+    num = part.stat().st_size // size if meta.get("etag") else 0  # the part is named by content: any URL may resume
     stats.resumed_from = num
     started = time.monotonic()
     with part.open("r+b" if num else "wb") as f:
@@ -137,7 +137,7 @@ async def fetch(
                 f.truncate(0)
                 continue
             if not meta:
-                meta = {"url": url, "etag": etag}
+                meta = {"etag": etag}
                 meta_path.write_text(json.dumps(meta))
             block = response.opt.block2
             if block is not None and block.block_number != num:

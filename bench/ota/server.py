@@ -51,7 +51,8 @@ class ServedCounts:
 
 @dataclass(frozen=True)
 class Blob:
-    """Something the server can serve: a file or in-memory bytes, with its content hash."""
+    """Something the server can serve: a file (its size as stored now) or in-memory bytes, with the hash
+    its manifest gives (the ETag)."""
 
     sha256: str
     size: int
@@ -118,8 +119,8 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
             name, version, *rest = parts
             v = int(version)
             if rest == []:
-                m = self.store.manifest(name, v)
-                return Blob(m["sha256"], m["size"], OCTET_STREAM, path=self.store.blob_path(name, v))
+                path = self.store.blob_path(name, v)
+                return Blob(self.store.manifest(name, v)["sha256"], path.stat().st_size, OCTET_STREAM, path=path)
             if rest == ["manifest"]:
                 return _json_blob(self.store.manifest(name, v))
             if len(rest) in (2, 3) and rest[0] == "delta":
@@ -128,8 +129,8 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
                     return _json_blob(dm)
                 if dm is not None and len(rest) == 2:
                     path = self.store.delta_path(name, v, int(rest[1]))
-                    return Blob(dm["patch_sha256"], dm["patch_size"], OCTET_STREAM, path=path)
-        except (ValueError, ConfigError):
+                    return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
+        except (ValueError, OSError, ConfigError):
             pass
         raise error.NotFound(f"no {'/'.join(parts)} in the model store")
 
