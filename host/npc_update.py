@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import aiocoap
-import bsdiff4
+import npc_bspatch  # deployed flat beside the agent
 from aiocoap import error as coap_error
 from aiocoap.numbers.codes import Code
 from aiocoap.numbers.constants import TransportTuning
@@ -202,7 +202,7 @@ class UpdateResult:
     manifest: dict[str, Any]
     stats: FetchStats
     verify_s: float
-    delta_saved: int  # bytes not transferred thanks to the delta (0 for a full update)
+    delta_saved: int  # model size minus the bytes a delta update transferred (0 for a full update)
 
     def figures(self) -> dict[str, Any]:
         """The `updated` reply's transfer fields."""
@@ -218,6 +218,18 @@ class UpdateResult:
         }
 
 
+async def _fetch_json(
+    ctx: aiocoap.Context, url: str, part: Path, timing: Timing, stats: FetchStats, rng: random.Random
+) -> dict[str, Any]:
+    await fetch(ctx, url, part, timing, stats, rng)
+    try:
+        return json.loads(part.read_bytes())
+    except ValueError:
+        raise UpdateFailed("parse", f"{url}: not a JSON manifest", stats) from None
+    finally:
+        part.unlink(missing_ok=True)
+
+
 async def fetch_update(
     ctx: aiocoap.Context,
     url: str,
@@ -225,13 +237,16 @@ async def fetch_update(
     key: ec.EllipticCurvePublicKey,
     workdir: Path,
     *,
-    delta: dict[str, Any] | None = None,
+    delta: bool = False,
     current: Path | None = None,
     timing: Timing | None = None,
     rng: random.Random | None = None,
 ) -> UpdateResult:
-    """Fetch the model `manifest` describes from `url` (a patch when `delta` is its signed delta manifest),
-    verify it, and return it as `workdir/<sha256>.bin`. Raises UpdateFailed; never touches `current`."""
+    """Fetch the model `manifest` describes and return it verified as `workdir/<sha256>.bin`.
+
+    With `delta`, `url` names a bsdiff4 patch: its signed delta manifest is fetched from `url/manifest`
+    first and checked (signature, base = the running model `current`, target = `manifest`), then the patch
+    is fetched, checked and applied. Raises UpdateFailed; never touches `current`."""
     timing = timing or Timing()
     rng = rng or random.Random()
     stats = FetchStats()
@@ -240,33 +255,36 @@ async def fetch_update(
     if not verify_signature(manifest, key):
         what = f"{manifest.get('name')}@{manifest.get('version')}"
         raise UpdateFailed("signature", f"manifest of {what} is not signed by the trusted key")
-    if delta is not None and not verify_signature(delta, key):
-        raise UpdateFailed("signature", "delta manifest is not signed by the trusted key")
     verify_s = time.monotonic() - t0
-    target = workdir / f"{manifest['sha256']}.bin"
-    saved = 0
-    if delta is None:
-        await _fetch_verified(ctx, url, workdir / f"{manifest['sha256']}.part", manifest["sha256"], timing, stats, rng)
-        (workdir / f"{manifest['sha256']}.part").replace(target)
+    sha = manifest["sha256"]
+    target = workdir / f"{sha}.bin"
+    if not delta:
+        await _fetch_verified(ctx, url, workdir / f"{sha}.part", sha, timing, stats, rng)
+        (workdir / f"{sha}.part").replace(target)
     else:
-        if delta.get("target") != manifest["sha256"]:
-            raise UpdateFailed("hash", "delta manifest's target is not the manifest's model")
+        dm = await _fetch_json(ctx, url + "/manifest", workdir / f"{sha}.delta.json.part", timing, stats, rng)
+        t0 = time.monotonic()
+        if not verify_signature(dm, key):
+            raise UpdateFailed("signature", "delta manifest is not signed by the trusted key", stats)
+        if dm.get("target") != sha:
+            raise UpdateFailed("hash", "delta manifest's target is not the manifest's model", stats)
         base_sha = _sha256_file(current) if current is not None and current.is_file() else None
-        if delta.get("base") != base_sha:
-            have, want = str(base_sha)[:12], str(delta.get("base"))[:12]
-            raise UpdateFailed("hash", f"delta is against base {want}, the running model is {have}")
-        patch_part = workdir / f"{delta['patch_sha256']}.part"
-        patch = await _fetch_verified(ctx, url, patch_part, delta["patch_sha256"], timing, stats, rng)
+        if dm.get("base") != base_sha:
+            have, want = str(base_sha)[:12], str(dm.get("base"))[:12]
+            raise UpdateFailed("hash", f"delta is against base {want}, the running model is {have}", stats)
+        verify_s += time.monotonic() - t0
+        patch_part = workdir / f"{dm['patch_sha256']}.part"
+        patch = await _fetch_verified(ctx, url, patch_part, dm["patch_sha256"], timing, stats, rng)
         try:
-            data = bsdiff4.patch(current.read_bytes(), patch.read_bytes())
-        except Exception as exc:  # a damaged patch that still matched its hash cannot happen; bsdiff4 errors vary
-            raise UpdateFailed("parse", f"patch does not apply: {exc}", stats) from None
+            target.write_bytes(npc_bspatch.apply_patch(current.read_bytes(), patch.read_bytes()))
+        except ValueError as exc:
+            raise UpdateFailed("parse", str(exc), stats) from None
         finally:
             patch.unlink(missing_ok=True)
-        target.write_bytes(data)
-        saved = max(0, manifest["size"] - delta["patch_size"])
     t0 = time.monotonic()
-    if _sha256_file(target) != manifest["sha256"] or target.stat().st_size != manifest["size"]:
+    if _sha256_file(target) != sha or target.stat().st_size != manifest["size"]:
         target.unlink()
         raise UpdateFailed("hash", "model hash or size differs from the signed manifest", stats)
-    return UpdateResult(target, manifest, stats, verify_s + time.monotonic() - t0, saved)
+    verify_s += time.monotonic() - t0
+    saved = max(0, manifest["size"] - stats.bytes) if delta else 0
+    return UpdateResult(target, manifest, stats, verify_s, saved)

@@ -25,12 +25,14 @@ import aiocoap
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "host"))
+
+import npc_update  # noqa: E402
 
 from bench.ota.impair import Impairment, ImpairmentProxy  # noqa: E402
 from bench.ota.server import UpdateServer  # noqa: E402
 from bench.ota.store import ModelStore  # noqa: E402
 from bench.signing import generate_key  # noqa: E402
-from host import npc_update  # noqa: E402
 
 SIZE = 200 * 1024
 LAN = npc_update.Timing()
