@@ -13,11 +13,11 @@ discarded and fetched once more; a second mismatch is refused.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,6 @@ from aiocoap import error as coap_error
 from aiocoap.numbers.codes import Code
 from aiocoap.numbers.constants import TransportTuning
 from aiocoap.optiontypes import BlockOption
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
 
 BLOCK_SZX = 6  # 1024-byte blocks
 
@@ -156,22 +153,6 @@ async def fetch(
     return part
 
 
-def canonical_bytes(manifest: dict[str, Any]) -> bytes:
-    """The bytes a manifest signature covers (must match bench/signing.py and docs/protocol.md)."""
-    body = {k: v for k, v in manifest.items() if k != "sig"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":")).encode("utf-8")
-
-
-def verify_signature(manifest: dict[str, Any], key: ec.EllipticCurvePublicKey) -> bool:
-    """True when the manifest's `sig` is a valid ECDSA-P256/SHA-256 signature by `key`."""
-    try:
-        sig = base64.b64decode(manifest.get("sig", ""), validate=True)
-        key.verify(sig, canonical_bytes(manifest), ec.ECDSA(hashes.SHA256()))
-    except (InvalidSignature, ValueError):
-        return False
-    return True
-
-
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -234,25 +215,26 @@ async def fetch_update(
     ctx: aiocoap.Context,
     url: str,
     manifest: dict[str, Any],
-    key: ec.EllipticCurvePublicKey,
+    signed: Callable[[dict[str, Any]], bool],
     workdir: Path,
     *,
     delta: bool = False,
-    current: Path | None = None,
+    current: bytes | None = None,
     timing: Timing | None = None,
     rng: random.Random | None = None,
 ) -> UpdateResult:
     """Fetch the model `manifest` describes and return it verified as `workdir/<sha256>.bin`.
 
-    With `delta`, `url` names a bsdiff4 patch: its signed delta manifest is fetched from `url/manifest`
-    first and checked (signature, base = the running model `current`, target = `manifest`), then the patch
-    is fetched, checked and applied. Raises UpdateFailed; never touches `current`."""
+    `signed(m)` tells whether manifest `m` carries a valid signature by the trusted key. With `delta`,
+    `url` names a bsdiff4 patch: its signed delta manifest is fetched from `url/manifest` first and checked
+    (signature, base = the running model's bytes `current`, target = `manifest`), then the patch is fetched,
+    checked and applied. Raises UpdateFailed; the running model is never touched."""
     timing = timing or Timing()
     rng = rng or random.Random()
     stats = FetchStats()
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    if not verify_signature(manifest, key):
+    if not signed(manifest):
         what = f"{manifest.get('name')}@{manifest.get('version')}"
         raise UpdateFailed("signature", f"manifest of {what} is not signed by the trusted key")
     verify_s = time.monotonic() - t0
@@ -264,11 +246,11 @@ async def fetch_update(
     else:
         dm = await _fetch_json(ctx, url + "/manifest", workdir / f"{sha}.delta.json.part", timing, stats, rng)
         t0 = time.monotonic()
-        if not verify_signature(dm, key):
+        if not signed(dm):
             raise UpdateFailed("signature", "delta manifest is not signed by the trusted key", stats)
         if dm.get("target") != sha:
             raise UpdateFailed("hash", "delta manifest's target is not the manifest's model", stats)
-        base_sha = _sha256_file(current) if current is not None and current.is_file() else None
+        base_sha = hashlib.sha256(current).hexdigest() if current is not None else None
         if dm.get("base") != base_sha:
             have, want = str(base_sha)[:12], str(dm.get("base"))[:12]
             raise UpdateFailed("hash", f"delta is against base {want}, the running model is {have}", stats)
@@ -276,7 +258,7 @@ async def fetch_update(
         patch_part = workdir / f"{dm['patch_sha256']}.part"
         patch = await _fetch_verified(ctx, url, patch_part, dm["patch_sha256"], timing, stats, rng)
         try:
-            target.write_bytes(npc_bspatch.apply_patch(current.read_bytes(), patch.read_bytes()))
+            target.write_bytes(npc_bspatch.apply_patch(current, patch.read_bytes()))
         except ValueError as exc:
             raise UpdateFailed("parse", str(exc), stats) from None
         finally:

@@ -15,8 +15,9 @@ import pytest
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PUBLIC_KEY, generate_key, load_public_key, sign_manifest
+from bench.signing import DEV_PUBLIC_KEY, generate_key, load_public_key, sign_manifest, verify_manifest
 
+TRUSTED = load_public_key(DEV_PUBLIC_KEY)
 FAST_GIVE_UP = npc_update.Timing(ack_timeout=0.01, ack_random_factor=1.5, max_retransmit=3)
 
 
@@ -58,10 +59,10 @@ def run_update(
                                     ctx,
                                     url,
                                     manifest,
-                                    load_public_key(DEV_PUBLIC_KEY),
+                                    lambda m: verify_manifest(m, TRUSTED),
                                     workdir,
                                     delta=delta,
-                                    current=current,
+                                    current=current.read_bytes() if current else None,
                                     timing=timing,
                                     rng=random.Random(7),
                                 )
