@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "bench.commands.keys",
     "bench.commands.model",
     "bench.commands.ota",
+    "bench.commands.update",
 ]
 
 
