@@ -89,7 +89,7 @@ class _BlockLost(Exception):
 
 
 async def _get_block(
-    ctx: aiocoap.Context, url: str, num: int, timing: Timing, stats: FetchStats, rng: random.Random
+    ctx: aiocoap.Context, url: str, num: int, timing: Timing, stats: FetchStats, rng: random.Random, remote: Any
 ) -> aiocoap.Message:
     wait = rng.uniform(timing.ack_timeout, timing.ack_timeout * timing.ack_random_factor)
     for attempt in range(timing.max_retransmit + 1):
@@ -97,6 +97,8 @@ async def _get_block(
             stats.retransmits += 1
         request = aiocoap.Message(code=Code.GET, uri=url, transport_tuning=_OneShot(wait))
         request.opt.block2 = BlockOption.BlockwiseTuple(num, False, BLOCK_SZX)
+        if remote is not None:
+            request.remote = remote  # the address resolved for block 0: no name lookup per block
         try:
             return await ctx.request(request, handle_blockwise=False).response
         except coap_error.TimeoutError:
@@ -116,16 +118,18 @@ async def fetch(
     num = part.stat().st_size // size if meta.get("etag") else 0  # the part is named by content: any URL may resume
     stats.resumed_from = num
     started = time.monotonic()
+    remote = None
     with part.open("r+b" if num else "wb") as f:
         f.truncate(num * size)
         while True:
             try:
-                response = await _get_block(ctx, url, num, timing, stats, rng)
+                response = await _get_block(ctx, url, num, timing, stats, rng, remote)
             except _BlockLost as exc:
                 stats.transfer_s += time.monotonic() - started
                 raise UpdateFailed("transfer", f"{url}: {exc}; {num} blocks kept for resume", stats) from None
             if not response.code.is_successful():
                 raise UpdateFailed("transfer", f"{url}: server answered {response.code}", stats)
+            remote = response.remote
             etag = (response.opt.etag or b"").hex()
             if meta.get("etag") not in (None, etag):  # content changed since the part was written: start over
                 stats.restarts += 1

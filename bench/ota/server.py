@@ -100,18 +100,33 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         self.store = store
         self.max_szx = max_szx
         self.served: dict[str, ServedCounts] = {}
+        self._cache: dict[tuple[str, ...], tuple[int, Blob]] = {}
 
     async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
         return False
 
     async def render_get(self, request: aiocoap.Message) -> aiocoap.Message:
         path = "/".join(request.opt.uri_path)
-        blob = self._lookup(request.opt.uri_path)
+        blob = self._cached_lookup(request.opt.uri_path)
         response = block_response(blob, request.opt.block2, self.max_szx)
         counts = self.served.setdefault(path, ServedCounts())
         counts.blocks[response.opt.block2.block_number if response.opt.block2 else 0] += 1
         counts.bytes += len(response.payload)
         return response
+
+    def _cached_lookup(self, parts: tuple[str, ...]) -> Blob:
+        """`_lookup`, remembered while the version directory is unchanged (one stat per block, no JSON parse)."""
+        try:
+            stamp = self.store.version_dir(parts[0], int(parts[1])).stat().st_mtime_ns if len(parts) > 1 else None
+        except (ValueError, OSError):
+            stamp = None
+        cached = self._cache.get(parts)
+        if cached is not None and stamp is not None and cached[0] == stamp and _unchanged(cached[1]):
+            return cached[1]
+        blob = self._lookup(parts)
+        if stamp is not None:
+            self._cache[parts] = (stamp, blob)
+        return blob
 
     def _lookup(self, parts: tuple[str, ...]) -> Blob:
         """The blob a path names, or 4.04."""
@@ -133,6 +148,14 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         except (ValueError, OSError, ConfigError):
             pass
         raise error.NotFound(f"no {'/'.join(parts)} in the model store")
+
+
+def _unchanged(blob: Blob) -> bool:
+    """True when a file blob's file still has the size it had when looked up."""
+    try:
+        return blob.path is None or blob.path.stat().st_size == blob.size
+    except OSError:
+        return False
 
 
 def _json_blob(doc: dict) -> Blob:
