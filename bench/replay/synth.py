@@ -162,7 +162,9 @@ def _gaze(rng: np.random.Generator, sc: Scenario, duration: float) -> list[tuple
     """Fixations (drift + tremor) joined by fast saccades; blinks drop confidence; dropouts drop samples."""
     period = 1 / 120
     n = int(duration * 120)
-    dropouts = [(float(rng.uniform(0.1, 0.9)) * duration, float(rng.uniform(0.2, 0.6))) for _ in range(sc.gaze_dropouts)]
+    dropouts = [
+        (float(rng.uniform(0.1, 0.9)) * duration, float(rng.uniform(0.2, 0.6))) for _ in range(sc.gaze_dropouts)
+    ]
     x, y = 0.5, 0.5
     target = (x, y)
     next_saccade, saccade_end, blink_until = 0.0, -1.0, -1.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,5 +142,7 @@ def test_info_cli_json_and_error_exit_code(tmp_path: Path) -> None:
     assert [c["name"] for c in data["channels"]] == list(CHANNELS)
     junk = tmp_path / "x.mcap"
     junk.write_bytes(b"nope")
-    run = subprocess.run([sys.executable, "-m", "bench", "session", "info", str(junk)], cwd=ROOT, capture_output=True)
+    env = {**os.environ, "COLUMNS": "300"}
+    cmd = [sys.executable, "-m", "bench", "session", "info", str(junk)]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, env=env)
     assert run.returncode == 2 and b"not an MCAP file" in run.stderr and b"Traceback" not in run.stderr
