@@ -50,6 +50,7 @@ class ChannelSpec:
     rate_hz: float | None
     floats: int = 0  # for f32le channels: values per message
     description: str = ""
+    wire_decimals: int = 6  # f32le values are rounded to this many decimals in `in` messages (shorter lines)
 
     def encode(self, value: Any) -> bytes:
         """The MCAP payload for one message value (bytes for voice, float sequence, or event dict)."""
@@ -102,8 +103,8 @@ CHANNELS: dict[str, ChannelSpec] = {
     c.name: c
     for c in (
         ChannelSpec("voice", "/voice", "pcm_s16le", 1000 / VOICE_CHUNK_MS, 0, "16 kHz mono int16 PCM, 10 ms chunks"),
-        ChannelSpec("gaze", "/gaze", "f32le", 120.0, 3, "eye tracker: x, y (screen 0..1), confidence 0..1"),
-        ChannelSpec("mocap", "/mocap", "f32le", 90.0, 3 * MOCAP_JOINTS, "17 joints x, y, z in metres"),
+        ChannelSpec("gaze", "/gaze", "f32le", 120.0, 3, "eye tracker: x, y (screen 0..1), confidence 0..1", 4),
+        ChannelSpec("mocap", "/mocap", "f32le", 90.0, 3 * MOCAP_JOINTS, "17 joints x, y, z in metres", 3),
         ChannelSpec("action", "/action", "json", None, 0, "player actions (product event schema)"),
         ChannelSpec("event", "/event", "json", None, 0, "game events (product event schema)"),
     )
