@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "bench.commands.model",
     "bench.commands.ota",
     "bench.commands.update",
+    "bench.commands.session",
 ]
 
 
