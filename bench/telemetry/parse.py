@@ -9,7 +9,7 @@ _SWAP = re.compile(r"\bSWAP (\d+)/(\d+)MB")
 _CPU = re.compile(r"\bCPU \[([^\]]*)\]")
 _CORE = re.compile(r"(\d+)%@(\d+)")
 _TEMP = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)@(-?\d+(?:\.\d+)?)C\b")
-_RAIL = re.compile(r"\b(VDD_[A-Z0-9_]+|POM_5V_IN|VIN_SYS_5V0) (\d+)mW/(\d+)mW")
+_RAIL = re.compile(r"\b(VDD_[A-Z0-9_]+|POM_5V_[A-Z]+|VIN_SYS_5V0) (\d+)(?:mW)?/(\d+)(?:mW)?")
 _GPU = re.compile(r"\bGR3D_FREQ (\d+)%")
 _THROTTLED = re.compile(r"throttled=(0x[0-9a-fA-F]+)")
 
