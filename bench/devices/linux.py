@@ -251,17 +251,17 @@ class LinuxDriver(Driver):
         self._transport = await StreamTransport.connect("127.0.0.1", self.agent.local_port)
         return self._transport
 
-    async def restart_agent(self, why: str) -> Any:
-        """Record that the agent died (`why`), start it again and return a fresh transport."""
+    async def restart_agent(self, why: str) -> AgentProcess:
+        """Record that the agent died (`why`, with the end of its log) and start it again."""
         log = await self.agent_log(5)
         tail = log.strip().splitlines()[-1] if log.strip() else ""
         self.faults.append(AgentFault(time.monotonic_ns(), "agent-exit", f"{why}{'; log: ' + tail if tail else ''}"))
         await self._close_transport()
         await self._release_forward()
         self.agent = None
-        transport = await self.open_agent()
-        self.faults.append(AgentFault(time.monotonic_ns(), "agent-restarted", f"pid {self.agent.pid}"))
-        return transport
+        agent = await self.start_agent()
+        self.faults.append(AgentFault(time.monotonic_ns(), "agent-restarted", f"pid {agent.pid}"))
+        return agent
 
     async def close_agent(self, grace_s: float = 3.0) -> None:
         """Close the transport, stop the agent (TERM, then KILL after `grace_s`), drop the forward."""

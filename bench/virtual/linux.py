@@ -44,7 +44,6 @@ class LinuxProfile:
     telemetry: str  # "tegrastats" (Jetson) or "sysfs-vcgencmd" (Pi)
     cpus: int
     cpu_max_mhz: int
-    ram_total_mb: int
     idle_c: float
     c_per_load: float
     zones: tuple[tuple[str, float], ...]  # name, offset from the modelled temperature
@@ -63,7 +62,6 @@ PROFILES: dict[str, LinuxProfile] = {
         telemetry="tegrastats",
         cpus=8,
         cpu_max_mhz=1984,
-        ram_total_mb=15389,
         idle_c=42.0,
         c_per_load=22.0,
         zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
@@ -75,7 +73,6 @@ PROFILES: dict[str, LinuxProfile] = {
         telemetry="sysfs-vcgencmd",
         cpus=4,
         cpu_max_mhz=2400,
-        ram_total_mb=8064,
         idle_c=48.0,
         c_per_load=30.0,
         zones=(("cpu-thermal", 0.0),),

@@ -33,7 +33,7 @@ def test_jetson_tegrastats_samples() -> None:
     values = samples[-1].values
     assert samples[-1].source == "tegrastats"
     assert values["cpus_online"] == 8 and 0 < values["cpu_mhz"] <= 1984
-    assert values["mem_total_mb"] == 15389 and 0 < values["mem_used_mb"] < 15389
+    assert 0 < values["mem_used_mb"] < values["mem_total_mb"]
     assert 30 < values["temp_c"] < 100 and "temp_tj_c" in values and values["power_vdd_in_mw"] > 0
 
 
