@@ -48,13 +48,12 @@ def install_hint(kind: str) -> str:
     if kind == "pi5":
         return (
             "on Raspberry Pi OS: sudo apt install python3-venv python3-numpy; "
-            "python3 -m venv --system-site-packages ~/npc-venv; ~/npc-venv/bin/pip install ai-edge-litert; "
+            "python3 -m venv --system-site-packages ~/npc-venv; ~/npc-venv/bin/pip install ai-edge-litert==2.3.0; "
             'then set python = "~/npc-venv/bin/python" for the device in the fleet file'
         )
     return (
-        "on JetPack: sudo apt install python3-pip python3-numpy; "
-        "python3 -m pip install --user tflite-runtime (JetPack 5, Python 3.8) "
-        "or ai-edge-litert (JetPack 6, Python 3.10)"
+        "on JetPack: sudo apt install python3-pip; then python3 -m pip install --user "
+        "tflite-runtime==2.13.0 (JetPack 5, Python 3.8) or ai-edge-litert==2.3.0 (JetPack 6, Python 3.10)"
     )
 
 
