@@ -27,6 +27,12 @@ from bench.telemetry import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
 AGENT_START_TIMEOUT_S = 20.0
+PORT_FILE = "agent.port"  # the agent writes its loopback port here, in the deploy folder
+
+
+def alive_test(pid: int) -> str:
+    """A POSIX shell test that succeeds while process `pid` runs (a zombie left unreaped counts as gone)."""
+    return f's=$(sed \'s/.*) //\' /proc/{pid}/stat 2>/dev/null | cut -c1); [ -n "$s" ] && [ "$s" != Z ]'
 
 
 @dataclass
@@ -44,17 +50,20 @@ class AgentFault:
 
 @dataclass
 class AgentBundle:
-    """What to deploy for the agent, and how to start it from the deploy folder."""
+    """What to deploy for the agent, and how to start it from the deploy folder.
+
+    `argv(python, port_file)` is the command line; the agent must listen on 127.0.0.1 (any free port)
+    and write the bound port to `port_file` once it accepts connections."""
 
     files: Files
-    argv: Callable[[str, int], list[str]]  # (device python, loopback port) -> command line
+    argv: Callable[[str, str], list[str]]
 
 
 def host_agent_bundle(device: Device) -> AgentBundle:
     """The reference host agent and the device's model (from `bench.bundles`)."""
     from bench.bundles import host_agent_argv, host_bundle
 
-    return AgentBundle(dict(host_bundle(device)), lambda python, port: host_agent_argv(device, python, port))
+    return AgentBundle(dict(host_bundle(device)), lambda python, port_file: host_agent_argv(device, python, port_file))
 
 
 @dataclass
@@ -178,42 +187,44 @@ class LinuxDriver(Driver):
     async def start_agent(self) -> AgentProcess:
         """Start the agent detached on the device (loopback only) and forward a local port to it."""
         conn = await self.connection()
-        port_probe = "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
-        remote_port = int((await conn.run(f"{self.python} -c {quote(port_probe)}")).text.strip())
-        argv = quote(*self.bundle.argv(self.python, remote_port))
+        argv = quote(*self.bundle.argv(self.python, PORT_FILE))
         started = await conn.run(
-            f'cd "{self.folder}" && '
-            f"setsid nohup {argv} >agent.log 2>&1 </dev/null & "
-            f'echo $! >"{self.folder}/agent.pid"; echo $!',
+            f'cd "{self.folder}" || exit 1; rm -f {PORT_FILE}; '
+            f"setsid nohup {argv} >agent.log 2>&1 </dev/null & echo $! >agent.pid; echo $!",
             retry=False,
         )
         pid = int(started.text.strip().splitlines()[-1])
-        await self._wait_listening(conn, pid, remote_port)
+        remote_port = await self._wait_listening(conn, pid)
         local_port = await conn.forward(remote_port)
         self.agent = AgentProcess(pid=pid, remote_port=remote_port, local_port=local_port)
         return self.agent
 
-    async def _wait_listening(self, conn: SshConnection, pid: int, port: int) -> None:
+    async def _wait_listening(self, conn: SshConnection, pid: int) -> int:
+        """Wait until the agent wrote its port file and accepts on that port; return the port."""
         waiter = (
             "import os, socket, sys, time\n"
             f"end = time.time() + {AGENT_START_TIMEOUT_S}\n"
             "while time.time() < end:\n"
-            f"    try: os.kill({pid}, 0)\n"
-            "    except OSError: print('exited'); sys.exit(0)\n"
+            "    try: state = open('/proc/%d/stat' % " + str(pid) + ").read().rsplit(')', 1)[1].split()[0]\n"
+            "    except OSError: state = 'Z'\n"
+            "    if state == 'Z': print('exited'); sys.exit(0)\n"
             "    try:\n"
-            f"        socket.create_connection(('127.0.0.1', {port}), 1).close(); print('ok'); sys.exit(0)\n"
-            "    except OSError: time.sleep(0.05)\n"
+            f"        port = int(open({PORT_FILE!r}).read())\n"
+            "        socket.create_connection(('127.0.0.1', port), 1).close(); print(port); sys.exit(0)\n"
+            "    except (OSError, ValueError): time.sleep(0.05)\n"
             "print('timeout')\n"
         )
-        state = (await conn.run(f"{self.python} -c {quote(waiter)}", timeout_s=AGENT_START_TIMEOUT_S + 10)).text
-        if state.strip() != "ok":
-            log = await self.agent_log()
-            raise BenchError(
-                f"device {self.device.name!r}: the agent "
-                + ("exited at start" if "exited" in state else f"did not listen within {AGENT_START_TIMEOUT_S:g} s")
-                + (f"; its log ends: {log.strip().splitlines()[-1]}" if log.strip() else ""),
-                hint=f"see {self.folder}/agent.log on the device",
-            )
+        command = f'cd "{self.folder}" && {self.python} -c {quote(waiter)}'
+        state = (await conn.run(command, timeout_s=AGENT_START_TIMEOUT_S + 10)).text.strip()
+        if state.isdigit():
+            return int(state)
+        log = await self.agent_log()
+        raise BenchError(
+            f"device {self.device.name!r}: the agent "
+            + ("exited at start" if state == "exited" else f"did not listen within {AGENT_START_TIMEOUT_S:g} s")
+            + (f"; its log ends: {log.strip().splitlines()[-1]}" if log.strip() else ""),
+            hint=f"see {self.folder}/agent.log on the device",
+        )
 
     async def agent_log(self, lines: int = 40) -> str:
         """The last lines of the agent's log on the device."""
@@ -225,14 +236,14 @@ class LinuxDriver(Driver):
         if self.agent is None:
             return False
         conn = await self.connection()
-        return (await conn.run(f"kill -0 {self.agent.pid} 2>/dev/null", check=False)).returncode == 0
+        return (await conn.run(alive_test(self.agent.pid), check=False)).returncode == 0
 
     async def wait_agent_exit(self, poll_s: float = 0.2) -> None:
         """Return when the agent process ends (one long-running remote command, no polling traffic)."""
         if self.agent is None:
             return
         conn = await self.connection()
-        proc = await conn.stream(f"while kill -0 {self.agent.pid} 2>/dev/null; do sleep {poll_s}; done; echo gone")
+        proc = await conn.stream(f"while {alive_test(self.agent.pid)}; do sleep {poll_s}; done; echo gone")
         try:
             assert proc.stdout is not None
             await proc.stdout.read()
@@ -271,7 +282,7 @@ class LinuxDriver(Driver):
             ticks = int(grace_s * 10)
             stop = (
                 f"kill -TERM {pid} 2>/dev/null; i=0; "
-                f"while kill -0 {pid} 2>/dev/null && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
+                f"while {alive_test(pid)} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
                 f'kill -KILL {pid} 2>/dev/null; rm -f "{self.folder}/agent.pid"; true'
             )
             with contextlib.suppress(DeviceUnreachable):  # the device is gone; nothing more to stop
