@@ -128,29 +128,43 @@ class TelemetryMonitor:
     async def _run(self) -> None:
         while True:
             try:
-                await self._stream_once()
+                taken = await self._stream_once()
             except BenchError as exc:  # the connection stayed down past its backoff
                 self.errors.append(str(exc))
                 return
+            status = self._proc.returncode if self._proc is not None else None
             await self._end_proc()
+            if taken == 0 and self.connection.connected:
+                self.errors.append(self._no_sample_error(status))
+                return
             await asyncio.sleep(self.interval_s)  # the stream ended (dropped connection): start it again
 
-    async def _stream_once(self) -> None:
+    def _no_sample_error(self, status: int | None) -> str:
+        where = f"device {self.connection.device!r}: telemetry ({self.source})"
+        if status == 127:
+            return f"{where}: tegrastats not found on the device; set telemetry = 'sysfs' in the fleet file"
+        return f"{where}: the sampler ended without a sample (exit status {status})"
+
+    async def _stream_once(self) -> int:
+        """Read one stream until it ends; return how many samples it gave."""
         self._proc = await self.connection.stream(self.command())
         assert self._proc.stdout is not None
+        taken = 0
         block: list[str] = []
         while raw := await self._proc.stdout.readline():
             line = raw.decode("utf-8", "replace").strip()
             now = time.monotonic_ns()
+            values: dict[str, float] = {}
             if self.source == "tegrastats":
                 values = parse_tegrastats(line)
-                if values:
-                    self.samples.append(Sample(now, self.source, values))
             elif line == "@sample":
                 block = []
             elif line == "@end":
                 values = parse_pi_block(block)
-                if values:
-                    self.samples.append(Sample(now, self.source, values))
             else:
                 block.append(line)
+            if values:
+                self.samples.append(Sample(now, self.source, values))
+                taken += 1
+        await self._proc.wait()
+        return taken

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from bench.devices import driver_for
+from bench.telemetry import TelemetryMonitor
 from tests.linux_support import virtual_board
 
 pytestmark = pytest.mark.e2e
@@ -62,3 +63,22 @@ def test_pi_samples_show_throttling_and_survive_a_drop() -> None:
     assert 30 < last["temp_c"] < 100 and 0 < last["cpu_mhz"] <= last["cpu_max_mhz"] == 2400
     assert last["mem_total_mb"] > 0
     assert faults[:2] == ["ssh-dropped", "ssh-reconnected"]
+
+
+def test_missing_tegrastats_is_reported_not_retried_forever() -> None:
+    """A Pi has no tegrastats: a monitor told to use it stops with an error that says what to set."""
+    with virtual_board("pi5") as board:
+        driver = driver_for(board.device)
+
+        async def go():
+            monitor = TelemetryMonitor(await driver.connection(), "tegrastats", 0.2)
+            try:
+                async with monitor:
+                    await asyncio.sleep(1.0)
+                return monitor
+            finally:
+                await driver.close()
+
+        monitor = board.loop.run(go(), timeout_s=60)
+    assert monitor.samples == []
+    assert len(monitor.errors) == 1 and "tegrastats not found" in monitor.errors[0] and "sysfs" in monitor.errors[0]
