@@ -22,6 +22,13 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "ota_server_host": "127.0.0.1",  # the address at which the device reaches the bench's update server
 }
 
+# SSH-reached Linux boards: agent folder (under $HOME unless absolute), telemetry source and period.
+LINUX_DEFAULTS: dict[str, Any] = {
+    "agent_dir": "npc-hil-bench",
+    "telemetry": "tegrastats",  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
+    "telemetry_interval_ms": 500,
+}
+
 KINDS: dict[str, KindInfo] = {
     k.name: k
     for k in (
@@ -43,13 +50,20 @@ KINDS: dict[str, KindInfo] = {
             "jetson-orin-nx",
             "NVIDIA Jetson Orin NX over SSH",
             "ssh",
-            {**COMMON_DEFAULTS, "model": "npc-policy-large-int8", "memory_limit_mb": 512},
+            {**COMMON_DEFAULTS, **LINUX_DEFAULTS, "model": "npc-policy-large-int8", "memory_limit_mb": 512},
         ),
         KindInfo(
             "pi5",
             "Raspberry Pi 5 over SSH",
             "ssh",
-            {**COMMON_DEFAULTS, "fps_target": 30, "model": "npc-policy-int8", "memory_limit_mb": 256},
+            {
+                **COMMON_DEFAULTS,
+                **LINUX_DEFAULTS,
+                "fps_target": 30,
+                "model": "npc-policy-int8",
+                "memory_limit_mb": 256,
+                "telemetry": "sysfs",
+            },
         ),
         KindInfo(
             "switch-arm64",

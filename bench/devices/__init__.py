@@ -8,7 +8,10 @@ from bench.devices.base import Driver
 from bench.fleet import Device
 
 # kind -> "module:Class". A kind missing here has no driver yet; `fleet check` says so.
-DRIVERS: dict[str, str] = {}
+DRIVERS: dict[str, str] = {
+    "jetson-orin-nx": "bench.devices.linux:LinuxDriver",
+    "pi5": "bench.devices.linux:LinuxDriver",
+}
 
 
 def has_driver(kind: str) -> bool:
