@@ -8,7 +8,9 @@ from bench.devices.base import Driver
 from bench.fleet import Device
 
 # kind -> "module:Class". A kind missing here has no driver yet; `fleet check` says so.
-DRIVERS: dict[str, str] = {}
+DRIVERS: dict[str, str] = {
+    "switch-arm64": "bench.devices.qemu_arm64:QemuArm64Driver",
+}
 
 
 def has_driver(kind: str) -> bool:
