@@ -79,7 +79,7 @@ class QemuMachine:
         self.started_ns = 0
         self.ready_ns: dict[str, int] = {}  # event -> monotonic ns it was seen
         self._changed = asyncio.Event()
-        self._tmp = Path(tempfile.mkdtemp(prefix="hilbench-qemu-"))
+        self._tmp = Path(tempfile.gettempdir()) / f"hilbench-qemu-{os.getpid()}-{id(self):x}"  # made by start()
         self._pump: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -110,6 +110,7 @@ class QemuMachine:
                 f"{self.name}: {self.link.binary} not found", hint="apt-get install qemu-system-arm"
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp.mkdir(mode=0o700, exist_ok=True)
         self.started_ns = time.monotonic_ns()
         self.proc = await asyncio.create_subprocess_exec(
             *self.argv(),

@@ -37,15 +37,20 @@ echo $(( ${npc_mem_mb:-256} * 1024 * 1024 )) > /sys/fs/cgroup/agent/memory.max
 echo 0 > /sys/fs/cgroup/agent/memory.swap.max 2>/dev/null
 
 # The control channel: one command per line from the bench.
+# Reads see end-of-file while the bench side is not connected, so keep reopening.
 control() {
-    exec 3<>"$CTL"
-    while read -r cmd <&3; do
-        case "$cmd" in
-            status) echo "status mode=${npc_mode:-agent} agent=$(cat /sys/fs/cgroup/agent/cgroup.procs | head -n1)" >&3 ;;
-            poweroff) echo "bye" >&3; say "poweroff"; poweroff -f ;;
-            panic) echo "panicking" >&3; echo c > /proc/sysrq-trigger ;;
-            *) echo "error unknown command $cmd" >&3 ;;
-        esac
+    while true; do
+        exec 3<>"$CTL"
+        while read -r cmd <&3; do
+            case "$cmd" in
+                status) echo "status mode=${npc_mode:-agent} agent=$(head -n1 /sys/fs/cgroup/agent/cgroup.procs)" >&3 ;;
+                poweroff) echo "bye" >&3; say "poweroff"; poweroff -f ;;
+                panic) echo "panicking" >&3; echo c > /proc/sysrq-trigger ;;
+                *) echo "error unknown command $cmd" >&3 ;;
+            esac
+        done
+        exec 3<&-
+        sleep 0.3
     done
 }
 [ -n "$CTL" ] && control &

@@ -22,11 +22,11 @@ def main() -> int:
         "numpy": np.__version__,
         "tflite_runtime": tfl_version,
         "import_s": round(time.monotonic() - t0, 3),
-        "timing": os.environ.get("npc_timing", "?"),
+        "timing": os.environ.get("npc_timing", "?"),  # noqa: SIM112 (kernel args are lowercase)
     }
     models = sorted(glob.glob("/opt/npc/models/*.tflite"))
     if models:
-        runs = int(os.environ.get("npc_runs", "200"))
+        runs = int(os.environ.get("npc_runs", "200"))  # noqa: SIM112
         interp = Interpreter(model_path=models[0], num_threads=1)
         interp.allocate_tensors()
         inp = interp.get_input_details()[0]
