@@ -146,3 +146,25 @@ def test_killed_bench_leaves_no_qemu(tmp_path: Path, arm64_image: BuiltImage) ->
         assert not qemu_alive(pid), "QEMU outlived the bench process"
     finally:
         bench.kill()
+
+
+def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """python3 + numpy + tflite-runtime 2.14 run the factory int8 model in the guest; under -icount shift=0
+    the median and P90 invoke times repeat exactly from boot to boot."""
+
+    async def run() -> dict[str, object]:
+        driver = QemuArm64Driver(switch_device("icount"), tmp_path)
+        try:
+            return await driver.selftest()
+        finally:
+            await driver.close_agent()
+            assert not qemu_alive(driver.machine.pid)
+
+    first, second = asyncio.run(run()), asyncio.run(run())
+    assert first["tflite_runtime"] == "2.14.0" and first["numpy"].startswith("1.24") and first["timing"] == "icount"
+    assert first["model"] == "npc-policy-int8.tflite" and first["runs"] == len(first["invoke_us"]) == 200
+    for report in (first, second):
+        times = report["invoke_us"]
+        assert 0 < times[0] <= times[-1]
+    assert first["invoke_us"][100] == second["invoke_us"][100]  # median
+    assert first["invoke_us"][179] == second["invoke_us"][179]  # P90
