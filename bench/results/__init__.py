@@ -1,0 +1,1 @@
+"""Results: run store, baselines and regression verdicts."""
