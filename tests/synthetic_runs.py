@@ -40,10 +40,9 @@ def synthetic_device(
     t_s = np.cumsum(interval) / 1000.0
     interval[0] = np.nan
     latency = rng.lognormal(np.log(latency_ms), 0.25, frames) * latency_factor
-    latency[rng.random(frames) < 0.05] = np.nan  # non-key frames skip inference
     device = DeviceRun(
         name=name, kind=kind, decision_budget_ms=50.0,
-        frames=FrameTrace(t_s=t_s, interval_ms=interval, latency_ms=latency, deviation_us=deviation_us),
+        frames=FrameTrace(t_s=t_s, interval_ms=interval, deviation_us=deviation_us),
         model_versions=["npc-policy-int8@3f9a1c2", *(["npc-policy-int8@77b0e41"] if with_events else [])],
     )  # fmt: skip
     device.samples = {

@@ -9,7 +9,7 @@ import numpy as np
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.summary import DeviceSummary, summarize
-from bench.results.runview import DeviceRun, RunView
+from bench.results.runview import LATENCY_MS, DeviceRun, RunView
 from bench.results.verdict import REGRESSION, Verdict
 
 TREND_RUNS = 30  # how many past runs the trend plots show
@@ -99,19 +99,22 @@ def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict
     """The SVG plots of one device."""
     plots: dict[str, str] = {}
     frames = device.frames
-    if frames is not None and len(frames):
-        lines = [svg.Line(*cdf_points(frames.latency_ms), label="this run")]
-        if baseline is not None and baseline.frames is not None:
+    latency = device.series(LATENCY_MS)
+    if latency is not None and len(latency):
+        lines = [svg.Line(*cdf_points(latency.values), label="this run")]
+        base_latency = baseline.series(LATENCY_MS) if baseline is not None else None
+        if base_latency is not None and len(base_latency):
             lines.append(
-                svg.Line(*cdf_points(baseline.frames.latency_ms), label="baseline", color=svg.PALETTE[1], dashed=True)
+                svg.Line(*cdf_points(base_latency.values), label="baseline", color=svg.PALETTE[1], dashed=True)
             )
         for line in lines:
             line.step = True
         plots["latency_cdf"] = svg.render(
             svg.Plot(
-                "Decision latency CDF", "latency (ms)", "fraction of frames (0-1)", lines=lines, y_range=(0.0, 1.0)
+                "Decision latency CDF", "latency (ms)", "fraction of inputs (0-1)", lines=lines, y_range=(0.0, 1.0)
             )
         )
+    if frames is not None and len(frames):
         t, low, high, mean = minmax_buckets(frames.t_s, frames.interval_ms)
         plots["frame_interval"] = svg.render(
             svg.Plot(

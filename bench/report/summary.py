@@ -7,8 +7,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.results.runview import FIRST_FRAME_MS, MEMORY_PEAK_MB, DeviceRun
+from bench.results.runview import FIRST_FRAME_MS, LATENCY_MS, MEMORY_PEAK_MB, DeviceRun
 from bench.results.statistics import stutter_count
+
+DEADLINE_MISSES = "decision_deadline_misses"  # the stored measurement, when the run has one
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ def percentiles(values: np.ndarray, qs: tuple[float, ...]) -> list[float | None]
 def summarize(device: DeviceRun) -> DeviceSummary:
     """The headline numbers of `device`."""
     frames = device.frames
-    latency = frames.latency_ms if frames is not None else np.empty(0)
+    latency_samples = device.series(LATENCY_MS)
+    latency = latency_samples.values if latency_samples else np.empty(0)
     latency = latency[np.isfinite(latency)]
     p50, p95, p99 = percentiles(latency, (0.5, 0.95, 0.99))
     fps = low = jitter_std = jitter_p99 = None
@@ -72,7 +75,11 @@ def summarize(device: DeviceRun) -> DeviceSummary:
             jitter_std = float(np.std(deviation))
             (jitter_p99,) = percentiles(deviation, (0.99,))
     budget = device.decision_budget_ms
-    misses = int(np.count_nonzero(latency > budget)) if budget else 0
+    stored_misses = device.scalars.get(DEADLINE_MISSES, (None, ""))[0]
+    if stored_misses is not None:  # counted at measurement time, including inputs never decided
+        misses = int(stored_misses)
+    else:
+        misses = int(np.count_nonzero(latency > budget)) if budget else 0
     first = device.series(FIRST_FRAME_MS)
     memory = device.series(MEMORY_PEAK_MB)
     return DeviceSummary(

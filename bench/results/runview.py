@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Names of the sample series verdict rules can refer to (`source = ...` in a baseline thresholds file).
-LATENCY_MS = "latency_ms"  # input -> decision, one per inferred frame
+LATENCY_MS = "latency_ms"  # input -> decision (end to end, bench clock), one per replayed input
+INFERENCE_MS = "inference_ms"  # t1 - t0 on the device, one per inference
 FRAME_INTERVAL_MS = "frame_interval_ms"  # time between consecutive frames
 FRAME_DEVIATION_US = "frame_deviation_us"  # |actual - scheduled| frame time
 FIRST_FRAME_MS = "first_frame_ms"  # one per session replay / model (re)load
 MEMORY_PEAK_MB = "memory_peak_mb"  # one peak per telemetry window or session
 
-SOURCES = (LATENCY_MS, FRAME_INTERVAL_MS, FRAME_DEVIATION_US, FIRST_FRAME_MS, MEMORY_PEAK_MB)
+SOURCES = (LATENCY_MS, INFERENCE_MS, FRAME_INTERVAL_MS, FRAME_DEVIATION_US, FIRST_FRAME_MS, MEMORY_PEAK_MB)
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,11 @@ class Samples:
 
 @dataclass(frozen=True)
 class FrameTrace:
-    """Per-frame records of one device, in frame order."""
+    """Per-inference-frame timing of one device, in frame order."""
 
-    t_s: np.ndarray  # when the frame was presented, s since run start
-    interval_ms: np.ndarray  # since the previous frame (first frame: NaN)
-    latency_ms: np.ndarray  # input -> decision; NaN for frames that skipped inference
-    deviation_us: np.ndarray  # |actual - scheduled| presentation time
+    t_s: np.ndarray  # when the inference started, s since the device's first frame
+    interval_ms: np.ndarray  # since the previous inference (first frame: NaN)
+    deviation_us: np.ndarray  # |actual - scheduled| start time
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -84,6 +84,7 @@ class DeviceRun:
     name: str
     kind: str
     samples: dict[str, Samples] = field(default_factory=dict)
+    scalars: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # stored name -> (value, unit)
     frames: FrameTrace | None = None
     telemetry: dict[str, TimeSeries] = field(default_factory=dict)
     faults: list[FaultEvent] = field(default_factory=list)
