@@ -1,4 +1,4 @@
-"""`hilbench models list|convert|check` through the real CLI."""
+"""`hilbench model fixtures|convert|check-fixtures` through the real CLI."""
 
 import json
 import subprocess
@@ -10,12 +10,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 def hilbench(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bench", "models", *args], cwd=REPO, capture_output=True, text=True, check=False
+        [sys.executable, "-m", "bench", "model", *args], cwd=REPO, capture_output=True, text=True, check=False
     )
 
 
 def test_list_names_the_kind_defaults():
-    proc = hilbench("list", "--json")
+    proc = hilbench("fixtures", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {r["file"]: r for r in json.loads(proc.stdout)}
     assert rows["npc-policy-int8.npcm"]["kinds"] == ["esp32c6", "pi5", "switch-arm64"]
@@ -38,5 +38,5 @@ def test_convert_refuses_a_float_model_with_exit_2(tmp_path):
 
 
 def test_check_passes_on_the_committed_fixtures():
-    proc = hilbench("check", "--json")
+    proc = hilbench("check-fixtures", "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout) == {"stale": []}

@@ -1,4 +1,4 @@
-"""`hilbench models list|convert|check`: the fixture models and the .npcm converter."""
+"""`hilbench model fixtures|convert|check-fixtures`: the fixture models and the .npcm converter."""
 
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ from bench.models.catalogue import build_all
 from bench.models.tflite_read import read_int8_policy
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    """Add the `models` command group."""
-    models = sub.add_parser("models", help="fixture models and the .npcm converter")
-    msub = models.add_subparsers(dest="models_command", required=True)
-    p = msub.add_parser("list", help="list the model files with size, sha256 and the kinds that use them")
+def add_fixture_commands(msub: argparse._SubParsersAction) -> None:
+    """Add `fixtures`, `convert` and `check-fixtures` to the `model` command group."""
+    p = msub.add_parser("fixtures", help="list the fixture model files with size, sha256 and the kinds that use them")
     p.add_argument("--dir", type=Path, default=MODELS_DIR, help="model folder (default: fixtures/models)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_list)
@@ -29,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("npcm", type=Path)
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_convert)
-    p = msub.add_parser("check", help="rebuild the fixtures in memory; exit 1 if a committed file differs")
+    p = msub.add_parser("check-fixtures", help="rebuild the fixtures in memory; exit 1 if a committed file differs")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_check)
 
