@@ -46,6 +46,7 @@ KINDS: dict[str, KindInfo] = {
                 "chip_id": 13,
                 "model": "npc-policy-int8",
                 "model_format": "npcm-int8",  # fixtures/models/<model>.npcm, converted from the .tflite
+                "memory_limit_kb": 160,  # live MicroPython heap the agent may use (of ~300 KB free)
             },
         ),
         KindInfo(

@@ -51,10 +51,8 @@ class Link:
 
     def ready(self, timeout_ms):
         """True when a line can be read within `timeout_ms`."""
-        for ev in self.poller.poll(timeout_ms):
-            if ev[1] & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                return True
-        return False
+        mask = select.POLLIN | select.POLLHUP | select.POLLERR
+        return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
     def readline(self):
         line = self.rx.readline()
@@ -100,10 +98,10 @@ class FrameLoop:
 class Agent:
     """Protocol dispatch, the frame loop, inputs and models."""
 
-    def __init__(self, link, key, key_error=None):
+    def __init__(self, link, key, key_error=None, mem_limit=0):
         self.link = link
         self.clock = Clock()
-        self.models = Models(key, self.clock, self.send)
+        self.models = Models(key, self.clock, self.send, mem_limit)
         self.key_error = key_error
         self.features = npcfeat.Features()
         self.loop = None
@@ -231,7 +229,7 @@ class Agent:
 
     def warm_up(self):
         """The new model's first inference, under the watchdog, even when no frame loop runs."""
-        try:
+        try:  # noqa: SIM105 (MicroPython has no contextlib)
             self.models.infer(self.features.vector())
         except Exception:  # already reported as a fault
             pass
@@ -268,6 +266,7 @@ class Agent:
         fields["mem"] = self.note_memory()
         fields["mem_peak"] = self.mem_peak
         fields["mem_free"] = _mem_free()
+        fields["mem_limit"] = self.models.mem_limit
         fields["model_bytes"] = cur.size if cur else 0
         fields["weight_bytes"] = cur.net.weight_bytes if cur else 0
         fields.update(self.models.counts)
@@ -424,7 +423,17 @@ def boot_model(agent):
         return "saved model record unusable: %s" % exc
 
 
-def run(trust_path="trust.key"):
+def load_config(path):
+    """The board's agent settings (`agent.json`: {"mem_limit": bytes of live heap, 0 for none}); {} if absent."""
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def run(trust_path="trust.key", config_path="agent.json"):
     """Start the agent on stdin/stdout; returns when the bench sends `shutdown` or closes the link."""
     import npcsig
 
@@ -434,7 +443,8 @@ def run(trust_path="trust.key"):
         key = npcsig.load_trusted_key(trust_path)
     except (OSError, ValueError) as exc:
         key_error = "no usable trusted key %s: %s (every load will be refused)" % (trust_path, exc)
-    agent = Agent(Link(), key, key_error)
+    config = load_config(config_path)
+    agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)))
     note = boot_model(agent)
     if note:
         agent.link.write(("%s: %s\n" % (AGENT, note)).encode())

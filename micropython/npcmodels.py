@@ -3,7 +3,8 @@
 A load checks, in order: the file's sha256 and size against the manifest, the manifest's ECDSA-P256
 signature with the trusted key, then parses the .npcm (MemoryError -> refused as `oom`). The previous
 model stays in RAM for PROBATION_US after a switch; an exception or MemoryError in the new model's
-inference during that time rolls back to it and reports a `rollback` fault with the time it took.
+inference during that time, or a live heap above the agent's memory limit after it, rolls back to it
+and reports a `rollback` fault with the time it took.
 """
 
 import gc
@@ -42,8 +43,9 @@ class Loaded:
 class Models:
     """Current and previous model, the probation watchdog, and fault reports through `emit(msg)`."""
 
-    def __init__(self, key, clock, emit):
+    def __init__(self, key, clock, emit, mem_limit=0):
         self.key = key
+        self.mem_limit = mem_limit
         self.clock = clock
         self.emit = emit
         self.current = None
@@ -135,7 +137,10 @@ class Models:
             raise LookupError("no model loaded")
         watch = self.in_probation()
         try:
-            return self._run(cur, x), cur
+            result = self._run(cur, x)
+            if watch:
+                self._check_memory()
+            return result, cur
         except Exception as exc:  # MemoryError included: both are faults of the model
             t_fault = self.clock.now()
             cause = "oom" if isinstance(exc, MemoryError) else "crash"
@@ -173,6 +178,14 @@ class Models:
                 }
             )
             return self._run(prev, x), prev
+
+    def _check_memory(self):
+        """MemoryError when the live heap is above the memory limit (checked during probation)."""
+        if self.mem_limit and hasattr(gc, "mem_alloc"):
+            gc.collect()
+            used = gc.mem_alloc()
+            if used > self.mem_limit:
+                raise MemoryError("heap in use %d B over the limit of %d B" % (used, self.mem_limit))
 
     def timing(self):
         """Per-inference time figures (us) for stats."""

@@ -70,6 +70,18 @@ def micropython_exe() -> Path:
     return Path(found)
 
 
+AGENT_MAIN = "import npc_agent; npc_agent.run()"
+
+
 def agent_command(heap: str = ESP32C6_HEAP) -> list[str]:
     """argv that runs the agent in the unix VM; run it with cwd = the board folder."""
-    return [str(micropython_exe()), "-X", f"heapsize={heap}", "-c", "import npc_agent; npc_agent.run()"]
+    return [str(micropython_exe()), "-X", f"heapsize={heap}", "-c", AGENT_MAIN]
+
+
+def copy_bundle(files: Sequence[tuple[Path, str]], board: Path) -> Path:
+    """Copy (source, path in the board) pairs, e.g. `bench.bundles.micropython_bundle`, into `board`."""
+    for src, dest in files:
+        target = Path(board) / dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+    return Path(board)
