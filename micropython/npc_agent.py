@@ -116,6 +116,7 @@ class Agent:
             "hello": self.on_hello,
             "ping": self.on_ping,
             "load": self.on_load,
+            "update": self.on_update,
             "start": self.on_start,
             "stop": self.on_stop,
             "in": self.on_input,
@@ -144,7 +145,7 @@ class Agent:
             "runtime": "%s %s npcnn" % (impl.name, ".".join(str(v) for v in impl.version[:3])),
             "verifier": "p256.py",
             "model": cur.info if cur else None,
-            "caps": ["npcm", "int8", "rollback", "stats", "infer"],
+            "caps": ["npcm", "int8", "update-coap", "rollback", "stats", "infer"],
         }
 
     # -- input ---------------------------------------------------------------------------------------
@@ -204,9 +205,37 @@ class Agent:
         manifest = dict(msg["manifest"])
         if "sig" in msg and "sig" not in manifest:
             manifest["sig"] = msg["sig"]
+        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {})
+
+    def on_update(self, msg, rx_us):
+        """Fetch a full model over CoAP Block2 into models/, then verify and switch as `load` does."""
+        manifest = dict(msg["manifest"])
+        url = msg["url"]
+        if msg.get("delta"):
+            raise ValueError("this agent takes full models only (no delta-bsdiff: MicroPython has no bz2)")
+        name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
+        path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
+        import npccoap  # only when an update comes: it costs heap
+
+        client = npccoap.Client(npccoap.Timing.from_json(msg.get("coap")))
+        try:
+            fetched = client.fetch(url, path, manifest.get("sha256"))
+        except (npccoap.FetchError, OSError) as exc:
+            refused = Refused(getattr(exc, "kind", "transfer"), "%s: %s" % (url, exc))
+            self.models.refuse(refused, manifest)
+            raise refused
+        finally:
+            client.close()
+        figures = {}
+        for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
+            figures[k] = fetched.get(k, 0)
+        return self.switch_to(msg, "updated", path, manifest, figures)
+
+    def switch_to(self, msg, reply_type, path, manifest, figures):
+        """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up."""
         t0 = self.clock.now()
         try:
-            model = self.models.check_and_parse(self.resolve(path), manifest)
+            model = self.models.check_and_parse(path, manifest)
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
@@ -214,7 +243,9 @@ class Agent:
         self.note_memory()
         switch_us = self.models.switch(model)
         self.remember(model)
-        self.send(wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us}))
+        fields = {"model": model.info, "verify_us": verify_us, "switch_us": switch_us}
+        fields.update(figures)
+        self.send(wire.reply(msg, reply_type, fields))
         self.warm_up()
         return None
 

@@ -24,6 +24,7 @@ AGENT_MODULES = (
     "npcmodels.py",
     "npcnn.py",
     "npcnn_viper.py",
+    "npccoap.py",
     "npcsig.py",
     "p256.py",
     "npcsched.py",

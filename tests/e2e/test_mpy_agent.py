@@ -166,3 +166,43 @@ def test_debounce_pushes_close_inferences_16_ms_after_the_previous(agent, board)
     ran = sorted((f for f in frames if f["ran"]), key=lambda f: f["due"])
     for prev, cur, f in zip(due, due[1:], ran[1:], strict=False):
         assert (cur == f["vsync"] + 16_666 and cur - prev >= 8_000) or cur == prev + 16_000
+
+
+def test_update_fetches_over_coap_then_verifies_and_switches(agent, board, tmp_path):
+    from bench.loop_thread import LoopThread
+    from bench.ota.server import UpdateServer
+    from bench.ota.store import ModelStore
+    from bench.signing import DEV_PRIVATE_KEY, load_private_key
+
+    assert load(agent, board, "npc-policy-int8", 1)["t"] == "loaded"
+    store = ModelStore(tmp_path / "store")
+    key = load_private_key(DEV_PRIVATE_KEY)
+    store.publish(model_file("npc-policy-int8", "npcm"), key, name="npc-policy", fmt="npcm-int8", version=1)
+    store.publish(model_file("npc-policy-int8-v2", "npcm"), key, name="npc-policy", fmt="npcm-int8", version=2)
+    loop = LoopThread()
+    server = UpdateServer(store)
+    loop.run(server.start())
+    try:
+        manifest = store.manifest("npc-policy", 2)
+        reply = agent.request(
+            {
+                "t": "update",
+                "url": server.model_url("npc-policy", 2),
+                "manifest": manifest,
+                "delta": False,
+                "coap": {"ack_timeout_ms": 50},
+            }
+        )
+        assert reply["t"] == "updated", reply
+        assert reply["model"]["version"] == 2 and reply["blocks"] == 7 and reply["bytes"] == 6376
+        assert (board / "models" / "npc-policy-2.npcm").read_bytes() == model_file(
+            "npc-policy-int8-v2", "npcm"
+        ).read_bytes()
+        assert agent.request({"t": "infer", "x": [0.3] * 48})["model"] == 2
+        forged = {**manifest, "version": 3}  # its signature covers version 2
+        reply = agent.request({"t": "update", "url": server.model_url("npc-policy", 2), "manifest": forged})
+        assert reply["code"] == "refused" and agent.wait_for("fault")["kind"] == "signature"
+        assert agent.request({"t": "hello"})["model"]["version"] == 2
+    finally:
+        loop.run(server.stop())
+        loop.close()
