@@ -431,10 +431,18 @@ class Agent:
             if event is None:
                 self.models.in_probation()
                 continue
-            if event[1] is not None:
-                self.run_slot(event[1])
-            else:
-                self.on_vsync()
+            try:
+                if event[1] is not None:
+                    self.run_slot(event[1])
+                else:
+                    self.on_vsync()
+            except Exception as exc:  # a frame-loop bug: end the loop, keep answering
+                gc.collect()
+                self.send(
+                    {"t": "log", "level": "error", "msg": "frame loop stopped: %s: %s" % (type(exc).__name__, exc)}
+                )
+                self.loop.stopping = True
+                self.loop.sched.pending = []
 
 
 def boot_model(agent):
