@@ -254,7 +254,11 @@ class Agent:
         try:
             with open(CURRENT + ".tmp", "w") as f:
                 json.dump({"path": model.path, "manifest": model.manifest}, f)
-            os.rename(CURRENT + ".tmp", CURRENT)
+            try:
+                os.rename(CURRENT + ".tmp", CURRENT)
+            except OSError:  # FAT will not rename over an existing file
+                os.remove(CURRENT)
+                os.rename(CURRENT + ".tmp", CURRENT)
         except OSError:
             pass  # a read-only board still runs; it just boots without a model
 
