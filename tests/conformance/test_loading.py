@@ -9,6 +9,8 @@ import pytest
 
 from bench.agent.session import AgentError, AgentSession
 
+pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
+
 PROBATION_US = 3_000_000
 X = [0.25] * 24 + [-0.5] * 24
 
