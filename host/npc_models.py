@@ -218,6 +218,7 @@ class ModelManager:
         if cur is None:
             raise LookupError("no model loaded")
         watch = self.in_probation()
+        t_start = now_us()
         try:
             return self._run(cur, x, watch), cur
         except Exception as exc:
@@ -250,6 +251,7 @@ class ModelManager:
                     "model": {"version": cur.version},
                     "prev": {"version": prev.version},
                     "t_switch": self.t_switch,
+                    "t_start": t_start,
                     "t_fault": t_fault,
                     "rollback_us": rollback_us,
                     "detail": detail,
