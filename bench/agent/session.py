@@ -248,10 +248,20 @@ class AgentSession:
         return reply
 
     async def update(
-        self, url: str, manifest: dict[str, Any], *, delta: bool = False, timeout: float = 600.0
+        self,
+        url: str,
+        manifest: dict[str, Any],
+        *,
+        delta: bool = False,
+        coap: dict[str, Any] | None = None,
+        timeout: float = 600.0,
     ) -> dict[str, Any]:
-        """Have the agent fetch a model over CoAP from `url`, verify and switch (see `load` for errors)."""
-        reply = await self.request("update", timeout=timeout, url=url, manifest=manifest, delta=delta)
+        """Have the agent fetch a model over CoAP from `url`, verify and switch (see `load` for errors).
+        `coap`: the link's retransmission timing (`ack_timeout_ms`, `ack_random_factor`, `max_retransmit`)."""
+        fields: dict[str, Any] = {"url": url, "manifest": manifest, "delta": delta}
+        if coap is not None:
+            fields["coap"] = coap
+        reply = await self.request("update", timeout=timeout, **fields)
         self.info["model"] = reply.get("model")
         return reply
 

@@ -32,7 +32,8 @@ def test_delta_update_switches_and_a_forged_manifest_is_refused(tmp_path: Path):
             forged = {**v2, "version": 9}
             with pytest.raises(AgentError, match="signature"):
                 await s.update(srv.model_url("npc-policy", 9), forged, timeout=30)
-            reply = await s.update(srv.delta_url("npc-policy", 2, 1), v2, delta=True, timeout=60)
+            coap = {"ack_timeout_ms": 50, "ack_random_factor": 1.5, "max_retransmit": 6}
+            reply = await s.update(srv.delta_url("npc-policy", 2, 1), v2, delta=True, coap=coap, timeout=60)
         await s.start(fps=30, vsync_hz=30, frames=3)
         recs = [r async for r in s.frames(timeout=10)]
         return reply, recs, await s.hello()
