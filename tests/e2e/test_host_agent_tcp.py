@@ -88,3 +88,21 @@ def test_portable_p256_verifier_accepts_good_and_refuses_bad_signatures(tmp_path
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_huge_line_costs_an_error_not_the_link(tmp_path):
+    proc, port = start_tcp_agent(tmp_path / "agent")
+
+    async def body():
+        s = await AgentSession.open(await open_transport(f"tcp://127.0.0.1:{port}"), device="huge")
+        await s.send_raw(b"~" + b"y" * 200_000 + b"*00000000\n")
+        assert (await s.hello())["proto"] == 1  # the next request is answered, not swallowed
+        assert any("bad_frame" in line for line in s.console)
+        await s.shutdown()
+        await s.close()
+
+    try:
+        asyncio.run(body())
+    finally:
+        proc.kill()
+        proc.wait()
