@@ -18,7 +18,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "fps_target": 60,
     "vsync_hz": 60,
     "decision_budget_ms": 50,
-    "ota_timing": "lan",  # CoAP retransmission timing for model updates: "lan" or "rfc7252" (bench/ota/timing.py)
+    "ota_timing": "lan",  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     "ota_server_host": "127.0.0.1",  # where the device reaches the bench's update server (QEMU: the driver's)
 }
 

@@ -36,6 +36,7 @@ class DeviceUpdate:
     blocks: int = 0
     bytes: int = 0
     retransmits: int = 0
+    resumed_from: int = 0  # first block fetched (> 0: an interrupted transfer was resumed)
     transfer_ms: float = 0.0
     delta_saved: int = 0
     verify_ms: float = 0.0
@@ -131,6 +132,7 @@ async def update_device(
         result.blocks = int(reply.get("blocks", 0))
         result.bytes = int(reply.get("bytes", 0))
         result.retransmits = int(reply.get("retransmits", 0))
+        result.resumed_from = int(reply.get("resumed_from", 0))
         result.transfer_ms = reply.get("transfer_us", 0) / 1000
         result.verify_ms = reply.get("verify_us", 0) / 1000
         result.switch_ms = reply.get("switch_us", 0) / 1000
