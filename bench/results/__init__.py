@@ -1,4 +1,5 @@
-"""The results store: runs, devices, measurements, histograms, faults and frame records (docs/results.md)."""
+"""Results: the run store (runs, devices, measurements, histograms, faults, frame records; docs/results.md),
+baselines and regression verdicts."""
 
 from bench.results.store import ResultStore, open_store
 
