@@ -82,6 +82,7 @@ class DeviceRun:
     result: DeviceMeasurements | None = None
     stats: list[dict[str, Any]] = field(default_factory=list)
     clock: ClockLike | None = None
+    start_ns: int | None = None  # bench time the frame loop's start request went out
 
 
 class _RecordingSink:
@@ -136,6 +137,7 @@ class ReplayRun:
             session = run.endpoint.session
             await session.sync_clock(CLOCK_PINGS)
             s = dev.settings
+            run.start_ns = time.monotonic_ns()
             await session.start(
                 fps=int(s.get("fps_target", 60)),
                 vsync_hz=int(s.get("vsync_hz", 60)),
@@ -192,6 +194,7 @@ class ReplayRun:
             stats=run.stats,
             faults=list(session.faults),
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
+            start_ns=run.start_ns,
         )
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
