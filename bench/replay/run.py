@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.errors import BenchError
+from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import FrameLike
@@ -110,6 +110,7 @@ class ReplayRun:
     speed: float | None = 1.0
     voice: str = "auto"  # auto, voice (PCM) or voicef
     pacer: Pacer = field(default_factory=Pacer)
+    realtime: bool = True  # pace under a real-time scheduling priority when the OS allows it
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
@@ -117,7 +118,7 @@ class ReplayRun:
     async def execute(self) -> list[DeviceRun]:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
-        self.replayer = Replayer(self.plan, self.pacer)
+        self.replayer = Replayer(self.plan, self.pacer, self.realtime)
         try:
             await asyncio.gather(*(self._prepare(r) for r in self.runs))
             live = [r for r in self.runs if r.status == "running"]
@@ -143,9 +144,10 @@ class ReplayRun:
                 vsync_hz=int(s.get("vsync_hz", 60)),
                 budget_ms=int(s.get("decision_budget_ms", 50)),
             )
-        except (BenchError, OSError) as exc:
-            run.status = "unreachable" if run.endpoint is None else "failed"
-            run.detail = str(exc)
+        except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
+            unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
+            run.status = "unreachable" if unreachable else "failed"
+            run.detail = str(exc) if isinstance(exc, BenchError | OSError) else f"{type(exc).__name__}: {exc}"
             self.store.update_device(self.run_id, dev.name, status=run.status, detail=run.detail)
             return
         choice = self._voice_choice(dev)
@@ -179,8 +181,8 @@ class ReplayRun:
                 await asyncio.wait_for(run.collector, 10)
             run.stats.append(await session.stats())
             run.clock = await session.sync_clock(CLOCK_PINGS)
-        except (BenchError, OSError, TimeoutError) as exc:
-            run.status, run.detail = "failed", f"stopping: {exc}"
+        except Exception as exc:  # measure what arrived anyway
+            run.status, run.detail = "failed", f"stopping: {type(exc).__name__}: {exc}"
         if run.track is not None and run.track.failed:
             run.status, run.detail = "failed", run.track.failed
         self._store_inputs(run)
