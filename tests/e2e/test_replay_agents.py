@@ -126,3 +126,60 @@ def test_replay_into_two_host_agents_over_tcp(tmp_path: Path, session_file: Path
         assert m["replay_send_error_p50"].value < 1_000_000
         assert m["mem_peak"].value and m["mem_peak"].value > 1_000_000
         assert set(store.histograms(result.run_id, name)) >= {"decision_latency", "inference_latency"}
+
+
+def _micropython_board(folder: Path) -> list[str] | None:
+    """Deploy the MicroPython agent's board bundle into `folder`; its argv, or None when it is not here yet."""
+    try:
+        from bench.bundles import micropython_bundle
+        from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle, micropython_exe
+    except ImportError:
+        return None
+    if not (ROOT / "micropython" / "npc_agent.py").is_file() or not Path(micropython_exe()).exists():
+        return None
+    from bench.fleet import load_fleet
+
+    esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
+    device = Device("mpy-1", "esp32c6", None, settings=dict(esp.settings))
+    copy_bundle(micropython_bundle(device, folder / ".bundle"), folder)
+    return agent_command(ESP32C6_HEAP)
+
+
+def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -> None:
+    from bench.agent.transport import ProcessTransport
+    from bench.fleet import load_fleet
+
+    board = tmp_path / "board"
+    argv = _micropython_board(board)
+    if argv is None:
+        pytest.skip("the MicroPython agent (micropython/npc_agent.py, bench.mpy.board) is not on this branch yet")
+    esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
+    # an ESP32-C6 on its UART: 921600 baud is too slow for PCM plus the other channels -> voice features
+    device = Device("mpy-1", "esp32c6", SerialLink("socket://127.0.0.1:1", 921600), settings=dict(esp.settings))
+
+    async def open_agent(dev: Device) -> AgentEndpoint:
+        transport = await ProcessTransport.spawn(argv, cwd=board, stderr_path=board / "stderr.log")
+        session = await AgentSession.open(transport, device=dev.name, log_path=tmp_path / "mpy.log", timeout=10)
+
+        async def close() -> None:
+            with contextlib.suppress(Exception):
+                await session.shutdown(timeout=5)
+            await session.close()
+            await transport.close(grace=5)
+
+        return AgentEndpoint(session, close)
+
+    store = open_store(tmp_path / "results.sqlite")
+    result = asyncio.run(replay_fleet([device], session_file, store, open_agent, speed=1.0, bench="e2e"))
+    (run,) = result.devices
+    assert run.status == "ok", run.detail
+    (row,) = store.devices(result.run_id)
+    assert row.info["voice_mode"] == "voicef" and row.info["agent"]["agent"] != "npc-host"
+    m = {x.name: x for x in store.measurements(result.run_id, "mpy-1")}
+    frames = list(store.frames(result.run_id, "mpy-1"))
+    assert m["frames"].value == len(frames) >= 40  # ~4.5 s at the kind's 20 Hz display
+    assert m["inferences"].value > 0 and m["inference_latency_p50"].value > 0
+    seqs = [f.seq for f in frames if f.ran]
+    assert seqs == sorted(seqs) and seqs[-1] > result.inputs // 2
+    assert 0 < m["decision_latency_p50"].value < 1_000_000
+    assert m["mem_peak"].value and len(store.inputs(result.run_id, "mpy-1")) == result.inputs
