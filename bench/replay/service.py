@@ -41,8 +41,9 @@ async def replay_fleet(
     devices: list[Device],
     session_file: str | Path,
     store: ResultStore,
-    open_agent: OpenAgent,
+    open_agent: OpenAgent | None = None,
     *,
+    make_opener: Callable[[int], OpenAgent] | None = None,
     speed: float | None = 1.0,
     voice: str = "auto",
     realtime: bool = True,
@@ -50,7 +51,12 @@ async def replay_fleet(
     git_rev: str | None = None,
     progress: Callable[[ReplayRun], None] | None = None,
 ) -> ReplayResult:
-    """Replay `session_file` into `devices` (links already resolved) and store the run; returns it."""
+    """Replay `session_file` into `devices` (links already resolved) and store the run; returns it.
+
+    Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
+    their own with the run (e.g. bench.devices.linux_endpoint.LinuxAgentOpener's telemetry)."""
+    if (open_agent is None) == (make_opener is None):
+        raise ValueError("give exactly one of open_agent and make_opener")
     session = read_session(session_file)
     plan = build_plan(session, wire.encode)
     run_id = store.begin_run(

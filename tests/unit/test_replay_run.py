@@ -168,3 +168,28 @@ def test_nightly_stage_replays_every_session_and_reports_per_device(tmp_path: Pa
         runs = store.runs(kind="replay")
         assert [r.session for r in runs] == ["dialogue-0002", "dialogue-0001"]
         assert store.frame_count(runs[0].id, "ok-1") > 10
+
+
+def test_replay_fleet_gives_run_aware_openers_the_run_id(tmp_path: Path) -> None:
+    from bench.replay.service import replay_fleet
+
+    path = tmp_path / "s.mcap"
+    write_session(path, synth_session("combat", 4, duration_s=1.0))
+    seen: list[int] = []
+
+    def make_opener(run_id: int):
+        seen.append(run_id)
+
+        async def open_agent(dev: Device) -> AgentEndpoint:
+            async def close() -> None:
+                return None
+
+            return AgentEndpoint(StandInAgent(30), close)
+
+        return open_agent
+
+    with open_store(tmp_path / "r.sqlite") as store:
+        result = asyncio.run(replay_fleet([Device("d", "pi5", None)], path, store, make_opener=make_opener, speed=4))
+        assert seen == [result.run_id] and result.status == "ok"
+        with pytest.raises(ValueError, match="exactly one"):
+            asyncio.run(replay_fleet([], path, store))
