@@ -63,9 +63,8 @@ async def replay_fleet(
         "replay", bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
         config={"session_file": str(session_file), "voice": voice, "devices": [d.name for d in devices]},
     )  # fmt: skip
-    run = ReplayRun(
-        plan, devices, open_agent, store, run_id, speed=speed, voice=voice, pacer=Pacer(), realtime=realtime
-    )
+    opener = open_agent if open_agent is not None else make_opener(run_id)
+    run = ReplayRun(plan, devices, opener, store, run_id, speed=speed, voice=voice, pacer=Pacer(), realtime=realtime)
     ticker = asyncio.create_task(_tick(run, progress)) if progress else None
     status = "interrupted"
     try:
