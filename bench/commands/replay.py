@@ -16,6 +16,7 @@ from bench.leases import LeaseSet
 from bench.replay.agents import driver_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
+from bench.replay.session import Session, read_session
 from bench.results.store import DEFAULT_STORE, open_store
 from bench.virtual import virtual_fleet
 
@@ -67,6 +68,7 @@ def parse_speed(text: str) -> float | None:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay, show live progress, print a summary table per device (or JSON); exit 0 / 1 / 3."""
     speed = parse_speed(args.speed)
+    session = read_session(args.session)  # a bad file is reported before any device is touched
     fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
@@ -77,7 +79,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with LeaseSet(holder="hilbench replay") as leases:
         for dev in devices:
             leases.acquire(dev.name)
-        result = asyncio.run(_run(args, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
+        result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
     store.close()
     if args.json:
         emit_json(result_json(result, store.path))
@@ -90,7 +92,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-async def _run(args, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
+async def _run(args, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
     live = None if args.json else Live(console=err, refresh_per_second=4, transient=True)
 
     def progress(run: ReplayRun) -> None:
@@ -102,7 +104,7 @@ async def _run(args, devices, store, speed, logs: Path, bench: str) -> ReplayRes
             live.start()
         try:
             return await replay_fleet(
-                resolved, args.session, store, driver_opener(logs, args.deploy), speed=speed, voice=args.voice,
+                resolved, session, store, driver_opener(logs, args.deploy), speed=speed, voice=args.voice,
                 realtime=not args.no_realtime, bench=bench, progress=progress,
             )  # fmt: skip
         finally:

@@ -13,7 +13,7 @@ from bench.fleet import Device
 from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.run import DeviceRun, OpenAgent, ReplayRun
-from bench.replay.session import read_session
+from bench.replay.session import Session, read_session
 from bench.results.store import ResultStore
 
 # progress(run) is called about every PROGRESS_S while the replay runs
@@ -39,7 +39,7 @@ class ReplayResult:
 
 async def replay_fleet(
     devices: list[Device],
-    session_file: str | Path,
+    session_file: str | Path | Session,
     store: ResultStore,
     open_agent: OpenAgent | None = None,
     *,
@@ -51,17 +51,18 @@ async def replay_fleet(
     git_rev: str | None = None,
     progress: Callable[[ReplayRun], None] | None = None,
 ) -> ReplayResult:
-    """Replay `session_file` into `devices` (links already resolved) and store the run; returns it.
+    """Replay `session_file` (a path, or a Session already read) into `devices` (links already resolved)
+    and store the run; returns it.
 
     Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
     their own with the run (e.g. bench.devices.linux_endpoint.LinuxAgentOpener's telemetry)."""
     if (open_agent is None) == (make_opener is None):
         raise ValueError("give exactly one of open_agent and make_opener")
-    session = read_session(session_file)
+    session = session_file if isinstance(session_file, Session) else read_session(session_file)
     plan = build_plan(session, wire.encode)
     run_id = store.begin_run(
         "replay", bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
-        config={"session_file": str(session_file), "voice": voice, "devices": [d.name for d in devices]},
+        config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},
     )  # fmt: skip
     opener = open_agent if open_agent is not None else make_opener(run_id)
     run = ReplayRun(plan, devices, opener, store, run_id, speed=speed, voice=voice, pacer=Pacer(), realtime=realtime)
