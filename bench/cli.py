@@ -16,6 +16,10 @@ from bench.errors import BenchError, ExitCode
 COMMAND_MODULES = [
     "bench.commands.fleet",
     "bench.commands.linux",
+    "bench.commands.keys",
+    "bench.commands.model",
+    "bench.commands.ota",
+    "bench.commands.update",
 ]
 
 
