@@ -11,6 +11,7 @@ from bench.fleet import Device
 DRIVERS: dict[str, str] = {
     "jetson-orin-nx": "bench.devices.linux:LinuxDriver",
     "pi5": "bench.devices.linux:LinuxDriver",
+    "switch-arm64": "bench.devices.qemu_arm64:QemuArm64Driver",
 }
 
 
