@@ -6,7 +6,8 @@
   matching fleet device, with the device name in the test id; no match -> skipped with a reason.
 - Fixtures: `fleet` (the loaded Fleet), `device` (the selected Device, leased for the session, virtual
   devices started on first use), `device_log_dir` (a folder per test and device), `bench_loop` (run
-  async bench code from a sync test).
+  async bench code from a sync test), `record_measurement(name, value, unit, samples=None)` (from
+  `bench.pytest_measure`: JUnit XML properties and pytest-html tables and plots).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from bench.fleet import Device, Fleet, load_fleet
 from bench.leases import LeaseSet
 from bench.loop_thread import LoopThread
 from bench.virtual import has_virtual, make_virtual
+
+pytest_plugins = ("bench.pytest_measure",)  # the record_measurement fixture and its pytest-html extras
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
