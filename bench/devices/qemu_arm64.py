@@ -51,8 +51,6 @@ def resolve_image(device: Device) -> tuple[Path, Path, str]:
 class QemuArm64Driver(Driver):
     """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
 
-    host_address = "10.0.2.2"  # how the guest reaches the bench host (user-mode networking): use it in OTA URLs
-
     def __init__(
         self,
         device: Device,
