@@ -197,3 +197,25 @@ def test_guest_fetches_a_model_from_the_bench_update_server(tmp_path: Path, arm6
     assert fetched["code"].startswith("2.05")
     assert fetched["bytes"] == published.manifest["size"] > 1024  # more than one block
     assert fetched["sha256"] == published.manifest["sha256"]
+
+
+def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: Path) -> None:
+    import json
+
+    build = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "build", "switch-arm64", "--json"], cwd=REPO, capture_output=True
+    )
+    assert build.returncode == 0, build.stderr
+    data = json.loads(build.stdout)
+    assert data["built"] is False and data["initrd_sha256"] == arm64_image.initrd_sha256
+    show = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "show", "switch-arm64"], cwd=REPO, capture_output=True
+    )
+    assert show.returncode == 0 and str(arm64_image.folder) in show.stdout.decode()
+    empty = {**os.environ, "HILBENCH_CACHE_DIR": str(tmp_path)}
+    missing = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "show", "switch-arm64"], cwd=REPO, capture_output=True, env=empty
+    )
+    assert missing.returncode == 1 and b"hilbench image build switch-arm64" in missing.stdout
+    bad = subprocess.run([sys.executable, "-m", "bench", "image", "build", "jetson"], cwd=REPO, capture_output=True)
+    assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr

@@ -88,3 +88,35 @@ def test_replayed_inputs_reach_the_features(guest: Guest) -> None:
 
     last, records = guest.run(run())
     assert max(r.seq for r in records) == last
+
+
+def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: Path) -> None:
+    """A recorded-style session (all channels, original timestamps) played by the bench's replayer into
+    the agent in the guest; every input arrives and the run is measured and stored."""
+    from bench.agent import wire
+    from bench.replay.plan import build_plan
+    from bench.replay.run import AgentEndpoint, ReplayRun
+    from bench.replay.synth import synth_session
+    from bench.results import open_store
+
+    plan = build_plan(synth_session("combat", 3, duration_s=2.0), wire.encode)
+    device = guest.driver.device
+
+    async def open_agent(dev) -> AgentEndpoint:
+        async def keep_open() -> None:  # the module's guest stays up for the other tests
+            return None
+
+        return AgentEndpoint(guest.session, keep_open)
+
+    async def run():
+        before = (await guest.session.stats())["inputs"]
+        runs = await ReplayRun(plan, [device], open_agent, store, run_id, speed=1.0).execute()
+        return before, runs, (await guest.session.stats())["inputs"]
+
+    store = open_store(tmp_path / "results.sqlite")
+    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    before, runs, after = guest.run(run())
+    assert runs[0].status == "ok", runs[0].detail
+    assert after - before == len(plan.inputs) > 100
+    assert len(runs[0].frames) > 20 and any(f.seq >= 0 for f in runs[0].frames)
+    assert {m.name for m in store.measurements(run_id, device.name)}
