@@ -99,6 +99,11 @@ class QemuArm64Driver(Driver):
         args.update(self.boot_args)
         return args
 
+    def fault(self) -> str | None:
+        """Why the guest or its agent failed (panic, OOM, agent exit, QEMU gone), in one sentence; None if
+        it did not. Call it when the agent link ends unexpectedly."""
+        return self.machine.fault() if self.machine is not None else None
+
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Build the image if the recipe changed (a fleet link with its own image is used as given)."""
         started = time.monotonic()
