@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,26 @@ def qemu_alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+def my_qemus() -> list[int]:
+    """QEMU processes (not zombies) whose parent is this test process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        if "qemu-system" in comm and fields[0] != "Z" and int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_qemu_left() -> Iterator[None]:
+    yield
+    assert my_qemus() == [], "a QEMU started by this test is still running"
 
 
 def switch_device(timing: str = "realtime", **settings: object) -> Device:

@@ -13,7 +13,7 @@ from bench.agent.session import AgentSession
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.fleet import load_fleet
 from bench.image.build import build_image
-from tests.e2e.test_arm64 import qemu_alive
+from tests.e2e.test_arm64 import my_qemus, qemu_alive
 
 pytestmark = pytest.mark.e2e
 
@@ -56,6 +56,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
         g.driver.machine and g.driver.machine.kill()
         g.loop.close()
         assert g.driver.machine is None or not qemu_alive(g.driver.machine.pid)
+        assert my_qemus() == []
 
 
 def test_hello_reports_the_arm64_runtime_and_int8_model(guest: Guest) -> None:
