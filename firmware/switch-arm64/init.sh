@@ -64,6 +64,7 @@ case "${npc_mode:-agent}" in
     idle) say "idle"; while true; do sleep 3600; done ;;
     *) model=$(ls /opt/npc/models/*.tflite | head -n1)
        say "agent-start port=${npc_port:-7700} model=$model"
+       export NPC_PLATFORM_TAG="qemu-${npc_timing:-realtime}"  # the agent's hello: linux-aarch64/qemu-icount
        cd /opt/npc/agent && in_cgroup python3 -u npc_agent.py --listen "0.0.0.0:${npc_port:-7700}" \
            --pubkey /opt/npc/agent/trusted.pub.pem --models-dir /opt/npc/models \
            --model "$model" --manifest "${model%.tflite}.json" --mem-limit-mb "${npc_mem_mb:-256}" ;;
