@@ -72,6 +72,11 @@ class QemuArm64Driver(Driver):
         self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
 
     @property
+    def host_address(self) -> str:
+        """How the guest reaches the bench host (QEMU user-mode networking): use it in OTA URLs."""
+        return str(self.device.settings.get("ota_server_host", "10.0.2.2"))
+
+    @property
     def timing(self) -> str:
         """'realtime' (plain TCG) or 'icount' (-icount shift=0: deterministic); label every figure with it."""
         return self.link.timing

@@ -164,3 +164,4 @@ def test_driver_resolves_images_and_says_what_to_do(tmp_path: Path, monkeypatch:
     args = driver.kernel_args()
     assert args["npc_mem_mb"] == "64" and args["npc_timing"] == "icount" and args["npc_mode"] == "agent"
     assert driver.timing == "icount" and driver.platform()["timing"] == "icount"
+    assert driver.host_address == "10.0.2.2"
