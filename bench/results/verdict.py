@@ -24,7 +24,7 @@ UNCHANGED = "unchanged"
 NOT_ENOUGH = "not enough samples"
 NO_DATA = "no data"
 
-RESAMPLE_CAP = 10_000  # permutation tests and generic bootstraps use a random subsample of at most this many values
+RESAMPLE_CAP = 5_000  # permutation tests and generic bootstraps use a random subsample of at most this many values
 _CHUNK = 50
 
 
