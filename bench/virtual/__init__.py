@@ -13,7 +13,10 @@ from typing import Protocol
 from bench.fleet import Device, Link
 
 # kind -> "module:Class" implementing VirtualDevice. A kind missing here has no virtual device yet.
-VIRTUAL_KINDS: dict[str, str] = {}
+VIRTUAL_KINDS: dict[str, str] = {
+    "jetson-orin-nx": "bench.virtual.linux:VirtualLinuxDevice",
+    "pi5": "bench.virtual.linux:VirtualLinuxDevice",
+}
 
 
 class VirtualDevice(Protocol):
