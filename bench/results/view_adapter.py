@@ -78,28 +78,40 @@ def load_run(store: ResultStore, run_id: int) -> RunView:
 
 
 def histogram_values(hist: Histogram) -> np.ndarray:
-    """The recorded values of an HDR histogram (each at its bucket's highest equivalent value, within 0.1%)."""
-    values, counts = [], []
-    for item in hist.hdr.get_recorded_iterator():
-        values.append(item.value_iterated_to)
-        counts.append(item.count_at_value_iterated_to)
-    return np.repeat(np.asarray(values, dtype=float), np.asarray(counts, dtype=np.int64))
+    """The recorded values of an HDR histogram, each at its bucket's highest equivalent value (within 0.1%),
+    in ascending order. Vectorised over the counts array (iterating hdrh in Python is ~100x slower)."""
+    hdr = hist.hdr
+    filled = min(hdr.counts_len, hdr.encoder.payload.counts_len)  # decoded histograms may be truncated
+    counts = np.ctypeslib.as_array(hdr.counts)[:filled].astype(np.int64)
+    index = np.flatnonzero(counts)
+    half_magnitude, half = hdr.sub_bucket_half_count_magnitude, hdr.sub_bucket_half_count
+    bucket = (index >> half_magnitude) - 1
+    sub = (index & (half - 1)) + half
+    low_bucket = bucket < 0
+    sub[low_bucket] -= half
+    bucket[low_bucket] = 0
+    shift = bucket + hdr.unit_magnitude
+    highest = (sub << shift) + (1 << shift) - 1
+    return np.repeat(highest.astype(float), counts[index])
 
 
 def _frames(store: ResultStore, run_id: int, device: str) -> tuple[FrameTrace | None, int | None, list[int]]:
     """Frame timing of the inference frames, the first t0 (device us) and the model versions seen."""
     # One columnar read: the store's frames() yields objects, too slow for 100k-frame runs.
     rows = store.db.execute(
-        "SELECT t0, due, model FROM frames WHERE run_id = ? AND device = ? AND ran = 1 AND t0 IS NOT NULL ORDER BY i",
+        "SELECT t0, COALESCE(due, t0), COALESCE(model, -1), due IS NULL FROM frames"
+        " WHERE run_id = ? AND device = ? AND ran = 1 AND t0 IS NOT NULL ORDER BY i",
         (run_id, device),
     ).fetchall()
     if not rows:
         return None, None, []
-    data = np.array([(t0, np.nan if due is None else due) for t0, due, _ in rows], dtype=float)
-    t0, due = data[:, 0], data[:, 1]
+    data = np.array(rows, dtype=np.int64)
+    t0 = data[:, 0].astype(float)
+    deviation_us = np.abs(t0 - data[:, 1]).astype(float)
+    deviation_us[data[:, 3] == 1] = np.nan  # no schedule reported for that frame
     interval_ms = np.concatenate([[np.nan], np.diff(t0) / 1000.0])
-    trace = FrameTrace(t_s=(t0 - t0[0]) / 1e6, interval_ms=interval_ms, deviation_us=np.abs(t0 - due))
-    models = sorted({m for _, _, m in rows if m is not None})
+    trace = FrameTrace(t_s=(t0 - t0[0]) / 1e6, interval_ms=interval_ms, deviation_us=deviation_us)
+    models = sorted(int(m) for m in np.unique(data[:, 2]) if m >= 0)
     return trace, int(t0[0]), models
 
 
