@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
 from bench.results.runview import DeviceRun, RunView, Samples
 from bench.results.statistics import STATISTICS, Statistic
@@ -157,6 +156,10 @@ def _finite(samples: Samples | None) -> np.ndarray:
 
 def _mann_whitney(base: np.ndarray, run: np.ndarray, stat: Statistic, worse: str) -> tuple[float, float]:
     """One-sided Mann-Whitney U p-values (worse, better) on the raw samples."""
+    from scipy.stats import (
+        mannwhitneyu,
+    )  # here, not at the top: scipy.stats costs ~1 s of start-up for every CLI command
+
     samples_higher_is_worse = (worse == "higher") != stat.inverts
     greater = float(mannwhitneyu(run, base, alternative="greater").pvalue)
     less = float(mannwhitneyu(run, base, alternative="less").pvalue)
