@@ -126,7 +126,7 @@ def compare_samples(
         p_worse, p_better = _mann_whitney(b, r, stat, rule.worse)
         ci = None
     else:
-        p_worse, p_better, ci = _permutation(b, r, stat, rule, seed)
+        p_worse, p_better, ci = _permutation(b, r, stat, rule, seed, worse_sign * effect >= 0)
     worse_effect = worse_sign * effect
     p = p_worse if worse_effect >= 0 else p_better
     verdict.update(effect_pct=effect, p_value=p, ci_pct=ci)
@@ -141,10 +141,14 @@ def _decide(rule: MetricRule, worse_effect: float, p: float) -> tuple[str, str]:
     if big and significant:
         status = REGRESSION if worse_effect > 0 else IMPROVED
         limit = f"(>= {rule.threshold_pct:g}%)"
-        return status, f"{abs(worse_effect):.1f}% {direction} {limit}, p = {p:.2g} < {rule.alpha:g}"
+        return status, f"{abs(worse_effect):.1f}% {direction} {limit}, p {_p_text(p)} < {rule.alpha:g}"
     if big:
-        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction} but not significant (p = {p:.2g} >= {rule.alpha:g})"
+        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction} but not significant (p {_p_text(p)} >= {rule.alpha:g})"
     return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, below the {rule.threshold_pct:g}% threshold"
+
+
+def _p_text(p: float) -> str:
+    return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
 
 
 def _finite(samples: Samples | None) -> np.ndarray:
@@ -167,21 +171,21 @@ def _mann_whitney(base: np.ndarray, run: np.ndarray, stat: Statistic, worse: str
 
 
 def _permutation(
-    base: np.ndarray, run: np.ndarray, stat: Statistic, rule: MetricRule, seed: int
+    base: np.ndarray, run: np.ndarray, stat: Statistic, rule: MetricRule, seed: int, towards_worse: bool
 ) -> tuple[float, float, tuple[float, float]]:
     """One-sided permutation-test p-values (worse, better) of the statistic's relative change, and a bootstrap
     interval of that change at 1 - alpha. Large groups are tested on a fixed-seed random subsample.
 
-    Only the p-value in the observed direction is computed exactly; it stops early (Besag & Clifford's
-    sequential Monte Carlo p-value, valid as is) once SEQUENTIAL_HITS relabellings were at least as extreme,
-    i.e. when p is clearly far above alpha. The other direction's p-value is reported as 1.
+    Only the p-value in the direction of the observed change (`towards_worse`) is computed; it stops early
+    (Besag & Clifford's sequential Monte Carlo p-value, valid as is) once SEQUENTIAL_HITS relabellings were at
+    least as extreme, i.e. when p is clearly far above alpha. The other direction's p-value is reported as 1.
     """
     rng = np.random.default_rng(seed)
     n = rule.resamples
     b, r = _capped(base, rng), _capped(run, rng)
     sign = 1.0 if rule.worse == "higher" else -1.0
     observed = sign * (stat.compute(r) / stat.compute(b) - 1.0)
-    side = 1.0 if observed >= 0 else -1.0
+    side = 1.0 if towards_worse else -1.0
     hits = done = 0
     p = None
     for ratios in _permuted_ratios(b, r, stat, n, rng):
