@@ -3,7 +3,8 @@ arrays and the units the report shows (ms, µs, MB).
 
 Sources: frame records give the frame timing (interval between inference starts, |t0 - due|); HDR
 histograms give the latency distributions (`decision_latency`, `inference_latency`, and, when a run
-stores them, `first_frame` and `mem_peak`); scalar measurements, faults and device status come as stored.
+stores them, `first_frame` and `mem_peak`); scalar measurements, faults and device status come as stored;
+model updates from the device's info (`bench.results.ota_results`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.measure.histogram import Histogram
+from bench.results.ota_results import ota_transfers
 from bench.results.runview import (
     FIRST_FRAME_MS,
     FRAME_DEVIATION_US,
@@ -58,7 +60,12 @@ def load_run(store: ResultStore, run_id: int) -> RunView:
         trace, first_t0_us, models = _frames(store, run_id, dev.name)
         device = DeviceRun(name=dev.name, kind=dev.kind, scalars=scalars, frames=trace)
         device.decision_budget_ms = scalars.get("decision_budget", (None, ""))[0]
+        device.ota = ota_transfers(dev.info)
         device.model_versions = [f"v{m}" for m in models]
+        for update in device.ota:
+            for label in (update.model_from, update.model_to if update.result == "ok" else ""):
+                if label and label not in device.model_versions:
+                    device.model_versions.append(label)
         if dev.status not in ("ok", "running", "done", "finished"):
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
         if trace is not None:

@@ -118,3 +118,34 @@ def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int
     summary = points[0].summaries["orin-1"]
     assert summary.latency_n > 2000 and 2.0 < summary.latency_p50_ms < 4.5
     assert summary.memory_peak_mb == 1420.0 and summary.faults == 1
+
+
+def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> None:
+    from bench.ota.rollout import DeviceUpdate
+    from bench.report.html import render_html
+    from bench.results.ota_results import ota_record
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=1, devices=1, frames=500)
+    v3 = {"name": "npc-policy", "version": 3, "sha256": "aa"}
+    v4 = {"name": "npc-policy", "version": 4, "sha256": "bb"}
+    good = DeviceUpdate("c6-a", ok=True, target="npc-policy@4", previous=v3, running=v4, delta=True, blocks=23,
+                        bytes=23_552, retransmits=2, transfer_ms=1840.0, verify_ms=196.0, switch_ms=14.0)  # fmt: skip
+    refused = DeviceUpdate("c6-a", ok=False, target="npc-policy@5", previous=v4, running=v4, blocks=64,
+                           bytes=65_536, detail="signature does not verify")  # fmt: skip
+    with open_store(path) as store:
+        store.update_device(last, "c6-a", ota=[ota_record(good), ota_record(refused)])
+        run = load_run(store, last)
+        published = publish_run(store, last, reports_dir=None)
+    first, second = run.devices["c6-a"].ota
+    assert (first.model_from, first.model_to, first.delta, first.retransmits) == (
+        "npc-policy@3",
+        "npc-policy@4",
+        True,
+        2,
+    )
+    assert second.result == "failed: signature does not verify (old model kept)"
+    assert {"npc-policy@3", "npc-policy@4"} <= set(run.devices["c6-a"].model_versions)
+    assert "npc-policy@5" not in run.devices["c6-a"].model_versions
+    page = render_html(published.report)
+    assert "12.5 KiB/s" in page and "196 ms" in page and "signature does not verify (old model kept)" in page
