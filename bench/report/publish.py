@@ -69,7 +69,7 @@ def publish_run(
         verdicts=verdicts,
         baseline=base,
         baseline_name=baseline_name if compare_run is None and base is not None else None,
-        history=load_history(store, up_to=run_id),
+        history=load_history(store, up_to=run_id, kind=run.label or None),  # trends over runs of the same kind
         thresholds_file=str(rules.path),
     )
     page = None
