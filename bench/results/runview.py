@@ -45,15 +45,6 @@ class FrameTrace:
 
 
 @dataclass(frozen=True)
-class TimeSeries:
-    """A telemetry quantity sampled over time (memory, temperature...)."""
-
-    unit: str
-    t_s: np.ndarray
-    values: np.ndarray
-
-
-@dataclass(frozen=True)
 class FaultEvent:
     """Something that went wrong (or was injected) on a device, and how the device came out of it."""
 
@@ -65,16 +56,19 @@ class FaultEvent:
 
 @dataclass(frozen=True)
 class OtaTransfer:
-    """One model update delivered to a device."""
+    """One model update delivered (or refused) on a device."""
 
-    t_s: float
-    model_from: str
-    model_to: str
+    model_from: str  # name@version before the update ("" when unknown)
+    model_to: str  # name@version asked for
+    delta: bool
     bytes_sent: int
-    duration_ms: float
-    result: str  # "ok", "rejected", "rolled-back", "failed"
-    delta: bool = False
-    resumed: int = 0  # how many times the transfer resumed after an interruption
+    blocks: int
+    retransmits: int
+    transfer_ms: float
+    verify_ms: float  # signature and compatibility pre-check on the device
+    switch_ms: float  # atomic switch
+    result: str  # "ok", or what went wrong and whether the old model kept running
+    t_s: float | None = None  # when, s since the run started, if known
 
 
 @dataclass
@@ -86,7 +80,6 @@ class DeviceRun:
     samples: dict[str, Samples] = field(default_factory=dict)
     scalars: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # stored name -> (value, unit)
     frames: FrameTrace | None = None
-    telemetry: dict[str, TimeSeries] = field(default_factory=dict)
     faults: list[FaultEvent] = field(default_factory=list)
     ota: list[OtaTransfer] = field(default_factory=list)
     model_versions: list[str] = field(default_factory=list)
