@@ -35,6 +35,7 @@ KINDS: dict[str, KindInfo] = {
                 "flash_size": 8 * 1024 * 1024,
                 "chip_id": 13,
                 "model": "npc-policy-int8",
+                "wire_speed": False,  # virtual board: pace flashing at the simulated baud rate
             },
         ),
         KindInfo(

@@ -13,7 +13,9 @@ from typing import Protocol
 from bench.fleet import Device, Link
 
 # kind -> "module:Class" implementing VirtualDevice. A kind missing here has no virtual device yet.
-VIRTUAL_KINDS: dict[str, str] = {}
+VIRTUAL_KINDS: dict[str, str] = {
+    "esp32c6": "bench.virtual.esp32c6:VirtualEsp32c6",
+}
 
 
 class VirtualDevice(Protocol):
