@@ -18,6 +18,15 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "fps_target": 60,
     "vsync_hz": 60,
     "decision_budget_ms": 50,
+    "ota_timing": "lan",  # CoAP retransmission timing for model updates: "lan" or "rfc7252" (bench/ota/timing.py)
+    "ota_server_host": "127.0.0.1",  # the address at which the device reaches the bench's update server
+}
+
+# SSH-reached Linux boards: agent folder (under $HOME unless absolute), telemetry source and period.
+LINUX_DEFAULTS: dict[str, Any] = {
+    "agent_dir": "npc-hil-bench",
+    "telemetry": "tegrastats",  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
+    "telemetry_interval_ms": 500,
 }
 
 KINDS: dict[str, KindInfo] = {
@@ -36,25 +45,39 @@ KINDS: dict[str, KindInfo] = {
                 "chip_id": 13,
                 "model": "npc-policy-int8",
                 "wire_speed": False,  # virtual board: pace flashing at the simulated baud rate
+                "firmware": "",  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
             },
         ),
         KindInfo(
             "jetson-orin-nx",
             "NVIDIA Jetson Orin NX over SSH",
             "ssh",
-            {**COMMON_DEFAULTS, "model": "npc-policy-large-int8", "memory_limit_mb": 512},
+            {**COMMON_DEFAULTS, **LINUX_DEFAULTS, "model": "npc-policy-large-int8", "memory_limit_mb": 512},
         ),
         KindInfo(
             "pi5",
             "Raspberry Pi 5 over SSH",
             "ssh",
-            {**COMMON_DEFAULTS, "fps_target": 30, "model": "npc-policy-int8", "memory_limit_mb": 256},
+            {
+                **COMMON_DEFAULTS,
+                **LINUX_DEFAULTS,
+                "fps_target": 30,
+                "model": "npc-policy-int8",
+                "memory_limit_mb": 256,
+                "telemetry": "sysfs",
+            },
         ),
         KindInfo(
             "switch-arm64",
             "Switch-style ARM64 console image (4x Cortex-A57, 4 GB) in QEMU",
             "qemu",
-            {**COMMON_DEFAULTS, "fps_target": 30, "model": "npc-policy-int8", "memory_limit_mb": 256},
+            {
+                **COMMON_DEFAULTS,
+                "fps_target": 30,
+                "model": "npc-policy-int8",
+                "memory_limit_mb": 256,
+                "ota_server_host": "10.0.2.2",  # the host as QEMU user networking shows it to the guest
+            },
         ),
     )
 }

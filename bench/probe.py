@@ -28,7 +28,7 @@ async def probe_link(device: Device, timeout_s: float = 3.0) -> ProbeResult:
             return await asyncio.wait_for(asyncio.to_thread(_probe_serial, link), timeout_s)
         if isinstance(link, SshLink):
             return await asyncio.wait_for(_probe_ssh(link), timeout_s)
-        return _probe_qemu(link)
+        return _probe_qemu(device.kind, link)
     except TimeoutError:
         return ProbeResult(False, f"no answer within {timeout_s:g} s")
 
@@ -59,12 +59,17 @@ async def _probe_ssh(link: SshLink) -> ProbeResult:
     return ProbeResult(True, f"{link.host}:{link.port} {banner}")
 
 
-def _probe_qemu(link: QemuLink) -> ProbeResult:
+def _probe_qemu(kind: str, link: QemuLink) -> ProbeResult:
     binary = shutil.which(link.binary)
     if binary is None:
         return ProbeResult(False, f"{link.binary} not found (install qemu-system-arm)")
-    if link.image is None:
-        return ProbeResult(False, f"{binary} found; no image given")
+    if link.image is None:  # the image built from the kind's recipe, in the bench cache
+        from bench.image.build import cached_image
+
+        image = cached_image(kind)
+        if image is None:
+            return ProbeResult(False, f"{binary} found; image not built (run: hilbench image build {kind})")
+        return ProbeResult(True, f"{binary}, built image {image.folder} ({link.timing})")
     if not Path(link.image).exists():
-        return ProbeResult(False, f"image {link.image} missing (hilbench image build switch-arm64)")
-    return ProbeResult(True, f"{binary}, image {link.image}")
+        return ProbeResult(False, f"image {link.image} missing (hilbench image build {kind})")
+    return ProbeResult(True, f"{binary}, image {link.image} ({link.timing})")

@@ -70,7 +70,7 @@ async def check_devices(devices: list[Device]) -> list[dict]:
         results = await asyncio.gather(*(probe_link(d) for d in resolved))
     rows = []
     for dev, res in zip(resolved, results, strict=True):
-        if dev.virtual and not has_virtual(dev.kind):
+        if dev.virtual and not has_virtual(dev.kind) and dev.link is None:  # QEMU devices carry their own link
             status, detail = "no virtual device yet", f"no virtual {dev.kind} implementation yet"
         else:
             status, detail = ("reachable" if res.reachable else "unreachable"), res.detail

@@ -1,0 +1,376 @@
+"""AgentSession: the bench's side of one conversation with an NPC agent, over any line transport."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.agent import wire
+from bench.agent.clock import ClockSync
+from bench.agent.transport import LineTransport
+from bench.errors import BenchError, DeviceUnreachable
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class AgentError(BenchError):
+    """The agent answered a request with an `error` message."""
+
+    def __init__(self, device: str, request: str, reply: dict[str, Any]) -> None:
+        self.code = str(reply.get("code", "internal"))
+        self.detail = str(reply.get("detail", ""))
+        self.reply = reply
+        super().__init__(f"agent on {device}: {request} failed: {self.code}: {self.detail}")
+
+
+class ProtocolMismatch(BenchError):
+    """The agent speaks another protocol version than the bench."""
+
+
+@dataclass
+class FrameRecord:
+    """One `frame` message (device times in us on the device clock), plus when the bench received it."""
+
+    i: int
+    vsync: int
+    due: int | None
+    ran: bool
+    t0: int | None
+    t1: int | None
+    act: int | None
+    p: float | None
+    seq: int
+    skip: bool
+    late: bool
+    q: int
+    model: int | None
+    rx_ns: int  # bench monotonic_ns at receipt
+    input_ns: int | None = None  # bench time the input `seq` was sent, when this session sent it
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_msg(cls, msg: dict[str, Any], rx_ns: int, input_ns: int | None = None) -> FrameRecord:
+        """Build from a decoded `frame` message (missing optional fields become None/defaults)."""
+        return cls(
+            i=int(msg["i"]),
+            vsync=int(msg["vsync"]),
+            due=msg.get("due"),
+            ran=bool(msg.get("ran", False)),
+            t0=msg.get("t0"),
+            t1=msg.get("t1"),
+            act=msg.get("act"),
+            p=msg.get("p"),
+            seq=int(msg.get("seq", -1)),
+            skip=bool(msg.get("skip", False)),
+            late=bool(msg.get("late", False)),
+            q=int(msg.get("q", 0)),
+            model=msg.get("model"),
+            rx_ns=rx_ns,
+            input_ns=input_ns,
+            raw=msg,
+        )
+
+    @property
+    def infer_us(self) -> int | None:
+        """Inference time on the device, when inference ran."""
+        return self.t1 - self.t0 if self.ran and self.t0 is not None and self.t1 is not None else None
+
+    @property
+    def latency_ns(self) -> int | None:
+        """Input replayed -> decision received, on the bench clock (when the input came from this session)."""
+        return self.rx_ns - self.input_ns if self.input_ns is not None else None
+
+
+class AgentSession:
+    """Speaks the wire protocol to one agent: requests by id, clock sync, frames, faults, console.
+
+    Use `await AgentSession.open(transport, device=...)` (or `async with`); it checks the agent's hello."""
+
+    def __init__(
+        self,
+        transport: LineTransport,
+        *,
+        device: str = "agent",
+        log_path: Path | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.transport = transport
+        self.device = device
+        self.timeout = timeout
+        self.info: dict[str, Any] = {}
+        self.clock = ClockSync()
+        self.console: list[str] = []  # console text and agent `log` messages, in arrival order
+        self.faults: list[dict[str, Any]] = []
+        self.framing_errors = 0
+        self.last_stats: dict[str, Any] | None = None
+        self.last_stopped: dict[str, Any] | None = None
+        self.sent_ns: dict[int, int] = {}  # input seq -> bench send time
+        self.closed = False
+        self._log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
+        self._next_id = 1
+        self._seq = 0
+        self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], int]]] = {}
+        self._frames: asyncio.Queue[FrameRecord | None] = asyncio.Queue()
+        self._fault_q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._send_lock = asyncio.Lock()
+        self._reader = asyncio.create_task(self._read_loop(), name=f"agent-reader-{device}")
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        transport: LineTransport,
+        *,
+        device: str = "agent",
+        log_path: Path | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        hello_timeout: float = 15.0,
+    ) -> AgentSession:
+        """A session whose hello succeeded and whose agent speaks our protocol version."""
+        session = cls(transport, device=device, log_path=log_path, timeout=timeout)
+        try:
+            await session.hello(timeout=hello_timeout)
+        except BaseException:
+            await session.close()
+            raise
+        return session
+
+    async def __aenter__(self) -> AgentSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop reading and close the transport (does not ask the agent to exit: see `shutdown`)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._reader
+        await self.transport.close()
+        self._fail_pending(f"agent on {self.device}: session closed")
+        if self._log:
+            self._log.close()
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    async def send(self, msg: dict[str, Any]) -> int:
+        """Send one message as is; returns the bench send time (ns)."""
+        return await self.send_raw(wire.encode(msg))
+
+    async def send_raw(self, data: bytes) -> int:
+        """Send raw bytes (tests use it for malformed lines); returns the bench send time (ns)."""
+        async with self._send_lock:
+            sent = time.monotonic_ns()
+            await self.transport.send(data)
+        return sent
+
+    async def request(self, t: str, timeout: float | None = None, **fields: Any) -> dict[str, Any]:
+        """Send request `t` with `fields`; return the reply, or raise AgentError (an `error` reply) or
+        DeviceUnreachable (no reply in time, or the link ended)."""
+        reply, _ = await self._request_timed(t, timeout, fields)
+        return reply
+
+    async def _request_timed(self, t: str, timeout: float | None, fields: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        if self.closed:
+            raise DeviceUnreachable(f"agent on {self.device}: session closed")
+        msg_id = self._next_id
+        self._next_id += 1
+        fut: asyncio.Future[tuple[dict[str, Any], int]] = asyncio.get_running_loop().create_future()
+        self._pending[msg_id] = fut
+        try:
+            await self.send({"t": t, "id": msg_id, **fields})
+            wait = self.timeout if timeout is None else timeout
+            try:
+                reply, rx_ns = await asyncio.wait_for(fut, wait)
+            except TimeoutError:
+                raise DeviceUnreachable(f"agent on {self.device}: no reply to '{t}' within {wait:g} s") from None
+        finally:
+            self._pending.pop(msg_id, None)
+        if reply.get("t") == "error":
+            raise AgentError(self.device, t, reply)
+        return reply, rx_ns
+
+    # -- protocol requests -------------------------------------------------------------------------
+
+    async def hello(self, timeout: float | None = None) -> dict[str, Any]:
+        """Ask the agent who it is; raises ProtocolMismatch if its `proto` differs from the bench's."""
+        reply = await self.request("hello", timeout=timeout)
+        if reply.get("proto") != wire.PROTO:
+            raise ProtocolMismatch(
+                f"agent on {self.device} speaks protocol {reply.get('proto')!r}, the bench speaks {wire.PROTO}",
+                hint="deploy the agent from this bench version (`hilbench flash`)",
+            )
+        self.info = reply
+        return reply
+
+    @property
+    def model(self) -> dict[str, Any] | None:
+        """The model the agent said it runs (hello, load or update reply)."""
+        return self.info.get("model")
+
+    async def ping(self) -> tuple[int, int, int]:
+        """One clock exchange: (bench send ns, bench receive ns, device us), added to `clock`."""
+        b0 = time.monotonic_ns()
+        reply, b1 = await self._request_timed("ping", None, {"b0": b0})
+        d = int(reply["d"])
+        self.clock.add(b0, b1, d)
+        return b0, b1, d
+
+    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockSync:
+        """`n` ping/pong exchanges; returns the refreshed offset/drift estimate."""
+        for k in range(n):
+            await self.ping()
+            if interval and k < n - 1:
+                await asyncio.sleep(interval)
+        return self.clock
+
+    def bench_ns(self, device_us: int) -> int:
+        """A device timestamp on the bench clock (needs `sync_clock` first)."""
+        return self.clock.to_bench_ns(device_us)
+
+    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Switch to the model file `path` on the device, described by the signed `manifest`.
+        On refusal raises AgentError (code `refused`); the matching fault is in `faults`."""
+        fields: dict[str, Any] = {"path": path, "manifest": manifest}
+        if "sig" in manifest:
+            fields["sig"] = manifest["sig"]
+        reply = await self.request("load", timeout=timeout, **fields)
+        self.info["model"] = reply.get("model")
+        return reply
+
+    async def update(
+        self, url: str, manifest: dict[str, Any], *, delta: bool = False, timeout: float = 600.0
+    ) -> dict[str, Any]:
+        """Have the agent fetch a model over CoAP from `url`, verify and switch (see `load` for errors)."""
+        reply = await self.request("update", timeout=timeout, url=url, manifest=manifest, delta=delta)
+        self.info["model"] = reply.get("model")
+        return reply
+
+    async def start(
+        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0
+    ) -> dict[str, Any]:
+        """Start the frame loop; frame records then arrive through `frames()`."""
+        self.last_stopped = None
+        return await self.request(
+            "start", fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=frames
+        )
+
+    async def stop(self, timeout: float | None = None) -> dict[str, Any]:
+        """Stop the frame loop; the ack comes after the last frame record."""
+        return await self.request("stop", timeout=timeout)
+
+    async def send_input(self, ch: str, d: Any, ts: float) -> int:
+        """Send one replayed input (fire-and-forget); returns its `seq`. Its send time is kept in `sent_ns`."""
+        seq = self._seq
+        self._seq += 1
+        self.sent_ns[seq] = await self.send({"t": "in", "seq": seq, "ch": ch, "ts": ts, "d": d})
+        return seq
+
+    async def stats(self) -> dict[str, Any]:
+        """Memory in use and peak (bytes), frame and inference counts, error counters."""
+        self.last_stats = await self.request("stats")
+        return self.last_stats
+
+    async def infer(self, x: list[float], timeout: float | None = None) -> dict[str, Any]:
+        """Run the current model once on feature vector `x`: {y (probabilities), act, p, us, model}."""
+        return await self.request("infer", timeout=timeout, x=list(x))
+
+    async def shutdown(self, timeout: float | None = None) -> dict[str, Any]:
+        """Ask the agent to exit its loop (`bye`)."""
+        return await self.request("shutdown", timeout=timeout)
+
+    # -- what the agent sends ----------------------------------------------------------------------
+
+    async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
+        """Frame records as they arrive, until the agent reports the loop `stopped` (or the link ends).
+        With `timeout`, raises DeviceUnreachable when no record comes for that long."""
+        while True:
+            try:
+                rec = await asyncio.wait_for(self._frames.get(), timeout)
+            except TimeoutError:
+                raise DeviceUnreachable(f"agent on {self.device}: no frame record for {timeout:g} s") from None
+            if rec is None:
+                return
+            yield rec
+
+    async def next_fault(self, timeout: float | None = None) -> dict[str, Any]:
+        """The next `fault` message not yet taken (all of them also stay in `faults`)."""
+        wait = self.timeout if timeout is None else timeout
+        try:
+            return await asyncio.wait_for(self._fault_q.get(), wait)
+        except TimeoutError:
+            raise DeviceUnreachable(f"agent on {self.device}: no fault reported within {wait:g} s") from None
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def _note(self, text: str) -> None:
+        self.console.append(text)
+        if self._log:
+            self._log.write(f"{time.monotonic_ns()} {text}\n")
+            self._log.flush()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                line = await self.transport.readline()
+                rx_ns = time.monotonic_ns()
+                if not line:
+                    break
+                if not wire.is_message(line):
+                    self._note(line.decode("utf-8", "replace").rstrip("\r\n"))
+                    continue
+                try:
+                    msg = wire.decode(line)
+                except wire.WireError as exc:
+                    self.framing_errors += 1
+                    self._note(f"[bench] dropped line ({exc.code}: {exc.detail}): {line[:200]!r}")
+                    continue
+                self._dispatch(msg, rx_ns)
+        finally:
+            self._fail_pending(f"agent on {self.device}: link ended")
+            self._frames.put_nowait(None)
+
+    def _dispatch(self, msg: dict[str, Any], rx_ns: int) -> None:
+        t = msg["t"]
+        msg_id = msg.get("id")
+        if msg_id is not None and msg_id in self._pending:
+            fut = self._pending[msg_id]
+            if not fut.done():
+                fut.set_result((msg, rx_ns))
+            return
+        if t == "frame":
+            try:
+                seq = int(msg.get("seq", -1))
+                self._frames.put_nowait(FrameRecord.from_msg(msg, rx_ns, self.sent_ns.get(seq)))
+            except (KeyError, TypeError, ValueError):
+                self.framing_errors += 1
+                self._note(f"[bench] malformed frame record: {msg!r}")
+        elif t == "stopped":
+            self.last_stopped = msg
+            self._frames.put_nowait(None)
+        elif t == "fault":
+            self.faults.append(msg)
+            self._fault_q.put_nowait(msg)
+            self._note(f"[fault] {msg!r}")
+        elif t == "log":
+            self._note(f"[{msg.get('level', 'info')}] {msg.get('msg', '')}")
+        elif t == "stats":
+            self.last_stats = msg
+        elif t == "hello":
+            self._note(f"[hello] {msg!r}")
+        else:
+            self._note(f"[bench] unexpected message: {msg!r}")
+
+    def _fail_pending(self, why: str) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(DeviceUnreachable(why))

@@ -1,0 +1,114 @@
+"""What gets deployed to a device: the agent's files (source path -> path relative to the agent folder)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from bench import signing
+from bench.errors import ConfigError
+from bench.fleet import Device
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS_DIR = ROOT / "fixtures" / "models"
+HOST_AGENT_PORT = 7700
+
+# the portable modules shared by both reference agents (deployed unchanged)
+PORTABLE = [
+    (ROOT / "bench" / "agent" / "wire.py", "wire.py"),
+    (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
+    (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
+]
+HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py"]
+OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+
+
+def model_version(device: Device) -> int:
+    """The version the bundled model is announced with (fleet setting `model_version`, default 1)."""
+    return int(device.settings.get("model_version", 1))
+
+
+def signed_manifest_file(model: Path, name: str, version: int, out_dir: Path, key_path: Path) -> Path:
+    """Write `model`'s manifest, signed with the key at `key_path`, beside a copy name in `out_dir`."""
+    fmt = "tflite-int8" if "int8" in model.stem else "tflite-f32"
+    manifest = signing.sign_manifest(
+        signing.model_manifest(model, name, version, fmt), signing.load_private_key(key_path)
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / (model.stem + ".json")
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    return path
+
+
+def host_bundle(
+    device: Device,
+    out_dir: Path,
+    *,
+    key_path: Path = signing.DEV_PRIVATE_KEY,
+    pubkey_path: Path = signing.DEV_PUBLIC_KEY,
+) -> list[tuple[Path, str]]:
+    """The files of the host/ agent for `device`: agent modules, the portable modules, the trusted public
+    key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
+    files = [(ROOT / "host" / name, name) for name in HOST_FILES]
+    files += PORTABLE
+    files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
+    files.append((Path(pubkey_path), "trusted.pub.pem"))
+    model_name = str(device.settings.get("model", ""))
+    model = MODELS_DIR / f"{model_name}.tflite"
+    if not model.is_file():
+        raise ConfigError(
+            f"device {device.name}: model {model_name!r} has no file {model}",
+            hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension)",
+        )
+    family = model_name.replace("-int8", "").replace("-f32", "")
+    manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
+    files.append((model, f"models/{model.name}"))
+    files.append((manifest, f"models/{manifest.name}"))
+    missing = [str(src) for src, _ in files if not src.is_file()]
+    if missing:
+        raise ConfigError(f"host agent bundle for {device.name}: missing {', '.join(missing)}")
+    return files
+
+
+def host_agent_command(
+    device: Device, root: str, *, python: str = "python3", listen: str | None = None, stdio: bool = False
+) -> list[str]:
+    """The command line that starts the deployed host agent in folder `root` on the device."""
+    model_name = str(device.settings.get("model", ""))
+    argv = [python, f"{root}/npc_agent.py"]
+    argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
+    argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
+    argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]
+    if device.settings.get("memory_limit_mb"):
+        argv += ["--mem-limit-mb", str(device.settings["memory_limit_mb"])]
+    return argv
+
+
+def micropython_bundle(device: Device, *, pubkey_path: Path = signing.DEV_PUBLIC_KEY) -> list[tuple[Path, str]]:
+    """The files of the MicroPython agent for an ESP32-C6 `device`, as (source, path on the board):
+    every `micropython/*.py` and `bench/agent/wire.py` at the top level, the device's model
+    (`fixtures/models/<settings['model']>.npcm`, when it exists) under `models/`, and the trusted key."""
+    files = [(src, src.name) for src in sorted((ROOT / "micropython").glob("*.py"))]
+    wire = ROOT / "bench" / "agent" / "wire.py"
+    if wire.is_file():
+        files.append((wire, "wire.py"))
+    model = MODELS_DIR / f"{device.settings.get('model', '')}.npcm"
+    if model.is_file():
+        files.append((model, f"models/{model.name}"))
+    key_file = _trust_key_file(pubkey_path)
+    files.append((key_file, "trust.key"))
+    return files
+
+
+def _trust_key_file(pubkey_path: Path) -> Path:
+    """A file holding the 128 hex characters of the public key's X||Y (what the MicroPython agent trusts)."""
+    raw = signing.public_key_raw(signing.load_public_key(pubkey_path)).hex()
+    out = Path(tempfile.gettempdir()) / f"npc-trust-{hashlib.sha256(raw.encode()).hexdigest()[:16]}.key"
+    if not out.is_file() or out.read_text() != raw:
+        part = out.with_name(f"{out.name}.{os.getpid()}")
+        part.write_text(raw)
+        part.replace(out)  # atomic: parallel deploys never read half a key
+    return out

@@ -1,0 +1,109 @@
+"""`hilbench report [RUN] [--compare RUN]` and `hilbench baseline set|list`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+
+from bench.console import emit_json, out
+from bench.errors import ConfigError, ExitCode
+from bench.report.publish import DEFAULT_REPORTS, publish_run
+from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
+from bench.results.store import open_store
+from bench.results.verdict import IMPROVED, REGRESSION
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `report` and `baseline` commands."""
+    p = sub.add_parser("report", help="render a run's HTML report with its verdicts (exit 1 on a regression)")
+    p.add_argument("run", nargs="?", help="run id (default: the latest run)")
+    p.add_argument("--compare", metavar="RUN", help="compare with this run instead of the baseline")
+    p.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="NAME", help="baseline name (default: default)")
+    p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
+    _store_options(p)
+    p.add_argument("--out", default=str(DEFAULT_REPORTS), metavar="DIR", help="reports folder (default: reports)")
+    p.set_defaults(func=cmd_report)
+
+    b = sub.add_parser("baseline", help="name the runs later runs are compared with")
+    bsub = b.add_subparsers(dest="baseline_command", required=True)
+    p = bsub.add_parser("set", help="make RUN the baseline NAME")
+    p.add_argument("run", help="run id")
+    p.add_argument("--name", default=DEFAULT_BASELINE, help="baseline name (default: default)")
+    _store_options(p)
+    p.set_defaults(func=cmd_baseline_set)
+    p = bsub.add_parser("list", help="list the baselines")
+    _store_options(p)
+    p.set_defaults(func=cmd_baseline_list)
+
+
+def _store_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", metavar="PATH", help="results store (default: reports/results.sqlite)")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def run_id_arg(value: str | None, what: str) -> int | None:
+    """A run id from the command line (None stays None)."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ConfigError(f"{what} {value!r}: run ids are numbers (see the reports index)") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Render (or re-render) a run's report; print where it went and the verdict."""
+    with open_store(args.results) as store:
+        run_id = run_id_arg(args.run, "run")
+        if run_id is None:
+            latest = store.runs(limit=1)
+            if not latest:
+                raise ConfigError(f"results store {store.path}: no runs yet", hint="run `hilbench nightly` first")
+            run_id = latest[0].id
+        published = publish_run(
+            store, run_id, reports_dir=Path(args.out), baseline_name=args.baseline,
+            compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
+        )  # fmt: skip
+    if args.json:
+        emit_json({**published.report.data, "page": str(published.page)})
+        return published.exit_code
+    outcome = published.report.data["outcome"]
+    out.print(f"report: {published.page}")
+    if published.baseline_run_id is None:
+        out.print("no baseline to compare with: no verdicts (set one with `hilbench baseline set RUN`)")
+    for v in published.verdicts:
+        if v.status in (REGRESSION, IMPROVED):
+            colour = "red" if v.status == REGRESSION else "green"
+            out.print(
+                f"[{colour}]{v.status}[/{colour}] {escape(v.device)} {escape(v.title)}: {v.effect_pct:+.1f}% "
+                f"(p = {v.p_value:.2g}, n = {v.n_baseline}/{v.n_run})"
+            )
+    if published.baseline_run_id is not None:
+        out.print(f"verdict against run {published.baseline_run_id}: {outcome['verdict']}")
+    return published.exit_code
+
+
+def cmd_baseline_set(args: argparse.Namespace) -> int:
+    """Point a baseline name at a run."""
+    with open_store(args.results) as store:
+        baseline = set_baseline(store, run_id_arg(args.run, "run"), args.name)
+    if args.json:
+        emit_json(vars(baseline))
+    else:
+        out.print(f"baseline {baseline.name} = run {baseline.run_id}")
+    return ExitCode.OK
+
+
+def cmd_baseline_list(args: argparse.Namespace) -> int:
+    """Print the baselines."""
+    with open_store(args.results) as store:
+        baselines = list_baselines(store)
+    if args.json:
+        emit_json([vars(b) for b in baselines])
+    elif not baselines:
+        out.print("no baselines (set one with `hilbench baseline set RUN`)")
+    for b in baselines:
+        out.print(f"{b.name}: run {b.run_id} (set {b.set_at})")
+    return ExitCode.OK

@@ -1,0 +1,309 @@
+"""Driver for Linux boards reached over SSH: NVIDIA Jetson Orin NX and Raspberry Pi 5.
+
+Deploy = check the device's Python and tflite runtime, then send the host agent bundle and model
+(only files whose sha256 differs on the device). The agent runs detached on the device, bound to
+its loopback, and the bench reaches it through a port forwarded over the device's SSH connection,
+so nothing new listens on the device's network. A dropped SSH connection is re-opened with backoff
+(the agent keeps running); an agent that dies is noticed, recorded as a fault and restarted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.devices.base import Driver, Progress, StepResult, no_progress
+from bench.devices.deploy import Files, deploy
+from bench.devices.linux_runtime import RuntimeReport, check_runtime, install_hint
+from bench.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.fleet import Device, SshLink
+from bench.links.ssh import SshConnection, quote
+from bench.telemetry import TelemetryMonitor
+
+_SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
+AGENT_START_TIMEOUT_S = 20.0
+PORT_FILE = "agent.port"  # the agent writes its loopback port here, in the deploy folder
+
+
+def alive_test(pid: int) -> str:
+    """A POSIX shell test that succeeds while process `pid` runs (a zombie left unreaped counts as gone)."""
+    return f's=$(sed \'s/.*) //\' /proc/{pid}/stat 2>/dev/null | cut -c1); [ -n "$s" ] && [ "$s" != Z ]'
+
+
+@dataclass
+class AgentFault:
+    """Something that happened to the agent process or its link during a run."""
+
+    t_ns: int
+    kind: str  # "agent-exit", "ssh-dropped", "ssh-reconnected", "agent-restarted"
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"t_ns": self.t_ns, "kind": self.kind, "detail": self.detail}
+
+
+@dataclass
+class AgentBundle:
+    """What to deploy for the agent, and how to start it from the deploy folder.
+
+    `argv(python, port_file)` is the command line; the agent must listen on 127.0.0.1 (any free port)
+    and write the bound port to `port_file` once it accepts connections."""
+
+    files: Files
+    argv: Callable[[str, str], list[str]]
+
+
+def host_agent_bundle(device: Device) -> AgentBundle:
+    """The reference host agent and the device's model (from `bench.bundles`)."""
+    from bench.bundles import host_agent_argv, host_bundle
+
+    return AgentBundle(dict(host_bundle(device)), lambda python, port_file: host_agent_argv(device, python, port_file))
+
+
+@dataclass
+class AgentProcess:
+    """The agent running on the device."""
+
+    pid: int
+    remote_port: int
+    local_port: int
+    started_ns: int = field(default_factory=time.monotonic_ns)
+
+
+class LinuxDriver(Driver):
+    """Jetson Orin NX / Raspberry Pi 5 over SSH (real boards and virtual ones alike)."""
+
+    def __init__(self, device: Device, log_dir: Path | None = None, bundle: AgentBundle | None = None) -> None:
+        super().__init__(device, log_dir)
+        self._bundle = bundle
+        if not isinstance(device.link, SshLink):
+            raise ConfigError(
+                f"device {device.name!r}: no SSH link",
+                hint="give ssh = 'user@host:port' in the fleet file, or start it as a virtual device",
+            )
+        self.link: SshLink = device.link
+        self.python = str(device.extra.get("python", "python3"))
+        agent_dir = str(device.settings.get("agent_dir", "npc-hil-bench"))
+        if not _SAFE_DIR.match(agent_dir):
+            raise ConfigError(f"device {device.name!r}: field 'agent_dir': {agent_dir!r} has unsafe characters")
+        self.folder = agent_dir if agent_dir.startswith("/") else f"$HOME/{agent_dir.removeprefix('~/')}"
+        self.faults: list[AgentFault] = []
+        self.agent: AgentProcess | None = None
+        self.runtime: RuntimeReport | None = None
+        self._conn: SshConnection | None = None
+        self._transport = None
+
+    # -- connection ---------------------------------------------------------------------------------
+
+    async def connection(self) -> SshConnection:
+        """The device's SSH connection, opened on first use (DeviceUnreachable names the device)."""
+        if self._conn is None:
+            self._conn = SshConnection(self.device.name, self.link, on_event=self._on_ssh_event)
+        await self._conn.ensure_connected()
+        return self._conn
+
+    def _on_ssh_event(self, event) -> None:
+        if event.kind in ("dropped", "reconnected"):
+            self.faults.append(AgentFault(event.t_ns, f"ssh-{event.kind}", event.detail))
+
+    async def close(self) -> None:
+        """Stop the agent and close the SSH connection."""
+        await self.close_agent()
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    # -- deploy -------------------------------------------------------------------------------------
+
+    async def check(self) -> RuntimeReport:
+        """Connect and check the device's Python and tflite runtime; BenchError says what is missing."""
+        conn = await self.connection()
+        report = await check_runtime(conn, self.python, self.device.kind)
+        self.runtime = report
+        if not report.ok:
+            raise BenchError(
+                f"device {self.device.name!r}: cannot run the agent with {report.executable} "
+                f"(Python {report.python}, {report.machine}): " + "; ".join(report.problems),
+                hint=install_hint(self.device.kind),
+            )
+        return report
+
+    @property
+    def bundle(self) -> AgentBundle:
+        """The agent bundle this driver deploys and starts (the reference host agent by default)."""
+        if self._bundle is None:
+            self._bundle = host_agent_bundle(self.device)
+        return self._bundle
+
+    async def deploy_files(self, files: Files) -> StepResult:
+        """Send `files` to the device's agent folder (only what changed)."""
+        started = time.monotonic()
+        result = await deploy(await self.connection(), self.folder, files)
+        detail = f"sent {len(result.sent)} file(s), {result.bytes_sent} bytes; {len(result.unchanged)} unchanged"
+        return StepResult(
+            "deploy",
+            ok=True,
+            detail=detail,
+            skipped=not result.sent,
+            seconds=time.monotonic() - started,
+            figures={"files_sent": len(result.sent), "bytes_sent": result.bytes_sent},
+        )
+
+    async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
+        """Connect, check the runtime, deploy the agent bundle and model. Stops at the first failed step."""
+        steps: list[StepResult] = []
+        progress(0, 3, "connect")
+        started = time.monotonic()
+        await self.connection()
+        steps.append(StepResult("connect", True, self.link.target, seconds=time.monotonic() - started))
+        progress(1, 3, "check runtime")
+        started = time.monotonic()
+        try:
+            report = await self.check()
+        except BenchError as exc:
+            steps.append(StepResult("runtime", False, str(exc), seconds=time.monotonic() - started))
+            return steps
+        steps.append(
+            StepResult(
+                "runtime",
+                True,
+                f"Python {report.python} ({report.machine}), {report.runtime}, numpy {report.numpy}",
+                seconds=time.monotonic() - started,
+            )
+        )
+        progress(2, 3, "deploy agent and model")
+        steps.append(await self.deploy_files(self.bundle.files))
+        progress(3, 3, "done")
+        return steps
+
+    # -- agent process ------------------------------------------------------------------------------
+
+    async def start_agent(self) -> AgentProcess:
+        """Start the agent detached on the device (loopback only) and forward a local port to it."""
+        conn = await self.connection()
+        argv = quote(*self.bundle.argv(self.python, PORT_FILE))
+        started = await conn.run(
+            f'cd "{self.folder}" || exit 1; rm -f {PORT_FILE}; '
+            f"setsid nohup {argv} >agent.log 2>&1 </dev/null & echo $! >agent.pid; echo $!",
+            retry=False,
+        )
+        pid = int(started.text.strip().splitlines()[-1])
+        remote_port = await self._wait_listening(conn, pid)
+        local_port = await conn.forward(remote_port)
+        self.agent = AgentProcess(pid=pid, remote_port=remote_port, local_port=local_port)
+        return self.agent
+
+    async def _wait_listening(self, conn: SshConnection, pid: int) -> int:
+        """Wait until the agent wrote its port file and accepts on that port; return the port."""
+        waiter = (
+            "import os, socket, sys, time\n"
+            f"end = time.time() + {AGENT_START_TIMEOUT_S}\n"
+            "while time.time() < end:\n"
+            "    try: state = open('/proc/%d/stat' % " + str(pid) + ").read().rsplit(')', 1)[1].split()[0]\n"
+            "    except OSError: state = 'Z'\n"
+            "    if state == 'Z': print('exited'); sys.exit(0)\n"
+            "    try:\n"
+            f"        port = int(open({PORT_FILE!r}).read())\n"
+            "        socket.create_connection(('127.0.0.1', port), 1).close(); print(port); sys.exit(0)\n"
+            "    except (OSError, ValueError): time.sleep(0.05)\n"
+            "print('timeout')\n"
+        )
+        command = f'cd "{self.folder}" && {self.python} -c {quote(waiter)}'
+        state = (await conn.run(command, timeout_s=AGENT_START_TIMEOUT_S + 10)).text.strip()
+        if state.isdigit():
+            return int(state)
+        log = await self.agent_log()
+        raise BenchError(
+            f"device {self.device.name!r}: the agent "
+            + ("exited at start" if state == "exited" else f"did not listen within {AGENT_START_TIMEOUT_S:g} s")
+            + (f"; its log ends: {log.strip().splitlines()[-1]}" if log.strip() else ""),
+            hint=f"see {self.folder}/agent.log on the device",
+        )
+
+    async def agent_log(self, lines: int = 40) -> str:
+        """The last lines of the agent's log on the device."""
+        conn = await self.connection()
+        return (await conn.run(f'tail -n {lines} "{self.folder}/agent.log" 2>/dev/null; true')).text
+
+    async def agent_alive(self) -> bool:
+        """True while the agent process runs on the device."""
+        if self.agent is None:
+            return False
+        conn = await self.connection()
+        return (await conn.run(alive_test(self.agent.pid), check=False)).returncode == 0
+
+    async def wait_agent_exit(self, poll_s: float = 0.2) -> None:
+        """Return when the agent process ends (one long-running remote command, no polling traffic)."""
+        if self.agent is None:
+            return
+        conn = await self.connection()
+        proc = await conn.stream(f"while {alive_test(self.agent.pid)}; do sleep {poll_s}; done; echo gone")
+        try:
+            assert proc.stdout is not None
+            await proc.stdout.read()
+        finally:
+            if proc.returncode is None:
+                proc.terminate()
+            await proc.wait()
+
+    async def open_agent(self):
+        """Start the agent if it is not running and return a line transport to it through the SSH forward."""
+        from bench.agent.transport import StreamTransport
+
+        if self.agent is None or not await self.agent_alive():
+            await self.start_agent()
+        assert self.agent is not None
+        self._transport = await StreamTransport.connect("127.0.0.1", self.agent.local_port)
+        return self._transport
+
+    async def restart_agent(self, why: str) -> AgentProcess:
+        """Record that the agent died (`why`, with the end of its log) and start it again."""
+        log = await self.agent_log(5)
+        tail = log.strip().splitlines()[-1] if log.strip() else ""
+        self.faults.append(AgentFault(time.monotonic_ns(), "agent-exit", f"{why}{'; log: ' + tail if tail else ''}"))
+        await self._close_transport()
+        await self._release_forward()
+        self.agent = None
+        agent = await self.start_agent()
+        self.faults.append(AgentFault(time.monotonic_ns(), "agent-restarted", f"pid {agent.pid}"))
+        return agent
+
+    async def close_agent(self, grace_s: float = 3.0) -> None:
+        """Close the transport, stop the agent (TERM, then KILL after `grace_s`), drop the forward."""
+        await self._close_transport()
+        if self.agent is not None and self._conn is not None:
+            pid = self.agent.pid
+            ticks = int(grace_s * 10)
+            stop = (
+                f"kill -TERM {pid} 2>/dev/null; i=0; "
+                f"while {alive_test(pid)} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
+                f'kill -KILL {pid} 2>/dev/null; rm -f "{self.folder}/agent.pid"; true'
+            )
+            with contextlib.suppress(DeviceUnreachable):  # the device is gone; nothing more to stop
+                await self._conn.run(stop, timeout_s=grace_s + 10)
+        await self._release_forward()
+        self.agent = None
+
+    async def _close_transport(self) -> None:
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.close()
+
+    async def _release_forward(self) -> None:
+        if self.agent is not None and self._conn is not None and self._conn.connected:
+            await self._conn.cancel_forward(self.agent.local_port)
+
+    # -- telemetry ----------------------------------------------------------------------------------
+
+    async def telemetry(self, interval_s: float | None = None) -> TelemetryMonitor:
+        """A (not yet started) background telemetry monitor for this board."""
+        source = str(self.device.settings.get("telemetry", "sysfs"))
+        if interval_s is None:
+            interval_s = float(self.device.settings.get("telemetry_interval_ms", 500)) / 1000
+        return TelemetryMonitor(await self.connection(), source, interval_s)

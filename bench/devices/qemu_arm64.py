@@ -1,0 +1,191 @@
+"""Driver for the Switch-style ARM64 console: the bench's image booted in QEMU (virt, Cortex-A57 x4, 4 GB).
+
+Flash = make sure the image for the current recipe is built. open_agent() boots the guest with the agent's
+settings as kernel args, waits until the agent answers hello on its forwarded TCP port, and hands back
+that transport. close_agent() shuts the guest down and always kills QEMU.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from bench.devices.base import Driver, Progress, StepResult, no_progress
+from bench.devices.qemu_machine import GUEST_AGENT_PORT, GuestFault, QemuMachine
+from bench.errors import ConfigError, DeviceUnreachable
+from bench.fleet import Device, QemuLink
+from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
+
+BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
+
+
+def resolve_image(device: Device) -> tuple[Path, Path, str]:
+    """(kernel, initrd, base cmdline) for the device: its link's image folder, or the cached build."""
+    link = device.link
+    if not isinstance(link, QemuLink):
+        raise ConfigError(f"device {device.name!r}: a {device.kind} device needs a [device.qemu] link")
+    if link.image is None:
+        image = cached_image(device.kind)
+        if image is None:
+            raise DeviceUnreachable(
+                f"{device.name}: the {device.kind} image is not built for the current recipe",
+                hint=f"run: hilbench image build {device.kind}",
+            )
+        return image.kernel, image.initrd, image.cmdline
+    folder = link.image if link.image.is_dir() else link.image.parent
+    kernel, initrd = folder / KERNEL_NAME, folder / "initrd.img"
+    if not kernel.is_file() or not initrd.is_file():
+        raise ConfigError(
+            f"device {device.name!r}: qemu field 'image': {link.image} has no {KERNEL_NAME} and initrd.img",
+            hint="point it at a folder made by `hilbench image build`, or leave it out to use the cached build",
+        )
+    manifest = folder / "image.json"
+    cmdline = "console=ttyAMA0 panic=-1 quiet"
+    if manifest.is_file():
+        cmdline = json.loads(manifest.read_text(encoding="utf-8")).get("cmdline", cmdline)
+    return kernel, initrd, cmdline
+
+
+class QemuArm64Driver(Driver):
+    """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
+
+    host_address = "10.0.2.2"  # how the guest reaches the bench host (user-mode networking): use it in OTA URLs
+
+    def __init__(
+        self,
+        device: Device,
+        log_dir: Path | None = None,
+        *,
+        mode: str = "agent",
+        boot_args: dict[str, str] | None = None,
+        boot_timeout: float = BOOT_TIMEOUT_S,
+    ) -> None:
+        super().__init__(device, log_dir)
+        if not isinstance(device.link, QemuLink):
+            raise ConfigError(f"device {device.name!r}: a {device.kind} device needs a [device.qemu] link")
+        self.link: QemuLink = device.link
+        self.mode = mode
+        self.boot_args = dict(boot_args or {})
+        self.boot_timeout = boot_timeout
+        self.machine: QemuMachine | None = None
+        self.transport = None
+        self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
+
+    @property
+    def timing(self) -> str:
+        """'realtime' (plain TCG) or 'icount' (-icount shift=0: deterministic); label every figure with it."""
+        return self.link.timing
+
+    def platform(self) -> dict[str, object]:
+        """How the figures from this device were produced."""
+        link = self.link
+        return {
+            "emulator": "qemu-tcg",
+            "timing": link.timing,
+            "machine": link.machine,
+            "cpu": link.cpu,
+            "smp": link.smp,
+            "memory_mb": link.memory_mb,
+        }
+
+    def kernel_args(self) -> dict[str, str]:
+        """The npc_* settings /init reads from the kernel command line."""
+        args = {
+            "npc_mode": self.mode,
+            "npc_port": str(GUEST_AGENT_PORT),
+            "npc_mem_mb": str(self.device.settings.get("memory_limit_mb", 256)),
+            "npc_timing": self.link.timing,
+        }
+        args.update(self.boot_args)
+        return args
+
+    async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
+        """Build the image if the recipe changed (a fleet link with its own image is used as given)."""
+        started = time.monotonic()
+        if self.link.image is not None:
+            resolve_image(self.device)
+            return [StepResult("image", ok=True, detail=f"given: {self.link.image}", skipped=True)]
+        image: BuiltImage = await asyncio.to_thread(build_image, self.device.kind, progress=progress)
+        return [
+            StepResult(
+                "image",
+                ok=True,
+                detail=str(image.folder),
+                skipped=not image.built,
+                seconds=time.monotonic() - started,
+                figures={"initrd_bytes": image.initrd_bytes, "kernel_bytes": image.kernel_bytes},
+            )
+        ]
+
+    async def boot(self) -> QemuMachine:
+        """Start QEMU and wait for the guest's network and control channel (`net-up`)."""
+        kernel, initrd, cmdline = resolve_image(self.device)
+        cmdline = " ".join([cmdline, *(f"{k}={v}" for k, v in self.kernel_args().items())])
+        log_dir = self.log_dir or Path.cwd()
+        machine = QemuMachine(
+            self.device.name, self.link, kernel, initrd, cmdline, log_dir / f"{self.device.name}.console.log"
+        )
+        self.machine = machine
+        await machine.start()
+        await machine.wait_for("net-up", self.boot_timeout)
+        return machine
+
+    async def open_agent(self):
+        """Boot (if not running) and return the TCP line transport of the agent that answered hello."""
+        if self.transport is not None:
+            return self.transport
+        machine = self.machine if self.machine and self.machine.running else await self.boot()
+        await machine.wait_for("agent-start", self.boot_timeout)
+        self.transport = await self._await_agent(machine)
+        self.boot_s = (time.monotonic_ns() - machine.started_ns) / 1e9
+        return self.transport
+
+    async def _await_agent(self, machine: QemuMachine):
+        """Connect through the forwarded port until the agent answers a hello (slirp accepts early)."""
+        import zlib
+
+        from bench.agent.transport import StreamTransport
+
+        body = b'{"id":0,"t":"hello"}'
+        probe = b"~" + body + b"*%08x\n" % zlib.crc32(body)
+        deadline = time.monotonic() + self.boot_timeout
+        while time.monotonic() < deadline:
+            if (fault := machine.fault()) is not None or not machine.running:
+                raise GuestFault(fault or f"{self.device.name}: QEMU stopped ({machine.exit_text()})")
+            try:
+                transport = await StreamTransport.connect("127.0.0.1", machine.agent_port, timeout=5.0)
+            except DeviceUnreachable:
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                await transport.send(probe)
+                while line := await asyncio.wait_for(transport.readline(), 30.0):
+                    if line.startswith(b"~") and b'"hello"' in line:
+                        return transport
+            except (TimeoutError, DeviceUnreachable):
+                pass
+            await transport.close()
+            await asyncio.sleep(0.5)
+        raise GuestFault(f"{self.device.name}: the agent did not answer on its port within {self.boot_timeout:g} s")
+
+    async def selftest(self) -> dict[str, object]:
+        """Boot with npc_mode=selftest: versions of python3/numpy/tflite-runtime in the guest and the
+        factory model's invoke times (us); the guest powers off after it."""
+        self.mode = "selftest"
+        machine = await self.boot()
+        exit_ = await machine.wait_for("agent-exit", self.boot_timeout)
+        if (fault := machine.fault()) is not None or machine.status.selftest is None:
+            raise GuestFault(fault or f"{self.device.name}: self-test printed no result (exit {exit_.get('rc')})")
+        self.boot_s = (machine.ready_ns["agent-exit"] - machine.started_ns) / 1e9
+        await machine.wait_exit(30.0)
+        return json.loads(machine.status.selftest)
+
+    async def close_agent(self) -> None:
+        """Close the agent link and shut the guest down (QEMU is killed if it does not stop)."""
+        if self.transport is not None:
+            await self.transport.close()
+            self.transport = None
+        if self.machine is not None:
+            await self.machine.stop()

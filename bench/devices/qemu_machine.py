@@ -1,0 +1,263 @@
+"""One QEMU process the bench boots: argv, console capture, guest status lines, control channel, and
+teardown that never leaves QEMU behind (own process group, SIGKILL on the bench's death)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.errors import DeviceUnreachable
+from bench.fleet import QemuLink
+
+GUEST_AGENT_PORT = 7000
+GUEST_COAP_PORT = 5683
+_PR_SET_PDEATHSIG = 1
+_INIT_RE = re.compile(r"^NPC-INIT (\S+)(.*)$")
+_PANIC_RE = re.compile(r"Kernel panic - not syncing: ?(.*)")
+
+
+class GuestFault(DeviceUnreachable):
+    """The guest or QEMU failed: a kernel panic, the agent out of memory or exiting, QEMU killed."""
+
+
+@dataclass
+class GuestStatus:
+    """What the console has said so far."""
+
+    lines: int = 0
+    events: dict[str, dict[str, str]] = field(default_factory=dict)  # NPC-INIT event -> its key=value fields
+    selftest: str | None = None  # the NPC-SELFTEST json, when one ran
+    panic: str | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the kernel SIGKILLs QEMU when the bench process dies, however it dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A free port on 127.0.0.1 for hostfwd (TCP or UDP)."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class QemuMachine:
+    """A booted guest: start(), wait_for(event), control(cmd), stop(). Console goes to `log_path`."""
+
+    def __init__(
+        self,
+        name: str,
+        link: QemuLink,
+        kernel: Path,
+        initrd: Path,
+        cmdline: str,
+        log_path: Path,
+    ) -> None:
+        self.name = name
+        self.link = link
+        self.kernel = kernel
+        self.initrd = initrd
+        self.cmdline = cmdline
+        self.log_path = log_path
+        self.agent_port = free_port()
+        self.coap_port = free_port(socket.SOCK_DGRAM)
+        self.status = GuestStatus()
+        self.proc: asyncio.subprocess.Process | None = None
+        self.started_ns = 0
+        self.ready_ns: dict[str, int] = {}  # event -> monotonic ns it was seen
+        self._changed = asyncio.Event()
+        self._tmp = Path(tempfile.gettempdir()) / f"hilbench-qemu-{os.getpid()}-{id(self):x}"  # made by start()
+        self._pump: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def ctl_path(self) -> Path:
+        """The host side of the guest's virtio-serial control port."""
+        return self._tmp / "ctl.sock"
+
+    def argv(self) -> list[str]:
+        """The QEMU command line."""
+        link = self.link
+        net = f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.agent_port}-:{GUEST_AGENT_PORT}"
+        net += f",hostfwd=udp:127.0.0.1:{self.coap_port}-:{GUEST_COAP_PORT}"
+        argv = [link.binary, "-M", link.machine, "-cpu", link.cpu, "-smp", str(link.smp), "-m", str(link.memory_mb)]
+        argv += ["-kernel", str(self.kernel), "-initrd", str(self.initrd), "-append", self.cmdline]
+        argv += ["-no-reboot", "-nographic", "-monitor", "none"]
+        argv += ["-netdev", net, "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci"]
+        argv += ["-device", "virtio-serial-pci", "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off"]
+        argv += ["-device", "virtserialport,chardev=ctl,name=bench.ctl"]
+        if link.timing == "icount":
+            argv += ["-icount", "shift=0"]
+        return argv
+
+    async def start(self) -> None:
+        """Start QEMU in its own process group; the console is pumped to the log and parsed."""
+        if shutil.which(self.link.binary) is None:
+            raise DeviceUnreachable(
+                f"{self.name}: {self.link.binary} not found", hint="apt-get install qemu-system-arm"
+            )
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._tmp.mkdir(mode=0o700, exist_ok=True)
+        self.started_ns = time.monotonic_ns()
+        self.proc = await asyncio.create_subprocess_exec(
+            *self.argv(),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        self._pump = asyncio.create_task(self._read_console(), name=f"qemu-console-{self.name}")
+
+    @property
+    def pid(self) -> int | None:
+        """QEMU's process id (also its process group id)."""
+        return self.proc.pid if self.proc else None
+
+    @property
+    def running(self) -> bool:
+        """QEMU has not exited."""
+        return self.proc is not None and self.proc.returncode is None
+
+    async def _read_console(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        with self.log_path.open("ab") as log:
+            log.write(f"# {' '.join(self.argv())}\n".encode())
+            while line := await self.proc.stdout.readline():
+                stamp = (time.monotonic_ns() - self.started_ns) / 1e9
+                log.write(b"[+%8.3f] " % stamp + line)
+                log.flush()
+                self._parse(line.decode("utf-8", "replace").rstrip("\r\n"))
+            await self.proc.wait()
+            log.write(f"# qemu exited: {self.exit_text()}\n".encode())
+        self._changed.set()
+
+    def _parse(self, text: str) -> None:
+        self.status.lines += 1
+        if match := _INIT_RE.match(text):
+            event, rest = match.groups()
+            self.status.events[event] = dict(kv.split("=", 1) for kv in rest.split() if "=" in kv)
+            self.ready_ns.setdefault(event, time.monotonic_ns())
+            if event == "error":
+                self.status.errors.append(rest.strip())
+        elif text.startswith("NPC-SELFTEST "):
+            self.status.selftest = text.removeprefix("NPC-SELFTEST ")
+        elif match := _PANIC_RE.search(text):
+            self.status.panic = match.group(1).strip() or text.strip()
+        self._changed.set()
+
+    def exit_text(self) -> str:
+        """How QEMU ended, in words."""
+        rc = self.proc.returncode if self.proc else None
+        if rc is None:
+            return "running"
+        if rc < 0:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        return f"exit code {rc}"
+
+    def fault(self) -> str | None:
+        """A clear sentence when the guest or QEMU failed, else None."""
+        if self.status.panic:
+            return f"{self.name}: the guest kernel panicked: {self.status.panic}"
+        exit_ = self.status.events.get("agent-exit")
+        if exit_ is not None:
+            limit = exit_.get("limit_mb", "?")
+            if exit_.get("oom_kill", "0") not in ("0", ""):
+                return (
+                    f"{self.name}: the agent exceeded its memory limit of {limit} MB inside the guest "
+                    f"and was OOM-killed (exit {exit_.get('rc')}, peak {exit_.get('mem_peak')} bytes)"
+                )
+            if exit_.get("rc") != "0":
+                return f"{self.name}: the agent exited with code {exit_.get('rc')} (see {self.log_path})"
+        if self.proc is not None and self.proc.returncode is not None and not self._stopping:
+            return f"{self.name}: QEMU ended unexpectedly ({self.exit_text()}); console in {self.log_path}"
+        return None
+
+    async def wait_for(self, event: str, timeout: float) -> dict[str, str]:
+        """Wait for the guest's `NPC-INIT <event>` line; GuestFault if the guest fails first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if event in self.status.events:
+                return self.status.events[event]
+            if (fault := self.fault()) is not None or not self.running:
+                raise GuestFault(fault or f"{self.name}: QEMU stopped ({self.exit_text()}) before {event!r}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise GuestFault(f"{self.name}: no {event!r} from the guest within {timeout:g} s (see {self.log_path})")
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+
+    async def wait_exit(self, timeout: float) -> int | None:
+        """Wait for QEMU to end; its return code, or None on timeout."""
+        if self.proc is None:
+            return None
+        try:
+            await asyncio.wait_for(self.proc.wait(), timeout)
+        except TimeoutError:
+            return None
+        if self._pump is not None:
+            with contextlib.suppress(Exception):
+                await self._pump
+        return self.proc.returncode
+
+    async def control(self, command: str, timeout: float = 10.0) -> str:
+        """Send one command to the guest's /init over virtio-serial; its one-line reply."""
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(str(self.ctl_path)), timeout)
+        except (OSError, TimeoutError) as exc:
+            raise GuestFault(f"{self.name}: control channel {self.ctl_path}: {exc}") from None
+        try:
+            writer.write(command.encode() + b"\n")
+            await writer.drain()
+            reply = await asyncio.wait_for(reader.readline(), timeout)
+        except (OSError, TimeoutError):
+            reply = b""
+        finally:
+            writer.close()
+            with contextlib.suppress(OSError):
+                await writer.wait_closed()
+        return reply.decode("utf-8", "replace").strip()
+
+    async def stop(self, grace: float = 20.0) -> None:
+        """Power the guest off (control channel), then SIGTERM, then SIGKILL the process group."""
+        self._stopping = True
+        try:
+            if self.running:
+                with contextlib.suppress(GuestFault):
+                    await asyncio.wait_for(self.control("poweroff", timeout=min(grace, 5.0)), grace)
+                if await self.wait_exit(grace) is None:
+                    self._signal(signal.SIGTERM)
+                    if await self.wait_exit(5.0) is None:
+                        self._signal(signal.SIGKILL)
+                        await self.wait_exit(5.0)
+        finally:
+            self.kill()
+            if self._pump is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._pump, 5.0)
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL QEMU's process group now (safe to call any time, also from sync teardown)."""
+        self._stopping = True
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        if self.proc is None or self.proc.returncode is not None:
+            return  # reaped: its process group id may belong to someone else now
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)

@@ -1,0 +1,1 @@
+"""Links to devices: SSH (OpenSSH client)."""

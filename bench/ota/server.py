@@ -1,0 +1,232 @@
+"""The CoAP update server: model blobs, patches and manifests served block by block (RFC 7959).
+
+aiocoap's default resource renders a whole response and caches it per remote, so it cannot serve block N
+of an interrupted transfer. Here every Block2 request is answered straight from the file (random access,
+O(1) memory per block) with Size2 and an ETag derived from the content hash, so a client can resume from
+any block and notice when the content changed under it.
+
+Paths (under `coap://HOST:PORT/`):
+  models/NAME/VERSION                       the model file
+  models/NAME/VERSION/manifest              its signed manifest (JSON)
+  models/NAME/VERSION/delta/BASE            the bsdiff4 patch from version BASE
+  models/NAME/VERSION/delta/BASE/manifest   its signed delta manifest (JSON)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiocoap
+import aiocoap.resource
+from aiocoap import error
+from aiocoap.numbers.codes import Code
+from aiocoap.numbers.contentformat import ContentFormat
+from aiocoap.optiontypes import BlockOption
+
+from bench.errors import ConfigError
+from bench.ota.store import ModelStore
+
+MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
+OCTET_STREAM = ContentFormat.OCTETSTREAM
+JSON = ContentFormat.JSON
+
+
+@dataclass
+class ServedCounts:
+    """What the server sent for one path: requests per block number and payload bytes."""
+
+    blocks: Counter[int] = field(default_factory=Counter)
+    bytes: int = 0
+
+    @property
+    def total_blocks(self) -> int:
+        """Block responses sent, repeats included."""
+        return sum(self.blocks.values())
+
+
+@dataclass(frozen=True)
+class Blob:
+    """Something the server can serve: a file (its size as stored now) or in-memory bytes, with the hash
+    its manifest gives (the ETag)."""
+
+    sha256: str
+    size: int
+    content_format: ContentFormat
+    path: Path | None = None
+    data: bytes = b""
+
+    def read(self, offset: int, length: int) -> bytes:
+        """`length` bytes at `offset`, read from the file without loading the rest."""
+        if self.path is None:
+            return self.data[offset : offset + length]
+        with self.path.open("rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+
+def block_response(blob: Blob, block2: BlockOption.BlockwiseTuple | None, max_szx: int = MAX_SZX) -> aiocoap.Message:
+    """The 2.05 response carrying the requested block of `blob` with Block2, Size2 and ETag."""
+    if block2 is None:
+        num, szx = 0, max_szx
+    elif block2.size_exponent > max_szx:  # RFC 7959 2.4: answer with a smaller block covering the same offset
+        szx = max_szx
+        num = block2.start // (1 << (szx + 4))
+    else:
+        num, szx = block2.block_number, block2.size_exponent
+    size = 1 << (szx + 4)
+    offset = num * size
+    if offset >= blob.size and not (offset == 0 and blob.size == 0):
+        raise error.BadOption(f"block {num} starts beyond the {blob.size}-byte resource")
+    payload = blob.read(offset, size)
+    more = offset + len(payload) < blob.size
+    msg = aiocoap.Message(code=Code.CONTENT, payload=payload, content_format=blob.content_format)
+    msg.opt.etag = bytes.fromhex(blob.sha256[:16])
+    msg.opt.size2 = blob.size
+    if block2 is not None or more:
+        msg.opt.block2 = BlockOption.BlockwiseTuple(num, more, szx)
+    return msg
+
+
+class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
+    """Everything under `models/`, looked up in the store on each request (new versions appear live)."""
+
+    def __init__(self, store: ModelStore, max_szx: int = MAX_SZX) -> None:
+        super().__init__()
+        self.store = store
+        self.max_szx = max_szx
+        self.served: dict[str, ServedCounts] = {}
+        self._cache: dict[tuple[str, ...], tuple[int, Blob]] = {}
+
+    async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
+        return False
+
+    async def render_get(self, request: aiocoap.Message) -> aiocoap.Message:
+        path = "/".join(request.opt.uri_path)
+        blob = self._cached_lookup(request.opt.uri_path)
+        response = block_response(blob, request.opt.block2, self.max_szx)
+        counts = self.served.setdefault(path, ServedCounts())
+        counts.blocks[response.opt.block2.block_number if response.opt.block2 else 0] += 1
+        counts.bytes += len(response.payload)
+        return response
+
+    def _cached_lookup(self, parts: tuple[str, ...]) -> Blob:
+        """`_lookup`, remembered while the version directory is unchanged (one stat per block, no JSON parse)."""
+        try:
+            stamp = self.store.version_dir(parts[0], int(parts[1])).stat().st_mtime_ns if len(parts) > 1 else None
+        except (ValueError, OSError):
+            stamp = None
+        cached = self._cache.get(parts)
+        if cached is not None and stamp is not None and cached[0] == stamp and _unchanged(cached[1]):
+            return cached[1]
+        blob = self._lookup(parts)
+        if stamp is not None:
+            self._cache[parts] = (stamp, blob)
+        return blob
+
+    def _lookup(self, parts: tuple[str, ...]) -> Blob:
+        """The blob a path names, or 4.04."""
+        try:
+            name, version, *rest = parts
+            v = int(version)
+            if rest == []:
+                path = self.store.blob_path(name, v)
+                return Blob(self.store.manifest(name, v)["sha256"], path.stat().st_size, OCTET_STREAM, path=path)
+            if rest == ["manifest"]:
+                return _json_blob(self.store.manifest(name, v))
+            if len(rest) in (2, 3) and rest[0] == "delta":
+                dm = self.store.delta_manifest(name, v, int(rest[1]))
+                if dm is not None and rest[2:] == ["manifest"]:
+                    return _json_blob(dm)
+                if dm is not None and len(rest) == 2:
+                    path = self.store.delta_path(name, v, int(rest[1]))
+                    return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
+        except (ValueError, OSError, ConfigError):
+            pass
+        raise error.NotFound(f"no {'/'.join(parts)} in the model store")
+
+
+def _unchanged(blob: Blob) -> bool:
+    """True when a file blob's file still has the size it had when looked up."""
+    try:
+        return blob.path is None or blob.path.stat().st_size == blob.size
+    except OSError:
+        return False
+
+
+def _json_blob(doc: dict) -> Blob:
+    data = json.dumps(doc, sort_keys=True).encode()
+    return Blob(hashlib.sha256(data).hexdigest(), len(data), JSON, data=data)
+
+
+class UpdateServer:
+    """The update server on one UDP port; `async with UpdateServer(store) as srv: srv.base_url`."""
+
+    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, max_szx: int = MAX_SZX) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.models = ModelsResource(store, max_szx)
+        self._ctx: aiocoap.Context | None = None
+
+    async def start(self) -> str:
+        """Bind and serve; return the base URL."""
+        site = aiocoap.resource.Site()
+        site.add_resource(["models"], self.models)
+        try:
+            self._ctx = await aiocoap.Context.create_server_context(
+                site, bind=(self.host, self.port), transports=["udp6"]
+            )
+        except OSError as exc:
+            raise ConfigError(f"update server: cannot bind {self.host}:{self.port}: {exc.strerror}") from None
+        self.port = _bound_port(self._ctx)
+        return self.base_url
+
+    async def stop(self) -> None:
+        """Stop serving and release the port."""
+        if self._ctx is not None:
+            await self._ctx.shutdown()
+            self._ctx = None
+
+    async def __aenter__(self) -> UpdateServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """`coap://HOST:PORT`."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"coap://{host}:{self.port}"
+
+    def model_url(self, name: str, version: int, base_url: str | None = None) -> str:
+        """URL of a model file (through `base_url`, e.g. a proxy's, when given)."""
+        return f"{base_url or self.base_url}/models/{name}/{version}"
+
+    def delta_url(self, name: str, version: int, base_version: int, base_url: str | None = None) -> str:
+        """URL of the patch from `base_version` to `version`."""
+        return f"{self.model_url(name, version, base_url)}/delta/{base_version}"
+
+    def served(self, path: str) -> ServedCounts:
+        """What was served for `models/...` path `path` (e.g. `npc-policy/2`)."""
+        return self.models.served.get(path, ServedCounts())
+
+
+def _bound_port(ctx: aiocoap.Context) -> int:
+    for ri in ctx.request_interfaces:
+        transport = getattr(getattr(ri.token_interface, "message_interface", None), "transport", None)
+        if transport is not None:
+            return transport.get_extra_info("socket").getsockname()[1]
+    raise ConfigError("update server: aiocoap bound no UDP transport")
+
+
+async def serve_forever(server: UpdateServer) -> None:
+    """Run until cancelled."""
+    async with server:
+        await asyncio.Event().wait()

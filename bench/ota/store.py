@@ -1,0 +1,169 @@
+"""The model store: signed versions of each model and bsdiff4 deltas between consecutive versions.
+
+Layout: `ROOT/NAME/VERSION/model.bin` + `manifest.json` (signed), and for each version after the first
+`delta-BASEVERSION.bsdiff` + `delta-BASEVERSION.json` (a signed delta manifest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from bench.errors import ConfigError
+from bench.ota.delta import delta_manifest, make_patch
+from bench.signing import model_manifest, sign_manifest
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+FORMATS = {".tflite": "tflite", ".npcm": "npcm"}
+
+
+def default_store_dir() -> Path:
+    """$HILBENCH_OTA_STORE, else ~/.cache/npc-hil-bench/ota-store."""
+    env = os.environ.get("HILBENCH_OTA_STORE")
+    return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench" / "ota-store"
+
+
+def guess_name_and_format(path: Path) -> tuple[str, str]:
+    """Name and format from a model file name: `npc-policy-int8-v2.tflite` -> (`npc-policy`, `tflite-int8`)."""
+    fmt = FORMATS.get(path.suffix)
+    if fmt is None:
+        raise ConfigError(f"model {path}: unknown format {path.suffix!r}", hint="pass --format")
+    stem = re.sub(r"[-_.]v\d+$", "", path.stem)
+    for quant in ("int8", "float32"):
+        if stem.endswith("-" + quant):
+            return stem[: -len(quant) - 1], f"{fmt}-{quant}"
+    return stem, fmt
+
+
+@dataclass(frozen=True)
+class Published:
+    """What `publish` stored: the signed manifest and, when there was a previous version, the signed delta."""
+
+    manifest: dict[str, Any]
+    delta: dict[str, Any] | None
+
+
+class ModelStore:
+    """Signed model versions under one directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def names(self) -> list[str]:
+        """Every model name with at least one version."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.versions(p.name))
+
+    def versions(self, name: str) -> list[int]:
+        """The published versions of `name`, oldest first."""
+        base = self.root / name
+        if not base.is_dir():
+            return []
+        return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit() and (p / "manifest.json").is_file())
+
+    def version_dir(self, name: str, version: int) -> Path:
+        """Where version `version` of `name` lives."""
+        return self.root / name / str(version)
+
+    def blob_path(self, name: str, version: int) -> Path:
+        """The model file of a version."""
+        return self.version_dir(name, version) / "model.bin"
+
+    def manifest(self, name: str, version: int) -> dict[str, Any]:
+        """The signed manifest of a version, or a ConfigError naming what exists."""
+        path = self.version_dir(name, version) / "manifest.json"
+        if not path.is_file():
+            have = ", ".join(map(str, self.versions(name))) or "none"
+            raise ConfigError(f"model store {self.root}: no {name}@{version} (versions: {have})")
+        return json.loads(path.read_text())
+
+    def delta_path(self, name: str, version: int, base_version: int) -> Path:
+        """The bsdiff4 patch from `base_version` to `version`."""
+        return self.version_dir(name, version) / f"delta-{base_version}.bsdiff"
+
+    def delta_manifest(self, name: str, version: int, base_version: int) -> dict[str, Any] | None:
+        """The signed delta manifest from `base_version` to `version`, or None when there is no such delta."""
+        path = self.version_dir(name, version) / f"delta-{base_version}.json"
+        return json.loads(path.read_text()) if path.is_file() else None
+
+    def delta_from(self, name: str, version: int, base_sha256: str) -> dict[str, Any] | None:
+        """The signed delta manifest that turns the model with hash `base_sha256` into `name@version`, if any."""
+        for base_version in self.versions(name):
+            dm = self.delta_manifest(name, version, base_version)
+            if dm is not None and dm["base"] == base_sha256:
+                return dm
+        return None
+
+    def resolve(self, spec: str) -> dict[str, Any]:
+        """The manifest for `NAME` (latest) or `NAME@VERSION`, or a ConfigError saying what exists."""
+        name, _, version = spec.partition("@")
+        versions = self.versions(name)
+        if not versions:
+            have = ", ".join(self.names()) or "none"
+            raise ConfigError(
+                f"model store {self.root}: no model {name!r} (models: {have})",
+                hint="publish it with `hilbench model publish`",
+            )
+        if not version:
+            return self.manifest(name, versions[-1])
+        if not version.isdigit():
+            raise ConfigError(f"model {spec!r}: version must be an integer, as in {name}@{versions[-1]}")
+        return self.manifest(name, int(version))
+
+    def publish(
+        self, model: Path, key: ec.EllipticCurvePrivateKey, *, name: str, fmt: str, version: int | None = None
+    ) -> Published:
+        """Sign and store `model` as the next (or the given) version of `name`, with a delta from the latest."""
+        if not NAME_RE.match(name):
+            raise ConfigError(f"model name {name!r}: use lowercase letters, digits, '.', '_' and '-'")
+        try:
+            data = Path(model).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"model {model}: cannot read: {exc.strerror}") from None
+        if not data:
+            raise ConfigError(f"model {model}: file is empty")
+        versions = self.versions(name)
+        previous = self.manifest(name, versions[-1]) if versions else None
+        if version is None:
+            version = versions[-1] + 1 if versions else 1
+        if versions and version <= versions[-1]:
+            raise ConfigError(f"model {name}: version {version} is not newer than the published {versions[-1]}")
+        manifest = model_manifest(Path(model), name, version, fmt)
+        if previous and previous["sha256"] == manifest["sha256"]:
+            raise ConfigError(f"model {model}: identical to the published {name}@{previous['version']}")
+        manifest = sign_manifest(manifest, key)
+        tmp = self.root / name / f".{version}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        (tmp / "model.bin").write_bytes(data)
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        delta = None
+        if previous is not None:
+            base = self.blob_path(name, previous["version"]).read_bytes()
+            patch = make_patch(base, data)
+            delta = sign_manifest(delta_manifest(previous, manifest, patch), key)
+            (tmp / f"delta-{previous['version']}.bsdiff").write_bytes(patch)
+            (tmp / f"delta-{previous['version']}.json").write_text(json.dumps(delta, indent=2) + "\n")
+        tmp.rename(self.version_dir(name, version))  # a version appears whole or not at all
+        return Published(manifest, delta)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every version with its deltas, for `ota serve` and `--json`."""
+        rows = []
+        for name in self.names():
+            for version in self.versions(name):
+                m = self.manifest(name, version)
+                deltas = [
+                    {"base_version": b, "patch_size": dm["patch_size"]}
+                    for b in self.versions(name)
+                    if (dm := self.delta_manifest(name, version, b)) is not None
+                ]
+                rows.append({**{k: m[k] for k in ("name", "version", "sha256", "size", "format")}, "deltas": deltas})
+        return rows

@@ -1,0 +1,152 @@
+"""pytest plugin: `pytest --fleet FILE` runs device tests against the fleet's devices.
+
+- Options: `--fleet PATH`, `--device NAME` (repeatable), `--kind KIND` (repeatable), `--lease-wait S`,
+  `--hil-log-dir DIR`.
+- `@pytest.mark.kinds("esp32c6", "pi5")` on a test that uses the `device` fixture runs it once per
+  matching fleet device, with the device name in the test id; no match -> skipped with a reason.
+- Fixtures: `fleet` (the loaded Fleet), `device` (the selected Device, leased for the session, virtual
+  devices started on first use), `device_log_dir` (a folder per test and device), `bench_loop` (run
+  async bench code from a sync test), `record_measurement(name, value, unit, samples=None)` (from
+  `bench.pytest_measure`: JUnit XML properties and pytest-html tables and plots).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from pathlib import Path
+
+import pytest
+
+from bench.errors import BenchError
+from bench.fleet import Device, Fleet, load_fleet
+from bench.leases import LeaseSet
+from bench.loop_thread import LoopThread
+from bench.virtual import has_virtual, make_virtual
+
+pytest_plugins = ("bench.pytest_measure",)  # the record_measurement fixture and its pytest-html extras
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the bench's command-line options."""
+    group = parser.getgroup("hilbench", "npc-hil-bench devices")
+    group.addoption("--fleet", metavar="PATH", default=None, help="fleet file (default: bundled virtual fleet)")
+    group.addoption("--device", action="append", default=[], metavar="NAME", help="only this device (repeatable)")
+    group.addoption("--kind", action="append", default=[], metavar="KIND", help="only devices of this kind")
+    group.addoption("--lease-wait", type=float, default=60.0, metavar="S", help="wait this long for a busy device")
+    group.addoption("--hil-log-dir", default="reports/pytest", metavar="DIR", help="per-test device log folders")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the `kinds` marker and check the device options."""
+    config.addinivalue_line("markers", "kinds(*names): run the test once per fleet device of these kinds")
+    if config.getoption("--fleet") or config.getoption("--device") or config.getoption("--kind"):
+        _selected(config)  # bad options fail fast, as a usage error
+
+
+def _selected(config: pytest.Config) -> list[Device]:
+    try:
+        return _fleet(config).select(config.getoption("--device"), config.getoption("--kind"))
+    except BenchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _fleet(config: pytest.Config) -> Fleet:
+    cached = getattr(config, "_hilbench_fleet", None)
+    if cached is None:
+        try:
+            cached = load_fleet(config.getoption("--fleet"))
+        except BenchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        config._hilbench_fleet = cached
+    return cached
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize `device` over the fleet devices that match the test's `kinds` marker and the options."""
+    if "device" not in metafunc.fixturenames:
+        return
+    defs = metafunc._arg2fixturedefs.get("device")
+    if not defs or defs[-1].func.__module__ != __name__:
+        return  # a test suite's own `device` fixture: not ours to parametrize
+    config = metafunc.config
+    fleet = _fleet(config)
+    devices = _selected(config)
+    marker = metafunc.definition.get_closest_marker("kinds")
+    wanted = tuple(marker.args) if marker else ()
+    if wanted:
+        devices = [d for d in devices if d.kind in wanted]
+    if devices:
+        metafunc.parametrize("device", [d.name for d in devices], ids=[d.name for d in devices], indirect=True)
+        return
+    what = f"of kind {', '.join(wanted)}" if wanted else "selected"
+    reason = f"no device {what} in fleet {fleet.path}"
+    metafunc.parametrize(
+        "device", [pytest.param(None, marks=pytest.mark.skip(reason=reason), id="no-device")], indirect=True
+    )
+
+
+class _DevicePool:
+    """Session-wide: leases and started virtual devices, released at the end of the session."""
+
+    def __init__(self, lease_wait_s: float) -> None:
+        self.loop = LoopThread()
+        self.leases = LeaseSet(holder="pytest")
+        self.lease_wait_s = lease_wait_s
+        self.resolved: dict[str, Device] = {}
+        self.running: list[object] = []
+
+    def get(self, device: Device) -> Device:
+        if device.name not in self.resolved:
+            self.leases.acquire(device.name, wait_s=self.lease_wait_s)
+            if device.virtual and has_virtual(device.kind):
+                stand_in = make_virtual(device)
+                link = self.loop.run(stand_in.start())
+                self.running.append(stand_in)
+                device = device.with_link(link)
+            self.resolved[device.name] = device
+        return self.resolved[device.name]
+
+    def close(self) -> None:
+        for stand_in in self.running:
+            with contextlib.suppress(Exception):
+                self.loop.run(stand_in.stop(), timeout_s=30)
+        self.leases.release_all()
+        self.loop.close()
+
+
+@pytest.fixture(scope="session")
+def fleet(pytestconfig: pytest.Config) -> Fleet:
+    """The fleet named by --fleet (default: the bundled virtual fleet)."""
+    return _fleet(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def _hilbench_pool(pytestconfig: pytest.Config):
+    pool = _DevicePool(pytestconfig.getoption("--lease-wait"))
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def bench_loop(_hilbench_pool: _DevicePool) -> LoopThread:
+    """The session's asyncio loop: `bench_loop.run(coro)` runs bench library code from a test."""
+    return _hilbench_pool.loop
+
+
+@pytest.fixture
+def device(request: pytest.FixtureRequest, fleet: Fleet, _hilbench_pool: _DevicePool) -> Device:
+    """The device this test instance runs on, leased for the session and reachable through its link."""
+    try:
+        return _hilbench_pool.get(fleet.get(request.param))
+    except BenchError as exc:
+        pytest.fail(f"device {request.param}: {exc}", pytrace=False)
+
+
+@pytest.fixture
+def device_log_dir(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Path:
+    """A fresh log folder for this test (and device, which is part of the test id)."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
+    path = Path(pytestconfig.getoption("--hil-log-dir")) / safe
+    path.mkdir(parents=True, exist_ok=True)
+    return path

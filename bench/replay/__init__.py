@@ -1,0 +1,1 @@
+"""Recorded multimodal sessions (MCAP), their generator, and the paced replayer."""

@@ -1,0 +1,112 @@
+"""The session channels: what each carries, at what rate, and how its payload is encoded in MCAP."""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+VOICE_RATE_HZ = 16_000
+VOICE_CHUNK_MS = 10
+VOICE_CHUNK_SAMPLES = VOICE_RATE_HZ * VOICE_CHUNK_MS // 1000  # 160
+MOCAP_JOINTS = 17
+# Human3.6M's 17-joint skeleton, in payload order (each joint x, y, z in metres; y up).
+MOCAP_JOINT_NAMES = (
+    "pelvis", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle", "spine", "thorax",
+    "neck", "head", "l_shoulder", "l_elbow", "l_wrist", "r_shoulder", "r_elbow", "r_wrist",
+)  # fmt: skip
+
+EVENT_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "npc player action / game event",
+    "type": "object",
+    "required": ["session_id", "timestamp_ms", "action", "target_id", "context"],
+    "properties": {
+        "session_id": {"type": "string"},
+        "timestamp_ms": {"type": "integer"},
+        "action": {"type": "string"},
+        "target_id": {"type": ["string", "null"]},
+        "context": {
+            "type": "object",
+            "required": ["hp_ratio", "aggro_level"],
+            "properties": {"hp_ratio": {"type": "number"}, "aggro_level": {"type": "number"}},
+        },
+    },
+}
+
+
+class PayloadError(ValueError):
+    """A message payload that does not match its channel's encoding."""
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """One session channel: its MCAP topic and encoding, nominal rate (None when event-driven)."""
+
+    name: str  # the wire protocol's `ch`
+    topic: str
+    encoding: str  # MCAP message encoding
+    rate_hz: float | None
+    floats: int = 0  # for f32le channels: values per message
+    description: str = ""
+    wire_decimals: int = 6  # f32le values are rounded to this many decimals in `in` messages (shorter lines)
+
+    def encode(self, value: Any) -> bytes:
+        """The MCAP payload for one message value (bytes for voice, float sequence, or event dict)."""
+        if self.encoding == "pcm_s16le":
+            if not isinstance(value, bytes | bytearray) or len(value) != 2 * VOICE_CHUNK_SAMPLES:
+                raise PayloadError(f"voice chunk must be {2 * VOICE_CHUNK_SAMPLES} bytes")
+            return bytes(value)
+        if self.encoding == "f32le":
+            if len(value) != self.floats:
+                raise PayloadError(f"{self.name} message must have {self.floats} values, got {len(value)}")
+            return struct.pack(f"<{self.floats}f", *value)
+        check_event(value)
+        return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+    def decode(self, payload: bytes) -> Any:
+        """The value of one MCAP payload; PayloadError when it does not fit the channel."""
+        if self.encoding == "pcm_s16le":
+            if len(payload) != 2 * VOICE_CHUNK_SAMPLES:
+                raise PayloadError(f"voice chunk has {len(payload)} bytes, expected {2 * VOICE_CHUNK_SAMPLES}")
+            return payload
+        if self.encoding == "f32le":
+            if len(payload) != 4 * self.floats:
+                raise PayloadError(f"{self.name} payload has {len(payload)} bytes, expected {4 * self.floats}")
+            return struct.unpack(f"<{self.floats}f", payload)
+        try:
+            value = json.loads(payload)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise PayloadError(f"not JSON: {exc}") from None
+        check_event(value)
+        return value
+
+
+def check_event(value: Any) -> None:
+    """Raise PayloadError unless `value` follows the product's event schema."""
+    if not isinstance(value, dict):
+        raise PayloadError("event must be a JSON object")
+    for key in EVENT_SCHEMA["required"]:
+        if key not in value:
+            raise PayloadError(f"event lacks field {key!r}")
+    if not isinstance(value["session_id"], str) or not isinstance(value["action"], str):
+        raise PayloadError("event fields 'session_id' and 'action' must be strings")
+    if not isinstance(value["timestamp_ms"], int):
+        raise PayloadError("event field 'timestamp_ms' must be an integer")
+    ctx = value["context"]
+    if not isinstance(ctx, dict) or not all(isinstance(ctx.get(k), int | float) for k in ("hp_ratio", "aggro_level")):
+        raise PayloadError("event field 'context' must hold numbers 'hp_ratio' and 'aggro_level'")
+
+
+CHANNELS: dict[str, ChannelSpec] = {
+    c.name: c
+    for c in (
+        ChannelSpec("voice", "/voice", "pcm_s16le", 1000 / VOICE_CHUNK_MS, 0, "16 kHz mono int16 PCM, 10 ms chunks"),
+        ChannelSpec("gaze", "/gaze", "f32le", 120.0, 3, "eye tracker: x, y (screen 0..1), confidence 0..1", 4),
+        ChannelSpec("mocap", "/mocap", "f32le", 90.0, 3 * MOCAP_JOINTS, "17 joints x, y, z in metres", 3),
+        ChannelSpec("action", "/action", "json", None, 0, "player actions (product event schema)"),
+        ChannelSpec("event", "/event", "json", None, 0, "game events (product event schema)"),
+    )
+}
+BY_TOPIC: dict[str, ChannelSpec] = {c.topic: c for c in CHANNELS.values()}

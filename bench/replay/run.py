@@ -1,0 +1,219 @@
+"""A replay run: a session played into every selected device at once, measured and stored.
+
+Per device: open its agent session, sync clocks, start the frame loop, collect frame records (written
+to the store as they arrive) while one paced loop sends the inputs to every device, then stop,
+sync clocks again (drift over the run), take stats, and store the measurements."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bench.errors import BenchError
+from bench.fleet import Device
+from bench.measure.device import DeviceMeasurements, measure_device
+from bench.measure.records import FrameLike
+from bench.replay.pacing import Pacer
+from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
+from bench.replay.player import Replayer, ReplayOutcome, Track
+from bench.results.store import ResultStore
+
+CLOCK_PINGS = 16
+TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
+
+
+class ClockLike(Protocol):
+    """The clock mapping an agent session keeps (bench.agent.clock.ClockSync)."""
+
+    offset_ns: float
+    drift_ppm: float
+    ref_ns: int
+
+    @property
+    def uncertainty_ns(self) -> float: ...
+
+    def to_bench_ns(self, device_us: int) -> int: ...
+
+
+class AgentLike(Protocol):
+    """What a replay run needs from an agent session (bench.agent.session.AgentSession)."""
+
+    info: dict[str, Any]
+    clock: ClockLike
+    faults: list[dict[str, Any]]
+    sent_ns: dict[int, int]
+
+    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockLike: ...
+    async def start(
+        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0
+    ) -> Any: ...
+    async def stop(self, timeout: float | None = None) -> Any: ...
+    async def stats(self) -> dict[str, Any]: ...
+    async def send_raw(self, data: bytes) -> int: ...
+    def frames(self, timeout: float | None = None) -> AsyncIterator[FrameLike]: ...
+
+
+@dataclass
+class AgentEndpoint:
+    """An opened agent session of one device and how to close it."""
+
+    session: AgentLike
+    close: Callable[[], Awaitable[None]]
+
+
+OpenAgent = Callable[[Device], Awaitable[AgentEndpoint]]
+
+
+@dataclass
+class DeviceRun:
+    """One device's state and results in a replay run."""
+
+    device: Device
+    track: Track | None = None
+    endpoint: AgentEndpoint | None = None
+    frames: list[FrameLike] = field(default_factory=list)
+    collector: asyncio.Task | None = None
+    status: str = "pending"  # pending, running, ok, failed, unreachable
+    detail: str = ""
+    result: DeviceMeasurements | None = None
+    stats: list[dict[str, Any]] = field(default_factory=list)
+    clock: ClockLike | None = None
+
+
+class _RecordingSink:
+    """Sends through the agent session and notes each input's send time where its frame records look."""
+
+    def __init__(self, session: AgentLike, seqs: list[int]) -> None:
+        self.session = session
+        self.seqs = iter(seqs)
+
+    async def send_raw(self, data: bytes) -> int:
+        sent = await self.session.send_raw(data)
+        self.session.sent_ns[next(self.seqs)] = sent
+        return sent
+
+
+@dataclass
+class ReplayRun:
+    """Plays `plan` into `devices` (opened with `open_agent`), storing into `store` as `run_id`."""
+
+    plan: Plan
+    devices: list[Device]
+    open_agent: OpenAgent
+    store: ResultStore
+    run_id: int
+    speed: float | None = 1.0
+    voice: str = "auto"  # auto, voice (PCM) or voicef
+    pacer: Pacer = field(default_factory=Pacer)
+    runs: list[DeviceRun] = field(default_factory=list)
+    replayer: Replayer | None = None
+    outcome: ReplayOutcome | None = None
+
+    async def execute(self) -> list[DeviceRun]:
+        """Run everything; devices that fail are marked and the others go on."""
+        self.runs = [DeviceRun(d) for d in self.devices]
+        self.replayer = Replayer(self.plan, self.pacer)
+        try:
+            await asyncio.gather(*(self._prepare(r) for r in self.runs))
+            live = [r for r in self.runs if r.status == "running"]
+            if live:
+                self.outcome = await self.replayer.play([r.track for r in live], self.speed)
+                await asyncio.sleep(TAIL_S)
+            await asyncio.gather(*(self._finish(r) for r in live))
+        finally:
+            await asyncio.gather(*(self._close(r) for r in self.runs), return_exceptions=True)
+        return self.runs
+
+    async def _prepare(self, run: DeviceRun) -> None:
+        dev = run.device
+        self.store.add_device(self.run_id, dev.name, dev.kind)
+        try:
+            run.endpoint = await self.open_agent(dev)
+            session = run.endpoint.session
+            await session.sync_clock(CLOCK_PINGS)
+            s = dev.settings
+            await session.start(
+                fps=int(s.get("fps_target", 60)),
+                vsync_hz=int(s.get("vsync_hz", 60)),
+                budget_ms=int(s.get("decision_budget_ms", 50)),
+            )
+        except (BenchError, OSError) as exc:
+            run.status = "unreachable" if run.endpoint is None else "failed"
+            run.detail = str(exc)
+            self.store.update_device(self.run_id, dev.name, status=run.status, detail=run.detail)
+            return
+        choice = self._voice_choice(dev)
+        seqs = [p.seq for p in self.plan.inputs]
+        run.track = Track(dev.name, _RecordingSink(session, seqs), choice.mode, choice.reason)
+        run.collector = asyncio.create_task(self._collect(run), name=f"frames-{dev.name}")
+        run.status = "running"
+        self.store.update_device(
+            self.run_id, dev.name, status="running", agent=session.info, voice_mode=str(choice.mode),
+            voice_reason=choice.reason,
+        )  # fmt: skip
+
+    def _voice_choice(self, dev: Device) -> VoiceChoice:
+        if self.voice != "auto":
+            return VoiceChoice(VoiceMode(self.voice), "chosen with --voice")
+        return choose_voice_mode(self.plan, link_bytes_per_s(dev.link), self.speed or 1.0)
+
+    async def _collect(self, run: DeviceRun) -> None:
+        """Store each frame record the moment it arrives."""
+        async for rec in run.endpoint.session.frames():
+            run.frames.append(rec)
+            self.store.add_frame(self.run_id, run.device.name, rec, getattr(rec, "rx_ns", None))
+
+    async def _finish(self, run: DeviceRun) -> None:
+        session = run.endpoint.session
+        name = run.device.name
+        end_ns = time.monotonic_ns()
+        try:
+            await session.stop()
+            if run.collector is not None:
+                await asyncio.wait_for(run.collector, 10)
+            run.stats.append(await session.stats())
+            run.clock = await session.sync_clock(CLOCK_PINGS)
+        except (BenchError, OSError, TimeoutError) as exc:
+            run.status, run.detail = "failed", f"stopping: {exc}"
+        if run.track is not None and run.track.failed:
+            run.status, run.detail = "failed", run.track.failed
+        self._store_inputs(run)
+        clock = run.clock or session.clock  # the opening sync, when the closing one failed
+        run.result = measure_device(
+            run.frames,
+            sent_ns=run.track.sent_by_seq(self.plan),
+            clock=clock,
+            budget_ms=float(run.device.settings.get("decision_budget_ms", 50)),
+            end_ns=end_ns,
+            stats=run.stats,
+            faults=list(session.faults),
+            send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
+        )
+        self.store.add_measurements(self.run_id, name, run.result.measurements)
+        self.store.add_histograms(self.run_id, name, run.result.histograms)
+        self.store.add_faults(self.run_id, name, run.result.faults)
+        self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
+        if run.status == "running":
+            run.status = "ok"
+        self.store.update_device(self.run_id, name, status=run.status, detail=run.detail)
+
+    def _store_inputs(self, run: DeviceRun) -> None:
+        track = run.track
+        rows = [
+            (p.seq, p.channel, d if d >= 0 else None, s)
+            for p, d, s in zip(self.plan.inputs, track.due_ns, track.sent_ns, strict=False)
+            if s >= 0
+        ]
+        self.store.add_inputs(self.run_id, run.device.name, rows)
+
+    async def _close(self, run: DeviceRun) -> None:
+        if run.collector is not None and not run.collector.done():
+            run.collector.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await run.collector
+        if run.endpoint is not None:
+            await run.endpoint.close()

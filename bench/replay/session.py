@@ -1,0 +1,179 @@
+"""A recorded session on disk (MCAP): write one, read one back with named errors for malformed files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcap.exceptions import McapError
+from mcap.reader import make_reader
+from mcap.writer import CompressionType, Writer
+
+from bench.errors import ConfigError
+from bench.replay.channels import BY_TOPIC, CHANNELS, EVENT_SCHEMA, PayloadError
+
+FORMAT_PROFILE = "npc-session"
+FORMAT_VERSION = "1"
+LIBRARY = "npc-hil-bench session writer 1"  # fixed, so a file's bytes do not depend on the mcap version
+
+
+class SessionError(ConfigError):
+    """A session file the bench cannot use."""
+
+
+class SessionNotFound(SessionError):
+    """The session file does not exist or cannot be read."""
+
+
+class NotASession(SessionError):
+    """The file is not MCAP, or is MCAP from something other than the bench's session recorder."""
+
+
+class SessionTruncated(SessionError):
+    """The MCAP file ends early (a recorder that stopped mid-write)."""
+
+
+class BadSessionMessage(SessionError):
+    """A message whose payload does not fit its channel, or that goes back in time."""
+
+
+@dataclass(frozen=True)
+class SessionMessage:
+    """One recorded message: its original timestamp (ns), channel name and decoded value."""
+
+    ts_ns: int
+    channel: str
+    value: Any
+
+
+@dataclass
+class Session:
+    """A whole session in memory, messages in timestamp order."""
+
+    session_id: str
+    scenario: str
+    messages: list[SessionMessage]
+    meta: dict[str, str] = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def start_ns(self) -> int:
+        """Timestamp of the first message."""
+        return self.messages[0].ts_ns if self.messages else 0
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds from the first to the last message."""
+        return (self.messages[-1].ts_ns - self.messages[0].ts_ns) / 1e9 if self.messages else 0.0
+
+    def channels(self) -> list[str]:
+        """Channel names present, in the bench's channel order."""
+        present = {m.channel for m in self.messages}
+        return [c for c in CHANNELS if c in present]
+
+
+def write_session(path: Path, session: Session) -> None:
+    """Write `session` as an MCAP file (zstd chunks, indexed, one metadata record `session`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as fh:
+        writer = Writer(fh, compression=CompressionType.ZSTD, chunk_size=256 * 1024)
+        writer.start(profile=FORMAT_PROFILE, library=LIBRARY)
+        event_schema = writer.register_schema(
+            "npc.event", "jsonschema", json.dumps(EVENT_SCHEMA, sort_keys=True).encode()
+        )
+        ids: dict[str, int] = {}
+        for spec in CHANNELS.values():
+            meta = {"channel": spec.name, "description": spec.description}
+            if spec.rate_hz is not None:
+                meta["rate_hz"] = f"{spec.rate_hz:g}"
+            if spec.floats:
+                meta["values"] = str(spec.floats)
+            schema_id = event_schema if spec.encoding == "json" else 0
+            ids[spec.name] = writer.register_channel(spec.topic, spec.encoding, schema_id, meta)
+        for seq, msg in enumerate(session.messages):
+            data = CHANNELS[msg.channel].encode(msg.value)
+            writer.add_message(ids[msg.channel], log_time=msg.ts_ns, data=data, publish_time=msg.ts_ns, sequence=seq)
+        writer.add_metadata(
+            "session",
+            {"id": session.session_id, "scenario": session.scenario, "format_version": FORMAT_VERSION, **session.meta},
+        )
+        writer.finish()
+
+
+def read_session(path: str | Path) -> Session:
+    """Read and validate a session file; SessionError subclasses name what is wrong and where."""
+    path = Path(path)
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        raise SessionNotFound(
+            f"session file {path} does not exist", hint="make one with `hilbench session synth`"
+        ) from None
+    except OSError as exc:
+        raise SessionNotFound(f"session file {path}: cannot read: {exc.strerror}") from None
+    with fh:
+        head = fh.read(8)
+        if head != b"\x89MCAP0\r\n":
+            raise NotASession(f"{path}: not an MCAP file (bad magic bytes)", hint="sessions are MCAP files")
+        fh.seek(0)
+        try:
+            reader = make_reader(fh)
+            header = reader.get_header()
+            if header.profile != FORMAT_PROFILE:
+                raise NotASession(
+                    f"{path}: MCAP profile is {header.profile!r}, not {FORMAT_PROFILE!r}",
+                    hint="record sessions with the bench's recorder or `hilbench session synth`",
+                )
+            meta = _session_metadata(reader, path)
+            messages = _read_messages(reader, path)
+        except (McapError, EOFError, ValueError) as exc:
+            raise SessionTruncated(
+                f"{path}: the file is cut short or corrupt ({type(exc).__name__}: {exc})",
+                hint="the recorder probably stopped mid-write; record the session again",
+            ) from None
+    if not messages:
+        raise BadSessionMessage(f"{path}: the session holds no messages")
+    session_id = meta.pop("id", path.stem)
+    scenario = meta.pop("scenario", "")
+    meta.pop("format_version", None)
+    return Session(session_id=session_id, scenario=scenario, messages=messages, meta=meta, path=path)
+
+
+def _session_metadata(reader: Any, path: Path) -> dict[str, str]:
+    for record in reader.iter_metadata():
+        if record.name == "session":
+            meta = dict(record.metadata)
+            if meta.get("format_version") != FORMAT_VERSION:
+                version = meta.get("format_version")
+                raise NotASession(f"{path}: session format version {version!r}, this bench reads {FORMAT_VERSION!r}")
+            return meta
+    raise NotASession(f"{path}: no 'session' metadata record", hint="was this written by the bench's recorder?")
+
+
+def _read_messages(reader: Any, path: Path) -> list[SessionMessage]:
+    messages: list[SessionMessage] = []
+    for index, (_schema, channel, message) in enumerate(reader.iter_messages(log_time_order=True)):
+        spec = BY_TOPIC.get(channel.topic)
+        if spec is None:
+            raise BadSessionMessage(
+                f"{path}: message #{index} on unknown topic {channel.topic!r}",
+                hint=f"known topics: {', '.join(BY_TOPIC)}",
+            )
+        if channel.message_encoding != spec.encoding:
+            raise BadSessionMessage(
+                f"{path}: topic {channel.topic}: encoding {channel.message_encoding!r}, expected {spec.encoding!r}"
+            )
+        try:
+            value = spec.decode(message.data)
+        except PayloadError as exc:
+            raise BadSessionMessage(f"{path}: {spec.name} message #{index} at {message.log_time} ns: {exc}") from None
+        messages.append(SessionMessage(message.log_time, spec.name, value))
+    return messages
+
+
+def messages_from(items: Iterable[tuple[int, str, Any]]) -> list[SessionMessage]:
+    """SessionMessages from (ts_ns, channel, value) tuples, sorted by time (stable per channel)."""
+    return sorted((SessionMessage(ts, ch, v) for ts, ch, v in items), key=lambda m: m.ts_ns)

@@ -1,0 +1,181 @@
+"""Assemble one run's report: the JSON-ready data (`--json` emits exactly this) and the inline-SVG plots."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.report import svg
+from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
+from bench.report.summary import DeviceSummary, summarize
+from bench.results.runview import LATENCY_MS, DeviceRun, RunView
+from bench.results.verdict import REGRESSION, Verdict
+
+TREND_RUNS = 30  # how many past runs the trend plots show
+
+
+@dataclass(frozen=True)
+class HistoryPoint:
+    """One earlier run as the trend plots need it: its identity and per-device summaries."""
+
+    run_id: str
+    started_at: str
+    summaries: dict[str, DeviceSummary]
+
+
+@dataclass
+class Report:
+    """A rendered-to-be report: `data` is JSON-ready; `plots[device][name]` are SVG strings."""
+
+    data: dict
+    plots: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return self.data["run"]["run_id"]
+
+
+def build_report(
+    run: RunView,
+    *,
+    verdicts: list[Verdict] | None = None,
+    baseline: RunView | None = None,
+    baseline_name: str | None = None,
+    history: list[HistoryPoint] | None = None,
+    thresholds_file: str | None = None,
+) -> Report:
+    """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
+    verdicts = verdicts or []
+    history = [h for h in (history or []) if h.run_id != run.run_id][-(TREND_RUNS - 1) :]
+    summaries = {name: summarize(device) for name, device in run.devices.items()}
+    trend_points = [*history, HistoryPoint(run.run_id, run.started_at, summaries)]
+    regressions = [v for v in verdicts if v.status == REGRESSION]
+    data = {
+        "run": {
+            "run_id": run.run_id,
+            "started_at": run.started_at,
+            "label": run.label,
+            "status": run.status,
+            "meta": dict(run.meta),
+        },
+        "baseline": {
+            "name": baseline_name,
+            "run_id": baseline.run_id if baseline else None,
+            "thresholds_file": thresholds_file,
+        },
+        "outcome": {
+            "regressions": len(regressions),
+            "regressed_devices": sorted({v.device for v in regressions}),
+            "verdict": "regression" if regressions else ("pass" if verdicts else "no baseline"),
+        },
+        "devices": [],
+    }
+    report = Report(data)
+    for name, device in run.devices.items():
+        device_verdicts = [v for v in verdicts if v.device == name]
+        data["devices"].append(
+            {
+                "name": name,
+                "kind": device.kind,
+                "summary": summaries[name].to_dict(),
+                "verdicts": [v.to_dict() for v in device_verdicts],
+                "faults": [vars(f) for f in device.faults],
+                "ota": [vars(o) for o in device.ota],
+                "notes": list(device.notes),
+                "trend": [
+                    {"run_id": p.run_id, "started_at": p.started_at, **p.summaries[name].to_dict()}
+                    for p in trend_points
+                    if name in p.summaries
+                ],
+            }
+        )
+        base_device = baseline.devices.get(name) if baseline else None
+        report.plots[name] = device_plots(device, base_device, data["devices"][-1]["trend"])
+    return report
+
+
+def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict]) -> dict[str, str]:
+    """The SVG plots of one device."""
+    plots: dict[str, str] = {}
+    frames = device.frames
+    latency = device.series(LATENCY_MS)
+    if latency is not None and len(latency):
+        lines = [svg.Line(*cdf_points(latency.values), label="this run")]
+        base_latency = baseline.series(LATENCY_MS) if baseline is not None else None
+        if base_latency is not None and len(base_latency):
+            lines.append(
+                svg.Line(*cdf_points(base_latency.values), label="baseline", color=svg.PALETTE[1], dashed=True)
+            )
+        for line in lines:
+            line.step = True
+        plots["latency_cdf"] = svg.render(
+            svg.Plot(
+                "Decision latency CDF", "latency (ms)", "fraction of inputs (0-1)", lines=lines, y_range=(0.0, 1.0)
+            )
+        )
+    if frames is not None and len(frames):
+        t, low, high, mean = minmax_buckets(frames.t_s, frames.interval_ms)
+        plots["frame_interval"] = svg.render(
+            svg.Plot(
+                "Frame interval over time",
+                "time since run start (s)",
+                "frame interval (ms)",
+                bands=[svg.Band(t, low, high, label="min-max per bucket")],
+                lines=[svg.Line(t, mean, label="mean per bucket")],
+                markers=fault_markers(device),
+            )
+        )
+        t, fps = rate_per_window(frames.t_s)
+        plots["fps"] = svg.render(
+            svg.Plot(
+                "FPS over time",
+                "time since run start (s)",
+                "frames per second (FPS)",
+                lines=[svg.Line(t, fps, label="FPS (1 s windows)")],
+                markers=fault_markers(device),
+                y_range=(0.0, float(np.max(fps)) * 1.1 if fps.size else 1.0),
+            )
+        )
+    if device.faults:
+        end = float(device.frames.t_s[-1]) if frames is not None and len(frames) else max(f.t_s for f in device.faults)
+        events = [(f.t_s, f.kind, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip()) for f in device.faults]
+        plots["faults"] = svg.timeline("Fault timeline", events, end)
+    if len(trend) >= 2:
+        x = np.arange(len(trend), dtype=float)
+        ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
+        series = [("latency_p50_ms", "P50"), ("latency_p95_ms", "P95"), ("latency_p99_ms", "P99")]
+        plots["trend_latency"] = svg.render(
+            svg.Plot(
+                f"Latency over the last {len(trend)} runs",
+                "run",
+                "latency (ms)",
+                x_ticks=ticks,
+                lines=[
+                    svg.Line(x, _column(trend, key), label=label, color=svg.PALETTE[i])
+                    for i, (key, label) in enumerate(series)
+                ],
+            )
+        )
+        plots["trend_fps"] = svg.render(
+            svg.Plot(
+                f"FPS over the last {len(trend)} runs",
+                "run",
+                "frames per second (FPS)",
+                x_ticks=ticks,
+                lines=[
+                    svg.Line(x, _column(trend, "fps"), label="FPS"),
+                    svg.Line(x, _column(trend, "low_1pct_fps"), label="1% low", color=svg.PALETTE[2]),
+                ],
+            )
+        )
+    return plots
+
+
+def fault_markers(device: DeviceRun) -> list[svg.Marker]:
+    """Vertical markers for the device's faults, titled with what happened."""
+    return [svg.Marker(f.t_s, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip()) for f in device.faults]
+
+
+def _column(trend: list[dict], key: str) -> np.ndarray:
+    return np.array([p.get(key) if p.get(key) is not None else np.nan for p in trend], dtype=float)

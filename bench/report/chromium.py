@@ -1,0 +1,203 @@
+"""Open an HTML file in headless Chromium and report what went wrong: console errors, uncaught exceptions,
+error log entries, and any request that left the file (a self-contained report makes none). Saves a
+full-page screenshot.
+
+Talks the DevTools protocol over `--remote-debugging-pipe` (fds 3 and 4, NUL-separated JSON), so it needs
+no port and no extra package.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import select
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.errors import BenchError
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--remote-debugging-pipe",
+)
+
+
+@dataclass
+class PageCheck:
+    """What happened while a page loaded."""
+
+    url: str
+    errors: list[str] = field(default_factory=list)  # console errors, exceptions, error log entries
+    requests: list[str] = field(default_factory=list)  # URLs the page requested besides itself
+    screenshot: Path | None = None
+    title: str = ""
+
+
+def find_chromium() -> str:
+    """The Chromium executable (Debian's `chromium` package)."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise BenchError("chromium not found", hint="install it: apt-get install -y chromium")
+
+
+def check_page(page: Path, screenshot: Path | None = None, *, width: int = 1400, timeout_s: float = 60.0) -> PageCheck:
+    """Load `page` in a fresh headless Chromium profile; collect errors and foreign requests; screenshot it."""
+    url = page.resolve().as_uri()
+    with tempfile.TemporaryDirectory(prefix="hilbench-chromium-") as profile:
+        argv = [find_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
+        session = _Pipe(argv, Path(profile) / "stderr.log", timeout_s)
+        try:
+            return _load(session, url, screenshot, width)
+        finally:
+            session.close()
+
+
+def _load(cdp: _Pipe, url: str, screenshot: Path | None, width: int) -> PageCheck:
+    result = PageCheck(url)
+    target = cdp.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+    sid = cdp.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+    for method in ("Runtime.enable", "Log.enable", "Page.enable", "Network.enable"):
+        cdp.call(method, session=sid)
+    cdp.call("Emulation.setDeviceMetricsOverride",
+             {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=sid)  # fmt: skip
+    cdp.call("Page.navigate", {"url": url}, session=sid)
+    cdp.wait_event("Page.loadEventFired", sid)
+    cdp.drain(0.3)  # late console messages
+    for event in cdp.events:
+        _classify(event, url, result)
+    result.title = cdp.call("Runtime.evaluate", {"expression": "document.title"}, session=sid)["result"].get(
+        "value", ""
+    )
+    if screenshot is not None:
+        height = cdp.call("Page.getLayoutMetrics", session=sid)["cssContentSize"]["height"]
+        cdp.call("Emulation.setDeviceMetricsOverride",
+                 {"width": width, "height": min(int(height) + 1, 16000), "deviceScaleFactor": 1, "mobile": False},
+                 session=sid)  # fmt: skip
+        data = cdp.call("Page.captureScreenshot", {"format": "png"}, session=sid)["data"]
+        screenshot.parent.mkdir(parents=True, exist_ok=True)
+        screenshot.write_bytes(base64.b64decode(data))
+        result.screenshot = screenshot
+    return result
+
+
+def _classify(event: dict[str, Any], url: str, result: PageCheck) -> None:
+    method, params = event.get("method"), event.get("params", {})
+    if method == "Runtime.exceptionThrown":
+        details = params.get("exceptionDetails", {})
+        result.errors.append(f"exception: {details.get('exception', {}).get('description') or details.get('text')}")
+    elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
+        text = " ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", []))
+        result.errors.append(f"console.{params['type']}: {text}")
+    elif method == "Log.entryAdded" and params.get("entry", {}).get("level") == "error":
+        entry = params["entry"]
+        result.errors.append(f"{entry.get('source')}: {entry.get('text')} {entry.get('url', '')}".strip())
+    elif method == "Network.requestWillBeSent":
+        requested = params.get("request", {}).get("url", "")
+        if requested != url and not requested.startswith("data:"):
+            result.requests.append(requested)
+
+
+class _Pipe:
+    """A Chromium process and its DevTools pipe."""
+
+    def __init__(self, argv: list[str], log: Path, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.log = log
+        to_chrome_r, self._to_chrome = os.pipe()
+        self._from_chrome, from_chrome_w = os.pipe()
+        # Chromium reads commands on fd 3 and writes replies on fd 4. Move the child's ends above 9 first so
+        # that placing them on 3 and 4 cannot overwrite one with the other.
+        high_r, high_w = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+
+        def place_fds() -> None:
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        with log.open("wb") as stderr:
+            self.proc = subprocess.Popen(
+                argv, pass_fds=(3, 4, high_r, high_w), preexec_fn=place_fds,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            )  # fmt: skip
+        to_chrome_r, from_chrome_w = high_r, high_w
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def call(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None) -> dict:
+        """Send a command and return its result (BenchError on a protocol error or timeout)."""
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._to_chrome, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            reply = self._read(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise BenchError(f"chromium: {method} failed: {reply['error'].get('message')}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_event(self, method: str, session: str) -> None:
+        """Wait until `method` arrives for `session`."""
+        deadline = time.monotonic() + self.timeout_s
+        while not any(e.get("method") == method and e.get("sessionId") == session for e in self.events):
+            self.events.append(self._read(deadline))
+
+    def drain(self, seconds: float) -> None:
+        """Collect events for `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                self.events.append(self._read(deadline, quiet=True))
+            except TimeoutError:
+                return
+
+    def _read(self, deadline: float, *, quiet: bool = False) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self._from_chrome], [], [], max(0.0, left))
+            if not ready:
+                if quiet:
+                    raise TimeoutError
+                raise BenchError(f"chromium did not answer within {self.timeout_s:.0f} s")
+            chunk = os.read(self._from_chrome, 1 << 20)
+            if not chunk:
+                stderr = self.log.read_text(errors="replace")[-2000:]
+                raise BenchError(f"chromium exited (status {self.proc.wait()}): {stderr}")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def close(self) -> None:
+        """Close the browser and the pipes."""
+        with contextlib.suppress(OSError):
+            os.write(self._to_chrome, json.dumps({"id": 0, "method": "Browser.close"}).encode() + b"\0")
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        os.close(self._to_chrome)
+        os.close(self._from_chrome)

@@ -1,0 +1,128 @@
+"""Write reports to disk: one self-contained HTML (+ JSON) per run, `latest.html` and `index.html`.
+
+The HTML has inline CSS and inline SVG plots only: no scripts, no network.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from bench.report.build import Report
+
+_HERE = Path(__file__).parent
+_ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
+
+
+UNIT_SYMBOLS = {"us": "µs"}
+
+
+def num(value: float | None, unit: str, digits: int | None = None) -> str:
+    """A number with its unit (about 3 significant digits unless `digits`), or an em dash when there is none."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "—"
+    if digits is None:
+        digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 0.1 else 3
+    return f"{value:,.{digits}f} {UNIT_SYMBOLS.get(unit, unit)}"
+
+
+def pct(value: float | None) -> str:
+    """A signed percent change."""
+    return "—" if value is None else f"{value:+.1f} %"
+
+
+def pval(value: float | None) -> str:
+    """A p-value, short."""
+    return "—" if value is None else ("< 0.0001" if value < 1e-4 else f"{value:.4f}")
+
+
+def _mark(device: dict, metric: str) -> Markup:
+    """The class attribute for a summary cell: red/green only when that metric's verdict says so."""
+    for v in device["verdicts"]:
+        if v["metric"] == metric and v["status"] in ("regression", "improved"):
+            return Markup(' class="bad"' if v["status"] == "regression" else ' class="good"')
+    return Markup("")
+
+
+def _verdict_counts(device: dict) -> str:
+    counts: dict[str, int] = {}
+    for v in device["verdicts"]:
+        counts[v["status"]] = counts.get(v["status"], 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no baseline"
+
+
+def render_html(report: Report) -> str:
+    """The report as one self-contained HTML document."""
+    template = _ENV.get_template("report.html.j2")
+    return template.render(
+        data=report.data, run=report.data["run"], plots=report.plots, css=_css(),
+        num=num, pct=pct, pval=pval, mark=_mark, verdict_counts=_verdict_counts,
+    )  # fmt: skip
+
+
+def run_file_stem(run_id: str) -> str:
+    """A file name for a run id (ids may contain ':' or '/')."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+
+
+def write_report(report: Report, reports_dir: Path, *, html: str | None = None) -> Path:
+    """Write runs/<run>.html and .json, refresh latest.html (if this is the newest run) and index.html."""
+    runs_dir = reports_dir / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    stem = run_file_stem(report.run_id)
+    page = runs_dir / f"{stem}.html"
+    _atomic_write(page, html if html is not None else render_html(report))
+    _atomic_write(runs_dir / f"{stem}.json", json.dumps(report.data, indent=1, default=str))
+    index = load_index(reports_dir)
+    if index and index[0]["run"]["run_id"] == report.run_id:
+        _atomic_write(reports_dir / "latest.html", _relink_for_top_level(page.read_text(encoding="utf-8")))
+    write_index(reports_dir, index)
+    return page
+
+
+def load_index(reports_dir: Path) -> list[dict]:
+    """The run summaries of every written report, newest first."""
+    entries = []
+    for file in (reports_dir / "runs").glob("*.json"):
+        data = json.loads(file.read_text(encoding="utf-8"))
+        if "run" not in data:
+            continue
+        entries.append(
+            {
+                "run": data["run"],
+                "baseline": data["baseline"],
+                "outcome": data["outcome"],
+                "devices": [d["name"] for d in data["devices"]],
+                "file": file.with_suffix(".html").name,
+            }
+        )
+    entries.sort(key=lambda e: (e["run"]["started_at"], e["run"]["run_id"]), reverse=True)
+    return entries
+
+
+def write_index(reports_dir: Path, index: list[dict] | None = None) -> Path:
+    """(Re)write reports/index.html from the JSON files of the written reports."""
+    entries = load_index(reports_dir) if index is None else index
+    path = reports_dir / "index.html"
+    _atomic_write(path, _ENV.get_template("index.html.j2").render(runs=entries, css=_css()))
+    return path
+
+
+def _relink_for_top_level(page: str) -> str:
+    """latest.html lives one level above runs/: fix its link to the index."""
+    return page.replace('href="../index.html"', 'href="index.html"')
+
+
+def _css() -> Markup:
+    return Markup((_HERE / "style.css").read_text(encoding="utf-8"))
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)

@@ -1,0 +1,338 @@
+"""The results store. SQLite (one file per bench) today; the location is a path or a URL so that a
+PostgreSQL backend can be added behind the same API.
+
+Writes commit as they happen (WAL journal), so a run that is killed keeps every frame record and
+measurement written before the kill; its run row stays `running`."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.errors import ConfigError
+from bench.measure.faults import FaultEvent
+from bench.measure.histogram import Histogram
+from bench.measure.measurement import Measurement
+from bench.measure.records import Frame, FrameLike
+from bench.results.schema import SCHEMA_VERSION, TABLES
+
+DEFAULT_STORE = Path("reports") / "results.sqlite"
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run."""
+
+    id: int
+    kind: str
+    bench: str
+    started_at: str
+    finished_at: str | None
+    status: str  # running (or killed), ok, failed, interrupted
+    session: str | None
+    speed: float | None
+    git_rev: str | None
+    config: dict[str, Any]
+    summary: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class DeviceRow:
+    """One device's part in a run."""
+
+    run_id: int
+    name: str
+    kind: str
+    status: str
+    detail: str
+    info: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class MeasurementRow:
+    """One stored measurement."""
+
+    run_id: int
+    device: str
+    name: str
+    unit: str
+    value: float | None
+    low: float | None
+    high: float | None
+    marginal_low: float | None
+    marginal_high: float | None
+    outcome: str
+    samples: int | None
+    flags: tuple[str, ...]
+    description: str
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def open_store(location: str | Path | None = None) -> ResultStore:
+    """The store at `location`: a file path or `sqlite:///path` (default reports/results.sqlite)."""
+    loc = str(location) if location is not None else str(DEFAULT_STORE)
+    if loc.startswith("sqlite:///"):
+        loc = loc[len("sqlite:///") :]  # sqlite:///relative or sqlite:////absolute
+    elif "://" in loc:
+        scheme = loc.split("://", 1)[0]
+        raise ConfigError(
+            f"results store {location!r}: scheme {scheme!r} is not supported yet",
+            hint="use a file path or sqlite:///path (PostgreSQL is planned behind the same API)",
+        )
+    return ResultStore(Path(loc))
+
+
+class ResultStore:
+    """Runs and everything measured in them, in one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process, not a power cut
+            self.db.execute("PRAGMA busy_timeout=5000")
+            for ddl in TABLES:
+                self.db.execute(ddl)
+            self.db.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+            )
+        except (sqlite3.Error, OSError) as exc:
+            raise ConfigError(f"results store {path}: cannot open: {exc}", hint="check the path (--results)") from None
+        version = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+        if int(version) != SCHEMA_VERSION:
+            raise ConfigError(f"results store {path}: schema version {version}, this bench writes {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One transaction: committed on success, rolled back on error."""
+        self.db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    def begin_run(
+        self,
+        kind: str,
+        *,
+        bench: str = "",
+        session: str | None = None,
+        speed: float | None = None,
+        git_rev: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> int:
+        """Start a run (status `running`); returns its id."""
+        cur = self.db.execute(
+            "INSERT INTO runs (kind, bench, started_at, status, session, speed, git_rev, config)"
+            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+            (kind, bench, _now(), session, speed, git_rev, json.dumps(config or {}, default=str)),
+        )
+        return int(cur.lastrowid)
+
+    def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
+        """Mark a run finished with `status` (ok, failed, interrupted) and a JSON summary."""
+        self.db.execute(
+            "UPDATE runs SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
+            (_now(), status, json.dumps(summary or {}, default=str), run_id),
+        )
+
+    def add_device(self, run_id: int, name: str, kind: str, info: dict[str, Any] | None = None) -> None:
+        """Register a device in a run (status `running`)."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO devices (run_id, name, kind, info) VALUES (?, ?, ?, ?)",
+            (run_id, name, kind, json.dumps(info or {}, default=str)),
+        )
+
+    def update_device(
+        self, run_id: int, name: str, *, status: str | None = None, detail: str | None = None, **info: Any
+    ) -> None:
+        """Set a device's status/detail and merge `info` keys into its info."""
+        row = self.db.execute("SELECT info FROM devices WHERE run_id = ? AND name = ?", (run_id, name)).fetchone()
+        merged = {**json.loads(row[0]), **info} if row else info
+        self.db.execute(
+            "UPDATE devices SET status = COALESCE(?, status), detail = COALESCE(?, detail), info = ?"
+            " WHERE run_id = ? AND name = ?",
+            (status, detail, json.dumps(merged, default=str), run_id, name),
+        )
+
+    def add_frame(self, run_id: int, device: str, frame: FrameLike, rx_ns: int | None = None) -> None:
+        """Write one frame record now (committed at once)."""
+        self.add_frames(run_id, device, [frame], rx_ns)
+
+    def add_frames(self, run_id: int, device: str, frames: Iterable[FrameLike], rx_ns: int | None = None) -> None:
+        """Write frame records in one transaction."""
+        rows = [
+            (
+                run_id, device, f.i, f.vsync, f.due, int(f.ran), f.t0, f.t1, getattr(f, "act", None),
+                getattr(f, "p", None), f.seq, int(f.skip), int(f.late), getattr(f, "q", 0),
+                getattr(f, "model", None), rx_ns if rx_ns is not None else getattr(f, "rx_ns", None),
+            )
+            for f in frames
+        ]  # fmt: skip
+        with self._tx():
+            self.db.executemany("INSERT OR REPLACE INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
+        """Write replayed inputs: (seq, channel, due_ns or None, sent_ns)."""
+        with self._tx():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO inputs VALUES (?,?,?,?,?,?)",
+                [(run_id, device, seq, ch, due, sent) for seq, ch, due, sent in rows],
+            )
+
+    def set_clock(
+        self, run_id: int, device: str, offset_ns: float, drift_ppm: float, ref_ns: int, uncertainty_ns: float | None
+    ) -> None:
+        """The device clock mapping used for this run."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO clock VALUES (?,?,?,?,?,?)",
+            (run_id, device, offset_ns, drift_ppm, ref_ns, uncertainty_ns),
+        )
+
+    def add_measurements(self, run_id: int, device: str, measurements: Iterable[Measurement]) -> None:
+        """Write measurements (replacing same-named ones of this run and device)."""
+        rows = []
+        for m in measurements:
+            lim = m.limits
+            rows.append(
+                (
+                    run_id, device, m.name, m.unit, m.value,
+                    lim.low if lim else None, lim.high if lim else None,
+                    lim.marginal_low if lim else None, lim.marginal_high if lim else None,
+                    str(m.outcome), m.samples, ",".join(m.flags), m.description,
+                )
+            )  # fmt: skip
+        with self._tx():
+            self.db.executemany("INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def add_histograms(self, run_id: int, device: str, histograms: Iterable[Histogram]) -> None:
+        """Write histograms in HdrHistogram's standard encoded form."""
+        with self._tx():
+            self.db.executemany(
+                "INSERT OR REPLACE INTO histograms VALUES (?,?,?,?,?,?)",
+                [(run_id, device, h.name, h.unit, h.count, h.encode()) for h in histograms],
+            )
+
+    def add_faults(self, run_id: int, device: str, faults: Sequence[FaultEvent]) -> None:
+        """Write fault events (numbered in order)."""
+        start = self.db.execute(
+            "SELECT COUNT(*) FROM faults WHERE run_id = ? AND device = ?", (run_id, device)
+        ).fetchone()[0]
+        with self._tx():
+            self.db.executemany(
+                "INSERT INTO faults VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [
+                    (
+                        run_id, device, start + k, f.kind, f.cause, f.model_version, f.prev_version, f.t_switch_us,
+                        f.t_fault_us, f.t_fault_bench_ns, f.since_switch_ms, f.rollback_us, f.detail,
+                    )
+                    for k, f in enumerate(faults)
+                ],
+            )  # fmt: skip
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def runs(self, *, kind: str | None = None, limit: int | None = None) -> list[RunRow]:
+        """Runs, newest first."""
+        sql = "SELECT * FROM runs" + (" WHERE kind = ?" if kind else "") + " ORDER BY id DESC"
+        params: list[Any] = [kind] if kind else []
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [self._run(r) for r in self.db.execute(sql, params)]
+
+    def run(self, run_id: int) -> RunRow:
+        """One run (ConfigError naming the store when it does not exist)."""
+        row = self.db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise ConfigError(f"results store {self.path}: no run {run_id}")
+        return self._run(row)
+
+    def devices(self, run_id: int) -> list[DeviceRow]:
+        """The devices of a run, by name."""
+        rows = self.db.execute("SELECT * FROM devices WHERE run_id = ? ORDER BY name", (run_id,))
+        return [DeviceRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+    def measurements(self, run_id: int, device: str | None = None) -> list[MeasurementRow]:
+        """Measurements of a run (one device's, or all), by device then name."""
+        sql = "SELECT * FROM measurements WHERE run_id = ?" + (" AND device = ?" if device else "")
+        rows = self.db.execute(sql + " ORDER BY device, name", (run_id, device) if device else (run_id,))
+        return [MeasurementRow(*r[:11], tuple(f for f in r[11].split(",") if f), r[12]) for r in rows]
+
+    def history(self, name: str, device: str, *, limit: int = 30) -> list[tuple[int, str, float | None]]:
+        """(run id, started_at, value) of measurement `name` on `device` over the latest runs, oldest first."""
+        rows = self.db.execute(
+            "SELECT r.id, r.started_at, m.value FROM measurements m JOIN runs r ON r.id = m.run_id"
+            " WHERE m.name = ? AND m.device = ? ORDER BY r.id DESC LIMIT ?",
+            (name, device, limit),
+        ).fetchall()
+        return list(reversed(rows))
+
+    def histograms(self, run_id: int, device: str) -> dict[str, Histogram]:
+        """name -> Histogram of one device in a run."""
+        rows = self.db.execute(
+            "SELECT name, unit, encoded FROM histograms WHERE run_id = ? AND device = ?", (run_id, device)
+        )
+        return {name: Histogram.decode(name, unit, encoded) for name, unit, encoded in rows}
+
+    def frames(self, run_id: int, device: str) -> Iterator[Frame]:
+        """Frame records of one device in a run, in frame order."""
+        rows = self.db.execute("SELECT * FROM frames WHERE run_id = ? AND device = ? ORDER BY i", (run_id, device))
+        for r in rows:
+            yield Frame(
+                i=r[2], vsync=r[3], due=r[4], ran=bool(r[5]), t0=r[6], t1=r[7], act=r[8], p=r[9], seq=r[10],
+                skip=bool(r[11]), late=bool(r[12]), q=r[13], model=r[14], rx_ns=r[15],
+            )  # fmt: skip
+
+    def frame_count(self, run_id: int, device: str | None = None) -> int:
+        """How many frame records a run (or one of its devices) has."""
+        sql = "SELECT COUNT(*) FROM frames WHERE run_id = ?" + (" AND device = ?" if device else "")
+        return int(self.db.execute(sql, (run_id, device) if device else (run_id,)).fetchone()[0])
+
+    def inputs(self, run_id: int, device: str) -> dict[int, int]:
+        """Input seq -> bench send time (ns) of one device in a run."""
+        rows = self.db.execute("SELECT seq, sent_ns FROM inputs WHERE run_id = ? AND device = ?", (run_id, device))
+        return dict(rows.fetchall())
+
+    def faults(self, run_id: int, device: str | None = None) -> list[tuple[str, FaultEvent]]:
+        """(device, FaultEvent) of a run, in order."""
+        sql = "SELECT * FROM faults WHERE run_id = ?" + (" AND device = ?" if device else "") + " ORDER BY device, n"
+        rows = self.db.execute(sql, (run_id, device) if device else (run_id,))
+        return [(r[1], FaultEvent(*r[3:])) for r in rows]
+
+    def clock(self, run_id: int, device: str) -> dict[str, float] | None:
+        """The clock mapping stored for a device in a run."""
+        row = self.db.execute(
+            "SELECT offset_ns, drift_ppm, ref_ns, uncertainty_ns FROM clock WHERE run_id = ? AND device = ?",
+            (run_id, device),
+        ).fetchone()
+        return dict(zip(("offset_ns", "drift_ppm", "ref_ns", "uncertainty_ns"), row, strict=True)) if row else None
+
+    @staticmethod
+    def _run(r: tuple) -> RunRow:
+        return RunRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], json.loads(r[9]), json.loads(r[10]))

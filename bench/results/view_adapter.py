@@ -1,0 +1,122 @@
+"""Read one stored run into a RunView (the picture verdicts and reports use). Thin: the store's data, in
+arrays and the units the report shows (ms, µs, MB).
+
+Sources: frame records give the frame timing (interval between inference starts, |t0 - due|); HDR
+histograms give the latency distributions (`decision_latency`, `inference_latency`, and, when a run
+stores them, `first_frame` and `mem_peak`); scalar measurements, faults and device status come as stored.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bench.measure.histogram import Histogram
+from bench.results.runview import (
+    FIRST_FRAME_MS,
+    FRAME_DEVIATION_US,
+    FRAME_INTERVAL_MS,
+    INFERENCE_MS,
+    LATENCY_MS,
+    MEMORY_PEAK_MB,
+    DeviceRun,
+    FaultEvent,
+    FrameTrace,
+    RunView,
+    Samples,
+)
+from bench.results.store import ResultStore
+
+# stored histogram name -> (RunView source, target unit)
+HISTOGRAM_SOURCES = {
+    "decision_latency": (LATENCY_MS, "ms"),
+    "inference_latency": (INFERENCE_MS, "ms"),
+    "first_frame": (FIRST_FRAME_MS, "ms"),
+    "mem_peak": (MEMORY_PEAK_MB, "MB"),
+}
+# stored scalar measurement -> RunView source, used when a run has no histogram of it (one sample)
+SCALAR_SOURCES = {"first_frame": (FIRST_FRAME_MS, "ms"), "mem_peak": (MEMORY_PEAK_MB, "MB")}
+TO_UNIT = {
+    ("ns", "ms"): 1e-6, ("us", "ms"): 1e-3, ("ms", "ms"): 1.0, ("s", "ms"): 1e3,
+    ("B", "MB"): 1e-6, ("kB", "MB"): 1e-3, ("KiB", "MB"): 1024e-6, ("MiB", "MB"): 1.048576, ("MB", "MB"): 1.0,
+}  # fmt: skip
+
+
+def load_run(store: ResultStore, run_id: int) -> RunView:
+    """Everything the report and the verdicts need of run `run_id`."""
+    row = store.run(run_id)
+    meta = {k: str(v) for k, v in (("kind", row.kind), ("bench", row.bench), ("session", row.session),
+                                   ("git", row.git_rev)) if v}  # fmt: skip
+    view = RunView(run_id=str(row.id), started_at=row.started_at, status=row.status, label=row.kind, meta=meta)
+    scalars_by_device: dict[str, dict[str, tuple[float | None, str]]] = {}
+    for m in store.measurements(run_id):
+        scalars_by_device.setdefault(m.device, {})[m.name] = (m.value, m.unit)
+    faults_by_device: dict[str, list] = {}
+    for device, fault in store.faults(run_id):
+        faults_by_device.setdefault(device, []).append(fault)
+    for dev in store.devices(run_id):
+        scalars = scalars_by_device.get(dev.name, {})
+        trace, first_t0_us, models = _frames(store, run_id, dev.name)
+        device = DeviceRun(name=dev.name, kind=dev.kind, scalars=scalars, frames=trace)
+        device.decision_budget_ms = scalars.get("decision_budget", (None, ""))[0]
+        device.model_versions = [f"v{m}" for m in models]
+        if dev.status not in ("ok", "running", "done", "finished"):
+            device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
+        if trace is not None:
+            device.samples[FRAME_INTERVAL_MS] = Samples("ms", trace.interval_ms)
+            device.samples[FRAME_DEVIATION_US] = Samples("us", trace.deviation_us)
+        for name, hist in store.histograms(run_id, dev.name).items():
+            if name in HISTOGRAM_SOURCES:
+                source, unit = HISTOGRAM_SOURCES[name]
+                device.samples[source] = Samples(unit, histogram_values(hist) * _factor(hist.unit, unit, name))
+        for name, (source, unit) in SCALAR_SOURCES.items():
+            value, stored_unit = scalars.get(name, (None, ""))
+            if source not in device.samples and value is not None:
+                device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
+        device.faults = [_fault(f, first_t0_us) for f in faults_by_device.get(dev.name, [])]
+        view.devices[dev.name] = device
+    return view
+
+
+def histogram_values(hist: Histogram) -> np.ndarray:
+    """The recorded values of an HDR histogram (each at its bucket's highest equivalent value, within 0.1%)."""
+    values, counts = [], []
+    for item in hist.hdr.get_recorded_iterator():
+        values.append(item.value_iterated_to)
+        counts.append(item.count_at_value_iterated_to)
+    return np.repeat(np.asarray(values, dtype=float), np.asarray(counts, dtype=np.int64))
+
+
+def _frames(store: ResultStore, run_id: int, device: str) -> tuple[FrameTrace | None, int | None, list[int]]:
+    """Frame timing of the inference frames, the first t0 (device us) and the model versions seen."""
+    # One columnar read: the store's frames() yields objects, too slow for 100k-frame runs.
+    rows = store.db.execute(
+        "SELECT t0, due, model FROM frames WHERE run_id = ? AND device = ? AND ran = 1 AND t0 IS NOT NULL ORDER BY i",
+        (run_id, device),
+    ).fetchall()
+    if not rows:
+        return None, None, []
+    data = np.array([(t0, np.nan if due is None else due) for t0, due, _ in rows], dtype=float)
+    t0, due = data[:, 0], data[:, 1]
+    interval_ms = np.concatenate([[np.nan], np.diff(t0) / 1000.0])
+    trace = FrameTrace(t_s=(t0 - t0[0]) / 1e6, interval_ms=interval_ms, deviation_us=np.abs(t0 - due))
+    models = sorted({m for _, _, m in rows if m is not None})
+    return trace, int(t0[0]), models
+
+
+def _fault(f, first_t0_us: int | None) -> FaultEvent:
+    t_s = (f.t_fault_us - first_t0_us) / 1e6 if f.t_fault_us is not None and first_t0_us is not None else 0.0
+    outcome = []
+    if f.rollback_us is not None:
+        outcome.append(f"rolled back to v{f.prev_version} in {f.rollback_us / 1000:.0f} ms")
+    if f.since_switch_ms is not None:
+        outcome.append(f"{f.since_switch_ms:.0f} ms after the switch to v{f.model_version}")
+    return FaultEvent(
+        t_s=t_s, kind=f.kind, detail=" ".join(x for x in (f.cause, f.detail) if x), outcome="; ".join(outcome)
+    )
+
+
+def _factor(unit: str, target: str, name: str) -> float:
+    try:
+        return TO_UNIT[(unit, target)]
+    except KeyError:
+        raise ValueError(f"stored {name} is in {unit!r}; the report cannot convert it to {target}") from None

@@ -1,0 +1,339 @@
+"""Virtual Linux devices (Jetson Orin NX, Raspberry Pi 5): a real OpenSSH `sshd` per device.
+
+Each device gets, under `state_dir()/NAME`: generated host and user keys (kept across runs so the
+pinned host key stays valid), an sshd config that allows key-only login for the current user on a
+free loopback port, and its own root folder: `home/` (the device's $HOME, where the bench deploys),
+`bin/` (first on the device's PATH: `python3` with the tflite runtime, and the board's telemetry
+tools: `tegrastats` on a Jetson, `vcgencmd` on a Pi) and `sys/` (sysfs thermal-zone and cpufreq
+files for a Pi, refreshed from this machine's /proc data while the device runs).
+
+The bench reaches it exactly like a real board: `start()` returns an `SshLink` with the host key pinned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import shutil
+import signal
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.errors import BenchError, ConfigError
+from bench.fleet import Device, SshLink
+from bench.kinds import KINDS
+from bench.links.ssh import free_local_port
+
+SSHD = "/usr/sbin/sshd"
+TOOLS = Path(__file__).resolve().parent / "linux_tools"
+_START_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class LinuxProfile:
+    """What a virtual Linux device looks like: its size, its telemetry tools, and how warm it runs.
+
+    There are no thermal sensors or power rails on the machine hosting virtual devices, so
+    temperature (and Jetson rail power) is modelled as idle + coefficient x measured CPU load."""
+
+    kind: str
+    telemetry: str  # "tegrastats" (Jetson) or "sysfs-vcgencmd" (Pi)
+    cpus: int
+    cpu_max_mhz: int
+    idle_c: float
+    c_per_load: float
+    zones: tuple[tuple[str, float], ...]  # name, offset from the modelled temperature
+    idle_mw: int = 0
+    mw_per_load: int = 0
+
+    @property
+    def fps_target(self) -> int:
+        """The kind's frame-rate target (from the kinds table, the one place for it)."""
+        return int(KINDS[self.kind].defaults["fps_target"])
+
+
+PROFILES: dict[str, LinuxProfile] = {
+    "jetson-orin-nx": LinuxProfile(
+        kind="jetson-orin-nx",
+        telemetry="tegrastats",
+        cpus=8,
+        cpu_max_mhz=1984,
+        idle_c=42.0,
+        c_per_load=22.0,
+        zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
+        idle_mw=4800,
+        mw_per_load=9000,
+    ),
+    "pi5": LinuxProfile(
+        kind="pi5",
+        telemetry="sysfs-vcgencmd",
+        cpus=4,
+        cpu_max_mhz=2400,
+        idle_c=48.0,
+        c_per_load=30.0,
+        zones=(("cpu-thermal", 0.0),),
+    ),
+}
+
+
+class VirtualLinuxDevice:
+    """One virtual Jetson or Pi: a real sshd on 127.0.0.1 in front of its own root folder."""
+
+    def __init__(self, device: Device, state: Path) -> None:
+        if device.kind not in PROFILES:
+            raise ConfigError(f"device {device.name!r}: no virtual Linux profile for kind {device.kind!r}")
+        self.device = device
+        self.profile = PROFILES[device.kind]
+        self.state = state
+        self.root = state / "root"
+        self.port: int | None = None
+        self._sshd: asyncio.subprocess.Process | None = None
+        self._sysfs_task: asyncio.Task | None = None
+
+    # -- layout -------------------------------------------------------------------------------------
+
+    @property
+    def user_key(self) -> Path:
+        """The private key the bench logs in with."""
+        return self.state / "id_ed25519"
+
+    @property
+    def host_key_file(self) -> Path:
+        """sshd's private host key."""
+        return self.state / "ssh_host_ed25519_key"
+
+    def host_key(self) -> str:
+        """The public host key as pinned in a fleet file (`ssh-ed25519 AAAA...`)."""
+        parts = (self.host_key_file.with_suffix(".pub")).read_text().split()
+        return f"{parts[0]} {parts[1]}"
+
+    async def _keygen(self, path: Path, comment: str) -> None:
+        if path.exists() and path.with_suffix(".pub").exists():
+            return
+        proc = await asyncio.create_subprocess_exec(
+            "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise BenchError(f"virtual {self.device.name}: ssh-keygen failed: {err.decode().strip()}")
+
+    def _write_root(self) -> None:
+        for sub in ("bin", "home", "sys"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        python = self.root / "bin" / "python3"
+        python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+        python.chmod(0o755)
+        tool = "tegrastats" if self.profile.telemetry == "tegrastats" else "vcgencmd"
+        shutil.copy(TOOLS / tool, self.root / "bin" / tool)
+        (self.root / "bin" / tool).chmod(0o755)
+        (self.root / "profile.json").write_text(json.dumps(asdict(self.profile)))
+        if self.profile.telemetry == "sysfs-vcgencmd":
+            zone = self.root / "sys/class/thermal/thermal_zone0"
+            zone.mkdir(parents=True, exist_ok=True)
+            (zone / "type").write_text("cpu-thermal\n")
+            for n in range(self.profile.cpus):
+                freq = self.root / f"sys/devices/system/cpu/cpu{n}/cpufreq"
+                freq.mkdir(parents=True, exist_ok=True)
+                (freq / "scaling_max_freq").write_text(f"{self.profile.cpu_max_mhz * 1000}\n")
+            _refresh_sysfs(self.root, self.profile, _cpu_times(), _cpu_times())
+            throttled = self.root / "throttled"
+            if not throttled.exists():
+                throttled.write_text("0x0\n")
+
+    def _sshd_config(self, port: int) -> Path:
+        path_env = f"{self.root / 'bin'}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+        config = f"""# generated by bench.virtual.linux for {self.device.name}
+ListenAddress 127.0.0.1:{port}
+HostKey {self.host_key_file}
+PidFile {self.state / "sshd.pid"}
+AuthorizedKeysFile {self.state / "authorized_keys"}
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+AllowTcpForwarding local
+GatewayPorts no
+X11Forwarding no
+PrintMotd no
+PrintLastLog no
+MaxSessions 64
+MaxStartups 64
+SetEnv HOME={self.root / "home"} PATH={path_env} HILBENCH_SYSFS={self.root / "sys"} HILBENCH_VIRTUAL={self.root}
+Subsystem sftp internal-sftp
+"""
+        path = self.state / "sshd_config"
+        path.write_text(config)
+        return path
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> SshLink:
+        """Generate keys and folders, start sshd on a free loopback port; return the pinned SshLink."""
+        if shutil.which("ssh-keygen") is None or not Path(SSHD).exists():
+            raise ConfigError(
+                f"virtual {self.device.name}: OpenSSH server not installed",
+                hint="apt-get install openssh-server openssh-client",
+            )
+        self.state.mkdir(parents=True, exist_ok=True)
+        await self._keygen(self.host_key_file, f"{self.device.name}-host")
+        await self._keygen(self.user_key, f"hilbench@{self.device.name}")
+        shutil.copy(self.user_key.with_suffix(".pub"), self.state / "authorized_keys")
+        self._write_root()
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation folder
+        last = ""
+        for _attempt in range(_START_ATTEMPTS):
+            port = free_local_port()
+            last = await self._start_sshd(port)
+            if not last:
+                self.port = port
+                break
+        else:
+            raise BenchError(f"virtual {self.device.name}: sshd did not start: {last}")
+        if self.profile.telemetry == "sysfs-vcgencmd":
+            self._sysfs_task = asyncio.create_task(self._sysfs_loop())
+        return self.link()
+
+    async def _start_sshd(self, port: int) -> str:
+        """Start sshd on `port`; return "" when it answers, else its error text."""
+        log = self.state / "sshd.log"
+        self._sshd = await asyncio.create_subprocess_exec(
+            SSHD, "-D", "-f", str(self._sshd_config(port)), "-E", str(log),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        for _ in range(200):
+            if self._sshd.returncode is not None:
+                break
+            with contextlib.suppress(OSError):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                banner = await asyncio.wait_for(reader.readline(), 2)
+                writer.close()
+                if banner.startswith(b"SSH-"):
+                    return ""
+            await asyncio.sleep(0.02)
+        await self._stop_sshd()
+        text = log.read_text(errors="replace").strip() if log.exists() else ""
+        return text.splitlines()[-1] if text else f"no SSH banner on port {port}"
+
+    def link(self) -> SshLink:
+        """How the bench reaches this device while it runs."""
+        if self.port is None:
+            raise BenchError(f"virtual {self.device.name} is not running")
+        return SshLink(
+            user=getpass.getuser(), host="127.0.0.1", port=self.port, key=self.user_key, host_key=self.host_key()
+        )
+
+    def urls(self) -> dict[str, str]:
+        """Every way to reach the device."""
+        return {"ssh": f"ssh://{getpass.getuser()}@127.0.0.1:{self.port}"} if self.port else {}
+
+    async def stop(self) -> None:
+        """Stop sshd, its sessions and every process still running from the device's folder (power off)."""
+        if self._sysfs_task is not None:
+            self._sysfs_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sysfs_task
+            self._sysfs_task = None
+        self.drop_connections()
+        await self._stop_sshd()
+        for pid in processes_in(self.root):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        self.port = None
+
+    async def _stop_sshd(self) -> None:
+        proc, self._sshd = self._sshd, None
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            try:
+                await asyncio.wait_for(proc.wait(), 3)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+    # -- faults -------------------------------------------------------------------------------------
+
+    def drop_connections(self) -> int:
+        """Cut every open SSH connection, as a network outage would (sshd keeps listening).
+        Returns how many connections were cut."""
+        if self._sshd is None:
+            return 0
+        children = [pid for pid, ppid in _process_parents() if ppid == self._sshd.pid]
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        return len(children)
+
+    def set_throttled(self, bits: int) -> None:
+        """Set what the virtual Pi's `vcgencmd get_throttled` reports (firmware throttle bit field)."""
+        (self.root / "throttled").write_text(f"{bits:#x}\n")
+
+    async def _sysfs_loop(self, period_s: float = 0.5) -> None:
+        before = _cpu_times()
+        while True:
+            await asyncio.sleep(period_s)
+            after = _cpu_times()
+            _refresh_sysfs(self.root, self.profile, before, after)
+            before = after
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(total, idle) jiffies of all CPUs from /proc/stat."""
+    with open("/proc/stat") as f:
+        vals = [int(v) for v in f.readline().split()[1:]]
+    return sum(vals), vals[3] + vals[4]
+
+
+def _cpu_mhz() -> int:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]))
+    return 0
+
+
+def _refresh_sysfs(root: Path, profile: LinuxProfile, before: tuple[int, int], after: tuple[int, int]) -> None:
+    """Write the Pi's thermal zone (modelled from the measured load) and cpufreq files (this machine's MHz)."""
+    total = max(1, after[0] - before[0])
+    load = max(0.0, min(1.0, 1 - (after[1] - before[1]) / total))
+    milli_c = int((profile.idle_c + profile.c_per_load * load) * 1000)
+    _atomic_write(root / "sys/class/thermal/thermal_zone0/temp", f"{milli_c}\n")
+    khz = min(_cpu_mhz() or profile.cpu_max_mhz, profile.cpu_max_mhz) * 1000
+    for n in range(profile.cpus):
+        _atomic_write(root / f"sys/devices/system/cpu/cpu{n}/cpufreq/scaling_cur_freq", f"{khz}\n")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _process_parents() -> list[tuple[int, int]]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                out.append((int(entry.name), int(stat.rsplit(")", 1)[1].split()[1])))
+    return out
+
+
+def processes_in(root: Path) -> list[int]:
+    """Processes whose working folder is inside `root` (what runs "on" a virtual device)."""
+    found = []
+    prefix = str(root.resolve())
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                cwd = os.readlink(entry / "cwd")
+                if cwd == prefix or cwd.startswith(prefix + "/"):
+                    found.append(int(entry.name))
+    return found

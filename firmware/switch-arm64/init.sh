@@ -1,0 +1,74 @@
+#!/bin/busybox sh
+# /init of the Switch-style ARM64 image. Settings arrive as kernel args (npc_*=value, in the environment):
+#   npc_mode     agent (default) | selftest | shell-less idle ("idle": no agent, control channel only)
+#   npc_port     guest TCP port the agent listens on (default 7000)
+#   npc_mem_mb   memory limit of the agent's cgroup in MiB (default 256)
+#   npc_timing   realtime | icount (reported by the agent and the self-test)
+# Status lines on the console start with "NPC-INIT " and are parsed by bench/devices/qemu_arm64.py.
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+/bin/busybox mkdir -p /usr/sbin /usr/bin /sbin
+/bin/busybox --install -s
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+
+say() { echo "NPC-INIT $*"; }
+say "boot uptime=$(cut -d' ' -f1 /proc/uptime)"
+
+while read -r module; do
+    insmod "$module" || say "error insmod $module"
+done < /etc/npc/modules
+
+ip link set lo up
+ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && ip route add default via 10.0.2.2 || say "error network"
+echo "nameserver 10.0.2.3" > /etc/resolv.conf
+
+CTL=""
+for port in /sys/class/virtio-ports/*; do
+    [ "$(cat "$port/name" 2>/dev/null)" = "bench.ctl" ] && CTL="/dev/$(basename "$port")"
+done
+
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/agent
+echo $(( ${npc_mem_mb:-256} * 1024 * 1024 )) > /sys/fs/cgroup/agent/memory.max
+echo 0 > /sys/fs/cgroup/agent/memory.swap.max 2>/dev/null
+
+# The control channel: one command per line from the bench.
+# Reads see end-of-file while the bench side is not connected, so keep reopening.
+control() {
+    while true; do
+        exec 3<>"$CTL"
+        while read -r cmd <&3; do
+            case "$cmd" in
+                status) echo "status mode=${npc_mode:-agent} agent=$(head -n1 /sys/fs/cgroup/agent/cgroup.procs)" >&3 ;;
+                poweroff) echo "bye" >&3; say "poweroff"; poweroff -f ;;
+                panic) echo "panicking" >&3; echo c > /proc/sysrq-trigger ;;
+                *) echo "error unknown command $cmd" >&3 ;;
+            esac
+        done
+        exec 3<&-
+        sleep 0.3
+    done
+}
+[ -n "$CTL" ] && control &
+say "net-up ip=10.0.2.15 ctl=${CTL:-none} uptime=$(cut -d' ' -f1 /proc/uptime)"
+
+# Run $@ inside the agent's memory cgroup; its exit code is $?.
+in_cgroup() { sh -c 'echo $$ > /sys/fs/cgroup/agent/cgroup.procs && exec "$@"' in_cgroup "$@"; }
+
+case "${npc_mode:-agent}" in
+    selftest) in_cgroup python3 /opt/npc/selftest.py ;;
+    idle) say "idle"; while true; do sleep 3600; done ;;
+    *) say "agent-start port=${npc_port:-7000}"
+       cd /opt/npc/agent && in_cgroup python3 -u agent.py --listen "0.0.0.0:${npc_port:-7000}" \
+           --models /opt/npc/models --key /opt/npc/keys/model-signing.pub.pem ;;
+esac
+rc=$?
+oom=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/agent/memory.events)
+peak=$(cat /sys/fs/cgroup/agent/memory.peak 2>/dev/null || echo "?")
+say "agent-exit rc=$rc oom_kill=${oom:-0} mem_peak=$peak limit_mb=${npc_mem_mb:-256}"
+sync
+poweroff -f

@@ -1,0 +1,374 @@
+"""The NPC agent for Linux targets (Jetson, Pi 5, the ARM64 image): docs/protocol.md over TCP or stdio.
+
+Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py` (and `p256.py` where
+`cryptography` is missing) beside it; needs numpy and a tflite runtime (ai-edge-litert or tflite-runtime).
+
+    python3 npc_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
+    python3 npc_agent.py --stdio ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:  # `python -I`/`-P` leave the script's folder off sys.path
+    sys.path.insert(0, HERE)
+try:
+    import wire
+except ImportError:  # running from a source checkout: the shared modules live elsewhere in the repo
+    ROOT = os.path.dirname(HERE)
+    sys.path[1:1] = [os.path.join(ROOT, "bench", "agent"), os.path.join(ROOT, "micropython")]
+    import wire
+
+import npcfeat
+import npcsched
+from npc_links import serve_stdio, serve_tcp
+from npc_models import ModelManager, now_us
+from npc_verify import Refused, Verifier
+
+AGENT = "npc-host"
+VERSION = "0.1.0"
+SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
+
+
+async def sleep_until(t_us: int, spin_us: int = SPIN_US) -> None:
+    """Wait until the device clock reaches `t_us`."""
+    while True:
+        rem = t_us - now_us()
+        if rem <= 0:
+            return
+        if rem > spin_us:
+            await asyncio.sleep((rem - spin_us) / 1e6)
+        else:
+            while now_us() < t_us:
+                pass
+            return
+
+
+class Agent:
+    """Protocol dispatch, the frame loop, inputs and models for one agent process."""
+
+    def __init__(self, verifier: Verifier, models_dir: str, mem_limit: int = 0, spin_us: int = SPIN_US) -> None:
+        self.links = set()
+        self.models = ModelManager(verifier, self.broadcast, mem_limit)
+        self.models_dir = models_dir
+        self.spin_us = spin_us
+        self.features = npcfeat.Features()
+        self.loop_task = None
+        self.stopping = False
+        self.loading = False
+        self.exit = asyncio.Event()
+        self.last = (None, None)  # last decision (act, p), repeated by skipped frames
+        self.errors = {code: 0 for code in wire.ERROR_CODES}
+        self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
+        self.handlers = {
+            "hello": self.on_hello,
+            "ping": self.on_ping,
+            "load": self.on_load,
+            "start": self.on_start,
+            "stop": self.on_stop,
+            "in": self.on_input,
+            "stats": self.on_stats,
+            "infer": self.on_infer,
+            "shutdown": self.on_shutdown,
+        }
+
+    # -- links ---------------------------------------------------------------------------------------
+
+    def broadcast(self, msg: dict) -> None:
+        """Send an unsolicited message to every connected bench."""
+        line = wire.encode(msg)
+        for link in list(self.links):
+            link.write(line)
+
+    def hello_msg(self) -> dict:
+        cur = self.models.current
+        return {
+            "t": "hello",
+            "proto": wire.PROTO,
+            "agent": AGENT,
+            "version": VERSION,
+            "platform": "linux-" + platform.machine(),
+            "runtime": self.models.runtime_name,
+            "verifier": self.models.verifier.name,
+            "model": cur.info if cur else None,
+            "caps": ["tflite", "int8", "float32", "rollback", "stats", "infer"],
+        }
+
+    async def handle_line(self, link, line: bytes, rx_us: int) -> None:
+        """One received line: decode, dispatch, reply; errors become `error` replies, never exits."""
+        if not wire.is_message(line):
+            return  # console text from the bench side is ignored
+        try:
+            msg = wire.decode(line)
+        except wire.WireError as exc:
+            self.errors[exc.code] = self.errors.get(exc.code, 0) + 1
+            link.write(wire.encode(wire.error(exc.code, exc.detail, exc.id)))
+            return
+        handler = self.handlers.get(msg["t"])
+        msg_id = msg.get("id")
+        if handler is None:
+            self.errors["unknown_type"] += 1
+            link.write(wire.encode(wire.error("unknown_type", f"no message type '{msg['t']}'", msg_id)))
+            return
+        try:
+            reply = await handler(msg, rx_us)
+        except Refused as exc:
+            reply = wire.error("refused", f"{exc.kind}: {exc.detail}", msg_id)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.errors["bad_field"] += 1
+            reply = wire.error("bad_field", f"{type(exc).__name__}: {exc}", msg_id)
+        except Exception as exc:  # an agent bug must not kill the agent
+            self.errors["internal"] += 1
+            reply = wire.error("internal", f"{type(exc).__name__}: {exc}", msg_id)
+        if reply is not None:
+            if reply.get("t") == "error":
+                self.errors[reply["code"]] = self.errors.get(reply["code"], 0) + 1
+            link.write(wire.encode(reply))
+
+    # -- requests ------------------------------------------------------------------------------------
+
+    async def on_hello(self, msg, rx_us):
+        return wire.reply(msg, "hello", self.hello_msg())
+
+    async def on_ping(self, msg, rx_us):
+        return wire.reply(msg, "pong", {"b0": msg.get("b0"), "d": rx_us})
+
+    async def on_load(self, msg, rx_us):
+        path = msg["path"]
+        manifest = dict(msg["manifest"])
+        if "sig" in msg and "sig" not in manifest:
+            manifest["sig"] = msg["sig"]
+        if self.loading:
+            return wire.error("busy", "a load is in progress", msg.get("id"))
+        self.loading = True
+        try:
+            model, verify_us = await self._verified(path, manifest)
+        except Refused as exc:
+            self.models.refuse(exc, manifest)
+            raise
+        finally:
+            self.loading = False
+        switch_us = self.models.switch(model)
+        asyncio.get_running_loop().call_soon(self._warm_up)
+        return wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us})
+
+    async def _verified(self, path: str, manifest: dict):
+        full = os.path.join(self.models_dir, path)
+        t0 = now_us()
+        try:
+            with open(full, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise Refused("parse", f"cannot read {path}: {exc.strerror}") from None
+        loop = asyncio.get_running_loop()
+        model = await loop.run_in_executor(None, self.models.check_and_parse, data, manifest)
+        return model, now_us() - t0
+
+    def _warm_up(self) -> None:
+        """The new model's first inference, under the watchdog, even when no frame loop runs."""
+        if self.models.current is not None:
+            with contextlib.suppress(Exception):  # a fault is reported by the model manager
+                self.models.infer(self.features.vector())
+
+    async def on_start(self, msg, rx_us):
+        if self.loop_task is not None and not self.loop_task.done():
+            return wire.error("busy", "the frame loop is already running", msg.get("id"))
+        if self.models.current is None:
+            return wire.error("not_loaded", "no model loaded", msg.get("id"))
+        fps = int(msg.get("fps", 60))
+        vsync_hz = int(msg.get("vsync_hz", fps))
+        sched = npcsched.Scheduler(fps, vsync_hz, int(msg.get("key_every", 1)))
+        frames = int(msg.get("frames", 0))
+        self.stopping = False
+        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))
+        return wire.reply(msg, "ack")
+
+    async def on_stop(self, msg, rx_us):
+        self.stopping = True
+        if self.loop_task is not None:
+            await asyncio.shield(self.loop_task)
+        return wire.reply(msg, "ack")
+
+    async def on_input(self, msg, rx_us):
+        try:
+            self.features.add(msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
+        except (KeyError, TypeError, ValueError) as exc:
+            self.errors["bad_field"] += 1
+            return wire.error("bad_field", f"input: {exc}")
+        self.counts["inputs"] += 1
+        return None
+
+    async def on_stats(self, msg, rx_us):
+        self.models.in_probation()  # releases the previous model once probation is over
+        fields = dict(self.counts)
+        fields.update(self.models.memory())
+        fields.update(self.models.counts)
+        fields["errors"] = {k: v for k, v in self.errors.items() if v}
+        return wire.reply(msg, "stats", fields)
+
+    async def on_infer(self, msg, rx_us):
+        x = [float(v) for v in msg["x"]]
+        if len(x) != npcfeat.N_FEATURES:
+            raise ValueError(f"x needs {npcfeat.N_FEATURES} features, got {len(x)}")
+        if self.models.current is None:
+            return wire.error("not_loaded", "no model loaded", msg.get("id"))
+        t0 = now_us()
+        y, model = self.models.infer(x)
+        us = now_us() - t0
+        act = int(y.argmax())
+        return wire.reply(
+            msg,
+            "result",
+            {
+                "y": [round(float(v), 6) for v in y],
+                "act": act,
+                "p": round(float(y[act]), 6),
+                "us": us,
+                "model": model.version,
+            },
+        )
+
+    async def on_shutdown(self, msg, rx_us):
+        self.stopping = True
+        if self.loop_task is not None:
+            await asyncio.shield(self.loop_task)
+        self.exit.set()
+        return wire.reply(msg, "bye")
+
+    # -- the frame loop ------------------------------------------------------------------------------
+
+    async def frame_loop(self, sched, frames: int) -> None:
+        """Display clock + scheduler: one `frame` record per VSync until stopped or `frames` reached."""
+        clock = npcsched.VsyncClock(sched.vsync_hz, now_us() + sched.vsync_us)
+        taken = 0
+        while True:
+            more = not self.stopping and (frames == 0 or taken < frames)
+            nxt = sched.next_due()
+            if nxt is None and not more:
+                break
+            if nxt is not None and (not more or nxt.due <= clock.next_tick()):
+                await sleep_until(nxt.due, self.spin_us)
+                self.run_slot(sched, nxt)
+            else:
+                await sleep_until(clock.next_tick(), self.spin_us)
+                if self.stopping:
+                    continue
+                slot = sched.on_vsync(clock.take())
+                taken += 1
+                if slot.skip:
+                    self.emit_frame(slot, None)
+        self.broadcast(
+            {
+                "t": "stopped",
+                "frames": taken,
+                "inferences": sched.inferences,
+                "skipped": sched.skipped,
+                "late": sched.late,
+            }
+        )
+
+    def run_slot(self, sched, slot) -> None:
+        t0 = now_us()
+        sched.begin(slot, t0)
+        try:
+            y, model = self.models.infer(self.features.vector())
+            act = int(y.argmax())
+            self.last = (act, round(float(y[act]), 4))
+            version = model.version
+        except Exception:  # reported as a fault by the model manager; the frame records no decision
+            version = None
+            self.last = (None, None)
+        sched.finish(slot, now_us())
+        self.counts["inferences"] += 1
+        self.emit_frame(slot, version)
+
+    def emit_frame(self, slot, version) -> None:
+        self.counts["frames"] += 1
+        rec = {
+            "t": "frame",
+            "i": slot.i,
+            "vsync": slot.vsync,
+            "due": slot.due,
+            "ran": slot.t0 is not None,
+            "act": self.last[0],
+            "p": self.last[1],
+            "seq": self.features.seq,
+            "skip": slot.skip,
+            "late": slot.late,
+            "q": slot.q,
+        }
+        if slot.t0 is not None:
+            rec["t0"] = slot.t0
+            rec["t1"] = slot.t1
+            rec["model"] = version
+        self.broadcast(rec)
+
+
+def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
+    """Verify and switch to the model given on the command line; returns a console line."""
+    try:
+        with open(manifest_path, "rb") as f:
+            manifest = json.load(f)
+        with open(model_path, "rb") as f:
+            data = f.read()
+        agent.models.switch(agent.models.check_and_parse(data, manifest))
+        return f"model {manifest.get('name')} v{manifest.get('version')} loaded"
+    except Refused as exc:
+        return f"model {model_path} refused ({exc.kind}): {exc.detail}"
+    except (OSError, ValueError) as exc:
+        return f"model {model_path} not loaded: {exc}"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="npc_agent", description="NPC agent for Linux targets (docs/protocol.md)")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--listen", metavar="HOST:PORT", help="serve the protocol over TCP (port 0: any free port)")
+    mode.add_argument("--stdio", action="store_true", help="speak the protocol on stdin/stdout")
+    p.add_argument("--port-file", help="write the bound TCP port here once listening")
+    p.add_argument("--pubkey", default=os.path.join(HERE, "trusted.pub.pem"), help="trusted P-256 public key (PEM)")
+    p.add_argument("--models-dir", default=os.path.join(HERE, "models"), help="where `load` paths are resolved")
+    p.add_argument("--model", help="model to run at start (.tflite)")
+    p.add_argument("--manifest", help="its signed manifest (JSON)")
+    p.add_argument("--mem-limit-mb", type=int, default=0, help="memory limit (resident MB) for the watchdog")
+    p.add_argument(
+        "--verifier",
+        choices=["auto", "p256"],
+        default="auto",
+        help="signature verifier: `cryptography` when importable (auto), or the portable p256.py",
+    )
+    p.add_argument("--spin-us", type=int, default=SPIN_US, help="busy-wait this close to each deadline")
+    return p.parse_args(argv)
+
+
+async def amain(args) -> int:
+    try:
+        with open(args.pubkey, "rb") as f:
+            verifier = Verifier(f.read(), use_cryptography=args.verifier != "p256")
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"npc_agent: trusted key {args.pubkey}: {exc}\n")
+        return 2
+    agent = Agent(verifier, args.models_dir, args.mem_limit_mb * 1024 * 1024, args.spin_us)
+    boot = [f"{AGENT} {VERSION} ({platform.machine()}, {agent.models.runtime_name}, verifier {verifier.name})"]
+    if args.model:
+        boot.append(load_initial(agent, args.model, args.manifest or os.path.splitext(args.model)[0] + ".json"))
+    if args.stdio:
+        await serve_stdio(agent, boot)
+    else:
+        await serve_tcp(agent, args.listen, boot, args.port_file)
+    return 0
+
+
+def main(argv=None) -> int:
+    return asyncio.run(amain(parse_args(argv)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,276 @@
+"""Model update for the host (Linux) agent: fetch over CoAP Block2 with resume, verify, hand back a file.
+
+The `update` handler of the host agent calls `fetch_update`; it returns the verified model file (hash and
+ECDSA-P256 signature checked) and the transfer figures, and only then does the agent switch. Nothing here
+touches the running model, so any failure leaves it in place.
+
+Transfer: one block at a time (NSTART 1), written to `<target sha256>.part` as it arrives. Retransmission
+is done here, on RFC 7252's schedule with the link's timing, so every retransmission is counted. A transfer
+that gives up keeps its `.part`: the next `fetch_update` for the same target resumes from the last good
+block (if the server's ETag still matches). A completed file whose hash is wrong (a corrupted block) is
+discarded and fetched once more; a second mismatch is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiocoap
+import npc_bspatch  # deployed flat beside the agent
+from aiocoap import error as coap_error
+from aiocoap.numbers.codes import Code
+from aiocoap.numbers.constants import TransportTuning
+from aiocoap.optiontypes import BlockOption
+
+BLOCK_SZX = 6  # 1024-byte blocks
+
+
+@dataclass(frozen=True)
+class Timing:
+    """CoAP retransmission timing of this link (RFC 7252 names); the bench sends it as `coap` in `update`."""
+
+    ack_timeout: float = 0.05
+    ack_random_factor: float = 1.5
+    max_retransmit: int = 6
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Timing:
+        """From `{"ack_timeout_ms": .., "ack_random_factor": .., "max_retransmit": ..}`; missing keys default."""
+        if not data:
+            return cls()
+        return cls(
+            float(data.get("ack_timeout_ms", 50)) / 1000,
+            float(data.get("ack_random_factor", 1.5)),
+            int(data.get("max_retransmit", 6)),
+        )
+
+
+class _OneShot(TransportTuning):
+    """Send a confirmable message once; it counts as lost after `wait` s (this module retransmits)."""
+
+    ACK_RANDOM_FACTOR = 1.0
+    MAX_RETRANSMIT = 0
+
+    def __init__(self, wait: float) -> None:
+        self.ACK_TIMEOUT = wait
+
+
+@dataclass
+class FetchStats:
+    """Figures for one transfer (accumulated over retries of the same update)."""
+
+    blocks: int = 0  # blocks received in this call
+    bytes: int = 0  # payload bytes received in this call
+    retransmits: int = 0
+    resumed_from: int = 0  # first block requested (0: from the start)
+    restarts: int = 0  # full re-fetches after an ETag change or a bad hash
+    transfer_s: float = 0.0
+    size: int = 0
+
+
+class UpdateFailed(Exception):
+    """The update was refused or could not complete; `kind` is the protocol's fault kind (or `transfer`)."""
+
+    def __init__(self, kind: str, detail: str, stats: FetchStats | None = None) -> None:
+        super().__init__(detail)
+        self.kind = kind
+        self.stats = stats or FetchStats()
+
+
+class _BlockLost(Exception):
+    pass
+
+
+async def _get_block(
+    ctx: aiocoap.Context, url: str, num: int, timing: Timing, stats: FetchStats, rng: random.Random, remote: Any
+) -> aiocoap.Message:
+    wait = rng.uniform(timing.ack_timeout, timing.ack_timeout * timing.ack_random_factor)
+    for attempt in range(timing.max_retransmit + 1):
+        if attempt:
+            stats.retransmits += 1
+        request = aiocoap.Message(code=Code.GET, uri=url, transport_tuning=_OneShot(wait))
+        request.opt.block2 = BlockOption.BlockwiseTuple(num, False, BLOCK_SZX)
+        if remote is not None:
+            request.remote = remote  # the address resolved for block 0: no name lookup per block
+        try:
+            return await ctx.request(request, handle_blockwise=False).response
+        except coap_error.TimeoutError:
+            wait *= 2
+    raise _BlockLost(f"block {num}: no answer after {timing.max_retransmit} retransmissions")
+
+
+async def fetch(
+    ctx: aiocoap.Context, url: str, part: Path, timing: Timing, stats: FetchStats, rng: random.Random
+) -> Path:
+    """Fetch `url` into `part` block by block, resuming from what `part` already holds; return `part`.
+
+    Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume)."""
+    meta_path = part.with_name(part.name + ".json")
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
+    size = 1 << (BLOCK_SZX + 4)
+    num = part.stat().st_size // size if meta.get("etag") else 0  # the part is named by content: any URL may resume
+    stats.resumed_from = num
+    started = time.monotonic()
+    remote = None
+    with part.open("r+b" if num else "wb") as f:
+        f.truncate(num * size)
+        while True:
+            try:
+                response = await _get_block(ctx, url, num, timing, stats, rng, remote)
+            except _BlockLost as exc:
+                stats.transfer_s += time.monotonic() - started
+                raise UpdateFailed("transfer", f"{url}: {exc}; {num} blocks kept for resume", stats) from None
+            if not response.code.is_successful():
+                raise UpdateFailed("transfer", f"{url}: server answered {response.code}", stats)
+            remote = response.remote
+            etag = (response.opt.etag or b"").hex()
+            if meta.get("etag") not in (None, etag):  # content changed since the part was written: start over
+                stats.restarts += 1
+                meta, num = {}, 0
+                f.seek(0)
+                f.truncate(0)
+                continue
+            if not meta:
+                meta = {"etag": etag}
+                meta_path.write_text(json.dumps(meta))
+            block = response.opt.block2
+            if block is not None and block.block_number != num:
+                raise UpdateFailed("transfer", f"{url}: asked for block {num}, got {block.block_number}", stats)
+            f.seek(num * size)
+            f.write(response.payload)
+            f.flush()  # the last good block survives a crash of the agent
+            stats.blocks += 1
+            stats.bytes += len(response.payload)
+            stats.size = response.opt.size2 or f.tell()
+            num += 1
+            if block is None or not block.more:
+                break
+    stats.transfer_s += time.monotonic() - started
+    meta_path.unlink(missing_ok=True)
+    return part
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(65536):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+async def _fetch_verified(
+    ctx: aiocoap.Context, url: str, part: Path, sha256: str, timing: Timing, stats: FetchStats, rng: random.Random
+) -> Path:
+    """Fetch with resume; on a hash mismatch discard and fetch once more, then refuse."""
+    for attempt in range(2):
+        await fetch(ctx, url, part, timing, stats, rng)
+        if _sha256_file(part) == sha256:
+            return part
+        part.unlink()
+        if attempt == 0:
+            stats.restarts += 1
+    raise UpdateFailed("hash", f"{url}: content hash differs from the manifest twice", stats)
+
+
+@dataclass
+class UpdateResult:
+    """A verified model file ready to switch to, and the figures for the `updated` reply."""
+
+    path: Path
+    manifest: dict[str, Any]
+    stats: FetchStats
+    verify_s: float
+    delta_saved: int  # model size minus the bytes a delta update transferred (0 for a full update)
+
+    def figures(self) -> dict[str, Any]:
+        """The `updated` reply's transfer fields."""
+        return {
+            "blocks": self.stats.blocks,
+            "bytes": self.stats.bytes,
+            "retransmits": self.stats.retransmits,
+            "resumed_from": self.stats.resumed_from,
+            "restarts": self.stats.restarts,
+            "transfer_us": round(self.stats.transfer_s * 1e6),
+            "verify_us": round(self.verify_s * 1e6),
+            "delta_saved": self.delta_saved,
+        }
+
+
+async def _fetch_json(
+    ctx: aiocoap.Context, url: str, part: Path, timing: Timing, stats: FetchStats, rng: random.Random
+) -> dict[str, Any]:
+    await fetch(ctx, url, part, timing, stats, rng)
+    try:
+        return json.loads(part.read_bytes())
+    except ValueError:
+        raise UpdateFailed("parse", f"{url}: not a JSON manifest", stats) from None
+    finally:
+        part.unlink(missing_ok=True)
+
+
+async def fetch_update(
+    ctx: aiocoap.Context,
+    url: str,
+    manifest: dict[str, Any],
+    signed: Callable[[dict[str, Any]], bool],
+    workdir: Path,
+    *,
+    delta: bool = False,
+    current: bytes | None = None,
+    timing: Timing | None = None,
+    rng: random.Random | None = None,
+) -> UpdateResult:
+    """Fetch the model `manifest` describes and return it verified as `workdir/<sha256>.bin`.
+
+    `signed(m)` tells whether manifest `m` carries a valid signature by the trusted key. With `delta`,
+    `url` names a bsdiff4 patch: its signed delta manifest is fetched from `url/manifest` first and checked
+    (signature, base = the running model's bytes `current`, target = `manifest`), then the patch is fetched,
+    checked and applied. Raises UpdateFailed; the running model is never touched."""
+    timing = timing or Timing()
+    rng = rng or random.Random()
+    stats = FetchStats()
+    workdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    if not signed(manifest):
+        what = f"{manifest.get('name')}@{manifest.get('version')}"
+        raise UpdateFailed("signature", f"manifest of {what} is not signed by the trusted key")
+    verify_s = time.monotonic() - t0
+    sha = manifest["sha256"]
+    target = workdir / f"{sha}.bin"
+    if not delta:
+        await _fetch_verified(ctx, url, workdir / f"{sha}.part", sha, timing, stats, rng)
+        (workdir / f"{sha}.part").replace(target)
+    else:
+        dm = await _fetch_json(ctx, url + "/manifest", workdir / f"{sha}.delta.json.part", timing, stats, rng)
+        t0 = time.monotonic()
+        if not signed(dm):
+            raise UpdateFailed("signature", "delta manifest is not signed by the trusted key", stats)
+        if dm.get("target") != sha:
+            raise UpdateFailed("hash", "delta manifest's target is not the manifest's model", stats)
+        base_sha = hashlib.sha256(current).hexdigest() if current is not None else None
+        if dm.get("base") != base_sha:
+            have, want = str(base_sha)[:12], str(dm.get("base"))[:12]
+            raise UpdateFailed("hash", f"delta is against base {want}, the running model is {have}", stats)
+        verify_s += time.monotonic() - t0
+        patch_part = workdir / f"{dm['patch_sha256']}.part"
+        patch = await _fetch_verified(ctx, url, patch_part, dm["patch_sha256"], timing, stats, rng)
+        try:
+            target.write_bytes(npc_bspatch.apply_patch(current, patch.read_bytes()))
+        except ValueError as exc:
+            raise UpdateFailed("parse", str(exc), stats) from None
+        finally:
+            patch.unlink(missing_ok=True)
+    t0 = time.monotonic()
+    if _sha256_file(target) != sha or target.stat().st_size != manifest["size"]:
+        target.unlink()
+        raise UpdateFailed("hash", "model hash or size differs from the signed manifest", stats)
+    verify_s += time.monotonic() - t0
+    saved = max(0, manifest["size"] - stats.bytes) if delta else 0
+    return UpdateResult(target, manifest, stats, verify_s, saved)

@@ -1,0 +1,211 @@
+"""int8 inference of .npcm policy models (docs/models.md) in MicroPython (and CPython).
+
+No numpy: weights live in `array('b')`, integers follow TFLite's reference kernels exactly
+(per-channel MultiplyByQuantizedMultiplier with double rounding, as tflite-micro), the softmax is
+computed in float from the dequantized logits and requantized to (1/256, -128). An optional viper
+kernel (`npcnn_viper.py`) does the dot products when the port has the native emitter.
+"""
+
+import struct
+from array import array
+from math import exp
+
+try:
+    from npcnn_viper import fc_acc as _fc_acc_native
+except (ImportError, SyntaxError, NameError, AttributeError):  # no native emitter on this port
+    _fc_acc_native = None
+
+MAGIC = b"NPCM"
+VERSION = 1
+FLAG_ACTION_MAP = 2
+SOFTMAX_SCALE = 1.0 / 256.0
+SOFTMAX_ZERO_POINT = -128
+_HEADER = "<4sBBBBfi"
+_LAYER = "<HHB3xfi"
+
+
+class ModelError(ValueError):
+    """The bytes are not a valid .npcm model."""
+
+
+def _pad4(n):
+    return n + (-n % 4)
+
+
+def _raw(typecode, view):
+    # array from raw little-endian bytes: both CPython and MicroPython copy a bytes initializer verbatim
+    return array(typecode, bytes(view))
+
+
+def round_half_away(v):
+    """Round to nearest, ties away from zero (C's round)."""
+    return int(v + 0.5) if v >= 0 else -int(-v + 0.5)
+
+
+def requantize(acc, multiplier, shift):
+    """TFLite's MultiplyByQuantizedMultiplier (double rounding) on Python ints."""
+    if shift > 0:
+        acc <<= shift
+        right = 0
+    else:
+        right = -shift
+    total = acc * multiplier + ((1 << 30) if acc * multiplier >= 0 else (1 - (1 << 30)))
+    high = total >> 31 if total >= 0 else -((-total) >> 31)
+    if right:
+        mask = (1 << right) - 1
+        threshold = (mask >> 1) + (1 if high < 0 else 0)
+        high = (high >> right) + (1 if (high & mask) > threshold else 0)
+    return high
+
+
+class Layer:
+    """One int8 fully connected layer (weights row-major (out, in), per-channel requantization)."""
+
+    __slots__ = ("bias", "in_zp", "mult", "n_in", "n_out", "out_scale", "out_zp", "relu", "shift", "w")
+
+    def __init__(self, n_in, n_out, relu, in_zp, out_scale, out_zp):
+        self.n_in = n_in
+        self.n_out = n_out
+        self.relu = relu
+        self.in_zp = in_zp
+        self.out_scale = out_scale
+        self.out_zp = out_zp
+        self.bias = None
+        self.mult = None
+        self.shift = None
+        self.w = None
+
+
+class Model:
+    """A parsed .npcm model. Weights are read-only once loaded; `infer` allocates no model state."""
+
+    def __init__(self, data, native=True):
+        self._native = _fc_acc_native if native else None
+        if len(data) < 16:
+            raise ModelError("too short for an .npcm header")
+        magic, version, n_layers, flags, _, in_scale, in_zp = struct.unpack_from(_HEADER, data, 0)
+        if magic != MAGIC or version != VERSION:
+            raise ModelError("not an .npcm version %d file" % VERSION)
+        if n_layers < 1:
+            raise ModelError("no layers")
+        self.in_scale = in_scale
+        self.in_zp = in_zp
+        pos = 16
+        layers = []
+        zp = in_zp
+        for k in range(n_layers):
+            n_in, n_out, relu, out_scale, out_zp = struct.unpack_from(_LAYER, data, pos)
+            if layers and layers[-1].n_out != n_in:
+                raise ModelError("layer %d takes %d inputs but layer %d gives %d" % (k, n_in, k - 1, layers[-1].n_out))
+            if n_in < 1 or n_out < 1:
+                raise ModelError("layer %d has an empty dimension" % k)
+            layers.append(Layer(n_in, n_out, bool(relu), zp, out_scale, out_zp))
+            zp = out_zp
+            pos += 16
+        self.action_map = None
+        if flags & FLAG_ACTION_MAP:
+            count = data[pos]
+            self.action_map = bytes(data[pos + 1 : pos + 1 + count])
+            pos += _pad4(1 + count)
+        for k, layer in enumerate(layers):
+            n_out = layer.n_out
+            need = 8 * n_out + _pad4(n_out) + _pad4(n_out * layer.n_in)
+            if pos + need > len(data):
+                raise ModelError("layer %d needs %d bytes at offset %d, file has %d" % (k, need, pos, len(data)))
+            mv = memoryview(data)
+            layer.bias = _raw("i", mv[pos : pos + 4 * n_out])
+            layer.mult = _raw("i", mv[pos + 4 * n_out : pos + 8 * n_out])
+            layer.shift = _raw("b", mv[pos + 8 * n_out : pos + 9 * n_out])
+            pos += 8 * n_out + _pad4(n_out)
+            layer.w = _raw("b", mv[pos : pos + n_out * layer.n_in])
+            pos += _pad4(n_out * layer.n_in)
+        if pos != len(data):
+            raise ModelError("%d trailing bytes after the last layer" % (len(data) - pos))
+        self.layers = tuple(layers)
+        self.n_features = layers[0].n_in
+        self.n_actions = layers[-1].n_out if self.action_map is None else len(self.action_map)
+        self.weight_bytes = sum(len(x.w) + 9 * x.n_out for x in layers)
+        width = max(x.n_out for x in layers)
+        self._acc = array("i", [0] * width)  # scratch for the native kernel
+
+    def quantize(self, features):
+        """Float features -> int8 input values (a list): clip(round(x / scale) + zp, -128, 127)."""
+        if len(features) != self.n_features:
+            raise ValueError("model takes %d features, got %d" % (self.n_features, len(features)))
+        scale = self.in_scale
+        zp = self.in_zp
+        out = []
+        for v in features:
+            q = round_half_away(v / scale) + zp
+            out.append(-128 if q < -128 else (127 if q > 127 else q))
+        return out
+
+    def logits(self, x_q):
+        """int8 logits (a list) from int8 inputs."""
+        h = x_q
+        for layer in self.layers:
+            h = self._fc(layer, h)
+        return h
+
+    def _fc(self, layer, h):
+        n_in = layer.n_in
+        zp = layer.in_zp
+        xs = array("i", [v - zp for v in h])
+        w = layer.w
+        bias = layer.bias
+        native = self._native
+        if native is not None:
+            acc = self._acc
+            native(w, xs, acc, bias, n_in | (layer.n_out << 16))
+        else:
+            acc = bias
+        low = layer.out_zp if (layer.relu and layer.out_zp > -128) else -128
+        out = []
+        mult = layer.mult
+        shift = layer.shift
+        out_zp = layer.out_zp
+        base = 0
+        for o in range(layer.n_out):
+            if native is None:
+                a = acc[o]
+                j = base
+                for v in xs:
+                    a += w[j] * v
+                    j += 1
+                base += n_in
+            else:
+                a = acc[o]
+            q = requantize(a, mult[o], shift[o]) + out_zp
+            out.append(low if q < low else (127 if q > 127 else q))
+        return out
+
+    def probabilities(self, logits_q):
+        """int8 softmax output (a list, scale 1/256, zero point -128), remapped by the action map if any."""
+        last = self.layers[-1]
+        scale = last.out_scale
+        top = max(logits_q)
+        exps = [exp((q - top) * scale) for q in logits_q]
+        total = sum(exps)
+        probs = []
+        for e in exps:
+            q = round_half_away(e / total / SOFTMAX_SCALE) + SOFTMAX_ZERO_POINT
+            probs.append(127 if q > 127 else q)
+        if self.action_map is not None:
+            probs = [probs[a] for a in self.action_map]
+        return probs
+
+    def infer(self, features):
+        """Decide from float features: (action index, its probability, int8 probabilities)."""
+        probs = self.probabilities(self.logits(self.quantize(features)))
+        best = 0
+        for i in range(1, len(probs)):
+            if probs[i] > probs[best]:
+                best = i
+        return best, (probs[best] - SOFTMAX_ZERO_POINT) * SOFTMAX_SCALE, probs
+
+
+def load(path, native=True):
+    """Read and parse the .npcm file at `path` (MemoryError when it does not fit the heap)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return Model(data, native)

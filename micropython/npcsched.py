@@ -1,0 +1,126 @@
+"""The VSync-aligned frame scheduler (product.md), as pure logic fed with timestamps in microseconds.
+
+Runs under MicroPython and CPython. The agent's loop feeds it VSync ticks and inference start/end
+times from its own clock; tests feed it a fake VSync clock.
+
+Rules:
+- a frame's inference is due at `vsync + 1 s / fps`;
+- if that is within `debounce_us` (8 ms) after the previous scheduled inference (or before it),
+  it is pushed to `previous + push_us` (16 ms);
+- frames that are not key frames (`i % key_every != 0`) skip inference (the feature window, the
+  "hidden-state cache", is still updated by the inputs);
+- at most `max_queue` (2) inferences are pending (scheduled, not finished); a frame arriving when the
+  queue is full skips;
+- an inference is `late` when it starts after the VSync that follows its due time (its decision
+  misses the display frame it was due for).
+"""
+
+DEBOUNCE_US = 8000
+PUSH_US = 16000
+MAX_QUEUE = 2
+
+
+class Slot:
+    """One display frame's scheduling decision."""
+
+    __slots__ = ("due", "i", "key", "late", "q", "skip", "t0", "t1", "vsync")
+
+    def __init__(self, i, vsync, due, key, skip, q):
+        self.i = i
+        self.vsync = vsync
+        self.due = due
+        self.key = key
+        self.skip = skip
+        self.q = q
+        self.late = False
+        self.t0 = None
+        self.t1 = None
+
+
+class Scheduler:
+    """Decides, per VSync tick, when (and whether) the frame's inference runs."""
+
+    def __init__(self, fps, vsync_hz, key_every=1, debounce_us=DEBOUNCE_US, push_us=PUSH_US, max_queue=MAX_QUEUE):
+        if fps <= 0 or vsync_hz <= 0 or key_every < 1 or max_queue < 1:
+            raise ValueError("fps and vsync_hz must be > 0, key_every and max_queue >= 1")
+        self.fps = fps
+        self.vsync_hz = vsync_hz
+        self.frame_us = 1000000 // fps
+        self.vsync_us = 1000000 // vsync_hz
+        self.key_every = key_every
+        self.debounce_us = debounce_us
+        self.push_us = push_us
+        self.max_queue = max_queue
+        self.pending = []  # scheduled, not finished, in due order
+        self.prev_due = None
+        self.frames = 0
+        self.skipped = 0
+        self.late = 0
+        self.inferences = 0
+
+    def on_vsync(self, vsync):
+        """Schedule the frame of the VSync at `vsync` (us); returns its Slot (skip=True: no inference)."""
+        i = self.frames
+        self.frames += 1
+        key = i % self.key_every == 0
+        if not key or len(self.pending) >= self.max_queue:
+            self.skipped += 1
+            return Slot(i, vsync, None, key, True, len(self.pending))
+        due = vsync + self.frame_us
+        if self.prev_due is not None and due < self.prev_due + self.debounce_us:
+            due = self.prev_due + self.push_us
+        self.prev_due = due
+        slot = Slot(i, vsync, due, key, False, len(self.pending) + 1)
+        self.pending.append(slot)
+        return slot
+
+    def next_due(self):
+        """The earliest pending Slot whose inference has not begun (the next one to run), or None."""
+        for slot in self.pending:
+            if slot.t0 is None:
+                return slot
+        return None
+
+    def begin(self, slot, t0):
+        """Inference of `slot` starts at `t0`; sets its `late` flag."""
+        slot.t0 = t0
+        # the first VSync strictly after the due time, on this frame's VSync grid
+        after_due = slot.vsync + ((slot.due - slot.vsync) // self.vsync_us + 1) * self.vsync_us
+        slot.late = t0 >= after_due
+        if slot.late:
+            self.late += 1
+
+    def finish(self, slot, t1):
+        """Inference of `slot` ended at `t1`; it leaves the queue."""
+        slot.t1 = t1
+        self.inferences += 1
+        if slot in self.pending:
+            self.pending.remove(slot)
+
+    def drop(self, slot):
+        """Forget a pending slot without running it (the loop stopped)."""
+        if slot in self.pending:
+            self.pending.remove(slot)
+
+
+class VsyncClock:
+    """The display clock: VSync ticks every `1/vsync_hz` s from `origin` (us), as integers that never drift."""
+
+    def __init__(self, vsync_hz, origin):
+        self.vsync_hz = vsync_hz
+        self.origin = origin
+        self.n = 0
+
+    def tick_at(self, n):
+        """The timestamp of VSync number n."""
+        return self.origin + n * 1000000 // self.vsync_hz
+
+    def next_tick(self):
+        """The next VSync not yet taken."""
+        return self.tick_at(self.n)
+
+    def take(self):
+        """Take the next VSync; returns its timestamp."""
+        t = self.tick_at(self.n)
+        self.n += 1
+        return t

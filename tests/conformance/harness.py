@@ -1,0 +1,149 @@
+"""Agents under test for the conformance suite: deploy a reference agent, start it, talk to it.
+
+Each agent is deployed from its real bundle (bench/bundles.py) into a temp folder and started as a
+local process speaking the protocol on stdin/stdout: host/ under this Python, micropython/ under the
+MicroPython unix VM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import shutil
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import bundles, signing
+from bench.agent.session import AgentSession
+from bench.agent.transport import ProcessTransport
+from bench.fleet import Device
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "fixtures" / "models"
+MICROPYTHON = shutil.which("micropython") or str(Path(sys.executable).with_name("micropython"))
+FAMILY = "npc-policy"
+
+
+class AgentUnderTest:
+    """One reference agent, deployed in `folder`, started fresh for each session."""
+
+    kind = ""
+    model_ext = ""
+    crash_model = ""  # a fixture that loads but fails at inference
+    oom_model = ""  # a fixture that loads but exceeds the agent's memory limit
+    broken_model = ""  # a fixture the runtime refuses to parse
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.models_dir = folder / "models"
+        self.key = signing.load_private_key(signing.DEV_PRIVATE_KEY)
+
+    def argv(self) -> list[str]:
+        """The command that starts the agent (cwd: `folder`), speaking on stdin/stdout."""
+        raise NotImplementedError
+
+    def vm_argv(self) -> list[str]:
+        """The agent's interpreter, ready to take `-c SCRIPT` in the agent's folder."""
+        raise NotImplementedError
+
+    def deploy(
+        self, fixture: str, version: int, *, tamper: str | None = None, name: str = FAMILY
+    ) -> tuple[str, dict[str, Any]]:
+        """Copy fixture model `fixture` (no extension) to the agent's models folder as `name` `version`;
+        returns (path for `load`, signed manifest). `tamper`: "sig" (signature of another manifest),
+        "bytes" (one model byte flipped after signing), "unsigned"."""
+        src = MODELS / f"{fixture}.{self.model_ext}"
+        dest = f"{fixture}-v{version}.{self.model_ext}"
+        data = bytearray(src.read_bytes())
+        fmt = ("npcm" if self.model_ext == "npcm" else "tflite") + ("-int8" if "int8" in fixture else "-f32")
+        manifest = signing.model_manifest(src, name, version, fmt)
+        signed = signing.sign_manifest(manifest, self.key)
+        if tamper == "sig":
+            other = signing.sign_manifest({**manifest, "version": version + 100}, self.key)
+            signed["sig"] = other["sig"]
+        elif tamper == "unsigned":
+            signed.pop("sig")
+        elif tamper == "bytes":
+            data[len(data) // 2] ^= 0x01
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        (self.models_dir / dest).write_bytes(bytes(data))
+        return dest, signed
+
+    def reference(self, fixture: str, x: np.ndarray) -> np.ndarray:
+        """The numpy reference's action probabilities for feature vectors `x` (batch, 48)."""
+        from bench.models import reference
+        from bench.models.tflite_read import parse_int8_policy
+
+        policy = parse_int8_policy((MODELS / f"{fixture}.tflite").read_bytes(), fixture)
+        x_q = reference.quantize_input(x, policy.mlp.in_scale, policy.mlp.in_zp)
+        return reference.dequantize_probs(reference.policy_infer(policy.mlp, policy.action_map, x_q))
+
+    @contextlib.asynccontextmanager
+    async def session(self, log_path: Path | None = None, timeout: float = 10.0) -> AsyncIterator[AgentSession]:
+        """A fresh agent process and an open session to it; the agent is shut down afterwards."""
+        transport = await ProcessTransport.spawn(self.argv(), cwd=self.folder, stderr_path=self.folder / "stderr.log")
+        session = await AgentSession.open(transport, device=self.kind, log_path=log_path, timeout=timeout)
+        try:
+            yield session
+        finally:
+            if not session.closed:
+                with contextlib.suppress(Exception):
+                    await session.shutdown(timeout=10)
+            await session.close()
+            await transport.close(grace=5)
+
+    def run(self, body: Callable[[AgentSession], Awaitable[Any]], **kw: Any) -> Any:
+        """Run `body(session)` against a fresh agent, in a fresh event loop."""
+
+        async def main() -> Any:
+            async with self.session(**kw) as s:
+                return await body(s)
+
+        return asyncio.run(main())
+
+
+class HostAgent(AgentUnderTest):
+    """host/ from its bundle, under this Python, with the pi5 kind's settings (memory limit 256 MB)."""
+
+    kind = "host"
+    model_ext = "tflite"
+    crash_model = "npc-fault-crash-int8"
+    oom_model = "npc-fault-arena-int8"
+    broken_model = "npc-fault-broken-int8"
+    mem_limit_mb = 256
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        device = Device(
+            name="conformance-host",
+            kind="pi5",
+            link=None,
+            settings={"model": "npc-policy-int8", "memory_limit_mb": self.mem_limit_mb},
+        )
+        for src, dest in bundles.host_bundle(device, folder / ".manifests"):
+            target = folder / dest
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, target)
+        self.command = bundles.host_agent_command(device, str(folder), python=sys.executable, stdio=True)
+
+    def argv(self) -> list[str]:
+        # -I: isolated from the checkout (no PYTHONPATH, no cwd on sys.path): the bundle must stand alone
+        return [self.command[0], "-I", *self.command[1:]]
+
+    def vm_argv(self) -> list[str]:
+        return [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); exec(sys.argv[1])"]
+
+
+def voice_b64(samples: list[int]) -> str:
+    """int16 PCM as the `voice` channel carries it."""
+    return base64.b64encode(np.asarray(samples, dtype="<i2").tobytes()).decode()
+
+
+def manifest_json(manifest: dict[str, Any]) -> str:
+    return json.dumps(manifest, sort_keys=True)

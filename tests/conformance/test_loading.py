@@ -1,0 +1,95 @@
+"""Secure model loading against each agent: switch, refusals, crash and OOM rollback with timing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from bench.agent.session import AgentError, AgentSession
+
+PROBATION_US = 3_000_000
+X = [0.25] * 24 + [-0.5] * 24
+
+
+def test_load_switches_to_the_new_model(agent):
+    path, manifest = agent.deploy("npc-policy-int8-v2", 2)
+
+    async def body(s: AgentSession):
+        reply = await s.load(path, manifest)
+        assert reply["model"]["version"] == 2 and reply["model"]["sha256"] == manifest["sha256"]
+        assert reply["verify_us"] > 0 and reply["switch_us"] >= 0
+        assert (await s.hello())["model"]["version"] == 2
+        return await s.infer(X)
+
+    res = agent.run(body)
+    assert res["model"] == 2
+    want = agent.reference("npc-policy-int8-v2", np.array([X]))[0]
+    assert np.max(np.abs(np.array(res["y"]) - want)) <= 1 / 256 + 1e-6
+
+
+@pytest.mark.parametrize(("tamper", "kind"), [("sig", "signature"), ("unsigned", "signature"), ("bytes", "hash")])
+def test_refused_models_never_run_and_the_old_one_keeps_running(agent, tamper, kind):
+    path, manifest = agent.deploy("npc-policy-int8-v2", 2, tamper=tamper)
+
+    async def body(s: AgentSession):
+        await s.start(fps=30, vsync_hz=30, frames=20)
+        await asyncio.sleep(0.15)
+        with pytest.raises(AgentError) as err:
+            await s.load(path, manifest)
+        assert err.value.code == "refused"
+        fault = await s.next_fault(5)
+        recs = [r async for r in s.frames(timeout=10)]
+        info = await s.hello()
+        res = await s.infer(X)
+        return fault, recs, info, res
+
+    fault, recs, info, res = agent.run(body)
+    assert fault["kind"] == kind and fault["model"]["version"] == 2
+    assert info["model"]["version"] == 1 and res["model"] == 1
+    assert len(recs) == 20 and all(r.model == 1 for r in recs if r.ran)
+    want = agent.reference("npc-policy-int8", np.array([X]))[0]
+    assert np.max(np.abs(np.array(res["y"]) - want)) <= 1 / 256 + 1e-6
+
+
+def test_unparsable_and_missing_models_are_refused(agent):
+    path, manifest = agent.deploy(agent.broken_model, 5)
+
+    async def body(s: AgentSession):
+        with pytest.raises(AgentError):
+            await s.load(path, manifest)
+        with pytest.raises(AgentError) as err:
+            await s.load("no-such-model." + agent.model_ext, manifest)
+        assert err.value.code == "refused"
+        return s.faults, await s.hello()
+
+    faults, info = agent.run(body)
+    assert [f["kind"] for f in faults] == ["parse", "parse"]
+    assert info["model"]["version"] == 1
+
+
+@pytest.mark.parametrize("cause", ["crash", "oom"])
+def test_faulting_model_is_rolled_back_within_probation(agent, cause):
+    fixture = agent.crash_model if cause == "crash" else agent.oom_model
+    path, manifest = agent.deploy(fixture, 7)
+
+    async def body(s: AgentSession):
+        await s.start(fps=30, vsync_hz=30, frames=30)
+        await asyncio.sleep(0.2)
+        reply = await s.load(path, manifest, timeout=30)
+        assert reply["model"]["version"] == 7  # the switch happened; the watchdog undoes it
+        fault = await s.next_fault(PROBATION_US / 1e6 + 10)
+        recs = [r async for r in s.frames(timeout=15)]
+        return fault, recs, await s.hello(), await s.infer(X), await s.stats()
+
+    fault, recs, info, res, stats = agent.run(body)
+    assert fault["kind"] == "rollback" and fault["cause"] == cause
+    assert fault["model"]["version"] == 7 and fault["prev"]["version"] == 1
+    assert 0 <= fault["t_fault"] - fault["t_switch"] < PROBATION_US
+    assert 0 <= fault["rollback_us"] < 500_000
+    assert info["model"]["version"] == 1 and res["model"] == 1
+    # no frame was lost and none ran the faulty model to a decision
+    assert sorted(r.i for r in recs) == list(range(30))
+    assert all(r.model == 1 and r.act is not None for r in recs if r.ran)
+    assert stats["rollbacks"] == 1

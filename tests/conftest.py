@@ -1,0 +1,24 @@
+"""Shared test setup: each test run gets its own lease and virtual-device state folders."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep leases and virtual-device state of the test run away from the user's."""
+    base = tmp_path_factory.mktemp("hilbench-state")
+    os.environ.setdefault("HILBENCH_LEASE_DIR", str(base / "leases"))
+    os.environ.setdefault("HILBENCH_STATE_DIR", str(base / "virtual"))
+
+
+def hilbench(*args: str) -> list[str]:
+    """The command line that runs `hilbench ARGS` from this checkout."""
+    return [sys.executable, "-m", "bench", *args]

@@ -1,0 +1,170 @@
+"""The switch-arm64 image end to end: reproducible build, real QEMU boots, the guest's runtime, faults,
+and no QEMU left behind. Heavy: every boot is a TCG guest on a small machine."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.devices.qemu_arm64 import QemuArm64Driver
+from bench.devices.qemu_machine import GuestFault
+from bench.fleet import Device, load_fleet
+from bench.image.build import BuiltImage, build_image
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parent.parent.parent
+
+
+def qemu_alive(pid: int) -> bool:
+    """A process that exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def switch_device(timing: str = "realtime", **settings: object) -> Device:
+    dev = load_fleet().get("switch-1")
+    return dataclasses.replace(
+        dev, link=dataclasses.replace(dev.link, timing=timing), settings={**dev.settings, **settings}
+    )
+
+
+@pytest.fixture(scope="session")
+def arm64_image() -> BuiltImage:
+    """The image for the current recipe, built once into the bench cache (reused when unchanged)."""
+    return build_image("switch-arm64")
+
+
+def test_image_build_is_reproducible_and_cached(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    first = build_image("switch-arm64", root=tmp_path / "a", force=True)
+    second = build_image("switch-arm64", root=tmp_path / "b", force=True)
+    assert first.built and second.built
+    assert first.initrd_sha256 == second.initrd_sha256 == arm64_image.initrd_sha256
+    assert first.kernel_sha256 == second.kernel_sha256
+    again = build_image("switch-arm64", root=tmp_path / "a")
+    assert not again.built and again.initrd_sha256 == first.initrd_sha256
+    assert first.initrd_bytes < 80e6, "the image grew: check the recipe's [trim]"
+
+
+async def _boot_idle(driver: QemuArm64Driver) -> None:
+    driver.mode = "idle"
+    machine = await driver.boot()
+    await machine.wait_for("idle", driver.boot_timeout)
+
+
+def test_guest_panic_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    driver = QemuArm64Driver(switch_device(), tmp_path)
+
+    async def run() -> str:
+        try:
+            await _boot_idle(driver)
+            assert "mode=idle" in await driver.machine.control("status")
+            await driver.machine.control("panic", timeout=5.0)
+            with pytest.raises(GuestFault) as info:
+                await driver.machine.wait_for("never-comes", 60.0)
+            return str(info.value)
+        finally:
+            await driver.close_agent()
+
+    message = asyncio.run(run())
+    assert "switch-1: the guest kernel panicked: sysrq triggered crash" in message
+    assert not qemu_alive(driver.machine.pid)
+
+
+def test_qemu_killed_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    driver = QemuArm64Driver(switch_device(), tmp_path)
+
+    async def run() -> str:
+        try:
+            await _boot_idle(driver)
+            os.kill(driver.machine.pid, signal.SIGKILL)
+            with pytest.raises(GuestFault) as info:
+                await driver.machine.wait_for("never-comes", 30.0)
+            return str(info.value)
+        finally:
+            await driver.close_agent()
+
+    message = asyncio.run(run())
+    assert "QEMU ended unexpectedly (killed by signal SIGKILL)" in message
+    assert not qemu_alive(driver.machine.pid)
+
+
+def test_agent_over_memory_limit_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    driver = QemuArm64Driver(switch_device(memory_limit_mb=12), tmp_path)
+
+    async def run() -> str:
+        try:
+            with pytest.raises(GuestFault) as info:
+                await driver.selftest()
+            return str(info.value)
+        finally:
+            await driver.close_agent()
+
+    message = asyncio.run(run())
+    assert "exceeded its memory limit of 12 MB inside the guest and was OOM-killed" in message
+    assert not qemu_alive(driver.machine.pid)
+
+
+_ORPHAN_SCRIPT = """
+import asyncio, sys
+from pathlib import Path
+from bench.devices.qemu_arm64 import QemuArm64Driver
+from bench.fleet import load_fleet
+
+async def main():
+    driver = QemuArm64Driver(load_fleet().get("switch-1"), Path(sys.argv[1]), mode="idle")
+    await driver.boot()
+    print(driver.machine.pid, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+
+
+def test_killed_bench_leaves_no_qemu(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN_SCRIPT, str(tmp_path)], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        pid = int(bench.stdout.readline())
+        assert qemu_alive(pid)
+        bench.kill()  # SIGKILL: no teardown code runs in the bench
+        bench.wait()
+        deadline = time.monotonic() + 10
+        while qemu_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not qemu_alive(pid), "QEMU outlived the bench process"
+    finally:
+        bench.kill()
+
+
+def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """python3 + numpy + tflite-runtime 2.14 run the factory int8 model in the guest; under -icount shift=0
+    the median and P90 invoke times repeat exactly from boot to boot."""
+
+    async def run() -> dict[str, object]:
+        driver = QemuArm64Driver(switch_device("icount"), tmp_path)
+        try:
+            return await driver.selftest()
+        finally:
+            await driver.close_agent()
+            assert not qemu_alive(driver.machine.pid)
+
+    first, second = asyncio.run(run()), asyncio.run(run())
+    assert first["tflite_runtime"] == "2.14.0" and first["numpy"].startswith("1.24") and first["timing"] == "icount"
+    assert first["model"] == "npc-policy-int8.tflite" and first["runs"] == len(first["invoke_us"]) == 200
+    for report in (first, second):
+        times = report["invoke_us"]
+        assert 0 < times[0] <= times[-1]
+    assert first["invoke_us"][100] == second["invoke_us"][100]  # median
+    assert first["invoke_us"][179] == second["invoke_us"][179]  # P90

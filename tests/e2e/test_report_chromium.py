@@ -1,0 +1,40 @@
+"""A rendered report opened in headless Chromium: no console errors, no network, a screenshot as artefact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.report.chromium import check_page
+from bench.report.html import write_report
+from tests.conftest import REPO
+from tests.unit.test_report_render import regressed_report
+
+ARTEFACTS = REPO / "reports" / "artefacts"
+
+
+@pytest.mark.e2e
+def test_report_opens_in_headless_chromium_without_errors(tmp_path: Path) -> None:
+    page = write_report(regressed_report(), tmp_path)
+    screenshot = ARTEFACTS / "report-chromium.png"
+    screenshot.unlink(missing_ok=True)
+    result = check_page(page, screenshot)
+    assert result.errors == []
+    assert result.requests == [], "a self-contained report requests nothing"
+    assert result.title == "hilbench run run-0002"
+    assert screenshot.stat().st_size > 50_000  # a full page of tables and plots, not a blank image
+    assert check_page(tmp_path / "index.html").errors == []
+
+
+@pytest.mark.e2e
+def test_the_check_catches_console_errors_and_network_use(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.html"
+    bad.write_text(
+        "<html><head><title>bad</title><link rel=stylesheet href='https://example.invalid/x.css'></head>"
+        "<body><script>console.error('boom', 42); missing();</script></body></html>"
+    )
+    result = check_page(bad)
+    assert "console.error: boom 42" in result.errors
+    assert any("ReferenceError: missing is not defined" in e for e in result.errors)
+    assert result.requests == ["https://example.invalid/x.css"]

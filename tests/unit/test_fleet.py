@@ -1,0 +1,114 @@
+"""Fleet file validation: each user error names the file, device and field."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ConfigError, ExitCode
+from bench.fleet import DEFAULT_FLEET, QemuLink, SerialLink, SshLink, load_fleet
+from tests.conftest import REPO, hilbench
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "fleet.toml"
+    path.write_text(text)
+    return path
+
+
+def test_bundled_virtual_fleet_loads() -> None:
+    fleet = load_fleet(None)
+    assert fleet.path == DEFAULT_FLEET
+    kinds = [d.kind for d in fleet]
+    assert kinds.count("esp32c6") == 2 and {"jetson-orin-nx", "pi5", "switch-arm64"} <= set(kinds)
+    assert all(d.virtual for d in fleet)
+
+
+def test_links_and_defaults(tmp_path: Path) -> None:
+    fleet = load_fleet(
+        write(
+            tmp_path,
+            """
+[[device]]
+name = "c6"
+kind = "esp32c6"
+port = "rfc2217://127.0.0.1:4000"
+fps_target = 30
+[[device]]
+name = "pi"
+kind = "pi5"
+ssh = "bench@10.1.2.3"
+key = "keys/id"
+[[device]]
+name = "sw"
+kind = "switch-arm64"
+[device.qemu]
+image = "img"
+timing = "icount"
+""",
+        )
+    )
+    c6, pi, sw = fleet.devices
+    assert c6.link == SerialLink("rfc2217://127.0.0.1:4000", 921600)
+    assert c6.settings["fps_target"] == 30 and c6.settings["decision_budget_ms"] == 50
+    assert isinstance(pi.link, SshLink) and pi.link.port == 22 and pi.link.key == tmp_path / "keys" / "id"
+    assert isinstance(sw.link, QemuLink) and sw.link.timing == "icount" and sw.link.image == tmp_path / "img"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[[device]]\nname = "a"\nkind = "esp33"\nport = "/dev/ttyUSB0"',
+            "device 'a': field 'kind': unknown kind 'esp33'",
+        ),
+        ('[[device]]\nname = "a"\nport = "/dev/ttyUSB0"', "device 'a': field 'kind': missing"),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"', "device 'a': missing link: field 'port'"),
+        ('[[device]]\nname = "a"\nkind = "pi5"', "device 'a': missing link: field 'ssh'"),
+        (
+            '[[device]]\nname = "a"\nkind = "pi5"\nssh = "u@h"\n[[device]]\nname = "a"\nkind = "pi5"\nssh = "u@h"',
+            "device 'a': field 'name': duplicate",
+        ),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\nbaud = "fast"', "field 'baud': expected int"),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\ncolour = 1', "device 'a': unknown field 'colour'"),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\nssh = "u@h"', "reached by serial, not ssh"),
+        ('[[device]]\nkind = "pi5"\nssh = "u@h"', "device #1: field 'name': missing"),
+        ('[[device]]\nname = "a"\nkind = "pi5"\nssh = "nouser"', "field 'ssh': 'nouser' is not user@host"),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"\nport = "COM3"', "field 'port': 'COM3' is not a serial port"),
+        ('[[device]]\nname = "a"\nkind = "switch-arm64"\n[device.qemu]\ntiming = "fast"', "qemu: field 'timing'"),
+        ("[devices]\nx = 1", "unknown top-level key(s) devices"),
+        ('[[device]]\nname = "a"\nkind = "pi5"\nssh = "u@h"\ntags = [1]', "field 'tags': must be a list of strings"),
+        ("[[device]\n", "not valid TOML"),
+    ],
+)
+def test_validation_errors_name_file_device_and_field(tmp_path: Path, text: str, expected: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_fleet(path)
+    assert str(path) in str(info.value)
+    assert expected in str(info.value)
+    assert info.value.exit_code == ExitCode.USAGE
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_fleet(tmp_path / "nope.toml")
+
+
+def test_cli_reports_config_error_without_traceback(tmp_path: Path) -> None:
+    path = write(tmp_path, '[[device]]\nname = "a"\nkind = "esp33"\nport = "/dev/x"')
+    proc = subprocess.run(hilbench("fleet", "list", "--fleet", str(path)), cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == ExitCode.USAGE
+    assert "unknown kind 'esp33'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_selection_by_kind_tag_and_name() -> None:
+    fleet = load_fleet(None)
+    assert [d.name for d in fleet.select(kinds=["esp32c6"])] == ["c6-a", "c6-b"]
+    assert [d.name for d in fleet.select(tags=["linux"])] == ["orin-1", "pi5-1"]
+    with pytest.raises(ConfigError, match="no device named 'zz'"):
+        fleet.select(names=["zz"])
+    with pytest.raises(ConfigError, match="unknown kind"):
+        fleet.select(kinds=["toaster"])

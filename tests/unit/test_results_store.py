@@ -1,0 +1,123 @@
+"""The results store: write and read back every table; a killed writer keeps what it wrote."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.measure.faults import FaultEvent
+from bench.measure.histogram import Histogram
+from bench.measure.measurement import Limits, Measurement
+from bench.measure.records import Frame
+from bench.results import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_round_trip_of_every_table(tmp_path: Path) -> None:
+    with open_store(tmp_path / "r.sqlite") as store:
+        run = store.begin_run("replay", bench="b1", session="combat-0000", speed=1.0, config={"x": 1})
+        store.add_device(run, "c6-a", "esp32c6", {"voice_mode": "voicef"})
+        store.update_device(run, "c6-a", status="ok", agent="npc-mpy")
+        frames = [Frame(i, i * 50_000, due=i * 50_000 + 10, ran=i % 2 == 0, t0=i * 50_000 + 20, seq=i, skip=i % 2 == 1)
+                  for i in range(5)]  # fmt: skip
+        for f in frames:
+            store.add_frame(run, "c6-a", f, rx_ns=1000 + f.i)
+        store.add_inputs(run, "c6-a", [(0, "gaze", 5, 7), (1, "voice", 9, 12)])
+        store.add_measurements(
+            run,
+            "c6-a",
+            [
+                Measurement("fps", "FPS", 19.5, Limits(low=15)),
+                Measurement("x_p99", "us", 3.0, flags=("too_few_samples_for_p99",)),
+            ],
+        )
+        store.add_histograms(run, "c6-a", [Histogram("decision_latency", "us").record_all([1000, 2000, 3000])])
+        fault = FaultEvent("rollback", "oom", 4, 3, 10, 20, 30, 0.01, 2100, "MemoryError")
+        store.add_faults(run, "c6-a", [fault])
+        store.set_clock(run, "c6-a", 123.0, 1.5, 99, 40.0)
+        store.finish_run(run, "ok", {"devices": 1})
+
+    with open_store(f"sqlite:///{tmp_path / 'r.sqlite'}") as store:
+        (row,) = store.runs()
+        assert (row.id, row.kind, row.status, row.session, row.config, row.summary["devices"]) == (
+            run,
+            "replay",
+            "ok",
+            "combat-0000",
+            {"x": 1},
+            1,
+        )
+        (dev,) = store.devices(run)
+        assert dev.status == "ok" and dev.info == {"voice_mode": "voicef", "agent": "npc-mpy"}
+        back = list(store.frames(run, "c6-a"))
+        assert [(f.i, f.ran, f.skip, f.rx_ns) for f in back] == [(f.i, f.ran, f.skip, 1000 + f.i) for f in frames]
+        assert store.inputs(run, "c6-a") == {0: 7, 1: 12}
+        ms = {m.name: m for m in store.measurements(run, "c6-a")}
+        assert ms["fps"].value == 19.5 and ms["fps"].outcome == "pass" and ms["fps"].low == 15
+        assert ms["x_p99"].flags == ("too_few_samples_for_p99",)
+        hist = store.histograms(run, "c6-a")["decision_latency"]
+        assert hist.count == 3 and hist.summary().max == pytest.approx(3000, rel=1e-3)
+        assert store.faults(run) == [("c6-a", fault)]
+        assert store.clock(run, "c6-a") == {"offset_ns": 123.0, "drift_ppm": 1.5, "ref_ns": 99, "uncertainty_ns": 40.0}
+        assert store.history("fps", "c6-a") == [(run, row.started_at, 19.5)]
+
+
+def test_unsupported_url_and_unknown_run_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="scheme 'postgresql' is not supported yet"):
+        open_store("postgresql://bench@db/results")
+    with open_store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="no run 42"):
+        store.run(42)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from bench.measure.records import Frame
+    from bench.results import open_store
+    store = open_store(sys.argv[1])
+    run = store.begin_run("replay", session="s")
+    store.add_device(run, "d", "pi5")
+    i = 0
+    while True:
+        store.add_frame(run, "d", Frame(i, i * 16_667, ran=True, t0=i * 16_667 + 5, t1=i * 16_667 + 900, seq=i))
+        print(i, flush=True)
+        i += 1
+        time.sleep(0.001)
+    """
+)
+
+
+def test_a_killed_writer_keeps_every_frame_it_wrote(tmp_path: Path) -> None:
+    db = tmp_path / "killed.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(db)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    try:
+        last = -1
+        for line in proc.stdout:
+            last = int(line)
+            if last >= 200:
+                break
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+    with open_store(db) as store:
+        (run,) = store.runs()
+        assert run.status == "running" and run.finished_at is None  # the run never finished
+        frames = list(store.frames(run.id, "d"))
+        # every frame the writer reported as written is there, in order, intact
+        assert len(frames) >= last + 1
+        assert [f.i for f in frames] == list(range(len(frames)))
+        assert all(f.t1 - f.t0 == 895 for f in frames)
