@@ -47,6 +47,8 @@ KINDS: dict[str, KindInfo] = {
                 "model": "npc-policy-int8",
                 "model_format": "npcm-int8",  # fixtures/models/<model>.npcm, converted from the .tflite
                 "memory_limit_kb": 160,  # live MicroPython heap the agent may use (of ~300 KB free)
+                "wire_speed": False,  # virtual board: pace flashing at the simulated baud rate
+                "firmware": "",  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
             },
         ),
         KindInfo(
