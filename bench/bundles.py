@@ -19,7 +19,7 @@ PORTABLE = [
     (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
     (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
 ]
-HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py"]
+HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
 OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # runs inside each agent's VM, from its deployed bundle
+
 # Portable (MicroPython and CPython): a display loop taking VSync ticks and an accelerator running queued
 # inferences one after another, events in time order, printed as JSON.
 SCENARIO = r"""
