@@ -15,11 +15,13 @@ from bench.errors import BenchError, ExitCode
 # Each module has register(subparsers) which adds its commands with `func=handler(args) -> int`.
 COMMAND_MODULES = [
     "bench.commands.fleet",
+    "bench.commands.report",
     "bench.commands.keys",
     "bench.commands.model",
     "bench.commands.ota",
     "bench.commands.update",
     "bench.commands.session",
+    "bench.commands.replay",
     "bench.commands.linux",
     "bench.commands.image",
 ]

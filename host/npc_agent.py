@@ -43,6 +43,13 @@ if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
 
 
+def platform_name() -> str:
+    """`linux-<machine>`, plus `/<NPC_PLATFORM_TAG>` when set: the ARM64 image's /init sets qemu-realtime or
+    qemu-icount, so every figure says which timing mode it came from."""
+    tag = os.environ.get("NPC_PLATFORM_TAG")
+    return "linux-" + platform.machine() + ("/" + tag if tag else "")
+
+
 async def sleep_until(t_us: int, spin_us: int = SPIN_US) -> None:
     """Wait until the device clock reaches `t_us`."""
     while True:
@@ -102,7 +109,7 @@ class Agent:
             "proto": wire.PROTO,
             "agent": AGENT,
             "version": VERSION,
-            "platform": "linux-" + platform.machine(),
+            "platform": platform_name(),
             "runtime": self.models.runtime_name,
             "verifier": self.models.verifier.name,
             "model": cur.info if cur else None,

@@ -20,7 +20,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from bench.agent.session import AgentSession
-
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.fleet import Device, load_fleet
 from bench.image.build import build_image
