@@ -206,9 +206,9 @@ def test_guest_fetches_a_model_from_the_bench_update_server(tmp_path: Path, arm6
 
     async def run() -> dict[str, object]:
         async with UpdateServer(store, host="127.0.0.1") as server:
-            base = device_base_url(server, str(dev.settings["ota_server_host"]))
-            url = server.model_url("npc-policy", published.manifest["version"], base)
-            driver = QemuArm64Driver(dev, tmp_path, boot_args={"npc_fetch": url})
+            driver = QemuArm64Driver(dev, tmp_path)
+            base = device_base_url(server.port, driver.host_address)
+            driver.boot_args["npc_fetch"] = server.model_url("npc-policy", published.manifest["version"], base)
             try:
                 return await driver.selftest()
             finally:
