@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bench.results.mannwhitney import mann_whitney_p
 from bench.results.runview import DeviceRun, RunView, Samples
 from bench.results.statistics import STATISTICS, Statistic
 from bench.results.thresholds import MetricRule, Thresholds
@@ -160,13 +161,9 @@ def _finite(samples: Samples | None) -> np.ndarray:
 
 def _mann_whitney(base: np.ndarray, run: np.ndarray, stat: Statistic, worse: str) -> tuple[float, float]:
     """One-sided Mann-Whitney U p-values (worse, better) on the raw samples."""
-    from scipy.stats import (
-        mannwhitneyu,
-    )  # here, not at the top: scipy.stats costs ~1 s of start-up for every CLI command
-
     samples_higher_is_worse = (worse == "higher") != stat.inverts
-    greater = float(mannwhitneyu(run, base, alternative="greater").pvalue)
-    less = float(mannwhitneyu(run, base, alternative="less").pvalue)
+    greater = mann_whitney_p(run, base, "greater")
+    less = mann_whitney_p(run, base, "less")
     return (greater, less) if samples_higher_is_worse else (less, greater)
 
 
