@@ -123,7 +123,7 @@ def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int
 def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> None:
     from bench.ota.rollout import DeviceUpdate
     from bench.report.html import render_html
-    from bench.results.ota_results import ota_record
+    from bench.results.ota_results import append_ota
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=1, devices=1, frames=500)
@@ -134,10 +134,13 @@ def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> N
     refused = DeviceUpdate("c6-a", ok=False, target="npc-policy@5", previous=v4, running=v4, blocks=64,
                            bytes=65_536, detail="signature does not verify")  # fmt: skip
     with open_store(path) as store:
-        store.update_device(last, "c6-a", ota=[ota_record(good), ota_record(refused)])
+        append_ota(store, last, good, kind="esp32c6")
+        append_ota(store, last, refused, kind="esp32c6")
+        append_ota(store, last, DeviceUpdate("c6-new", ok=True, target="npc-policy@4"), kind="esp32c6")
         run = load_run(store, last)
         published = publish_run(store, last, reports_dir=None)
     first, second = run.devices["c6-a"].ota
+    assert [o.model_to for o in run.devices["c6-new"].ota] == ["npc-policy@4"]  # a device the run had not seen
     assert (first.model_from, first.model_to, first.delta, first.retransmits) == (
         "npc-policy@3",
         "npc-policy@4",
