@@ -7,7 +7,8 @@ Setup (not timed; ~2 min and ~1 GB for the defaults) writes the store through it
 frame records, HDR histograms, measurements and faults, like a replay run; run 1 is the baseline and the
 last run has a +25% latency regression on one device. With --keep DIR an existing store there is reused.
 Timed, each repeat in a fresh Python process as `hilbench report` would run: "cold" = process start to
-report written (imports included); "render" = `publish_run` on the last run alone, i.e. loading it and the
+report written (imports included), wall clock; "cpu" = that process's CPU time (the fair figure on a shared
+machine: compare with "load_avg_1m"); "render" = `publish_run` on the last run alone, i.e. loading it and the
 baseline from the store (frames, histograms), every verdict, 30 runs of trends, plots, HTML and the files.
 Prints one JSON line with the figures.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,14 +67,17 @@ def main() -> None:
         start = time.perf_counter()
         last = build_store(store_path, args.runs, args.devices, args.frames)
         setup_s = round(time.perf_counter() - start, 1)
-    cold, render = [], []
+    cold, render, cpu = [], [], []
     for _ in range(args.repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, __file__, "--render-once", str(store_path), str(last), str(work / "reports")],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         cold.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
         result = json.loads(proc.stdout)
         render.append(result["render_s"])
     page = Path(result["page"])
@@ -79,6 +85,7 @@ def main() -> None:
         "runs": args.runs, "devices": args.devices, "frames_per_device": args.frames,
         "store_mb": round(store_path.stat().st_size / 1e6, 1), "setup_s": setup_s,
         "cold_s": [round(t, 2) for t in cold], "render_s": [round(t, 2) for t in render],
+        "cpu_s": [round(t, 2) for t in cpu], "load_avg_1m": round(os.getloadavg()[0], 1),
         "render_s_median": round(statistics.median(render), 2), "cold_s_median": round(statistics.median(cold), 2),
         "goal_s": 5.0, "met": statistics.median(cold) < 5.0,
         "html_kb": round(page.stat().st_size / 1024, 1), "regressions": result["regressions"],
