@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import platform
 import sys
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # `python -I`/`-P` leave the script's folder off sys.path
@@ -35,7 +37,17 @@ from npc_verify import Refused, Verifier
 
 AGENT = "npc-host"
 VERSION = "0.1.0"
+CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
+if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
+    CAPS += ["update-coap", "delta-bsdiff"]
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
+
+
+def platform_name() -> str:
+    """`linux-<machine>`, plus `/<NPC_PLATFORM_TAG>` when set: the ARM64 image's /init sets qemu-realtime or
+    qemu-icount, so every figure says which timing mode it came from."""
+    tag = os.environ.get("NPC_PLATFORM_TAG")
+    return "linux-" + platform.machine() + ("/" + tag if tag else "")
 
 
 async def sleep_until(t_us: int, spin_us: int = SPIN_US) -> None:
@@ -64,6 +76,7 @@ class Agent:
         self.loop_task = None
         self.stopping = False
         self.loading = False
+        self.coap = None  # the CoAP client context, made at the first `update`
         self.exit = asyncio.Event()
         self.last = (None, None)  # last decision (act, p), repeated by skipped frames
         self.errors = {code: 0 for code in wire.ERROR_CODES}
@@ -77,6 +90,7 @@ class Agent:
             "in": self.on_input,
             "stats": self.on_stats,
             "infer": self.on_infer,
+            "update": self.on_update,
             "shutdown": self.on_shutdown,
         }
 
@@ -95,11 +109,11 @@ class Agent:
             "proto": wire.PROTO,
             "agent": AGENT,
             "version": VERSION,
-            "platform": "linux-" + platform.machine(),
+            "platform": platform_name(),
             "runtime": self.models.runtime_name,
             "verifier": self.models.verifier.name,
             "model": cur.info if cur else None,
-            "caps": ["tflite", "int8", "float32", "rollback", "stats", "infer"],
+            "caps": CAPS,
         }
 
     async def handle_line(self, link, line: bytes, rx_us: int) -> None:
@@ -171,6 +185,48 @@ class Agent:
         loop = asyncio.get_running_loop()
         model = await loop.run_in_executor(None, self.models.check_and_parse, data, manifest)
         return model, now_us() - t0
+
+    async def on_update(self, msg, rx_us):
+        """Fetch a model over CoAP (npc_update), verify it, then switch as `load` does."""
+        url = str(msg["url"])
+        manifest = dict(msg["manifest"])
+        if self.loading:
+            return wire.error("busy", "a load is in progress", msg.get("id"))
+        try:
+            import npc_update
+        except ImportError as exc:  # a target without aiocoap
+            return wire.error("internal", f"no CoAP update support on this agent: {exc}", msg.get("id"))
+        self.loading = True
+        try:
+            if self.coap is None:
+                import aiocoap
+
+                self.coap = await aiocoap.Context.create_client_context(transports=["udp6"])
+            current = self.models.current.data if self.models.current else None
+            try:
+                result = await npc_update.fetch_update(
+                    self.coap,
+                    url,
+                    manifest,
+                    self.models.verifier.signed,
+                    Path(self.models_dir) / ".updates",
+                    delta=bool(msg.get("delta")),
+                    current=current,
+                    timing=npc_update.Timing.from_json(msg.get("coap")),
+                )
+            except npc_update.UpdateFailed as exc:
+                raise Refused(exc.kind, str(exc)) from None
+            loop = asyncio.get_running_loop()
+            model = await loop.run_in_executor(None, self.models.check_and_parse, result.path.read_bytes(), manifest)
+        except Refused as exc:
+            self.models.refuse(exc, manifest)
+            raise
+        finally:
+            self.loading = False
+        switch_us = self.models.switch(model)
+        asyncio.get_running_loop().call_soon(self._warm_up)
+        fields = {"model": model.info, **result.figures(), "switch_us": switch_us}
+        return wire.reply(msg, "updated", fields)
 
     def _warm_up(self) -> None:
         """The new model's first inference, under the watchdog, even when no frame loop runs."""

@@ -9,6 +9,7 @@ from bench.fleet import Device
 
 # kind -> "module:Class". A kind missing here has no driver yet; `fleet check` says so.
 DRIVERS: dict[str, str] = {
+    "esp32c6": "bench.devices.esp32c6:Esp32c6Driver",
     "jetson-orin-nx": "bench.devices.linux:LinuxDriver",
     "pi5": "bench.devices.linux:LinuxDriver",
     "switch-arm64": "bench.devices.qemu_arm64:QemuArm64Driver",

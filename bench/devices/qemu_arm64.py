@@ -51,8 +51,6 @@ def resolve_image(device: Device) -> tuple[Path, Path, str]:
 class QemuArm64Driver(Driver):
     """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
 
-    host_address = "10.0.2.2"  # how the guest reaches the bench host (user-mode networking): use it in OTA URLs
-
     def __init__(
         self,
         device: Device,
@@ -72,6 +70,11 @@ class QemuArm64Driver(Driver):
         self.machine: QemuMachine | None = None
         self.transport = None
         self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
+
+    @property
+    def host_address(self) -> str:
+        """How the guest reaches the bench host (QEMU user-mode networking): use it in OTA URLs."""
+        return str(self.device.settings.get("ota_server_host", "10.0.2.2"))
 
     @property
     def timing(self) -> str:
@@ -100,6 +103,11 @@ class QemuArm64Driver(Driver):
         }
         args.update(self.boot_args)
         return args
+
+    def fault(self) -> str | None:
+        """Why the guest or its agent failed (panic, OOM, agent exit, QEMU gone), in one sentence; None if
+        it did not. Call it when the agent link ends unexpectedly."""
+        return self.machine.fault() if self.machine is not None else None
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Build the image if the recipe changed (a fleet link with its own image is used as given)."""

@@ -127,7 +127,10 @@ async def _one_segment(
         except AgentError as exc:
             if exc.code != "busy":
                 raise
-            await session.stop()  # a loop left running by a session whose link dropped
+            # a loop left running by the session whose link dropped: stop it and let its records go by
+            await session.stop()
+            async for _stale in session.frames(timeout=frame_timeout_s):
+                pass
             await session.start(fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=owed)
         if feeder is not None:
             feeding = asyncio.create_task(feeder(session))

@@ -45,6 +45,15 @@ class FrameTrace:
 
 
 @dataclass(frozen=True)
+class TimeSeries:
+    """A telemetry quantity sampled over time (memory, temperature...)."""
+
+    unit: str
+    t_s: np.ndarray
+    values: np.ndarray
+
+
+@dataclass(frozen=True)
 class FaultEvent:
     """Something that went wrong (or was injected) on a device, and how the device came out of it."""
 
@@ -80,6 +89,7 @@ class DeviceRun:
     samples: dict[str, Samples] = field(default_factory=dict)
     scalars: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # stored name -> (value, unit)
     frames: FrameTrace | None = None
+    telemetry: dict[str, TimeSeries] = field(default_factory=dict)
     faults: list[FaultEvent] = field(default_factory=list)
     ota: list[OtaTransfer] = field(default_factory=list)
     model_versions: list[str] = field(default_factory=list)

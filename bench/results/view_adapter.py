@@ -28,6 +28,7 @@ from bench.results.runview import (
     Samples,
 )
 from bench.results.store import ResultStore
+from bench.telemetry.store import load_telemetry
 
 # stored histogram name -> (RunView source, target unit)
 HISTOGRAM_SOURCES = {
@@ -83,7 +84,9 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
             value, stored_unit = scalars.get(name, (None, ""))
             if source not in device.samples and value is not None:
                 device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
-        device.faults = [_fault(f, first_t0_us) for f in faults_by_device.get(dev.name, [])]
+        first_rx_ns = _first_rx_ns(store, run_id, dev.name)
+        device.faults = [_fault(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
+        device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
         view.devices[dev.name] = device
     return view
 
@@ -128,8 +131,22 @@ def _frames(store: ResultStore, run_id: int, device: str) -> tuple[FrameTrace | 
     return trace, int(t0[0]), sorted(int(m) for m in np.unique(model) if m >= 0)
 
 
-def _fault(f, first_t0_us: int | None) -> FaultEvent:
-    t_s = (f.t_fault_us - first_t0_us) / 1e6 if f.t_fault_us is not None and first_t0_us is not None else 0.0
+def _first_rx_ns(store: ResultStore, run_id: int, device: str) -> int | None:
+    """Bench time the device's first inference frame arrived (puts bench-clock events on the frame time axis)."""
+    row = store.db.execute(
+        "SELECT rx_ns FROM frames WHERE run_id = ? AND device = ? AND ran = 1 AND rx_ns IS NOT NULL ORDER BY i LIMIT 1",
+        (run_id, device),
+    ).fetchone()
+    return row[0] if row else None
+
+
+def _fault(f, first_t0_us: int | None, first_rx_ns: int | None = None) -> FaultEvent:
+    if f.t_fault_us is not None and first_t0_us is not None:
+        t_s = (f.t_fault_us - first_t0_us) / 1e6
+    elif f.t_fault_bench_ns is not None and first_rx_ns is not None:  # seen by the bench (agent exit, link loss)
+        t_s = (f.t_fault_bench_ns - first_rx_ns) / 1e9
+    else:
+        t_s = 0.0
     outcome = []
     if f.rollback_us is not None:
         outcome.append(f"rolled back to v{f.prev_version} in {f.rollback_us / 1000:.0f} ms")

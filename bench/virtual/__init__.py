@@ -14,6 +14,7 @@ from bench.fleet import Device, Link
 
 # kind -> "module:Class" implementing VirtualDevice. A kind missing here has no virtual device yet.
 VIRTUAL_KINDS: dict[str, str] = {
+    "esp32c6": "bench.virtual.esp32c6:VirtualEsp32c6",
     "jetson-orin-nx": "bench.virtual.linux:VirtualLinuxDevice",
     "pi5": "bench.virtual.linux:VirtualLinuxDevice",
 }

@@ -18,6 +18,8 @@ import itertools
 
 import npcfeat
 
+pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
+
 
 def run_frames(agent, n: int, **start) -> tuple[list[FrameRecord], dict]:
     async def body(s: AgentSession):

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,26 @@ def qemu_alive(pid: int) -> bool:
     except (FileNotFoundError, IndexError):
         return False
     return state != "Z"
+
+
+def my_qemus() -> list[int]:
+    """QEMU processes (not zombies) whose parent is this test process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        if "qemu-system" in comm and fields[0] != "Z" and int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_qemu_left() -> Iterator[None]:
+    yield
+    assert my_qemus() == [], "a QEMU started by this test is still running"
 
 
 def switch_device(timing: str = "realtime", **settings: object) -> Device:
@@ -105,13 +126,13 @@ def test_agent_over_memory_limit_is_detected(tmp_path: Path, arm64_image: BuiltI
     async def run() -> str:
         try:
             with pytest.raises(GuestFault) as info:
-                await driver.selftest()
+                await driver.open_agent()  # the agent process outgrows its cgroup while it starts
             return str(info.value)
         finally:
             await driver.close_agent()
 
     message = asyncio.run(run())
-    assert "exceeded its memory limit of 12 MB inside the guest and was OOM-killed" in message
+    assert "switch-1: the agent exceeded its memory limit of 12 MB inside the guest and was OOM-killed" in message
     assert not qemu_alive(driver.machine.pid)
 
 
@@ -168,3 +189,54 @@ def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, 
         assert 0 < times[0] <= times[-1]
     assert first["invoke_us"][100] == second["invoke_us"][100]  # median
     assert first["invoke_us"][179] == second["invoke_us"][179]  # P90
+
+
+def test_guest_fetches_a_model_from_the_bench_update_server(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """The OTA path on this target: aiocoap in the guest fetches a published model block-wise from the
+    bench's CoAP update server at 10.0.2.2 (the host as user-mode networking shows it)."""
+    from bench.ota.rollout import device_base_url
+    from bench.ota.server import UpdateServer
+    from bench.ota.store import ModelStore
+    from bench.signing import DEV_PRIVATE_KEY, load_private_key
+
+    store = ModelStore(tmp_path / "store")
+    model = REPO / "fixtures" / "models" / "npc-policy-int8-v2.tflite"
+    published = store.publish(model, load_private_key(DEV_PRIVATE_KEY), name="npc-policy", fmt="tflite-int8")
+    dev = switch_device("icount")
+
+    async def run() -> dict[str, object]:
+        async with UpdateServer(store, host="127.0.0.1") as server:
+            base = device_base_url(server, str(dev.settings["ota_server_host"]))
+            url = server.model_url("npc-policy", published.manifest["version"], base)
+            driver = QemuArm64Driver(dev, tmp_path, boot_args={"npc_fetch": url})
+            try:
+                return await driver.selftest()
+            finally:
+                await driver.close_agent()
+
+    fetched = asyncio.run(run())["fetch"]
+    assert fetched["code"].startswith("2.05")
+    assert fetched["bytes"] == published.manifest["size"] > 1024  # more than one block
+    assert fetched["sha256"] == published.manifest["sha256"]
+
+
+def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: Path) -> None:
+    import json
+
+    build = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "build", "switch-arm64", "--json"], cwd=REPO, capture_output=True
+    )
+    assert build.returncode == 0, build.stderr
+    data = json.loads(build.stdout)
+    assert data["built"] is False and data["initrd_sha256"] == arm64_image.initrd_sha256
+    show = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "show", "switch-arm64"], cwd=REPO, capture_output=True
+    )
+    assert show.returncode == 0 and str(arm64_image.folder) in show.stdout.decode()
+    empty = {**os.environ, "HILBENCH_CACHE_DIR": str(tmp_path)}
+    missing = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "show", "switch-arm64"], cwd=REPO, capture_output=True, env=empty
+    )
+    assert missing.returncode == 1 and b"hilbench image build switch-arm64" in missing.stdout
+    bad = subprocess.run([sys.executable, "-m", "bench", "image", "build", "jetson"], cwd=REPO, capture_output=True)
+    assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr

@@ -1,0 +1,233 @@
+"""Driver for ESP32-C6 boards running MicroPython, on any serial port pyserial opens.
+
+flash(): firmware with the esptool library (stub, MD5 skip, verify, reset), then the MicroPython agent
+bundle with mpremote (sha256 checked on the board). open_agent(): interrupt, raw REPL, start
+`npc_agent.run()` and hand the same serial connection to the bench as a line transport.
+The same code serves /dev/ttyACM0, rfc2217:// (a remote or virtual board) and socket://.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+import serial
+
+from bench.agent.transport import SerialTransport
+from bench.bundles import ROOT, micropython_bundle
+from bench.devices.base import Driver, Progress, StepResult, no_progress
+from bench.devices.esptool_link import flash_image
+from bench.devices.mpremote_deploy import deploy_files
+from bench.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
+from bench.fleet import Device, SerialLink
+
+DEFAULT_FIRMWARE = ROOT / "firmware" / "esp32c6" / "virtual-micropython.bin"
+FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
+RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"
+AGENT_START = b"import npc_agent\nnpc_agent.run()\n"
+PROMPT_TIMEOUT_S = 10.0
+
+
+class FirmwareRefused(ConfigError):
+    """The firmware file is not an image for this chip; nothing was sent to the board."""
+
+
+def check_firmware(path: Path) -> bytes:
+    """The bytes of `path` if it is a valid ESP32-C6 image; FirmwareRefused otherwise."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"firmware {path}: cannot read: {exc.strerror}", hint="pass --firmware PATH") from None
+    try:
+        parse_image(data, chip_id=ESP32C6_CHIP_ID)
+    except ImageError as exc:
+        raise FirmwareRefused(
+            f"firmware {path}: refused: {exc}",
+            hint="use an ESP32-C6 image, e.g. MicroPython's ESP32_GENERIC_C6 .bin (see firmware/esp32c6/README.md)",
+        ) from None
+    return data
+
+
+class Esp32c6Driver(Driver):
+    """An ESP32-C6 with MicroPython on a serial link (real or virtual alike)."""
+
+    def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
+        super().__init__(device, log_dir)
+        self.firmware = Path(firmware) if firmware else self._fleet_firmware()
+        self._agent: SerialTransport | None = None
+
+    def _fleet_firmware(self) -> Path:
+        configured = str(self.device.settings.get("firmware") or "")
+        if not configured:
+            return DEFAULT_FIRMWARE
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else ROOT / path
+
+    @property
+    def link(self) -> SerialLink:
+        """The board's serial link (ConfigError when the device has none)."""
+        link = self.device.link
+        if not isinstance(link, SerialLink):
+            raise ConfigError(f"device {self.device.name!r}: no serial port", hint="set `port` in the fleet file")
+        return link
+
+    def _open_log(self) -> IO[str] | None:
+        if self.log_dir is None:
+            return None
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return (self.log_dir / f"{self.device.name}.log").open("a", encoding="utf-8")
+
+    async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
+        """Firmware (skipped when up to date), then the agent bundle; both verified on the board."""
+        image = check_firmware(self.firmware)  # before touching the board
+        bundle_dir = Path(tempfile.mkdtemp(prefix=f"npc-bundle-{self.device.name}-"))
+        files = micropython_bundle(self.device, bundle_dir)
+        link = self.link
+        log = self._open_log()
+        steps: list[StepResult] = []
+        try:
+            _write(log, f"== flash {self.device.name} on {link.url}: {self.firmware} ({len(image)} bytes)")
+            started = time.monotonic()
+
+            def firmware_progress(done: int, total: int) -> None:
+                progress(done, total, "firmware")
+
+            try:
+                outcome = await asyncio.to_thread(
+                    flash_image,
+                    link.url,
+                    image,
+                    offset=FIRMWARE_OFFSET,
+                    baud=link.baud,
+                    log_file=log,
+                    progress=firmware_progress,
+                )
+            except Exception as exc:  # esptool raises FatalError, SerialException, OSError...
+                steps.append(StepResult("firmware", False, _reason(exc), seconds=time.monotonic() - started))
+                return steps
+            seconds = time.monotonic() - started
+            detail = f"{outcome.chip} {outcome.mac}: " + (
+                f"wrote {len(image)} bytes ({outcome.bytes_sent} compressed), verified"
+                if outcome.written
+                else "up to date"
+            )
+            steps.append(
+                StepResult(
+                    "firmware",
+                    True,
+                    detail,
+                    skipped=not outcome.written,
+                    seconds=seconds,
+                    figures={"bytes": len(image), "seconds": seconds},
+                )
+            )
+            _write(log, f"firmware: {detail}")
+            started = time.monotonic()
+
+            def deploy_progress(done: int, total: int) -> None:
+                progress(done, total, "agent")
+
+            try:
+                result = await asyncio.to_thread(
+                    deploy_files, link.url, link.baud, files, log=log, progress=deploy_progress
+                )
+            except Exception as exc:  # mpremote raises TransportError, SerialException, OSError...
+                steps.append(StepResult("agent", False, _reason(exc), seconds=time.monotonic() - started))
+                return steps
+            detail = f"{len(result.sent)} sent, {len(result.unchanged)} up to date, sha256 verified"
+            steps.append(
+                StepResult(
+                    "agent",
+                    True,
+                    detail,
+                    skipped=not result.sent,
+                    seconds=time.monotonic() - started,
+                    figures={"files": len(files), "sent": len(result.sent)},
+                )
+            )
+            _write(log, f"agent: {detail}")
+            return steps
+        finally:
+            shutil.rmtree(bundle_dir, ignore_errors=True)
+            if log is not None:
+                log.close()
+
+    async def open_agent(self) -> SerialTransport:
+        """Interrupt whatever runs, start `npc_agent.run()` from the raw REPL, return the line transport."""
+        link = self.link
+        try:
+            port = await asyncio.to_thread(
+                serial.serial_for_url, link.url, baudrate=link.baud, timeout=0.05, write_timeout=5
+            )
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise DeviceUnreachable(f"device {self.device.name!r}: cannot open {link.url}: {exc}") from None
+        try:
+            await asyncio.to_thread(_start_agent, port)
+        except BaseException:
+            port.close()
+            raise
+        self._agent = SerialTransport(port, link.url)
+        return self._agent
+
+    async def close_agent(self) -> None:
+        """Ctrl-C the agent, leave the raw REPL for the friendly one, close the port."""
+        agent, self._agent = self._agent, None
+        if agent is None:
+            return
+        with contextlib.suppress(BenchError, OSError, serial.SerialException):
+            await agent.send(b"\x03")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(_until_prompt(agent), 3.0)
+            await agent.send(b"\x02")
+        await agent.close()
+
+
+async def _until_prompt(agent: SerialTransport) -> None:
+    tail = b""
+    while True:
+        line = await agent.readline()
+        if not line:
+            return
+        tail = (tail + line)[-64:]
+        if b"\x04>" in tail:
+            return
+
+
+def _start_agent(port: serial.SerialBase) -> None:
+    """On an open port: interrupt, enter the raw REPL, run the agent (blocking; run in a thread)."""
+    port.write(b"\r\x03\x03")
+    time.sleep(0.1)
+    port.reset_input_buffer()
+    port.write(b"\r\x01")
+    _read_until(port, RAW_PROMPT)
+    port.write(AGENT_START + b"\x04")
+    _read_until(port, b"OK")
+
+
+def _read_until(port: serial.SerialBase, marker: bytes) -> bytes:
+    data = b""
+    deadline = time.monotonic() + PROMPT_TIMEOUT_S
+    while not data.endswith(marker):
+        if time.monotonic() > deadline:
+            raise DeviceUnreachable(
+                f"{port.name}: no {marker!r} from the MicroPython REPL", hint="is MicroPython flashed?"
+            )
+        data += port.read(1)
+    return data
+
+
+def _write(log: IO[str] | None, text: str) -> None:
+    if log is not None:
+        log.write(text + "\n")
+        log.flush()
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -1,0 +1,132 @@
+"""Flash an ESP image through the real esptool library over one serial connection.
+
+One connection does it all: reset into the ROM loader (DTR/RTS), upload the stub, raise the baud,
+compare the region's MD5 (skip when it already matches), write compressed blocks, verify the MD5 and
+hard-reset into the new firmware. Blocking: run it in a thread. esptool's log output goes to the
+calling thread's log file (many boards flash at once, each in its own thread).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO
+
+from esptool.cmds import detect_chip
+from esptool.loader import ESPLoader
+from esptool.logger import TemplateLogger, log
+
+_context = threading.local()
+_install_lock = threading.Lock()
+_installed = False
+
+
+class _ThreadLogger(TemplateLogger):
+    """Sends esptool's messages to the log file of the thread that is flashing (or drops them)."""
+
+    def _out(self, text: str) -> None:
+        stream: IO[str] | None = getattr(_context, "log", None)
+        if stream is not None:
+            stream.write(text + "\n")
+            stream.flush()
+
+    def print(self, *args, **kwargs) -> None:
+        self._out(" ".join(str(a) for a in args))
+
+    def note(self, message: str) -> None:
+        self._out(f"NOTE: {message}")
+
+    def warning(self, message: str) -> None:
+        self._out(f"WARNING: {message}")
+
+    def error(self, message: str) -> None:
+        self._out(f"ERROR: {message}")
+
+    def stage(self, finish: bool = False) -> None:
+        """Stages are not shown."""
+
+    def progress_bar(self, cur_iter: int, total_iters: int, prefix: str = "", suffix: str = "", bar_length: int = 30):
+        """Progress is reported by `flash_image` itself."""
+
+    def set_verbosity(self, verbosity: str) -> None:
+        """One verbosity: everything to the log file."""
+
+
+def _install_logger() -> None:
+    global _installed
+    with _install_lock:
+        if not _installed:
+            log.set_logger(_ThreadLogger())
+            _installed = True
+
+
+@dataclass
+class FlashOutcome:
+    """What happened on the board."""
+
+    written: bool  # False: the board already had the image (MD5 matched)
+    chip: str
+    mac: str
+    bytes_sent: int = 0
+
+
+ProgressFn = Callable[[int, int], None]
+
+
+def flash_image(
+    url: str,
+    image: bytes,
+    *,
+    offset: int = 0,
+    baud: int = 921600,
+    log_file: IO[str] | None = None,
+    progress: ProgressFn | None = None,
+    connect_attempts: int = 3,
+    expect_chip: str = "ESP32-C6",
+) -> FlashOutcome:
+    """Write `image` at `offset` unless the board already holds it; verify; reset into it."""
+    _install_logger()
+    _context.log = log_file
+    esp: ESPLoader | None = None
+    try:
+        esp = detect_chip(url, ESPLoader.ESP_ROM_BAUD, "default-reset", False, connect_attempts)
+        chip = esp.CHIP_NAME
+        if chip != expect_chip:
+            raise WrongChip(f"the board is an {chip}, not an {expect_chip}")
+        mac = ":".join(f"{b:02x}" for b in esp.read_mac())
+        esp = esp.run_stub()
+        if baud != ESPLoader.ESP_ROM_BAUD:
+            esp.change_baud(baud)
+        esp.flash_spi_attach(0)
+        want = hashlib.md5(image).hexdigest()
+        if esp.flash_md5sum(offset, len(image)) == want:
+            esp.hard_reset()
+            return FlashOutcome(written=False, chip=chip, mac=mac)
+        compressed = zlib.compress(image, 9)
+        blocks = esp.flash_defl_begin(len(image), len(compressed), offset)
+        size = esp.FLASH_WRITE_SIZE
+        for seq in range(blocks):
+            esp.flash_defl_block(compressed[seq * size : (seq + 1) * size], seq, timeout=10)
+            if progress:
+                progress(min((seq + 1) * size, len(compressed)), len(compressed))
+        esp.flash_defl_finish(False)  # the stub acknowledges once the last block is in flash
+        got = esp.flash_md5sum(offset, len(image))
+        if got != want:
+            raise VerifyError(f"verify failed: flash MD5 {got}, image MD5 {want}")
+        esp.hard_reset()
+        return FlashOutcome(written=True, chip=chip, mac=mac, bytes_sent=len(compressed))
+    finally:
+        if esp is not None:
+            esp._port.close()
+        _context.log = None
+
+
+class VerifyError(Exception):
+    """The flash did not read back as written."""
+
+
+class WrongChip(Exception):
+    """The port leads to another chip than the image is for."""

@@ -1,0 +1,106 @@
+"""Copy files to a MicroPython board with mpremote's serial transport, verifying each file's sha256 on the board.
+
+Blocking (mpremote is synchronous): run it in a thread. Files whose sha256 on the board already
+matches are not sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO
+
+from mpremote.transport import TransportError
+from mpremote.transport_serial import SerialTransport
+
+CHUNK = 512
+RAW_REPL_ATTEMPTS = 4  # a board that was just reset needs a moment before its REPL answers
+
+
+@dataclass
+class DeployOutcome:
+    """Which files were sent and which were already there."""
+
+    sent: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+class DeployError(Exception):
+    """A file did not arrive intact (or the board did not answer)."""
+
+
+def _log(stream: IO[str] | None, text: str) -> None:
+    if stream is not None:
+        stream.write(text + "\n")
+        stream.flush()
+
+
+def open_raw_repl(url: str, baud: int, log: IO[str] | None = None) -> SerialTransport:
+    """Connect and enter the raw REPL (with a soft reset, as mpremote does), retrying while the board boots."""
+    last: Exception | None = None
+    for attempt in range(RAW_REPL_ATTEMPTS):
+        transport = None
+        try:
+            transport = SerialTransport(url, baudrate=baud)
+            transport.enter_raw_repl(soft_reset=True)
+            return transport
+        except (TransportError, OSError) as exc:
+            last = exc
+            _log(log, f"raw REPL attempt {attempt + 1} failed: {exc}")
+            if transport is not None:
+                transport.close()
+            time.sleep(0.5 * (attempt + 1))
+    raise DeployError(f"no MicroPython REPL on {url}: {last}")
+
+
+def board_sha256(transport: SerialTransport, path: str) -> bytes | None:
+    """The sha256 of `path` computed on the board, or None when it does not exist."""
+    try:
+        return transport.fs_hashfile(path, "sha256")
+    except OSError:
+        return None
+
+
+def deploy_files(
+    url: str,
+    baud: int,
+    files: list[tuple[Path, str]],
+    *,
+    log: IO[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> DeployOutcome:
+    """Send `files` (source, board path) and check each one's sha256 on the board."""
+    outcome = DeployOutcome()
+    transport = open_raw_repl(url, baud, log)
+    try:
+        made: set[str] = set()
+        for index, (source, dest) in enumerate(files):
+            data = source.read_bytes()
+            want = hashlib.sha256(data).digest()
+            for parent in reversed(PurePosixPath(dest).parents):
+                folder = str(parent)
+                if folder not in (".", "/") and folder not in made:
+                    if not transport.fs_exists(folder):
+                        transport.fs_mkdir(folder)
+                    made.add(folder)
+            if board_sha256(transport, dest) == want:
+                outcome.unchanged.append(dest)
+                _log(log, f"{dest}: up to date")
+            else:
+                transport.fs_writefile(dest, data, chunk_size=CHUNK)
+                got = board_sha256(transport, dest)
+                if got != want:
+                    raise DeployError(
+                        f"{dest}: sha256 on the board is {got.hex() if got else 'missing'}, sent {want.hex()}"
+                    )
+                outcome.sent.append(dest)
+                _log(log, f"{dest}: sent {len(data)} bytes, sha256 verified on the board")
+            if progress:
+                progress(index + 1, len(files))
+        transport.exit_raw_repl()
+    finally:
+        transport.close()
+    return outcome

@@ -1,0 +1,107 @@
+"""Virtual ESP32-C6 board that the real esptool and mpremote accept (one process per board).
+
+`VirtualEsp32c6(device, state_dir)` starts `python -m bench.virtual.esp32c6` and reads its URLs.
+Its link is RFC 2217 (DTR/RTS auto-reset works as on a board with the classic reset circuit);
+`urls()` also gives `socket://` and a pty path, and `control` (power-cycle, hold in reset, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+from bench.errors import ConfigError, DeviceUnreachable
+from bench.fleet import Device, SerialLink
+from bench.virtual.esp32c6.control import control_request
+from bench.virtual.esp32c6.efuse import parse_mac
+
+START_TIMEOUT_S = 20.0
+
+
+def default_mac(name: str) -> str:
+    """A stable, locally administered MAC for a device without a configured one."""
+    digest = hashlib.sha256(name.encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, 0x55, *digest[:4]))
+
+
+class VirtualEsp32c6:
+    """A virtual ESP32-C6 for one fleet device, served by a child process."""
+
+    def __init__(self, device: Device, state_dir: Path, *, wire_speed: bool | None = None) -> None:
+        self.device = device
+        self.state_dir = state_dir
+        self.mac = str(device.extra.get("mac") or default_mac(device.name))
+        try:
+            parse_mac(self.mac)
+        except ValueError as exc:
+            raise ConfigError(f"device {device.name!r}: field 'mac': {exc}") from None
+        self.wire_speed = bool(device.settings.get("wire_speed", False)) if wire_speed is None else wire_speed
+        self._proc: asyncio.subprocess.Process | None = None
+        self._urls: dict[str, str] = {}
+
+    async def start(self) -> SerialLink:
+        """Start the board process; return its RFC 2217 link."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "bench.virtual.esp32c6",
+            "--name",
+            self.device.name,
+            "--state",
+            str(self.state_dir),
+            "--mac",
+            self.mac,
+            "--flash-size",
+            str(int(self.device.settings.get("flash_size", 8 * 1024 * 1024))),
+        ]
+        if self.wire_speed:
+            argv.append("--wire-speed")
+        log = (self.state_dir / "board.log").open("ab")
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
+        )
+        log.close()
+        assert self._proc.stdout is not None
+        try:
+            line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT_S)
+            self._urls = json.loads(line)
+        except (TimeoutError, ValueError):
+            await self.stop()
+            raise DeviceUnreachable(
+                f"virtual board {self.device.name!r} did not start",
+                hint=f"see {self.state_dir / 'board.log'}",
+            ) from None
+        return SerialLink(url=self._urls["rfc2217"], baud=int(self.device.settings.get("baud", 921600)))
+
+    async def stop(self) -> None:
+        """Stop the board process (its flash file stays)."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.returncode is not None:
+            return
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 5)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+
+    async def kill(self) -> None:
+        """Cut power abruptly (SIGKILL): what a board does when unplugged mid-write."""
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+            await self._proc.wait()
+        self._proc = None
+
+    def urls(self) -> dict[str, str]:
+        """rfc2217, socket, pty and control URLs of the running board."""
+        return dict(self._urls)
+
+    async def control(self, op: str) -> dict:
+        """One control API request (power_cycle, hold_reset, boot, download, status, log)."""
+        return await asyncio.to_thread(control_request, self._urls["control"], op)

@@ -1,0 +1,256 @@
+"""One virtual ESP32-C6: reset and strapping logic, ROM download mode, boot check, MicroPython app.
+
+UART input arrives through `feed()` from any front end; UART output goes to every attached sink and
+to a bounded log. Modes: held in reset, ROM download (ROM or stub dialect), app (MicroPython),
+boot loop (no valid image). All timing is asyncio; the board never blocks the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import struct
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.virtual.esp32c6.boot import boot_loop_text, check_flash_image, loader_text, rom_banner
+from bench.virtual.esp32c6.efuse import Efuses, RegisterFile
+from bench.virtual.esp32c6.flash import FlashStorage, SpiFlashController
+from bench.virtual.esp32c6.repl import PWRON_RESET, Repl, ReplExit
+from bench.virtual.esp32c6.rom import After, RomLoader
+from bench.virtual.esp32c6.slip import SlipDecoder, slip_encode
+
+ROM_BAUD = 115200
+BOOT_PIN_LATCH_S = 0.25  # IO9 low within this long after EN rises selects download mode
+BOOT_LOOP_PERIOD_S = 1.0
+LOG_LIMIT = 256 * 1024
+
+
+class Mode(enum.Enum):
+    """What the chip is doing."""
+
+    RESET = "reset"  # EN held low
+    DOWNLOAD = "download"  # ROM serial loader (or the stub after an upload)
+    APP = "app"  # MicroPython running
+    BOOT_LOOP = "boot-loop"  # no valid image at 0x0
+
+
+@dataclass(frozen=True)
+class BoardConfig:
+    """Identity and storage of one virtual board."""
+
+    name: str
+    state_dir: Path
+    mac: bytes
+    flash_size: int = 8 * 1024 * 1024
+    wire_speed: bool = False  # pace ROM/stub traffic at the simulated baud rate
+
+
+class Board:
+    """The chip and its flash; front ends feed it bytes and attach sinks for its output."""
+
+    def __init__(self, config: BoardConfig) -> None:
+        self.config = config
+        self.flash = FlashStorage(config.state_dir / "flash.bin", config.flash_size, config.state_dir / "fs")
+        self.registers = RegisterFile(Efuses(config.mac))
+        self.spi = SpiFlashController(self.flash)
+        self.mode = Mode.RESET
+        self.log = bytearray()
+        self.events: list[str] = []
+        self._sinks: set[Callable[[bytes], None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self._repl: Repl | None = None
+        self._lines = (False, False)  # (dtr, rts) as last set through RFC 2217
+        self._boot_latch: asyncio.Task[None] | None = None
+        self._boot_low_seen = False
+        self._baud = ROM_BAUD
+        self._rx_free = self._tx_free = 0.0
+
+    # -- wiring ----------------------------------------------------------------------------------
+
+    def attach(self, sink: Callable[[bytes], None]) -> None:
+        """Send UART output to `sink` too."""
+        self._sinks.add(sink)
+
+    def detach(self, sink: Callable[[bytes], None]) -> None:
+        """Stop sending output to `sink`."""
+        self._sinks.discard(sink)
+
+    def write(self, data: bytes) -> None:
+        """UART output: to every sink, and to the log."""
+        if not data:
+            return
+        self.log += data
+        if len(self.log) > LOG_LIMIT:
+            del self.log[: len(self.log) - LOG_LIMIT]
+        for sink in list(self._sinks):
+            sink(data)
+
+    def feed(self, data: bytes) -> None:
+        """UART input."""
+        if self.mode == Mode.APP and self._repl is not None:
+            self._repl.feed(data)
+        elif self.mode == Mode.DOWNLOAD:
+            self._inbox.put_nowait(data)
+        # held in reset or boot-looping: the bytes are lost, as on the chip
+
+    # -- reset and strapping ---------------------------------------------------------------------
+
+    async def power_on(self) -> None:
+        """Apply power: boot from flash."""
+        await self.reset(download=False, cause="poweron")
+
+    async def reset(self, *, download: bool, cause: str = "poweron") -> None:
+        """Pulse EN; boot into ROM download mode (`download`) or from flash."""
+        await self.hold_reset()
+        self._start(self._boot(download, cause))
+
+    async def hold_reset(self) -> None:
+        """Pull EN low: stop whatever runs, until the next reset."""
+        await self._stop_task()
+        self._enter_reset()
+
+    def _enter_reset(self) -> None:
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+        self._task = None
+        self._repl = None
+        self.mode = Mode.RESET
+        self.events.append("reset held")
+
+    def set_lines(self, dtr: bool, rts: bool) -> None:
+        """DTR/RTS through the classic auto-reset circuit: EN low = RTS and not DTR; IO9 low = DTR and not RTS."""
+        was_en_low = self._lines[1] and not self._lines[0]
+        self._lines = (dtr, rts)
+        en_low = rts and not dtr
+        boot_low = dtr and not rts
+        if en_low and not was_en_low:
+            self._cancel_latch()
+            self._enter_reset()
+        elif was_en_low and not en_low:
+            self._boot_low_seen = boot_low
+            self._cancel_latch()
+            self._boot_latch = asyncio.ensure_future(self._latch_boot_pin())
+        elif boot_low and self._boot_latch is not None and not self._boot_latch.done():
+            self._boot_low_seen = True
+            self._cancel_latch()
+            self._start(self._boot(True, "poweron"))
+
+    async def _latch_boot_pin(self) -> None:
+        if not self._boot_low_seen:
+            await asyncio.sleep(BOOT_PIN_LATCH_S)
+        self._start(self._boot(self._boot_low_seen, "poweron"))
+
+    def _cancel_latch(self) -> None:
+        latch = self._boot_latch
+        if latch is not None and not latch.done() and latch is not asyncio.current_task():
+            latch.cancel()
+        self._boot_latch = None
+
+    def release_lines(self) -> None:
+        """A client closed the port: lines go idle without a reset."""
+        self._lines = (False, False)
+
+    async def close(self) -> None:
+        """Power off and release the flash file."""
+        self._cancel_latch()
+        await self._stop_task()
+        self.flash.close()
+
+    # -- running modes ---------------------------------------------------------------------------
+
+    def _start(self, coro: Coroutine[None, None, None]) -> None:
+        if self._task is not None and not self._task.done() and self._task is not asyncio.current_task():
+            self._task.cancel()
+        self._task = asyncio.ensure_future(coro)
+        self._task.add_done_callback(self._task_ended)
+
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            self.events.append(f"firmware crashed: {exc!r}")
+            print(f"virtual board {self.config.name}: {exc!r}", file=sys.stderr)
+
+    async def _stop_task(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._repl = None
+
+    async def _boot(self, download: bool, cause: str) -> None:
+        self.write(rom_banner(cause, download))
+        if download:
+            await self._download_mode()
+            return
+        decision = check_flash_image(self.flash.read(0, self.flash.size))
+        if decision.image is None:
+            self.mode = Mode.BOOT_LOOP
+            self.events.append(f"boot loop: {decision.problem}")
+            first_word = struct.unpack("<I", self.flash.read(0, 4))[0]
+            while True:
+                await asyncio.sleep(BOOT_LOOP_PERIOD_S)
+                self.write(boot_loop_text(decision.problem, first_word))
+        self.write(loader_text(decision.image))
+        self.mode = Mode.APP
+        self.events.append("app started")
+        reset_cause = PWRON_RESET
+        while True:
+            self._repl = Repl(self.flash.fs_dir, self.config.mac, self.write, decision.banner)
+            exit_reason = await self._repl.run(reset_cause)
+            self._repl = None
+            download = exit_reason == ReplExit.BOOTLOADER
+            self.write(rom_banner("software", download))
+            if download:
+                await self._download_mode()
+                return
+            decision = check_flash_image(self.flash.read(0, self.flash.size))
+            if decision.image is None:
+                self._start(self._boot(False, "software"))
+                return
+            self.write(loader_text(decision.image))
+            reset_cause = 2  # HARD_RESET
+
+    async def _download_mode(self) -> None:
+        self.mode = Mode.DOWNLOAD
+        self.events.append("download mode")
+        self._baud = ROM_BAUD
+        self._inbox = asyncio.Queue()
+        loader = RomLoader(self.flash, self.registers, self.spi)
+        decoder = SlipDecoder()
+        while True:
+            data = await self._inbox.get()
+            await self._pace("rx", len(data))
+            for frame in decoder.feed(data):
+                reply = loader.handle(frame)
+                for payload in reply.frames:
+                    encoded = slip_encode(payload)
+                    await self._pace("tx", len(encoded))
+                    self.write(encoded)
+                self.events.extend(loader.log)
+                loader.log.clear()
+                if reply.new_baud:
+                    self._baud = reply.new_baud
+                if reply.after in (After.RUN_APP, After.REBOOT):
+                    self._start(self._boot(False, "software"))
+                    return
+
+    async def _pace(self, direction: str, size: int) -> None:
+        if not self.config.wire_speed:
+            return
+        now = time.monotonic()
+        seconds = size * 10 / self._baud
+        if direction == "rx":
+            self._rx_free = max(now, self._rx_free) + seconds
+            due = self._rx_free
+        else:
+            self._tx_free = max(now, self._tx_free) + seconds
+            due = self._tx_free
+        if due - now > 0.0005:
+            await asyncio.sleep(due - now)

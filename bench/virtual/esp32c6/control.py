@@ -1,0 +1,68 @@
+"""The bench's control API for a virtual board (JSON lines over TCP): what a lab's relay and USB hub would do.
+
+Requests: {"op": "power_cycle" | "hold_reset" | "boot" | "download" | "status" | "log"}; every reply
+is {"ok": true, ...} or {"ok": false, "error": "..."}.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+from bench.virtual.esp32c6.board import Board
+
+
+async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
+    op = request.get("op")
+    if op == "power_cycle":
+        await board.power_on()
+    elif op == "hold_reset":
+        await board.hold_reset()
+    elif op == "boot":
+        await board.reset(download=False)
+    elif op == "download":
+        await board.reset(download=True)
+    elif op == "log":
+        return {"ok": True, "log": board.log.decode("utf-8", "replace")}
+    elif op != "status":
+        return {"ok": False, "error": f"unknown op {op!r}; ops: power_cycle hold_reset boot download status log"}
+    return {"ok": True, "mode": board.mode.value, "events": board.events[-50:]}
+
+
+async def start_control(board: Board, host: str) -> asyncio.Server:
+    """Serve the control API on a free port."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                try:
+                    reply = await _handle(board, json.loads(line))
+                except (ValueError, AttributeError) as exc:
+                    reply = {"ok": False, "error": f"bad request: {exc}"}
+                writer.write(json.dumps(reply).encode() + b"\n")
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(serve, host, 0)
+
+
+def control_request(url: str, op: str, timeout_s: float = 10.0) -> dict[str, Any]:
+    """Send one request to the control API at `tcp://host:port`; raise RuntimeError if it failed."""
+    host, _, port = url.removeprefix("tcp://").rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
+        sock.sendall(json.dumps({"op": op}).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    reply = json.loads(data)
+    if not reply.get("ok"):
+        raise RuntimeError(f"virtual board control {op!r} failed: {reply.get('error')}")
+    return reply

@@ -1,0 +1,156 @@
+"""Ways to reach a virtual board's UART: RFC 2217 (with DTR/RTS auto-reset), raw TCP (socket://), a pty."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import termios
+import tty
+from collections.abc import Callable
+
+from serial import rfc2217
+
+from bench.virtual.esp32c6.board import Board
+
+IAC = 0xFF
+
+
+class _VirtualPort:
+    """The "serial port" an RFC 2217 PortManager configures: modem lines go to the board's reset circuit."""
+
+    def __init__(self, board: Board, flush: Callable[[], None]) -> None:
+        self._board = board
+        self._flush = flush
+        self._dtr = False
+        self._rts = False
+        self.baudrate = 115200
+        self.bytesize = 8
+        self.parity = "N"
+        self.stopbits = 1
+        self.xonxoff = False
+        self.rtscts = False
+        self.break_condition = False
+        self.cts = self.dsr = self.ri = self.cd = False
+
+    @property
+    def dtr(self) -> bool:
+        return self._dtr
+
+    @dtr.setter
+    def dtr(self, value: bool) -> None:
+        self._flush()
+        self._dtr = bool(value)
+        self._board.set_lines(self._dtr, self._rts)
+
+    @property
+    def rts(self) -> bool:
+        return self._rts
+
+    @rts.setter
+    def rts(self, value: bool) -> None:
+        self._flush()
+        self._rts = bool(value)
+        self._board.set_lines(self._dtr, self._rts)
+
+    def reset_input_buffer(self) -> None:
+        """Nothing is buffered on this side."""
+
+    def reset_output_buffer(self) -> None:
+        """Nothing is buffered on this side."""
+
+
+class _WriterConnection:
+    """What PortManager writes its telnet replies to."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    def write(self, data: bytes) -> None:
+        if not self._writer.is_closing():
+            self._writer.write(data)
+
+
+async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rfc: bool) -> None:
+    pending = bytearray()
+
+    def flush() -> None:
+        if pending:
+            board.feed(bytes(pending))
+            pending.clear()
+
+    manager = rfc2217.PortManager(_VirtualPort(board, flush), _WriterConnection(writer)) if rfc else None
+
+    def sink(data: bytes) -> None:
+        if writer.is_closing():
+            return
+        if manager is not None and IAC in data:
+            data = b"".join(manager.escape(data))
+        writer.write(data)
+
+    board.attach(sink)
+    try:
+        while data := await reader.read(65536):
+            if manager is None or (IAC not in data and manager.mode == rfc2217.M_NORMAL):
+                pending += data
+            else:
+                for byte in manager.filter(data):
+                    pending += byte
+            flush()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        board.detach(sink)
+        if rfc:
+            board.release_lines()
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+
+
+async def start_tcp(board: Board, host: str, *, rfc2217_mode: bool) -> asyncio.Server:
+    """A TCP server on a free port: RFC 2217 (modem lines honoured) or raw bytes."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await _serve_client(board, reader, writer, rfc2217_mode)
+
+    return await asyncio.start_server(handle, host, 0)
+
+
+class PtyFrontEnd:
+    """A pseudo-terminal whose slave path any serial tool can open; raw mode (no \\r\\n rewriting)."""
+
+    def __init__(self, board: Board) -> None:
+        self.board = board
+        self.master, self.slave = os.openpty()
+        tty.setraw(self.slave, termios.TCSANOW)
+        os.set_blocking(self.master, False)
+        self.path = os.ttyname(self.slave)
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.master, self._read)
+        board.attach(self._write)
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self.master, 65536)
+        except (BlockingIOError, OSError):
+            return
+        if data:
+            self.board.feed(data)
+
+    def _write(self, data: bytes) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):  # nobody reading: the bytes are lost, as on a UART
+            os.write(self.master, data)
+
+    def close(self) -> None:
+        """Remove the pty."""
+        self.board.detach(self._write)
+        self._loop.remove_reader(self.master)
+        os.close(self.master)
+        os.close(self.slave)
+
+
+def url_of(server: asyncio.Server, scheme: str) -> str:
+    """`scheme://host:port` of a listening server."""
+    host, port = server.sockets[0].getsockname()[:2]
+    return f"{scheme}://{host}:{port}"

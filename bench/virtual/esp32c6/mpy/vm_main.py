@@ -1,0 +1,70 @@
+# Main script of a virtual ESP32-C6's MicroPython VM (MicroPython code).
+# argv: root_folder ctl_in_fd ctl_out_fd mac_hex reset_cause shim_dir
+# Mounts the board's folder as "/", installs the board's machine/os modules, then runs the programs the
+# board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on the other
+# control pipe with "ok\n" or "error <length>\n" + traceback. stdin/stdout are the board's UART.
+import io
+import sys
+
+import vfs
+
+_root, _in_fd, _out_fd, _mac, _cause, _shim = sys.argv[1:7]
+sys.path.insert(0, _shim)
+import board_machine  # noqa: E402
+import board_os  # noqa: E402
+
+_ctl_in = open("/proc/self/fd/" + _in_fd, "rb")  # noqa: SIM115 (open for the VM's lifetime)
+_ctl_out = open("/proc/self/fd/" + _out_fd, "wb")  # noqa: SIM115
+board_machine.setup(bytes(int(_mac[i : i + 2], 16) for i in range(0, 12, 2)), _ctl_out, int(_cause))
+sys.modules["machine"] = board_machine
+sys.modules["os"] = board_os
+vfs.umount("/")
+vfs.mount(vfs.VfsPosix(_root), "/")
+board_os.chdir("/")
+sys.path[:] = ["", "/lib"]
+_ME = __file__ if "__file__" in globals() else "vm_main.py"
+
+
+def _read_exact(n):
+    parts = []
+    while n > 0:
+        part = _ctl_in.read(n)
+        if not part:
+            raise SystemExit
+        parts.append(part)
+        n -= len(part)
+    return b"".join(parts)
+
+
+def _traceback(exc):
+    buf = io.StringIO()
+    sys.print_exception(exc, buf)
+    lines = [line for line in buf.getvalue().split("\n") if _ME not in line]
+    return "\n".join(lines).encode()
+
+
+def _serve():
+    scope = {"__name__": "__main__"}
+    while True:
+        header = _ctl_in.readline()
+        if not header:
+            return
+        mode, length, filename = header.decode().split()
+        source = _read_exact(int(length))
+        try:
+            exec(compile(source, filename, mode), scope)
+            reply = b"ok\n"
+        except SystemExit:
+            reply = b"ok\n"
+        except BaseException as exc:  # the board prints it like the REPL does
+            text = _traceback(exc)
+            reply = b"error " + str(len(text)).encode() + b"\n" + text
+        _ctl_out.write(reply)
+
+
+while True:
+    try:
+        _serve()
+        break
+    except KeyboardInterrupt:  # an interrupt that arrived between programs: nothing to stop
+        pass

@@ -1,0 +1,65 @@
+"""Run one virtual ESP32-C6 in this process: board + front ends + control API, until SIGTERM/SIGINT.
+
+`python -m bench.virtual.esp32c6 --name c6-a --state DIR --mac 60:55:f9:c6:00:01` prints one JSON line
+with its URLs ({"rfc2217": ..., "socket": ..., "pty": ..., "control": ...}) once it is ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+from bench.virtual.esp32c6.board import Board, BoardConfig
+from bench.virtual.esp32c6.control import start_control
+from bench.virtual.esp32c6.efuse import parse_mac
+from bench.virtual.esp32c6.frontends import PtyFrontEnd, start_tcp, url_of
+
+
+async def serve(config: BoardConfig, host: str) -> None:
+    """Serve `config`'s board until a termination signal."""
+    board = Board(config)
+    rfc = await start_tcp(board, host, rfc2217_mode=True)
+    raw = await start_tcp(board, host, rfc2217_mode=False)
+    control = await start_control(board, host)
+    pty = PtyFrontEnd(board)
+    await board.power_on()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    urls = {
+        "rfc2217": url_of(rfc, "rfc2217"),
+        "socket": url_of(raw, "socket"),
+        "pty": pty.path,
+        "control": url_of(control, "tcp"),
+    }
+    sys.stdout.write(json.dumps(urls) + "\n")
+    sys.stdout.flush()
+    await stop.wait()
+    for server in (rfc, raw, control):
+        server.close()
+    pty.close()
+    await board.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and serve."""
+    parser = argparse.ArgumentParser(prog="python -m bench.virtual.esp32c6", description=__doc__)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--state", required=True, type=Path, help="folder for flash.bin and the filesystem")
+    parser.add_argument("--mac", required=True, help="base MAC, e.g. 60:55:f9:c6:00:01")
+    parser.add_argument("--flash-size", type=int, default=8 * 1024 * 1024)
+    parser.add_argument("--wire-speed", action="store_true", help="pace ROM/stub traffic at the simulated baud")
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    try:
+        mac = parse_mac(args.mac)
+    except ValueError as exc:
+        parser.error(str(exc))
+    config = BoardConfig(args.name, args.state, mac, args.flash_size, args.wire_speed)
+    asyncio.run(serve(config, args.host))
+    return 0

