@@ -27,6 +27,7 @@ from bench.results.runview import (
     RunView,
     Samples,
 )
+from bench.results.statistics import window_peaks
 from bench.results.store import ResultStore
 from bench.telemetry.store import load_telemetry
 
@@ -39,6 +40,9 @@ HISTOGRAM_SOURCES = {
     "first_frame": (FIRST_FRAME_MS, "ms"),
     "mem_peak": (MEMORY_PEAK_MB, "MB"),
 }
+# memory-peak samples from telemetry when no `mem_peak` histogram: the peak of each window of board memory in use
+MEMORY_TELEMETRY = "mem_used_mb"
+PEAK_WINDOW_S = 5.0
 # stored scalar measurement -> RunView source, used when a run has no histogram of it (one sample)
 SCALAR_SOURCES = {"first_frame": (FIRST_FRAME_MS, "ms"), "mem_peak": (MEMORY_PEAK_MB, "MB")}
 TO_UNIT = {
@@ -80,13 +84,17 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
         if trace is not None:  # runs stored without frame-timing histograms
             device.samples.setdefault(FRAME_INTERVAL_MS, Samples("ms", trace.interval_ms))
             device.samples.setdefault(FRAME_DEVIATION_US, Samples("us", np.abs(trace.deviation_us)))
+        first_rx_ns = _first_rx_ns(store, run_id, dev.name)
+        device.faults = [_fault(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
+        device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
+        memory = device.telemetry.get(MEMORY_TELEMETRY)
+        if MEMORY_PEAK_MB not in device.samples and memory is not None and memory.values.size:
+            peaks = window_peaks(memory.t_s, memory.values, PEAK_WINDOW_S)
+            device.samples[MEMORY_PEAK_MB] = Samples("MB", peaks * _factor(memory.unit, "MB", MEMORY_TELEMETRY))
         for name, (source, unit) in SCALAR_SOURCES.items():
             value, stored_unit = scalars.get(name, (None, ""))
             if source not in device.samples and value is not None:
                 device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
-        first_rx_ns = _first_rx_ns(store, run_id, dev.name)
-        device.faults = [_fault(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
-        device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
         view.devices[dev.name] = device
     return view
 
