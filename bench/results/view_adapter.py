@@ -84,7 +84,7 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
         if trace is not None:  # runs stored without frame-timing histograms
             device.samples.setdefault(FRAME_INTERVAL_MS, Samples("ms", trace.interval_ms))
             device.samples.setdefault(FRAME_DEVIATION_US, Samples("us", np.abs(trace.deviation_us)))
-        first_rx_ns = _first_rx_ns(store, run_id, dev.name)
+        first_rx_ns = _first_rx_ns(store, run_id, dev.name) if trace is not None else None
         device.faults = [_fault(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
         device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
         memory = device.telemetry.get(MEMORY_TELEMETRY)
