@@ -23,6 +23,8 @@ COMMAND_MODULES = [
     "bench.commands.session",
     "bench.commands.linux",
     "bench.commands.image",
+    "bench.commands.flash",
+    "bench.commands.virtual",
 ]
 
 
