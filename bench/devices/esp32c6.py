@@ -200,11 +200,15 @@ async def _until_prompt(agent: SerialTransport) -> None:
 
 
 def _start_agent(port: serial.SerialBase) -> None:
-    """On an open port: interrupt, enter the raw REPL, run the agent (blocking; run in a thread)."""
+    """On an open port: interrupt, enter the raw REPL, soft-reset (so every start has a fresh VM, as after a
+    board reset), run the agent (blocking; run in a thread)."""
     port.write(b"\r\x03\x03")
     time.sleep(0.1)
     port.reset_input_buffer()
     port.write(b"\r\x01")
+    _read_until(port, RAW_PROMPT)
+    port.write(b"\x04")
+    _read_until(port, b"soft reboot\r\n")
     _read_until(port, RAW_PROMPT)
     port.write(AGENT_START + b"\x04")
     _read_until(port, b"OK")
