@@ -9,6 +9,7 @@ from rich.markup import escape
 
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
+from bench.report.html import ptext
 from bench.report.publish import DEFAULT_REPORTS, publish_run
 from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
 from bench.results.store import open_store
@@ -73,12 +74,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     out.print(f"report: {published.page}")
     if published.baseline_run_id is None:
         out.print("no baseline to compare with: no verdicts (set one with `hilbench baseline set RUN`)")
-    for v in published.verdicts:
-        if v.status in (REGRESSION, IMPROVED):
-            colour = "red" if v.status == REGRESSION else "green"
+    for device in published.report.data["devices"]:
+        for v in device["verdicts"]:
+            if v["status"] not in (REGRESSION, IMPROVED):
+                continue
+            colour = "red" if v["status"] == REGRESSION else "green"
+            since = f", since run {v['since']['run_id']}" if v.get("since") else ""
             out.print(
-                f"[{colour}]{v.status}[/{colour}] {escape(v.device)} {escape(v.title)}: {v.effect_pct:+.1f}% "
-                f"(p = {v.p_value:.2g}, n = {v.n_baseline}/{v.n_run})"
+                f"[{colour}]{v['status']}[/{colour}] {escape(device['name'])} {escape(v['title'])}: "
+                f"{v['effect_pct']:+.1f}% ({ptext(v['p_value'])}, n = {v['n_baseline']}/{v['n_run']}){since}"
             )
     if published.baseline_run_id is not None:
         out.print(f"verdict against run {published.baseline_run_id}: {outcome['verdict']}")

@@ -36,6 +36,10 @@ def test_baseline_then_report_gives_verdicts_json_and_exit_codes(tmp_path: Path)
     assert data["outcome"]["regressed_devices"] == ["orin-1"]
     assert Path(data["page"]).exists() and (out / "latest.html").exists() and (out / "index.html").exists()
 
+    regressed = run("report", "--results", str(store), "--out", str(out))
+    assert regressed.returncode == 1 and "regression orin-1 latency P99: +" in regressed.stdout
+    assert f"since run {last}" in regressed.stdout
+
     human = run("report", "1", "--results", str(store), "--out", str(out))
     assert human.returncode == 0 and "no baseline to compare with" in human.stdout
 
