@@ -26,8 +26,10 @@ def test_baseline_then_report_gives_verdicts_json_and_exit_codes(tmp_path: Path)
 
     done = run("baseline", "set", "2", "--name", "nightly", "--results", str(store))
     assert done.returncode == 0 and "baseline nightly = run 2" in done.stdout, done.stderr
+    newest = run("baseline", "set", "latest", "--name", "newest", "--results", str(store), "--json")
+    assert json.loads(newest.stdout)["run_id"] == last
     listed = json.loads(run("baseline", "list", "--results", str(store), "--json").stdout)
-    assert [(b["name"], b["run_id"]) for b in listed] == [("default", 1), ("nightly", 2)]
+    assert [(b["name"], b["run_id"]) for b in listed] == [("default", 1), ("newest", last), ("nightly", 2)]
 
     report = run("report", "--baseline", "nightly", "--results", str(store), "--out", str(out), "--json")
     assert report.returncode == 1, report.stderr  # the latest run regressed on orin-1
