@@ -226,7 +226,7 @@ class Agent:
             raise refused
         finally:
             client.close()
-        figures = {}
+        figures = {"delta_saved": 0}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
         return self.switch_to(msg, "updated", path, manifest, figures)
