@@ -13,7 +13,7 @@ from bench.commands import add_fleet_options, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
 from bench.leases import LeaseSet
-from bench.replay.agents import driver_opener
+from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
@@ -104,7 +104,8 @@ async def _run(args, session: Session, devices, store, speed, logs: Path, bench:
             live.start()
         try:
             return await replay_fleet(
-                resolved, session, store, driver_opener(logs, args.deploy), speed=speed, voice=args.voice,
+                resolved, session, store, make_opener=lambda run_id: fleet_opener(store, run_id, logs, args.deploy),
+                speed=speed, voice=args.voice,
                 realtime=not args.no_realtime, bench=bench, progress=progress,
             )  # fmt: skip
         finally:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bench.replay.agents import driver_opener
+from bench.replay.agents import fleet_opener
 from bench.replay.run import OpenAgent
 from bench.replay.service import replay_fleet
 from bench.results.store import open_store
@@ -26,10 +26,14 @@ async def stage_replay(ctx: NightlyContext, open_agent: OpenAgent | None = None)
     location = ctx.fleet.bench.get("results") or ctx.reports_dir / "results.sqlite"
     outcomes = {d.name: DeviceOutcome(True, data={"runs": []}) for d in ctx.devices}
     with open_store(location) as store:
+
+        def make_opener(run_id: int) -> OpenAgent:
+            return fleet_opener(store, run_id, ctx.reports_dir / "logs")
+
         for path in sessions:
             ctx.progress(f"replay {path.name} into {len(ctx.devices)} device(s)")
             result = await replay_fleet(
-                ctx.devices, path, store, open_agent or driver_opener(ctx.reports_dir / "logs"),
+                ctx.devices, path, store, open_agent, make_opener=None if open_agent else make_opener,
                 bench=str(ctx.fleet.bench.get("name", "")),
             )  # fmt: skip
             for r in result.devices:
