@@ -18,6 +18,7 @@ from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
 
+SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
 
 
@@ -73,8 +74,9 @@ class QemuArm64Driver(Driver):
 
     @property
     def host_address(self) -> str:
-        """How the guest reaches the bench host (QEMU user-mode networking): use it in OTA URLs."""
-        return str(self.device.settings.get("ota_server_host", "10.0.2.2"))
+        """How the guest reaches the bench host: QEMU user-mode networking shows the host's 127.0.0.1 as
+        10.0.2.2 (whatever the kind's `ota_server_host` says). Use it in OTA URLs."""
+        return SLIRP_HOST
 
     @property
     def timing(self) -> str:

@@ -67,11 +67,11 @@ def arm64_image() -> BuiltImage:
 
 
 def test_image_build_is_reproducible_and_cached(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """A fresh build (shared download cache, new folder) gives the bytes of the cached build."""
     first = build_image("switch-arm64", root=tmp_path / "a", force=True)
-    second = build_image("switch-arm64", root=tmp_path / "b", force=True)
-    assert first.built and second.built
-    assert first.initrd_sha256 == second.initrd_sha256 == arm64_image.initrd_sha256
-    assert first.kernel_sha256 == second.kernel_sha256
+    assert first.built and first.folder != arm64_image.folder
+    assert first.initrd_sha256 == arm64_image.initrd_sha256
+    assert first.kernel_sha256 == arm64_image.kernel_sha256
     again = build_image("switch-arm64", root=tmp_path / "a")
     assert not again.built and again.initrd_sha256 == first.initrd_sha256
     assert first.initrd_bytes < 80e6, "the image grew: check the recipe's [trim]"
@@ -189,35 +189,6 @@ def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, 
         assert 0 < times[0] <= times[-1]
     assert first["invoke_us"][100] == second["invoke_us"][100]  # median
     assert first["invoke_us"][179] == second["invoke_us"][179]  # P90
-
-
-def test_guest_fetches_a_model_from_the_bench_update_server(tmp_path: Path, arm64_image: BuiltImage) -> None:
-    """The OTA path on this target: aiocoap in the guest fetches a published model block-wise from the
-    bench's CoAP update server at 10.0.2.2 (the host as user-mode networking shows it)."""
-    from bench.ota.rollout import device_base_url
-    from bench.ota.server import UpdateServer
-    from bench.ota.store import ModelStore
-    from bench.signing import DEV_PRIVATE_KEY, load_private_key
-
-    store = ModelStore(tmp_path / "store")
-    model = REPO / "fixtures" / "models" / "npc-policy-int8-v2.tflite"
-    published = store.publish(model, load_private_key(DEV_PRIVATE_KEY), name="npc-policy", fmt="tflite-int8")
-    dev = switch_device("icount")
-
-    async def run() -> dict[str, object]:
-        async with UpdateServer(store, host="127.0.0.1") as server:
-            base = device_base_url(server, str(dev.settings["ota_server_host"]))
-            url = server.model_url("npc-policy", published.manifest["version"], base)
-            driver = QemuArm64Driver(dev, tmp_path, boot_args={"npc_fetch": url})
-            try:
-                return await driver.selftest()
-            finally:
-                await driver.close_agent()
-
-    fetched = asyncio.run(run())["fetch"]
-    assert fetched["code"].startswith("2.05")
-    assert fetched["bytes"] == published.manifest["size"] > 1024  # more than one block
-    assert fetched["sha256"] == published.manifest["sha256"]
 
 
 def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: Path) -> None:
