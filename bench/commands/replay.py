@@ -135,7 +135,7 @@ def summary_table(result: ReplayResult) -> Table:
     """One row per device: status, voice mode and the headline measurements."""
     speed = "max" if result.speed is None else f"{result.speed:g}x"
     title = f"replay run {result.run_id}: {result.session_id} at {speed}" + (
-        " (pacer at normal priority)" if result.realtime is False else ""
+        " (pacer at normal priority)" if result.realtime is False and result.speed is not None else ""
     )
     table = Table(title=title)
     table.add_column("device")
