@@ -211,3 +211,40 @@ def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: P
     assert missing.returncode == 1 and b"hilbench image build switch-arm64" in missing.stdout
     bad = subprocess.run([sys.executable, "-m", "bench", "image", "build", "jetson"], cwd=REPO, capture_output=True)
     assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr
+
+
+def test_boot_retries_when_a_forwarded_port_was_taken(
+    tmp_path: Path, arm64_image: BuiltImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from bench.devices import qemu_machine
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real_free_port = qemu_machine.free_port
+    handed: list[int] = []
+
+    def first_one_taken(kind: int = socket.SOCK_STREAM) -> int:
+        port = taken if not handed else real_free_port(kind)
+        handed.append(port)
+        return port
+
+    monkeypatch.setattr(qemu_machine, "free_port", first_one_taken)
+    driver = QemuArm64Driver(switch_device(), tmp_path)
+
+    async def run() -> int:
+        try:
+            await _boot_idle(driver)
+            return driver.machine.agent_port
+        finally:
+            await driver.close_agent()
+
+    try:
+        port = asyncio.run(run())
+    finally:
+        squatter.close()
+    assert handed[0] == taken and port != taken
+    assert "Could not set up host forwarding rule" in (tmp_path / "switch-1.console.log").read_text()
