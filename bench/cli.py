@@ -24,6 +24,8 @@ COMMAND_MODULES = [
     "bench.commands.replay",
     "bench.commands.linux",
     "bench.commands.image",
+    "bench.commands.flash",
+    "bench.commands.virtual",
 ]
 
 

@@ -40,6 +40,7 @@ VERSION = "0.1.0"
 CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
 if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
     CAPS += ["update-coap", "delta-bsdiff"]
+CURRENT = "current.json"  # in the models folder: the model the last `load`/`update` switched to, run at start
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
 
 
@@ -171,6 +172,7 @@ class Agent:
         finally:
             self.loading = False
         switch_us = self.models.switch(model)
+        self.remember(os.path.join(self.models_dir, path), manifest)
         asyncio.get_running_loop().call_soon(self._warm_up)
         return wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us})
 
@@ -224,9 +226,18 @@ class Agent:
         finally:
             self.loading = False
         switch_us = self.models.switch(model)
+        self.remember(str(result.path), manifest)
         asyncio.get_running_loop().call_soon(self._warm_up)
         fields = {"model": model.info, **result.figures(), "switch_us": switch_us}
         return wire.reply(msg, "updated", fields)
+
+    def remember(self, path: str, manifest: dict) -> None:
+        """Record the model just switched to, so the agent's next start runs it (as the MicroPython agent does)."""
+        record = os.path.join(self.models_dir, CURRENT)
+        with contextlib.suppress(OSError):  # a read-only folder: the agent still runs, and starts as deployed
+            with open(record + ".tmp", "w") as f:
+                json.dump({"path": os.path.abspath(path), "manifest": manifest}, f)
+            os.replace(record + ".tmp", record)
 
     def _warm_up(self) -> None:
         """The new model's first inference, under the watchdog, even when no frame loop runs."""
@@ -383,6 +394,24 @@ def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
         return f"model {model_path} not loaded: {exc}"
 
 
+def load_remembered(agent: Agent) -> str | None:
+    """Switch to the model recorded by the last `load`/`update` (verified again); a console line, or None."""
+    try:
+        with open(os.path.join(agent.models_dir, CURRENT)) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    try:
+        with open(saved["path"], "rb") as f:
+            data = f.read()
+        agent.models.switch(agent.models.check_and_parse(data, saved["manifest"]))
+        return f"remembered model {saved['manifest'].get('name')} v{saved['manifest'].get('version')} loaded"
+    except Refused as exc:
+        return f"remembered model refused ({exc.kind}): {exc.detail}"
+    except (OSError, KeyError, TypeError, AttributeError) as exc:
+        return f"remembered model not loaded: {exc}"
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="npc_agent", description="NPC agent for Linux targets (docs/protocol.md)")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -413,7 +442,10 @@ async def amain(args) -> int:
         return 2
     agent = Agent(verifier, args.models_dir, args.mem_limit_mb * 1024 * 1024, args.spin_us)
     boot = [f"{AGENT} {VERSION} ({platform.machine()}, {agent.models.runtime_name}, verifier {verifier.name})"]
-    if args.model:
+    remembered = load_remembered(agent)
+    if remembered:
+        boot.append(remembered)
+    if args.model and agent.models.current is None:
         boot.append(load_initial(agent, args.model, args.manifest or os.path.splitext(args.model)[0] + ".json"))
     if args.stdio:
         await serve_stdio(agent, boot)

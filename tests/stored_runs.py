@@ -39,7 +39,8 @@ def write_device(store: ResultStore, run_id: int, name: str, kind: str, fps: int
     rows = zip(
         [run_id] * frames, [name] * frames, range(frames), due.tolist(), due.tolist(), ran.astype(int).tolist(),
         t0.tolist(), t1.tolist(), [1] * frames, [0.5] * frames, range(frames), [0] * frames, [0] * frames,
-        [0] * frames, [7 if i < frames // 2 else 8 for i in range(frames)], [None] * frames, strict=True,
+        [0] * frames, [7 if i < frames // 2 else 8 for i in range(frames)], (t1 * 1000 + 5_000_000).tolist(),
+        strict=True,
     )  # fmt: skip
     with store._tx():
         store.db.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)

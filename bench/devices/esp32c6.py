@@ -163,8 +163,8 @@ class Esp32c6Driver(Driver):
         link = self.link
         try:
             port = await asyncio.to_thread(
-                serial.serial_for_url, link.url, baudrate=link.baud, timeout=0.05, write_timeout=5
-            )
+                serial.serial_for_url, link.url, baudrate=link.baud, timeout=0.05
+            )  # rfc2217: no write_timeout
         except (serial.SerialException, OSError, ValueError) as exc:
             raise DeviceUnreachable(f"device {self.device.name!r}: cannot open {link.url}: {exc}") from None
         try:

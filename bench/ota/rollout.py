@@ -13,10 +13,10 @@ from typing import Any
 
 from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
-from bench.errors import BenchError
+from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
 from bench.ota.impair import Impairment, ImpairmentProxy
-from bench.ota.server import UpdateServer
+from bench.ota.server import UpdateServer, model_path
 from bench.ota.store import ModelStore
 from bench.ota.timing import LinkTiming, timing_named
 
@@ -91,7 +91,7 @@ def plan(
     current = hello.get("model") or {}
     if DELTA_CAP not in hello.get("caps", []):
         return None, f"agent has no {DELTA_CAP}: full update"
-    dm = store.delta_from(manifest["name"], manifest["version"], current.get("sha256", ""))
+    dm = store.delta_from(manifest["name"], manifest["version"], current.get("sha256", ""), manifest["format"])
     if dm is None:
         return None, f"no delta from the running model (v{current.get('version')}): full update"
     return dm["base_version"], ""
@@ -119,7 +119,7 @@ async def update_device(
         base_version, note = plan(store, manifest, hello, want_delta)
         if note:
             result.notes.append(note)
-        url = f"{base_url}/models/{manifest['name']}/{manifest['version']}"
+        url = f"{base_url}/{model_path(manifest['name'], manifest['format'], manifest['version'])}"
         if base_version is not None:
             url += f"/delta/{base_version}"
         result.delta = base_version is not None
@@ -150,6 +150,24 @@ async def update_device(
     return result
 
 
+def device_format(device: Device) -> str | None:
+    """The model format a device runs (its `model_format` setting, from its kind)."""
+    fmt = device.settings.get("model_format")
+    return str(fmt) if fmt else None
+
+
+def manifests_for(devices: list[Device], store: ModelStore, spec: str) -> dict[str, dict[str, Any]]:
+    """The manifest of `spec` (NAME[@VERSION]) each device gets, in its format; ConfigError naming the device
+    when the store lacks it."""
+    out = {}
+    for d in devices:
+        try:
+            out[d.name] = store.resolve(spec, device_format(d))
+        except ConfigError as exc:
+            raise ConfigError(f"device {d.name!r} (runs {device_format(d)}): {exc}", hint=exc.hint) from None
+    return out
+
+
 async def _update_one(
     device: Device, store: ModelStore, manifest: dict[str, Any], port: int, *, want_delta: bool
 ) -> DeviceUpdate:
@@ -175,16 +193,18 @@ async def _update_one(
 async def update_devices(
     devices: list[Device],
     store: ModelStore,
-    manifest: dict[str, Any],
+    spec: str,
     *,
     want_delta: bool = False,
     impairment: Impairment | None = None,
     on_done: Callable[[DeviceUpdate], None] | None = None,
 ) -> list[DeviceUpdate]:
-    """Serve `store` and update every device (links resolved: real, or from `virtual_fleet`) concurrently.
+    """Serve `store` and update every device (links resolved: real, or from `virtual_fleet`) concurrently to
+    `spec` (NAME[@VERSION]) in the format each device runs.
 
     With `impairment`, devices fetch through a loopback impairment proxy in front of the server (only for
     devices that reach the bench over loopback)."""
+    manifests = manifests_for(devices, store, spec)
     hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
     async with UpdateServer(store, host=bind_address(hosts)) as server, contextlib.AsyncExitStack() as stack:
         port = server.port
@@ -193,7 +213,7 @@ async def update_devices(
             port = proxy.port
 
         async def one(device: Device) -> DeviceUpdate:
-            result = await _update_one(device, store, manifest, port, want_delta=want_delta)
+            result = await _update_one(device, store, manifests[device.name], port, want_delta=want_delta)
             if on_done is not None:
                 on_done(result)
             return result
