@@ -83,40 +83,48 @@ async def _boot_idle(driver: QemuArm64Driver) -> None:
     await machine.wait_for("idle", driver.boot_timeout)
 
 
-def test_guest_panic_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, str | None]:
+    """Open the agent, start the frame loop, inject a fault; the frames that came before the link ended,
+    and the driver's account of what happened."""
+    from bench.agent.session import AgentSession
+
+    try:
+        session = await AgentSession.open(await driver.open_agent(), device="switch-1", hello_timeout=60.0)
+        await session.start(fps=30, vsync_hz=60, frames=0)
+        frames = []
+        async for record in session.frames(timeout=60.0):
+            frames.append(record)
+            if len(frames) == 5:
+                await inject()
+        await session.close()
+        await driver.machine.wait_exit(30.0)
+        return frames, driver.fault()
+    finally:
+        await driver.close_agent()
+
+
+def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
-    async def run() -> str:
-        try:
-            await _boot_idle(driver)
-            assert "mode=idle" in await driver.machine.control("status")
-            await driver.machine.control("panic", timeout=5.0)
-            with pytest.raises(GuestFault) as info:
-                await driver.machine.wait_for("never-comes", 60.0)
-            return str(info.value)
-        finally:
-            await driver.close_agent()
+    async def panic() -> None:
+        assert "mode=agent" in await driver.machine.control("status")
+        await driver.machine.control("panic", timeout=5.0)
 
-    message = asyncio.run(run())
-    assert "switch-1: the guest kernel panicked: sysrq triggered crash" in message
+    frames, fault = asyncio.run(_fault_during_session(driver, panic))
+    assert len(frames) >= 5
+    assert fault == "switch-1: the guest kernel panicked: sysrq triggered crash"
     assert not qemu_alive(driver.machine.pid)
 
 
-def test_qemu_killed_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+def test_qemu_killed_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
-    async def run() -> str:
-        try:
-            await _boot_idle(driver)
-            os.kill(driver.machine.pid, signal.SIGKILL)
-            with pytest.raises(GuestFault) as info:
-                await driver.machine.wait_for("never-comes", 30.0)
-            return str(info.value)
-        finally:
-            await driver.close_agent()
+    async def kill() -> None:
+        os.kill(driver.machine.pid, signal.SIGKILL)
 
-    message = asyncio.run(run())
-    assert "QEMU ended unexpectedly (killed by signal SIGKILL)" in message
+    frames, fault = asyncio.run(_fault_during_session(driver, kill))
+    assert len(frames) >= 5
+    assert fault is not None and "switch-1: QEMU ended unexpectedly (killed by signal SIGKILL)" in fault
     assert not qemu_alive(driver.machine.pid)
 
 
