@@ -74,6 +74,11 @@ def test_image_build_is_reproducible_and_cached(tmp_path: Path, arm64_image: Bui
     assert first.kernel_sha256 == arm64_image.kernel_sha256
     again = build_image("switch-arm64", root=tmp_path / "a")
     assert not again.built and again.initrd_sha256 == first.initrd_sha256
+    with first.initrd.open("r+b") as f:  # a damaged cache entry is noticed and rebuilt
+        f.seek(1000)
+        f.write(b"\xff" * 16)
+    repaired = build_image("switch-arm64", root=tmp_path / "a")
+    assert repaired.built and repaired.initrd_sha256 == first.initrd_sha256
     assert first.initrd_bytes < 80e6, "the image grew: check the recipe's [trim]"
 
 
