@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from bench import signing
@@ -22,7 +19,7 @@ PORTABLE = [
     (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
     (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
 ]
-HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py"]
+HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
 OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
@@ -87,28 +84,39 @@ def host_agent_command(
     return argv
 
 
-def micropython_bundle(device: Device, *, pubkey_path: Path = signing.DEV_PUBLIC_KEY) -> list[tuple[Path, str]]:
-    """The files of the MicroPython agent for an ESP32-C6 `device`, as (source, path on the board):
-    every `micropython/*.py` and `bench/agent/wire.py` at the top level, the device's model
-    (`fixtures/models/<settings['model']>.npcm`, when it exists) under `models/`, and the trusted key."""
-    files = [(src, src.name) for src in sorted((ROOT / "micropython").glob("*.py"))]
-    wire = ROOT / "bench" / "agent" / "wire.py"
-    if wire.is_file():
-        files.append((wire, "wire.py"))
-    model = MODELS_DIR / f"{device.settings.get('model', '')}.npcm"
-    if model.is_file():
-        files.append((model, f"models/{model.name}"))
-    key_file = _trust_key_file(pubkey_path)
-    files.append((key_file, "trust.key"))
+def micropython_bundle(
+    device: Device,
+    out_dir: Path,
+    *,
+    key_path: Path = signing.DEV_PRIVATE_KEY,
+    pubkey_path: Path = signing.DEV_PUBLIC_KEY,
+) -> list[tuple[Path, str]]:
+    """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
+    top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
+    .npcm in `models/`, and `models/current.json` (path + signed manifest) so the agent boots with it.
+    Generated files are written to `out_dir`."""
+    from bench.models import FORMAT_EXT, kind_model
+    from bench.mpy.board import agent_files, trusted_key_hex
+
+    settings = {**device.settings, "model_format": device.settings.get("model_format", "npcm-int8")}
+    if FORMAT_EXT.get(settings["model_format"]) != "npcm":
+        raise ConfigError(
+            f"device {device.name}: model_format {settings['model_format']!r} cannot run on MicroPython",
+            hint='use model_format = "npcm-int8"',
+        )
+    model, fmt = kind_model(device.kind, settings, MODELS_DIR)
+    family = model.stem.replace("-int8", "").replace("-f32", "")
+    manifest = signing.sign_manifest(
+        signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
+    )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    current = out_dir / "current.json"
+    current.write_text(json.dumps({"path": f"models/{model.name}", "manifest": manifest}) + "\n")
+    trust = out_dir / "trust.key"
+    trust.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
+    config = out_dir / "agent.json"
+    config.write_text(json.dumps({"mem_limit": int(device.settings.get("memory_limit_kb", 0)) * 1024}) + "\n")
+    files = [(src, src.name) for src in agent_files()]
+    files += [(model, f"models/{model.name}"), (current, "models/current.json"), (trust, "trust.key")]
+    files.append((config, "agent.json"))
     return files
-
-
-def _trust_key_file(pubkey_path: Path) -> Path:
-    """A file holding the 128 hex characters of the public key's X||Y (what the MicroPython agent trusts)."""
-    raw = signing.public_key_raw(signing.load_public_key(pubkey_path)).hex()
-    out = Path(tempfile.gettempdir()) / f"npc-trust-{hashlib.sha256(raw.encode()).hexdigest()[:16]}.key"
-    if not out.is_file() or out.read_text() != raw:
-        part = out.with_name(f"{out.name}.{os.getpid()}")
-        part.write_text(raw)
-        part.replace(out)  # atomic: parallel deploys never read half a key
-    return out

@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "bench.commands.ota",
     "bench.commands.update",
     "bench.commands.session",
+    "bench.commands.replay",
     "bench.commands.linux",
     "bench.commands.image",
     "bench.commands.flash",

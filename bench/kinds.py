@@ -18,8 +18,9 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "fps_target": 60,
     "vsync_hz": 60,
     "decision_budget_ms": 50,
-    "ota_timing": "lan",  # CoAP retransmission timing for model updates: "lan" or "rfc7252" (bench/ota/timing.py)
-    "ota_server_host": "127.0.0.1",  # the address at which the device reaches the bench's update server
+    "model_format": "tflite-int8",  # the file the device runs: fixtures/models/<model>.tflite
+    "ota_timing": "lan",  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
+    "ota_server_host": "127.0.0.1",  # where the device reaches the bench's update server (QEMU: the driver's)
 }
 
 # SSH-reached Linux boards: agent folder (under $HOME unless absolute), telemetry source and period.
@@ -44,6 +45,8 @@ KINDS: dict[str, KindInfo] = {
                 "flash_size": 8 * 1024 * 1024,
                 "chip_id": 13,
                 "model": "npc-policy-int8",
+                "model_format": "npcm-int8",  # fixtures/models/<model>.npcm, converted from the .tflite
+                "memory_limit_kb": 160,  # live MicroPython heap the agent may use (of ~300 KB free)
                 "wire_speed": False,  # virtual board: pace flashing at the simulated baud rate
                 "firmware": "",  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
             },
@@ -71,13 +74,7 @@ KINDS: dict[str, KindInfo] = {
             "switch-arm64",
             "Switch-style ARM64 console image (4x Cortex-A57, 4 GB) in QEMU",
             "qemu",
-            {
-                **COMMON_DEFAULTS,
-                "fps_target": 30,
-                "model": "npc-policy-int8",
-                "memory_limit_mb": 256,
-                "ota_server_host": "10.0.2.2",  # the host as QEMU user networking shows it to the guest
-            },
+            {**COMMON_DEFAULTS, "fps_target": 30, "model": "npc-policy-int8", "memory_limit_mb": 256},
         ),
     )
 }

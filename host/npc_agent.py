@@ -12,10 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import platform
 import sys
+from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # `python -I`/`-P` leave the script's folder off sys.path
@@ -35,7 +37,18 @@ from npc_verify import Refused, Verifier
 
 AGENT = "npc-host"
 VERSION = "0.1.0"
+CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
+if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
+    CAPS += ["update-coap", "delta-bsdiff"]
+CURRENT = "current.json"  # in the models folder: the model the last `load`/`update` switched to, run at start
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
+
+
+def platform_name() -> str:
+    """`linux-<machine>`, plus `/<NPC_PLATFORM_TAG>` when set: the ARM64 image's /init sets qemu-realtime or
+    qemu-icount, so every figure says which timing mode it came from."""
+    tag = os.environ.get("NPC_PLATFORM_TAG")
+    return "linux-" + platform.machine() + ("/" + tag if tag else "")
 
 
 async def sleep_until(t_us: int, spin_us: int = SPIN_US) -> None:
@@ -64,6 +77,7 @@ class Agent:
         self.loop_task = None
         self.stopping = False
         self.loading = False
+        self.coap = None  # the CoAP client context, made at the first `update`
         self.exit = asyncio.Event()
         self.last = (None, None)  # last decision (act, p), repeated by skipped frames
         self.errors = {code: 0 for code in wire.ERROR_CODES}
@@ -77,6 +91,7 @@ class Agent:
             "in": self.on_input,
             "stats": self.on_stats,
             "infer": self.on_infer,
+            "update": self.on_update,
             "shutdown": self.on_shutdown,
         }
 
@@ -95,11 +110,11 @@ class Agent:
             "proto": wire.PROTO,
             "agent": AGENT,
             "version": VERSION,
-            "platform": "linux-" + platform.machine(),
+            "platform": platform_name(),
             "runtime": self.models.runtime_name,
             "verifier": self.models.verifier.name,
             "model": cur.info if cur else None,
-            "caps": ["tflite", "int8", "float32", "rollback", "stats", "infer"],
+            "caps": CAPS,
         }
 
     async def handle_line(self, link, line: bytes, rx_us: int) -> None:
@@ -157,6 +172,7 @@ class Agent:
         finally:
             self.loading = False
         switch_us = self.models.switch(model)
+        self.remember(os.path.join(self.models_dir, path), manifest)
         asyncio.get_running_loop().call_soon(self._warm_up)
         return wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us})
 
@@ -171,6 +187,57 @@ class Agent:
         loop = asyncio.get_running_loop()
         model = await loop.run_in_executor(None, self.models.check_and_parse, data, manifest)
         return model, now_us() - t0
+
+    async def on_update(self, msg, rx_us):
+        """Fetch a model over CoAP (npc_update), verify it, then switch as `load` does."""
+        url = str(msg["url"])
+        manifest = dict(msg["manifest"])
+        if self.loading:
+            return wire.error("busy", "a load is in progress", msg.get("id"))
+        try:
+            import npc_update
+        except ImportError as exc:  # a target without aiocoap
+            return wire.error("internal", f"no CoAP update support on this agent: {exc}", msg.get("id"))
+        self.loading = True
+        try:
+            if self.coap is None:
+                import aiocoap
+
+                self.coap = await aiocoap.Context.create_client_context(transports=["udp6"])
+            current = self.models.current.data if self.models.current else None
+            try:
+                result = await npc_update.fetch_update(
+                    self.coap,
+                    url,
+                    manifest,
+                    self.models.verifier.signed,
+                    Path(self.models_dir) / ".updates",
+                    delta=bool(msg.get("delta")),
+                    current=current,
+                    timing=npc_update.Timing.from_json(msg.get("coap")),
+                )
+            except npc_update.UpdateFailed as exc:
+                raise Refused(exc.kind, str(exc)) from None
+            loop = asyncio.get_running_loop()
+            model = await loop.run_in_executor(None, self.models.check_and_parse, result.path.read_bytes(), manifest)
+        except Refused as exc:
+            self.models.refuse(exc, manifest)
+            raise
+        finally:
+            self.loading = False
+        switch_us = self.models.switch(model)
+        self.remember(str(result.path), manifest)
+        asyncio.get_running_loop().call_soon(self._warm_up)
+        fields = {"model": model.info, **result.figures(), "switch_us": switch_us}
+        return wire.reply(msg, "updated", fields)
+
+    def remember(self, path: str, manifest: dict) -> None:
+        """Record the model just switched to, so the agent's next start runs it (as the MicroPython agent does)."""
+        record = os.path.join(self.models_dir, CURRENT)
+        with contextlib.suppress(OSError):  # a read-only folder: the agent still runs, and starts as deployed
+            with open(record + ".tmp", "w") as f:
+                json.dump({"path": os.path.abspath(path), "manifest": manifest}, f)
+            os.replace(record + ".tmp", record)
 
     def _warm_up(self) -> None:
         """The new model's first inference, under the watchdog, even when no frame loop runs."""
@@ -327,6 +394,24 @@ def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
         return f"model {model_path} not loaded: {exc}"
 
 
+def load_remembered(agent: Agent) -> str | None:
+    """Switch to the model recorded by the last `load`/`update` (verified again); a console line, or None."""
+    try:
+        with open(os.path.join(agent.models_dir, CURRENT)) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    try:
+        with open(saved["path"], "rb") as f:
+            data = f.read()
+        agent.models.switch(agent.models.check_and_parse(data, saved["manifest"]))
+        return f"remembered model {saved['manifest'].get('name')} v{saved['manifest'].get('version')} loaded"
+    except Refused as exc:
+        return f"remembered model refused ({exc.kind}): {exc.detail}"
+    except (OSError, KeyError, TypeError, AttributeError) as exc:
+        return f"remembered model not loaded: {exc}"
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="npc_agent", description="NPC agent for Linux targets (docs/protocol.md)")
     mode = p.add_mutually_exclusive_group(required=True)
@@ -357,7 +442,10 @@ async def amain(args) -> int:
         return 2
     agent = Agent(verifier, args.models_dir, args.mem_limit_mb * 1024 * 1024, args.spin_us)
     boot = [f"{AGENT} {VERSION} ({platform.machine()}, {agent.models.runtime_name}, verifier {verifier.name})"]
-    if args.model:
+    remembered = load_remembered(agent)
+    if remembered:
+        boot.append(remembered)
+    if args.model and agent.models.current is None:
         boot.append(load_initial(agent, args.model, args.manifest or os.path.splitext(args.model)[0] + ".json"))
     if args.stdio:
         await serve_stdio(agent, boot)

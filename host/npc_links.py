@@ -61,9 +61,8 @@ async def _serve_link(agent, reader, link: Link, boot) -> None:
         while not agent.exit.is_set():
             try:
                 line = await reader.readline()
-            except ValueError:  # over-long line: drop what is buffered and report it
-                await reader.read(READ_LIMIT)
-                line = b"~" + b"x" * (READ_LIMIT) + b"\n"
+            except ValueError:  # over the buffer limit: the stream dropped it; answer as for any too-long line
+                line = b"~" + b"x" * (wire.MAX_LINE + 1) + b"\n"
             except (ConnectionError, OSError):
                 break
             rx_us = now_us()

@@ -98,6 +98,7 @@ class Model:
                 f"expected {N_FEATURES} features -> {N_ACTIONS} actions, "
                 f"found {list(self.inp['shape'])} -> {list(self.out['shape'])}",
             )
+        self.in_index, self.out_index = self.inp["index"], self.out["index"]
         self.in_dtype = self.inp["dtype"]
         self.in_scale, self.in_zp = self.inp["quantization"]
         self.out_scale, self.out_zp = self.out["quantization"]
@@ -124,13 +125,15 @@ class Model:
         self.prepare()
         xf = np.asarray(x, dtype=np.float64).reshape(1, N_FEATURES)
         if self.in_dtype == np.int8:
-            q = np.clip(np.floor(np.abs(xf / self.in_scale) + 0.5) * np.sign(xf) + self.in_zp, -128, 127)
-            xin = q.astype(np.int8)
+            v = xf / self.in_scale
+            q = np.trunc(v + np.copysign(0.5, v))  # round half away from zero, as TFLite quantizes
+            q += self.in_zp
+            xin = np.clip(q, -128, 127, out=q).astype(np.int8)
         else:
             xin = xf.astype(self.in_dtype)
-        self.interp.set_tensor(self.inp["index"], xin)
+        self.interp.set_tensor(self.in_index, xin)
         self.interp.invoke()
-        y = self.interp.get_tensor(self.out["index"]).reshape(-1)
+        y = self.interp.get_tensor(self.out_index).reshape(-1)
         if self.out_scale:
             return (y.astype(np.float64) - self.out_zp) * self.out_scale
         return y.astype(np.float64)
@@ -218,6 +221,7 @@ class ModelManager:
         if cur is None:
             raise LookupError("no model loaded")
         watch = self.in_probation()
+        t_start = now_us()
         try:
             return self._run(cur, x, watch), cur
         except Exception as exc:
@@ -250,6 +254,7 @@ class ModelManager:
                     "model": {"version": cur.version},
                     "prev": {"version": prev.version},
                     "t_switch": self.t_switch,
+                    "t_start": t_start,
                     "t_fault": t_fault,
                     "rollback_us": rollback_us,
                     "detail": detail,

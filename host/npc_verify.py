@@ -66,12 +66,16 @@ class Verifier:
         sig = manifest.get("sig")
         if not isinstance(sig, str):
             raise Refused("signature", "manifest has no signature")
-        try:
-            der = base64.b64decode(sig, validate=True)
-        except (binascii.Error, ValueError):
-            raise Refused("signature", "signature is not base64") from None
-        if not self._verify(canonical_bytes(manifest), der):
+        if not self.signed(manifest):
             raise Refused("signature", "signature does not verify with the trusted key")
+
+    def signed(self, manifest: dict) -> bool:
+        """True when `manifest['sig']` is a valid signature of its canonical bytes by the trusted key."""
+        try:
+            der = base64.b64decode(manifest.get("sig", ""), validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            return False
+        return self._verify(canonical_bytes(manifest), der)
 
     def _verify(self, message: bytes, der: bytes) -> bool:
         if self._key is not None:

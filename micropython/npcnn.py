@@ -1,16 +1,18 @@
 """int8 inference of .npcm policy models (docs/models.md) in MicroPython (and CPython).
 
-No numpy: weights live in `array('b')`, integers follow TFLite's reference kernels exactly
+No numpy: weights live in a bytearray (read in place), integers follow TFLite's reference kernels exactly
 (per-channel MultiplyByQuantizedMultiplier with double rounding, as tflite-micro), the softmax is
 computed in float from the dequantized logits and requantized to (1/256, -128). An optional viper
 kernel (`npcnn_viper.py`) does the dot products when the port has the native emitter.
 """
 
+import io
 import struct
 from array import array
 from math import exp
 
 try:
+    from npcnn_viper import copy32 as _copy32
     from npcnn_viper import fc_acc as _fc_acc_native
 except (ImportError, SyntaxError, NameError, AttributeError):  # no native emitter on this port
     _fc_acc_native = None
@@ -30,11 +32,6 @@ class ModelError(ValueError):
 
 def _pad4(n):
     return n + (-n % 4)
-
-
-def _raw(typecode, view):
-    # array from raw little-endian bytes: both CPython and MicroPython copy a bytes initializer verbatim
-    return array(typecode, bytes(view))
 
 
 def round_half_away(v):
@@ -59,7 +56,8 @@ def requantize(acc, multiplier, shift):
 
 
 class Layer:
-    """One int8 fully connected layer (weights row-major (out, in), per-channel requantization)."""
+    """One int8 fully connected layer: weights row-major (out, in) as two's complement bytes in a bytearray,
+    per-channel requantization."""
 
     __slots__ = ("bias", "in_zp", "mult", "n_in", "n_out", "out_scale", "out_zp", "relu", "shift", "w")
 
@@ -77,56 +75,76 @@ class Layer:
 
 
 class Model:
-    """A parsed .npcm model. Weights are read-only once loaded; `infer` allocates no model state."""
+    """A parsed .npcm model. Weights are read-only once loaded; `infer` allocates no model state.
 
-    def __init__(self, data, native=True):
+    `source` is the model's bytes or a binary file opened for reading; from a file, each section is
+    read straight into its array, so loading needs little more RAM than the model itself."""
+
+    def __init__(self, source, native=True):
         self._native = _fc_acc_native if native else None
-        if len(data) < 16:
-            raise ModelError("too short for an .npcm header")
-        magic, version, n_layers, flags, _, in_scale, in_zp = struct.unpack_from(_HEADER, data, 0)
+        f = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
+        self.file_bytes = 0
+        head = self._read(f, 16)
+        magic, version, n_layers, flags, _, in_scale, in_zp = struct.unpack(_HEADER, head)
         if magic != MAGIC or version != VERSION:
             raise ModelError("not an .npcm version %d file" % VERSION)
         if n_layers < 1:
             raise ModelError("no layers")
         self.in_scale = in_scale
         self.in_zp = in_zp
-        pos = 16
         layers = []
         zp = in_zp
         for k in range(n_layers):
-            n_in, n_out, relu, out_scale, out_zp = struct.unpack_from(_LAYER, data, pos)
+            n_in, n_out, relu, out_scale, out_zp = struct.unpack(_LAYER, self._read(f, 16))
             if layers and layers[-1].n_out != n_in:
                 raise ModelError("layer %d takes %d inputs but layer %d gives %d" % (k, n_in, k - 1, layers[-1].n_out))
             if n_in < 1 or n_out < 1:
                 raise ModelError("layer %d has an empty dimension" % k)
             layers.append(Layer(n_in, n_out, bool(relu), zp, out_scale, out_zp))
             zp = out_zp
-            pos += 16
         self.action_map = None
         if flags & FLAG_ACTION_MAP:
-            count = data[pos]
-            self.action_map = bytes(data[pos + 1 : pos + 1 + count])
-            pos += _pad4(1 + count)
+            count = self._read(f, 1)[0]
+            self.action_map = self._read(f, count)
+            self._read(f, _pad4(1 + count) - 1 - count)
         for k, layer in enumerate(layers):
             n_out = layer.n_out
-            need = 8 * n_out + _pad4(n_out) + _pad4(n_out * layer.n_in)
-            if pos + need > len(data):
-                raise ModelError("layer %d needs %d bytes at offset %d, file has %d" % (k, need, pos, len(data)))
-            mv = memoryview(data)
-            layer.bias = _raw("i", mv[pos : pos + 4 * n_out])
-            layer.mult = _raw("i", mv[pos + 4 * n_out : pos + 8 * n_out])
-            layer.shift = _raw("b", mv[pos + 8 * n_out : pos + 9 * n_out])
-            pos += 8 * n_out + _pad4(n_out)
-            layer.w = _raw("b", mv[pos : pos + n_out * layer.n_in])
-            pos += _pad4(n_out * layer.n_in)
-        if pos != len(data):
-            raise ModelError("%d trailing bytes after the last layer" % (len(data) - pos))
+            try:
+                layer.bias = self._array(f, "i", n_out)
+                layer.mult = self._array(f, "i", n_out)
+                layer.shift = self._array(f, "b", n_out)
+                self._read(f, _pad4(n_out) - n_out)
+                layer.w = self._weights(f, n_out * layer.n_in)
+                self._read(f, _pad4(n_out * layer.n_in) - n_out * layer.n_in)
+            except ModelError as exc:
+                raise ModelError("layer %d: %s" % (k, exc))
+        if f.read(1):
+            raise ModelError("trailing bytes after the last layer (at offset %d)" % self.file_bytes)
         self.layers = tuple(layers)
         self.n_features = layers[0].n_in
         self.n_actions = layers[-1].n_out if self.action_map is None else len(self.action_map)
         self.weight_bytes = sum(len(x.w) + 9 * x.n_out for x in layers)
         width = max(x.n_out for x in layers)
-        self._acc = array("i", [0] * width)  # scratch for the native kernel
+        self._acc = array("i", bytes(4 * width))  # scratch for the native kernel
+
+    def _read(self, f, n):
+        data = f.read(n) if n else b""
+        if len(data) != n:
+            raise ModelError("needs %d bytes at offset %d, the file ends" % (n, self.file_bytes))
+        self.file_bytes += n
+        return data
+
+    def _weights(self, f, count):
+        # int8 weights as stored (two's complement bytes), read in place: no second copy of the biggest array
+        w = bytearray(count)
+        if f.readinto(w) != count:
+            raise ModelError("needs %d bytes at offset %d, the file ends" % (count, self.file_bytes))
+        self.file_bytes += count
+        return w
+
+    def _array(self, f, typecode, count):
+        # little-endian raw bytes into an array (both CPython and MicroPython copy a bytes initializer verbatim)
+        return array(typecode, self._read(f, count * (4 if typecode == "i" else 1)))
 
     def quantize(self, features):
         """Float features -> int8 input values (a list): clip(round(x / scale) + zp, -128, 127)."""
@@ -156,7 +174,8 @@ class Model:
         native = self._native
         if native is not None:
             acc = self._acc
-            native(w, xs, acc, bias, n_in | (layer.n_out << 16))
+            _copy32(acc, bias, layer.n_out)
+            native(w, xs, acc, n_in | (layer.n_out << 16))
         else:
             acc = bias
         low = layer.out_zp if (layer.relu and layer.out_zp > -128) else -128
@@ -170,7 +189,8 @@ class Model:
                 a = acc[o]
                 j = base
                 for v in xs:
-                    a += w[j] * v
+                    b = w[j]
+                    a += (b - 256 if b > 127 else b) * v
                     j += 1
                 base += n_in
             else:
@@ -207,5 +227,4 @@ class Model:
 def load(path, native=True):
     """Read and parse the .npcm file at `path` (MemoryError when it does not fit the heap)."""
     with open(path, "rb") as f:
-        data = f.read()
-    return Model(data, native)
+        return Model(f, native)

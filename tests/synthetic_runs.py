@@ -58,7 +58,21 @@ def synthetic_device(
             FaultEvent(end * 0.3, "bad-signature", "model signed with an unknown key", "rejected, old model kept"),
             FaultEvent(end * 0.6, "oom", "new model ran out of memory 1.2 s after the switch", "rolled back in 412 ms"),
         ]
-        device.ota = [OtaTransfer(end * 0.5, "3f9a1c2", "77b0e41", 23_552, 1840.0, "ok", delta=True, resumed=1)]
+        device.ota = [
+            OtaTransfer("npc-policy@3", "npc-policy@4", True, 23_552, 23, 1, 1840.0, 196.0, 14.0, "ok"),
+            OtaTransfer(
+                "npc-policy@4",
+                "npc-policy@5",
+                False,
+                65_536,
+                64,
+                0,
+                4210.0,
+                12.0,
+                0.0,
+                "failed: signature does not verify (old model kept)",
+            ),
+        ]
     return device
 
 

@@ -115,6 +115,8 @@ class AgentSession:
         self._next_id = 1
         self._seq = 0
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], int]]] = {}
+        self._sent: dict[int, dict[str, Any]] = {}  # pending requests, to recognise a link that echoes them
+        self.echoes = 0
         self._frames: asyncio.Queue[FrameRecord | None] = asyncio.Queue()
         self._fault_q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._send_lock = asyncio.Lock()
@@ -186,8 +188,10 @@ class AgentSession:
         self._next_id += 1
         fut: asyncio.Future[tuple[dict[str, Any], int]] = asyncio.get_running_loop().create_future()
         self._pending[msg_id] = fut
+        request = {"t": t, "id": msg_id, **fields}
+        self._sent[msg_id] = request
         try:
-            await self.send({"t": t, "id": msg_id, **fields})
+            await self.send(request)
             wait = self.timeout if timeout is None else timeout
             try:
                 reply, rx_ns = await asyncio.wait_for(fut, wait)
@@ -195,6 +199,7 @@ class AgentSession:
                 raise DeviceUnreachable(f"agent on {self.device}: no reply to '{t}' within {wait:g} s") from None
         finally:
             self._pending.pop(msg_id, None)
+            self._sent.pop(msg_id, None)
         if reply.get("t") == "error":
             raise AgentError(self.device, t, reply)
         return reply, rx_ns
@@ -248,10 +253,20 @@ class AgentSession:
         return reply
 
     async def update(
-        self, url: str, manifest: dict[str, Any], *, delta: bool = False, timeout: float = 600.0
+        self,
+        url: str,
+        manifest: dict[str, Any],
+        *,
+        delta: bool = False,
+        coap: dict[str, Any] | None = None,
+        timeout: float = 600.0,
     ) -> dict[str, Any]:
-        """Have the agent fetch a model over CoAP from `url`, verify and switch (see `load` for errors)."""
-        reply = await self.request("update", timeout=timeout, url=url, manifest=manifest, delta=delta)
+        """Have the agent fetch a model over CoAP from `url`, verify and switch (see `load` for errors).
+        `coap`: the link's retransmission timing (`ack_timeout_ms`, `ack_random_factor`, `max_retransmit`)."""
+        fields: dict[str, Any] = {"url": url, "manifest": manifest, "delta": delta}
+        if coap is not None:
+            fields["coap"] = coap
+        reply = await self.request("update", timeout=timeout, **fields)
         self.info["model"] = reply.get("model")
         return reply
 
@@ -343,6 +358,9 @@ class AgentSession:
         t = msg["t"]
         msg_id = msg.get("id")
         if msg_id is not None and msg_id in self._pending:
+            if msg == self._sent.get(msg_id):  # our own request echoed back (a serial console in echo mode)
+                self.echoes += 1
+                return
             fut = self._pending[msg_id]
             if not fut.done():
                 fut.set_result((msg, rx_ns))

@@ -60,7 +60,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({"kind": args.kind, "built": False})
         else:
-            out.print(f"{args.kind}: not built for the current recipe (run: hilbench image build {args.kind})")
+            out.print(
+                f"{args.kind}: not built for the current recipe (run: hilbench image build {args.kind})", soft_wrap=True
+            )
         return ExitCode.FAILED
     _print(image, args.json)
     return ExitCode.OK
@@ -71,7 +73,7 @@ def _print(image: BuiltImage, as_json: bool) -> None:
         emit_json(image.as_dict())
         return
     verb = f"built in {image.seconds:.1f} s" if image.built else "cached (recipe unchanged)"
-    out.print(f"[bold]{image.name}[/bold] {verb}: {image.folder}")
+    out.print(f"[bold]{image.name}[/bold] {verb}: {image.folder}", soft_wrap=True)
     out.print(f"  kernel {image.kernel_release}  {image.kernel_bytes / 1e6:.1f} MB  sha256 {image.kernel_sha256[:16]}")
     out.print(
         f"  initrd {image.initrd_bytes / 1e6:.1f} MB (rootfs {image.rootfs_bytes / 1e6:.1f} MB)"

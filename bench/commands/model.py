@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from bench.commands.model_fixtures import add_fixture_commands
 from bench.console import emit_json, out
 from bench.errors import ExitCode
 from bench.ota.store import ModelStore, default_store_dir, guess_name_and_format
@@ -42,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_list)
+    add_fixture_commands(msub)
 
 
 def cmd_publish(args: argparse.Namespace) -> int:

@@ -102,7 +102,8 @@ def cmd_baseline_list(args: argparse.Namespace) -> int:
         baselines = list_baselines(store)
     if args.json:
         emit_json([vars(b) for b in baselines])
-    elif not baselines:
+        return ExitCode.OK
+    if not baselines:
         out.print("no baselines (set one with `hilbench baseline set RUN`)")
     for b in baselines:
         out.print(f"{b.name}: run {b.run_id} (set {b.set_at})")

@@ -10,13 +10,10 @@ from rich.table import Table
 from bench.commands import add_fleet_options, selected_devices
 from bench.commands.model import add_store_option, open_store
 from bench.console import emit_json, out
-from bench.devices import driver_for, has_driver
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.fleet import Device
-from bench.ota.rollout import DeviceUpdate, bind_address, update_device
-from bench.ota.server import UpdateServer
-from bench.ota.store import ModelStore
-from bench.ota.timing import LinkTiming, timing_named
+from bench.errors import ConfigError, ExitCode
+from bench.ota.impair import Impairment
+from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
+from bench.ota.timing import timing_named
 from bench.virtual import virtual_fleet
 
 
@@ -26,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fleet_options(p)
     p.add_argument("--model", required=True, metavar="NAME[@VERSION]", help="published model (default: latest)")
     p.add_argument("--delta", action="store_true", help="send a bsdiff4 delta where the device's model allows")
+    p.add_argument(
+        "--loss", type=float, default=0.0, metavar="PCT", help="drop PCT %% of datagrams (loopback impairment proxy)"
+    )
     add_store_option(p)
     p.set_defaults(func=cmd_update)
 
@@ -36,46 +36,29 @@ def cmd_update(args: argparse.Namespace) -> int:
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     store = open_store(args)
-    manifest = store.resolve(args.model)
-    timings = {d.name: timing_named(str(d.settings.get("ota_timing", "lan"))) for d in devices}
-    with out.status(f"updating {len(devices)} device(s) to {manifest['name']}@{manifest['version']}…"):
-        results = asyncio.run(_update_all(devices, store, manifest, timings, args.delta))
+    manifests = manifests_for(devices, store, args.model)  # a missing model or format stops us before any device
+    for d in devices:
+        timing_named(str(d.settings.get("ota_timing", "lan")))
+    impairment = Impairment(loss=args.loss / 100) if args.loss else None
+    label = args.model
+    with out.status(f"updating {len(devices)} device(s) to {label}…") as status:
+        done: list[str] = []
+
+        def on_done(r: DeviceUpdate) -> None:
+            done.append(r.device)
+            status.update(f"updating to {label}: {len(done)}/{len(devices)} done (last: {r.device})")
+
+        results = asyncio.run(_run(devices, store, args.model, args.delta, impairment, on_done))
     if args.json:
-        emit_json({"model": manifest, "devices": [r.to_json() for r in results]})
+        emit_json({"model": args.model, "manifests": manifests, "devices": [r.to_json() for r in results]})
     else:
         _print(results)
     return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
 
 
-async def _update_all(
-    devices: list[Device], store: ModelStore, manifest: dict, timings: dict[str, LinkTiming], delta: bool
-) -> list[DeviceUpdate]:
-    hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
-    async with UpdateServer(store, host=bind_address(hosts)) as server, virtual_fleet(devices) as (resolved, _):
-        return list(
-            await asyncio.gather(*(_update_one(d, store, server, manifest, timings[d.name], delta) for d in resolved))
-        )
-
-
-async def _update_one(
-    device: Device, store: ModelStore, server: UpdateServer, manifest: dict, timing: LinkTiming, delta: bool
-) -> DeviceUpdate:
-    from bench.agent.session import AgentSession
-
-    if not has_driver(device.kind):
-        return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}")
-    driver = driver_for(device)
-    try:
-        session = await AgentSession.open(await driver.open_agent(), device=device.name)
-    except BenchError as exc:
-        await driver.close_agent()
-        return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}")
-    try:
-        host = str(device.settings.get("ota_server_host", "127.0.0.1"))
-        return await update_device(session, store, server, manifest, server_host=host, timing=timing, want_delta=delta)
-    finally:
-        await session.close()
-        await driver.close_agent()
+async def _run(devices, store, spec, delta, impairment, on_done) -> list[DeviceUpdate]:
+    async with virtual_fleet(devices) as (resolved, _):
+        return await update_devices(resolved, store, spec, want_delta=delta, impairment=impairment, on_done=on_done)
 
 
 def _version(model: dict | None) -> str:
@@ -86,7 +69,7 @@ def _print(results: list[DeviceUpdate]) -> None:
     table = Table(title="model update")
     for col in ("device", "result", "mode", "blocks", "bytes", "retx", "transfer ms", "saved", "verify ms",
                 "switch ms", "running"):  # fmt: skip
-        table.add_column(col, justify="right" if col not in ("device", "result", "mode", "running") else "left")
+        table.add_column(col, justify="left" if col in ("device", "result", "mode", "running") else "right")
     for r in results:
         if r.ok:
             verdict = "[green]updated[/green]"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import IO
@@ -84,7 +86,8 @@ class Esp32c6Driver(Driver):
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Firmware (skipped when up to date), then the agent bundle; both verified on the board."""
         image = check_firmware(self.firmware)  # before touching the board
-        files = micropython_bundle(self.device)
+        bundle_dir = Path(tempfile.mkdtemp(prefix=f"npc-bundle-{self.device.name}-"))
+        files = micropython_bundle(self.device, bundle_dir)
         link = self.link
         log = self._open_log()
         steps: list[StepResult] = []
@@ -151,6 +154,7 @@ class Esp32c6Driver(Driver):
             _write(log, f"agent: {detail}")
             return steps
         finally:
+            shutil.rmtree(bundle_dir, ignore_errors=True)
             if log is not None:
                 log.close()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,11 +60,18 @@ class AgentBundle:
     argv: Callable[[str, str], list[str]]
 
 
-def host_agent_bundle(device: Device) -> AgentBundle:
-    """The reference host agent and the device's model (from `bench.bundles`)."""
-    from bench.bundles import host_agent_argv, host_bundle
+def host_agent_bundle(device: Device, work_dir: Path) -> AgentBundle:
+    """The reference host agent, the device's model and its signed manifest (written under `work_dir`)."""
+    from bench.bundles import host_agent_command, host_bundle
 
-    return AgentBundle(dict(host_bundle(device)), lambda python, port_file: host_agent_argv(device, python, port_file))
+    files: Files = {dest: src for src, dest in host_bundle(device, work_dir)}
+
+    def argv(python: str, port_file: str) -> list[str]:
+        # relative paths: the agent starts in the deploy folder
+        command = host_agent_command(device, ".", python=python, listen="127.0.0.1:0")
+        return [*command, "--port-file", port_file]
+
+    return AgentBundle(files, argv)
 
 
 @dataclass
@@ -138,7 +146,8 @@ class LinuxDriver(Driver):
     def bundle(self) -> AgentBundle:
         """The agent bundle this driver deploys and starts (the reference host agent by default)."""
         if self._bundle is None:
-            self._bundle = host_agent_bundle(self.device)
+            work_dir = self.log_dir or Path(tempfile.mkdtemp(prefix=f"hilbench-{self.device.name}-"))
+            self._bundle = host_agent_bundle(self.device, work_dir / "bundle")
         return self._bundle
 
     async def deploy_files(self, files: Files) -> StepResult:

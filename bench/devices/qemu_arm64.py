@@ -18,6 +18,7 @@ from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
 
+SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
 
 
@@ -51,8 +52,6 @@ def resolve_image(device: Device) -> tuple[Path, Path, str]:
 class QemuArm64Driver(Driver):
     """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
 
-    host_address = "10.0.2.2"  # how the guest reaches the bench host (user-mode networking): use it in OTA URLs
-
     def __init__(
         self,
         device: Device,
@@ -72,6 +71,12 @@ class QemuArm64Driver(Driver):
         self.machine: QemuMachine | None = None
         self.transport = None
         self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
+
+    @property
+    def host_address(self) -> str:
+        """How the guest reaches the bench host: QEMU user-mode networking shows the host's 127.0.0.1 as
+        10.0.2.2 (whatever the kind's `ota_server_host` says). Use it in OTA URLs."""
+        return SLIRP_HOST
 
     @property
     def timing(self) -> str:
@@ -100,6 +105,11 @@ class QemuArm64Driver(Driver):
         }
         args.update(self.boot_args)
         return args
+
+    def fault(self) -> str | None:
+        """Why the guest or its agent failed (panic, OOM, agent exit, QEMU gone), in one sentence; None if
+        it did not. Call it when the agent link ends unexpectedly."""
+        return self.machine.fault() if self.machine is not None else None
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Build the image if the recipe changed (a fleet link with its own image is used as given)."""

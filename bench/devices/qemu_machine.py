@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.bundles import HOST_AGENT_PORT
 from bench.errors import DeviceUnreachable
 from bench.fleet import QemuLink
 
-GUEST_AGENT_PORT = 7000
+GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
 GUEST_COAP_PORT = 5683
 _PR_SET_PDEATHSIG = 1
 _INIT_RE = re.compile(r"^NPC-INIT (\S+)(.*)$")

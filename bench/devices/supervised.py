@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
+from bench.devices.resilient import start_fresh
 from bench.errors import BenchError, DeviceUnreachable
 
 # Runs beside the frame loop of each agent session (e.g. a replayer feeding inputs).
@@ -122,13 +123,9 @@ async def _one_segment(
     run.segments.append(segment)
     feeding: asyncio.Task | None = None
     try:
-        try:
-            await session.start(fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=owed)
-        except AgentError as exc:
-            if exc.code != "busy":
-                raise
-            await session.stop()  # a loop left running by a session whose link dropped
-            await session.start(fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=owed)
+        await start_fresh(
+            session, {"fps": fps, "vsync_hz": vsync_hz, "key_every": key_every, "budget_ms": budget_ms, "frames": owed}
+        )
         if feeder is not None:
             feeding = asyncio.create_task(feeder(session))
         with contextlib.suppress(DeviceUnreachable):

@@ -22,6 +22,7 @@ from bench.image.recipe import Recipe, load_recipe, recipe_path
 KERNEL_NAME = "vmlinuz"
 INITRD_NAME = "initrd.img"
 MANIFEST_NAME = "image.json"
+KEEP_OTHER_BUILDS = 2  # earlier recipe versions kept in the cache (other checkouts may still boot them)
 
 
 @dataclass(frozen=True)
@@ -150,10 +151,26 @@ def build_image(
         )
         (out / MANIFEST_NAME).write_text(json.dumps(image.as_dict(), indent=2) + "\n", encoding="utf-8")
         if folder.exists():
+            if not force and (other := _read_manifest(folder, built=False, seconds=0.0)) is not None:
+                return other  # another bench process built the same recipe meanwhile (same bytes): keep its
             shutil.rmtree(folder)
         out.rename(folder)
+    prune(folder.parent, keep=folder)
     step("done")
     return image
+
+
+def prune(kind_dir: Path, keep: Path, others: int = KEEP_OTHER_BUILDS) -> list[Path]:
+    """Delete all but the `others` most recent earlier builds beside `keep` (each is ~80 MB)."""
+    old = sorted(
+        (p for p in kind_dir.iterdir() if p.is_dir() and p != keep and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    removed = old[others:]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
 
 
 def _take_kernel(recipe: Recipe, root_dir: Path, dest: Path) -> None:

@@ -1,20 +1,68 @@
-"""The bench's own files an image carries: the host agent bundle, the factory model and the trusted key."""
+"""The bench's own files an image carries: the host agent bundle, the factory model with its signed
+manifest, and the trusted public key. Everything here is byte-stable, so the image stays reproducible."""
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from bench.errors import ConfigError
+from bench.fleet import Device
+from bench.image.fetch import cache_root
+from bench.kinds import KINDS
+from bench.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
 
 REPO = Path(__file__).resolve().parent.parent.parent
 AGENT_DIR = "opt/npc/agent"
-MODEL_DIR = "opt/npc/models"
-KEY_PATH = "opt/npc/keys/model-signing.pub.pem"
-FACTORY_MODEL = REPO / "fixtures" / "models" / "npc-policy-int8.tflite"
-TRUSTED_KEY = REPO / "fixtures" / "keys" / "dev-model-signing.pub.pem"
+MODELS_DIR = "opt/npc/models"
+KEY_PATH = f"{AGENT_DIR}/trusted.pub.pem"
+MODELS = REPO / "fixtures" / "models"
+
+
+def factory_model(kind: str) -> Path:
+    """The model the image boots with: the kind's default `model`, int8 TFLite."""
+    path = MODELS / f"{KINDS[kind].defaults['model']}.tflite"
+    if not path.is_file():
+        raise ConfigError(f"factory model {path} does not exist", hint="run fixtures/models/generate.py")
+    return path
+
+
+def signed_manifest(model: Path, key_path: Path = DEV_PRIVATE_KEY) -> bytes:
+    """The model's manifest signed with the dev key. RFC 6979 deterministic ECDSA: same bytes every build."""
+    stem = model.stem  # e.g. npc-policy-int8 -> name npc-policy, format tflite-int8
+    name, _, precision = stem.rpartition("-")
+    manifest = model_manifest(model, name, 1, f"tflite-{precision}")
+    sig = load_private_key(key_path).sign(
+        canonical_bytes(manifest), ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
+    )
+    manifest["sig"] = base64.b64encode(sig).decode("ascii")
+    return json.dumps(manifest, sort_keys=True, indent=1).encode() + b"\n"
+
+
+def agent_files(kind: str, scratch: Path) -> dict[str, Path]:
+    """The host agent's flat folder from `bench.bundles.host_bundle`: code and trusted key only (its model
+    manifest is signed with a random nonce; `guest_files` adds the model with a deterministic one)."""
+    from bench.bundles import host_bundle
+
+    device = Device(name=f"{kind}-image", kind=kind, link=None, settings=dict(KINDS[kind].defaults))
+    return {f"{AGENT_DIR}/{dest}": Path(src) for src, dest in host_bundle(device, scratch) if "/" not in dest}
 
 
 def guest_files(kind: str) -> dict[str, Path]:
     """Image path -> host file for everything of the bench's own that goes into the `kind` image."""
-    files: dict[str, Path] = {KEY_PATH: TRUSTED_KEY}
-    if FACTORY_MODEL.is_file():
-        files[f"{MODEL_DIR}/{FACTORY_MODEL.name}"] = FACTORY_MODEL
-    return files
+    model = factory_model(kind)
+    manifest = cache_root() / "guest-files" / f"{model.stem}.json"
+    data = signed_manifest(model)
+    if not manifest.is_file() or manifest.read_bytes() != data:
+        manifest.parent.mkdir(parents=True, exist_ok=True)
+        manifest.write_bytes(data)
+    return {
+        KEY_PATH: DEV_PUBLIC_KEY,
+        f"{MODELS_DIR}/{model.name}": model,
+        f"{MODELS_DIR}/{manifest.name}": manifest,
+        **agent_files(kind, manifest.parent / "bundle"),
+    }

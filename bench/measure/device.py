@@ -60,9 +60,11 @@ def measure_device(
     stats: Iterable[Mapping[str, Any]] = (),
     faults: Iterable[Mapping[str, Any]] = (),
     send_errors_ns: Sequence[int] | None = None,
+    start_ns: int | None = None,
 ) -> DeviceMeasurements:
     """All metrics of one device from its frame records, the replayed inputs' send times (seq -> ns),
-    its clock mapping, `stats` messages and `fault` messages; plus the replayer's send errors."""
+    its clock mapping, `stats` messages and `fault` messages; plus the replayer's send errors and, with
+    `start_ns` (bench time the frame loop was started), the first-frame time."""
     out = DeviceMeasurements()
     out.add_distribution(inference_latency(frames), "inference time t1 - t0 on the device clock")
     decision = decision_latency(frames, sent_ns, clock, budget_ms, end_ns)
@@ -74,6 +76,10 @@ def measure_device(
     out.add("decision_clock_inconsistent", "count", decision.clock_inconsistent,
             description="decisions that mapped to before their input was sent (clock offset error)")  # fmt: skip
 
+    first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
+    if start_ns is not None:
+        value = (clock.to_bench_ns(first.t1) - start_ns) / 1e6 if first is not None else None
+        out.add("first_frame", "ms", _r(value, 3), description="start request sent -> end of the first inference")
     timing = frame_timing(frames)
     out.histograms += [timing.frame_time, timing.deviation]
     out.add("frames", "count", timing.frames)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bench.errors import ConfigError
+from bench.kinds import KINDS
 
 MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "models"
 
@@ -28,3 +30,24 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
             hint=f"known .{ext} models: {', '.join(known) or 'none'}; run `python fixtures/models/generate.py`",
         )
     return path
+
+
+FORMAT_EXT = {"tflite-int8": "tflite", "tflite-f32": "tflite", "npcm-int8": "npcm"}
+
+
+def kind_model(kind: str, settings: dict[str, Any] | None = None, models_dir: Path = MODELS_DIR) -> tuple[Path, str]:
+    """(model file, manifest format) a device of `kind` runs: its settings' `model`/`model_format` or the kind's."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown device kind {kind!r}", hint=f"known kinds: {', '.join(sorted(KINDS))}")
+    merged = {**KINDS[kind].defaults, **(settings or {})}
+    fmt = merged["model_format"]
+    if fmt not in FORMAT_EXT:
+        raise ConfigError(f"model_format {fmt!r} of kind {kind}", hint=f"use one of {', '.join(FORMAT_EXT)}")
+    return model_file(merged["model"], FORMAT_EXT[fmt], models_dir), fmt
+
+
+def fixture_manifest(path: Path, fmt: str) -> dict[str, Any]:
+    """The unsigned manifest of a fixture model: name `npc-policy`, version 2 for the `-v2` files, else 1."""
+    from bench.signing import model_manifest
+
+    return model_manifest(Path(path), "npc-policy", 2 if Path(path).stem.endswith("-v2") else 1, fmt)

@@ -73,7 +73,7 @@ def build_all() -> dict[str, bytes]:
     _, q2 = policy("npc-policy", 2)
     files["npc-policy-int8-v2.tflite"] = serialize(int8_graph(q2), "npc-policy v2 int8")
     files["npc-fault-crash-int8.tflite"] = _crash_tflite(q1)
-    for name in ("npc-policy-int8", "npc-policy-int8-v2", "npc-fault-crash-int8"):
+    for name in ("npc-policy-int8", "npc-policy-int8-v2", "npc-policy-large-int8", "npc-fault-crash-int8"):
         files[f"{name}.npcm"] = npcm.convert_bytes(files[f"{name}.tflite"], f"{name}.tflite")
     files["npc-fault-broken-int8.tflite"] = _broken_tflite(q1)
     good = files["npc-policy-int8.npcm"]

@@ -18,7 +18,18 @@ from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 REPO = Path(__file__).resolve().parent.parent.parent
 MPY_SOURCES = REPO / "micropython"
 WIRE = REPO / "bench" / "agent" / "wire.py"
-AGENT_MODULES = ("npc_agent.py", "npcnn.py", "npcnn_viper.py", "p256.py", "npcsig.py", "npcsched.py", "npcfeat.py")
+AGENT_MODULES = (
+    "npc_agent.py",
+    "npcclock.py",
+    "npcmodels.py",
+    "npcnn.py",
+    "npcnn_viper.py",
+    "npccoap.py",
+    "npcsig.py",
+    "p256.py",
+    "npcsched.py",
+    "npcfeat.py",
+)
 ESP32C6_HEAP = "300K"  # what an ESP32-C6 has free under MicroPython
 
 
@@ -60,6 +71,18 @@ def micropython_exe() -> Path:
     return Path(found)
 
 
+AGENT_MAIN = "import npc_agent; npc_agent.run()"
+
+
 def agent_command(heap: str = ESP32C6_HEAP) -> list[str]:
     """argv that runs the agent in the unix VM; run it with cwd = the board folder."""
-    return [str(micropython_exe()), "-X", f"heapsize={heap}", "-c", "import npc_agent; npc_agent.run()"]
+    return [str(micropython_exe()), "-X", f"heapsize={heap}", "-c", AGENT_MAIN]
+
+
+def copy_bundle(files: Sequence[tuple[Path, str]], board: Path) -> Path:
+    """Copy (source, path in the board) pairs, e.g. `bench.bundles.micropython_bundle`, into `board`."""
+    for src, dest in files:
+        target = Path(board) / dest
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, target)
+    return Path(board)

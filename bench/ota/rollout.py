@@ -3,18 +3,22 @@ through the agent's hello, and report the figures. Used by `hilbench update` and
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ipaddress
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bench.errors import BenchError
-from bench.ota.server import UpdateServer
+from bench.agent.session import AgentSession
+from bench.devices import driver_for, has_driver
+from bench.errors import BenchError, ConfigError
+from bench.fleet import Device
+from bench.ota.impair import Impairment, ImpairmentProxy
+from bench.ota.server import UpdateServer, model_path
 from bench.ota.store import ModelStore
-from bench.ota.timing import LinkTiming
-
-if TYPE_CHECKING:
-    from bench.agent.session import AgentSession
+from bench.ota.timing import LinkTiming, timing_named
 
 DELTA_CAP = "delta-bsdiff"
 
@@ -32,6 +36,7 @@ class DeviceUpdate:
     blocks: int = 0
     bytes: int = 0
     retransmits: int = 0
+    resumed_from: int = 0  # first block fetched (> 0: an interrupted transfer was resumed)
     transfer_ms: float = 0.0
     delta_saved: int = 0
     verify_ms: float = 0.0
@@ -54,17 +59,27 @@ def _same_model(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     return (a or {}).get("sha256") == (b or {}).get("sha256")
 
 
-def device_base_url(server: UpdateServer, host: str) -> str:
-    """The server's URL as the device reaches it (`host` from the device's `ota_server_host` setting)."""
-    return f"coap://{f'[{host}]' if ':' in host else host}:{server.port}"
+SLIRP_HOST = "10.0.2.2"  # QEMU user networking: the guest's view of the host's loopback
+
+
+def device_base_url(port: int, host: str) -> str:
+    """`coap://HOST:PORT` as the device reaches the bench."""
+    return f"coap://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def server_host_for(device: Device, driver: object | None) -> str:
+    """Where `device` reaches the bench: its driver's `host_address` (QEMU) or its `ota_server_host` setting."""
+    return str(getattr(driver, "host_address", None) or device.settings.get("ota_server_host", "127.0.0.1"))
 
 
 def bind_address(hosts: list[str]) -> str:
-    """127.0.0.1 when every device reaches the bench over loopback, else all interfaces."""
+    """127.0.0.1 when every device reaches the bench over loopback (QEMU's 10.0.2.2 included), else all
+    interfaces."""
     try:
-        return "127.0.0.1" if all(ipaddress.ip_address(h).is_loopback for h in hosts) else "0.0.0.0"
+        local = all(h == SLIRP_HOST or ipaddress.ip_address(h).is_loopback for h in hosts)
     except ValueError:
-        return "0.0.0.0"
+        local = False
+    return "127.0.0.1" if local else "0.0.0.0"
 
 
 def plan(
@@ -76,7 +91,7 @@ def plan(
     current = hello.get("model") or {}
     if DELTA_CAP not in hello.get("caps", []):
         return None, f"agent has no {DELTA_CAP}: full update"
-    dm = store.delta_from(manifest["name"], manifest["version"], current.get("sha256", ""))
+    dm = store.delta_from(manifest["name"], manifest["version"], current.get("sha256", ""), manifest["format"])
     if dm is None:
         return None, f"no delta from the running model (v{current.get('version')}): full update"
     return dm["base_version"], ""
@@ -85,14 +100,14 @@ def plan(
 async def update_device(
     session: AgentSession,
     store: ModelStore,
-    server: UpdateServer,
     manifest: dict[str, Any],
+    base_url: str,
     *,
-    server_host: str = "127.0.0.1",
     timing: LinkTiming,
     want_delta: bool = False,
 ) -> DeviceUpdate:
-    """Update the agent behind `session` to `manifest`'s model; never raises for a device-side failure."""
+    """Update the agent behind `session` to `manifest`'s model, served at `base_url` (the update server, or
+    an impairment proxy in front of it, as the device reaches it). Never raises for a device-side failure."""
     result = DeviceUpdate(device=session.device, target=f"{manifest['name']}@{manifest['version']}")
     started = time.monotonic()
     try:
@@ -104,11 +119,9 @@ async def update_device(
         base_version, note = plan(store, manifest, hello, want_delta)
         if note:
             result.notes.append(note)
-        base = device_base_url(server, server_host)
-        if base_version is None:
-            url = server.model_url(manifest["name"], manifest["version"], base)
-        else:
-            url = server.delta_url(manifest["name"], manifest["version"], base_version, base)
+        url = f"{base_url}/{model_path(manifest['name'], manifest['format'], manifest['version'])}"
+        if base_version is not None:
+            url += f"/delta/{base_version}"
         result.delta = base_version is not None
         blocks = -(-manifest["size"] // 1024)
         timeout = 60 + blocks * timing.ack_timeout * 4
@@ -119,6 +132,7 @@ async def update_device(
         result.blocks = int(reply.get("blocks", 0))
         result.bytes = int(reply.get("bytes", 0))
         result.retransmits = int(reply.get("retransmits", 0))
+        result.resumed_from = int(reply.get("resumed_from", 0))
         result.transfer_ms = reply.get("transfer_us", 0) / 1000
         result.verify_ms = reply.get("verify_us", 0) / 1000
         result.switch_ms = reply.get("switch_us", 0) / 1000
@@ -134,3 +148,74 @@ async def update_device(
         result.detail = "agent replied `updated` but its hello reports another model"
     result.total_s = time.monotonic() - started
     return result
+
+
+def device_format(device: Device) -> str | None:
+    """The model format a device runs (its `model_format` setting, from its kind)."""
+    fmt = device.settings.get("model_format")
+    return str(fmt) if fmt else None
+
+
+def manifests_for(devices: list[Device], store: ModelStore, spec: str) -> dict[str, dict[str, Any]]:
+    """The manifest of `spec` (NAME[@VERSION]) each device gets, in its format; ConfigError naming the device
+    when the store lacks it."""
+    out = {}
+    for d in devices:
+        try:
+            out[d.name] = store.resolve(spec, device_format(d))
+        except ConfigError as exc:
+            raise ConfigError(f"device {d.name!r} (runs {device_format(d)}): {exc}", hint=exc.hint) from None
+    return out
+
+
+async def _update_one(
+    device: Device, store: ModelStore, manifest: dict[str, Any], port: int, *, want_delta: bool
+) -> DeviceUpdate:
+    """Open the device's agent through its driver, update it, close."""
+    if not has_driver(device.kind):
+        return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}")
+    driver = driver_for(device)
+    try:
+        session = await AgentSession.open(await driver.open_agent(), device=device.name)
+    except BenchError as exc:
+        with contextlib.suppress(BenchError, OSError):
+            await driver.close_agent()
+        return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}")
+    try:
+        base_url = device_base_url(port, server_host_for(device, driver))
+        timing = timing_named(str(device.settings.get("ota_timing", "lan")))
+        return await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
+    finally:
+        await session.close()
+        await driver.close_agent()
+
+
+async def update_devices(
+    devices: list[Device],
+    store: ModelStore,
+    spec: str,
+    *,
+    want_delta: bool = False,
+    impairment: Impairment | None = None,
+    on_done: Callable[[DeviceUpdate], None] | None = None,
+) -> list[DeviceUpdate]:
+    """Serve `store` and update every device (links resolved: real, or from `virtual_fleet`) concurrently to
+    `spec` (NAME[@VERSION]) in the format each device runs.
+
+    With `impairment`, devices fetch through a loopback impairment proxy in front of the server (only for
+    devices that reach the bench over loopback)."""
+    manifests = manifests_for(devices, store, spec)
+    hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
+    async with UpdateServer(store, host=bind_address(hosts)) as server, contextlib.AsyncExitStack() as stack:
+        port = server.port
+        if impairment is not None:
+            proxy = await stack.enter_async_context(ImpairmentProxy(("127.0.0.1", server.port), impairment))
+            port = proxy.port
+
+        async def one(device: Device) -> DeviceUpdate:
+            result = await _update_one(device, store, manifests[device.name], port, want_delta=want_delta)
+            if on_done is not None:
+                on_done(result)
+            return result
+
+        return list(await asyncio.gather(*(one(d) for d in devices)))

@@ -43,7 +43,10 @@ datagram (RFC 7252) only measures the timer. 50-75 ms, doubling, 7 tries (worst 
 RFC7252 = LinkTiming(ack_timeout=2.0, ack_random_factor=1.5, max_retransmit=4)
 """RFC 7252 defaults, for radio links (Thread, Wi-Fi with sleepy devices)."""
 
-PRESETS = {"lan": LAN, "rfc7252": RFC7252}
+LOOPBACK = LinkTiming(ack_timeout=0.01, ack_random_factor=1.5, max_retransmit=4)
+"""Virtual devices on the bench machine itself: a dead link is given up on within ~0.5 s."""
+
+PRESETS = {"lan": LAN, "rfc7252": RFC7252, "loopback": LOOPBACK}
 
 
 def timing_named(name: str) -> LinkTiming:

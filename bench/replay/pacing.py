@@ -8,10 +8,15 @@ to microseconds, at the cost of a busy core for at most `spin_ns` per message.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import os
 import time
+from collections.abc import Iterator
 from typing import Protocol
 
 DEFAULT_SPIN_NS = 1_000_000  # 1 ms
+RT_PRIORITY = 10  # SCHED_FIFO priority while pacing: above every normal process, below kernel threads
 
 
 class Clock(Protocol):
@@ -57,3 +62,38 @@ class Pacer:
             while now < due_ns:
                 now = self.clock.now_ns()
         return now
+
+
+@contextlib.contextmanager
+def realtime_priority(enabled: bool = True) -> Iterator[bool]:
+    """Run the calling thread under SCHED_FIFO (children reset to normal) while inside; yields whether it
+    took effect. On a shared, loaded machine a normal process gets descheduled for milliseconds at a time,
+    which no pacing can hide; a real-time priority keeps the pacer on a core. Needs root or CAP_SYS_NICE;
+    without them it yields False and changes nothing."""
+    if not enabled or not hasattr(os, "SCHED_FIFO"):
+        yield False
+        return
+    before = os.sched_getscheduler(0)
+    before_param = os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(RT_PRIORITY))
+    except OSError:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setscheduler(0, before, before_param)
+
+
+@contextlib.contextmanager
+def gc_frozen() -> Iterator[None]:
+    """Short garbage-collector pauses while inside: everything alive on entry (the plan, the session) is
+    moved out of the collector's sight (gc.freeze), so a full collection only walks what was made since,
+    instead of taking milliseconds over hundreds of thousands of planned inputs."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

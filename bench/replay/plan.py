@@ -15,7 +15,9 @@ from bench.replay.channels import CHANNELS
 from bench.replay.session import Session
 from bench.replay.voice_features import voice_features
 
-LINK_SHARE = 0.5  # replayed inputs may use at most this share of a byte-limited link (frames come back on it)
+# Replayed inputs may use at most this share of a byte-limited link's bench->device direction (a UART is
+# full duplex: frame records come back on the other wire); the rest is headroom for requests and bursts.
+LINK_SHARE = 0.8
 
 
 class VoiceMode(StrEnum):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bench.errors import BenchError
-from bench.replay.pacing import Pacer
+from bench.replay.pacing import Pacer, gc_frozen, realtime_priority
 from bench.replay.plan import Plan, VoiceMode
 
 LEAD_NS = 20_000_000  # the first input is due this long after play() starts (time to get going)
@@ -60,6 +60,7 @@ class ReplayOutcome:
     tracks: list[Track]
     sleeps: int
     spins: int
+    realtime: bool  # the pacer ran under a real-time scheduling priority
 
 
 class Replayer:
@@ -67,9 +68,10 @@ class Replayer:
 
     `speed` scales the session's time (2.0 = twice as fast); None sends as fast as the sinks take it."""
 
-    def __init__(self, plan: Plan, pacer: Pacer | None = None) -> None:
+    def __init__(self, plan: Plan, pacer: Pacer | None = None, realtime: bool = True) -> None:
         self.plan = plan
         self.pacer = pacer or Pacer()
+        self.realtime = realtime
         self.done = 0  # inputs processed so far: progress displays read it
         self._stop = asyncio.Event()
 
@@ -82,6 +84,10 @@ class Replayer:
         (its `failed` says why) and the others go on."""
         if speed is not None and speed <= 0:
             raise ValueError("speed must be positive (or None for as fast as possible)")
+        with realtime_priority(self.realtime and speed is not None) as realtime, gc_frozen():
+            return await self._play(tracks, speed, realtime)
+
+    async def _play(self, tracks: list[Track], speed: float | None, realtime: bool) -> ReplayOutcome:
         clock = self.pacer.clock
         n = len(self.plan.inputs)
         for track in tracks:
@@ -120,4 +126,5 @@ class Replayer:
             tracks=tracks,
             sleeps=self.pacer.sleeps,
             spins=self.pacer.spins,
+            realtime=realtime,
         )

@@ -13,13 +13,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.errors import BenchError
+from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import FrameLike
 from bench.replay.pacing import Pacer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
 from bench.replay.player import Replayer, ReplayOutcome, Track
+from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.store import ResultStore
 
 CLOCK_PINGS = 16
@@ -82,6 +83,8 @@ class DeviceRun:
     result: DeviceMeasurements | None = None
     stats: list[dict[str, Any]] = field(default_factory=list)
     clock: ClockLike | None = None
+    start_ns: int | None = None  # bench time the frame loop's start request went out
+    end_ns: int | None = None  # bench time the bench stopped listening for decisions
 
 
 class _RecordingSink:
@@ -109,23 +112,33 @@ class ReplayRun:
     speed: float | None = 1.0
     voice: str = "auto"  # auto, voice (PCM) or voicef
     pacer: Pacer = field(default_factory=Pacer)
+    realtime: bool = True  # pace under a real-time scheduling priority when the OS allows it
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
+    _frames: BackgroundFrameWriter | None = field(default=None, init=False, repr=False)
 
     async def execute(self) -> list[DeviceRun]:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
-        self.replayer = Replayer(self.plan, self.pacer)
+        self.replayer = Replayer(self.plan, self.pacer, self.realtime)
+        self._frames = BackgroundFrameWriter(self.store.path)
+        live: list[DeviceRun] = []
         try:
             await asyncio.gather(*(self._prepare(r) for r in self.runs))
             live = [r for r in self.runs if r.status == "running"]
             if live:
                 self.outcome = await self.replayer.play([r.track for r in live], self.speed)
                 await asyncio.sleep(TAIL_S)
-            await asyncio.gather(*(self._finish(r) for r in live))
-        finally:
+            await asyncio.gather(*(self._stop(r) for r in live))
+        finally:  # also when interrupted: what was collected is measured and stored
             await asyncio.gather(*(self._close(r) for r in self.runs), return_exceptions=True)
+            self._frames.close()
+            for r in live:
+                if r.status == "running":
+                    r.status, r.detail = "failed", r.detail or "interrupted"
+                    r.end_ns = r.end_ns or time.monotonic_ns()
+                self._measure(r)
         return self.runs
 
     async def _prepare(self, run: DeviceRun) -> None:
@@ -136,14 +149,16 @@ class ReplayRun:
             session = run.endpoint.session
             await session.sync_clock(CLOCK_PINGS)
             s = dev.settings
+            run.start_ns = time.monotonic_ns()
             await session.start(
                 fps=int(s.get("fps_target", 60)),
                 vsync_hz=int(s.get("vsync_hz", 60)),
                 budget_ms=int(s.get("decision_budget_ms", 50)),
             )
-        except (BenchError, OSError) as exc:
-            run.status = "unreachable" if run.endpoint is None else "failed"
-            run.detail = str(exc)
+        except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
+            unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
+            run.status = "unreachable" if unreachable else "failed"
+            run.detail = str(exc) if isinstance(exc, BenchError | OSError) else f"{type(exc).__name__}: {exc}"
             self.store.update_device(self.run_id, dev.name, status=run.status, detail=run.detail)
             return
         choice = self._voice_choice(dev)
@@ -162,25 +177,32 @@ class ReplayRun:
         return choose_voice_mode(self.plan, link_bytes_per_s(dev.link), self.speed or 1.0)
 
     async def _collect(self, run: DeviceRun) -> None:
-        """Store each frame record the moment it arrives."""
+        """Store each frame record the moment it arrives (committed by the writer thread)."""
         async for rec in run.endpoint.session.frames():
             run.frames.append(rec)
-            self.store.add_frame(self.run_id, run.device.name, rec, getattr(rec, "rx_ns", None))
+            self._frames.put(self.run_id, run.device.name, rec)
 
-    async def _finish(self, run: DeviceRun) -> None:
+    async def _stop(self, run: DeviceRun) -> None:
+        """Stop the frame loop, collect the last records, stats and a closing clock sync."""
         session = run.endpoint.session
-        name = run.device.name
-        end_ns = time.monotonic_ns()
+        run.end_ns = time.monotonic_ns()
         try:
             await session.stop()
             if run.collector is not None:
                 await asyncio.wait_for(run.collector, 10)
             run.stats.append(await session.stats())
             run.clock = await session.sync_clock(CLOCK_PINGS)
-        except (BenchError, OSError, TimeoutError) as exc:
-            run.status, run.detail = "failed", f"stopping: {exc}"
+        except Exception as exc:  # measure what arrived anyway
+            run.status, run.detail = "failed", f"stopping: {type(exc).__name__}: {exc}"
         if run.track is not None and run.track.failed:
             run.status, run.detail = "failed", run.track.failed
+        if run.status == "running":
+            run.status = "ok"
+
+    def _measure(self, run: DeviceRun) -> None:
+        """Compute and store the device's measurements from what was collected."""
+        session = run.endpoint.session
+        name = run.device.name
         self._store_inputs(run)
         clock = run.clock or session.clock  # the opening sync, when the closing one failed
         run.result = measure_device(
@@ -188,17 +210,16 @@ class ReplayRun:
             sent_ns=run.track.sent_by_seq(self.plan),
             clock=clock,
             budget_ms=float(run.device.settings.get("decision_budget_ms", 50)),
-            end_ns=end_ns,
+            end_ns=run.end_ns,
             stats=run.stats,
             faults=list(session.faults),
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
+            start_ns=run.start_ns,
         )
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)
         self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
-        if run.status == "running":
-            run.status = "ok"
         self.store.update_device(self.run_id, name, status=run.status, detail=run.detail)
 
     def _store_inputs(self, run: DeviceRun) -> None:

@@ -83,6 +83,7 @@ def build_report(
                 "faults": [vars(f) for f in device.faults],
                 "ota": [vars(o) for o in device.ota],
                 "notes": list(device.notes),
+                "telemetry": telemetry_summary(device),
                 "trend": [
                     {"run_id": p.run_id, "started_at": p.started_at, **p.summaries[name].to_dict()}
                     for p in trend_points
@@ -141,6 +142,7 @@ def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict
         end = float(device.frames.t_s[-1]) if frames is not None and len(frames) else max(f.t_s for f in device.faults)
         events = [(f.t_s, f.kind, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip()) for f in device.faults]
         plots["faults"] = svg.timeline("Fault timeline", events, end)
+    plots.update(telemetry_plots(device))
     if len(trend) >= 2:
         x = np.arange(len(trend), dtype=float)
         ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
@@ -167,6 +169,59 @@ def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict
                     svg.Line(x, _column(trend, "fps"), label="FPS"),
                     svg.Line(x, _column(trend, "low_1pct_fps"), label="1% low", color=svg.PALETTE[2]),
                 ],
+            )
+        )
+    return plots
+
+
+# telemetry value -> (plot key, title, y axis label)
+TELEMETRY_PLOTS = {
+    "temp_c": ("telemetry_temp", "Board temperature (hottest zone)", "temperature (°C)"),
+    "cpu_mhz": ("telemetry_cpu", "CPU frequency", "frequency (MHz)"),
+    "mem_used_mb": ("telemetry_mem", "Memory in use", "memory (MB)"),
+}
+
+
+def telemetry_summary(device: DeviceRun) -> list[dict]:
+    """min/mean/max of each telemetry value of the device (sorted by name)."""
+    return [
+        {
+            "name": name,
+            "unit": series.unit,
+            "n": int(series.values.size),
+            "min": float(np.min(series.values)),
+            "mean": float(np.mean(series.values)),
+            "max": float(np.max(series.values)),
+        }
+        for name, series in sorted(device.telemetry.items())
+        if series.values.size
+    ]
+
+
+def telemetry_plots(device: DeviceRun) -> dict[str, str]:
+    """Temperature, CPU frequency and memory over the run, with faults and throttled samples marked."""
+    plots: dict[str, str] = {}
+    throttled = device.telemetry.get("throttled_now")
+    throttle_marks = (
+        [
+            svg.Marker(float(t), f"throttled at {t:.1f} s", svg.PALETTE[1])
+            for t, v in zip(throttled.t_s, throttled.values, strict=True)
+            if v > 0
+        ]
+        if throttled is not None
+        else []
+    )
+    for name, (key, title, y_label) in TELEMETRY_PLOTS.items():
+        series = device.telemetry.get(name)
+        if series is None or not series.values.size:
+            continue
+        plots[key] = svg.render(
+            svg.Plot(
+                title,
+                "time since run start (s)",
+                y_label,
+                lines=[svg.Line(series.t_s, series.values, label=name)],
+                markers=fault_markers(device) + (throttle_marks if name == "temp_c" else []),
             )
         )
     return plots

@@ -85,6 +85,17 @@ def write_report(report: Report, reports_dir: Path, *, html: str | None = None) 
     return page
 
 
+def write_comparison(report: Report, reports_dir: Path, against: str) -> Path:
+    """Write compare/<run>-vs-<other>.html and .json; the run's own page, latest.html and the index stay as they are."""
+    compare_dir = reports_dir / "compare"
+    compare_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"{run_file_stem(report.run_id)}-vs-{run_file_stem(against)}"
+    page = compare_dir / f"{stem}.html"
+    _atomic_write(page, render_html(report))
+    _atomic_write(compare_dir / f"{stem}.json", json.dumps(report.data, indent=1, default=str))
+    return page
+
+
 def load_index(reports_dir: Path) -> list[dict]:
     """The run summaries of every written report, newest first."""
     entries = []

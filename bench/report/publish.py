@@ -14,7 +14,7 @@ from pathlib import Path
 from bench.errors import ExitCode
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
-from bench.report.html import write_report
+from bench.report.html import write_comparison, write_report
 from bench.results.baseline import DEFAULT_BASELINE, get_baseline
 from bench.results.runview import RunView
 from bench.results.store import ResultStore
@@ -54,22 +54,29 @@ def publish_run(
     thresholds: Thresholds | str | Path | None = None,
 ) -> Published:
     """Compare run `run_id` with `compare_run` (or the named baseline, if set and not the run itself), build its
-    report with trends over the previous runs, and write it under `reports_dir` (None: do not write)."""
+    report with trends over the previous runs, and write it under `reports_dir` (None: do not write): the run's
+    page, latest.html and the index; or, with `compare_run`, a separate compare/<run>-vs-<other>.html."""
     rules = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
     run = load_run(store, run_id)
     against = compare_run
     if against is None:
         named = get_baseline(store, baseline_name)
         against = named.run_id if named and named.run_id != run_id else None
-    base: RunView | None = load_run(store, against) if against is not None else None
+    base: RunView | None = load_run(store, against, frames=False) if against is not None else None
     verdicts = compare_runs(run, base, rules) if base is not None else []
     report = build_report(
         run,
         verdicts=verdicts,
         baseline=base,
         baseline_name=baseline_name if compare_run is None and base is not None else None,
-        history=load_history(store, up_to=run_id),
+        history=load_history(store, up_to=run_id, kind=run.label or None),  # trends over runs of the same kind
         thresholds_file=str(rules.path),
     )
-    page = write_report(report, reports_dir) if reports_dir is not None else None
+    page = None
+    if reports_dir is not None:
+        page = (
+            write_report(report, reports_dir)
+            if compare_run is None
+            else write_comparison(report, reports_dir, str(compare_run))
+        )
     return Published(report, verdicts, page, against)

@@ -93,6 +93,8 @@ def render(plot: Plot) -> str:
     ys = [s.y for s in plot.lines] + [b.low for b in plot.bands] + [b.high for b in plot.bands]
     x0, x1 = plot.x_range or _extent(xs)
     y0, y1 = plot.y_range or _extent(ys, pad=0.05)
+    if plot.y_range is None and len(plot.lines) + len(plot.bands) >= 2:
+        y1 += 0.15 * (y1 - y0)  # head room for the legend
     left, top = MARGIN_LEFT, MARGIN_TOP
     w, h = plot.width - MARGIN_LEFT - MARGIN_RIGHT, plot.height - MARGIN_TOP - MARGIN_BOTTOM
 

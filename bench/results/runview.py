@@ -38,7 +38,7 @@ class FrameTrace:
 
     t_s: np.ndarray  # when the inference started, s since the device's first frame
     interval_ms: np.ndarray  # since the previous inference (first frame: NaN)
-    deviation_us: np.ndarray  # |actual - scheduled| start time
+    deviation_us: np.ndarray  # actual - scheduled start time (signed)
 
     def __len__(self) -> int:
         return int(self.t_s.size)
@@ -65,16 +65,19 @@ class FaultEvent:
 
 @dataclass(frozen=True)
 class OtaTransfer:
-    """One model update delivered to a device."""
+    """One model update delivered (or refused) on a device."""
 
-    t_s: float
-    model_from: str
-    model_to: str
+    model_from: str  # name@version before the update ("" when unknown)
+    model_to: str  # name@version asked for
+    delta: bool
     bytes_sent: int
-    duration_ms: float
-    result: str  # "ok", "rejected", "rolled-back", "failed"
-    delta: bool = False
-    resumed: int = 0  # how many times the transfer resumed after an interruption
+    blocks: int
+    retransmits: int
+    transfer_ms: float
+    verify_ms: float  # signature and compatibility pre-check on the device
+    switch_ms: float  # atomic switch
+    result: str  # "ok", or what went wrong and whether the old model kept running
+    t_s: float | None = None  # when, s since the run started, if known
 
 
 @dataclass

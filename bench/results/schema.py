@@ -98,5 +98,14 @@ TABLES = [
         ref_ns INTEGER NOT NULL,
         uncertainty_ns REAL,
         PRIMARY KEY (run_id, device))""",
+    """CREATE TABLE IF NOT EXISTS telemetry (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        t_ns INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        value REAL NOT NULL,
+        unit TEXT NOT NULL DEFAULT '',
+        source TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, device, name, t_ns))""",
     "CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, device)",
 ]

@@ -9,11 +9,12 @@ bootstrap interval). Every verdict carries its evidence: p-value, effect, sample
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
+from bench.results.mannwhitney import mann_whitney_p
 from bench.results.runview import DeviceRun, RunView, Samples
 from bench.results.statistics import STATISTICS, Statistic
 from bench.results.thresholds import MetricRule, Thresholds
@@ -24,8 +25,9 @@ UNCHANGED = "unchanged"
 NOT_ENOUGH = "not enough samples"
 NO_DATA = "no data"
 
-RESAMPLE_CAP = 10_000  # permutation tests and generic bootstraps use a random subsample of at most this many values
+RESAMPLE_CAP = 5_000  # permutation tests and generic bootstraps use a random subsample of at most this many values
 _CHUNK = 50
+SEQUENTIAL_HITS = 20  # stop permuting once this many relabellings were at least as extreme as the data
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ def compare_samples(
         p_worse, p_better = _mann_whitney(b, r, stat, rule.worse)
         ci = None
     else:
-        p_worse, p_better, ci = _permutation(b, r, stat, rule, seed)
+        p_worse, p_better, ci = _permutation(b, r, stat, rule, seed, worse_sign * effect >= 0)
     worse_effect = worse_sign * effect
     p = p_worse if worse_effect >= 0 else p_better
     verdict.update(effect_pct=effect, p_value=p, ci_pct=ci)
@@ -140,10 +142,14 @@ def _decide(rule: MetricRule, worse_effect: float, p: float) -> tuple[str, str]:
     if big and significant:
         status = REGRESSION if worse_effect > 0 else IMPROVED
         limit = f"(>= {rule.threshold_pct:g}%)"
-        return status, f"{abs(worse_effect):.1f}% {direction} {limit}, p = {p:.2g} < {rule.alpha:g}"
+        return status, f"{abs(worse_effect):.1f}% {direction} {limit}, p {_p_text(p)} < {rule.alpha:g}"
     if big:
-        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction} but not significant (p = {p:.2g} >= {rule.alpha:g})"
+        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction} but not significant (p {_p_text(p)} >= {rule.alpha:g})"
     return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, below the {rule.threshold_pct:g}% threshold"
+
+
+def _p_text(p: float) -> str:
+    return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
 
 
 def _finite(samples: Samples | None) -> np.ndarray:
@@ -156,42 +162,58 @@ def _finite(samples: Samples | None) -> np.ndarray:
 def _mann_whitney(base: np.ndarray, run: np.ndarray, stat: Statistic, worse: str) -> tuple[float, float]:
     """One-sided Mann-Whitney U p-values (worse, better) on the raw samples."""
     samples_higher_is_worse = (worse == "higher") != stat.inverts
-    greater = float(mannwhitneyu(run, base, alternative="greater").pvalue)
-    less = float(mannwhitneyu(run, base, alternative="less").pvalue)
+    greater = mann_whitney_p(run, base, "greater")
+    less = mann_whitney_p(run, base, "less")
     return (greater, less) if samples_higher_is_worse else (less, greater)
 
 
 def _permutation(
-    base: np.ndarray, run: np.ndarray, stat: Statistic, rule: MetricRule, seed: int
+    base: np.ndarray, run: np.ndarray, stat: Statistic, rule: MetricRule, seed: int, towards_worse: bool
 ) -> tuple[float, float, tuple[float, float]]:
     """One-sided permutation-test p-values (worse, better) of the statistic's relative change, and a bootstrap
-    interval of that change at 1 - alpha. Large groups are tested on a fixed-seed random subsample."""
+    interval of that change at 1 - alpha. Large groups are tested on a fixed-seed random subsample.
+
+    Only the p-value in the direction of the observed change (`towards_worse`) is computed; it stops early
+    (Besag & Clifford's sequential Monte Carlo p-value, valid as is) once SEQUENTIAL_HITS relabellings were at
+    least as extreme, i.e. when p is clearly far above alpha. The other direction's p-value is reported as 1.
+    """
     rng = np.random.default_rng(seed)
     n = rule.resamples
     b, r = _capped(base, rng), _capped(run, rng)
     sign = 1.0 if rule.worse == "higher" else -1.0
     observed = sign * (stat.compute(r) / stat.compute(b) - 1.0)
-    if stat.quantile is not None and stat.of_quantile is not None and stat.quantile >= 0.5:
-        permuted = _permuted_quantile_ratios(b, r, stat, n, rng)
-    else:
-        pooled = np.concatenate([b, r])
-        permuted = np.empty(n)
-        for start in range(0, n, _CHUNK):
-            rows = rng.permuted(np.broadcast_to(pooled, (min(_CHUNK, n - start), pooled.size)), axis=1)
-            permuted[start : start + rows.shape[0]] = _row_statistic(rows[:, b.size :], stat) / _row_statistic(
-                rows[:, : b.size], stat
-            )
-    permuted = sign * (permuted - 1.0)
-    p_worse = (1 + int(np.count_nonzero(permuted >= observed))) / (n + 1)
-    p_better = (1 + int(np.count_nonzero(permuted <= observed))) / (n + 1)
+    side = 1.0 if towards_worse else -1.0
+    hits = done = 0
+    p = None
+    for ratios in _permuted_ratios(b, r, stat, n, rng):
+        hits += int(np.count_nonzero(side * sign * (ratios - 1.0) >= side * observed))
+        done += ratios.size
+        if hits >= SEQUENTIAL_HITS:
+            p = hits / done
+            break
+    if p is None:
+        p = (hits + 1) / (done + 1)
     change = (_resampled(run, stat, n, rng) / _resampled(base, stat, n, rng) - 1.0) * 100.0
     low, high = np.quantile(change, [rule.alpha / 2, 1 - rule.alpha / 2])
-    return p_worse, p_better, (float(low), float(high))
+    return (p, 1.0, (float(low), float(high))) if side > 0 else (1.0, p, (float(low), float(high)))
+
+
+def _permuted_ratios(
+    base: np.ndarray, run: np.ndarray, stat: Statistic, n: int, rng: np.random.Generator
+) -> Iterator[np.ndarray]:
+    """stat(run half) / stat(base half) over `n` random relabellings of the pooled samples, in chunks."""
+    if stat.quantile is not None and stat.of_quantile is not None and stat.quantile >= 0.5:
+        yield from _permuted_quantile_ratios(base, run, stat, n, rng)
+        return
+    pooled = np.concatenate([base, run])
+    for start in range(0, n, _CHUNK):
+        rows = rng.permuted(np.broadcast_to(pooled, (min(_CHUNK, n - start), pooled.size)), axis=1)
+        yield _row_statistic(rows[:, base.size :], stat) / _row_statistic(rows[:, : base.size], stat)
 
 
 def _permuted_quantile_ratios(
     base: np.ndarray, run: np.ndarray, stat: Statistic, n: int, rng: np.random.Generator
-) -> np.ndarray:
+) -> Iterator[np.ndarray]:
     """stat(run half) / stat(base half) over `n` random relabellings of the pooled samples, for an upper quantile.
 
     The nearest-rank q-quantile of a half of size m is its j-th largest value, j = m - ceil(q*m) + 1, so only
@@ -199,11 +221,10 @@ def _permuted_quantile_ratios(
     (hypergeometric), place them at random, and read the j-th largest of each half. Rows whose j-th value lies
     below the top T are redone with a full permutation, so the result is exact.
     """
-    pooled = np.sort(np.concatenate([base, run]))[::-1]
+    pooled = np.sort(np.concatenate([base, run]), kind="stable")[::-1]  # timsort: linear on sorted runs
     sizes = (base.size, run.size)
     ranks = [m - max(1, math.ceil(stat.quantile * m)) + 1 for m in sizes]
     top = min(pooled.size, 4 * sum(ranks) + 64)
-    out = np.empty(n)
     for start in range(0, n, _CHUNK):
         rows = min(_CHUNK, n - start)
         in_base = rng.hypergeometric(sizes[0], sizes[1], top, rows) if top < pooled.size else np.full(rows, sizes[0])
@@ -212,11 +233,11 @@ def _permuted_quantile_ratios(
         for member, rank in ((labels, ranks[0]), (~labels, ranks[1])):
             count = np.cumsum(member, axis=1)
             values.append(np.where(count[:, -1] >= rank, pooled[np.argmax(count >= rank, axis=1)], np.nan))
-        out[start : start + rows] = stat.of_quantile(values[1]) / stat.of_quantile(values[0])
-    for row in np.flatnonzero(np.isnan(out)):
-        shuffled = rng.permutation(pooled)
-        out[row] = float(stat.compute(shuffled[base.size :])) / float(stat.compute(shuffled[: base.size]))
-    return out
+        out = stat.of_quantile(values[1]) / stat.of_quantile(values[0])
+        for row in np.flatnonzero(np.isnan(out)):
+            shuffled = rng.permutation(pooled)
+            out[row] = float(stat.compute(shuffled[base.size :])) / float(stat.compute(shuffled[: base.size]))
+        yield out
 
 
 def _capped(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -236,7 +257,7 @@ def _resampled(values: np.ndarray, stat: Statistic, n: int, rng: np.random.Gener
     if stat.quantile is not None and stat.of_quantile is not None:
         # The m-th order statistic of a resample is sorted[ceil(size * U) - 1] with U ~ Beta(m, size - m + 1):
         # exact, and O(n) instead of O(n * size).
-        ordered = np.sort(values)
+        ordered = np.sort(values, kind="stable")  # histogram samples arrive sorted: timsort is linear on them
         size = ordered.size
         m = max(1, math.ceil(stat.quantile * size))
         index = np.ceil(size * rng.beta(m, size - m + 1, n)).astype(int) - 1

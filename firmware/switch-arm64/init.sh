@@ -1,7 +1,7 @@
 #!/bin/busybox sh
 # /init of the Switch-style ARM64 image. Settings arrive as kernel args (npc_*=value, in the environment):
 #   npc_mode     agent (default) | selftest | shell-less idle ("idle": no agent, control channel only)
-#   npc_port     guest TCP port the agent listens on (default 7000)
+#   npc_port     guest TCP port the agent listens on (default 7700)
 #   npc_mem_mb   memory limit of the agent's cgroup in MiB (default 256)
 #   npc_timing   realtime | icount (reported by the agent and the self-test)
 # Status lines on the console start with "NPC-INIT " and are parsed by bench/devices/qemu_arm64.py.
@@ -62,9 +62,12 @@ in_cgroup() { sh -c 'echo $$ > /sys/fs/cgroup/agent/cgroup.procs && exec "$@"' i
 case "${npc_mode:-agent}" in
     selftest) in_cgroup python3 /opt/npc/selftest.py ;;
     idle) say "idle"; while true; do sleep 3600; done ;;
-    *) say "agent-start port=${npc_port:-7000}"
-       cd /opt/npc/agent && in_cgroup python3 -u agent.py --listen "0.0.0.0:${npc_port:-7000}" \
-           --models /opt/npc/models --key /opt/npc/keys/model-signing.pub.pem ;;
+    *) model=$(ls /opt/npc/models/*.tflite | head -n1)
+       say "agent-start port=${npc_port:-7700} model=$model"
+       export NPC_PLATFORM_TAG="qemu-${npc_timing:-realtime}"  # the agent's hello: linux-aarch64/qemu-icount
+       cd /opt/npc/agent && in_cgroup python3 -u npc_agent.py --listen "0.0.0.0:${npc_port:-7700}" \
+           --pubkey /opt/npc/agent/trusted.pub.pem --models-dir /opt/npc/models \
+           --model "$model" --manifest "${model%.tflite}.json" --mem-limit-mb "${npc_mem_mb:-256}" ;;
 esac
 rc=$?
 oom=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/agent/memory.events)

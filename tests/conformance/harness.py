@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -49,7 +48,8 @@ class AgentUnderTest:
         raise NotImplementedError
 
     def vm_argv(self) -> list[str]:
-        """The agent's interpreter, ready to take `-c SCRIPT` in the agent's folder."""
+        """The agent's interpreter, ready to run the script file named by one more argument, in the agent's folder
+        (the agent's modules importable)."""
         raise NotImplementedError
 
     def deploy(
@@ -137,7 +137,7 @@ class HostAgent(AgentUnderTest):
         return [self.command[0], "-I", *self.command[1:]]
 
     def vm_argv(self) -> list[str]:
-        return [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); exec(sys.argv[1])"]
+        return [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); exec(open(sys.argv[1]).read())"]
 
 
 def voice_b64(samples: list[int]) -> str:
@@ -145,5 +145,29 @@ def voice_b64(samples: list[int]) -> str:
     return base64.b64encode(np.asarray(samples, dtype="<i2").tobytes()).decode()
 
 
-def manifest_json(manifest: dict[str, Any]) -> str:
-    return json.dumps(manifest, sort_keys=True)
+class MicroPythonAgent(AgentUnderTest):
+    """micropython/ from its board bundle, in the MicroPython unix VM with an ESP32-C6's heap, with the
+    esp32c6 kind's settings (memory limit 160 KB of live heap)."""
+
+    kind = "micropython"
+    model_ext = "npcm"
+    crash_model = "npc-fault-crash-int8"
+    oom_model = "npc-policy-large-int8"  # the Jetson model: it loads, but its heap use is over the limit
+    broken_model = "npc-fault-broken-int8"
+
+    def __init__(self, folder: Path) -> None:
+        from bench.fleet import load_fleet
+        from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
+
+        super().__init__(folder)
+        esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
+        device = Device(name="conformance-mpy", kind="esp32c6", link=None, settings=dict(esp.settings))
+        copy_bundle(bundles.micropython_bundle(device, folder / ".bundle"), folder)
+        self.command = agent_command(ESP32C6_HEAP)
+
+    def argv(self) -> list[str]:
+        return self.command
+
+    def vm_argv(self) -> list[str]:
+        # the VM's default heap: the scheduler scenarios keep every slot they produce for the comparison
+        return [MICROPYTHON, "-c", "import sys; exec(open(sys.argv[1]).read())"]

@@ -11,6 +11,8 @@ import pytest
 from bench.agent import wire
 from bench.agent.session import AgentError, AgentSession
 
+pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
+
 
 def test_hello_names_the_agent_and_its_model(agent):
     async def body(s: AgentSession):

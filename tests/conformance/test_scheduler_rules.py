@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
+pytestmark = pytest.mark.e2e  # runs inside each agent's VM, from its deployed bundle
+
 # Portable (MicroPython and CPython): a display loop taking VSync ticks and an accelerator running queued
 # inferences one after another, events in time order, printed as JSON.
 SCENARIO = r"""
@@ -47,9 +51,10 @@ CONFIGS = [(60, 60, 1, 1500), (60, 144, 1, 1500), (60, 60, 1, 40000), (30, 30, 3
 
 
 def scenario(agent) -> dict[str, list[list]]:
-    script = f"CONFIGS = {json.dumps(CONFIGS)}\n" + SCENARIO
+    # a file, not an argument: MicroPython interns argv strings as qstrs, which stop at 255 bytes
+    (agent.folder / "scenario.py").write_text(f"CONFIGS = {json.dumps(CONFIGS)}\n" + SCENARIO)
     proc = subprocess.run(
-        [*agent.vm_argv(), script], cwd=agent.folder, capture_output=True, text=True, timeout=120, check=False
+        [*agent.vm_argv(), "scenario.py"], cwd=agent.folder, capture_output=True, text=True, timeout=120, check=False
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

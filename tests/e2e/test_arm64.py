@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,26 @@ def qemu_alive(pid: int) -> bool:
     return state != "Z"
 
 
+def my_qemus() -> list[int]:
+    """QEMU processes (not zombies) whose parent is this test process."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            comm, rest = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = rest.split()
+        if "qemu-system" in comm and fields[0] != "Z" and int(fields[1]) == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_qemu_left() -> Iterator[None]:
+    yield
+    assert my_qemus() == [], "a QEMU started by this test is still running"
+
+
 def switch_device(timing: str = "realtime", **settings: object) -> Device:
     dev = load_fleet().get("switch-1")
     return dataclasses.replace(
@@ -46,11 +67,11 @@ def arm64_image() -> BuiltImage:
 
 
 def test_image_build_is_reproducible_and_cached(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """A fresh build (shared download cache, new folder) gives the bytes of the cached build."""
     first = build_image("switch-arm64", root=tmp_path / "a", force=True)
-    second = build_image("switch-arm64", root=tmp_path / "b", force=True)
-    assert first.built and second.built
-    assert first.initrd_sha256 == second.initrd_sha256 == arm64_image.initrd_sha256
-    assert first.kernel_sha256 == second.kernel_sha256
+    assert first.built and first.folder != arm64_image.folder
+    assert first.initrd_sha256 == arm64_image.initrd_sha256
+    assert first.kernel_sha256 == arm64_image.kernel_sha256
     again = build_image("switch-arm64", root=tmp_path / "a")
     assert not again.built and again.initrd_sha256 == first.initrd_sha256
     assert first.initrd_bytes < 80e6, "the image grew: check the recipe's [trim]"
@@ -105,13 +126,13 @@ def test_agent_over_memory_limit_is_detected(tmp_path: Path, arm64_image: BuiltI
     async def run() -> str:
         try:
             with pytest.raises(GuestFault) as info:
-                await driver.selftest()
+                await driver.open_agent()  # the agent process outgrows its cgroup while it starts
             return str(info.value)
         finally:
             await driver.close_agent()
 
     message = asyncio.run(run())
-    assert "exceeded its memory limit of 12 MB inside the guest and was OOM-killed" in message
+    assert "switch-1: the agent exceeded its memory limit of 12 MB inside the guest and was OOM-killed" in message
     assert not qemu_alive(driver.machine.pid)
 
 
@@ -168,3 +189,25 @@ def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, 
         assert 0 < times[0] <= times[-1]
     assert first["invoke_us"][100] == second["invoke_us"][100]  # median
     assert first["invoke_us"][179] == second["invoke_us"][179]  # P90
+
+
+def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: Path) -> None:
+    import json
+
+    build = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "build", "switch-arm64", "--json"], cwd=REPO, capture_output=True
+    )
+    assert build.returncode == 0, build.stderr
+    data = json.loads(build.stdout)
+    assert data["built"] is False and data["initrd_sha256"] == arm64_image.initrd_sha256
+    show = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "show", "switch-arm64"], cwd=REPO, capture_output=True
+    )
+    assert show.returncode == 0 and str(arm64_image.folder) in show.stdout.decode()
+    empty = {**os.environ, "HILBENCH_CACHE_DIR": str(tmp_path)}
+    missing = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "show", "switch-arm64"], cwd=REPO, capture_output=True, env=empty
+    )
+    assert missing.returncode == 1 and b"hilbench image build switch-arm64" in missing.stdout
+    bad = subprocess.run([sys.executable, "-m", "bench", "image", "build", "jetson"], cwd=REPO, capture_output=True)
+    assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr

@@ -138,3 +138,45 @@ def test_console_lines_become_fault_sentences(tmp_path: Path) -> None:
     machine = QemuMachine("sw", QemuLink(image=None), tmp_path / "k", tmp_path / "i", "", tmp_path / "log")
     machine._parse("NPC-INIT agent-exit rc=2 oom_kill=0 mem_peak=1 limit_mb=256")
     assert "exited with code 2" in (machine.fault() or "")
+
+
+def test_driver_resolves_images_and_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from bench.devices.qemu_arm64 import QemuArm64Driver, resolve_image
+    from bench.errors import DeviceUnreachable
+    from bench.fleet import load_fleet
+
+    monkeypatch.setenv("HILBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    dev = load_fleet().get("switch-1")
+    with pytest.raises(DeviceUnreachable, match="not built") as info:
+        resolve_image(dev)
+    assert "hilbench image build switch-arm64" in (info.value.hint or "")
+    folder = tmp_path / "img"
+    folder.mkdir()
+    given = dataclasses.replace(dev, link=dataclasses.replace(dev.link, image=folder))
+    with pytest.raises(ConfigError, match=re.escape("has no vmlinuz and initrd.img")):
+        resolve_image(given)
+    (folder / "vmlinuz").write_bytes(b"k")
+    (folder / "initrd.img").write_bytes(b"i")
+    assert resolve_image(given)[:2] == (folder / "vmlinuz", folder / "initrd.img")
+    driver = QemuArm64Driver(dataclasses.replace(given, settings={**dev.settings, "memory_limit_mb": 64}))
+    args = driver.kernel_args()
+    assert args["npc_mem_mb"] == "64" and args["npc_timing"] == "icount" and args["npc_mode"] == "agent"
+    assert driver.timing == "icount" and driver.platform()["timing"] == "icount"
+    assert driver.host_address == "10.0.2.2"  # QEMU user-mode networking, not the kind default
+
+
+def test_prune_keeps_the_current_and_the_newest_other_builds(tmp_path: Path) -> None:
+    import os
+
+    from bench.image.build import prune
+
+    for age, name in enumerate(["new", "mid", "old", "oldest"]):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (1000 - age, 1000 - age))
+    (tmp_path / "current").mkdir()
+    (tmp_path / ".build-x").mkdir()  # another build in progress
+    removed = prune(tmp_path, keep=tmp_path / "current", others=2)
+    assert sorted(p.name for p in removed) == ["old", "oldest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".build-x", "current", "mid", "new"]

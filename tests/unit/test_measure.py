@@ -139,11 +139,12 @@ def test_measure_device_puts_it_together() -> None:
     stats = [{"mem_peak": 1000}, {"mem_peak": 5000}, {"mem": 3}]
     faults = [{"kind": "crash", "cause": "exception", "t_switch": 1, "t_fault": 2}]
     m = measure_device(frames, sent_ns=sent, clock=clock, budget_ms=50, stats=stats, faults=faults,
-                       send_errors_ns=[100, 200, 300])  # fmt: skip
+                       send_errors_ns=[100, 200, 300], start_ns=frames[0].t0 * 1000 - 5_000_000)  # fmt: skip
     v = m.values()
     assert v["fps"] == pytest.approx(50.0) and v["frames"] == 70 and v["mem_peak"] == 5000
     assert v["decision_latency_p50"] == pytest.approx(3000, rel=1e-3)  # 1 ms before t0, t1 = t0 + 2 ms
     assert v["decision_deadline_misses"] == 0 and v["faults"] == 1 and v["faults_crash"] == 1
+    assert v["first_frame"] == pytest.approx(7.0)  # started 5 ms before the first t0, inference takes 2 ms
     assert v["inference_latency_max"] == 2000 and v["replay_send_error_max"] == 300
     assert m.get("decision_latency_p99").flags == ("too_few_samples_for_p99",)
     assert m.get("decision_latency_p90").flags == ()

@@ -11,11 +11,15 @@ from typing import Any
 
 import pytest
 
+from bench.agent import wire
 from bench.errors import DeviceUnreachable
-from bench.fleet import Device, SerialLink
+from bench.fleet import Device, SerialLink, load_fleet
 from bench.measure.records import Frame, OffsetClock
+from bench.nightly import NightlyContext
 from bench.replay.plan import build_plan
 from bench.replay.run import AgentEndpoint, ReplayRun
+from bench.replay.session import write_session
+from bench.replay.stage import stage_replay
 from bench.replay.synth import synth_session
 from bench.results import open_store
 
@@ -26,6 +30,11 @@ class StandInClock(OffsetClock):
     drift_ppm = 0.0
     ref_ns = 0
     uncertainty_ns = 1000.0
+
+
+def _decode(line: bytes) -> dict:
+    """An `in` line as the replayer encodes it: plain JSON in these tests, wire framing via replay_fleet."""
+    return wire.decode(line) if line.startswith(b"~") else json.loads(line)
 
 
 class StandInAgent:
@@ -56,7 +65,7 @@ class StandInAgent:
         while True:
             await asyncio.sleep(1 / fps)
             t0 = self._us()
-            seq = max((json.loads(line)["seq"] for line in self.lines[-1:]), default=-1)
+            seq = max((_decode(line)["seq"] for line in self.lines[-1:]), default=-1)
             await asyncio.sleep(0.002)
             self._queue.put_nowait(Frame(i, t0 - 100, due=t0 - 50, ran=True, t0=t0, t1=self._us(), seq=seq,
                                          rx_ns=time.monotonic_ns()))  # fmt: skip
@@ -133,3 +142,54 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     assert len(store.inputs(run_id, "tcp-1")) == len(plan.inputs)
     assert set(store.histograms(run_id, "uart-1")) >= {"decision_latency", "inference_latency", "replay_send_error"}
     store.close()
+
+
+def test_nightly_stage_replays_every_session_and_reports_per_device(tmp_path: Path) -> None:
+    sessions = tmp_path / "sessions"
+    for seed in (1, 2):
+        write_session(sessions / f"s{seed}.mcap", synth_session("dialogue", seed, duration_s=1.0))
+    fleet = load_fleet()
+    devices = [Device("ok-1", "pi5", None, settings={"fps_target": 30}), Device("gone-1", "pi5", None)]
+
+    async def open_agent(dev: Device) -> AgentEndpoint:
+        if dev.name == "gone-1":
+            raise DeviceUnreachable("gone-1: no answer")
+
+        async def close() -> None:
+            return None
+
+        return AgentEndpoint(StandInAgent(30), close)
+
+    ctx = NightlyContext(fleet, devices, tmp_path / "reports", sessions, None, lambda text: None)
+    outcomes = asyncio.run(stage_replay(ctx, open_agent))
+    assert outcomes["ok-1"].ok and len(outcomes["ok-1"].data["runs"]) == 2
+    assert not outcomes["gone-1"].ok and "unreachable" in outcomes["gone-1"].detail
+    with open_store(tmp_path / "reports" / "results.sqlite") as store:
+        runs = store.runs(kind="replay")
+        assert [r.session for r in runs] == ["dialogue-0002", "dialogue-0001"]
+        assert store.frame_count(runs[0].id, "ok-1") > 10
+
+
+def test_replay_fleet_gives_run_aware_openers_the_run_id(tmp_path: Path) -> None:
+    from bench.replay.service import replay_fleet
+
+    path = tmp_path / "s.mcap"
+    write_session(path, synth_session("combat", 4, duration_s=1.0))
+    seen: list[int] = []
+
+    def make_opener(run_id: int):
+        seen.append(run_id)
+
+        async def open_agent(dev: Device) -> AgentEndpoint:
+            async def close() -> None:
+                return None
+
+            return AgentEndpoint(StandInAgent(30), close)
+
+        return open_agent
+
+    with open_store(tmp_path / "r.sqlite") as store:
+        result = asyncio.run(replay_fleet([Device("d", "pi5", None)], path, store, make_opener=make_opener, speed=4))
+        assert seen == [result.run_id] and result.status == "ok"
+        with pytest.raises(ValueError, match="exactly one"):
+            asyncio.run(replay_fleet([], path, store))

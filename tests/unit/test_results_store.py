@@ -82,12 +82,20 @@ WRITER = textwrap.dedent(
     import sys, time
     from bench.measure.records import Frame
     from bench.results import open_store
+    from bench.results.frame_writer import BackgroundFrameWriter
     store = open_store(sys.argv[1])
     run = store.begin_run("replay", session="s")
     store.add_device(run, "d", "pi5")
+    background = BackgroundFrameWriter(store.path) if sys.argv[2] == "background" else None
     i = 0
     while True:
-        store.add_frame(run, "d", Frame(i, i * 16_667, ran=True, t0=i * 16_667 + 5, t1=i * 16_667 + 900, seq=i))
+        frame = Frame(i, i * 16_667, ran=True, t0=i * 16_667 + 5, t1=i * 16_667 + 900, seq=i)
+        if background:
+            background.put(run, "d", frame)
+            while background.written <= i:  # report only what is committed
+                time.sleep(0.0002)
+        else:
+            store.add_frame(run, "d", frame)
         print(i, flush=True)
         i += 1
         time.sleep(0.001)
@@ -95,10 +103,11 @@ WRITER = textwrap.dedent(
 )
 
 
-def test_a_killed_writer_keeps_every_frame_it_wrote(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["direct", "background"])
+def test_a_killed_writer_keeps_every_frame_it_wrote(tmp_path: Path, writer: str) -> None:
     db = tmp_path / "killed.sqlite"
     proc = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(db)], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+        [sys.executable, "-c", WRITER, str(db), writer], cwd=ROOT, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     try:

@@ -134,6 +134,29 @@ async def test_error_reply_raises_agent_error_and_session_survives():
 
 
 @run_async
+async def test_an_echoing_link_is_not_mistaken_for_replies():
+    peer = ScriptedPeer()
+    original = peer.handle
+
+    async def echo_then_handle(reader, writer):
+        class Echo:
+            def __init__(self, inner):
+                self.inner = inner
+
+            async def readline(self):
+                line = await self.inner.readline()
+                writer.write(line)  # a console echoing what it receives
+                return line
+
+        await original(Echo(reader), writer)
+
+    peer.handle = echo_then_handle
+    async with peer_session(peer) as s:
+        assert s.info["agent"] == "scripted" and s.echoes >= 1
+        await s.ping()
+
+
+@run_async
 async def test_protocol_mismatch_is_refused():
     with pytest.raises(ProtocolMismatch, match="protocol 2"):
         async with peer_session(ScriptedPeer(proto=2)):

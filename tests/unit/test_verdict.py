@@ -135,7 +135,7 @@ def test_fast_quantile_permutation_matches_a_brute_force_permutation(statistic: 
     rng = np.random.default_rng(11)
     base, run = latencies(rng, 700), latencies(rng, 900) * 1.03
     stat = STATISTICS[statistic]
-    fast = _permuted_quantile_ratios(base, run, stat, 4000, np.random.default_rng(1))
+    fast = np.concatenate(list(_permuted_quantile_ratios(base, run, stat, 4000, np.random.default_rng(1))))
     pooled = np.concatenate([base, run])
     brute = []
     for _ in range(4000):

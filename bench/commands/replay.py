@@ -1,0 +1,189 @@
+"""`hilbench replay`: play a recorded session into every selected device at once, measure and store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+
+from rich.live import Live
+from rich.table import Table
+
+from bench.commands import add_fleet_options, selected_devices
+from bench.console import emit_json, err, out
+from bench.errors import ConfigError, ExitCode
+from bench.leases import LeaseSet
+from bench.replay.agents import driver_opener
+from bench.replay.run import DeviceRun, ReplayRun
+from bench.replay.service import ReplayResult, replay_fleet
+from bench.replay.session import Session, read_session
+from bench.results.store import DEFAULT_STORE, open_store
+from bench.virtual import virtual_fleet
+
+SUMMARY_COLUMNS = (
+    ("fps", "FPS", 1.0, "{:.1f}"),
+    ("inference_latency_p50", "infer P50 ms", 1e-3, "{:.2f}"),
+    ("inference_latency_p99", "infer P99 ms", 1e-3, "{:.2f}"),
+    ("decision_latency_p50", "decision P50 ms", 1e-3, "{:.1f}"),
+    ("decision_latency_p99", "decision P99 ms", 1e-3, "{:.1f}"),
+    ("decision_deadline_misses", "misses", 1.0, "{:.0f}"),
+    ("frame_jitter_p99", "jitter P99 us", 1.0, "{:.0f}"),
+    ("replay_send_error_p99", "send err P99 us", 1e-3, "{:.1f}"),
+    ("faults", "faults", 1.0, "{:.0f}"),
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `replay` command."""
+    p = sub.add_parser("replay", help="play a recorded session into the selected devices at once and measure")
+    add_fleet_options(p)
+    p.add_argument("--session", required=True, metavar="FILE", help="session file (MCAP; see `hilbench session`)")
+    p.add_argument("--speed", default="1", metavar="X", help="time factor (2 = twice as fast), or 'max'")
+    p.add_argument("--voice", choices=("auto", "voice", "voicef"), default="auto",
+                   help="voice as PCM or per-10 ms features (auto: features on links too slow for PCM)")  # fmt: skip
+    p.add_argument(
+        "--results", metavar="PATH", help=f"results store (default: the fleet's [bench] results, else {DEFAULT_STORE})"
+    )
+    p.add_argument("--deploy", action="store_true", help="deploy agent and model first (skipped when up to date)")
+    p.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
+    p.add_argument("--logs", type=Path, metavar="DIR", help="agent logs folder (default: next to the results store)")
+    p.set_defaults(func=cmd_replay)
+
+
+def parse_speed(text: str) -> float | None:
+    """--speed: a positive factor, or 'max' (None: as fast as possible)."""
+    if text.lower() in ("max", "asap", "0"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(
+            f"--speed {text!r}: not a number", hint="e.g. --speed 1, --speed 2.5 or --speed max"
+        ) from None
+    if value <= 0:
+        raise ConfigError(f"--speed {text}: must be positive (or 'max')")
+    return value
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay, show live progress, print a summary table per device (or JSON); exit 0 / 1 / 3."""
+    speed = parse_speed(args.speed)
+    session = read_session(args.session)  # a bad file is reported before any device is touched
+    fleet, devices = selected_devices(args)
+    if not devices:
+        raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
+    location = args.results or fleet.bench.get("results") or DEFAULT_STORE
+    store = open_store(location)
+    logs = args.logs or Path(store.path).parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with LeaseSet(holder="hilbench replay") as leases:
+        for dev in devices:
+            leases.acquire(dev.name)
+        result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
+    store.close()
+    if args.json:
+        emit_json(result_json(result, store.path))
+    else:
+        out.print(summary_table(result))
+        for r in result.devices:
+            if r.detail:
+                out.print(f"[yellow]{r.device.name}[/yellow]: {r.detail}")
+        out.print(f"run {result.run_id} stored in {store.path}")
+    return exit_code(result)
+
+
+async def _run(args, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
+    live = None if args.json else Live(console=err, refresh_per_second=4, transient=True)
+
+    def progress(run: ReplayRun) -> None:
+        if live is not None:
+            live.update(progress_table(run))
+
+    async with virtual_fleet(devices) as (resolved, _running):
+        if live is not None:
+            live.start()
+        try:
+            return await replay_fleet(
+                resolved, session, store, driver_opener(logs, args.deploy), speed=speed, voice=args.voice,
+                realtime=not args.no_realtime, bench=bench, progress=progress,
+            )  # fmt: skip
+        finally:
+            if live is not None:
+                live.stop()
+
+
+def progress_table(run: ReplayRun) -> Table:
+    """Live view: per device, its state, inputs sent and frame records received."""
+    total = len(run.plan.inputs)
+    table = Table(title=f"replaying {run.plan.session_id} ({total} inputs per device)")
+    for col in ("device", "state", "inputs", "frames"):
+        table.add_column(col)
+    for r in run.runs:
+        sent = r.track.sent if r.track else 0
+        table.add_row(r.device.name, r.status, f"{sent}/{total}", str(len(r.frames)))
+    return table
+
+
+def _value(r: DeviceRun, name: str) -> float | None:
+    if r.result is None:
+        return None
+    return next((m.value for m in r.result.measurements if m.name == name), None)
+
+
+def summary_table(result: ReplayResult) -> Table:
+    """One row per device: status, voice mode and the headline measurements."""
+    speed = "max" if result.speed is None else f"{result.speed:g}x"
+    title = f"replay run {result.run_id}: {result.session_id} at {speed}" + (
+        " (pacer at normal priority)" if result.realtime is False else ""
+    )
+    table = Table(title=title)
+    table.add_column("device")
+    table.add_column("status")
+    table.add_column("voice")
+    for _, label, _, _ in SUMMARY_COLUMNS:
+        table.add_column(label, justify="right")
+    for r in result.devices:
+        cells = []
+        for name, _, scale, fmt in SUMMARY_COLUMNS:
+            v = _value(r, name)
+            cells.append("-" if v is None else fmt.format(v * scale))
+        colour = "green" if r.status == "ok" else "red"
+        voice = str(r.track.mode) if r.track else "-"
+        table.add_row(r.device.name, f"[{colour}]{r.status}[/{colour}]", voice, *cells)
+    return table
+
+
+def result_json(result: ReplayResult, store_path: Path) -> dict:
+    """The --json document."""
+    return {
+        "run_id": result.run_id,
+        "store": str(store_path),
+        "session": result.session_id,
+        "inputs": result.inputs,
+        "speed": result.speed,
+        "realtime_priority": result.realtime,
+        "status": result.status,
+        "devices": [
+            {
+                "name": r.device.name,
+                "kind": r.device.kind,
+                "status": r.status,
+                "detail": r.detail,
+                "voice_mode": str(r.track.mode) if r.track else None,
+                "voice_reason": r.track.mode_reason if r.track else None,
+                "inputs_sent": r.track.sent if r.track else 0,
+                "frames": len(r.frames),
+                "measurements": {m.name: m.to_dict() for m in r.result.measurements} if r.result else {},
+                "faults": [f.to_dict() for f in r.result.faults] if r.result else [],
+            }
+            for r in result.devices
+        ],
+    }
+
+
+def exit_code(result: ReplayResult) -> int:
+    """0 all ok; 3 when a device could not be reached; 1 when one failed during the run."""
+    statuses = {r.status for r in result.devices}
+    if statuses == {"ok"}:
+        return ExitCode.OK
+    return ExitCode.UNREACHABLE if "unreachable" in statuses else ExitCode.FAILED

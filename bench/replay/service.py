@@ -1,0 +1,99 @@
+"""`replay_fleet`: the replay stage as a library call (the CLI and the nightly run use it)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.agent import wire
+from bench.fleet import Device
+from bench.replay.pacing import Pacer
+from bench.replay.plan import build_plan
+from bench.replay.run import DeviceRun, OpenAgent, ReplayRun
+from bench.replay.session import Session, read_session
+from bench.results.store import ResultStore
+
+# progress(run) is called about every PROGRESS_S while the replay runs
+PROGRESS_S = 0.25
+
+
+@dataclass
+class ReplayResult:
+    """A finished replay run."""
+
+    run_id: int
+    session_id: str
+    inputs: int
+    speed: float | None
+    realtime: bool | None  # the pacer ran under a real-time priority (None: nothing was played)
+    devices: list[DeviceRun]
+
+    @property
+    def status(self) -> str:
+        """ok when every device finished, else failed."""
+        return "ok" if all(d.status == "ok" for d in self.devices) else "failed"
+
+
+async def replay_fleet(
+    devices: list[Device],
+    session_file: str | Path | Session,
+    store: ResultStore,
+    open_agent: OpenAgent | None = None,
+    *,
+    make_opener: Callable[[int], OpenAgent] | None = None,
+    speed: float | None = 1.0,
+    voice: str = "auto",
+    realtime: bool = True,
+    bench: str = "",
+    git_rev: str | None = None,
+    progress: Callable[[ReplayRun], None] | None = None,
+) -> ReplayResult:
+    """Replay `session_file` (a path, or a Session already read) into `devices` (links already resolved)
+    and store the run; returns it.
+
+    Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
+    their own with the run (e.g. bench.devices.linux_endpoint.LinuxAgentOpener's telemetry)."""
+    if (open_agent is None) == (make_opener is None):
+        raise ValueError("give exactly one of open_agent and make_opener")
+    session = session_file if isinstance(session_file, Session) else read_session(session_file)
+    plan = build_plan(session, wire.encode)
+    run_id = store.begin_run(
+        "replay", bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
+        config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},
+    )  # fmt: skip
+    opener = open_agent if open_agent is not None else make_opener(run_id)
+    run = ReplayRun(plan, devices, opener, store, run_id, speed=speed, voice=voice, pacer=Pacer(), realtime=realtime)
+    ticker = asyncio.create_task(_tick(run, progress)) if progress else None
+    status = "interrupted"
+    try:
+        await run.execute()
+        status = "ok" if all(r.status == "ok" for r in run.runs) else "failed"
+    finally:
+        if ticker:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+        outcome = run.outcome
+        store.finish_run(
+            run_id,
+            status,
+            {
+                "inputs": len(plan.inputs),
+                "realtime_priority": bool(outcome and outcome.realtime),
+                "devices": {r.device.name: r.status for r in run.runs},
+            },
+        )
+    if progress:
+        progress(run)
+    return ReplayResult(
+        run_id, session.session_id, len(plan.inputs), speed, run.outcome.realtime if run.outcome else None, run.runs
+    )
+
+
+async def _tick(run: ReplayRun, progress: Callable[[ReplayRun], None]) -> None:
+    while True:
+        progress(run)
+        await asyncio.sleep(PROGRESS_S)

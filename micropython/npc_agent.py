@@ -1,0 +1,495 @@
+"""The NPC agent for MicroPython boards (ESP32-C6): docs/protocol.md over the UART (stdin/stdout).
+
+    import npc_agent; npc_agent.run()
+
+The board folder holds this module, npcnn, npcnn_viper, npcmodels, npcsig, p256, npcclock and the
+shared wire, npcsched and npcfeat; `models/` with .npcm files; `trust.key` (128 hex chars, X||Y).
+One single-threaded loop: it waits on stdin with select.poll until the next VSync or due inference,
+answers requests as they arrive, and runs the VSync-aligned scheduler on the unwrapped ticks_us clock.
+`models/current.json` remembers the last verified model so a reboot starts with it.
+"""
+
+import gc
+import json
+import os
+import sys
+
+try:
+    import select
+except ImportError:  # pragma: no cover - every port used here has select
+    import uselect as select
+
+import npcfeat
+import npcsched
+import wire
+from npcclock import Clock
+from npcmodels import Models, Refused
+
+AGENT = "npc-mpy"
+VERSION = "0.1.0"
+SPIN_US = 1500  # wait on stdin until this close to a deadline, then spin
+IDLE_MS = 1000  # longest wait on stdin (keeps the unwrapped clock fed)
+CURRENT = "models/current.json"
+
+
+def _mem_alloc():
+    return gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
+
+
+def _mem_free():
+    return gc.mem_free() if hasattr(gc, "mem_free") else 0
+
+
+class Link:
+    """The UART: lines in from stdin, protocol lines out on stdout."""
+
+    def __init__(self):
+        self.rx = getattr(sys.stdin, "buffer", sys.stdin)
+        self.tx = getattr(sys.stdout, "buffer", None)
+        self.poller = select.poll()
+        self.poller.register(sys.stdin, select.POLLIN)
+
+    def ready(self, timeout_ms):
+        """True when a line can be read within `timeout_ms`."""
+        mask = select.POLLIN | select.POLLHUP | select.POLLERR
+        return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
+
+    def readline(self):
+        line = self.rx.readline()
+        if isinstance(line, str):
+            line = line.encode()
+        return line
+
+    def write(self, data):
+        if self.tx is not None:
+            self.tx.write(data)
+        else:
+            sys.stdout.write(data.decode())
+        flush = getattr(sys.stdout, "flush", None)
+        if flush:
+            flush()
+
+
+class FrameLoop:
+    """One run of the frame loop: display clock, scheduler, frame count, the pending stop reply."""
+
+    def __init__(self, sched, clock, frames):
+        self.sched = sched
+        self.vsync = npcsched.VsyncClock(sched.vsync_hz, clock.now() + sched.vsync_us)
+        self.frames = frames
+        self.taken = 0
+        self.stopping = False
+        self.replies = []  # (request, reply type) answered once the loop has ended
+
+    def more(self):
+        return not self.stopping and (self.frames == 0 or self.taken < self.frames)
+
+    def next_event(self):
+        """(deadline us, slot to run or None for a VSync), or None when the loop is over."""
+        nxt = self.sched.next_due()
+        more = self.more()
+        if nxt is None and not more:
+            return None
+        if nxt is not None and (not more or nxt.due <= self.vsync.next_tick()):
+            return nxt.due, nxt
+        return self.vsync.next_tick(), None
+
+
+class Agent:
+    """Protocol dispatch, the frame loop, inputs and models."""
+
+    def __init__(self, link, key, key_error=None, mem_limit=0):
+        self.link = link
+        self.clock = Clock()
+        self.models = Models(key, self.clock, self.send, mem_limit)
+        self.key_error = key_error
+        self.features = npcfeat.Features()
+        self.loop = None
+        self.running = True
+        self.last = (None, None)
+        self.errors = {}
+        for code in wire.ERROR_CODES:
+            self.errors[code] = 0
+        self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
+        self.mem_peak = 0
+        self.handlers = {
+            "hello": self.on_hello,
+            "ping": self.on_ping,
+            "load": self.on_load,
+            "update": self.on_update,
+            "start": self.on_start,
+            "stop": self.on_stop,
+            "in": self.on_input,
+            "stats": self.on_stats,
+            "infer": self.on_infer,
+            "shutdown": self.on_shutdown,
+        }
+
+    # -- output --------------------------------------------------------------------------------------
+
+    def send(self, msg):
+        try:
+            self.link.write(wire.encode(msg))
+        except ValueError as exc:  # over the line limit: say so instead of dying
+            self.link.write(wire.encode(wire.error("internal", "reply not sent: %s" % exc, msg.get("id"))))
+
+    def hello_msg(self):
+        cur = self.models.current
+        impl = sys.implementation
+        return {
+            "t": "hello",
+            "proto": wire.PROTO,
+            "agent": AGENT,
+            "version": VERSION,
+            "platform": "micropython-" + sys.platform,
+            "runtime": "%s %s npcnn" % (impl.name, ".".join(str(v) for v in impl.version[:3])),
+            "verifier": "p256.py",
+            "model": cur.info if cur else None,
+            "caps": ["npcm", "int8", "update-coap", "rollback", "stats", "infer"],
+        }
+
+    # -- input ---------------------------------------------------------------------------------------
+
+    def handle_line(self, line, rx_us):
+        """One received line: decode, dispatch, reply. Errors become `error` replies, never exits."""
+        if not wire.is_message(line):
+            return
+        try:
+            msg = wire.decode(line)
+        except wire.WireError as exc:
+            self.errors[exc.code] = self.errors.get(exc.code, 0) + 1
+            self.send(wire.error(exc.code, exc.detail, exc.id))
+            return
+        handler = self.handlers.get(msg["t"])
+        msg_id = msg.get("id")
+        if handler is None:
+            self.errors["unknown_type"] += 1
+            self.send(wire.error("unknown_type", "no message type '%s'" % msg["t"], msg_id))
+            return
+        try:
+            reply = handler(msg, rx_us)
+        except Refused as exc:
+            reply = wire.error("refused", "%s: %s" % (exc.kind, exc.detail), msg_id)
+        except (KeyError, TypeError, ValueError) as exc:
+            reply = wire.error("bad_field", "%s: %s" % (type(exc).__name__, exc), msg_id)
+        except MemoryError:
+            gc.collect()
+            reply = wire.error("internal", "MemoryError", msg_id)
+        except Exception as exc:  # an agent bug must not kill the agent
+            reply = wire.error("internal", "%s: %s" % (type(exc).__name__, exc), msg_id)
+        if reply is not None:
+            if reply.get("t") == "error":
+                self.errors[reply["code"]] = self.errors.get(reply["code"], 0) + 1
+            self.send(reply)
+
+    def on_hello(self, msg, rx_us):
+        return wire.reply(msg, "hello", self.hello_msg())
+
+    def on_ping(self, msg, rx_us):
+        return wire.reply(msg, "pong", {"b0": msg.get("b0"), "d": rx_us})
+
+    def resolve(self, path):
+        """A `load` path: relative to the board root, or to models/."""
+        for candidate in (path, "models/" + path):
+            try:
+                os.stat(candidate)
+                return candidate
+            except OSError:
+                pass
+        return path
+
+    def on_load(self, msg, rx_us):
+        path = msg["path"]
+        if not isinstance(path, str):
+            raise ValueError("path must be a string")
+        manifest = dict(msg["manifest"])
+        if "sig" in msg and "sig" not in manifest:
+            manifest["sig"] = msg["sig"]
+        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {})
+
+    def on_update(self, msg, rx_us):
+        """Fetch a full model over CoAP Block2 into models/, then verify and switch as `load` does."""
+        manifest = dict(msg["manifest"])
+        url = msg["url"]
+        if msg.get("delta"):
+            raise ValueError("this agent takes full models only (no delta-bsdiff: MicroPython has no bz2)")
+        name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
+        path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
+        import npccoap  # only when an update comes: it costs heap
+
+        client = npccoap.Client(npccoap.Timing.from_json(msg.get("coap")))
+        try:
+            fetched = client.fetch(url, path, manifest.get("sha256"))
+        except (npccoap.FetchError, OSError) as exc:
+            refused = Refused(getattr(exc, "kind", "transfer"), "%s: %s" % (url, exc))
+            self.models.refuse(refused, manifest)
+            raise refused
+        finally:
+            client.close()
+        figures = {}
+        for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
+            figures[k] = fetched.get(k, 0)
+        return self.switch_to(msg, "updated", path, manifest, figures)
+
+    def switch_to(self, msg, reply_type, path, manifest, figures):
+        """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up."""
+        t0 = self.clock.now()
+        try:
+            model = self.models.check_and_parse(path, manifest)
+        except Refused as exc:
+            self.models.refuse(exc, manifest)
+            raise
+        verify_us = self.clock.now() - t0
+        self.note_memory()
+        switch_us = self.models.switch(model)
+        self.remember(model)
+        fields = {"model": model.info, "verify_us": verify_us, "switch_us": switch_us}
+        fields.update(figures)
+        self.send(wire.reply(msg, reply_type, fields))
+        self.warm_up()
+        return None
+
+    def remember(self, model):
+        """Persist the verified model's path and manifest, so the next boot starts with it."""
+        try:
+            with open(CURRENT + ".tmp", "w") as f:
+                json.dump({"path": model.path, "manifest": model.manifest}, f)
+            try:
+                os.rename(CURRENT + ".tmp", CURRENT)
+            except OSError:  # FAT will not rename over an existing file
+                os.remove(CURRENT)
+                os.rename(CURRENT + ".tmp", CURRENT)
+        except OSError:
+            pass  # a read-only board still runs; it just boots without a model
+
+    def warm_up(self):
+        """The new model's first inference, under the watchdog, even when no frame loop runs."""
+        try:  # noqa: SIM105 (MicroPython has no contextlib)
+            self.models.infer(self.features.vector())
+        except Exception:  # already reported as a fault
+            pass
+
+    def on_start(self, msg, rx_us):
+        if self.loop is not None:
+            return wire.error("busy", "the frame loop is already running", msg.get("id"))
+        if self.models.current is None:
+            return wire.error("not_loaded", "no model loaded", msg.get("id"))
+        fps = int(msg.get("fps", 60))
+        sched = npcsched.Scheduler(fps, int(msg.get("vsync_hz", fps)), int(msg.get("key_every", 1)))
+        self.loop = FrameLoop(sched, self.clock, int(msg.get("frames", 0)))
+        return wire.reply(msg, "ack")
+
+    def on_stop(self, msg, rx_us):
+        if self.loop is None:
+            return wire.reply(msg, "ack")
+        self.loop.stopping = True
+        self.loop.replies.append((msg, "ack"))
+        return None
+
+    def on_input(self, msg, rx_us):
+        try:
+            self.features.add(msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
+        except (KeyError, TypeError, ValueError) as exc:
+            return wire.error("bad_field", "input: %s" % exc)
+        self.counts["inputs"] += 1
+        return None
+
+    def on_stats(self, msg, rx_us):
+        self.models.in_probation()  # releases the previous model once probation is over
+        cur = self.models.current
+        fields = dict(self.counts)
+        fields["mem"] = self.note_memory()
+        fields["mem_peak"] = self.mem_peak
+        fields["mem_free"] = _mem_free()
+        fields["mem_limit"] = self.models.mem_limit
+        fields["model_bytes"] = cur.size if cur else 0
+        fields["weight_bytes"] = cur.net.weight_bytes if cur else 0
+        fields.update(self.models.counts)
+        fields.update(self.models.timing())
+        errors = {}
+        for k in self.errors:
+            if self.errors[k]:
+                errors[k] = self.errors[k]
+        fields["errors"] = errors
+        return wire.reply(msg, "stats", fields)
+
+    def on_infer(self, msg, rx_us):
+        x = [float(v) for v in msg["x"]]
+        if len(x) != npcfeat.N_FEATURES:
+            raise ValueError("x needs %d features, got %d" % (npcfeat.N_FEATURES, len(x)))
+        if self.models.current is None:
+            return wire.error("not_loaded", "no model loaded", msg.get("id"))
+        result, model = self.models.infer(x)
+        act, p, probs = result
+        y = [(q + 128) / 256 for q in probs]
+        return wire.reply(
+            msg,
+            "result",
+            {"y": y, "q": probs, "act": act, "p": p, "us": self.models.infer_us_last, "model": model.version},
+        )
+
+    def on_shutdown(self, msg, rx_us):
+        self.running = False
+        if self.loop is not None:
+            self.loop.stopping = True
+            self.loop.replies.append((msg, "bye"))
+            return None
+        return wire.reply(msg, "bye")
+
+    # -- frames --------------------------------------------------------------------------------------
+
+    def note_memory(self):
+        """Live heap after a collection; `mem_peak` is the largest seen (at stats requests and model switches)."""
+        gc.collect()
+        used = _mem_alloc()
+        if used > self.mem_peak:
+            self.mem_peak = used
+        return used
+
+    def run_slot(self, slot):
+        sched = self.loop.sched
+        t0 = self.clock.now()
+        sched.begin(slot, t0)
+        try:
+            result, model = self.models.infer(self.features.vector())
+            self.last = (result[0], round(result[1], 4))
+            version = model.version
+        except Exception:  # reported as a fault by Models; the frame records no decision
+            version = None
+            self.last = (None, None)
+        sched.finish(slot, self.clock.now())
+        self.counts["inferences"] += 1
+        self.emit_frame(slot, version)
+
+    def emit_frame(self, slot, version):
+        self.counts["frames"] += 1
+        rec = {
+            "t": "frame",
+            "i": slot.i,
+            "vsync": slot.vsync,
+            "due": slot.due,
+            "ran": slot.t0 is not None,
+            "act": self.last[0],
+            "p": self.last[1],
+            "seq": self.features.seq,
+            "skip": slot.skip,
+            "late": slot.late,
+            "q": slot.q,
+        }
+        if slot.t0 is not None:
+            rec["t0"] = slot.t0
+            rec["t1"] = slot.t1
+            rec["model"] = version
+        self.send(rec)
+
+    def on_vsync(self):
+        loop = self.loop
+        slot = loop.sched.on_vsync(loop.vsync.take())
+        loop.taken += 1
+        if slot.skip:
+            self.emit_frame(slot, None)
+
+    def end_loop(self):
+        loop = self.loop
+        self.loop = None
+        s = loop.sched
+        self.send(
+            {"t": "stopped", "frames": loop.taken, "inferences": s.inferences, "skipped": s.skipped, "late": s.late}
+        )
+        for request, kind in loop.replies:
+            self.send(wire.reply(request, kind))
+
+    # -- the main loop -------------------------------------------------------------------------------
+
+    def wait_input(self, deadline):
+        """Wait for a line until `deadline` (us, or None). Returns True when a line is ready."""
+        while True:
+            if deadline is None:
+                return self.link.ready(IDLE_MS)
+            rem = deadline - self.clock.now()
+            if rem <= 0:
+                return False  # a due event goes before any waiting input
+            if rem <= SPIN_US:  # too close to handle a line: spin, so the event starts on time
+                while self.clock.now() < deadline:
+                    pass
+                return False
+            if self.link.ready(min((rem - SPIN_US) // 1000, IDLE_MS)):
+                return True
+
+    def serve(self):
+        """Run until `shutdown` or the end of stdin."""
+        self.send(self.hello_msg())
+        if self.key_error:
+            self.send({"t": "log", "level": "error", "msg": self.key_error})
+        while self.running or self.loop is not None:
+            event = self.loop.next_event() if self.loop is not None else None
+            if self.loop is not None and event is None:
+                self.end_loop()
+                continue
+            if self.wait_input(event[0] if event else None):
+                line = self.link.readline()
+                if not line:
+                    break  # stdin closed: the bench has gone
+                self.handle_line(line, self.clock.now())
+                continue
+            if event is None:
+                self.models.in_probation()
+                continue
+            try:
+                if event[1] is not None:
+                    self.run_slot(event[1])
+                else:
+                    self.on_vsync()
+            except Exception as exc:  # a frame-loop bug: end the loop, keep answering
+                gc.collect()
+                self.send(
+                    {"t": "log", "level": "error", "msg": "frame loop stopped: %s: %s" % (type(exc).__name__, exc)}
+                )
+                self.loop.stopping = True
+                self.loop.sched.pending = []
+
+
+def boot_model(agent):
+    """Load the model remembered in models/current.json (verified again); a console note either way."""
+    try:
+        with open(CURRENT) as f:
+            saved = json.load(f)
+    except (OSError, ValueError):
+        return None
+    try:
+        agent.models.switch(agent.models.check_and_parse(saved["path"], saved["manifest"]))
+        agent.models.prev = None
+        return "model %s v%s loaded" % (saved["manifest"].get("name"), saved["manifest"].get("version"))
+    except Refused as exc:
+        return "saved model refused (%s): %s" % (exc.kind, exc.detail)
+    except (KeyError, TypeError) as exc:
+        return "saved model record unusable: %s" % exc
+
+
+def load_config(path):
+    """The board's agent settings (`agent.json`: {"mem_limit": bytes of live heap, 0 for none}); {} if absent."""
+    try:
+        with open(path) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def run(trust_path="trust.key", config_path="agent.json"):
+    """Start the agent on stdin/stdout; returns when the bench sends `shutdown` or closes the link."""
+    import npcsig
+
+    key = None
+    key_error = None
+    try:
+        key = npcsig.load_trusted_key(trust_path)
+    except (OSError, ValueError) as exc:
+        key_error = "no usable trusted key %s: %s (every load will be refused)" % (trust_path, exc)
+    config = load_config(config_path)
+    agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)))
+    note = boot_model(agent)
+    if note:
+        agent.link.write(("%s: %s\n" % (AGENT, note)).encode())
+    gc.collect()
+    agent.serve()

@@ -1,0 +1,198 @@
+"""The MicroPython agent's models: verified loading, atomic switch, and rollback during probation.
+
+A load checks, in order: the file's sha256 and size against the manifest, the manifest's ECDSA-P256
+signature with the trusted key, then parses the .npcm (MemoryError -> refused as `oom`). The previous
+model stays in RAM for PROBATION_US after a switch; an exception or MemoryError in the new model's
+inference during that time, or a live heap above the agent's memory limit after it, rolls back to it
+and reports a `rollback` fault with the time it took.
+"""
+
+import gc
+
+import npcnn
+import npcsig
+
+PROBATION_US = 3000000
+INFO_KEYS = ("name", "version", "sha256", "size", "format")
+
+
+class Refused(Exception):
+    """A model load refused before the switch: `kind` is the fault kind (hash, signature, parse, oom)."""
+
+    def __init__(self, kind, detail):
+        super().__init__(detail)
+        self.kind = kind
+        self.detail = detail
+
+
+class Loaded:
+    """One verified model and its manifest."""
+
+    def __init__(self, net, manifest, path):
+        self.net = net
+        self.manifest = manifest
+        self.path = path
+        self.info = {}
+        for k in INFO_KEYS:
+            if k in manifest:
+                self.info[k] = manifest[k]
+        self.version = manifest.get("version")
+        self.size = manifest.get("size")
+
+
+class Models:
+    """Current and previous model, the probation watchdog, and fault reports through `emit(msg)`."""
+
+    def __init__(self, key, clock, emit, mem_limit=0):
+        self.key = key
+        self.mem_limit = mem_limit
+        self.clock = clock
+        self.emit = emit
+        self.current = None
+        self.prev = None
+        self.t_switch = 0
+        self.counts = {"loads": 0, "refused": 0, "faults": 0, "rollbacks": 0}
+        self.infer_us_last = 0
+        self.infer_us_sum = 0
+        self.infer_us_max = 0
+        self.infer_n = 0
+
+    def check_and_parse(self, path, manifest):
+        """Everything before a switch (hash, signature, parse). Raises Refused."""
+        if not isinstance(manifest, dict):
+            raise Refused("parse", "manifest is not an object")
+        try:
+            digest, size = npcsig.file_sha256(path)
+        except OSError as exc:
+            raise Refused("parse", "cannot read %s: %s" % (path, exc))
+        if digest != manifest.get("sha256") or size != manifest.get("size", size):
+            raise Refused("hash", "%s: sha256 %s (%d B) does not match the manifest" % (path, digest, size))
+        if self.key is None:
+            raise Refused("signature", "no trusted key (trust.key) on this device")
+        if not npcsig.verify_manifest(manifest, self.key):
+            raise Refused("signature", "signature does not verify with the trusted key")
+        fmt = manifest.get("format", "npcm-int8")
+        if not str(fmt).startswith("npcm"):
+            raise Refused("parse", "format %r is not an .npcm model" % fmt)
+        gc.collect()
+        try:
+            net = npcnn.load(path)
+        except MemoryError:
+            gc.collect()
+            raise Refused("oom", "MemoryError while loading %s (%d B)" % (path, size))
+        except npcnn.ModelError as exc:
+            raise Refused("parse", "%s: %s" % (path, exc))
+        return Loaded(net, manifest, path)
+
+    def refuse(self, exc, manifest):
+        """Report a refused load (the running model is untouched)."""
+        self.counts["refused"] += 1
+        self.counts["faults"] += 1
+        fault = {"t": "fault", "kind": exc.kind, "detail": exc.detail, "t_fault": self.clock.now()}
+        if isinstance(manifest, dict):
+            fault["model"] = {}
+            for k in ("name", "version", "sha256"):
+                if k in manifest:
+                    fault["model"][k] = manifest[k]
+        if self.current is not None:
+            fault["prev"] = {"version": self.current.version}
+        self.emit(fault)
+
+    def switch(self, model):
+        """Make `model` current (one reference swap); keep the old one for rollback. Returns switch us."""
+        t = self.clock.now()
+        self.prev = self.current  # a model still in probation is dropped here
+        self.current = model
+        self.t_switch = self.clock.now()
+        self.counts["loads"] += 1
+        gc.collect()
+        return self.t_switch - t
+
+    def in_probation(self):
+        """True within PROBATION_US of the last switch; afterwards the previous model is released."""
+        if self.prev is None:
+            return False
+        if self.clock.now() - self.t_switch < PROBATION_US:
+            return True
+        self.prev = None
+        gc.collect()
+        return False
+
+    def _run(self, model, x):
+        t0 = self.clock.now()
+        result = model.net.infer(x)
+        us = self.clock.now() - t0
+        self.infer_us_last = us
+        self.infer_us_sum += us
+        self.infer_n += 1
+        if us > self.infer_us_max:
+            self.infer_us_max = us
+        return result
+
+    def infer(self, x):
+        """((act, p, int8 probs), model that ran). In probation a crash or MemoryError rolls back and
+        re-runs on the previous model; otherwise the fault is reported and the exception re-raised."""
+        cur = self.current
+        if cur is None:
+            raise LookupError("no model loaded")
+        watch = self.in_probation()
+        try:
+            result = self._run(cur, x)
+            if watch:
+                self._check_memory()
+            return result, cur
+        except Exception as exc:  # MemoryError included: both are faults of the model
+            t_fault = self.clock.now()
+            cause = "oom" if isinstance(exc, MemoryError) else "crash"
+            detail = "%s: %s" % (type(exc).__name__, exc)
+            self.counts["faults"] += 1
+            if not watch:
+                self.emit(
+                    {
+                        "t": "fault",
+                        "kind": cause,
+                        "model": {"version": cur.version},
+                        "detail": detail,
+                        "t_fault": t_fault,
+                    }
+                )
+                raise
+            prev = self.prev
+            self.current = prev
+            self.prev = None
+            cur = cur.version
+            gc.collect()
+            rollback_us = self.clock.now() - t_fault
+            self.counts["rollbacks"] += 1
+            self.emit(
+                {
+                    "t": "fault",
+                    "kind": "rollback",
+                    "cause": cause,
+                    "model": {"version": cur},
+                    "prev": {"version": prev.version},
+                    "t_switch": self.t_switch,
+                    "t_fault": t_fault,
+                    "rollback_us": rollback_us,
+                    "detail": detail,
+                }
+            )
+            return self._run(prev, x), prev
+
+    def _check_memory(self):
+        """MemoryError when the live heap is above the memory limit (checked during probation)."""
+        if self.mem_limit and hasattr(gc, "mem_alloc"):
+            gc.collect()
+            used = gc.mem_alloc()
+            if used > self.mem_limit:
+                raise MemoryError("heap in use %d B over the limit of %d B" % (used, self.mem_limit))
+
+    def timing(self):
+        """Per-inference time figures (us) for stats."""
+        n = self.infer_n
+        return {
+            "infer_us_last": self.infer_us_last,
+            "infer_us_mean": self.infer_us_sum // n if n else 0,
+            "infer_us_max": self.infer_us_max,
+            "infer_n": n,
+        }

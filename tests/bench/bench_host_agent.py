@@ -1,0 +1,173 @@
+"""Per-frame overhead of the host/ agent compared with a bare tflite interpreter invoke.
+
+    python tests/bench/bench_host_agent.py [--frames 300] [--json]
+
+Prints, per model: the bare invoke (set_tensor + invoke + get_tensor), the agent's decision path in
+process (features + quantize + invoke + argmax), and the real agent process over stdio (frame records'
+t1 - t0, schedule lag t0 - due, and CPU time per frame without spinning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
+
+from ai_edge_litert.interpreter import Interpreter  # noqa: E402
+
+from bench.agent.session import AgentSession  # noqa: E402
+from bench.agent.transport import ProcessTransport  # noqa: E402
+from tests.conformance.harness import HostAgent  # noqa: E402
+
+MODELS = ["npc-policy-int8", "npc-policy-large-int8"]
+
+
+def summary(us: list[float]) -> dict[str, float]:
+    a = np.asarray(us, dtype=np.float64)
+    p50, p99 = np.percentile(a, [50, 99])
+    return {"n": len(a), "mean": float(a.mean()), "p50": float(p50), "p99": float(p99)}
+
+
+def bare_invoke(path: Path, n: int) -> dict[str, float]:
+    it = Interpreter(model_path=str(path), num_threads=1)
+    it.allocate_tensors()
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    x = np.zeros(inp["shape"], dtype=inp["dtype"])
+    times = []
+    for k in range(n + 200):
+        t0 = time.perf_counter_ns()
+        it.set_tensor(inp["index"], x)
+        it.invoke()
+        it.get_tensor(out["index"])
+        if k >= 200:  # warm-up not timed
+            times.append((time.perf_counter_ns() - t0) / 1000)
+    return summary(times)
+
+
+def agent_path_in_process(path: Path, n: int) -> dict[str, dict[str, float]]:
+    import npcfeat
+    from npc_models import Model
+
+    data = path.read_bytes()
+    model = Model(data, {"name": "bench", "version": 1, "format": "tflite-int8"}, Interpreter)
+    feats = npcfeat.Features()
+    for k in range(25):  # a realistic window: gaze, mocap, voice features, an event
+        feats.add("gaze", 4.0 * k, [0.5, 0.5, 0.9], k)
+        feats.add("voicef", 10.0 * k, [0.1, 0.05, 180.0, 1], k)
+        feats.add("mocap", 11.0 * k, [0.01 * j for j in range(51)], k)
+    feats.add("event", 100.0, {"action": "attack", "target_id": 1, "context": {"hp_ratio": 0.5, "aggro_level": 0.5}})
+    fx, inf = [], []
+    for k in range(n + 200):
+        t0 = time.perf_counter_ns()
+        x = feats.vector()
+        t1 = time.perf_counter_ns()
+        y = model.infer(x)
+        int(y.argmax())
+        t2 = time.perf_counter_ns()
+        if k >= 200:
+            fx.append((t1 - t0) / 1000)
+            inf.append((t2 - t1) / 1000)
+    return {"features": summary(fx), "model_infer": summary(inf)}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        host = HostAgent(Path(tmp) / "agent")
+        argv = [*host.argv(), "--spin-us", str(spin_us)]
+        argv[argv.index("--model") + 1] = str(host.models_dir / f"{model}.tflite")
+        argv[argv.index("--manifest") + 1] = str(host.models_dir / f"{model}.json")
+        if model != "npc-policy-int8":
+            from bench import signing
+
+            src = ROOT / "fixtures" / "models" / f"{model}.tflite"
+            (host.models_dir / src.name).write_bytes(src.read_bytes())
+            manifest = signing.sign_manifest(
+                signing.model_manifest(src, model, 1, "tflite-int8"), signing.load_private_key(signing.DEV_PRIVATE_KEY)
+            )
+            (host.models_dir / f"{model}.json").write_text(json.dumps(manifest))
+        transport = await ProcessTransport.spawn(argv, cwd=host.folder)
+        s = await AgentSession.open(transport, device="bench")
+        want = hashlib.sha256((ROOT / "fixtures" / "models" / f"{model}.tflite").read_bytes()).hexdigest()
+        assert s.model and s.model["sha256"] == want, s.console
+        pid = transport.proc.pid
+        c0 = cpu_seconds(pid)
+        await s.start(fps=fps, vsync_hz=fps, frames=frames)
+        recs = [r async for r in s.frames(timeout=20)]
+        cpu = cpu_seconds(pid) - c0
+        await s.shutdown()
+        await s.close()
+        await transport.close()
+    ran = [r for r in recs if r.ran]
+    lag = [r.t0 - r.due for r in ran]
+    return {
+        "frames": len(recs),
+        "late": sum(r.late for r in recs),
+        "skipped": sum(r.skip for r in recs),
+        "decision_us": summary([r.t1 - r.t0 for r in ran]),
+        "lag_us": summary(lag),
+        "lag_std_us": statistics.pstdev(lag),
+        "cpu_us_per_frame": cpu * 1e6 / max(len(recs), 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=300)
+    ap.add_argument("--invokes", type=int, default=5000)
+    ap.add_argument("--fps", type=int, default=60, help="frame rate (= VSync rate) of the agent runs")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    results = {}
+    for model in MODELS:
+        path = ROOT / "fixtures" / "models" / f"{model}.tflite"
+        r = {"bare_invoke_us": bare_invoke(path, args.invokes), **agent_path_in_process(path, args.invokes)}
+        r["process_spin500"] = asyncio.run(agent_process(model, args.frames, 500, args.fps))
+        r["process_nospin"] = asyncio.run(agent_process(model, args.frames, 0, args.fps))
+        r["overhead_us"] = r["process_spin500"]["decision_us"]["p50"] - r["bare_invoke_us"]["p50"]
+        results[model] = r
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return 0
+    for model, r in results.items():
+        b, f, m = r["bare_invoke_us"], r["features"], r["model_infer"]
+        p, q = r["process_spin500"], r["process_nospin"]
+        print(f"{model}")
+        print(f"  bare invoke              mean {b['mean']:7.1f} us  p50 {b['p50']:7.1f}  p99 {b['p99']:7.1f}")
+        print(f"  agent features (48)      mean {f['mean']:7.1f} us  p50 {f['p50']:7.1f}  p99 {f['p99']:7.1f}")
+        print(f"  agent model.infer        mean {m['mean']:7.1f} us  p50 {m['p50']:7.1f}  p99 {m['p99']:7.1f}")
+        d, lag = p["decision_us"], p["lag_us"]
+        print(f"  agent process, {p['frames']} frames at {args.fps} fps (spin 500 us):")
+        print(f"    decision t1-t0         mean {d['mean']:7.1f} us  p50 {d['p50']:7.1f}  p99 {d['p99']:7.1f}")
+        print(
+            f"    start lag t0-due       mean {lag['mean']:7.1f} us  p50 {lag['p50']:7.1f}  p99 {lag['p99']:7.1f}"
+            f"  std {p['lag_std_us']:.1f}"
+        )
+        print(f"    late {p['late']}  skipped {p['skipped']}  CPU/frame {p['cpu_us_per_frame']:.0f} us")
+        ql = q["lag_us"]
+        print(
+            f"  agent process without spinning: CPU/frame {q['cpu_us_per_frame']:.0f} us,"
+            f" start lag p50 {ql['p50']:.0f} us p99 {ql['p99']:.0f} us"
+        )
+        print(f"  per-frame agent overhead over a bare invoke (p50): {r['overhead_us']:.1f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

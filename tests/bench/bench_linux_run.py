@@ -1,0 +1,76 @@
+"""Benchmark: the host agent on a virtual Jetson and a virtual Pi 5, driven through real sshd.
+
+Per board: time to flash (connect, runtime check, deploy) cold and warm, time to start the agent and get
+its hello, then a frame run at the kind's fps target; prints achieved FPS (1 / mean interval between
+inference starts), frame-start jitter (std and P99 of |t0 - due|), inference time P50/P99, and how many
+telemetry samples arrived meanwhile.
+
+    python tests/bench/bench_linux_run.py [--frames 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.agent.session import AgentSession
+from bench.devices.linux import LinuxDriver
+from bench.fleet import load_fleet
+from bench.virtual import virtual_fleet
+
+
+async def one(device, frames: int) -> None:
+    fps = int(device.settings["fps_target"])
+    driver = LinuxDriver(device)
+    try:
+        t = time.perf_counter()
+        await driver.flash()
+        cold = time.perf_counter() - t
+        t = time.perf_counter()
+        await driver.flash()
+        warm = time.perf_counter() - t
+        t = time.perf_counter()
+        session = await AgentSession.open(await driver.open_agent(), device=device.name)
+        start = time.perf_counter() - t
+        monitor = await driver.telemetry()
+        async with monitor:
+            await session.start(fps=fps, vsync_hz=int(device.settings["vsync_hz"]), frames=frames)
+            recs = [r async for r in session.frames(timeout=10)]
+        await session.close()
+    finally:
+        await driver.close()
+    ran = [r for r in recs if r.ran]
+    t0 = np.array([r.t0 for r in ran], dtype=float)
+    dev_us = np.abs(t0 - np.array([r.due for r in ran], dtype=float))
+    infer = np.array([r.t1 - r.t0 for r in ran], dtype=float)
+    print(
+        f"{device.name} ({device.kind}, target {fps} FPS): flash cold {cold * 1e3:.0f} ms, warm {warm * 1e3:.0f} ms; "
+        f"agent start + hello {start * 1e3:.0f} ms; {len(recs)} frames: {1e6 / np.mean(np.diff(t0)):.2f} FPS, "
+        f"jitter std {np.std(dev_us):.0f} us, P99 {np.percentile(dev_us, 99):.0f} us; "
+        f"inference P50 {np.percentile(infer, 50):.0f} us, P99 {np.percentile(infer, 99):.0f} us; "
+        f"{len(monitor.samples)} telemetry samples"
+    )
+
+
+async def main(frames: int) -> None:
+    devices = [d for d in load_fleet() if d.kind in ("jetson-orin-nx", "pi5")]
+    async with virtual_fleet(devices) as (resolved, _running):
+        for dev in resolved:
+            await one(dev, frames)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--frames", type=int, default=600)
+    args = parser.parse_args()
+    os.environ.setdefault("HILBENCH_STATE_DIR", tempfile.mkdtemp(prefix="hilbench-bench-"))
+    asyncio.run(main(args.frames))

@@ -1,0 +1,178 @@
+"""Reports and verdicts from runs stored in the results store: adapter, baselines, publish_run, history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.errors import ConfigError, ExitCode
+from bench.measure.histogram import Histogram
+from bench.report.history import load_history
+from bench.report.publish import publish_run
+from bench.results.baseline import get_baseline, list_baselines, set_baseline
+from bench.results.runview import FRAME_INTERVAL_MS, LATENCY_MS, MEMORY_PEAK_MB
+from bench.results.store import open_store
+from bench.results.view_adapter import histogram_values, load_run
+from tests.stored_runs import build_store
+
+FRAMES = 3000
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """3 runs x 2 devices (c6-a, orin-1); baseline "default" = run 1; run 3 regressed on orin-1."""
+    path = tmp_path_factory.mktemp("store") / "results.sqlite"
+    return path, build_store(path, runs=3, devices=2, frames=FRAMES)
+
+
+def test_a_stored_run_reads_into_the_view_with_report_units(stored: tuple[Path, int]) -> None:
+    path, last = stored
+    with open_store(path) as store:
+        run = load_run(store, last)
+        frames_ran = store.db.execute(
+            "SELECT COUNT(*) FROM frames WHERE run_id = ? AND device = 'orin-1' AND ran = 1", (last,)
+        ).fetchone()[0]
+    assert run.run_id == str(last) and set(run.devices) == {"c6-a", "orin-1"}
+    orin = run.devices["orin-1"]
+    latency = orin.series(LATENCY_MS)
+    assert latency.unit == "ms" and len(latency) == frames_ran
+    assert 2.5 < float(np.median(latency.values)) < 5.0  # 3.1 ms x 1.25, stored in us
+    assert orin.frames is not None and len(orin.frames) == frames_ran
+    assert float(np.nanmedian(orin.series(FRAME_INTERVAL_MS).values)) == pytest.approx(1000 / 60, rel=0.1)
+    assert orin.series(MEMORY_PEAK_MB).values.tolist() == [1420.0]  # one stored value: one sample
+    assert orin.model_versions == ["v7", "v8"]
+    assert orin.decision_budget_ms == 50.0
+    (fault,) = orin.faults
+    assert fault.kind == "oom" and "rolled back to v7 in 412 ms" in fault.outcome
+    assert 0 < fault.t_s < orin.frames.t_s[-1]
+
+
+def test_hdr_values_match_the_histogram_percentiles() -> None:
+    values = np.random.default_rng(3).lognormal(np.log(20_000), 0.3, 20_000)
+    hist = Histogram.decode("x", "us", Histogram("x", "us").record_all(values.tolist()).encode())
+    decoded = histogram_values(hist)
+    assert decoded.size == 20_000 and np.all(np.diff(decoded) >= 0)
+    for q in (50, 95, 99):
+        assert np.quantile(decoded, q / 100, method="inverted_cdf") == hist.percentile(q)
+
+
+def test_publish_compares_with_the_named_baseline_and_writes_the_report(
+    stored: tuple[Path, int], tmp_path: Path
+) -> None:
+    path, last = stored
+    with open_store(path) as store:
+        published = publish_run(store, last, reports_dir=tmp_path)
+    assert published.baseline_run_id == 1
+    assert published.exit_code == ExitCode.FAILED
+    regressed = {(v.device, v.metric) for v in published.regressions}
+    assert {("orin-1", "latency_p50_ms"), ("orin-1", "latency_p99_ms")} <= regressed
+    assert all(device == "orin-1" for device, _ in regressed)
+    memory = next(v for v in published.verdicts if v.device == "c6-a" and v.metric == "memory_peak_mb")
+    assert memory.status == "not enough samples" and memory.n_run == 1
+    page = published.page.read_text()
+    assert published.page == tmp_path / "runs" / f"{last}.html"
+    assert "Regression:" in page and "orin-1" in page
+    assert (tmp_path / "latest.html").exists() and f"runs/{last}.html" in (tmp_path / "index.html").read_text()
+    trend = next(d for d in published.report.data["devices"] if d["name"] == "orin-1")["trend"]
+    assert [p["run_id"] for p in trend] == ["1", "2", str(last)]
+
+
+def test_compare_with_another_run_writes_a_separate_page(stored: tuple[Path, int], tmp_path: Path) -> None:
+    path, _ = stored
+    with open_store(path) as store:
+        published = publish_run(store, 2, reports_dir=tmp_path, compare_run=1)
+    assert published.page == tmp_path / "compare" / "2-vs-1.html"
+    assert published.exit_code == ExitCode.OK and published.verdicts
+    assert not (tmp_path / "latest.html").exists()
+
+
+def test_the_baseline_run_itself_has_no_verdicts(stored: tuple[Path, int]) -> None:
+    path, _ = stored
+    with open_store(path) as store:
+        published = publish_run(store, 1, reports_dir=None)
+    assert published.verdicts == [] and published.report.data["outcome"]["verdict"] == "no baseline"
+
+
+def test_baselines_are_named_pointers_stored_with_the_results(stored: tuple[Path, int], tmp_path: Path) -> None:
+    path, last = stored
+    with open_store(path) as store:
+        set_baseline(store, 2, "release-1.4")
+        assert get_baseline(store, "release-1.4").run_id == 2
+        assert [b.name for b in list_baselines(store)] == ["default", "release-1.4"]
+        assert get_baseline(store, "nope") is None
+        with pytest.raises(ConfigError, match="no run 99"):
+            set_baseline(store, 99)
+        with pytest.raises(ConfigError, match="baseline name"):
+            set_baseline(store, 1, "bad name!")
+        published = publish_run(store, last, reports_dir=None, baseline_name="release-1.4")
+    assert published.baseline_run_id == 2 and published.report.data["baseline"]["name"] == "release-1.4"
+
+
+def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int]) -> None:
+    path, _ = stored
+    with open_store(path) as store:
+        points = load_history(store, up_to=2)
+    assert [p.run_id for p in points] == ["1", "2"]
+    summary = points[0].summaries["orin-1"]
+    assert summary.latency_n > 2000 and 2.0 < summary.latency_p50_ms < 4.5
+    assert summary.memory_peak_mb == 1420.0 and summary.faults == 1
+
+
+def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> None:
+    from bench.ota.rollout import DeviceUpdate
+    from bench.report.html import render_html
+    from bench.results.ota_results import append_ota
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=1, devices=1, frames=500)
+    v3 = {"name": "npc-policy", "version": 3, "sha256": "aa"}
+    v4 = {"name": "npc-policy", "version": 4, "sha256": "bb"}
+    good = DeviceUpdate("c6-a", ok=True, target="npc-policy@4", previous=v3, running=v4, delta=True, blocks=23,
+                        bytes=23_552, retransmits=2, transfer_ms=1840.0, verify_ms=196.0, switch_ms=14.0)  # fmt: skip
+    refused = DeviceUpdate("c6-a", ok=False, target="npc-policy@5", previous=v4, running=v4, blocks=64,
+                           bytes=65_536, detail="signature does not verify")  # fmt: skip
+    with open_store(path) as store:
+        append_ota(store, last, good, kind="esp32c6")
+        append_ota(store, last, refused, kind="esp32c6")
+        append_ota(store, last, DeviceUpdate("c6-new", ok=True, target="npc-policy@4"), kind="esp32c6")
+        run = load_run(store, last)
+        published = publish_run(store, last, reports_dir=None)
+    first, second = run.devices["c6-a"].ota
+    assert [o.model_to for o in run.devices["c6-new"].ota] == ["npc-policy@4"]  # a device the run had not seen
+    assert (first.model_from, first.model_to, first.delta, first.retransmits) == (
+        "npc-policy@3",
+        "npc-policy@4",
+        True,
+        2,
+    )
+    assert second.result == "failed: signature does not verify (old model kept)"
+    assert {"npc-policy@3", "npc-policy@4"} <= set(run.devices["c6-a"].model_versions)
+    assert "npc-policy@5" not in run.devices["c6-a"].model_versions
+    page = render_html(published.report)
+    assert "12.5 KiB/s" in page and "196 ms" in page and "signature does not verify (old model kept)" in page
+
+
+def test_memory_peak_samples_come_from_telemetry_windows(tmp_path: Path) -> None:
+    from bench.results.runview import MEMORY_PEAK_MB
+    from bench.telemetry.monitor import Sample
+    from bench.telemetry.store import add_telemetry
+
+    path = tmp_path / "results.sqlite"
+    with open_store(path) as store:
+        set_baseline(store, build_store(path, runs=1, devices=2, frames=500))
+    with open_store(path) as store:
+        base_id = store.runs()[0].id
+        run_id = store.begin_run("nightly")
+        store.add_device(run_id, "orin-1", "jetson-orin-nx")
+        for rid, level in ((base_id, 1420.0), (run_id, 1580.0)):  # the product's 1.42 GB -> 1.58 GB example
+            rng = np.random.default_rng(rid)
+            samples = [Sample(int(k * 0.5e9), "tegrastats", {"mem_used_mb": level + float(rng.normal(0, 3))})
+                       for k in range(120)]  # fmt: skip
+            add_telemetry(store, rid, "orin-1", samples)
+        peaks = load_run(store, run_id).devices["orin-1"].series(MEMORY_PEAK_MB)
+        published = publish_run(store, run_id, reports_dir=None)
+    assert peaks.unit == "MB" and len(peaks) == 12  # 60 s of 0.5 s samples in 5 s windows
+    memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak_mb")
+    assert memory.status == "regression" and memory.n_baseline == 12 and 10 < memory.effect_pct < 13
