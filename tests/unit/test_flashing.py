@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 
 from bench import devices
-from bench.bundles import micropython_bundle
 from bench.devices.base import Driver, StepResult
 from bench.errors import ConfigError
 from bench.flashing import flash_devices
-from bench.fleet import Device, load_fleet
-from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
+from bench.fleet import Device
 
 PLANS: dict[str, list[object]] = {}  # device name -> what each attempt does
 
@@ -54,16 +52,3 @@ def test_bad_input_is_not_retried(scripted: list[Device], tmp_path: Path) -> Non
     PLANS.update(p0=[ConfigError("firmware x.bin: refused: image is for ESP32-S3, not ESP32-C6")])
     [result] = asyncio.run(flash_devices(scripted[:1], tmp_path, lambda d: lambda *a: None, backoff_s=0.01))
     assert not result.ok and result.attempts == 1 and "refused" in result.reason
-
-
-def test_micropython_bundle_has_agent_wire_model_and_trusted_key() -> None:
-    device = load_fleet().get("c6-a")
-    files = dict((dest, src) for src, dest in micropython_bundle(device))
-    repo = Path(__file__).resolve().parents[2]
-    for src in (repo / "micropython").glob("*.py"):
-        assert files[src.name] == src
-    assert files["wire.py"] == repo / "bench" / "agent" / "wire.py"
-    model = repo / "fixtures" / "models" / f"{device.settings['model']}.npcm"
-    assert files.get(f"models/{model.name}") == (model if model.is_file() else None)
-    key = files["trust.key"].read_text()
-    assert len(key) == 128 and bytes.fromhex(key) == public_key_raw(load_public_key(DEV_PUBLIC_KEY))
