@@ -216,6 +216,8 @@ class ReplayRun:
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
             start_ns=run.start_ns,
         )
+        run.result.add("inputs_sent", "count", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
+        run.result.add("input_bytes", "B", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)
