@@ -88,7 +88,9 @@ class _Agent:
         try:
             transport = await self.driver.open_agent()
             log = self.log_dir / f"{self.device.name}.ota-agent.log"
-            self.session = await AgentSession.open(transport, device=self.device.name, log_path=log)
+            self.session = await AgentSession.open(
+                transport, device=self.device.name, log_path=log, timeout=self.driver.reply_timeout_s
+            )
         except BaseException:
             with contextlib.suppress(Exception):
                 await self.driver.close_agent()

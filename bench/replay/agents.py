@@ -40,7 +40,9 @@ def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> Op
         try:
             transport = await driver.open_agent()
             log = log_dir / f"{device.name}.agent.log" if log_dir else None
-            session = await AgentSession.open(transport, device=device.name, log_path=log)
+            session = await AgentSession.open(
+                transport, device=device.name, log_path=log, timeout=driver.reply_timeout_s
+            )
         except BaseException:
             with contextlib.suppress(Exception):
                 await driver.close_agent()
