@@ -24,6 +24,7 @@ from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.store import ResultStore
 
 CLOCK_PINGS = 16
+WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
 
 
@@ -122,7 +123,7 @@ class ReplayRun:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
-        self._frames = BackgroundFrameWriter(self.store.path)
+        self._frames = BackgroundFrameWriter(self.store.path, WRITER_RT_PRIORITY if self.realtime else None)
         live: list[DeviceRun] = []
         try:
             await asyncio.gather(*(self._prepare(r) for r in self.runs))
