@@ -232,9 +232,11 @@ class Agent:
             raise refused
         finally:
             client.close()
-        figures = {"delta_saved": 0}
+        figures = {}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
+        # model size minus the bytes a delta update transferred (0 for a full update), as the host agent reports
+        figures["delta_saved"] = int(manifest.get("size", 0)) - figures["bytes"] if msg.get("delta") else 0
         return self.switch_to(msg, "updated", path, manifest, figures)
 
     def fetch_delta(self, client, url, manifest, path):
