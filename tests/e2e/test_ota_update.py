@@ -70,6 +70,8 @@ def update_cli(tmp_path: Path, board: RunningBoard, store: ModelStore, *args: st
 
 
 def test_delta_then_forged_then_full_update_through_the_cli(pi: RunningBoard, store: ModelStore, tmp_path: Path):
+    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1")  # the agent starts with what it ran last
+    assert code == ExitCode.OK and row["running"]["version"] == 1
     code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@2", "--delta")
     assert code == ExitCode.OK and row["ok"], row
     assert row["delta"] and row["previous"]["version"] == 1 and row["running"]["version"] == 2
