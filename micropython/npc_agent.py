@@ -232,7 +232,7 @@ class Agent:
             raise refused
         finally:
             client.close()
-        figures = {}
+        figures = {"delta_saved": 0}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
         return self.switch_to(msg, "updated", path, manifest, figures)
@@ -287,7 +287,11 @@ class Agent:
         try:
             with open(CURRENT + ".tmp", "w") as f:
                 json.dump({"path": model.path, "manifest": model.manifest}, f)
-            os.rename(CURRENT + ".tmp", CURRENT)
+            try:
+                os.rename(CURRENT + ".tmp", CURRENT)
+            except OSError:  # FAT will not rename over an existing file
+                os.remove(CURRENT)
+                os.rename(CURRENT + ".tmp", CURRENT)
         except OSError:
             pass  # a read-only board still runs; it just boots without a model
 
@@ -464,10 +468,18 @@ class Agent:
             if event is None:
                 self.models.in_probation()
                 continue
-            if event[1] is not None:
-                self.run_slot(event[1])
-            else:
-                self.on_vsync()
+            try:
+                if event[1] is not None:
+                    self.run_slot(event[1])
+                else:
+                    self.on_vsync()
+            except Exception as exc:  # a frame-loop bug: end the loop, keep answering
+                gc.collect()
+                self.send(
+                    {"t": "log", "level": "error", "msg": "frame loop stopped: %s: %s" % (type(exc).__name__, exc)}
+                )
+                self.loop.stopping = True
+                self.loop.sched.pending = []
 
 
 def boot_model(agent):

@@ -1,5 +1,6 @@
 """Open a Linux board's agent for a replay run, with board telemetry sampled in the background and
 written to the results store (with the bench-side faults: agent exits, SSH drops) when the run closes it.
+The session is a ResilientSession: an agent that dies mid-run is restarted and the run carries on.
 
     opener = LinuxAgentOpener(store, run_id)
     await ReplayRun(plan, devices, opener.open, store, run_id).execute()
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.agent.session import AgentSession
 from bench.devices.linux import AgentFault, LinuxDriver
+from bench.devices.resilient import ResilientSession
 from bench.fleet import Device
 from bench.measure.faults import FaultEvent
 from bench.replay.run import AgentEndpoint
@@ -44,12 +45,14 @@ class LinuxAgentOpener:
     telemetry: bool = True
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
+    drivers: dict[str, LinuxDriver] = field(default_factory=dict)  # the open ones, by device name
 
     async def open(self, device: Device) -> AgentEndpoint:
         """Start (if needed) and open the device's agent; begin sampling its telemetry."""
         driver = LinuxDriver(device)
+        self.drivers[device.name] = driver
         try:
-            session = await AgentSession.open(await driver.open_agent(), device=device.name)
+            session = await ResilientSession.open(driver)
             monitor = await driver.telemetry() if self.telemetry else None
         except BaseException:
             await driver.close()

@@ -12,8 +12,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
+from bench.devices.resilient import start_fresh
 from bench.errors import BenchError, DeviceUnreachable
 
 # Runs beside the frame loop of each agent session (e.g. a replayer feeding inputs).
@@ -116,22 +117,15 @@ async def _one_segment(
 ) -> bool:
     """Open a session, run up to `owed` frames into a new segment; True when the agent said `stopped`."""
     transport = await driver.open_agent()
-    session = await AgentSession.open(transport, device=driver.device.name)
+    session = await AgentSession.open(transport, device=driver.device.name, timeout=driver.reply_timeout_s)
     assert driver.agent is not None
     segment = Segment(agent_pid=driver.agent.pid, hello=session.info)
     run.segments.append(segment)
     feeding: asyncio.Task | None = None
     try:
-        try:
-            await session.start(fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=owed)
-        except AgentError as exc:
-            if exc.code != "busy":
-                raise
-            # a loop left running by the session whose link dropped: stop it and let its records go by
-            await session.stop()
-            async for _stale in session.frames(timeout=frame_timeout_s):
-                pass
-            await session.start(fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=owed)
+        await start_fresh(
+            session, {"fps": fps, "vsync_hz": vsync_hz, "key_every": key_every, "budget_ms": budget_ms, "frames": owed}
+        )
         if feeder is not None:
             feeding = asyncio.create_task(feeder(session))
         with contextlib.suppress(DeviceUnreachable):

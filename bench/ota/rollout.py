@@ -187,7 +187,7 @@ async def _update_one(
         return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}")
     driver = driver_for(device)
     try:
-        session = await AgentSession.open(await driver.open_agent(), device=device.name)
+        session = await AgentSession.open(await driver.open_agent(), device=device.name, timeout=driver.reply_timeout_s)
     except BenchError as exc:
         with contextlib.suppress(BenchError, OSError):
             await driver.close_agent()

@@ -3,7 +3,10 @@ real host agent: frames and latencies stored, board telemetry stored with the ru
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,15 @@ SECONDS = 3
 def first_seconds(plan: Plan, seconds: float) -> Plan:
     limit = int(seconds * 1e9)
     return dataclasses.replace(plan, inputs=[p for p in plan.inputs if p.offset_ns < limit], duration_ns=limit)
+
+
+async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> None:
+    """Wait until the replay run has stored `count` frames of `device` (the run is under way)."""
+    for _ in range(600):
+        if store.frame_count(run_id, device) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{device}: no frames stored")
 
 
 def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
@@ -74,4 +86,78 @@ def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
 
     html = render_html(build_report(view))
     assert html.count("<title>Board temperature (hottest zone)</title>") == 2 and "Board telemetry" in html
+    store.close()
+
+
+def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -> None:
+    plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/dialogue.mcap"), wire.encode), SECONDS)
+    devices = [d for d in load_fleet() if d.kind == "pi5"]
+    store = open_store(tmp_path / "results.sqlite")
+    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    loop = LoopThread()
+    killed: list[int] = []
+
+    async def go():
+        async with virtual_fleet(devices) as (resolved, _running):
+            driver = driver_for(resolved[0])
+            try:
+                await driver.flash()
+            finally:
+                await driver.close()
+            opener = LinuxAgentOpener(store, run_id)
+            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
+            await frames_flowing(store, run_id, "pi5-1")
+            killed.append(opener.drivers["pi5-1"].agent.pid)
+            os.kill(killed[0], signal.SIGKILL)  # as the OOM killer would
+            return await replay
+
+    try:
+        runs = loop.run(go(), timeout_s=180)
+    finally:
+        loop.close()
+    assert runs[0].status == "ok", runs[0].detail
+    frames = list(store.frames(run_id, "pi5-1"))
+    indices = [f.i for f in frames]
+    assert indices == sorted(set(indices)) and len(frames) >= 60 * SECONDS * 0.5
+    faults = [f for _, f in store.faults(run_id, "pi5-1") if f.cause == "bench"]
+    assert [f.kind for f in faults] == ["agent-exit", "agent-restarted"]
+    kill_ns = faults[0].t_fault_bench_ns
+    assert any(f.rx_ns < kill_ns for f in frames) and any(f.rx_ns > kill_ns for f in frames)
+    view = load_run(store, run_id)
+    assert len(view.devices["pi5-1"].series("latency_ms")) > 20
+    assert {f.kind for f in view.devices["pi5-1"].faults} >= {"agent-exit", "agent-restarted"}
+    store.close()
+
+
+def test_ssh_cut_mid_replay_reconnects_and_the_run_is_kept(tmp_path: Path) -> None:
+    plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/exploration.mcap"), wire.encode), SECONDS)
+    devices = [d for d in load_fleet() if d.kind == "jetson-orin-nx"]
+    store = open_store(tmp_path / "results.sqlite")
+    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    loop = LoopThread()
+
+    async def go():
+        async with virtual_fleet(devices) as (resolved, running):
+            driver = driver_for(resolved[0])
+            try:
+                await driver.flash()
+            finally:
+                await driver.close()
+            opener = LinuxAgentOpener(store, run_id)
+            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
+            await frames_flowing(store, run_id, "orin-1")
+            assert running["orin-1"].drop_connections() >= 1
+            return await replay, opener
+
+    try:
+        runs, opener = loop.run(go(), timeout_s=180)
+    finally:
+        loop.close()
+    assert runs[0].status == "ok", runs[0].detail
+    kinds = [f.kind for _, f in store.faults(run_id, "orin-1") if f.cause == "bench"]
+    assert {"ssh-dropped", "ssh-reconnected", "agent-link-lost"} <= set(kinds) and "agent-exit" not in kinds
+    frames = list(store.frames(run_id, "orin-1"))
+    assert len(frames) >= 60 * SECONDS * 0.5 and [f.i for f in frames] == sorted({f.i for f in frames})
+    samples = opener.samples["orin-1"]
+    assert samples and samples[-1].t_ns > max(f.t_fault_bench_ns for _, f in store.faults(run_id, "orin-1"))
     store.close()

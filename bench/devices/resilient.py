@@ -1,0 +1,158 @@
+"""An agent session that outlives its agent process: when the link ends mid-run, the bench finds out why
+(the agent died, or only the SSH connection), records it, restarts the agent if needed, opens a new
+session, restarts the frame loop with the same settings and carries on. Frame records keep counting
+(indices continue across restarts) and everything received before the fault is kept.
+
+It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from bench.agent.clock import ClockSync
+from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.devices.linux import AgentFault, LinuxDriver
+from bench.errors import BenchError, DeviceUnreachable
+
+RECOVERY_CLOCK_PINGS = 8
+
+
+class ResilientSession:
+    """An AgentSession look-alike over a LinuxDriver that restarts the agent when it dies mid-run."""
+
+    def __init__(self, driver: LinuxDriver, session: AgentSession, *, max_restarts: int = 3) -> None:
+        self.driver = driver
+        self.inner = session
+        self.max_restarts = max_restarts
+        self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
+        self.dropped_inputs = 0
+        self.restarts = 0
+        self._old_faults: list[dict[str, Any]] = []
+        self._start_args: dict[str, Any] | None = None
+        self._stopping = False
+        self._index_offset = 0
+        self._next_index = 0
+
+    @classmethod
+    async def open(cls, driver: LinuxDriver, **kwargs: Any) -> ResilientSession:
+        """Start (if needed) and open the driver's agent."""
+        session = await AgentSession.open(
+            await driver.open_agent(), device=driver.device.name, timeout=driver.reply_timeout_s
+        )
+        return cls(driver, session, **kwargs)
+
+    # -- what a run reads --------------------------------------------------------------------------
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The current agent's hello."""
+        return self.inner.info
+
+    @property
+    def clock(self) -> ClockSync:
+        """The current session's clock mapping (the device clock is the same across agent restarts)."""
+        return self.inner.clock
+
+    @property
+    def faults(self) -> list[dict[str, Any]]:
+        """`fault` messages from every agent process of the run."""
+        return self._old_faults + self.inner.faults
+
+    @property
+    def device(self) -> str:
+        """The device name."""
+        return self.driver.device.name
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockSync:
+        """Clock exchanges with the current agent."""
+        return await self.inner.sync_clock(n, interval)
+
+    async def start(self, **kwargs: Any) -> dict[str, Any]:
+        """Start the frame loop (remembered, to restart it after a recovery)."""
+        self._start_args = kwargs
+        self._stopping = False
+        return await self.inner.start(**kwargs)
+
+    async def stop(self, timeout: float | None = None) -> dict[str, Any]:
+        """Stop the frame loop."""
+        self._stopping = True
+        return await self.inner.stop(timeout)
+
+    async def stats(self) -> dict[str, Any]:
+        """The current agent's stats."""
+        return await self.inner.stats()
+
+    async def send_raw(self, data: bytes) -> int:
+        """Send bytes; while the agent is being recovered the input is dropped (and counted), not an error."""
+        if self.inner.closed:
+            self.dropped_inputs += 1
+            return time.monotonic_ns()
+        try:
+            return await self.inner.send_raw(data)
+        except DeviceUnreachable:
+            self.dropped_inputs += 1
+            return time.monotonic_ns()
+
+    async def close(self) -> None:
+        """Close the current session."""
+        await self.inner.close()
+
+    # -- frames ------------------------------------------------------------------------------------
+
+    async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
+        """Frame records until the loop is stopped; across agent restarts, with indices continuing."""
+        while True:
+            async for rec in self.inner.frames(timeout):
+                rec.i += self._index_offset
+                self._next_index = rec.i + 1
+                yield rec
+            if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
+                return
+            await self._recover()
+
+    async def _recover(self) -> None:
+        """The link ended mid-run: restart the agent if it died, open a new session, restart the loop."""
+        await self.inner.close()
+        self._old_faults += self.inner.faults
+        try:
+            alive = await self.driver.agent_alive()
+        except DeviceUnreachable:
+            alive = False
+        if alive:
+            self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
+        else:
+            self.restarts += 1
+            if self.restarts > self.max_restarts:
+                raise BenchError(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
+            await self.driver.restart_agent(
+                f"agent exited during the run after {self._next_index} frame(s); "
+                f"{self.dropped_inputs} input(s) dropped so far"
+            )
+        session = await AgentSession.open(
+            await self.driver.open_agent(), device=self.device, timeout=self.driver.reply_timeout_s
+        )
+        session.sent_ns = self.sent_ns
+        self.inner = session
+        await session.sync_clock(RECOVERY_CLOCK_PINGS)
+        self._index_offset = self._next_index
+        assert self._start_args is not None
+        await start_fresh(session, self._start_args)
+
+
+async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:
+    """Start the frame loop; if a loop is still running (left by a session whose link dropped), stop it,
+    let its last records and its `stopped` go by, then start."""
+    try:
+        await session.start(**start_args)
+    except AgentError as exc:
+        if exc.code != "busy":
+            raise
+        await session.stop()
+        async for _stale in session.frames(timeout=drain_timeout_s):
+            pass
+        await session.start(**start_args)
