@@ -29,13 +29,9 @@ V1, V2 = MODELS / "npc-policy-int8.tflite", MODELS / "npc-policy-int8-v2.tflite"
 def pi() -> Iterator[RunningBoard]:
     """A virtual Pi 5 with the host agent deployed, running npc-policy v1 (its kind's default model)."""
     with virtual_board("pi5") as running:
-        board = dataclasses.replace(
-            running,
-            device=dataclasses.replace(running.device, settings={**running.device.settings, "ota_timing": "loopback"}),
-        )
-        steps = board.loop.run(LinuxDriver(board.device).flash(), timeout_s=120)
+        steps = running.loop.run(LinuxDriver(running.device).flash(), timeout_s=120)
         assert all(s.ok for s in steps), steps
-        yield board
+        yield running
 
 
 @pytest.fixture
@@ -53,7 +49,7 @@ def fleet_file(tmp_path: Path, board: RunningBoard) -> Path:
     path = tmp_path / "fleet.toml"
     path.write_text(
         "[[device]]\n"
-        'name = "lab-pi"\nkind = "pi5"\nota_timing = "loopback"\n'
+        'name = "lab-pi"\nkind = "pi5"\n'
         f'ssh = "{link.user}@{link.host}:{link.port}"\nkey = "{link.key}"\nhost_key = "{link.host_key}"\n'
     )
     return path
@@ -95,8 +91,9 @@ def test_cut_transfer_keeps_the_model_and_the_next_update_resumes(pi: RunningBoa
     (first,) = pi.loop.run(update_devices([pi.device], store, "npc-policy@1"), timeout_s=120)
     assert first.ok  # the board runs v1 whatever the previous test left
     target = store.manifest("npc-policy", 2)
+    fast = dataclasses.replace(pi.device, settings={**pi.device.settings, "ota_timing": "loopback"})  # quick give-up
     (cut,) = pi.loop.run(
-        update_devices([pi.device], store, "npc-policy@2", impairment=Impairment(cut_at_block=5)), timeout_s=120
+        update_devices([fast], store, "npc-policy@2", impairment=Impairment(cut_at_block=5)), timeout_s=120
     )
     assert not cut.ok and cut.kept_previous and "transfer" in cut.detail, cut
     assert cut.running["version"] == 1
