@@ -82,7 +82,7 @@ def test_delta_then_forged_then_full_update_through_the_cli(pi: RunningBoard, st
     assert code == ExitCode.FAILED and not row["ok"] and row["kept_previous"]
     assert "signature" in row["detail"] and row["running"]["version"] == 2
 
-    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1")  # no delta from v2 to v1: a full update
+    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1", "--loss", "5")  # full: no delta 2 -> 1
     assert code == ExitCode.OK and not row["delta"] and row["running"]["version"] == 1
     assert row["blocks"] == -(-V1.stat().st_size // 1024) and row["bytes"] == V1.stat().st_size
 
