@@ -232,11 +232,11 @@ class Agent:
             raise refused
         finally:
             client.close()
-        figures = {}
+        figures = {"delta_saved": 0}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
-        # model size minus the bytes a delta update transferred (0 for a full update), as the host agent reports
-        figures["delta_saved"] = int(manifest.get("size", 0)) - figures["bytes"] if msg.get("delta") else 0
+        if msg.get("delta"):  # the model's size less what travelled (delta manifest and patch)
+            figures["delta_saved"] = max(0, int(manifest.get("size", 0)) - figures["bytes"])
         return self.switch_to(msg, "updated", path, manifest, figures)
 
     def fetch_delta(self, client, url, manifest, path):
