@@ -9,6 +9,7 @@ so nothing new listens on the device's network. A dropped SSH connection is re-o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import tempfile
@@ -247,6 +248,19 @@ class LinuxDriver(Driver):
         conn = await self.connection()
         return (await conn.run(alive_test(self.agent.pid), check=False)).returncode == 0
 
+    async def agent_survived(self, checks: int = 3, interval_s: float = 0.1) -> bool:
+        """After its link ended: True when the agent is still running over a few checks (a process being
+        killed can close its sockets a moment before it is gone)."""
+        for n in range(checks):
+            try:
+                if not await self.agent_alive():
+                    return False
+            except DeviceUnreachable:
+                return False
+            if n < checks - 1:
+                await asyncio.sleep(interval_s)
+        return True
+
     async def wait_agent_exit(self, poll_s: float = 0.2) -> None:
         """Return when the agent process ends (one long-running remote command, no polling traffic)."""
         if self.agent is None:
@@ -265,11 +279,27 @@ class LinuxDriver(Driver):
         """Start the agent if it is not running and return a line transport to it through the SSH forward."""
         from bench.agent.transport import StreamTransport
 
-        if self.agent is None or not await self.agent_alive():
+        if self.agent is None:
             await self.start_agent()
+        elif not await self.agent_alive():
+            await self.restart_agent("agent gone when the bench reconnected")
         assert self.agent is not None
         self._transport = await StreamTransport.connect("127.0.0.1", self.agent.local_port)
         return self._transport
+
+    async def open_session(self, attempts: int = 5):
+        """An `AgentSession` whose hello succeeded, retried with backoff while the SSH connection settles
+        after a drop (a dying master can refuse or drop the forwarded connection). An agent that turns out
+        dead meanwhile is restarted and recorded (`open_agent`)."""
+        from bench.agent.session import AgentSession
+
+        delay = 0.2
+        for _attempt in range(attempts - 1):
+            with contextlib.suppress(DeviceUnreachable):
+                return await AgentSession.open(await self.open_agent(), device=self.device.name)
+            await asyncio.sleep(delay)
+            delay *= 2
+        return await AgentSession.open(await self.open_agent(), device=self.device.name)
 
     async def restart_agent(self, why: str) -> AgentProcess:
         """Record that the agent died (`why`, with the end of its log) and start it again."""
