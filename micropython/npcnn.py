@@ -12,6 +12,7 @@ from array import array
 from math import exp
 
 try:
+    from npcnn_viper import copy32 as _copy32
     from npcnn_viper import fc_acc as _fc_acc_native
 except (ImportError, SyntaxError, NameError, AttributeError):  # no native emitter on this port
     _fc_acc_native = None
@@ -173,7 +174,8 @@ class Model:
         native = self._native
         if native is not None:
             acc = self._acc
-            native(w, xs, acc, bias, n_in | (layer.n_out << 16))
+            _copy32(acc, bias, layer.n_out)
+            native(w, xs, acc, n_in | (layer.n_out << 16))
         else:
             acc = bias
         low = layer.out_zp if (layer.relu and layer.out_zp > -128) else -128

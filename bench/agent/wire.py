@@ -132,32 +132,3 @@ def reply(request, t, fields=None):
     if isinstance(request, dict) and request.get("id") is not None:
         msg["id"] = request["id"]
     return msg
-
-
-class LineBuffer:
-    """Splits a byte stream into lines; an over-long line is cut and reported as one oversized line."""
-
-    def __init__(self, limit=MAX_LINE + 2):
-        self.limit = limit
-        self.buf = b""
-        self.dropping = False
-
-    def feed(self, data):
-        """Add bytes; return the complete lines (each without its newline)."""
-        self.buf += data
-        out = []
-        while True:
-            nl = self.buf.find(b"\n")
-            if nl < 0:
-                if len(self.buf) > self.limit:
-                    if not self.dropping:
-                        out.append(self.buf[: self.limit])
-                    self.dropping = True
-                    self.buf = b""
-                return out
-            line = self.buf[:nl]
-            self.buf = self.buf[nl + 1 :]
-            if self.dropping:
-                self.dropping = False
-                continue
-            out.append(line)

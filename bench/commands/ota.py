@@ -40,8 +40,8 @@ async def _serve(args: argparse.Namespace) -> None:
         models = [
             {
                 **row,
-                "url": server.model_url(row["name"], row["version"]),
-                "manifest_url": server.model_url(row["name"], row["version"]) + "/manifest",
+                "url": server.model_url(row["name"], row["version"], fmt=row["format"]),
+                "manifest_url": server.model_url(row["name"], row["version"], fmt=row["format"]) + "/manifest",
             }
             for row in store.listing()
         ]

@@ -12,7 +12,7 @@ from bench.commands.model import add_store_option, open_store
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.ota.impair import Impairment
-from bench.ota.rollout import DeviceUpdate, update_devices
+from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
 from bench.ota.timing import timing_named
 from bench.virtual import virtual_fleet
 
@@ -36,11 +36,11 @@ def cmd_update(args: argparse.Namespace) -> int:
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     store = open_store(args)
-    manifest = store.resolve(args.model)
+    manifests = manifests_for(devices, store, args.model)  # a missing model or format stops us before any device
     for d in devices:
-        timing_named(str(d.settings.get("ota_timing", "lan")))  # a bad setting stops us before any device is touched
+        timing_named(str(d.settings.get("ota_timing", "lan")))
     impairment = Impairment(loss=args.loss / 100) if args.loss else None
-    label = f"{manifest['name']}@{manifest['version']}"
+    label = args.model
     with out.status(f"updating {len(devices)} device(s) to {label}…") as status:
         done: list[str] = []
 
@@ -48,17 +48,17 @@ def cmd_update(args: argparse.Namespace) -> int:
             done.append(r.device)
             status.update(f"updating to {label}: {len(done)}/{len(devices)} done (last: {r.device})")
 
-        results = asyncio.run(_run(devices, store, manifest, args.delta, impairment, on_done))
+        results = asyncio.run(_run(devices, store, args.model, args.delta, impairment, on_done))
     if args.json:
-        emit_json({"model": manifest, "devices": [r.to_json() for r in results]})
+        emit_json({"model": args.model, "manifests": manifests, "devices": [r.to_json() for r in results]})
     else:
         _print(results)
     return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
 
 
-async def _run(devices, store, manifest, delta, impairment, on_done) -> list[DeviceUpdate]:
+async def _run(devices, store, spec, delta, impairment, on_done) -> list[DeviceUpdate]:
     async with virtual_fleet(devices) as (resolved, _):
-        return await update_devices(resolved, store, manifest, want_delta=delta, impairment=impairment, on_done=on_done)
+        return await update_devices(resolved, store, spec, want_delta=delta, impairment=impairment, on_done=on_done)
 
 
 def _version(model: dict | None) -> str:

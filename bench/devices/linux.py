@@ -296,10 +296,12 @@ class LinuxDriver(Driver):
         delay = 0.2
         for _attempt in range(attempts - 1):
             with contextlib.suppress(DeviceUnreachable):
-                return await AgentSession.open(await self.open_agent(), device=self.device.name)
+                return await AgentSession.open(
+                    await self.open_agent(), device=self.device.name, timeout=self.reply_timeout_s
+                )
             await asyncio.sleep(delay)
             delay *= 2
-        return await AgentSession.open(await self.open_agent(), device=self.device.name)
+        return await AgentSession.open(await self.open_agent(), device=self.device.name, timeout=self.reply_timeout_s)
 
     async def restart_agent(self, why: str) -> AgentProcess:
         """Record that the agent died (`why`, with the end of its log) and start it again."""

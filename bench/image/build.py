@@ -22,6 +22,7 @@ from bench.image.recipe import Recipe, load_recipe, recipe_path
 KERNEL_NAME = "vmlinuz"
 INITRD_NAME = "initrd.img"
 MANIFEST_NAME = "image.json"
+KEEP_OTHER_BUILDS = 2  # earlier recipe versions kept in the cache (other checkouts may still boot them)
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,10 @@ def build_image(
     recipe = kind_recipe(kind)
     folder = image_folder(recipe, root)
     if not force and (image := _read_manifest(folder, built=False, seconds=0.0)) is not None:
-        progress(1, 1, f"cached {folder}")
-        return image
+        if intact(image):
+            progress(1, 1, f"cached {folder}")
+            return image
+        progress(0, 1, f"cached {folder} does not match its sha256: rebuilding")
     downloads = downloads or cache_root() / "downloads"
     steps = len(recipe.packages) + len(recipe.wheels) + 5
     done = 0
@@ -150,12 +153,32 @@ def build_image(
         )
         (out / MANIFEST_NAME).write_text(json.dumps(image.as_dict(), indent=2) + "\n", encoding="utf-8")
         if folder.exists():
-            if not force and (other := _read_manifest(folder, built=False, seconds=0.0)) is not None:
+            other = None if force else _read_manifest(folder, built=False, seconds=0.0)
+            if other is not None and intact(other):
                 return other  # another bench process built the same recipe meanwhile (same bytes): keep its
             shutil.rmtree(folder)
         out.rename(folder)
+    prune(folder.parent, keep=folder)
     step("done")
     return image
+
+
+def prune(kind_dir: Path, keep: Path, others: int = KEEP_OTHER_BUILDS) -> list[Path]:
+    """Delete all but the `others` most recent earlier builds beside `keep` (each is ~80 MB)."""
+    old = sorted(
+        (p for p in kind_dir.iterdir() if p.is_dir() and p != keep and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    removed = old[others:]
+    for path in removed:
+        shutil.rmtree(path, ignore_errors=True)
+    return removed
+
+
+def intact(image: BuiltImage) -> bool:
+    """The kernel and initrd on disk still have the sha256 the build recorded."""
+    return _sha256(image.kernel) == image.kernel_sha256 and _sha256(image.initrd) == image.initrd_sha256
 
 
 def _take_kernel(recipe: Recipe, root_dir: Path, dest: Path) -> None:

@@ -13,7 +13,7 @@ from bench.errors import ConfigError
 
 FIRMWARE_DIR = Path(__file__).resolve().parent.parent.parent / "firmware"
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
 
 _PKG_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")

@@ -92,7 +92,8 @@ def precompile(recipe: Recipe, root: Path) -> None:
 
 
 def finish(root: Path, mtime: int) -> None:
-    """The folders /init mounts onto, uniform folder modes, and one mtime on everything."""
+    """The folders /init mounts onto, uniform modes (folders 0755, files 0755 or 0644 by their exec bit, so
+    root and non-root builds, whatever their umask, give the same bytes), and one mtime on everything."""
     for rel in _MADE_DIRS:
         (root / rel).mkdir(parents=True, exist_ok=True)
     (root / "tmp").chmod(0o1777)
@@ -101,6 +102,10 @@ def finish(root: Path, mtime: int) -> None:
             path = Path(dirpath) / name
             if not path.is_symlink():
                 path.chmod(0o1777 if path == root / "tmp" else 0o755)
+        for name in filenames:
+            path = Path(dirpath) / name
+            if not path.is_symlink():
+                path.chmod(0o755 if path.stat().st_mode & 0o111 else 0o644)
         for name in dirnames + filenames:
             os.utime(Path(dirpath) / name, (mtime, mtime), follow_symlinks=False)
     os.utime(root, (mtime, mtime))

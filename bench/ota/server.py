@@ -6,10 +6,11 @@ O(1) memory per block) with Size2 and an ETag derived from the content hash, so 
 any block and notice when the content changed under it.
 
 Paths (under `coap://HOST:PORT/`):
-  models/NAME/VERSION                       the model file
-  models/NAME/VERSION/manifest              its signed manifest (JSON)
-  models/NAME/VERSION/delta/BASE            the bsdiff4 patch from version BASE
-  models/NAME/VERSION/delta/BASE/manifest   its signed delta manifest (JSON)
+  models/NAME/FORMAT/VERSION                       the model file
+  models/NAME/FORMAT/VERSION/manifest              its signed manifest (JSON)
+  models/NAME/FORMAT/VERSION/delta/BASE            the bsdiff4 patch from version BASE
+  models/NAME/FORMAT/VERSION/delta/BASE/manifest   its signed delta manifest (JSON)
+  models/NAME/FORMAT/VERSION/delta-zlib/BASE[/manifest]   the same patch as bsdiff4-zlib (microcontrollers)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from aiocoap.optiontypes import BlockOption
 from bench.errors import ConfigError
 from bench.ota.store import ModelStore
 
+DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
 MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
 OCTET_STREAM = ContentFormat.OCTETSTREAM
 JSON = ContentFormat.JSON
@@ -117,8 +119,8 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
     def _cached_lookup(self, parts: tuple[str, ...]) -> Blob:
         """`_lookup`, remembered while the version directory is unchanged (one stat per block, no JSON parse)."""
         try:
-            stamp = self.store.version_dir(parts[0], int(parts[1])).stat().st_mtime_ns if len(parts) > 1 else None
-        except (ValueError, OSError):
+            stamp = self.store.version_dir(parts[0], int(parts[2]), parts[1]).stat().st_mtime_ns
+        except (IndexError, ValueError, OSError):
             stamp = None
         cached = self._cache.get(parts)
         if cached is not None and stamp is not None and cached[0] == stamp and _unchanged(cached[1]):
@@ -131,19 +133,21 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
     def _lookup(self, parts: tuple[str, ...]) -> Blob:
         """The blob a path names, or 4.04."""
         try:
-            name, version, *rest = parts
+            name, fmt, version, *rest = parts
             v = int(version)
             if rest == []:
-                path = self.store.blob_path(name, v)
-                return Blob(self.store.manifest(name, v)["sha256"], path.stat().st_size, OCTET_STREAM, path=path)
+                path = self.store.blob_path(name, v, fmt)
+                sha = self.store.manifest(name, v, fmt)["sha256"]
+                return Blob(sha, path.stat().st_size, OCTET_STREAM, path=path)
             if rest == ["manifest"]:
-                return _json_blob(self.store.manifest(name, v))
-            if len(rest) in (2, 3) and rest[0] == "delta":
-                dm = self.store.delta_manifest(name, v, int(rest[1]))
+                return _json_blob(self.store.manifest(name, v, fmt))
+            if len(rest) in (2, 3) and rest[0] in DELTA_PATHS:
+                algo = DELTA_PATHS[rest[0]]
+                dm = self.store.delta_manifest(name, v, int(rest[1]), fmt, algo)
                 if dm is not None and rest[2:] == ["manifest"]:
                     return _json_blob(dm)
                 if dm is not None and len(rest) == 2:
-                    path = self.store.delta_path(name, v, int(rest[1]))
+                    path = self.store.delta_path(name, v, int(rest[1]), fmt, algo)
                     return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
         except (ValueError, OSError, ConfigError):
             pass
@@ -205,17 +209,36 @@ class UpdateServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"coap://{host}:{self.port}"
 
-    def model_url(self, name: str, version: int, base_url: str | None = None) -> str:
-        """URL of a model file (through `base_url`, e.g. a proxy's, when given)."""
-        return f"{base_url or self.base_url}/models/{name}/{version}"
+    def model_url(self, name: str, version: int, base_url: str | None = None, fmt: str | None = None) -> str:
+        """URL of a model file (through `base_url`, e.g. a proxy's, when given); `fmt` may be left out when
+        `name` has one format."""
+        return f"{base_url or self.base_url}/{model_path(name, self.store.format_of(name, fmt), version)}"
 
-    def delta_url(self, name: str, version: int, base_version: int, base_url: str | None = None) -> str:
-        """URL of the patch from `base_version` to `version`."""
-        return f"{self.model_url(name, version, base_url)}/delta/{base_version}"
+    def delta_url(
+        self,
+        name: str,
+        version: int,
+        base_version: int,
+        base_url: str | None = None,
+        fmt: str | None = None,
+        algo: str = "bsdiff4",
+    ) -> str:
+        """URL of the patch from `base_version` to `version` in container `algo`."""
+        return f"{self.model_url(name, version, base_url, fmt)}/{delta_segment(algo)}/{base_version}"
 
     def served(self, path: str) -> ServedCounts:
-        """What was served for `models/...` path `path` (e.g. `npc-policy/2`)."""
+        """What was served for `models/...` path `path` (e.g. `npc-policy/tflite-int8/2`)."""
         return self.models.served.get(path, ServedCounts())
+
+
+def delta_segment(algo: str) -> str:
+    """The path segment under a model version for deltas in container `algo`."""
+    return next(seg for seg, a in DELTA_PATHS.items() if a == algo)
+
+
+def model_path(name: str, fmt: str, version: int) -> str:
+    """The path of a model version on the server (under the base URL)."""
+    return f"models/{name}/{fmt}/{version}"
 
 
 def _bound_port(ctx: aiocoap.Context) -> int:

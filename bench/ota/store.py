@@ -1,7 +1,10 @@
-"""The model store: signed versions of each model and bsdiff4 deltas between consecutive versions.
+"""The model store: signed versions of each model, per format, and bsdiff4 deltas between consecutive versions.
 
-Layout: `ROOT/NAME/VERSION/model.bin` + `manifest.json` (signed), and for each version after the first
-`delta-BASEVERSION.bsdiff` + `delta-BASEVERSION.json` (a signed delta manifest)."""
+Layout: `ROOT/NAME/FORMAT/VERSION/model.bin` + `manifest.json` (signed), and for each version after the
+first `delta-BASEVERSION.bsdiff` + `delta-BASEVERSION.json` (a signed delta manifest), and the same patch in
+the microcontroller container as `delta-BASEVERSION.zlib.bsdiff` + `delta-BASEVERSION.zlib.json`. One model name can
+have several formats (`tflite-int8` for Linux boards, `npcm-int8` for ESP32-C6), each with its own versions;
+a device gets the format it runs. Where a name has a single format, `fmt` may be left out."""
 
 from __future__ import annotations
 
@@ -16,11 +19,12 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
-from bench.ota.delta import delta_manifest, make_patch
+from bench.ota.delta import ALGOS, delta_manifest, make_patch
 from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 FORMATS = {".tflite": "tflite", ".npcm": "npcm"}
+QUANT_SUFFIXES = {"int8": "int8", "f32": "f32", "float32": "f32"}
 
 
 def default_store_dir() -> Path:
@@ -35,10 +39,15 @@ def guess_name_and_format(path: Path) -> tuple[str, str]:
     if fmt is None:
         raise ConfigError(f"model {path}: unknown format {path.suffix!r}", hint="pass --format")
     stem = re.sub(r"[-_.]v\d+$", "", path.stem)
-    for quant in ("int8", "float32"):
-        if stem.endswith("-" + quant):
-            return stem[: -len(quant) - 1], f"{fmt}-{quant}"
+    for suffix, quant in QUANT_SUFFIXES.items():
+        if stem.endswith("-" + suffix):
+            return stem[: -len(suffix) - 1], f"{fmt}-{quant}"
     return stem, fmt
+
+
+def delta_stem(base_version: int, algo: str) -> str:
+    """File name (without extension) of a delta from `base_version` in container `algo`."""
+    return f"delta-{base_version}" + ("" if algo == "bsdiff4" else ".zlib")
 
 
 @dataclass(frozen=True)
@@ -59,111 +68,154 @@ class ModelStore:
         """Every model name with at least one version."""
         if not self.root.is_dir():
             return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.versions(p.name))
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.formats(p.name))
 
-    def versions(self, name: str) -> list[int]:
-        """The published versions of `name`, oldest first."""
+    def formats(self, name: str) -> list[str]:
+        """The formats `name` is published in."""
         base = self.root / name
         if not base.is_dir():
             return []
+        return sorted(p.name for p in base.iterdir() if p.is_dir() and self.versions(name, p.name))
+
+    def format_of(self, name: str, fmt: str | None) -> str:
+        """`fmt`, or the only format `name` has; a ConfigError when that is ambiguous or there is none."""
+        if fmt is not None:
+            return fmt
+        have = self.formats(name)
+        if len(have) == 1:
+            return have[0]
+        if not have:
+            models = ", ".join(self.names()) or "none"
+            raise ConfigError(
+                f"model store {self.root}: no model {name!r} (models: {models})",
+                hint="publish it with `hilbench model publish`",
+            )
+        raise ConfigError(f"model store {self.root}: {name} has several formats ({', '.join(have)}): name one")
+
+    def versions(self, name: str, fmt: str | None = None) -> list[int]:
+        """The published versions of `name` in `fmt`, oldest first."""
+        if fmt is None:
+            fmt = self.format_of(name, None) if self.formats(name) else ""
+        base = self.root / name / fmt if fmt else None
+        if base is None or not base.is_dir():
+            return []
         return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit() and (p / "manifest.json").is_file())
 
-    def version_dir(self, name: str, version: int) -> Path:
-        """Where version `version` of `name` lives."""
-        return self.root / name / str(version)
+    def version_dir(self, name: str, version: int, fmt: str | None = None) -> Path:
+        """Where version `version` of `name` in `fmt` lives."""
+        return self.root / name / self.format_of(name, fmt) / str(version)
 
-    def blob_path(self, name: str, version: int) -> Path:
+    def blob_path(self, name: str, version: int, fmt: str | None = None) -> Path:
         """The model file of a version."""
-        return self.version_dir(name, version) / "model.bin"
+        return self.version_dir(name, version, fmt) / "model.bin"
 
-    def manifest(self, name: str, version: int) -> dict[str, Any]:
+    def manifest(self, name: str, version: int, fmt: str | None = None) -> dict[str, Any]:
         """The signed manifest of a version, or a ConfigError naming what exists."""
-        path = self.version_dir(name, version) / "manifest.json"
+        fmt = self.format_of(name, fmt)
+        path = self.version_dir(name, version, fmt) / "manifest.json"
         if not path.is_file():
-            have = ", ".join(map(str, self.versions(name))) or "none"
-            raise ConfigError(f"model store {self.root}: no {name}@{version} (versions: {have})")
+            have = ", ".join(map(str, self.versions(name, fmt))) or "none"
+            raise ConfigError(f"model store {self.root}: no {name}@{version} in {fmt} (versions: {have})")
         return json.loads(path.read_text())
 
-    def delta_path(self, name: str, version: int, base_version: int) -> Path:
-        """The bsdiff4 patch from `base_version` to `version`."""
-        return self.version_dir(name, version) / f"delta-{base_version}.bsdiff"
+    def _delta_file(self, name: str, version: int, base_version: int, fmt: str | None, algo: str, ext: str) -> Path:
+        if algo not in ALGOS:
+            raise ConfigError(f"unknown delta algorithm {algo!r} (known: {', '.join(ALGOS)})")
+        return self.version_dir(name, version, fmt) / f"{delta_stem(base_version, algo)}{ext}"
 
-    def delta_manifest(self, name: str, version: int, base_version: int) -> dict[str, Any] | None:
+    def delta_path(
+        self, name: str, version: int, base_version: int, fmt: str | None = None, algo: str = "bsdiff4"
+    ) -> Path:
+        """The patch from `base_version` to `version` in container `algo`."""
+        return self._delta_file(name, version, base_version, fmt, algo, ".bsdiff")
+
+    def delta_manifest(
+        self, name: str, version: int, base_version: int, fmt: str | None = None, algo: str = "bsdiff4"
+    ) -> dict[str, Any] | None:
         """The signed delta manifest from `base_version` to `version`, or None when there is no such delta."""
-        path = self.version_dir(name, version) / f"delta-{base_version}.json"
+        path = self._delta_file(name, version, base_version, fmt, algo, ".json")
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def delta_from(self, name: str, version: int, base_sha256: str) -> dict[str, Any] | None:
+    def delta_from(
+        self, name: str, version: int, base_sha256: str, fmt: str | None = None, algo: str = "bsdiff4"
+    ) -> dict[str, Any] | None:
         """The signed delta manifest that turns the model with hash `base_sha256` into `name@version`, if any."""
-        for base_version in self.versions(name):
-            dm = self.delta_manifest(name, version, base_version)
+        for base_version in self.versions(name, fmt):
+            dm = self.delta_manifest(name, version, base_version, fmt, algo)
             if dm is not None and dm["base"] == base_sha256:
                 return dm
         return None
 
-    def resolve(self, spec: str) -> dict[str, Any]:
-        """The manifest for `NAME` (latest) or `NAME@VERSION`, or a ConfigError saying what exists."""
+    def resolve(self, spec: str, fmt: str | None = None) -> dict[str, Any]:
+        """The manifest for `NAME` (latest) or `NAME@VERSION` in `fmt`, or a ConfigError saying what exists."""
         name, _, version = spec.partition("@")
-        versions = self.versions(name)
+        fmt = self.format_of(name, fmt if self.formats(name) else None)  # an unknown name: say which names exist
+        versions = self.versions(name, fmt)
         if not versions:
-            have = ", ".join(self.names()) or "none"
-            raise ConfigError(
-                f"model store {self.root}: no model {name!r} (models: {have})",
-                hint="publish it with `hilbench model publish`",
-            )
+            have = ", ".join(self.formats(name)) or "none"
+            raise ConfigError(f"model store {self.root}: no {name} in {fmt} (formats: {have})")
         if not version:
-            return self.manifest(name, versions[-1])
+            return self.manifest(name, versions[-1], fmt)
         if not version.isdigit():
             raise ConfigError(f"model {spec!r}: version must be an integer, as in {name}@{versions[-1]}")
-        return self.manifest(name, int(version))
+        return self.manifest(name, int(version), fmt)
 
     def publish(
         self, model: Path, key: ec.EllipticCurvePrivateKey, *, name: str, fmt: str, version: int | None = None
     ) -> Published:
-        """Sign and store `model` as the next (or the given) version of `name`, with a delta from the latest."""
+        """Sign and store `model` as the next (or the given) version of `name` in `fmt`, with a delta from the
+        latest version in that format."""
         if not NAME_RE.match(name):
             raise ConfigError(f"model name {name!r}: use lowercase letters, digits, '.', '_' and '-'")
+        if not NAME_RE.match(fmt):
+            raise ConfigError(f"model format {fmt!r}: use lowercase letters, digits, '.', '_' and '-'")
         try:
             data = Path(model).read_bytes()
         except OSError as exc:
             raise ConfigError(f"model {model}: cannot read: {exc.strerror}") from None
         if not data:
             raise ConfigError(f"model {model}: file is empty")
-        versions = self.versions(name)
-        previous = self.manifest(name, versions[-1]) if versions else None
+        versions = self.versions(name, fmt)
+        previous = self.manifest(name, versions[-1], fmt) if versions else None
         if version is None:
             version = versions[-1] + 1 if versions else 1
         if versions and version <= versions[-1]:
-            raise ConfigError(f"model {name}: version {version} is not newer than the published {versions[-1]}")
+            raise ConfigError(f"model {name} ({fmt}): version {version} is not newer than the published {versions[-1]}")
         manifest = model_manifest(Path(model), name, version, fmt)
         if previous and previous["sha256"] == manifest["sha256"]:
-            raise ConfigError(f"model {model}: identical to the published {name}@{previous['version']}")
+            raise ConfigError(f"model {model}: identical to the published {name}@{previous['version']} ({fmt})")
         manifest = sign_manifest(manifest, key)
-        tmp = self.root / name / f".{version}.tmp"
+        tmp = self.root / name / fmt / f".{version}.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         (tmp / "model.bin").write_bytes(data)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         delta = None
         if previous is not None:
-            base = self.blob_path(name, previous["version"]).read_bytes()
-            patch = make_patch(base, data)
-            delta = sign_manifest(delta_manifest(previous, manifest, patch), key)
-            (tmp / f"delta-{previous['version']}.bsdiff").write_bytes(patch)
-            (tmp / f"delta-{previous['version']}.json").write_text(json.dumps(delta, indent=2) + "\n")
-        tmp.rename(self.version_dir(name, version))  # a version appears whole or not at all
+            base = self.blob_path(name, previous["version"], fmt).read_bytes()
+            for algo in reversed(ALGOS):  # the standard bsdiff4 one last: that is the delta returned
+                patch = make_patch(base, data, algo)
+                delta = sign_manifest(delta_manifest(previous, manifest, patch, algo), key)
+                stem = delta_stem(previous["version"], algo)
+                (tmp / f"{stem}.bsdiff").write_bytes(patch)
+                (tmp / f"{stem}.json").write_text(json.dumps(delta, indent=2) + "\n")
+        tmp.rename(self.root / name / fmt / str(version))  # a version appears whole or not at all
         return Published(manifest, delta)
 
     def listing(self) -> list[dict[str, Any]]:
         """Every version with its deltas, for `ota serve` and `--json`."""
         rows = []
         for name in self.names():
-            for version in self.versions(name):
-                m = self.manifest(name, version)
-                deltas = [
-                    {"base_version": b, "patch_size": dm["patch_size"]}
-                    for b in self.versions(name)
-                    if (dm := self.delta_manifest(name, version, b)) is not None
-                ]
-                rows.append({**{k: m[k] for k in ("name", "version", "sha256", "size", "format")}, "deltas": deltas})
+            for fmt in self.formats(name):
+                for version in self.versions(name, fmt):
+                    m = self.manifest(name, version, fmt)
+                    deltas = [
+                        {"base_version": b, "algo": algo, "patch_size": dm["patch_size"]}
+                        for b in self.versions(name, fmt)
+                        for algo in ALGOS
+                        if (dm := self.delta_manifest(name, version, b, fmt, algo)) is not None
+                    ]
+                    rows.append(
+                        {**{k: m[k] for k in ("name", "version", "sha256", "size", "format")}, "deltas": deltas}
+                    )
         return rows

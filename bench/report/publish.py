@@ -62,7 +62,7 @@ def publish_run(
     if against is None:
         named = get_baseline(store, baseline_name)
         against = named.run_id if named and named.run_id != run_id else None
-    base: RunView | None = load_run(store, against) if against is not None else None
+    base: RunView | None = load_run(store, against, frames=False) if against is not None else None
     verdicts = compare_runs(run, base, rules) if base is not None else []
     report = build_report(
         run,

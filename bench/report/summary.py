@@ -7,7 +7,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from bench.results.runview import FIRST_FRAME_MS, LATENCY_MS, MEMORY_PEAK_MB, DeviceRun
+from bench.results.runview import (
+    FIRST_FRAME_MS,
+    FRAME_DEVIATION_US,
+    FRAME_INTERVAL_MS,
+    LATENCY_MS,
+    MEMORY_PEAK_MB,
+    DeviceRun,
+    Samples,
+)
 from bench.results.statistics import stutter_count
 
 DEADLINE_MISSES = "decision_deadline_misses"  # the stored measurement, when the run has one
@@ -26,8 +34,8 @@ class DeviceSummary:
     frames: int
     fps: float | None  # 1 / mean frame time
     low_1pct_fps: float | None  # 1 / P99 frame time
-    jitter_std_us: float | None
-    jitter_p99_us: float | None
+    jitter_std_us: float | None  # std of t0 - due
+    jitter_p99_us: float | None  # P99 of |t0 - due|
     deadline_budget_ms: float | None
     deadline_misses: int
     stutters: int  # frames longer than 2.5x the moving average
@@ -54,26 +62,32 @@ def percentiles(values: np.ndarray, qs: tuple[float, ...]) -> list[float | None]
     return [float(part[r]) for r in ranks]
 
 
+def _finite(samples: Samples | None) -> np.ndarray:
+    values = samples.values if samples is not None else np.empty(0)
+    return values[np.isfinite(values)]
+
+
 def summarize(device: DeviceRun) -> DeviceSummary:
     """The headline numbers of `device`."""
     frames = device.frames
-    latency_samples = device.series(LATENCY_MS)
-    latency = latency_samples.values if latency_samples else np.empty(0)
-    latency = latency[np.isfinite(latency)]
+    latency = _finite(device.series(LATENCY_MS))
     p50, p95, p99 = percentiles(latency, (0.5, 0.95, 0.99))
     fps = low = jitter_std = jitter_p99 = None
-    stutters = 0
-    if frames is not None and len(frames) > 1:
-        intervals = frames.interval_ms[np.isfinite(frames.interval_ms)]
-        if intervals.size:
-            fps = 1000.0 / float(np.mean(intervals))
-            (p99_interval,) = percentiles(intervals, (0.99,))
-            low = 1000.0 / p99_interval if p99_interval else None
-            stutters = stutter_count(intervals)
-        deviation = frames.deviation_us[np.isfinite(frames.deviation_us)]
-        if deviation.size:
-            jitter_std = float(np.std(deviation))
-            (jitter_p99,) = percentiles(deviation, (0.99,))
+    intervals = _finite(device.series(FRAME_INTERVAL_MS))
+    if intervals.size:
+        fps = 1000.0 / float(np.mean(intervals))
+        (p99_interval,) = percentiles(intervals, (0.99,))
+        low = 1000.0 / p99_interval if p99_interval else None
+    deviation = _finite(device.series(FRAME_DEVIATION_US))
+    if deviation.size:
+        (jitter_p99,) = percentiles(np.abs(deviation), (0.99,))
+    if frames is not None and len(frames) > 1:  # sequence-dependent figures need the frames in order
+        signed = frames.deviation_us[np.isfinite(frames.deviation_us)]
+        jitter_std = float(np.std(signed)) if signed.size else None
+        stutters = stutter_count(frames.interval_ms[np.isfinite(frames.interval_ms)])
+    else:
+        jitter_std = device.scalars.get("frame_jitter_std", (None, ""))[0]
+        stutters = int(device.scalars.get("stutters", (0, ""))[0] or 0)
     budget = device.decision_budget_ms
     stored_misses = device.scalars.get(DEADLINE_MISSES, (None, ""))[0]
     if stored_misses is not None:  # counted at measurement time, including inputs never decided

@@ -1,7 +1,10 @@
 """Model updates of a run, kept with the results: stored in the device's `info` (key "ota") by whoever ran
 them, read back as OtaTransfer records for the report.
 
-    store.update_device(run_id, device, ota=[*previous, ota_record(update)])   # after each rollout
+    append_ota(store, run_id, update, kind="pi5")   # after each rollout, per DeviceUpdate
+
+Note: `ResultStore.add_device` replaces a device's row (and its info); write OTA records after anything
+that (re)adds the device to the run, e.g. after the replay stage.
 """
 
 from __future__ import annotations
@@ -9,6 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from bench.results.runview import OtaTransfer
+from bench.results.store import ResultStore
+
+
+def append_ota(store: ResultStore, run_id: int, update: Any, *, kind: str) -> None:
+    """Keep one rollout result (a `bench.ota.rollout.DeviceUpdate`) with the run, after the device's earlier ones."""
+    rows = {d.name: d for d in store.devices(run_id)}
+    if update.device not in rows:
+        store.add_device(run_id, update.device, kind)
+    earlier = rows[update.device].info.get("ota", []) if update.device in rows else []
+    store.update_device(run_id, update.device, ota=[*earlier, ota_record(update)])
 
 
 def ota_record(update: Any) -> dict[str, Any]:

@@ -38,7 +38,7 @@ class FrameTrace:
 
     t_s: np.ndarray  # when the inference started, s since the device's first frame
     interval_ms: np.ndarray  # since the previous inference (first frame: NaN)
-    deviation_us: np.ndarray  # |actual - scheduled| start time
+    deviation_us: np.ndarray  # actual - scheduled start time (signed)
 
     def __len__(self) -> int:
         return int(self.t_s.size)

@@ -42,6 +42,17 @@ def stutter_count(interval_ms: np.ndarray, window: int = 20, factor: float = 2.5
     return int(np.count_nonzero(interval_ms[window:] > factor * moving))
 
 
+def window_peaks(t_s: np.ndarray, values: np.ndarray, window_s: float) -> np.ndarray:
+    """The maximum of `values` in each `window_s`-long window of time that has samples (t_s ascending)."""
+    keep = np.isfinite(t_s) & np.isfinite(values)
+    t_s, values = t_s[keep], values[keep]
+    if t_s.size == 0:
+        return np.empty(0)
+    window = np.floor((t_s - t_s[0]) / window_s).astype(np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], window[1:] != window[:-1])))
+    return np.maximum.reduceat(values, starts)
+
+
 @dataclass(frozen=True)
 class Statistic:
     """A named statistic of a sample: how to compute it and what kind of thing it is."""

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bench.results.mannwhitney import mann_whitney_p
 from bench.results.runview import DeviceRun, RunView, Samples
 from bench.results.statistics import STATISTICS, Statistic
 from bench.results.thresholds import MetricRule, Thresholds
@@ -160,13 +161,9 @@ def _finite(samples: Samples | None) -> np.ndarray:
 
 def _mann_whitney(base: np.ndarray, run: np.ndarray, stat: Statistic, worse: str) -> tuple[float, float]:
     """One-sided Mann-Whitney U p-values (worse, better) on the raw samples."""
-    from scipy.stats import (
-        mannwhitneyu,
-    )  # here, not at the top: scipy.stats costs ~1 s of start-up for every CLI command
-
     samples_higher_is_worse = (worse == "higher") != stat.inverts
-    greater = float(mannwhitneyu(run, base, alternative="greater").pvalue)
-    less = float(mannwhitneyu(run, base, alternative="less").pvalue)
+    greater = mann_whitney_p(run, base, "greater")
+    less = mann_whitney_p(run, base, "less")
     return (greater, less) if samples_higher_is_worse else (less, greater)
 
 
@@ -224,7 +221,7 @@ def _permuted_quantile_ratios(
     (hypergeometric), place them at random, and read the j-th largest of each half. Rows whose j-th value lies
     below the top T are redone with a full permutation, so the result is exact.
     """
-    pooled = np.sort(np.concatenate([base, run]))[::-1]
+    pooled = np.sort(np.concatenate([base, run]), kind="stable")[::-1]  # timsort: linear on sorted runs
     sizes = (base.size, run.size)
     ranks = [m - max(1, math.ceil(stat.quantile * m)) + 1 for m in sizes]
     top = min(pooled.size, 4 * sum(ranks) + 64)
@@ -260,7 +257,7 @@ def _resampled(values: np.ndarray, stat: Statistic, n: int, rng: np.random.Gener
     if stat.quantile is not None and stat.of_quantile is not None:
         # The m-th order statistic of a resample is sorted[ceil(size * U) - 1] with U ~ Beta(m, size - m + 1):
         # exact, and O(n) instead of O(n * size).
-        ordered = np.sort(values)
+        ordered = np.sort(values, kind="stable")  # histogram samples arrive sorted: timsort is linear on them
         size = ordered.size
         m = max(1, math.ceil(stat.quantile * size))
         index = np.ceil(size * rng.beta(m, size - m + 1, n)).astype(int) - 1

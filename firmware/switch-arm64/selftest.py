@@ -1,37 +1,14 @@
 """Guest self-test: prove python3 + numpy + tflite-runtime run, and time inferences of the factory model.
-With npc_fetch=coap://10.0.2.2:PORT/PATH on the kernel command line it also fetches that resource with
-aiocoap (block-wise), the way model updates travel, and reports its size and sha256.
 
 Run by /init when the kernel command line has npc_mode=selftest. Prints one line
 `NPC-SELFTEST {json}` on stdout and exits 0, or exits 1 with the error.
 """
 
-import asyncio
 import glob
-import hashlib
 import json
 import os
 import sys
 import time
-
-
-async def fetch(url: str) -> dict:
-    """GET `url` over CoAP (Block2 handled by aiocoap); size, sha256 and guest-clock time."""
-    import aiocoap
-
-    t0 = time.monotonic()
-    ctx = await aiocoap.Context.create_client_context()
-    try:
-        response = await ctx.request(aiocoap.Message(code=aiocoap.GET, uri=url)).response
-    finally:
-        await ctx.shutdown()
-    body = response.payload
-    return {
-        "code": str(response.code),
-        "bytes": len(body),
-        "sha256": hashlib.sha256(body).hexdigest(),
-        "ms": round((time.monotonic() - t0) * 1000, 1),
-    }
 
 
 def main() -> int:
@@ -64,9 +41,6 @@ def main() -> int:
                 times.append((e - s) // 1000)
         times.sort()
         report.update(model=os.path.basename(models[0]), runs=runs, invoke_us=times)
-    url = os.environ.get("npc_fetch")  # noqa: SIM112
-    if url:
-        report["fetch"] = asyncio.run(fetch(url))
     print("NPC-SELFTEST " + json.dumps(report, separators=(",", ":")), flush=True)
     return 0
 

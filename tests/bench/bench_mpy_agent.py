@@ -2,15 +2,17 @@
 
     python tests/bench/bench_mpy_agent.py [--requests 200] [--frames 200]
 
-Prints, for the viper kernel and for the pure-Python kernel: the device-side time of `infer` requests
-and of frame-loop inferences (t1 - t0 of `frame` records at 20 FPS, the esp32c6 kind's default), the
-agent's heap figures, and the size of every fixture model.
+Prints, for the viper kernel and for the pure-Python kernel: a bare `npcnn` inference in the VM (no
+agent), the device-side time of `infer` requests and of frame-loop inferences (t1 - t0 of `frame`
+records at 20 FPS, the esp32c6 kind's default; they include the feature vector), the agent's heap
+figures, and the size of every fixture model.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.kinds import KINDS
 from bench.models import MODELS_DIR
+from bench.mpy.board import agent_command
 from tests.e2e.mpy_agent_proc import MpyAgent, make_board, signed
 
 
@@ -31,11 +34,32 @@ def summary(values: list[int]) -> str:
     )
 
 
+BARE = """
+import time, npcnn
+model = npcnn.load("models/npc-policy-int8.npcm")
+x = [((k * 37) % 100) / 50.0 - 1.0 for k in range(48)]
+times = []
+for _ in range(N):
+    t0 = time.ticks_us()
+    model.infer(x)
+    times.append(time.ticks_diff(time.ticks_us(), t0))
+print(" ".join(str(t) for t in times))
+"""
+
+
+def bare(board: Path, n: int) -> list[int]:
+    (board / "bare.py").write_text(f"N = {n}\n" + BARE)
+    argv = agent_command()[:-2]
+    proc = subprocess.run([*argv, "bare.py"], cwd=board, capture_output=True, text=True, timeout=120, check=True)
+    return [int(t) for t in proc.stdout.split()]
+
+
 def run(kernel: str, requests: int, frames: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         board = make_board(Path(tmp), ("npc-policy-int8",))
         if kernel == "python":
             (board / "npcnn_viper.py").unlink()
+        print(f"[{kernel}] bare npcnn inference (no agent): {summary(bare(board, requests))}")
         agent = MpyAgent(board)
         try:
             reply = agent.request(

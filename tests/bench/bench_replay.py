@@ -125,7 +125,9 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
             return AgentEndpoint(session, session.close)
 
         store = open_store(tmp / "results.sqlite")
-        result = await replay_fleet(devices, args.session, store, open_agent, speed=args.speed)
+        result = await replay_fleet(
+            devices, args.session, store, open_agent, speed=args.speed, realtime=not args.no_realtime
+        )
         errors = [e for r in result.devices if r.track for e in r.track.send_errors_ns()]
         extra = {
             "inputs_per_sink": result.inputs,
@@ -153,7 +155,7 @@ async def play_into_tcp(args: argparse.Namespace) -> tuple[list[int], dict]:
         writers = [(await asyncio.open_connection("127.0.0.1", p))[1] for p in ports]
         tracks = [Track(f"sink-{k}", TcpSink(w)) for k, w in enumerate(writers)]
         pacer = Pacer()
-        outcome = await Replayer(plan, pacer).play(tracks, args.speed)
+        outcome = await Replayer(plan, pacer, realtime=not args.no_realtime).play(tracks, args.speed)
         for w in writers:
             w.close()
             await w.wait_closed()
@@ -178,5 +180,6 @@ if __name__ == "__main__":
     parser.add_argument("--target", choices=("agents", "tcp"), default="agents")
     parser.add_argument("--sinks", type=int, default=4)
     parser.add_argument("--speed", type=float, default=1.0)
+    parser.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
     result = asyncio.run(main(parser.parse_args()))
     print(json.dumps(result))

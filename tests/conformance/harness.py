@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import shutil
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -144,10 +143,6 @@ class HostAgent(AgentUnderTest):
 def voice_b64(samples: list[int]) -> str:
     """int16 PCM as the `voice` channel carries it."""
     return base64.b64encode(np.asarray(samples, dtype="<i2").tobytes()).decode()
-
-
-def manifest_json(manifest: dict[str, Any]) -> str:
-    return json.dumps(manifest, sort_keys=True)
 
 
 class MicroPythonAgent(AgentUnderTest):

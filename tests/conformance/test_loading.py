@@ -90,9 +90,10 @@ def test_faulting_model_is_rolled_back_within_probation(agent, cause):
     assert fault["kind"] == "rollback" and fault["cause"] == cause
     assert fault["model"]["version"] == 7 and fault["prev"]["version"] == 1
     # the faulting inference began within probation; detection follows it (a 1.3 GB allocation takes
-    # seconds on a loaded machine)
-    assert 0 <= fault["t_start"] - fault["t_switch"] < PROBATION_US
-    assert fault["t_fault"] >= fault["t_start"]
+    # seconds on a loaded machine). Without `t_start`, its detection must be within probation.
+    began = fault.get("t_start", fault["t_fault"])
+    assert 0 <= began - fault["t_switch"] < PROBATION_US
+    assert fault["t_fault"] >= began
     assert 0 <= fault["rollback_us"] < 500_000
     assert info["model"]["version"] == 1 and res["model"] == 1
     # no frame was lost and none ran the faulty model to a decision

@@ -67,13 +67,18 @@ def arm64_image() -> BuiltImage:
 
 
 def test_image_build_is_reproducible_and_cached(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """A fresh build (shared download cache, new folder) gives the bytes of the cached build."""
     first = build_image("switch-arm64", root=tmp_path / "a", force=True)
-    second = build_image("switch-arm64", root=tmp_path / "b", force=True)
-    assert first.built and second.built
-    assert first.initrd_sha256 == second.initrd_sha256 == arm64_image.initrd_sha256
-    assert first.kernel_sha256 == second.kernel_sha256
+    assert first.built and first.folder != arm64_image.folder
+    assert first.initrd_sha256 == arm64_image.initrd_sha256
+    assert first.kernel_sha256 == arm64_image.kernel_sha256
     again = build_image("switch-arm64", root=tmp_path / "a")
     assert not again.built and again.initrd_sha256 == first.initrd_sha256
+    with first.initrd.open("r+b") as f:  # a damaged cache entry is noticed and rebuilt
+        f.seek(1000)
+        f.write(b"\xff" * 16)
+    repaired = build_image("switch-arm64", root=tmp_path / "a")
+    assert repaired.built and repaired.initrd_sha256 == first.initrd_sha256
     assert first.initrd_bytes < 80e6, "the image grew: check the recipe's [trim]"
 
 
@@ -83,40 +88,48 @@ async def _boot_idle(driver: QemuArm64Driver) -> None:
     await machine.wait_for("idle", driver.boot_timeout)
 
 
-def test_guest_panic_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, str | None]:
+    """Open the agent, start the frame loop, inject a fault; the frames that came before the link ended,
+    and the driver's account of what happened."""
+    from bench.agent.session import AgentSession
+
+    try:
+        session = await AgentSession.open(await driver.open_agent(), device="switch-1", hello_timeout=60.0)
+        await session.start(fps=30, vsync_hz=60, frames=0)
+        frames = []
+        async for record in session.frames(timeout=60.0):
+            frames.append(record)
+            if len(frames) == 5:
+                await inject()
+        await session.close()
+        await driver.machine.wait_exit(30.0)
+        return frames, driver.fault()
+    finally:
+        await driver.close_agent()
+
+
+def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
-    async def run() -> str:
-        try:
-            await _boot_idle(driver)
-            assert "mode=idle" in await driver.machine.control("status")
-            await driver.machine.control("panic", timeout=5.0)
-            with pytest.raises(GuestFault) as info:
-                await driver.machine.wait_for("never-comes", 60.0)
-            return str(info.value)
-        finally:
-            await driver.close_agent()
+    async def panic() -> None:
+        assert "mode=agent" in await driver.machine.control("status")
+        await driver.machine.control("panic", timeout=5.0)
 
-    message = asyncio.run(run())
-    assert "switch-1: the guest kernel panicked: sysrq triggered crash" in message
+    frames, fault = asyncio.run(_fault_during_session(driver, panic))
+    assert len(frames) >= 5
+    assert fault == "switch-1: the guest kernel panicked: sysrq triggered crash"
     assert not qemu_alive(driver.machine.pid)
 
 
-def test_qemu_killed_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+def test_qemu_killed_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
-    async def run() -> str:
-        try:
-            await _boot_idle(driver)
-            os.kill(driver.machine.pid, signal.SIGKILL)
-            with pytest.raises(GuestFault) as info:
-                await driver.machine.wait_for("never-comes", 30.0)
-            return str(info.value)
-        finally:
-            await driver.close_agent()
+    async def kill() -> None:
+        os.kill(driver.machine.pid, signal.SIGKILL)
 
-    message = asyncio.run(run())
-    assert "QEMU ended unexpectedly (killed by signal SIGKILL)" in message
+    frames, fault = asyncio.run(_fault_during_session(driver, kill))
+    assert len(frames) >= 5
+    assert fault is not None and "switch-1: QEMU ended unexpectedly (killed by signal SIGKILL)" in fault
     assert not qemu_alive(driver.machine.pid)
 
 
@@ -191,35 +204,6 @@ def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, 
     assert first["invoke_us"][179] == second["invoke_us"][179]  # P90
 
 
-def test_guest_fetches_a_model_from_the_bench_update_server(tmp_path: Path, arm64_image: BuiltImage) -> None:
-    """The OTA path on this target: aiocoap in the guest fetches a published model block-wise from the
-    bench's CoAP update server at 10.0.2.2 (the host as user-mode networking shows it)."""
-    from bench.ota.rollout import device_base_url
-    from bench.ota.server import UpdateServer
-    from bench.ota.store import ModelStore
-    from bench.signing import DEV_PRIVATE_KEY, load_private_key
-
-    store = ModelStore(tmp_path / "store")
-    model = REPO / "fixtures" / "models" / "npc-policy-int8-v2.tflite"
-    published = store.publish(model, load_private_key(DEV_PRIVATE_KEY), name="npc-policy", fmt="tflite-int8")
-    dev = switch_device("icount")
-
-    async def run() -> dict[str, object]:
-        async with UpdateServer(store, host="127.0.0.1") as server:
-            base = device_base_url(server, str(dev.settings["ota_server_host"]))
-            url = server.model_url("npc-policy", published.manifest["version"], base)
-            driver = QemuArm64Driver(dev, tmp_path, boot_args={"npc_fetch": url})
-            try:
-                return await driver.selftest()
-            finally:
-                await driver.close_agent()
-
-    fetched = asyncio.run(run())["fetch"]
-    assert fetched["code"].startswith("2.05")
-    assert fetched["bytes"] == published.manifest["size"] > 1024  # more than one block
-    assert fetched["sha256"] == published.manifest["sha256"]
-
-
 def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: Path) -> None:
     import json
 
@@ -240,3 +224,40 @@ def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: P
     assert missing.returncode == 1 and b"hilbench image build switch-arm64" in missing.stdout
     bad = subprocess.run([sys.executable, "-m", "bench", "image", "build", "jetson"], cwd=REPO, capture_output=True)
     assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr
+
+
+def test_boot_retries_when_a_forwarded_port_was_taken(
+    tmp_path: Path, arm64_image: BuiltImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from bench.devices import qemu_machine
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real_free_port = qemu_machine.free_port
+    handed: list[int] = []
+
+    def first_one_taken(kind: int = socket.SOCK_STREAM) -> int:
+        port = taken if not handed else real_free_port(kind)
+        handed.append(port)
+        return port
+
+    monkeypatch.setattr(qemu_machine, "free_port", first_one_taken)
+    driver = QemuArm64Driver(switch_device(), tmp_path)
+
+    async def run() -> int:
+        try:
+            await _boot_idle(driver)
+            return driver.machine.agent_port
+        finally:
+            await driver.close_agent()
+
+    try:
+        port = asyncio.run(run())
+    finally:
+        squatter.close()
+    assert handed[0] == taken and port != taken
+    assert "Could not set up host forwarding rule" in (tmp_path / "switch-1.console.log").read_text()

@@ -119,5 +119,36 @@ def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: 
     before, runs, after = guest.run(run())
     assert runs[0].status == "ok", runs[0].detail
     assert after - before == len(plan.inputs) > 100
-    assert len(runs[0].frames) > 20 and any(f.seq >= 0 for f in runs[0].frames)
+    # icount: the guest clock runs well behind wall time while it takes ~300 inputs/s, so few frames
+    assert len(runs[0].frames) >= 5 and max(f.seq for f in runs[0].frames) > 0
     assert {m.name for m in store.measurements(run_id, device.name)}
+
+
+def test_ota_delta_update_switches_the_guest_model(guest: Guest, tmp_path: Path) -> None:
+    """A hot model update as on the other Linux targets: the agent in the guest fetches the bsdiff delta
+    v1 -> v2 block-wise from the bench's CoAP server at 10.0.2.2, verifies the signature and switches.
+    (Last in this module: the guest runs v2 afterwards.)"""
+    from bench.ota.rollout import device_base_url, update_device
+    from bench.ota.server import UpdateServer
+    from bench.ota.store import ModelStore
+    from bench.ota.timing import LAN
+    from bench.signing import DEV_PRIVATE_KEY, load_private_key
+
+    key = load_private_key(DEV_PRIVATE_KEY)
+    store = ModelStore(tmp_path / "store")
+    models = Path(__file__).resolve().parent.parent.parent / "fixtures" / "models"
+    store.publish(models / "npc-policy-int8.tflite", key, name="npc-policy", fmt="tflite-int8")
+    target = store.publish(models / "npc-policy-int8-v2.tflite", key, name="npc-policy", fmt="tflite-int8").manifest
+
+    async def run():
+        async with UpdateServer(store) as server:
+            base_url = device_base_url(server.port, guest.driver.host_address)
+            result = await update_device(guest.session, store, target, base_url, timing=LAN, want_delta=True)
+        await guest.session.start(fps=30, vsync_hz=60, frames=10)
+        return result, [r async for r in guest.session.frames(timeout=60.0)]
+
+    result, records = guest.run(run())
+    assert result.ok, (result.detail, result.notes)
+    assert result.delta and result.running["version"] == 2 and result.previous["version"] == 1
+    assert result.blocks >= 1 and result.bytes < target["size"]  # the delta is smaller than the model
+    assert {r.model for r in records if r.ran} == {2}

@@ -90,15 +90,15 @@ def test_delta_then_forged_then_full_update_through_the_cli(pi: RunningBoard, st
 
 
 def test_cut_transfer_keeps_the_model_and_the_next_update_resumes(pi: RunningBoard, store: ModelStore):
-    (first,) = pi.loop.run(update_devices([pi.device], store, store.manifest("npc-policy", 1)), timeout_s=120)
+    (first,) = pi.loop.run(update_devices([pi.device], store, "npc-policy@1"), timeout_s=120)
     assert first.ok  # the board runs v1 whatever the previous test left
     target = store.manifest("npc-policy", 2)
     (cut,) = pi.loop.run(
-        update_devices([pi.device], store, target, impairment=Impairment(cut_at_block=5)), timeout_s=120
+        update_devices([pi.device], store, "npc-policy@2", impairment=Impairment(cut_at_block=5)), timeout_s=120
     )
     assert not cut.ok and cut.kept_previous and "transfer" in cut.detail, cut
     assert cut.running["version"] == 1
-    (resumed,) = pi.loop.run(update_devices([pi.device], store, target), timeout_s=120)
+    (resumed,) = pi.loop.run(update_devices([pi.device], store, "npc-policy@2"), timeout_s=120)
     assert resumed.ok and resumed.running["version"] == 2
     total = -(-target["size"] // 1024)
     assert resumed.resumed_from == 5 and resumed.blocks == total - 5  # blocks 0-4 were kept on the device

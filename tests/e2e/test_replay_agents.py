@@ -183,3 +183,36 @@ def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -
     assert seqs == sorted(seqs) and seqs[-1] > result.inputs // 2
     assert 0 < m["decision_latency_p50"].value < 1_000_000
     assert m["mem_peak"].value and len(store.inputs(result.run_id, "mpy-1")) == result.inputs
+
+
+def test_an_agent_killed_mid_replay_fails_alone_and_keeps_its_frames(tmp_path: Path, session_file: Path) -> None:
+    import threading
+
+    devices = [_host_device("host-ok"), _host_device("host-dies")]
+    agents = {d.name: HostAgentProcess(d, tmp_path / d.name) for d in devices}
+
+    async def open_agent(device: Device) -> AgentEndpoint:
+        transport = await StreamTransport.connect("127.0.0.1", agents[device.name].port)
+        session = await AgentSession.open(transport, device=device.name)
+        return AgentEndpoint(session, session.close)
+
+    killer = threading.Timer(2.0, agents["host-dies"].proc.kill)  # about half-way through the 4 s session
+    store = open_store(tmp_path / "results.sqlite")
+    try:
+        killer.start()
+        result = asyncio.run(replay_fleet(devices, session_file, store, open_agent, speed=1.0))
+    finally:
+        killer.cancel()
+        for a in agents.values():
+            a.stop()
+    by_name = {r.device.name: r for r in result.devices}
+    assert by_name["host-ok"].status == "ok"
+    dead = by_name["host-dies"]
+    assert dead.status == "failed" and dead.detail
+    assert store.run(result.run_id).status == "failed"
+    # what the dead agent sent before it died is stored and measured
+    frames = store.frame_count(result.run_id, "host-dies")
+    assert 60 <= frames < store.frame_count(result.run_id, "host-ok")
+    m = {x.name: x.value for x in store.measurements(result.run_id, "host-dies")}
+    assert m["frames"] == frames and m["inferences"] > 0 and m["decision_latency_p50"] is not None
+    assert 0 < len(store.inputs(result.run_id, "host-dies")) < result.inputs

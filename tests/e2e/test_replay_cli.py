@@ -16,7 +16,10 @@ from bench.replay.synth import synth_session
 from bench.results import open_store
 from tests.conftest import REPO, hilbench
 
-ENV = {**os.environ, "COLUMNS": "200"}
+
+def _env() -> dict[str, str]:
+    """The environment as the session fixtures left it (own lease and state folders), wide console."""
+    return {**os.environ, "COLUMNS": "200"}
 
 
 @pytest.mark.e2e
@@ -27,7 +30,7 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
     run = subprocess.run(
         hilbench("replay", "--device", "pi5-1", "--session", str(session), "--results", str(store_path),
                  "--deploy", "--json"),
-        cwd=REPO, capture_output=True, text=True, timeout=600, env=ENV,
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
     assert run.returncode == ExitCode.OK, run.stderr[-3000:]
     doc = json.loads(run.stdout)
@@ -42,11 +45,14 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
         assert row.id == doc["run_id"] and row.status == "ok"
         assert store.frame_count(row.id, "pi5-1") == dev["frames"] > 50
         assert store.devices(row.id)[0].info["agent"]["agent"] == "npc-host"
+        # Linux boards are opened with their telemetry monitor: board samples are stored with the run
+        samples = store.db.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ? AND device = 'pi5-1'", (row.id,))
+        assert samples.fetchone()[0] > 0
 
 
 def test_usage_errors_exit_2_and_name_the_problem(tmp_path: Path) -> None:
     def replay(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(hilbench("replay", *args), cwd=REPO, capture_output=True, text=True, env=ENV)
+        return subprocess.run(hilbench("replay", *args), cwd=REPO, capture_output=True, text=True, env=_env())
 
     missing = replay("--session", str(tmp_path / "none.mcap"), "--results", str(tmp_path / "r.sqlite"))
     assert missing.returncode == ExitCode.USAGE and "none.mcap does not exist" in missing.stderr

@@ -86,9 +86,9 @@ def running(tmp_path: Path, two_versions) -> Path:
 
 def test_full_update_on_a_clean_link(two_versions, tmp_path: Path, running: Path) -> None:
     store, v1, v2 = two_versions
-    (res,), _srv, _ = run_update(store, tmp_path / "w", [Impairment()], current=running)
-    assert isinstance(res, npc_update.UpdateResult)
-    assert res.path.read_bytes() == v2 and res.stats.blocks == blocks_of(len(v2)) and res.stats.retransmits == 0
+    (res,), _srv, (proxy,) = run_update(store, tmp_path / "w", [Impairment()], current=running)
+    assert isinstance(res, npc_update.UpdateResult) and proxy.stats.dropped == 0
+    assert res.path.read_bytes() == v2 and res.stats.blocks == blocks_of(len(v2)) and res.stats.bytes == len(v2)
     assert res.delta_saved == 0 and running.read_bytes() == v1
 
 
@@ -99,7 +99,7 @@ def test_delta_update_transfers_only_the_patch(two_versions, tmp_path: Path, run
     patch_size = store.delta_manifest("blob", 2, 1)["patch_size"]
     assert patch_size < res.stats.bytes < patch_size + 1024  # the patch and its small signed manifest
     assert res.delta_saved == len(v2) - res.stats.bytes > len(v2) // 2
-    assert srv.served("blob/2").total_blocks == 0
+    assert srv.served("blob/raw/2").total_blocks == 0
 
 
 @pytest.mark.parametrize(
@@ -136,12 +136,16 @@ def test_cut_transfer_resumes_resending_at_most_one_block(two_versions, tmp_path
 
 def test_cut_resume_server_sends_at_most_one_block_twice(two_versions, tmp_path: Path, running: Path) -> None:
     store, _, v2 = two_versions
-    _, srv, _ = run_update(
+    (cut, resumed), srv, (cut_proxy, _) = run_update(
         store, tmp_path / "w", [Impairment(cut_at_block=20), Impairment()], current=running, timing=FAST_GIVE_UP
     )
-    served = srv.served("blob/2")
-    assert served.total_blocks <= blocks_of(len(v2)) + 1
-    assert [n for n, count in served.blocks.items() if count > 1] in ([], [20])
+    served = srv.served("blob/raw/2")
+    # Requests sent into the cut never reach the server; any other retransmission (a slow answer on a
+    # loaded machine) makes the server send that block again, and is counted by the client.
+    spurious = cut.stats.retransmits - FAST_GIVE_UP.max_retransmit + resumed.stats.retransmits
+    assert cut_proxy.stats.cut_dropped >= 1 + FAST_GIVE_UP.max_retransmit
+    assert served.total_blocks <= blocks_of(len(v2)) + 1 + spurious
+    assert served.blocks[20] <= 2 + spurious and all(served.blocks[n] >= 1 for n in range(blocks_of(len(v2))))
 
 
 def test_corrupted_block_is_caught_by_the_hash_and_refetched(two_versions, tmp_path: Path, running: Path) -> None:
@@ -165,7 +169,7 @@ def test_model_signed_by_another_key_is_refused_before_any_transfer(two_versions
     forged = sign_manifest(store.manifest("blob", 2), generate_key())
     (res,), srv, _ = run_update(store, tmp_path / "w", [Impairment()], manifest=forged, current=running)
     assert isinstance(res, npc_update.UpdateFailed) and res.kind == "signature"
-    assert srv.served("blob/2").total_blocks == 0 and running.read_bytes() == v1
+    assert srv.served("blob/raw/2").total_blocks == 0 and running.read_bytes() == v1
 
 
 def test_delta_against_the_wrong_base_is_refused(two_versions, tmp_path: Path) -> None:
@@ -174,4 +178,4 @@ def test_delta_against_the_wrong_base_is_refused(two_versions, tmp_path: Path) -
     other.write_bytes(v2)  # the device runs something that is not the delta's base
     (res,), srv, _ = run_update(store, tmp_path / "w", [Impairment()], delta=True, current=other)
     assert isinstance(res, npc_update.UpdateFailed) and res.kind == "hash" and "base" in str(res)
-    assert srv.served("blob/2/delta/1").total_blocks == 0 and other.read_bytes() == v2
+    assert srv.served("blob/raw/2/delta/1").total_blocks == 0 and other.read_bytes() == v2

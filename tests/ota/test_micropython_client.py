@@ -100,7 +100,7 @@ def test_cut_then_resume_from_the_last_good_block(served, tmp_path: Path) -> Non
     res = mp_fetch(tmp_path, server.model_url("blob", 2, p.base_url), tmp_path / "m.bin", sha)
     assert res["ok"] and res["stats"]["resumed_from"] == 30, res
     assert (tmp_path / "m.bin").read_bytes() == v2
-    assert server.served("blob/2").total_blocks <= -(-len(v2) // 1024) + 1
+    assert server.served("blob/raw/2").total_blocks <= -(-len(v2) // 1024) + 1
 
 
 def test_corrupted_block_is_refetched_and_bad_content_refused(served, tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.ota.rollout import DELTA_CAP, bind_address, plan
+from bench.ota.rollout import bind_address, plan
+from bench.ota.store import ModelStore
+from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -15,14 +17,15 @@ def test_plan_uses_a_delta_only_when_the_agent_and_the_store_allow(two_versions)
     store, _, _ = two_versions
     target = store.manifest("blob", 2)
     v1 = store.manifest("blob", 1)
-    hello = {"caps": [DELTA_CAP], "model": v1}
-    assert plan(store, target, hello, want_delta=True) == (1, "")
-    assert plan(store, target, hello, want_delta=False) == (None, "")
-    base, note = plan(store, target, {"caps": [], "model": v1}, want_delta=True)
-    assert base is None and DELTA_CAP in note
-    base, note = plan(store, target, {"caps": [DELTA_CAP], "model": target}, want_delta=True)
+    both = {"caps": ["delta-bsdiff", "delta-bsdiff-zlib"], "model": v1}
+    assert plan(store, target, both, want_delta=True) == (1, "bsdiff4", "")
+    assert plan(store, target, {**both, "caps": ["delta-bsdiff-zlib"]}, want_delta=True) == (1, "bsdiff4-zlib", "")
+    assert plan(store, target, both, want_delta=False) == (None, "", "")
+    base, _, note = plan(store, target, {"caps": [], "model": v1}, want_delta=True)
+    assert base is None and "delta-bsdiff" in note
+    base, _, note = plan(store, target, {**both, "model": target}, want_delta=True)
     assert base is None and "no delta from the running model" in note
-    base, _ = plan(store, target, {"caps": [DELTA_CAP], "model": None}, want_delta=True)
+    base, _, _ = plan(store, target, {**both, "model": None}, want_delta=True)
     assert base is None
 
 
@@ -41,11 +44,15 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def test_update_refuses_bad_input_before_touching_devices(two_versions) -> None:
-    store, _, _ = two_versions
+def test_update_refuses_bad_input_before_touching_devices(tmp_path: Path) -> None:
+    (tmp_path / "m.tflite").write_bytes(b"model bytes")
+    store = ModelStore(tmp_path / "store")
+    store.publish(tmp_path / "m.tflite", load_private_key(DEV_PRIVATE_KEY), name="npc-policy", fmt="tflite-int8")
     missing = run("--store", str(store.root), "--model", "nope", "--device", "pi5-1")
     assert missing.returncode == 2 and "no model 'nope'" in missing.stderr and "Traceback" not in missing.stderr
-    version = run("--store", str(store.root), "--model", "blob@9", "--device", "pi5-1")
-    assert version.returncode == 2 and "no blob@9" in version.stderr
-    loss = run("--store", str(store.root), "--model", "blob", "--device", "pi5-1", "--loss", "80")
+    version = run("--store", str(store.root), "--model", "npc-policy@9", "--device", "pi5-1")
+    assert version.returncode == 2 and "no npc-policy@9" in version.stderr and "pi5-1" in version.stderr
+    other_format = run("--store", str(store.root), "--model", "npc-policy", "--device", "c6-a")
+    assert other_format.returncode == 2 and "c6-a" in other_format.stderr and "npcm-int8" in other_format.stderr
+    loss = run("--store", str(store.root), "--model", "npc-policy", "--device", "pi5-1", "--loss", "80")
     assert loss.returncode == 2 and "loss" in loss.stderr

@@ -164,4 +164,19 @@ def test_driver_resolves_images_and_says_what_to_do(tmp_path: Path, monkeypatch:
     args = driver.kernel_args()
     assert args["npc_mem_mb"] == "64" and args["npc_timing"] == "icount" and args["npc_mode"] == "agent"
     assert driver.timing == "icount" and driver.platform()["timing"] == "icount"
-    assert driver.host_address == "10.0.2.2"
+    assert driver.host_address == "10.0.2.2"  # QEMU user-mode networking, not the kind default
+
+
+def test_prune_keeps_the_current_and_the_newest_other_builds(tmp_path: Path) -> None:
+    import os
+
+    from bench.image.build import prune
+
+    for age, name in enumerate(["new", "mid", "old", "oldest"]):
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (1000 - age, 1000 - age))
+    (tmp_path / "current").mkdir()
+    (tmp_path / ".build-x").mkdir()  # another build in progress
+    removed = prune(tmp_path, keep=tmp_path / "current", others=2)
+    assert sorted(p.name for p in removed) == ["old", "oldest"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".build-x", "current", "mid", "new"]

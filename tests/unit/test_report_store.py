@@ -123,7 +123,7 @@ def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int
 def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> None:
     from bench.ota.rollout import DeviceUpdate
     from bench.report.html import render_html
-    from bench.results.ota_results import ota_record
+    from bench.results.ota_results import append_ota
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=1, devices=1, frames=500)
@@ -134,10 +134,13 @@ def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> N
     refused = DeviceUpdate("c6-a", ok=False, target="npc-policy@5", previous=v4, running=v4, blocks=64,
                            bytes=65_536, detail="signature does not verify")  # fmt: skip
     with open_store(path) as store:
-        store.update_device(last, "c6-a", ota=[ota_record(good), ota_record(refused)])
+        append_ota(store, last, good, kind="esp32c6")
+        append_ota(store, last, refused, kind="esp32c6")
+        append_ota(store, last, DeviceUpdate("c6-new", ok=True, target="npc-policy@4"), kind="esp32c6")
         run = load_run(store, last)
         published = publish_run(store, last, reports_dir=None)
     first, second = run.devices["c6-a"].ota
+    assert [o.model_to for o in run.devices["c6-new"].ota] == ["npc-policy@4"]  # a device the run had not seen
     assert (first.model_from, first.model_to, first.delta, first.retransmits) == (
         "npc-policy@3",
         "npc-policy@4",
@@ -149,3 +152,42 @@ def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> N
     assert "npc-policy@5" not in run.devices["c6-a"].model_versions
     page = render_html(published.report)
     assert "12.5 KiB/s" in page and "196 ms" in page and "signature does not verify (old model kept)" in page
+
+
+def test_memory_peak_samples_come_from_telemetry_windows(tmp_path: Path) -> None:
+    from bench.results.runview import MEMORY_PEAK_MB
+    from bench.telemetry.monitor import Sample
+    from bench.telemetry.store import add_telemetry
+
+    path = tmp_path / "results.sqlite"
+    with open_store(path) as store:
+        set_baseline(store, build_store(path, runs=1, devices=2, frames=500))
+    with open_store(path) as store:
+        base_id = store.runs()[0].id
+        run_id = store.begin_run("nightly")
+        store.add_device(run_id, "orin-1", "jetson-orin-nx")
+        for rid, level in ((base_id, 1420.0), (run_id, 1580.0)):  # the product's 1.42 GB -> 1.58 GB example
+            rng = np.random.default_rng(rid)
+            samples = [Sample(int(k * 0.5e9), "tegrastats", {"mem_used_mb": level + float(rng.normal(0, 3))})
+                       for k in range(120)]  # fmt: skip
+            add_telemetry(store, rid, "orin-1", samples)
+        peaks = load_run(store, run_id).devices["orin-1"].series(MEMORY_PEAK_MB)
+        published = publish_run(store, run_id, reports_dir=None)
+    assert peaks.unit == "MB" and len(peaks) == 12  # 60 s of 0.5 s samples in 5 s windows
+    memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak_mb")
+    assert memory.status == "regression" and memory.n_baseline == 12 and 10 < memory.effect_pct < 13
+
+
+def test_a_regression_says_since_when(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=5, devices=2, frames=3000, regressed_runs=3)
+    with open_store(path) as store:
+        published = publish_run(store, last, reports_dir=tmp_path)
+    p99 = next(v for d in published.report.data["devices"] for v in d["verdicts"]
+               if d["name"] == "orin-1" and v["metric"] == "latency_p99_ms")  # fmt: skip
+    assert p99["status"] == "regression"
+    assert p99["since"]["run_id"] == str(last - 2) and p99["since"]["runs"] == 3
+    assert not p99["since"]["from_window_start"]
+    page = published.page.read_text()
+    assert f"worse since run {last - 2} (3 runs" in page
+    assert "orin-1</a>: latency P99" in page and f"since run {last - 2}</li>" in page

@@ -146,3 +146,15 @@ def test_info_cli_json_and_error_exit_code(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "bench", "session", "info", str(junk)]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, env=env)
     assert run.returncode == 2 and b"not an MCAP file" in run.stderr and b"Traceback" not in run.stderr
+
+
+def test_synth_cli_writes_what_the_generator_makes(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "bench", "session", "synth", "--scenario", "dialogue", "--seed", "5",
+           "--duration", "2", "--out", str(tmp_path), "--json"]  # fmt: skip
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
+    (written,) = json.loads(run.stdout)["sessions"]
+    path = Path(written["path"])
+    assert path == tmp_path / "dialogue-5.mcap" and written["bytes"] == path.stat().st_size
+    expected = tmp_path / "expected.mcap"
+    write_session(expected, synth_session("dialogue", 5, duration_s=2))
+    assert path.read_bytes() == expected.read_bytes()

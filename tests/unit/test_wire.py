@@ -58,12 +58,3 @@ def test_reply_and_error_echo_id():
     assert wire.reply({"t": "ping", "id": 5}, "pong", {"d": 1}) == {"t": "pong", "d": 1, "id": 5}
     assert wire.error("busy", "loading") == {"t": "error", "code": "busy", "detail": "loading"}
     assert wire.error("busy", "x", 3)["id"] == 3
-
-
-def test_line_buffer_splits_and_cuts_oversized():
-    buf = wire.LineBuffer(limit=16)
-    assert buf.feed(b"ab\ncd") == [b"ab"]
-    assert buf.feed(b"e\n") == [b"cde"]
-    out = buf.feed(b"x" * 40)
-    assert out == [b"x" * 16]
-    assert buf.feed(b"yyy\nok\n") == [b"ok"]

@@ -1,0 +1,84 @@
+"""`hilbench flash`: firmware and agent onto every selected device at once, with a progress bar per device."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bench.commands import add_fleet_options, selected_devices
+from bench.console import emit_json, err, out
+from bench.devices import has_driver
+from bench.errors import ConfigError, ExitCode
+from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
+from bench.virtual import virtual_fleet
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `flash` command."""
+    p = sub.add_parser("flash", help="flash firmware and deploy the agent to the selected devices, in parallel")
+    add_fleet_options(p)
+    p.add_argument("--firmware", metavar="PATH", help="firmware image for boards that take one (ESP32-C6: at 0x0)")
+    p.add_argument("--attempts", type=int, default=DEFAULT_ATTEMPTS, help="tries per device (default 3)")
+    p.add_argument("--logs", metavar="DIR", help="log folder (default: reports/flash-<time>)")
+    p.set_defaults(func=cmd_flash)
+
+
+def cmd_flash(args: argparse.Namespace) -> int:
+    """Flash the selection; exit 1 if any device failed."""
+    _fleet, devices = selected_devices(args)
+    devices = [d for d in devices if has_driver(d.kind)]
+    if not devices:
+        raise ConfigError("no selected device has a driver that can flash it")
+    firmware = Path(args.firmware) if args.firmware else None
+    if firmware is not None and not firmware.is_file():
+        raise ConfigError(f"--firmware {firmware}: no such file")
+    if args.attempts < 1:
+        raise ConfigError("--attempts must be at least 1")
+    log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
+    results = asyncio.run(_run(devices, log_dir, firmware, args.attempts, show=not args.json))
+    if args.json:
+        emit_json({"ok": all(r.ok for r in results), "logs": str(log_dir), "devices": [r.as_dict() for r in results]})
+    else:
+        out.print(_table(results))
+        out.print(f"logs: {log_dir}")
+    return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
+
+
+async def _run(devices, log_dir: Path, firmware: Path | None, attempts: int, *, show: bool) -> list[DeviceFlash]:
+    columns = (TextColumn("{task.fields[device]:<12}"), TextColumn("{task.description:<9}"), BarColumn(),
+               TaskProgressColumn(), TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=err, disable=not show, transient=False) as bars:
+        async with virtual_fleet(devices) as (resolved, _running):
+            tasks = {d.name: bars.add_task("waiting", device=d.name, total=None) for d in resolved}
+
+            def progress_for(device):
+                task = tasks[device.name]
+
+                def update(done: int, total: int, what: str) -> None:
+                    bars.update(task, completed=done, total=total, description=what)
+
+                return update
+
+            results = await flash_devices(resolved, log_dir, progress_for, firmware=firmware, attempts=attempts)
+            for r in results:
+                bars.update(tasks[r.name], description="ok" if r.ok else "FAILED", completed=1, total=1)
+            return results
+
+
+def _table(results: list[DeviceFlash]) -> Table:
+    table = Table(title="flash")
+    for col in ("device", "kind", "result", "tries", "seconds", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        if r.ok:
+            result = "[green]up to date[/green]" if r.up_to_date else "[green]flashed[/green]"
+            detail = "; ".join(f"{s.step}: {s.detail}" for s in r.steps)
+        else:
+            result, detail = "[red]FAILED[/red]", r.reason
+        table.add_row(r.name, r.kind, result, str(r.attempts), f"{r.seconds:.1f}", detail)
+    return table

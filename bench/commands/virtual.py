@@ -1,0 +1,53 @@
+"""`hilbench virtual up`: start the fleet's virtual devices and serve them until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+
+from bench.commands import add_fleet_options, selected_devices
+from bench.console import out
+from bench.errors import ConfigError, ExitCode
+from bench.virtual import has_virtual, virtual_fleet
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `virtual` command group."""
+    virtual = sub.add_parser("virtual", help="virtual devices (real-protocol stand-ins for boards)")
+    vsub = virtual.add_subparsers(dest="virtual_command", required=True)
+    p = vsub.add_parser("up", help="start the fleet's virtual devices; print their URLs; serve until Ctrl-C")
+    add_fleet_options(p)
+    p.set_defaults(func=cmd_up)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Serve the selected virtual devices."""
+    _fleet, devices = selected_devices(args)
+    wanted = [d for d in devices if d.virtual and has_virtual(d.kind)]
+    if not wanted:
+        raise ConfigError("no selected device is virtual with a kind the bench can stand in for")
+    asyncio.run(_serve(wanted, as_json=args.json))
+    return ExitCode.OK
+
+
+async def _serve(devices, *, as_json: bool) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with virtual_fleet(devices) as (_resolved, running):
+        for device in devices:
+            urls = running[device.name].urls()
+            if as_json:
+                sys.stdout.write(json.dumps({"name": device.name, "kind": device.kind, "urls": urls}) + "\n")
+                sys.stdout.flush()
+            else:
+                out.print(f"[bold]{device.name}[/bold] ({device.kind})")
+                for scheme, url in urls.items():
+                    out.print(f"  {scheme:<8} {url}", highlight=False)
+        if not as_json:
+            out.print("serving; Ctrl-C to stop")
+        await stop.wait()

@@ -1,0 +1,137 @@
+"""Flash every selected device at once: each in its own task, with retries and backoff, a log per device.
+
+One device failing (port gone mid-write, reset mid-write, timeout) never stops the others. A board
+interrupted mid-write is left with a bad image; the next run finds the MD5 differs and writes it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.devices import DRIVERS, driver_for, has_driver
+from bench.devices.base import Driver, Progress, StepResult
+from bench.errors import ConfigError
+from bench.fleet import Device
+
+DEFAULT_ATTEMPTS = 3
+DEFAULT_BACKOFF_S = 2.0
+
+
+@dataclass
+class DeviceFlash:
+    """The outcome of flashing one device."""
+
+    name: str
+    kind: str
+    ok: bool
+    attempts: int
+    seconds: float
+    reason: str = ""  # why it failed (last attempt)
+    steps: list[StepResult] = field(default_factory=list)
+    log: str | None = None
+
+    @property
+    def up_to_date(self) -> bool:
+        """True when nothing had to be written."""
+        return self.ok and all(s.skipped for s in self.steps)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        data = asdict(self)
+        data["up_to_date"] = self.up_to_date
+        return data
+
+
+ProgressFactory = Callable[[Device], Progress]
+
+
+def make_driver(device: Device, log_dir: Path, firmware: Path | None) -> Driver:
+    """The device's driver, given `firmware` when its kind flashes firmware images."""
+    if not has_driver(device.kind):
+        raise ConfigError(
+            f"device {device.name!r}: kind {device.kind!r} has no driver", hint=f"drivers: {', '.join(DRIVERS)}"
+        )
+    kwargs: dict[str, Any] = {"log_dir": log_dir}
+    if firmware is not None:
+        module_name, _, cls_name = DRIVERS[device.kind].partition(":")
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        if "firmware" in inspect.signature(cls).parameters:
+            kwargs["firmware"] = firmware
+    return driver_for(device, **kwargs)
+
+
+def _log(log_dir: Path, device: Device, text: str) -> None:
+    with (log_dir / f"{device.name}.log").open("a", encoding="utf-8") as fh:
+        fh.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+
+
+async def flash_device(
+    device: Device,
+    log_dir: Path,
+    progress: Progress,
+    *,
+    firmware: Path | None = None,
+    attempts: int = DEFAULT_ATTEMPTS,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+) -> DeviceFlash:
+    """Flash one device, retrying failed attempts with exponential backoff; never raises."""
+    started = time.monotonic()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    reason = ""
+    steps: list[StepResult] = []
+    attempt = 0
+    try:
+        driver = make_driver(device, log_dir, firmware)
+    except ConfigError as exc:
+        return DeviceFlash(device.name, device.kind, False, 0, 0.0, str(exc))
+    try:
+        for attempt in range(1, attempts + 1):
+            _log(log_dir, device, f"attempt {attempt}/{attempts}")
+            try:
+                steps = await driver.flash(progress)
+            except ConfigError as exc:  # bad input (e.g. an image for another chip): retrying cannot help
+                reason = str(exc)
+                _log(log_dir, device, f"refused: {reason}")
+                break
+            except Exception as exc:  # a driver bug or an unexpected transport error: record it, retry
+                steps, reason = [], f"{type(exc).__name__}: {exc}"
+            else:
+                failed = [s for s in steps if not s.ok]
+                if not failed:
+                    _log(log_dir, device, "ok: " + "; ".join(f"{s.step}: {s.detail}" for s in steps))
+                    return DeviceFlash(device.name, device.kind, True, attempt, time.monotonic() - started, "", steps,
+                                       str(log_dir / f"{device.name}.log"))  # fmt: skip
+                reason = f"{failed[0].step}: {failed[0].detail}"
+            _log(log_dir, device, f"failed: {reason}")
+            if attempt < attempts:
+                await asyncio.sleep(backoff_s * 2 ** (attempt - 1))
+    finally:
+        close = getattr(driver, "close", None)
+        if close is not None:
+            await close()
+    return DeviceFlash(device.name, device.kind, False, attempt, time.monotonic() - started, reason, steps,
+                       str(log_dir / f"{device.name}.log"))  # fmt: skip
+
+
+async def flash_devices(
+    devices: list[Device],
+    log_dir: Path,
+    progress_for: ProgressFactory,
+    *,
+    firmware: Path | None = None,
+    attempts: int = DEFAULT_ATTEMPTS,
+    backoff_s: float = DEFAULT_BACKOFF_S,
+) -> list[DeviceFlash]:
+    """Flash all `devices` in parallel; results in the order given."""
+    jobs = [
+        flash_device(d, log_dir, progress_for(d), firmware=firmware, attempts=attempts, backoff_s=backoff_s)
+        for d in devices
+    ]
+    return list(await asyncio.gather(*jobs))

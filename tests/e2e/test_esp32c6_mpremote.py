@@ -1,0 +1,78 @@
+"""The real mpremote CLI against a virtual ESP32-C6 running MicroPython, over socket:// and rfc2217://."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
+
+pytestmark = pytest.mark.e2e
+MAC = "60:55:f9:c6:20:02"
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory: pytest.TempPathFactory):
+    with virtual_c6(tmp_path_factory.mktemp("c6"), name="c6-mp", mac=MAC) as running:
+        flashed = esptool("--port", running.urls["rfc2217"], "write-flash", "0x0", str(FIRMWARE))
+        assert flashed.returncode == 0, flashed.stdout + flashed.stderr
+        assert running.wait_mode("app")["mode"] == "app"
+        yield running
+
+
+@pytest.fixture(params=["socket", "rfc2217"])
+def port(request: pytest.FixtureRequest, board: Board) -> str:
+    return board.urls[request.param]
+
+
+def test_exec_sees_board_identity_and_its_own_folder(port: str, board: Board) -> None:
+    (board.fs_dir / "marker.txt").write_text("x")
+    ran = mpremote("connect", port, "exec", "import machine, os; print(machine.unique_id().hex(), os.listdir('/'))")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.split()[0] == MAC.replace(":", "")
+    assert "'marker.txt'" in ran.stdout
+    escape = mpremote("connect", port, "exec", "print(open('/../../../etc/hostname').read())")
+    assert escape.returncode != 0  # the host's files are not the board's
+
+
+def test_fs_cp_ls_run_and_errors(port: str, board: Board, tmp_path: Path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from', 6 * 7)\n")
+    name = f"hello_{port.split(':')[0]}.py"
+    cp = mpremote("connect", port, "fs", "cp", str(script), f":{name}")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert (board.fs_dir / name).read_bytes() == script.read_bytes()
+    ls = mpremote("connect", port, "fs", "ls", ":")
+    assert ls.returncode == 0, ls.stdout + ls.stderr
+    sizes = {line.split()[-1]: int(line.split()[0]) for line in ls.stdout.splitlines()[1:] if line.strip()}
+    assert sizes[name] == script.stat().st_size
+    run = mpremote("connect", port, "run", str(script))
+    assert run.returncode == 0 and run.stdout.strip() == "hello from 42"
+    back = tmp_path / "back.py"
+    get = mpremote("connect", port, "fs", "cp", f":{name}", str(back))
+    assert get.returncode == 0 and back.read_bytes() == script.read_bytes()
+    failing = mpremote("connect", port, "exec", "1/0")
+    assert failing.returncode == 1 and "ZeroDivisionError" in failing.stdout + failing.stderr
+
+
+def test_soft_reset_gives_a_fresh_vm(port: str) -> None:
+    kept = mpremote("connect", port, "exec", "x = 41", "+", "exec", "print(x + 1)")
+    assert kept.returncode == 0 and kept.stdout.strip() == "42"
+    reset = mpremote("connect", port, "exec", "y = 1", "+", "soft-reset", "+", "exec", "print('y' in globals())")
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert reset.stdout.strip() == "False"
+
+
+def test_machine_reset_reboots_and_bootloader_enters_download_mode(board: Board) -> None:
+    port = board.urls["socket"]
+    reset = mpremote("connect", port, "reset")
+    assert reset.returncode == 0, reset.stdout + reset.stderr
+    assert board.wait_mode("app")["mode"] == "app"
+    assert "rst:0xc (SW_CPU_RESET)" in board.control("log")["log"]
+    mpremote("connect", port, "bootloader")
+    assert board.wait_mode("download")["mode"] == "download"
+    chip = esptool("--port", port, "--before", "no-reset", "chip-id")
+    assert chip.returncode == 0 and "ESP32-C6" in chip.stdout
+    board.control("boot")
+    assert board.wait_mode("app")["mode"] == "app"

@@ -1,0 +1,96 @@
+"""Test support for ESP32-C6 boards: a virtual board process, and the real esptool / mpremote CLIs."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.fleet import Device, SerialLink
+from bench.kinds import KINDS
+from bench.loop_thread import LoopThread
+from bench.virtual.esp32c6 import VirtualEsp32c6
+
+REPO = Path(__file__).resolve().parent.parent
+FIRMWARE = REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
+
+
+def c6_device(name: str, mac: str, **settings: object) -> Device:
+    """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`)."""
+    merged = {**KINDS["esp32c6"].defaults, **settings}
+    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac})
+
+
+@dataclass
+class Board:
+    """A running virtual ESP32-C6 (its own process), driven from a background event loop."""
+
+    device: Device
+    virtual: VirtualEsp32c6
+    loop: LoopThread
+    link: SerialLink
+
+    @property
+    def urls(self) -> dict[str, str]:
+        return self.virtual.urls()
+
+    @property
+    def fs_dir(self) -> Path:
+        return self.virtual.state_dir / "fs"
+
+    @property
+    def flash_file(self) -> Path:
+        return self.virtual.state_dir / "flash.bin"
+
+    def control(self, op: str) -> dict:
+        return self.loop.run(self.virtual.control(op), timeout_s=30)
+
+    def wait_mode(self, mode: str, timeout_s: float = 10.0) -> dict:
+        """Poll the control API until the board is in `mode`; the last status either way."""
+        deadline = time.monotonic() + timeout_s
+        status = self.control("status")
+        while status["mode"] != mode and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status = self.control("status")
+        return status
+
+    def kill(self) -> None:
+        """Cut the board's power abruptly."""
+        self.loop.run(self.virtual.kill(), timeout_s=30)
+
+    def restart(self) -> None:
+        """Power the board up again (same flash, same filesystem; new URLs)."""
+        self.link = self.loop.run(self.virtual.start(), timeout_s=60)
+
+
+@contextlib.contextmanager
+def virtual_c6(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", **settings: object) -> Iterator[Board]:
+    """Start a virtual ESP32-C6 keeping its flash in `state`; stop it afterwards."""
+    device = c6_device(name, mac, **settings)
+    loop = LoopThread()
+    virtual = VirtualEsp32c6(device, state)
+    try:
+        link = loop.run(virtual.start(), timeout_s=60)
+        yield Board(device.with_link(link), virtual, loop, link)
+    finally:
+        with contextlib.suppress(Exception):
+            loop.run(virtual.stop(), timeout_s=30)
+        loop.close()
+
+
+def esptool(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real esptool CLI."""
+    return subprocess.run(
+        [sys.executable, "-m", "esptool", *args], capture_output=True, text=True, timeout=timeout_s, cwd=REPO
+    )
+
+
+def mpremote(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the real mpremote CLI."""
+    return subprocess.run(
+        [sys.executable, "-m", "mpremote", *args], capture_output=True, text=True, timeout=timeout_s, cwd=REPO
+    )
