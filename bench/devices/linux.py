@@ -122,11 +122,8 @@ class LinuxDriver(Driver):
             self.faults.append(AgentFault(event.t_ns, f"ssh-{event.kind}", event.detail))
 
     async def close(self) -> None:
-        """Stop the agent and close the SSH connection."""
+        """Stop the agent and close the SSH connection (same as `close_agent`)."""
         await self.close_agent()
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
 
     # -- deploy -------------------------------------------------------------------------------------
 
@@ -316,7 +313,8 @@ class LinuxDriver(Driver):
         return agent
 
     async def close_agent(self, grace_s: float = 3.0) -> None:
-        """Close the transport, stop the agent (TERM, then KILL after `grace_s`), drop the forward."""
+        """Close the transport, stop the agent (TERM, then KILL after `grace_s`), drop the forward and close
+        the SSH connection (the next use of the driver opens a new one)."""
         await self._close_transport()
         if self.agent is not None and self._conn is not None:
             pid = self.agent.pid
@@ -330,6 +328,9 @@ class LinuxDriver(Driver):
                 await self._conn.run(stop, timeout_s=grace_s + 10)
         await self._release_forward()
         self.agent = None
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
 
     async def _close_transport(self) -> None:
         transport, self._transport = self._transport, None
