@@ -105,6 +105,7 @@ class LinuxDriver(Driver):
         self.faults: list[AgentFault] = []
         self.agent: AgentProcess | None = None
         self.runtime: RuntimeReport | None = None
+        self.stopped_by = ""  # how close_agent ended the last agent: "shutdown", "term" or "kill"
         self._conn: SshConnection | None = None
         self._transport = None
 
@@ -313,24 +314,51 @@ class LinuxDriver(Driver):
         return agent
 
     async def close_agent(self, grace_s: float = 3.0) -> None:
-        """Close the transport, stop the agent (TERM, then KILL after `grace_s`), drop the forward and close
-        the SSH connection (the next use of the driver opens a new one)."""
+        """Stop the agent cleanly (protocol `shutdown`; TERM, then KILL, only if it does not exit within
+        `grace_s`), drop the forward and close the SSH connection (the next use opens a new one).
+        `stopped_by` says how it ended: "shutdown", "term" or "kill"."""
         await self._close_transport()
         if self.agent is not None and self._conn is not None:
             pid = self.agent.pid
+            said_bye = await self._ask_shutdown(grace_s)
             ticks = int(grace_s * 10)
+            wait = f"i=0; while {alive_test(pid)} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done"
             stop = (
-                f"kill -TERM {pid} 2>/dev/null; i=0; "
-                f"while {alive_test(pid)} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
-                f'kill -KILL {pid} 2>/dev/null; rm -f "{self.folder}/agent.pid"; true'
+                f"{wait}; "
+                f"if {alive_test(pid)}; then kill -TERM {pid}; {wait}; "
+                f"if {alive_test(pid)}; then kill -KILL {pid}; echo kill; else echo term; fi; "
+                f"else echo {'shutdown' if said_bye else 'term'}; fi; "
+                f'rm -f "{self.folder}/agent.pid"'
             )
             with contextlib.suppress(DeviceUnreachable):  # the device is gone; nothing more to stop
-                await self._conn.run(stop, timeout_s=grace_s + 10)
+                self.stopped_by = (await self._conn.run(stop, timeout_s=3 * grace_s + 10)).text.strip()
         await self._release_forward()
         self.agent = None
         if self._conn is not None:
             await self._conn.close()
             self._conn = None
+
+    async def _ask_shutdown(self, timeout_s: float) -> bool:
+        """Ask the agent to exit through the protocol (`shutdown` -> `bye`); True when it said bye."""
+        from bench.agent import wire
+        from bench.agent.transport import StreamTransport
+
+        assert self.agent is not None
+        try:
+            transport = await StreamTransport.connect("127.0.0.1", self.agent.local_port, timeout=timeout_s)
+        except DeviceUnreachable:
+            return False
+        try:
+            await transport.send(wire.encode({"t": "shutdown", "id": 1}))
+            async with asyncio.timeout(timeout_s):
+                while line := await transport.readline():
+                    if wire.is_message(line) and wire.decode(line).get("t") == "bye":
+                        return True
+        except (TimeoutError, DeviceUnreachable, wire.WireError):
+            pass
+        finally:
+            await transport.close()
+        return False
 
     async def _close_transport(self) -> None:
         transport, self._transport = self._transport, None
