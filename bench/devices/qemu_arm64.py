@@ -53,6 +53,9 @@ def resolve_image(device: Device) -> tuple[Path, Path, str]:
 class QemuArm64Driver(Driver):
     """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
 
+    # TCG emulation (3x slower guest clock under icount) on a shared host: give the agent time
+    reply_timeout_s = 30.0
+
     def __init__(
         self,
         device: Device,

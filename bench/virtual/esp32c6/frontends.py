@@ -91,11 +91,10 @@ async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyn
     board.attach(sink)
     try:
         while data := await reader.read(65536):
-            if manager is None or (IAC not in data and manager.mode == rfc2217.M_NORMAL):
+            if manager is None:
                 pending += data
             else:
-                for byte in manager.filter(data):
-                    pending += byte
+                _telnet_filter(manager, data, pending)
             flush()
     except (ConnectionError, OSError):
         pass
@@ -106,6 +105,23 @@ async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyn
         writer.close()
         with contextlib.suppress(Exception):
             await writer.wait_closed()
+
+
+def _telnet_filter(manager: rfc2217.PortManager, data: bytes, out: bytearray) -> None:
+    """Append the serial data in `data` to `out`; telnet/RFC 2217 commands go through `manager` (which may
+    change modem lines, flushing `out` first). Runs of plain data are copied without the per-byte state machine."""
+    pos = 0
+    while pos < len(data):
+        if manager.mode == rfc2217.M_NORMAL and manager.suboption is None:  # plain data until the next IAC
+            nxt = data.find(b"\xff", pos)
+            if nxt < 0:
+                out += data[pos:]
+                return
+            out += data[pos:nxt]
+            pos = nxt
+        for byte in manager.filter(data[pos : pos + 1]):
+            out += byte
+        pos += 1
 
 
 async def start_tcp(board: Board, host: str, *, rfc2217_mode: bool) -> asyncio.Server:
