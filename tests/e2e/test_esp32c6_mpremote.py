@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import serial
 
 from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
 
@@ -76,3 +77,17 @@ def test_machine_reset_reboots_and_bootloader_enters_download_mode(board: Board)
     assert chip.returncode == 0 and "ESP32-C6" in chip.stdout
     board.control("boot")
     assert board.wait_mode("app")["mode"] == "app"
+
+
+def test_control_api_holds_in_reset_and_power_cycles(board: Board) -> None:
+    board.control("hold_reset")
+    assert board.control("status")["mode"] == "reset"
+    port = serial.serial_for_url(board.urls["socket"], timeout=1.0)
+    try:
+        port.write(b"\r\x03\r\x01")
+        assert port.read(4096) == b""  # a chip held in reset says nothing
+        board.control("power_cycle")
+        assert board.wait_mode("app")["mode"] == "app"
+        assert b"rst:0x1 (POWERON)" in port.read_until(b">>> ")
+    finally:
+        port.close()
