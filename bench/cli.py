@@ -15,6 +15,7 @@ from bench.errors import BenchError, ExitCode
 # Each module has register(subparsers) which adds its commands with `func=handler(args) -> int`.
 COMMAND_MODULES = [
     "bench.commands.fleet",
+    "bench.commands.nightly",
     "bench.commands.report",
     "bench.commands.keys",
     "bench.commands.model",

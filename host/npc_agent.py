@@ -41,6 +41,7 @@ CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
 if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
     CAPS += ["update-coap", "delta-bsdiff"]
 CURRENT = "current.json"  # in the models folder: the model the last `load`/`update` switched to, run at start
+MAX_UNDELIVERED = 16
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
 
 
@@ -70,7 +71,7 @@ class Agent:
 
     def __init__(self, verifier: Verifier, models_dir: str, mem_limit: int = 0, spin_us: int = SPIN_US) -> None:
         self.links = set()
-        self.models = ModelManager(verifier, self.broadcast, mem_limit)
+        self.models = ModelManager(verifier, self.broadcast, mem_limit, on_current=self.remember)
         self.models_dir = models_dir
         self.spin_us = spin_us
         self.features = npcfeat.Features()
@@ -78,6 +79,7 @@ class Agent:
         self.stopping = False
         self.loading = False
         self.coap = None  # the CoAP client context, made at the first `update`
+        self.undelivered = []  # fault lines raised before any bench connected
         self.exit = asyncio.Event()
         self.last = (None, None)  # last decision (act, p), repeated by skipped frames
         self.errors = {code: 0 for code in wire.ERROR_CODES}
@@ -98,8 +100,11 @@ class Agent:
     # -- links ---------------------------------------------------------------------------------------
 
     def broadcast(self, msg: dict) -> None:
-        """Send an unsolicited message to every connected bench."""
+        """Send an unsolicited message to every connected bench; faults raised while no bench is connected
+        (at start) wait for the first one."""
         line = wire.encode(msg)
+        if not self.links and msg["t"] == "fault" and len(self.undelivered) < MAX_UNDELIVERED:
+            self.undelivered.append(line)
         for link in list(self.links):
             link.write(line)
 
@@ -171,8 +176,8 @@ class Agent:
             raise
         finally:
             self.loading = False
+        model.source = os.path.abspath(os.path.join(self.models_dir, path))
         switch_us = self.models.switch(model)
-        self.remember(os.path.join(self.models_dir, path), manifest)
         asyncio.get_running_loop().call_soon(self._warm_up)
         return wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us})
 
@@ -225,18 +230,21 @@ class Agent:
             raise
         finally:
             self.loading = False
+        model.source = os.path.abspath(str(result.path))
         switch_us = self.models.switch(model)
-        self.remember(str(result.path), manifest)
         asyncio.get_running_loop().call_soon(self._warm_up)
         fields = {"model": model.info, **result.figures(), "switch_us": switch_us}
         return wire.reply(msg, "updated", fields)
 
-    def remember(self, path: str, manifest: dict) -> None:
-        """Record the model just switched to, so the agent's next start runs it (as the MicroPython agent does)."""
+    def remember(self, model) -> None:
+        """Record the current model (after a switch, or a rollback), so the agent's next start runs it (as the
+        MicroPython agent does). A model rolled back is never left recorded."""
+        if not model.source:
+            return
         record = os.path.join(self.models_dir, CURRENT)
         with contextlib.suppress(OSError):  # a read-only folder: the agent still runs, and starts as deployed
             with open(record + ".tmp", "w") as f:
-                json.dump({"path": os.path.abspath(path), "manifest": manifest}, f)
+                json.dump({"path": model.source, "manifest": model.manifest}, f)
             os.replace(record + ".tmp", record)
 
     def _warm_up(self) -> None:
@@ -386,7 +394,9 @@ def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
             manifest = json.load(f)
         with open(model_path, "rb") as f:
             data = f.read()
-        agent.models.switch(agent.models.check_and_parse(data, manifest))
+        model = agent.models.check_and_parse(data, manifest)
+        model.source = os.path.abspath(model_path)
+        agent.models.switch(model)
         return f"model {manifest.get('name')} v{manifest.get('version')} loaded"
     except Refused as exc:
         return f"model {model_path} refused ({exc.kind}): {exc.detail}"
@@ -394,22 +404,37 @@ def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
         return f"model {model_path} not loaded: {exc}"
 
 
-def load_remembered(agent: Agent) -> str | None:
-    """Switch to the model recorded by the last `load`/`update` (verified again); a console line, or None."""
+def read_remembered(agent: Agent):
+    """The record of the model the last `load`/`update` switched to (`{"path", "manifest"}`), or None."""
     try:
         with open(os.path.join(agent.models_dir, CURRENT)) as f:
             saved = json.load(f)
     except (OSError, ValueError):
         return None
+    return saved if isinstance(saved, dict) else None
+
+
+def load_remembered(agent: Agent, saved: dict) -> str:
+    """Switch to the remembered model (verified again) on top of the deployed one, and run its first inference
+    at once: it is in probation, so if it faults the agent rolls back to the deployed model. A console line."""
     try:
+        manifest = saved["manifest"]
+        cur = agent.models.current
+        if cur is not None and cur.manifest.get("sha256") == manifest.get("sha256"):
+            return "remembered model is the deployed one"
         with open(saved["path"], "rb") as f:
             data = f.read()
-        agent.models.switch(agent.models.check_and_parse(data, saved["manifest"]))
-        return f"remembered model {saved['manifest'].get('name')} v{saved['manifest'].get('version')} loaded"
+        model = agent.models.check_and_parse(data, manifest)
+        model.source = saved["path"]
+        agent.models.switch(model)
     except Refused as exc:
         return f"remembered model refused ({exc.kind}): {exc.detail}"
     except (OSError, KeyError, TypeError, AttributeError) as exc:
         return f"remembered model not loaded: {exc}"
+    agent._warm_up()
+    if agent.models.current is not model:
+        return f"remembered model v{manifest.get('version')} rolled back at start (see the fault)"
+    return f"remembered model {manifest.get('name')} v{manifest.get('version')} loaded"
 
 
 def parse_args(argv=None):
@@ -442,11 +467,11 @@ async def amain(args) -> int:
         return 2
     agent = Agent(verifier, args.models_dir, args.mem_limit_mb * 1024 * 1024, args.spin_us)
     boot = [f"{AGENT} {VERSION} ({platform.machine()}, {agent.models.runtime_name}, verifier {verifier.name})"]
-    remembered = load_remembered(agent)
-    if remembered:
-        boot.append(remembered)
-    if args.model and agent.models.current is None:
+    saved = read_remembered(agent)  # before the deployed model's switch records itself
+    if args.model:
         boot.append(load_initial(agent, args.model, args.manifest or os.path.splitext(args.model)[0] + ".json"))
+    if saved:
+        boot.append(load_remembered(agent, saved))
     if args.stdio:
         await serve_stdio(agent, boot)
     else:

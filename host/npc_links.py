@@ -56,8 +56,10 @@ async def _serve_link(agent, reader, link: Link, boot) -> None:
     try:
         for text in boot:
             link.write((f"{text}\n").encode())
-        hello = agent.hello_msg()
-        link.write(wire.encode(hello))
+        link.write(wire.encode(agent.hello_msg()))
+        for line in agent.undelivered:
+            link.write(line)
+        agent.undelivered.clear()
         while not agent.exit.is_set():
             try:
                 line = await reader.readline()

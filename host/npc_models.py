@@ -103,6 +103,7 @@ class Model:
         self.in_scale, self.in_zp = self.inp["quantization"]
         self.out_scale, self.out_zp = self.out["quantization"]
         self.prepared = False
+        self.source = ""  # the file it was loaded from (set by whoever loads it)
 
     @property
     def info(self) -> dict:
@@ -149,9 +150,10 @@ class ModelManager:
 
     `emit(msg)` sends unsolicited messages (faults). The frame loop and `infer` requests go through `infer`."""
 
-    def __init__(self, verifier, emit, mem_limit: int = 0) -> None:
+    def __init__(self, verifier, emit, mem_limit: int = 0, on_current=None) -> None:
         self.verifier = verifier
         self.emit = emit
+        self.on_current = on_current or (lambda model: None)  # told of every switch and rollback
         self.mem_limit = mem_limit
         self.interpreter_cls, self.runtime_name = runtime()
         self.current = None
@@ -184,7 +186,9 @@ class ModelManager:
         self.current = model
         self.t_switch = now_us()
         self.counts["loads"] += 1
-        return self.t_switch - t
+        switch_us = self.t_switch - t
+        self.on_current(model)
+        return switch_us
 
     def in_probation(self) -> bool:
         if self.prev is None:
@@ -243,6 +247,7 @@ class ModelManager:
             prev = self.prev
             self.current = prev  # the rollback: one reference swap back
             self.prev = None
+            self.on_current(prev)
             cur.release()  # refcounting frees its interpreter and arena here
             rollback_us = now_us() - t_fault
             self.counts["rollbacks"] += 1

@@ -145,7 +145,7 @@ class Agent:
             "runtime": "%s %s npcnn" % (impl.name, ".".join(str(v) for v in impl.version[:3])),
             "verifier": "p256.py",
             "model": cur.info if cur else None,
-            "caps": ["npcm", "int8", "update-coap", "rollback", "stats", "infer"],
+            "caps": ["npcm", "int8", "update-coap", "delta-bsdiff-zlib", "rollback", "stats", "infer"],
         }
 
     # -- input ---------------------------------------------------------------------------------------
@@ -208,28 +208,61 @@ class Agent:
         return self.switch_to(msg, "loaded", self.resolve(path), manifest, {})
 
     def on_update(self, msg, rx_us):
-        """Fetch a full model over CoAP Block2 into models/, then verify and switch as `load` does."""
+        """Fetch a model over CoAP Block2 into models/ (whole, or as a bsdiff4-zlib delta applied to the running
+        model: MicroPython has no bz2 for plain bsdiff4), then verify and switch as `load` does."""
         manifest = dict(msg["manifest"])
         url = msg["url"]
-        if msg.get("delta"):
-            raise ValueError("this agent takes full models only (no delta-bsdiff: MicroPython has no bz2)")
         name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
         path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
         import npccoap  # only when an update comes: it costs heap
 
         client = npccoap.Client(npccoap.Timing.from_json(msg.get("coap")))
         try:
-            fetched = client.fetch(url, path, manifest.get("sha256"))
-        except (npccoap.FetchError, OSError) as exc:
-            refused = Refused(getattr(exc, "kind", "transfer"), "%s: %s" % (url, exc))
+            if msg.get("delta"):
+                fetched = self.fetch_delta(client, url, manifest, path)
+            else:
+                fetched = client.fetch(url, path, manifest.get("sha256"))
+        except Refused as exc:
+            self.models.refuse(exc, manifest)
+            raise
+        except (npccoap.FetchError, OSError, ValueError) as exc:  # ValueError: a patch that does not apply
+            kind = getattr(exc, "kind", "parse" if isinstance(exc, ValueError) else "transfer")
+            refused = Refused(kind, "%s: %s" % (url, exc))
             self.models.refuse(refused, manifest)
             raise refused
         finally:
             client.close()
-        figures = {}
+        figures = {"delta_saved": 0}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
         return self.switch_to(msg, "updated", path, manifest, figures)
+
+    def fetch_delta(self, client, url, manifest, path):
+        """Fetch the signed delta manifest (`url`/manifest) and, once it checks out against the running model,
+        the patch (`url`); apply it into `path`. Returns the transfer figures of both fetches."""
+        import npcpatch
+        import npcsig
+
+        cur = self.models.current
+        stats = client.fetch(url + "/manifest", path + ".delta")
+        with open(path + ".delta") as f:
+            dm = json.load(f)
+        os.remove(path + ".delta")
+        if self.models.key is None or not npcsig.verify_manifest(dm, self.models.key):
+            raise Refused("signature", "delta manifest does not verify with the trusted key")
+        if dm.get("algo") != "bsdiff4-zlib" or dm.get("target") != manifest.get("sha256"):
+            raise Refused("hash", "the delta manifest is not a bsdiff4-zlib patch to this model")
+        if cur is None or dm.get("base") != cur.manifest.get("sha256"):
+            raise Refused("hash", "delta is against base %s, not the running model" % str(dm.get("base"))[:12])
+        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"))
+        try:
+            npcpatch.apply(cur.path, path + ".patch", path)
+        finally:
+            os.remove(path + ".patch")
+        for k in ("blocks", "bytes", "retransmits", "transfer_us", "restarts"):
+            stats[k] = stats.get(k, 0) + patch.get(k, 0)
+        stats["resumed_from"] = patch.get("resumed_from", 0)
+        return stats
 
     def switch_to(self, msg, reply_type, path, manifest, figures):
         """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up."""

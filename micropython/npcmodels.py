@@ -13,6 +13,8 @@ import npcnn
 import npcsig
 
 PROBATION_US = 3000000
+N_FEATURES = 48
+N_ACTIONS = 8
 INFO_KEYS = ("name", "version", "sha256", "size", "format")
 
 
@@ -82,6 +84,12 @@ class Models:
             raise Refused("oom", "MemoryError while loading %s (%d B)" % (path, size))
         except npcnn.ModelError as exc:
             raise Refused("parse", "%s: %s" % (path, exc))
+        if net.n_features != N_FEATURES or net.n_actions != N_ACTIONS:
+            raise Refused(
+                "parse",
+                "expected %d features -> %d actions, found %d -> %d"
+                % (N_FEATURES, N_ACTIONS, net.n_features, net.n_actions),
+            )
         return Loaded(net, manifest, path)
 
     def refuse(self, exc, manifest):
@@ -136,6 +144,7 @@ class Models:
         if cur is None:
             raise LookupError("no model loaded")
         watch = self.in_probation()
+        t_start = self.clock.now()
         try:
             result = self._run(cur, x)
             if watch:
@@ -172,6 +181,7 @@ class Models:
                     "model": {"version": cur},
                     "prev": {"version": prev.version},
                     "t_switch": self.t_switch,
+                    "t_start": t_start,
                     "t_fault": t_fault,
                     "rollback_us": rollback_us,
                     "detail": detail,

@@ -72,16 +72,18 @@ def write_device(store: ResultStore, run_id: int, name: str, kind: str, fps: int
                                                None, 1200.0, 412_000, "")])  # fmt: skip
 
 
-def build_store(path: Path, runs: int, devices: int, frames: int, *, regress: str = "orin-1") -> int:
-    """Write `runs` runs (baseline "default" = the first; the last has a +25% latency regression on `regress`);
-    return the id of the last run."""
+def build_store(
+    path: Path, runs: int, devices: int, frames: int, *, regress: str = "orin-1", regressed_runs: int = 1
+) -> int:
+    """Write `runs` runs (baseline "default" = the first; the last `regressed_runs` have a +25% latency regression
+    on `regress`); return the id of the last run."""
     rng = np.random.default_rng(0)
     last = 0
     with open_store(path) as store:
         for r in range(runs):
             last = store.begin_run("nightly", bench="synthetic")
             for name, kind, fps, latency in DEVICES[:devices]:
-                factor = 1.25 if (r == runs - 1 and name == regress) else 1.0
+                factor = 1.25 if (r >= runs - regressed_runs and name == regress) else 1.0
                 write_device(store, last, name, kind, fps, latency, frames, rng, factor)
             store.finish_run(last, "ok")
             if r == 0:

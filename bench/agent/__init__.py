@@ -1,6 +1,18 @@
 """The bench side of the agent wire protocol (docs/protocol.md): codec, transports, clock sync, sessions."""
 
-from bench.agent.session import AgentError, AgentSession, FrameRecord
-from bench.agent.transport import LineTransport, open_transport
+from bench.agent.clock import ClockSync
+from bench.agent.session import AgentError, AgentSession, FrameRecord, ProtocolMismatch
+from bench.agent.transport import LineTransport, ProcessTransport, SerialTransport, StreamTransport, open_transport
 
-__all__ = ["AgentError", "AgentSession", "FrameRecord", "LineTransport", "open_transport"]
+__all__ = [
+    "AgentError",
+    "AgentSession",
+    "ClockSync",
+    "FrameRecord",
+    "LineTransport",
+    "ProcessTransport",
+    "ProtocolMismatch",
+    "SerialTransport",
+    "StreamTransport",
+    "open_transport",
+]

@@ -53,9 +53,11 @@ class ClockSync:
 
     @property
     def uncertainty_ns(self) -> float:
-        """Half the smallest round trip: the offset's worst-case error with an asymmetric path."""
-        rtt = self.min_rtt_ns
-        return rtt / 2 if rtt is not None else float("inf")
+        """The offset's worst-case error with an asymmetric path: half the largest round trip among the
+        exchanges the estimate uses."""
+        if not self.samples:
+            return float("inf")
+        return max(s.rtt_ns for s in self._best()) / 2
 
     def _best(self) -> list[ClockSample]:
         ranked = sorted(self.samples, key=lambda s: s.rtt_ns)

@@ -13,7 +13,7 @@ from bench.commands import add_fleet_options, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
 from bench.leases import LeaseSet
-from bench.replay.agents import driver_opener
+from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
@@ -104,7 +104,8 @@ async def _run(args, session: Session, devices, store, speed, logs: Path, bench:
             live.start()
         try:
             return await replay_fleet(
-                resolved, session, store, driver_opener(logs, args.deploy), speed=speed, voice=args.voice,
+                resolved, session, store, make_opener=lambda run_id: fleet_opener(store, run_id, logs, args.deploy),
+                speed=speed, voice=args.voice,
                 realtime=not args.no_realtime, bench=bench, progress=progress,
             )  # fmt: skip
         finally:
@@ -134,7 +135,7 @@ def summary_table(result: ReplayResult) -> Table:
     """One row per device: status, voice mode and the headline measurements."""
     speed = "max" if result.speed is None else f"{result.speed:g}x"
     title = f"replay run {result.run_id}: {result.session_id} at {speed}" + (
-        " (pacer at normal priority)" if result.realtime is False else ""
+        " (pacer at normal priority)" if result.realtime is False and result.speed is not None else ""
     )
     table = Table(title=title)
     table.add_column("device")

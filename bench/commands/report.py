@@ -9,16 +9,17 @@ from rich.markup import escape
 
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
+from bench.report.html import ptext
 from bench.report.publish import DEFAULT_REPORTS, publish_run
 from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
-from bench.results.store import open_store
+from bench.results.store import ResultStore, open_store
 from bench.results.verdict import IMPROVED, REGRESSION
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `report` and `baseline` commands."""
     p = sub.add_parser("report", help="render a run's HTML report with its verdicts (exit 1 on a regression)")
-    p.add_argument("run", nargs="?", help="run id (default: the latest run)")
+    p.add_argument("run", nargs="?", help='run id or "latest" (default: the latest run)')
     p.add_argument("--compare", metavar="RUN", help="compare with this run instead of the baseline")
     p.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="NAME", help="baseline name (default: default)")
     p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser("baseline", help="name the runs later runs are compared with")
     bsub = b.add_subparsers(dest="baseline_command", required=True)
     p = bsub.add_parser("set", help="make RUN the baseline NAME")
-    p.add_argument("run", help="run id")
+    p.add_argument("run", help='run id, or "latest"')
     p.add_argument("--name", default=DEFAULT_BASELINE, help="baseline name (default: default)")
     _store_options(p)
     p.set_defaults(func=cmd_baseline_set)
@@ -53,15 +54,20 @@ def run_id_arg(value: str | None, what: str) -> int | None:
         raise ConfigError(f"{what} {value!r}: run ids are numbers (see the reports index)") from None
 
 
+def latest_or(store: ResultStore, value: str) -> int:
+    """The run id `value` names: a number, or "latest" for the newest run in the store."""
+    if value != "latest":
+        return run_id_arg(value, "run")
+    latest = store.runs(limit=1)
+    if not latest:
+        raise ConfigError(f"results store {store.path}: no runs yet", hint="run `hilbench nightly` first")
+    return latest[0].id
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Render (or re-render) a run's report; print where it went and the verdict."""
     with open_store(args.results) as store:
-        run_id = run_id_arg(args.run, "run")
-        if run_id is None:
-            latest = store.runs(limit=1)
-            if not latest:
-                raise ConfigError(f"results store {store.path}: no runs yet", hint="run `hilbench nightly` first")
-            run_id = latest[0].id
+        run_id = latest_or(store, args.run or "latest")
         published = publish_run(
             store, run_id, reports_dir=Path(args.out), baseline_name=args.baseline,
             compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
@@ -73,12 +79,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     out.print(f"report: {published.page}")
     if published.baseline_run_id is None:
         out.print("no baseline to compare with: no verdicts (set one with `hilbench baseline set RUN`)")
-    for v in published.verdicts:
-        if v.status in (REGRESSION, IMPROVED):
-            colour = "red" if v.status == REGRESSION else "green"
+    for device in published.report.data["devices"]:
+        for v in device["verdicts"]:
+            if v["status"] not in (REGRESSION, IMPROVED):
+                continue
+            colour = "red" if v["status"] == REGRESSION else "green"
+            since = f", since run {v['since']['run_id']}" if v.get("since") else ""
             out.print(
-                f"[{colour}]{v.status}[/{colour}] {escape(v.device)} {escape(v.title)}: {v.effect_pct:+.1f}% "
-                f"(p = {v.p_value:.2g}, n = {v.n_baseline}/{v.n_run})"
+                f"[{colour}]{v['status']}[/{colour}] {escape(device['name'])} {escape(v['title'])}: "
+                f"{v['effect_pct']:+.1f}% ({ptext(v['p_value'])}, n = {v['n_baseline']}/{v['n_run']}){since}"
             )
     if published.baseline_run_id is not None:
         out.print(f"verdict against run {published.baseline_run_id}: {outcome['verdict']}")
@@ -88,7 +97,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_baseline_set(args: argparse.Namespace) -> int:
     """Point a baseline name at a run."""
     with open_store(args.results) as store:
-        baseline = set_baseline(store, run_id_arg(args.run, "run"), args.name)
+        baseline = set_baseline(store, latest_or(store, args.run), args.name)
     if args.json:
         emit_json(vars(baseline))
     else:

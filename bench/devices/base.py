@@ -32,6 +32,9 @@ class StepResult:
 class Driver(ABC):
     """How the bench uses one device of one kind. Same code path for real and virtual devices."""
 
+    # how long the agent on this kind of device may take to answer a request (slow targets raise it)
+    reply_timeout_s: float = 5.0
+
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
         self.log_dir = log_dir

@@ -57,6 +57,9 @@ def check_firmware(path: Path) -> bytes:
 class Esp32c6Driver(Driver):
     """An ESP32-C6 with MicroPython on a serial link (real or virtual alike)."""
 
+    # pure-MicroPython P-256 verification of a model takes seconds on a 160 MHz RISC-V core
+    reply_timeout_s = 15.0
+
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)
         self.firmware = Path(firmware) if firmware else self._fleet_firmware()
@@ -200,11 +203,15 @@ async def _until_prompt(agent: SerialTransport) -> None:
 
 
 def _start_agent(port: serial.SerialBase) -> None:
-    """On an open port: interrupt, enter the raw REPL, run the agent (blocking; run in a thread)."""
+    """On an open port: interrupt, enter the raw REPL, soft-reset (so every start has a fresh VM, as after a
+    board reset), run the agent (blocking; run in a thread)."""
     port.write(b"\r\x03\x03")
     time.sleep(0.1)
     port.reset_input_buffer()
     port.write(b"\r\x01")
+    _read_until(port, RAW_PROMPT)
+    port.write(b"\x04")
+    _read_until(port, b"soft reboot\r\n")
     _read_until(port, RAW_PROMPT)
     port.write(AGENT_START + b"\x04")
     _read_until(port, b"OK")

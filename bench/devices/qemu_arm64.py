@@ -20,6 +20,7 @@ from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
 
 SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
+PORT_ATTEMPTS = 3  # free ports are picked before QEMU binds them: another process may take one meanwhile
 
 
 def resolve_image(device: Device) -> tuple[Path, Path, str]:
@@ -51,6 +52,9 @@ def resolve_image(device: Device) -> tuple[Path, Path, str]:
 
 class QemuArm64Driver(Driver):
     """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
+
+    # TCG emulation (3x slower guest clock under icount) on a shared host: give the agent time
+    reply_timeout_s = 30.0
 
     def __init__(
         self,
@@ -133,14 +137,20 @@ class QemuArm64Driver(Driver):
         """Start QEMU and wait for the guest's network and control channel (`net-up`)."""
         kernel, initrd, cmdline = resolve_image(self.device)
         cmdline = " ".join([cmdline, *(f"{k}={v}" for k, v in self.kernel_args().items())])
-        log_dir = self.log_dir or Path.cwd()
-        machine = QemuMachine(
-            self.device.name, self.link, kernel, initrd, cmdline, log_dir / f"{self.device.name}.console.log"
-        )
-        self.machine = machine
-        await machine.start()
-        await machine.wait_for("net-up", self.boot_timeout)
-        return machine
+        log = (self.log_dir or Path.cwd()) / f"{self.device.name}.console.log"
+        attempt = 0
+        while True:
+            attempt += 1
+            machine = QemuMachine(self.device.name, self.link, kernel, initrd, cmdline, log)
+            self.machine = machine
+            await machine.start()
+            try:
+                await machine.wait_for("net-up", self.boot_timeout)
+                return machine
+            except GuestFault:
+                await machine.stop(grace=1.0)
+                if not machine.status.port_taken or attempt >= PORT_ATTEMPTS:
+                    raise
 
     async def open_agent(self):
         """Boot (if not running) and return the TCP line transport of the agent that answered hello."""

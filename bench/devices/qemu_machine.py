@@ -40,6 +40,7 @@ class GuestStatus:
     selftest: str | None = None  # the NPC-SELFTEST json, when one ran
     panic: str | None = None
     errors: list[str] = field(default_factory=list)
+    port_taken: bool = False  # QEMU could not bind a forwarded port (another process took it first)
 
 
 def _die_with_parent() -> None:
@@ -156,6 +157,8 @@ class QemuMachine:
                 self.status.errors.append(rest.strip())
         elif text.startswith("NPC-SELFTEST "):
             self.status.selftest = text.removeprefix("NPC-SELFTEST ")
+        elif "Could not set up host forwarding rule" in text:
+            self.status.port_taken = True
         elif match := _PANIC_RE.search(text):
             self.status.panic = match.group(1).strip() or text.strip()
         self._changed.set()
@@ -183,6 +186,8 @@ class QemuMachine:
                 )
             if exit_.get("rc") != "0":
                 return f"{self.name}: the agent exited with code {exit_.get('rc')} (see {self.log_path})"
+        if self.status.port_taken:
+            return f"{self.name}: QEMU could not forward a host port (another process took it); see {self.log_path}"
         if self.proc is not None and self.proc.returncode is not None and not self._stopping:
             return f"{self.name}: QEMU ended unexpectedly ({self.exit_text()}); console in {self.log_path}"
         return None

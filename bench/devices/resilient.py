@@ -39,7 +39,9 @@ class ResilientSession:
     @classmethod
     async def open(cls, driver: LinuxDriver, **kwargs: Any) -> ResilientSession:
         """Start (if needed) and open the driver's agent."""
-        session = await AgentSession.open(await driver.open_agent(), device=driver.device.name)
+        session = await AgentSession.open(
+            await driver.open_agent(), device=driver.device.name, timeout=driver.reply_timeout_s
+        )
         return cls(driver, session, **kwargs)
 
     # -- what a run reads --------------------------------------------------------------------------
@@ -131,7 +133,9 @@ class ResilientSession:
                 f"agent exited during the run after {self._next_index} frame(s); "
                 f"{self.dropped_inputs} input(s) dropped so far"
             )
-        session = await AgentSession.open(await self.driver.open_agent(), device=self.device)
+        session = await AgentSession.open(
+            await self.driver.open_agent(), device=self.device, timeout=self.driver.reply_timeout_s
+        )
         session.sent_ns = self.sent_ns
         self.inner = session
         await session.sync_clock(RECOVERY_CLOCK_PINGS)

@@ -117,7 +117,7 @@ async def _one_segment(
 ) -> bool:
     """Open a session, run up to `owed` frames into a new segment; True when the agent said `stopped`."""
     transport = await driver.open_agent()
-    session = await AgentSession.open(transport, device=driver.device.name)
+    session = await AgentSession.open(transport, device=driver.device.name, timeout=driver.reply_timeout_s)
     assert driver.agent is not None
     segment = Segment(agent_pid=driver.agent.pid, hello=session.info)
     run.segments.append(segment)

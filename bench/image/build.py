@@ -93,8 +93,10 @@ def build_image(
     recipe = kind_recipe(kind)
     folder = image_folder(recipe, root)
     if not force and (image := _read_manifest(folder, built=False, seconds=0.0)) is not None:
-        progress(1, 1, f"cached {folder}")
-        return image
+        if intact(image):
+            progress(1, 1, f"cached {folder}")
+            return image
+        progress(0, 1, f"cached {folder} does not match its sha256: rebuilding")
     downloads = downloads or cache_root() / "downloads"
     steps = len(recipe.packages) + len(recipe.wheels) + 5
     done = 0
@@ -151,7 +153,8 @@ def build_image(
         )
         (out / MANIFEST_NAME).write_text(json.dumps(image.as_dict(), indent=2) + "\n", encoding="utf-8")
         if folder.exists():
-            if not force and (other := _read_manifest(folder, built=False, seconds=0.0)) is not None:
+            other = None if force else _read_manifest(folder, built=False, seconds=0.0)
+            if other is not None and intact(other):
                 return other  # another bench process built the same recipe meanwhile (same bytes): keep its
             shutil.rmtree(folder)
         out.rename(folder)
@@ -171,6 +174,11 @@ def prune(kind_dir: Path, keep: Path, others: int = KEEP_OTHER_BUILDS) -> list[P
     for path in removed:
         shutil.rmtree(path, ignore_errors=True)
     return removed
+
+
+def intact(image: BuiltImage) -> bool:
+    """The kernel and initrd on disk still have the sha256 the build recorded."""
+    return _sha256(image.kernel) == image.kernel_sha256 and _sha256(image.initrd) == image.initrd_sha256
 
 
 def _take_kernel(recipe: Recipe, root_dir: Path, dest: Path) -> None:

@@ -25,6 +25,7 @@ AGENT_MODULES = (
     "npcnn.py",
     "npcnn_viper.py",
     "npccoap.py",
+    "npcpatch.py",
     "npcsig.py",
     "p256.py",
     "npcsched.py",

@@ -16,11 +16,11 @@ from bench.devices import driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
 from bench.ota.impair import Impairment, ImpairmentProxy
-from bench.ota.server import UpdateServer, model_path
+from bench.ota.server import UpdateServer, delta_segment, model_path
 from bench.ota.store import ModelStore
 from bench.ota.timing import LinkTiming, timing_named
 
-DELTA_CAP = "delta-bsdiff"
+DELTA_CAPS = {"delta-bsdiff": "bsdiff4", "delta-bsdiff-zlib": "bsdiff4-zlib"}  # agent cap -> delta container
 
 
 @dataclass
@@ -84,17 +84,22 @@ def bind_address(hosts: list[str]) -> str:
 
 def plan(
     store: ModelStore, manifest: dict[str, Any], hello: dict[str, Any], want_delta: bool
-) -> tuple[int | None, str]:
-    """(base version for a delta or None for a full update, a note saying why)."""
+) -> tuple[int | None, str, str]:
+    """(base version for a delta or None for a full update, the delta container, a note saying why not)."""
     if not want_delta:
-        return None, ""
+        return None, "", ""
     current = hello.get("model") or {}
-    if DELTA_CAP not in hello.get("caps", []):
-        return None, f"agent has no {DELTA_CAP}: full update"
-    dm = store.delta_from(manifest["name"], manifest["version"], current.get("sha256", ""), manifest["format"])
+    algos = [algo for cap, algo in DELTA_CAPS.items() if cap in hello.get("caps", [])]
+    if not algos:
+        return None, "", f"agent has none of {', '.join(DELTA_CAPS)}: full update"
+    dm = store.delta_from(
+        manifest["name"], manifest["version"], current.get("sha256", ""), manifest["format"], algos[0]
+    )
     if dm is None:
-        return None, f"no delta from the running model (v{current.get('version')}): full update"
-    return dm["base_version"], ""
+        return None, "", f"no delta from the running model (v{current.get('version')}): full update"
+    if dm["patch_size"] >= manifest["size"]:
+        return None, "", f"the delta ({dm['patch_size']} B) is no smaller than the model: full update"
+    return dm["base_version"], algos[0], ""
 
 
 async def update_device(
@@ -116,12 +121,12 @@ async def update_device(
         if _same_model(result.previous, manifest):
             result.ok, result.running, result.detail = True, result.previous, "already running this version"
             return result
-        base_version, note = plan(store, manifest, hello, want_delta)
+        base_version, algo, note = plan(store, manifest, hello, want_delta)
         if note:
             result.notes.append(note)
         url = f"{base_url}/{model_path(manifest['name'], manifest['format'], manifest['version'])}"
         if base_version is not None:
-            url += f"/delta/{base_version}"
+            url += f"/{delta_segment(algo)}/{base_version}"
         result.delta = base_version is not None
         blocks = -(-manifest["size"] // 1024)
         timeout = 60 + blocks * timing.ack_timeout * 4
@@ -136,7 +141,7 @@ async def update_device(
         result.transfer_ms = reply.get("transfer_us", 0) / 1000
         result.verify_ms = reply.get("verify_us", 0) / 1000
         result.switch_ms = reply.get("switch_us", 0) / 1000
-        result.delta_saved = int(reply.get("delta_saved", 0))
+        result.delta_saved = int(reply.get("delta_saved", manifest["size"] - result.bytes if result.delta else 0))
     except BenchError as exc:  # AgentError (refused), DeviceUnreachable, ProtocolMismatch
         result.detail = str(exc)
     try:
@@ -176,7 +181,7 @@ async def _update_one(
         return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}")
     driver = driver_for(device)
     try:
-        session = await AgentSession.open(await driver.open_agent(), device=device.name)
+        session = await AgentSession.open(await driver.open_agent(), device=device.name, timeout=driver.reply_timeout_s)
     except BenchError as exc:
         with contextlib.suppress(BenchError, OSError):
             await driver.close_agent()

@@ -10,6 +10,7 @@ Paths (under `coap://HOST:PORT/`):
   models/NAME/FORMAT/VERSION/manifest              its signed manifest (JSON)
   models/NAME/FORMAT/VERSION/delta/BASE            the bsdiff4 patch from version BASE
   models/NAME/FORMAT/VERSION/delta/BASE/manifest   its signed delta manifest (JSON)
+  models/NAME/FORMAT/VERSION/delta-zlib/BASE[/manifest]   the same patch as bsdiff4-zlib (microcontrollers)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from aiocoap.optiontypes import BlockOption
 from bench.errors import ConfigError
 from bench.ota.store import ModelStore
 
+DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
 MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
 OCTET_STREAM = ContentFormat.OCTETSTREAM
 JSON = ContentFormat.JSON
@@ -139,12 +141,13 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
                 return Blob(sha, path.stat().st_size, OCTET_STREAM, path=path)
             if rest == ["manifest"]:
                 return _json_blob(self.store.manifest(name, v, fmt))
-            if len(rest) in (2, 3) and rest[0] == "delta":
-                dm = self.store.delta_manifest(name, v, int(rest[1]), fmt)
+            if len(rest) in (2, 3) and rest[0] in DELTA_PATHS:
+                algo = DELTA_PATHS[rest[0]]
+                dm = self.store.delta_manifest(name, v, int(rest[1]), fmt, algo)
                 if dm is not None and rest[2:] == ["manifest"]:
                     return _json_blob(dm)
                 if dm is not None and len(rest) == 2:
-                    path = self.store.delta_path(name, v, int(rest[1]), fmt)
+                    path = self.store.delta_path(name, v, int(rest[1]), fmt, algo)
                     return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
         except (ValueError, OSError, ConfigError):
             pass
@@ -212,14 +215,25 @@ class UpdateServer:
         return f"{base_url or self.base_url}/{model_path(name, self.store.format_of(name, fmt), version)}"
 
     def delta_url(
-        self, name: str, version: int, base_version: int, base_url: str | None = None, fmt: str | None = None
+        self,
+        name: str,
+        version: int,
+        base_version: int,
+        base_url: str | None = None,
+        fmt: str | None = None,
+        algo: str = "bsdiff4",
     ) -> str:
-        """URL of the patch from `base_version` to `version`."""
-        return f"{self.model_url(name, version, base_url, fmt)}/delta/{base_version}"
+        """URL of the patch from `base_version` to `version` in container `algo`."""
+        return f"{self.model_url(name, version, base_url, fmt)}/{delta_segment(algo)}/{base_version}"
 
     def served(self, path: str) -> ServedCounts:
         """What was served for `models/...` path `path` (e.g. `npc-policy/tflite-int8/2`)."""
         return self.models.served.get(path, ServedCounts())
+
+
+def delta_segment(algo: str) -> str:
+    """The path segment under a model version for deltas in container `algo`."""
+    return next(seg for seg, a in DELTA_PATHS.items() if a == algo)
 
 
 def model_path(name: str, fmt: str, version: int) -> str:

@@ -1,7 +1,8 @@
 """The model store: signed versions of each model, per format, and bsdiff4 deltas between consecutive versions.
 
 Layout: `ROOT/NAME/FORMAT/VERSION/model.bin` + `manifest.json` (signed), and for each version after the
-first `delta-BASEVERSION.bsdiff` + `delta-BASEVERSION.json` (a signed delta manifest). One model name can
+first `delta-BASEVERSION.bsdiff` + `delta-BASEVERSION.json` (a signed delta manifest), and the same patch in
+the microcontroller container as `delta-BASEVERSION.zlib.bsdiff` + `delta-BASEVERSION.zlib.json`. One model name can
 have several formats (`tflite-int8` for Linux boards, `npcm-int8` for ESP32-C6), each with its own versions;
 a device gets the format it runs. Where a name has a single format, `fmt` may be left out."""
 
@@ -18,7 +19,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
-from bench.ota.delta import delta_manifest, make_patch
+from bench.ota.delta import ALGOS, delta_manifest, make_patch
 from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -42,6 +43,11 @@ def guess_name_and_format(path: Path) -> tuple[str, str]:
         if stem.endswith("-" + suffix):
             return stem[: -len(suffix) - 1], f"{fmt}-{quant}"
     return stem, fmt
+
+
+def delta_stem(base_version: int, algo: str) -> str:
+    """File name (without extension) of a delta from `base_version` in container `algo`."""
+    return f"delta-{base_version}" + ("" if algo == "bsdiff4" else ".zlib")
 
 
 @dataclass(frozen=True)
@@ -112,21 +118,30 @@ class ModelStore:
             raise ConfigError(f"model store {self.root}: no {name}@{version} in {fmt} (versions: {have})")
         return json.loads(path.read_text())
 
-    def delta_path(self, name: str, version: int, base_version: int, fmt: str | None = None) -> Path:
-        """The bsdiff4 patch from `base_version` to `version`."""
-        return self.version_dir(name, version, fmt) / f"delta-{base_version}.bsdiff"
+    def _delta_file(self, name: str, version: int, base_version: int, fmt: str | None, algo: str, ext: str) -> Path:
+        if algo not in ALGOS:
+            raise ConfigError(f"unknown delta algorithm {algo!r} (known: {', '.join(ALGOS)})")
+        return self.version_dir(name, version, fmt) / f"{delta_stem(base_version, algo)}{ext}"
+
+    def delta_path(
+        self, name: str, version: int, base_version: int, fmt: str | None = None, algo: str = "bsdiff4"
+    ) -> Path:
+        """The patch from `base_version` to `version` in container `algo`."""
+        return self._delta_file(name, version, base_version, fmt, algo, ".bsdiff")
 
     def delta_manifest(
-        self, name: str, version: int, base_version: int, fmt: str | None = None
+        self, name: str, version: int, base_version: int, fmt: str | None = None, algo: str = "bsdiff4"
     ) -> dict[str, Any] | None:
         """The signed delta manifest from `base_version` to `version`, or None when there is no such delta."""
-        path = self.version_dir(name, version, fmt) / f"delta-{base_version}.json"
+        path = self._delta_file(name, version, base_version, fmt, algo, ".json")
         return json.loads(path.read_text()) if path.is_file() else None
 
-    def delta_from(self, name: str, version: int, base_sha256: str, fmt: str | None = None) -> dict[str, Any] | None:
+    def delta_from(
+        self, name: str, version: int, base_sha256: str, fmt: str | None = None, algo: str = "bsdiff4"
+    ) -> dict[str, Any] | None:
         """The signed delta manifest that turns the model with hash `base_sha256` into `name@version`, if any."""
         for base_version in self.versions(name, fmt):
-            dm = self.delta_manifest(name, version, base_version, fmt)
+            dm = self.delta_manifest(name, version, base_version, fmt, algo)
             if dm is not None and dm["base"] == base_sha256:
                 return dm
         return None
@@ -178,10 +193,12 @@ class ModelStore:
         delta = None
         if previous is not None:
             base = self.blob_path(name, previous["version"], fmt).read_bytes()
-            patch = make_patch(base, data)
-            delta = sign_manifest(delta_manifest(previous, manifest, patch), key)
-            (tmp / f"delta-{previous['version']}.bsdiff").write_bytes(patch)
-            (tmp / f"delta-{previous['version']}.json").write_text(json.dumps(delta, indent=2) + "\n")
+            for algo in reversed(ALGOS):  # the standard bsdiff4 one last: that is the delta returned
+                patch = make_patch(base, data, algo)
+                delta = sign_manifest(delta_manifest(previous, manifest, patch, algo), key)
+                stem = delta_stem(previous["version"], algo)
+                (tmp / f"{stem}.bsdiff").write_bytes(patch)
+                (tmp / f"{stem}.json").write_text(json.dumps(delta, indent=2) + "\n")
         tmp.rename(self.root / name / fmt / str(version))  # a version appears whole or not at all
         return Published(manifest, delta)
 
@@ -193,9 +210,10 @@ class ModelStore:
                 for version in self.versions(name, fmt):
                     m = self.manifest(name, version, fmt)
                     deltas = [
-                        {"base_version": b, "patch_size": dm["patch_size"]}
+                        {"base_version": b, "algo": algo, "patch_size": dm["patch_size"]}
                         for b in self.versions(name, fmt)
-                        if (dm := self.delta_manifest(name, version, b, fmt)) is not None
+                        for algo in ALGOS
+                        if (dm := self.delta_manifest(name, version, b, fmt, algo)) is not None
                     ]
                     rows.append(
                         {**{k: m[k] for k in ("name", "version", "sha256", "size", "format")}, "deltas": deltas}

@@ -6,29 +6,43 @@ import contextlib
 from pathlib import Path
 
 from bench.agent.session import AgentSession
-from bench.devices import driver_for, has_driver
+from bench.devices import DRIVERS, driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
-from bench.replay.run import AgentEndpoint
+from bench.replay.run import AgentEndpoint, OpenAgent
+from bench.results.store import ResultStore
+
+LINUX_DRIVER = "bench.devices.linux:LinuxDriver"
 
 
-def driver_opener(log_dir: Path | None = None, deploy: bool = False):
-    """An OpenAgent that uses the device's driver: optionally flash (deploy agent and model, skipped when
-    up to date), then `open_agent()` and an AgentSession on the transport."""
+async def deploy(device: Device) -> None:
+    """Flash/deploy `device` (its driver skips what is up to date); BenchError naming the failed step."""
+    driver = driver_for(device)
+    try:
+        steps = await driver.flash()
+    finally:
+        await driver.close_agent()
+    failed = next((s for s in steps if not s.ok), None)
+    if failed is not None:
+        raise BenchError(f"device {device.name}: deploy step {failed.step} failed: {failed.detail}")
+
+
+def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> OpenAgent:
+    """An OpenAgent that uses the device's driver: optionally deploy (agent and model), then
+    `open_agent()` and an AgentSession on the transport."""
 
     async def open_agent(device: Device) -> AgentEndpoint:
         if not has_driver(device.kind):
             raise ConfigError(f"device {device.name}: no driver for kind {device.kind!r} yet")
+        if deploy_first:
+            await deploy(device)
         driver = driver_for(device, log_dir=log_dir)
         try:
-            if deploy:
-                steps = await driver.flash()
-                failed = next((s for s in steps if not s.ok), None)
-                if failed is not None:
-                    raise BenchError(f"device {device.name}: deploy step {failed.step} failed: {failed.detail}")
             transport = await driver.open_agent()
             log = log_dir / f"{device.name}.agent.log" if log_dir else None
-            session = await AgentSession.open(transport, device=device.name, log_path=log)
+            session = await AgentSession.open(
+                transport, device=device.name, log_path=log, timeout=driver.reply_timeout_s
+            )
         except BaseException:
             with contextlib.suppress(Exception):
                 await driver.close_agent()
@@ -39,5 +53,23 @@ def driver_opener(log_dir: Path | None = None, deploy: bool = False):
             await driver.close_agent()
 
         return AgentEndpoint(session, close)
+
+    return open_agent
+
+
+def fleet_opener(store: ResultStore, run_id: int, log_dir: Path | None = None, deploy_first: bool = False) -> OpenAgent:
+    """The opener `hilbench replay` and the nightly stage use: Linux boards through LinuxAgentOpener (board
+    telemetry and bench-side faults stored with run `run_id`), every other kind through `driver_opener`."""
+    from bench.devices.linux_endpoint import LinuxAgentOpener
+
+    generic = driver_opener(log_dir, deploy_first)
+    linux = LinuxAgentOpener(store, run_id)
+
+    async def open_agent(device: Device) -> AgentEndpoint:
+        if DRIVERS.get(device.kind) != LINUX_DRIVER:
+            return await generic(device)
+        if deploy_first:
+            await deploy(device)
+        return await linux.open(device)
 
     return open_agent

@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import gc
 import os
+import sys
 import time
 from collections.abc import Iterator
 from typing import Protocol
 
 DEFAULT_SPIN_NS = 1_000_000  # 1 ms
+GIL_SWITCH_S = 0.0002  # while pacing: another thread (frame writer, progress display) yields the GIL this fast
 RT_PRIORITY = 10  # SCHED_FIFO priority while pacing: above every normal process, below kernel threads
 
 
@@ -97,3 +99,16 @@ def gc_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@contextlib.contextmanager
+def gil_switch_interval(seconds: float = GIL_SWITCH_S) -> Iterator[None]:
+    """A short GIL switch interval while inside: when the pacer wakes up while another thread (the frame
+    writer, the live progress display) runs Python code, it gets the GIL back within `seconds` instead of
+    the default 5 ms."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from bench.errors import BenchError
-from bench.replay.pacing import Pacer, gc_frozen, realtime_priority
+from bench.replay.pacing import Pacer, gc_frozen, gil_switch_interval, realtime_priority
 from bench.replay.plan import Plan, VoiceMode
 
 LEAD_NS = 20_000_000  # the first input is due this long after play() starts (time to get going)
@@ -84,7 +84,8 @@ class Replayer:
         (its `failed` says why) and the others go on."""
         if speed is not None and speed <= 0:
             raise ValueError("speed must be positive (or None for as fast as possible)")
-        with realtime_priority(self.realtime and speed is not None) as realtime, gc_frozen():
+        paced = speed is not None
+        with realtime_priority(self.realtime and paced) as realtime, gc_frozen(), gil_switch_interval():
             return await self._play(tracks, speed, realtime)
 
     async def _play(self, tracks: list[Track], speed: float | None, realtime: bool) -> ReplayOutcome:

@@ -34,22 +34,29 @@ def voice_features(pcm: bytes, previous: bytes = b"") -> list[float]:
 def _pitch(window: np.ndarray) -> float:
     """Autocorrelation pitch of a centred window, 0.0 when no lag correlates well enough.
 
-    Takes the shortest lag that is a local correlation peak within 90% of the best one (avoids octave
-    errors), refined by parabolic interpolation."""
+    Normalised autocorrelation r(lag) / sqrt(E(head) E(tail)) for every lag at once; takes the shortest
+    lag that is a local peak within 90% of the best one (avoids octave errors), refined by parabolic
+    interpolation."""
+    n = window.size
     lo = int(VOICE_RATE_HZ / PITCH_MAX_HZ)
-    hi = min(window.size - 120, int(VOICE_RATE_HZ / PITCH_MIN_HZ))  # keep >= 120 overlapping samples
-    corrs = []
-    for lag in range(lo, hi + 1):
-        a, b = window[:-lag], window[lag:]
-        denom = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
-        corrs.append(float(np.dot(a, b)) / denom if denom else 0.0)
-    if not corrs or max(corrs) < VOICED_CORRELATION:
+    hi = min(n - 120, int(VOICE_RATE_HZ / PITCH_MIN_HZ))  # keep >= 120 overlapping samples
+    if hi < lo:
         return 0.0
-    best = max(corrs)
-    peaks = [i for i in range(1, len(corrs) - 1) if corrs[i - 1] <= corrs[i] >= corrs[i + 1]]
-    i = next((p for p in peaks if corrs[p] >= 0.9 * best), corrs.index(best))
+    r = np.correlate(window, window, "full")[n - 1 :]  # r[lag] = sum x[i] x[i + lag]
+    energy = np.concatenate(([0.0], np.cumsum(window * window)))
+    lags = np.arange(lo, hi + 1)
+    denom = np.sqrt(energy[n - lags] * (energy[n] - energy[lags]))
+    corrs = np.divide(r[lags], denom, out=np.zeros(lags.size), where=denom > 0)
+    best = float(corrs.max())
+    if best < VOICED_CORRELATION:
+        return 0.0
+    inner = np.arange(1, corrs.size - 1)
+    peaks = inner[
+        (corrs[inner - 1] <= corrs[inner]) & (corrs[inner] >= corrs[inner + 1]) & (corrs[inner] >= 0.9 * best)
+    ]
+    i = int(peaks[0]) if peaks.size else int(corrs.argmax())
     shift = 0.0
-    if 0 < i < len(corrs) - 1:
+    if 0 < i < corrs.size - 1:
         curve = corrs[i - 1] - 2 * corrs[i] + corrs[i + 1]
-        shift = 0.5 * (corrs[i - 1] - corrs[i + 1]) / curve if curve else 0.0
+        shift = float(0.5 * (corrs[i - 1] - corrs[i + 1]) / curve) if curve else 0.0
     return VOICE_RATE_HZ / (lo + i + shift)

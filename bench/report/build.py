@@ -74,26 +74,55 @@ def build_report(
     report = Report(data)
     for name, device in run.devices.items():
         device_verdicts = [v for v in verdicts if v.device == name]
+        trend = [
+            {"run_id": p.run_id, "started_at": p.started_at, **p.summaries[name].to_dict()}
+            for p in trend_points
+            if name in p.summaries
+        ]
         data["devices"].append(
             {
                 "name": name,
                 "kind": device.kind,
                 "summary": summaries[name].to_dict(),
-                "verdicts": [v.to_dict() for v in device_verdicts],
+                "verdicts": [{**v.to_dict(), "since": worse_since(v, trend)} for v in device_verdicts],
                 "faults": [vars(f) for f in device.faults],
                 "ota": [vars(o) for o in device.ota],
                 "notes": list(device.notes),
                 "telemetry": telemetry_summary(device),
-                "trend": [
-                    {"run_id": p.run_id, "started_at": p.started_at, **p.summaries[name].to_dict()}
-                    for p in trend_points
-                    if name in p.summaries
-                ],
+                "trend": trend,
             }
         )
         base_device = baseline.devices.get(name) if baseline else None
         report.plots[name] = device_plots(device, base_device, data["devices"][-1]["trend"])
     return report
+
+
+# verdict metric -> the trend field that estimates the same statistic (trends come from stored measurements)
+SINCE_FIELDS = {
+    name: name
+    for name in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "fps", "low_1pct_fps", "jitter_p99_us",
+                 "first_frame_ms")
+}  # fmt: skip
+
+
+def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
+    """For a regression: the first run of the unbroken streak, ending with this run, in which the metric was worse
+    than the baseline by at least the threshold (its point estimate, from the trend). None when not applicable."""
+    field = SINCE_FIELDS.get(verdict.metric)
+    if verdict.status != REGRESSION or field is None or not verdict.baseline_value:
+        return None
+    factor = verdict.threshold_pct / 100
+    higher = verdict.worse == "higher"
+    limit = verdict.baseline_value * (1 + factor if higher else 1 - factor)
+    worse = [p.get(field) is not None and (p[field] >= limit if higher else p[field] <= limit) for p in trend]
+    if not worse or not worse[-1]:
+        return None
+    first = len(worse) - 1
+    while first > 0 and worse[first - 1]:
+        first -= 1
+    point = trend[first]
+    return {"run_id": point["run_id"], "started_at": point["started_at"], "runs": len(worse) - first,
+            "from_window_start": first == 0 and len(trend) > 1}  # fmt: skip
 
 
 def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict]) -> dict[str, str]:

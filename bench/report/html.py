@@ -41,6 +41,12 @@ def pval(value: float | None) -> str:
     return "—" if value is None else ("< 0.0001" if value < 1e-4 else f"{value:.4f}")
 
 
+def ptext(value: float | None) -> str:
+    """ "p = 0.0123" or "p < 0.0001"."""
+    text = pval(value)
+    return f"p {text}" if text.startswith("<") else f"p = {text}"
+
+
 def _mark(device: dict, metric: str) -> Markup:
     """The class attribute for a summary cell: red/green only when that metric's verdict says so."""
     for v in device["verdicts"]:
@@ -61,7 +67,7 @@ def render_html(report: Report) -> str:
     template = _ENV.get_template("report.html.j2")
     return template.render(
         data=report.data, run=report.data["run"], plots=report.plots, css=_css(),
-        num=num, pct=pct, pval=pval, mark=_mark, verdict_counts=_verdict_counts,
+        num=num, pct=pct, pval=pval, ptext=ptext, mark=_mark, verdict_counts=_verdict_counts,
     )  # fmt: skip
 
 

@@ -74,6 +74,11 @@ def test_image_build_is_reproducible_and_cached(tmp_path: Path, arm64_image: Bui
     assert first.kernel_sha256 == arm64_image.kernel_sha256
     again = build_image("switch-arm64", root=tmp_path / "a")
     assert not again.built and again.initrd_sha256 == first.initrd_sha256
+    with first.initrd.open("r+b") as f:  # a damaged cache entry is noticed and rebuilt
+        f.seek(1000)
+        f.write(b"\xff" * 16)
+    repaired = build_image("switch-arm64", root=tmp_path / "a")
+    assert repaired.built and repaired.initrd_sha256 == first.initrd_sha256
     assert first.initrd_bytes < 80e6, "the image grew: check the recipe's [trim]"
 
 
@@ -83,40 +88,48 @@ async def _boot_idle(driver: QemuArm64Driver) -> None:
     await machine.wait_for("idle", driver.boot_timeout)
 
 
-def test_guest_panic_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, str | None]:
+    """Open the agent, start the frame loop, inject a fault; the frames that came before the link ended,
+    and the driver's account of what happened."""
+    from bench.agent.session import AgentSession
+
+    try:
+        session = await AgentSession.open(await driver.open_agent(), device="switch-1", hello_timeout=60.0)
+        await session.start(fps=30, vsync_hz=60, frames=0)
+        frames = []
+        async for record in session.frames(timeout=60.0):
+            frames.append(record)
+            if len(frames) == 5:
+                await inject()
+        await session.close()
+        await driver.machine.wait_exit(30.0)
+        return frames, driver.fault()
+    finally:
+        await driver.close_agent()
+
+
+def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
-    async def run() -> str:
-        try:
-            await _boot_idle(driver)
-            assert "mode=idle" in await driver.machine.control("status")
-            await driver.machine.control("panic", timeout=5.0)
-            with pytest.raises(GuestFault) as info:
-                await driver.machine.wait_for("never-comes", 60.0)
-            return str(info.value)
-        finally:
-            await driver.close_agent()
+    async def panic() -> None:
+        assert "mode=agent" in await driver.machine.control("status")
+        await driver.machine.control("panic", timeout=5.0)
 
-    message = asyncio.run(run())
-    assert "switch-1: the guest kernel panicked: sysrq triggered crash" in message
+    frames, fault = asyncio.run(_fault_during_session(driver, panic))
+    assert len(frames) >= 5
+    assert fault == "switch-1: the guest kernel panicked: sysrq triggered crash"
     assert not qemu_alive(driver.machine.pid)
 
 
-def test_qemu_killed_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
+def test_qemu_killed_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
-    async def run() -> str:
-        try:
-            await _boot_idle(driver)
-            os.kill(driver.machine.pid, signal.SIGKILL)
-            with pytest.raises(GuestFault) as info:
-                await driver.machine.wait_for("never-comes", 30.0)
-            return str(info.value)
-        finally:
-            await driver.close_agent()
+    async def kill() -> None:
+        os.kill(driver.machine.pid, signal.SIGKILL)
 
-    message = asyncio.run(run())
-    assert "QEMU ended unexpectedly (killed by signal SIGKILL)" in message
+    frames, fault = asyncio.run(_fault_during_session(driver, kill))
+    assert len(frames) >= 5
+    assert fault is not None and "switch-1: QEMU ended unexpectedly (killed by signal SIGKILL)" in fault
     assert not qemu_alive(driver.machine.pid)
 
 
@@ -211,3 +224,40 @@ def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: P
     assert missing.returncode == 1 and b"hilbench image build switch-arm64" in missing.stdout
     bad = subprocess.run([sys.executable, "-m", "bench", "image", "build", "jetson"], cwd=REPO, capture_output=True)
     assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr
+
+
+def test_boot_retries_when_a_forwarded_port_was_taken(
+    tmp_path: Path, arm64_image: BuiltImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from bench.devices import qemu_machine
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real_free_port = qemu_machine.free_port
+    handed: list[int] = []
+
+    def first_one_taken(kind: int = socket.SOCK_STREAM) -> int:
+        port = taken if not handed else real_free_port(kind)
+        handed.append(port)
+        return port
+
+    monkeypatch.setattr(qemu_machine, "free_port", first_one_taken)
+    driver = QemuArm64Driver(switch_device(), tmp_path)
+
+    async def run() -> int:
+        try:
+            await _boot_idle(driver)
+            return driver.machine.agent_port
+        finally:
+            await driver.close_agent()
+
+    try:
+        port = asyncio.run(run())
+    finally:
+        squatter.close()
+    assert handed[0] == taken and port != taken
+    assert "Could not set up host forwarding rule" in (tmp_path / "switch-1.console.log").read_text()

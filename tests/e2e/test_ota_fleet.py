@@ -1,5 +1,6 @@
 """One `update` across a mixed virtual fleet (ESP32-C6 with the MicroPython agent, Pi 5 with the host agent),
-concurrently: each device gets the model in the format it runs, a delta where its agent takes one."""
+concurrently: each device gets the model in the format it runs, as a delta in the container its agent
+applies (bsdiff4-zlib on MicroPython, bsdiff4 on the host)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,15 @@ MODELS = REPO / "fixtures" / "models"
 def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
     store = ModelStore(tmp_path / "store")
     key = load_private_key(DEV_PRIVATE_KEY)
-    for fmt, ext in (("tflite-int8", "tflite"), ("npcm-int8", "npcm")):
-        for stem in ("npc-policy-int8", "npc-policy-int8-v2"):
-            store.publish(MODELS / f"{stem}.{ext}", key, name="npc-policy", fmt=fmt)
+    for stem in ("npc-policy-int8", "npc-policy-int8-v2"):
+        store.publish(MODELS / f"{stem}.tflite", key, name="npc-policy", fmt="tflite-int8")
+    v1 = MODELS / "npc-policy-int8.npcm"
+    finetuned = bytearray(v1.read_bytes())  # the last layer's weights nudged by one step: what a fine-tune ships
+    for i in range(len(finetuned) - 300, len(finetuned) - 50):
+        finetuned[i] ^= 1
+    (tmp_path / "npc-policy-int8-v2.npcm").write_bytes(finetuned)
+    store.publish(v1, key, name="npc-policy", fmt="npcm-int8")
+    v2_npcm = store.publish(tmp_path / "npc-policy-int8-v2.npcm", key, name="npc-policy", fmt="npcm-int8").manifest
     devices = [
         dataclasses.replace(d, settings={**d.settings, "ota_timing": "loopback"})
         for d in load_fleet()
@@ -47,6 +54,6 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
         loop.close()
     c6, pi = results["c6-a"], results["pi5-1"]
     assert c6.ok and pi.ok, (c6, pi)
-    assert c6.running["format"] == "npcm-int8" and c6.running["version"] == 2 and not c6.delta
-    assert c6.bytes == (MODELS / "npc-policy-int8-v2.npcm").stat().st_size and "delta-bsdiff" in c6.notes[0]
+    assert c6.running["sha256"] == v2_npcm["sha256"] and c6.running["version"] == 2 and c6.delta
+    assert c6.bytes < v2_npcm["size"] // 2 and c6.delta_saved == v2_npcm["size"] - c6.bytes
     assert pi.running["format"] == "tflite-int8" and pi.running["version"] == 2 and pi.delta and pi.delta_saved > 0

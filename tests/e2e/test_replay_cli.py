@@ -45,6 +45,9 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
         assert row.id == doc["run_id"] and row.status == "ok"
         assert store.frame_count(row.id, "pi5-1") == dev["frames"] > 50
         assert store.devices(row.id)[0].info["agent"]["agent"] == "npc-host"
+        # Linux boards are opened with their telemetry monitor: board samples are stored with the run
+        samples = store.db.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ? AND device = 'pi5-1'", (row.id,))
+        assert samples.fetchone()[0] > 0
 
 
 def test_usage_errors_exit_2_and_name_the_problem(tmp_path: Path) -> None:

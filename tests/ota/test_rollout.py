@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.ota.rollout import DELTA_CAP, bind_address, plan
+from bench.ota.rollout import bind_address, plan
 from bench.ota.store import ModelStore
 from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
@@ -17,14 +17,15 @@ def test_plan_uses_a_delta_only_when_the_agent_and_the_store_allow(two_versions)
     store, _, _ = two_versions
     target = store.manifest("blob", 2)
     v1 = store.manifest("blob", 1)
-    hello = {"caps": [DELTA_CAP], "model": v1}
-    assert plan(store, target, hello, want_delta=True) == (1, "")
-    assert plan(store, target, hello, want_delta=False) == (None, "")
-    base, note = plan(store, target, {"caps": [], "model": v1}, want_delta=True)
-    assert base is None and DELTA_CAP in note
-    base, note = plan(store, target, {"caps": [DELTA_CAP], "model": target}, want_delta=True)
+    both = {"caps": ["delta-bsdiff", "delta-bsdiff-zlib"], "model": v1}
+    assert plan(store, target, both, want_delta=True) == (1, "bsdiff4", "")
+    assert plan(store, target, {**both, "caps": ["delta-bsdiff-zlib"]}, want_delta=True) == (1, "bsdiff4-zlib", "")
+    assert plan(store, target, both, want_delta=False) == (None, "", "")
+    base, _, note = plan(store, target, {"caps": [], "model": v1}, want_delta=True)
+    assert base is None and "delta-bsdiff" in note
+    base, _, note = plan(store, target, {**both, "model": target}, want_delta=True)
     assert base is None and "no delta from the running model" in note
-    base, _ = plan(store, target, {"caps": [DELTA_CAP], "model": None}, want_delta=True)
+    base, _, _ = plan(store, target, {**both, "model": None}, want_delta=True)
     assert base is None
 
 

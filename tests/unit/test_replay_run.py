@@ -13,13 +13,11 @@ import pytest
 
 from bench.agent import wire
 from bench.errors import DeviceUnreachable
-from bench.fleet import Device, SerialLink, load_fleet
+from bench.fleet import Device, SerialLink
 from bench.measure.records import Frame, OffsetClock
-from bench.nightly import NightlyContext
 from bench.replay.plan import build_plan
 from bench.replay.run import AgentEndpoint, ReplayRun
 from bench.replay.session import write_session
-from bench.replay.stage import stage_replay
 from bench.replay.synth import synth_session
 from bench.results import open_store
 
@@ -142,32 +140,6 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     assert len(store.inputs(run_id, "tcp-1")) == len(plan.inputs)
     assert set(store.histograms(run_id, "uart-1")) >= {"decision_latency", "inference_latency", "replay_send_error"}
     store.close()
-
-
-def test_nightly_stage_replays_every_session_and_reports_per_device(tmp_path: Path) -> None:
-    sessions = tmp_path / "sessions"
-    for seed in (1, 2):
-        write_session(sessions / f"s{seed}.mcap", synth_session("dialogue", seed, duration_s=1.0))
-    fleet = load_fleet()
-    devices = [Device("ok-1", "pi5", None, settings={"fps_target": 30}), Device("gone-1", "pi5", None)]
-
-    async def open_agent(dev: Device) -> AgentEndpoint:
-        if dev.name == "gone-1":
-            raise DeviceUnreachable("gone-1: no answer")
-
-        async def close() -> None:
-            return None
-
-        return AgentEndpoint(StandInAgent(30), close)
-
-    ctx = NightlyContext(fleet, devices, tmp_path / "reports", sessions, None, lambda text: None)
-    outcomes = asyncio.run(stage_replay(ctx, open_agent))
-    assert outcomes["ok-1"].ok and len(outcomes["ok-1"].data["runs"]) == 2
-    assert not outcomes["gone-1"].ok and "unreachable" in outcomes["gone-1"].detail
-    with open_store(tmp_path / "reports" / "results.sqlite") as store:
-        runs = store.runs(kind="replay")
-        assert [r.session for r in runs] == ["dialogue-0002", "dialogue-0001"]
-        assert store.frame_count(runs[0].id, "ok-1") > 10
 
 
 def test_replay_fleet_gives_run_aware_openers_the_run_id(tmp_path: Path) -> None:

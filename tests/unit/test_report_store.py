@@ -176,3 +176,18 @@ def test_memory_peak_samples_come_from_telemetry_windows(tmp_path: Path) -> None
     assert peaks.unit == "MB" and len(peaks) == 12  # 60 s of 0.5 s samples in 5 s windows
     memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak_mb")
     assert memory.status == "regression" and memory.n_baseline == 12 and 10 < memory.effect_pct < 13
+
+
+def test_a_regression_says_since_when(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=5, devices=2, frames=3000, regressed_runs=3)
+    with open_store(path) as store:
+        published = publish_run(store, last, reports_dir=tmp_path)
+    p99 = next(v for d in published.report.data["devices"] for v in d["verdicts"]
+               if d["name"] == "orin-1" and v["metric"] == "latency_p99_ms")  # fmt: skip
+    assert p99["status"] == "regression"
+    assert p99["since"]["run_id"] == str(last - 2) and p99["since"]["runs"] == 3
+    assert not p99["since"]["from_window_start"]
+    page = published.page.read_text()
+    assert f"worse since run {last - 2} (3 runs" in page
+    assert "orin-1</a>: latency P99" in page and f"since run {last - 2}</li>" in page

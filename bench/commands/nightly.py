@@ -1,0 +1,148 @@
+"""`hilbench nightly`: the whole HIL regression run on a fleet (default: the bundled virtual fleet)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from bench.bundles import ROOT
+from bench.commands import add_fleet_options, selected_devices
+from bench.commands.replay import parse_speed
+from bench.console import emit_json, err, out
+from bench.errors import ConfigError
+from bench.flashing import ProgressFactory
+from bench.fleet import Device
+from bench.leases import LeaseSet
+from bench.nightly import NightlyOptions, NightlyResult, run_nightly
+from bench.nightly.run import STAGE_NAMES, NightlyProgress
+from bench.nightly.stages import StageResult
+from bench.replay.session import read_session
+from bench.results.store import DEFAULT_STORE, open_store
+
+DEFAULT_SESSIONS = ROOT / "fixtures" / "sessions"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `nightly` command."""
+    p = sub.add_parser("nightly", help="flash, replay, update, fault suite, report and verdict (exit 1 on regression)")
+    add_fleet_options(p)
+    p.add_argument("--sessions", metavar="DIR", help=f"session files (*.mcap) to replay (default: {DEFAULT_SESSIONS})")
+    p.add_argument("--session", action="append", default=[], metavar="FILE", help="replay only this session file")
+    p.add_argument("--baseline", default="nightly", metavar="NAME", help="baseline name prefix (one per session)")
+    p.add_argument(
+        "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
+    )
+    p.add_argument("--reports", default="reports", metavar="DIR", help="where reports and logs go")
+    p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
+    p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
+    p.set_defaults(func=cmd_nightly)
+
+
+def session_files(args: argparse.Namespace) -> list[Path]:
+    """The sessions to replay, each checked readable before any device is touched."""
+    if args.session:
+        files = [Path(f) for f in args.session]
+    else:
+        folder = Path(args.sessions) if args.sessions else DEFAULT_SESSIONS
+        if not folder.is_dir():
+            raise ConfigError(f"--sessions {folder}: not a folder")
+        files = sorted(folder.glob("*.mcap"))
+        if not files:
+            raise ConfigError(f"--sessions {folder}: no *.mcap session files", hint="make some: hilbench session synth")
+    for f in files:
+        read_session(f)  # a bad file is a ConfigError naming it
+    return files
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    """Run the nightly; print the summary (or JSON); exit 0 pass, 1 failure/regression, 3 nothing reachable."""
+    fleet, devices = selected_devices(args)
+    if not devices:
+        raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
+    sessions = session_files(args)
+    store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    opts = NightlyOptions(
+        fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
+        baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
+    )  # fmt: skip
+    with LeaseSet(holder="hilbench nightly") as leases:
+        for dev in devices:
+            leases.acquire(dev.name)
+        result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
+    summary = result.to_json()
+    (result.log_dir / "nightly.json").write_text(json.dumps(summary, indent=2, default=str))
+    store.close()
+    if args.json:
+        emit_json(summary)
+    else:
+        _print(result)
+    return int(result.exit_code)
+
+
+class _RichProgress(NightlyProgress):
+    """Stage lines on stderr, with a progress bar per device while flashing."""
+
+    def __init__(self) -> None:
+        columns = (TextColumn("  {task.fields[device]:<10}"), TextColumn("{task.description:<9}"), BarColumn(),
+                   TaskProgressColumn(), TimeElapsedColumn())  # fmt: skip
+        self.bars = Progress(*columns, console=err, transient=True)
+
+    def stage(self, name: str, devices: list[Device]) -> None:
+        err.print(f"[bold]stage {name}[/bold] on {', '.join(d.name for d in devices)}")
+        if name == "flash":
+            self.bars.start()
+
+    def done(self, result: StageResult) -> None:
+        self.bars.stop()
+        state = "[green]ok[/green]" if result.ok else "[red]FAILED[/red]"
+        err.print(
+            f"  {result.name}: {state} in {result.seconds:.1f} s" + (f" ({result.error})" if result.error else "")
+        )
+
+    def flash_bars(self) -> ProgressFactory:
+        def progress_for(device: Device):
+            task = self.bars.add_task("waiting", device=device.name, total=None)
+
+            def update(done: int, total: int, what: str) -> None:
+                self.bars.update(task, completed=done, total=total, description=what)
+
+            return update
+
+        return progress_for
+
+
+def _print(result: NightlyResult) -> None:
+    table = Table(title=f"nightly {result.started}")
+    table.add_column("stage")
+    devices = sorted({d for s in result.stages for d in s.devices})
+    for d in devices:
+        table.add_column(d, overflow="fold")
+    for stage in result.stages:
+        cells = []
+        for d in devices:
+            o = stage.devices.get(d)
+            if o is None:
+                cells.append("-")
+            else:
+                colour = "green" if o.ok else "red"
+                cells.append(f"[{colour}]{'ok' if o.ok else 'FAILED'}[/{colour}] {o.detail}")
+        table.add_row(stage.name, *cells)
+    out.print(table)
+    for run in result.runs:
+        verdict = (
+            f"[red]{len(run.regressions)} regression(s)[/red]" if run.regressions else "[green]no regression[/green]"
+        )
+        out.print(
+            f"session {run.session}: run {run.run_id}, {verdict}; report {run.page}"
+            + (f" ({run.note})" if run.note else "")
+        )
+        for v in run.regressions:
+            out.print(f"  {v.device} {v.title}: {v.reason}", highlight=False)
+    for name, why in result.dropped.items():
+        out.print(f"[yellow]{name}[/yellow] left the run at {why}", highlight=False)
+    out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}")

@@ -1,0 +1,216 @@
+"""The nightly's over-the-air stages: a model update on every device, then the fault suite (bad artefacts
+pushed through the same update path; each must be refused or rolled back with the running model kept).
+
+Models come from a store made for the run from the fixture models: version 1 is the bundled model (so a
+delta can be taken from it), version 2 its successor, and the fault fixtures follow as later versions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.agent.session import AgentSession
+from bench.bundles import MODELS_DIR
+from bench.devices import driver_for
+from bench.errors import BenchError
+from bench.fleet import Device
+from bench.measure.faults import fault_event
+from bench.nightly.stages import DeviceOutcome
+from bench.ota.rollout import DeviceUpdate, bind_address, device_base_url, server_host_for, update_device
+from bench.ota.server import UpdateServer
+from bench.ota.store import ModelStore
+from bench.ota.timing import timing_named
+from bench.results.ota_results import ota_record
+from bench.results.store import ResultStore
+from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
+
+FAMILY = "npc-policy"
+EXTENSIONS = {"tflite-int8": "tflite", "npcm-int8": "npcm"}
+FAULT_WAIT_S = 15.0  # a rollback comes within the 3 s probation; slow links and emulation get some slack
+
+
+@dataclass(frozen=True)
+class FaultCase:
+    """One bad artefact and the fault kinds that count as the agent handling it."""
+
+    name: str
+    fixture: str | None  # fixtures/models/<fixture>.<ext>; None: the good v2 with a forged signature
+    expect: frozenset[str]
+
+
+FAULT_CASES = (
+    FaultCase("forged-signature", None, frozenset({"signature"})),
+    FaultCase("crash", "npc-fault-crash-int8", frozenset({"rollback", "crash"})),
+    FaultCase(
+        "out-of-memory",
+        {"tflite-int8": "npc-fault-arena-int8", "npcm-int8": "npc-fault-oversize-int8"},
+        frozenset({"oom", "rollback"}),
+    ),
+    FaultCase("broken-weights", "npc-fault-broken-int8", frozenset({"parse", "oom"})),
+)
+
+
+def build_store(root: Path) -> tuple[ModelStore, dict[tuple[str, str], dict[str, Any]]]:
+    """A store with v1 (bundled), v2 and each fault fixture of the policy in every format; returns it and the
+    manifest of each (format, case): "v1", "v2", "forged-v1", "forged-v2" or a fault case name."""
+    store = ModelStore(root)
+    key = load_private_key(DEV_PRIVATE_KEY)
+    manifests: dict[tuple[str, str], dict[str, Any]] = {}
+    other_key = generate_key()
+    for fmt, ext in EXTENSIONS.items():
+        manifests[fmt, "v1"] = store.publish(MODELS_DIR / f"{FAMILY}-int8.{ext}", key, name=FAMILY, fmt=fmt).manifest
+        manifests[fmt, "v2"] = store.publish(MODELS_DIR / f"{FAMILY}-int8-v2.{ext}", key, name=FAMILY, fmt=fmt).manifest
+        for version in ("v1", "v2"):  # a good model signed by another key; sent as the one the device lacks
+            forged = {k: v for k, v in manifests[fmt, version].items() if k != "sig"}
+            manifests[fmt, f"forged-{version}"] = sign_manifest(forged, other_key)
+        for case in FAULT_CASES:
+            fixture = case.fixture.get(fmt) if isinstance(case.fixture, dict) else case.fixture
+            if fixture is not None and (MODELS_DIR / f"{fixture}.{ext}").is_file():
+                manifests[fmt, case.name] = store.publish(
+                    MODELS_DIR / f"{fixture}.{ext}", key, name=FAMILY, fmt=fmt
+                ).manifest
+    return store, manifests
+
+
+class _Agent:
+    """A device's driver and agent session, opened for one stage."""
+
+    def __init__(self, device: Device, log_dir: Path) -> None:
+        self.device = device
+        self.log_dir = log_dir
+        self.driver = driver_for(device, log_dir=log_dir)
+        self.session: AgentSession | None = None
+
+    async def __aenter__(self) -> _Agent:
+        try:
+            transport = await self.driver.open_agent()
+            log = self.log_dir / f"{self.device.name}.ota-agent.log"
+            self.session = await AgentSession.open(
+                transport, device=self.device.name, log_path=log, timeout=self.driver.reply_timeout_s
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self.driver.close_agent()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(Exception):
+            if self.session is not None:
+                await self.session.close()
+        with contextlib.suppress(Exception):
+            await self.driver.close_agent()
+
+    def base_url(self, port: int) -> str:
+        return device_base_url(port, server_host_for(self.device, self.driver))
+
+
+async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work) -> dict[str, DeviceOutcome]:
+    """Serve `store` and run `work(agent, port)` on every device at once."""
+    hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
+    async with UpdateServer(store, host=bind_address(hosts)) as server:
+
+        async def one(device: Device) -> tuple[str, DeviceOutcome]:
+            try:
+                async with _Agent(device, log_dir) as agent:
+                    return device.name, await work(agent, server.port)
+            except BenchError as exc:
+                return device.name, DeviceOutcome(False, f"cannot reach the agent: {exc}")
+
+        return dict(await asyncio.gather(*(one(d) for d in devices)))
+
+
+def _format(device: Device) -> str:
+    return str(device.settings.get("model_format", "tflite-int8"))
+
+
+async def update_stage(
+    devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
+) -> dict[str, DeviceOutcome]:
+    """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run."""
+    store, manifests = build_store(log_dir / "ota-store-update")
+
+    async def work(agent: _Agent, port: int) -> DeviceOutcome:
+        manifest = manifests.get((_format(agent.device), "v2"))
+        if manifest is None:
+            return DeviceOutcome(True, f"no {_format(agent.device)} model to update to", skipped=True)
+        timing = timing_named(str(agent.device.settings.get("ota_timing", "lan")))
+        update = await update_device(
+            agent.session, store, manifest, agent.base_url(port), timing=timing, want_delta=True
+        )
+        if run_id is not None:
+            results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
+        return DeviceOutcome(update.ok, _update_text(update), data=update.to_json())
+
+    return await _served(devices, log_dir, store, work)
+
+
+def _update_text(u: DeviceUpdate) -> str:
+    if not u.ok:
+        return u.detail + (" (previous model kept)" if u.kept_previous else " (model state unknown!)")
+    mode = "delta" if u.delta else "full"
+    return f"{u.target} {mode}: {u.bytes} B in {u.blocks} blocks, {u.transfer_ms:.0f} ms, switch {u.switch_ms:.1f} ms"
+
+
+async def fault_suite(
+    devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
+) -> dict[str, DeviceOutcome]:
+    """Push each bad artefact; a case passes when the agent reports an expected fault and still runs the model
+    it ran before. Faults are kept with the run."""
+    store, manifests = build_store(log_dir / "ota-store-faults")
+
+    async def work(agent: _Agent, port: int) -> DeviceOutcome:
+        session = agent.session
+        timing = timing_named(str(agent.device.settings.get("ota_timing", "lan")))
+        cases: dict[str, dict[str, Any]] = {}
+        events = []
+        fmt = _format(agent.device)
+        for case in FAULT_CASES:
+            before = (await session.hello()).get("model")
+            if case.fixture is None:
+                running_v2 = (before or {}).get("sha256") == manifests[fmt, "v2"]["sha256"]
+                manifest = manifests.get((fmt, "forged-v1" if running_v2 else "forged-v2"))
+            else:
+                manifest = manifests.get((fmt, case.name))
+            if manifest is None:
+                continue
+            update = await update_device(session, store, manifest, agent.base_url(port), timing=timing)
+            try:
+                fault = await session.next_fault(timeout=FAULT_WAIT_S)
+            except BenchError:
+                fault = None
+            after = (await session.hello()).get("model")
+            kept = (before or {}).get("sha256") == (after or {}).get("sha256")
+            if fault is not None:
+                events.append(fault_event(fault))
+            handled = fault is not None and fault.get("kind") in case.expect and kept
+            cases[case.name] = {
+                "ok": handled,
+                "fault": None
+                if fault is None
+                else {k: fault.get(k) for k in ("kind", "cause", "rollback_us", "detail")},
+                "kept_model": kept,
+                "update_detail": update.detail,
+            }
+        if run_id is not None and events:
+            results.add_faults(run_id, agent.device.name, events)
+        failed = [n for n, c in cases.items() if not c["ok"]]
+        detail = (
+            f"{len(cases)} fault case(s) handled, running model kept"
+            if not failed
+            else "not handled: " + ", ".join(f"{n} ({_why(cases[n])})" for n in failed)
+        )
+        return DeviceOutcome(not failed, detail, data={"cases": cases})
+
+    return await _served(devices, log_dir, store, work)
+
+
+def _why(case: dict[str, Any]) -> str:
+    if not case["kept_model"]:
+        return "running model lost"
+    if case["fault"] is None:
+        return "no fault reported"
+    return f"fault {case['fault']['kind']} not expected"

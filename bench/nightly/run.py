@@ -1,0 +1,177 @@
+"""Orchestration of the nightly run. Each stage runs on the devices still in the run; a device that fails
+a stage is recorded and left out of the later ones, and the run goes on with the others."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.bundles import ROOT
+from bench.errors import BenchError, ExitCode
+from bench.flashing import ProgressFactory, flash_devices
+from bench.fleet import Device, Fleet
+from bench.nightly.ota_stage import fault_suite, update_stage
+from bench.nightly.publish import PublishedRun, publish_runs
+from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.probe import probe_link
+from bench.replay.agents import driver_opener
+from bench.replay.service import replay_fleet
+from bench.results.store import ResultStore
+from bench.virtual import virtual_fleet
+
+STAGE_NAMES = ("check", "flash", "replay", "update", "faults")
+
+
+@dataclass
+class NightlyOptions:
+    """What to run the nightly on, and where its output goes."""
+
+    fleet: Fleet
+    devices: list[Device]
+    sessions: list[Path]
+    store: ResultStore
+    reports_dir: Path
+    baseline: str = "nightly"
+    speed: float | None = 1.0
+    skip: frozenset[str] = frozenset()
+
+
+@dataclass
+class NightlyResult:
+    """Everything the nightly did, for the summary and the exit code."""
+
+    started: str
+    log_dir: Path
+    stages: list[StageResult] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)  # device -> the stage that dropped it, and why
+    runs: list[PublishedRun] = field(default_factory=list)
+    replay_run_ids: dict[str, int] = field(default_factory=dict)  # session id -> run id
+
+    @property
+    def exit_code(self) -> ExitCode:
+        """3 when no device was reachable, 1 on any failure or regression, else 0."""
+        check = next((s for s in self.stages if s.name == "check"), None)
+        if check is not None and check.devices and not any(o.ok for o in check.devices.values()):
+            return ExitCode.UNREACHABLE
+        if any(not s.ok for s in self.stages) or any(r.regressions for r in self.runs):
+            return ExitCode.FAILED
+        return ExitCode.OK
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            "started": self.started,
+            "exit_code": int(self.exit_code),
+            "logs": str(self.log_dir),
+            "stages": [s.to_json() for s in self.stages],
+            "dropped": self.dropped,
+            "runs": [r.to_json() for r in self.runs],
+        }
+
+
+class NightlyProgress:
+    """How the nightly shows what it does (the CLI gives rich output; tests give nothing)."""
+
+    def stage(self, name: str, devices: list[Device]) -> None:
+        """A stage starts on `devices`."""
+
+    def done(self, result: StageResult) -> None:
+        """A stage ended."""
+
+    def flash_bars(self) -> ProgressFactory:
+        """Per-device progress callbacks for flashing."""
+        return lambda device: lambda done, total, what: None
+
+
+def git_rev() -> str | None:
+    """The bench checkout's commit, when it is a git checkout."""
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = None) -> NightlyResult:
+    """Run every stage not in `opts.skip`, store and publish; never raises for a device-side failure."""
+    show = progress or NightlyProgress()
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    result = NightlyResult(started=stamp, log_dir=opts.reports_dir / f"nightly-{stamp}")
+    result.log_dir.mkdir(parents=True, exist_ok=True)
+    stages: list[tuple[str, Callable[[list[Device]], Awaitable[dict[str, DeviceOutcome]]]]] = [
+        ("check", _check),
+        ("flash", lambda devs: _flash(devs, result.log_dir, show)),
+        ("replay", lambda devs: _replay(devs, opts, result)),
+        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
+        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
+    ]
+    async with virtual_fleet(opts.devices) as (devices, _running):
+        for name, stage in stages:
+            if name in opts.skip or not devices:
+                continue
+            show.stage(name, devices)
+            started = time.monotonic()
+            try:
+                outcomes = await stage(devices)
+                stage_result = StageResult(name, time.monotonic() - started, outcomes)
+            except BenchError as exc:
+                stage_result = StageResult(name, time.monotonic() - started, {}, error=str(exc))
+            result.stages.append(stage_result)
+            show.done(stage_result)
+            for dev_name, outcome in stage_result.devices.items():
+                if not outcome.ok:
+                    result.dropped.setdefault(dev_name, f"{name}: {outcome.detail}")
+            devices = [d for d in devices if d.name not in result.dropped]
+    result.runs = publish_runs(opts.store, result.replay_run_ids, opts.reports_dir, opts.baseline)
+    return result
+
+
+def _primary_run(result: NightlyResult) -> int | None:
+    """The run that OTA and fault results are kept with: the first session's replay run."""
+    return next(iter(result.replay_run_ids.values()), None)
+
+
+async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:
+    probes = await asyncio.gather(*(probe_link(d) for d in devices))
+    return {d.name: DeviceOutcome(p.reachable, p.detail) for d, p in zip(devices, probes, strict=True)}
+
+
+async def _flash(devices: list[Device], log_dir: Path, show: NightlyProgress) -> dict[str, DeviceOutcome]:
+    flashed = await flash_devices(devices, log_dir, show.flash_bars())
+    return {
+        f.name: DeviceOutcome(
+            f.ok,
+            f.reason or ("up to date" if f.up_to_date else "; ".join(f"{s.step}: {s.detail}" for s in f.steps)),
+            skipped=f.up_to_date,
+            data={"seconds": round(f.seconds, 2), "attempts": f.attempts},
+        )
+        for f in flashed
+    }
+
+
+async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
+    outcomes: dict[str, DeviceOutcome] = {}
+    for path in opts.sessions:
+        live = [d for d in devices if outcomes.get(d.name, DeviceOutcome(True)).ok]
+        if not live:
+            break
+        replay = await replay_fleet(
+            live, path, opts.store, driver_opener(result.log_dir), speed=opts.speed,
+            bench=str(opts.fleet.bench.get("name", "")), git_rev=git_rev(),
+        )  # fmt: skip
+        result.replay_run_ids[replay.session_id] = replay.run_id
+        for run in replay.devices:
+            prev = outcomes.get(run.device.name)
+            runs = [*(prev.data.get("runs", []) if prev else []), replay.run_id]
+            ok = run.status == "ok"
+            detail = f"{replay.session_id}: {run.status}" + (f" ({run.detail})" if run.detail else "")
+            outcomes[run.device.name] = DeviceOutcome(
+                ok, detail if not ok else f"{len(runs)} session(s)", data={"runs": runs}
+            )
+    return outcomes
