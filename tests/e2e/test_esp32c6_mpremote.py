@@ -1,4 +1,4 @@
-"""The real mpremote CLI against a virtual ESP32-C6 running MicroPython, over socket:// and rfc2217://."""
+"""The real mpremote CLI against a virtual ESP32-C6 running MicroPython, over socket://, rfc2217:// and a pty."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def board(tmp_path_factory: pytest.TempPathFactory):
         yield running
 
 
-@pytest.fixture(params=["socket", "rfc2217"])
+@pytest.fixture(params=["socket", "rfc2217", "pty"])
 def port(request: pytest.FixtureRequest, board: Board) -> str:
     return board.urls[request.param]
 
@@ -40,7 +40,7 @@ def test_exec_sees_board_identity_and_its_own_folder(port: str, board: Board) ->
 def test_fs_cp_ls_run_and_errors(port: str, board: Board, tmp_path: Path) -> None:
     script = tmp_path / "hello.py"
     script.write_text("print('hello from', 6 * 7)\n")
-    name = f"hello_{port.split(':')[0]}.py"
+    name = "hello_" + "".join(c if c.isalnum() else "_" for c in port.split(":")[0]) + ".py"
     cp = mpremote("connect", port, "fs", "cp", str(script), f":{name}")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert (board.fs_dir / name).read_bytes() == script.read_bytes()
