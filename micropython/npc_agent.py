@@ -235,6 +235,8 @@ class Agent:
         figures = {"delta_saved": 0}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
+        if msg.get("delta"):  # the model's size less what travelled (delta manifest and patch)
+            figures["delta_saved"] = max(0, int(manifest.get("size", 0)) - figures["bytes"])
         return self.switch_to(msg, "updated", path, manifest, figures)
 
     def fetch_delta(self, client, url, manifest, path):
