@@ -44,11 +44,12 @@ class DeviceUpdate:
     total_s: float = 0.0
     detail: str = ""
     notes: list[str] = field(default_factory=list)
+    checked: bool = False  # the agent answered a hello after the update attempt (so `running` is known)
 
     @property
     def kept_previous(self) -> bool:
-        """True when a failed update left the device on the model it ran before."""
-        return not self.ok and _same_model(self.previous, self.running)
+        """True when a failed update left the device on the model it ran before (checked through its hello)."""
+        return not self.ok and self.checked and _same_model(self.previous, self.running)
 
     def to_json(self) -> dict[str, Any]:
         """As JSON-ready data."""
@@ -146,6 +147,7 @@ async def update_device(
         result.detail = str(exc)
     try:
         result.running = (await session.hello()).get("model")
+        result.checked = True
     except BenchError as exc:
         result.notes.append(f"no hello after the update: {exc}")
     if result.ok and not _same_model(result.running, manifest):
