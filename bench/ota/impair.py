@@ -86,6 +86,7 @@ class _Side(asyncio.DatagramProtocol):
     def __init__(self, on_datagram: Any) -> None:
         self.on_datagram = on_datagram
         self.transport: asyncio.DatagramTransport | None = None
+        self.waiting: list[bytes] | None = []  # client datagrams that came before the upstream socket was ready
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -166,9 +167,19 @@ class ImpairmentProxy:
             task = loop.create_task(
                 loop.create_datagram_endpoint(lambda: side, local_addr=(self.listen_host, 0), remote_addr=self.upstream)
             )
-            task.add_done_callback(lambda _t: self._impair(data, "up", self._send_upstream(side)))
+            task.add_done_callback(lambda _t: self._upstream_ready(side))
+        if side.waiting is not None:
+            if len(side.waiting) >= MAX_PENDING:
+                self.stats.overflow += 1
+            else:
+                side.waiting.append(data)
             return
         self._impair(data, "up", self._send_upstream(side))
+
+    def _upstream_ready(self, side: _Side) -> None:
+        waiting, side.waiting = side.waiting or [], None
+        for data in waiting:
+            self._impair(data, "up", self._send_upstream(side))
 
     def _send_upstream(self, side: _Side) -> Any:
         return lambda d: side.transport.sendto(d) if side.transport and not side.transport.is_closing() else None
