@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiocoap
@@ -58,11 +58,6 @@ class ProxyStats:
     corrupted: int = 0
     cut_dropped: int = 0
     overflow: int = 0
-    blocks_down: dict[int, int] = field(default_factory=dict)  # server responses per Block2 number that got through
-
-    def to_json(self) -> dict[str, Any]:
-        """As JSON-ready data."""
-        return {k: v for k, v in self.__dict__.items() if k != "blocks_down"}
 
 
 def _require_loopback(host: str, what: str) -> None:
@@ -146,11 +141,6 @@ class ImpairmentProxy:
         """`coap://HOST:PORT` of the proxy."""
         return f"coap://{self.listen_host}:{self.port}"
 
-    @property
-    def is_cut(self) -> bool:
-        """True while the link is cut."""
-        return self._cut
-
     def restore(self) -> None:
         """End a cut: datagrams pass again (the cut does not happen a second time)."""
         self._cut = False
@@ -206,8 +196,6 @@ class ImpairmentProxy:
         if self._rng.random() < imp.loss:
             self.stats.dropped += 1
             return
-        if direction == "down" and (num := _block_number(data)) is not None:
-            self.stats.blocks_down[num] = self.stats.blocks_down.get(num, 0) + 1
         copies = 2 if self._rng.random() < imp.duplicate else 1
         self.stats.duplicated += copies - 1
         if direction not in self._held and self._rng.random() < imp.reorder:

@@ -15,7 +15,6 @@ Paths (under `coap://HOST:PORT/`):
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections import Counter
@@ -249,9 +248,3 @@ def _bound_port(ctx: aiocoap.Context) -> int:
         if transport is not None:
             return transport.get_extra_info("socket").getsockname()[1]
     raise ConfigError("update server: aiocoap bound no UDP transport")
-
-
-async def serve_forever(server: UpdateServer) -> None:
-    """Run until cancelled."""
-    async with server:
-        await asyncio.Event().wait()
