@@ -42,6 +42,8 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
         async with virtual_fleet(devices) as (resolved, _):
             flashed = await asyncio.gather(*(driver_for(d).flash() for d in resolved))
             assert all(s.ok for steps in flashed for s in steps), flashed
+            back = await update_devices(resolved, store, "npc-policy@1")  # agents start with what they ran last
+            assert all(r.ok for r in back), back
             return await update_devices(resolved, store, "npc-policy@2", want_delta=True)
 
     loop = LoopThread()
