@@ -75,7 +75,7 @@ def test_flash_of_an_unreachable_board_exits_3_naming_it(pi: RunningBoard, tmp_p
 
 
 def test_flash_of_a_pinned_board_deploys_then_finds_it_up_to_date(pi: RunningBoard, tmp_path: Path) -> None:
-    fleet = str(fleet_file(tmp_path, pi))
+    fleet = str(fleet_file(tmp_path, pi, agent_dir=f"agents/{tmp_path.name}"))  # a folder no other test used
     first = run("flash", "--fleet", fleet, "--logs", str(tmp_path / "logs1"), "--json")
     second = run("flash", "--fleet", fleet, "--logs", str(tmp_path / "logs2"), "--json")
     assert first.returncode == second.returncode == ExitCode.OK, first.stderr + second.stderr
