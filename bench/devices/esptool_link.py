@@ -87,12 +87,17 @@ def flash_image(
     connect_attempts: int = 3,
     expect_chip: str = "ESP32-C6",
 ) -> FlashOutcome:
-    """Write `image` at `offset` unless the board already holds it; verify; reset into it."""
+    """Write `image` at `offset` unless the board already holds it; verify; reset into it.
+
+    A port without modem lines (socket://) cannot pulse EN/IO9: the board must already be in download
+    mode (see `mpremote_deploy.request_bootloader`), and it leaves the loader by a software reboot."""
     _install_logger()
     _context.log = log_file
     esp: ESPLoader | None = None
+    modem_lines = has_modem_lines(url)
     try:
-        esp = detect_chip(url, ESPLoader.ESP_ROM_BAUD, "default-reset", False, connect_attempts)
+        connect_mode = "default-reset" if modem_lines else "no-reset"
+        esp = detect_chip(url, ESPLoader.ESP_ROM_BAUD, connect_mode, False, connect_attempts)
         chip = esp.CHIP_NAME
         if chip != expect_chip:
             raise WrongChip(f"the board is an {chip}, not an {expect_chip}")
@@ -103,7 +108,7 @@ def flash_image(
         esp.flash_spi_attach(0)
         want = hashlib.md5(image).hexdigest()
         if esp.flash_md5sum(offset, len(image)) == want:
-            esp.hard_reset()
+            _leave_loader(esp, modem_lines)
             return FlashOutcome(written=False, chip=chip, mac=mac)
         compressed = zlib.compress(image, 9)
         blocks = esp.flash_defl_begin(len(image), len(compressed), offset)
@@ -116,12 +121,26 @@ def flash_image(
         got = esp.flash_md5sum(offset, len(image))
         if got != want:
             raise VerifyError(f"verify failed: flash MD5 {got}, image MD5 {want}")
-        esp.hard_reset()
+        _leave_loader(esp, modem_lines)
         return FlashOutcome(written=True, chip=chip, mac=mac, bytes_sent=len(compressed))
     finally:
         if esp is not None:
             esp._port.close()
         _context.log = None
+
+
+def has_modem_lines(url: str) -> bool:
+    """False for links that carry no DTR/RTS (raw TCP): esptool cannot reset the chip through them."""
+    return not url.startswith("socket://")
+
+
+def _leave_loader(esp: ESPLoader, modem_lines: bool) -> None:
+    """Boot the firmware: RTS pulse on EN, or (no modem lines) the loader's own reboot (FLASH_END, reboot)."""
+    if modem_lines:
+        esp.hard_reset()
+    else:
+        esp.flash_begin(0, 0)
+        esp.flash_finish(reboot=True)
 
 
 class VerifyError(Exception):
