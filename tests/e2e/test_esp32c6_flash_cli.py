@@ -17,7 +17,7 @@ from bench.bundles import micropython_bundle
 from bench.devices.esp32c6 import Esp32c6Driver
 from bench.fleet import load_fleet
 from tests.conftest import hilbench
-from tests.esp32c6_support import FIRMWARE, REPO, esptool, mpremote, virtual_c6
+from tests.esp32c6_support import FIRMWARE, REPO, mpremote, preflash, virtual_c6
 
 pytestmark = pytest.mark.e2e
 
@@ -81,9 +81,7 @@ def test_hilbench_flash_over_a_link_without_modem_lines(tmp_path: Path) -> None:
 
     image = tmp_path / "other.bin"
     image.write_bytes(build(banner="MicroPython v1.29.0; ESP32C6 (second build)"))
-    with virtual_c6(tmp_path / "state", name="c6-sock") as board:
-        first = esptool("--port", board.urls["rfc2217"], "write-flash", "0x0", str(FIRMWARE))
-        assert first.returncode == 0, first.stdout + first.stderr
+    with virtual_c6(preflash(tmp_path / "state", FIRMWARE.read_bytes()), name="c6-sock") as board:
         assert board.wait_mode("app")["mode"] == "app"
         fleet = tmp_path / "fleet.toml"
         fleet.write_text(f'[[device]]\nname = "c6-sock"\nkind = "esp32c6"\nport = "{board.urls["socket"]}"\n')
