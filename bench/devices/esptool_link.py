@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
+import serial
+import serial.rfc2217
 from esptool.cmds import detect_chip
 from esptool.loader import ESPLoader
 from esptool.logger import TemplateLogger, log
@@ -63,6 +65,39 @@ def _install_logger() -> None:
             _installed = True
 
 
+class Rfc2217Port(serial.rfc2217.Serial):
+    """pyserial's RFC 2217 client, renegotiating only what the server cares about.
+
+    The stock client renegotiates baud, data bits, parity and stop bits, and waits at least 0.1 s for
+    the server's acknowledgements, every time the *local* read timeout changes; esptool changes it on
+    every command. Here a settings change is negotiated as before, a timeout change costs nothing."""
+
+    _negotiated: tuple | None = None
+
+    def _reconfigure_port(self) -> None:
+        if self._write_timeout is not None:  # as the stock client: callers (esptool) fall back to None
+            raise NotImplementedError("write_timeout is currently not supported")
+        wanted = (self._baudrate, self._bytesize, self._parity, self._stopbits, self._rtscts, self._xonxoff)
+        if wanted != self._negotiated:
+            super()._reconfigure_port()
+            self._negotiated = wanted
+
+    def close(self) -> None:
+        self._negotiated = None
+        super().close()
+
+
+def open_port(url: str) -> serial.SerialBase:
+    """Open `url` for esptool (exclusively), RFC 2217 through `Rfc2217Port`."""
+    if url.startswith("rfc2217://"):
+        port = Rfc2217Port(None, exclusive=True)
+        port.port = url
+    else:
+        port = serial.serial_for_url(url, exclusive=True, do_not_open=True)
+    port.open()
+    return port
+
+
 @dataclass
 class FlashOutcome:
     """What happened on the board."""
@@ -97,7 +132,12 @@ def flash_image(
     modem_lines = has_modem_lines(url)
     try:
         connect_mode = "default-reset" if modem_lines else "no-reset"
-        esp = detect_chip(url, ESPLoader.ESP_ROM_BAUD, connect_mode, False, connect_attempts)
+        port = open_port(url)
+        try:
+            esp = detect_chip(port, ESPLoader.ESP_ROM_BAUD, connect_mode, False, connect_attempts)
+        except BaseException:
+            port.close()
+            raise
         chip = esp.CHIP_NAME
         if chip != expect_chip:
             raise WrongChip(f"the board is an {chip}, not an {expect_chip}")
