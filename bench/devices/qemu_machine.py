@@ -197,7 +197,10 @@ class QemuMachine:
                 raise GuestFault(fault or f"{self.name}: QEMU stopped ({self.exit_text()}) before {event!r}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise GuestFault(f"{self.name}: no {event!r} from the guest within {timeout:g} s (see {self.log_path})")
+                seen = f"; the guest reported: {'; '.join(self.status.errors)}" if self.status.errors else ""
+                raise GuestFault(
+                    f"{self.name}: no {event!r} from the guest within {timeout:g} s{seen} (see {self.log_path})"
+                )
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
