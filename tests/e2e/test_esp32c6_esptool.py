@@ -79,6 +79,7 @@ def test_flash_over_rfc2217_resets_into_micropython(board: Board) -> None:
     write = esptool("--port", port, "write-flash", "0x0", str(FIRMWARE))
     assert write.returncode == 0, write.stdout + write.stderr
     assert "Hash of data verified" in write.stdout
+    assert "Chip type:          ESP32-C6" in write.stdout and f"BASE MAC:           {MAC}" in write.stdout
     assert board.wait_mode("app")["mode"] == "app"
     ran = mpremote("connect", port, "exec", "import machine; print(machine.unique_id().hex())")
     assert ran.returncode == 0, ran.stdout + ran.stderr
