@@ -163,7 +163,9 @@ class SerialTransport:
         """Open the port (in a thread: rfc2217 negotiation blocks), or raise DeviceUnreachable."""
 
         def _open() -> serial.SerialBase:
-            return serial.serial_for_url(url, baudrate=baud, timeout=0.05, write_timeout=5)
+            # pyserial's RFC 2217 client has no write timeout (it raises NotImplementedError)
+            write_timeout = None if url.startswith("rfc2217://") else 5
+            return serial.serial_for_url(url, baudrate=baud, timeout=0.05, write_timeout=write_timeout)
 
         try:
             port = await asyncio.to_thread(_open)

@@ -65,6 +65,7 @@ class Esp32c6Driver(Driver):
 
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)
+        self.firmware_configured = bool(firmware or self.device.settings.get("firmware"))
         self.firmware = Path(firmware) if firmware else self._fleet_firmware()
         self._agent: SerialTransport | None = None
 
@@ -91,6 +92,12 @@ class Esp32c6Driver(Driver):
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Firmware (skipped when up to date), then the agent bundle; both verified on the board."""
+        if not self.firmware_configured and not self.device.virtual:
+            raise ConfigError(
+                f"device {self.device.name!r}: no firmware configured for a real board "
+                f"(the default {DEFAULT_FIRMWARE.name} only boots on virtual boards)",
+                hint="set `firmware` in the fleet file or pass --firmware (see firmware/esp32c6/README.md)",
+            )
         image = check_firmware(self.firmware)  # before touching the board
         bundle_dir = Path(tempfile.mkdtemp(prefix=f"npc-bundle-{self.device.name}-"))
         files = micropython_bundle(self.device, bundle_dir)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.devices.esptool_link import open_port
 from bench.esp_image import parse_image
 from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
 
@@ -78,6 +79,7 @@ def test_flash_over_rfc2217_resets_into_micropython(board: Board) -> None:
     write = esptool("--port", port, "write-flash", "0x0", str(FIRMWARE))
     assert write.returncode == 0, write.stdout + write.stderr
     assert "Hash of data verified" in write.stdout
+    assert "Chip type:          ESP32-C6" in write.stdout and f"BASE MAC:           {MAC}" in write.stdout
     assert board.wait_mode("app")["mode"] == "app"
     ran = mpremote("connect", port, "exec", "import machine; print(machine.unique_id().hex())")
     assert ran.returncode == 0, ran.stdout + ran.stderr
@@ -103,3 +105,20 @@ def test_erase_flash_wipes_filesystem_and_boot_loops(board: Board, tmp_path: Pat
     assert back.read_bytes() == b"\xff" * 4096
     board.control("boot")
     assert board.wait_mode("boot-loop")["mode"] == "boot-loop"
+
+
+def test_bench_rfc2217_port_negotiates_settings_not_timeouts(board: Board) -> None:
+    """esptool changes the read timeout on every command; only real settings changes go to the server
+    (pyserial's stock client renegotiates everything on each change, ~0.2 s a command)."""
+    port = open_port(board.urls["rfc2217"])
+    sent: list[bytes] = []
+    raw_write = port._internal_raw_write
+    port._internal_raw_write = lambda data: (sent.append(bytes(data)), raw_write(data))[1]
+    try:
+        for timeout in (0.1, 3.0, 0.5):
+            port.timeout = timeout
+        assert sent == []
+        port.baudrate = 460800
+        assert sent  # the baud rate is negotiated with the server
+    finally:
+        port.close()

@@ -29,7 +29,7 @@ def fleet_file(path: Path, boards: list[Board]) -> Path:
             'kind = "esp32c6"',
             f'port = "{board.urls["rfc2217"]}"',
         ]
-        lines += [f'mac = "{board.device.extra["mac"]}"', ""]
+        lines += [f'mac = "{board.device.extra["mac"]}"', 'firmware = "firmware/esp32c6/virtual-micropython.bin"', ""]
     path.write_text("\n".join(lines))
     return path
 
@@ -70,10 +70,11 @@ def test_wrong_chip_image_is_refused_before_touching_the_board(tmp_path: Path) -
 
 def test_blank_flash_boot_loops_until_flashed(tmp_path: Path) -> None:
     with virtual_c6(tmp_path / "state", name="c6-blank") as board:
-        time.sleep(2.3)
-        status = board.control("status")
-        assert status["mode"] == "boot-loop"
-        assert board.control("log")["log"].count("invalid header: 0xffffffff") >= 2
+        assert board.wait_mode("boot-loop")["mode"] == "boot-loop"
+        deadline = time.monotonic() + 10
+        while board.control("log")["log"].count("invalid header: 0xffffffff") < 2:  # it loops, once a second
+            assert time.monotonic() < deadline, board.control("log")["log"]
+            time.sleep(0.2)
         assert b"raw REPL" not in ask_for_raw_repl(board.urls["socket"])  # no MicroPython without firmware
         code, result = finish(hilbench_flash(fleet_file(tmp_path / "fleet.toml", [board]), tmp_path / "logs"))
         assert code == 0, result

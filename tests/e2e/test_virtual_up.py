@@ -38,3 +38,26 @@ def test_virtual_up_serves_until_interrupted(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_agent_transport_opens_an_rfc2217_board(tmp_path: Path) -> None:
+    """bench.agent.transport.open_transport on an rfc2217:// URL (pyserial has no write timeout there)."""
+    import asyncio
+
+    from bench.agent.transport import open_transport
+    from tests.esp32c6_support import FIRMWARE, preflash, virtual_c6
+
+    with virtual_c6(preflash(tmp_path, FIRMWARE.read_bytes()), name="c6-tr") as board:
+        board.wait_mode("app")
+
+        async def talk() -> bytes:
+            transport = await open_transport(board.urls["rfc2217"])
+            try:
+                await transport.send(b"\r\x03\r\x02")  # back to the friendly REPL: it prints its banner
+                while b"MicroPython" not in (line := await asyncio.wait_for(transport.readline(), 10)):
+                    pass
+                return line
+            finally:
+                await transport.close()
+
+        assert b"ESP32C6" in asyncio.run(talk())

@@ -63,3 +63,13 @@ def test_flash_cli_rejects_a_missing_firmware_file_with_exit_2() -> None:
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert "--firmware /nonexistent/fw.bin: no such file" in done.stderr
+
+
+def test_a_real_board_without_configured_firmware_is_refused(tmp_path: Path) -> None:
+    from bench.devices.esp32c6 import Esp32c6Driver
+    from bench.fleet import SerialLink
+    from bench.kinds import KINDS
+
+    real = Device("bench-c6", "esp32c6", SerialLink("/dev/ttyACM0", 921600), settings=dict(KINDS["esp32c6"].defaults))
+    with pytest.raises(ConfigError, match="no firmware configured for a real board"):
+        asyncio.run(Esp32c6Driver(real).flash())

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.mpy.board import ESP32C6_HEAP
+
 MPY_DIR = Path(__file__).resolve().parent / "mpy"
 INTERRUPT_GRACE_S = 2.0  # a VM that ignores Ctrl-C this long is restarted
 
@@ -75,6 +77,8 @@ class MicroPythonVM:
             sys.executable,
             "-m",
             "micropython_unix",
+            "-X",
+            f"heapsize={ESP32C6_HEAP}",  # the heap MicroPython has on the chip, not the host's
             str(MPY_DIR / "vm_main.py"),
             str(self.root),
             str(code_r),
