@@ -12,6 +12,8 @@ from rich.table import Table
 from bench.commands import add_fleet_options, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
+from bench.fleet import Fleet
+from bench.lab.acquire import lab_devices
 from bench.leases import LeaseSet
 from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
@@ -79,7 +81,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with LeaseSet(holder="hilbench replay") as leases:
         for dev in devices:
             leases.acquire(dev.name)
-        result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
+        result = asyncio.run(_run(args, fleet, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
     store.close()
     if args.json:
         emit_json(result_json(result, store.path))
@@ -92,14 +94,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-async def _run(args, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
+async def _run(args, fleet: Fleet, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
     live = None if args.json else Live(console=err, refresh_per_second=4, transient=True)
 
     def progress(run: ReplayRun) -> None:
         if live is not None:
             live.update(progress_table(run))
 
-    async with virtual_fleet(devices) as (resolved, _running):
+    async with lab_devices(fleet, devices) as held, virtual_fleet(held.devices) as (resolved, _running):
         if live is not None:
             live.start()
         try:
