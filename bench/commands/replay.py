@@ -76,7 +76,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     location = args.results or fleet.bench.get("results") or DEFAULT_STORE
     store = open_store(location)
-    logs = args.logs or Path(store.path).parent / "logs"
+    logs = args.logs or (store.local_dir or Path("reports")) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with LeaseSet(holder="hilbench replay") as leases:
         for dev in devices:
