@@ -20,6 +20,13 @@ from bench.errors import BenchError, DeviceUnreachable, ExitCode
 
 POLL_S = 0.25  # retry interval for a busy place or a pending reservation
 CONNECT_TIMEOUT_S = 10.0
+_CHANNEL_OPTIONS = [
+    ("grpc.keepalive_time_ms", 7500),  # labgrid's client keepalive settings
+    ("grpc.keepalive_timeout_ms", 10000),
+    ("grpc.http2.ping_timeout_ms", 10000),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.use_local_subchannel_pool", 1),  # a connection per session
+]
 _RESERVATION_INVALID = 4  # labgrid.remote.common.ReservationState.invalid: no place could ever match
 
 
@@ -58,12 +65,21 @@ class PlaceInfo:
 
 
 def _session_class():
+    import grpc
     from labgrid.remote.client import ClientSession
+    from labgrid.remote.generated import labgrid_coordinator_pb2_grpc
 
     class _Session(ClientSession):
-        """labgrid's client session with the run owner identity given per job, not per process env."""
+        """labgrid's client session with the run owner identity given per job, not per process env, and
+        a connection of its own: the coordinator tells clients apart by peer address, and gRPC would
+        otherwise share one connection between two sessions of a process (two owners would clash)."""
 
         identity: tuple[str, str] = ("", "")
+
+        def __attrs_post_init__(self) -> None:
+            super().__attrs_post_init__()  # its channel is never used (a channel connects on first call)
+            self.channel = grpc.aio.insecure_channel(target=self.address, options=_CHANNEL_OPTIONS)
+            self.stub = labgrid_coordinator_pb2_grpc.CoordinatorStub(self.channel)
 
         def gethostname(self) -> str:
             return self.identity[0]
