@@ -163,6 +163,18 @@ async def _holding(lab: Lab, *places: str, owner: tuple[str, str] = ("other-host
                 await other.release(place)
 
 
+async def _first_holder(lab: Lab, place: str, timeout_s: float) -> str | None:
+    """Who holds `place` as soon as someone does (None if nobody does within `timeout_s`)."""
+    async with LabClient(f"127.0.0.1:{lab.port}", "observer", "ci") as client:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            await client.refresh()
+            if holder := client.places()[place].acquired:
+                return holder
+            await asyncio.sleep(0.05)
+    return None
+
+
 def test_sync_is_idempotent_and_places_carry_the_fleet(lab: Lab) -> None:
     again = lab.run("lab", "sync", "--json")
     assert again.returncode == 0 and json.loads(again.stdout)["changed"] == []
@@ -281,11 +293,7 @@ def test_a_job_killed_with_sigkill_leaves_a_place_the_janitor_frees(lab: Lab, tm
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=lab.env(),
     )  # fmt: skip
     try:
-        for _ in range(200):
-            holder = lab.places()["ci-c6-b"]["acquired"]
-            if holder:
-                break
-            time.sleep(0.1)
+        holder = asyncio.run(_first_holder(lab, "ci-c6-b", timeout_s=60))
         assert holder and re.fullmatch(rf"{re.escape(socket.gethostname())}/hb\.[^.]+\.{job.pid}\.\d+", holder)
         os.kill(job.pid, signal.SIGKILL)
         job.wait(timeout=10)
