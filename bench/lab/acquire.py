@@ -39,6 +39,19 @@ class LabHold:
     places: dict[str, str]  # device name -> place
     devices: list[Device]
     times: LabTimes
+    client: LabClient | None = None
+    timeout_s: float = 60.0
+
+    async def relink(self, devices: list[Device]) -> list[Device]:
+        """`devices` with the links of their held places read again (an exporter that restarted meanwhile
+        publishes a new port; waits up to the acquire timeout while it is away). Others are kept as they are."""
+        if self.client is None:
+            return list(devices)
+        deadline = time.monotonic() + self.timeout_s
+        return [
+            d.with_link(await _link(self.client, d, self.places[d.name], deadline)) if d.name in self.places else d
+            for d in devices
+        ]
 
 
 @contextlib.asynccontextmanager
@@ -49,7 +62,8 @@ async def lab_devices(fleet: Fleet, devices: list[Device], *, timeout_s: float |
         yield LabHold(owner="", places={}, devices=list(devices), times=LabTimes())
         return
     host, user = job_identity()
-    deadline = time.monotonic() + (timeout_s if timeout_s is not None else float(fleet.lab["acquire_timeout_s"]))
+    timeout_s = timeout_s if timeout_s is not None else float(fleet.lab["acquire_timeout_s"])
+    deadline = time.monotonic() + timeout_s
     times = LabTimes()
     held: dict[str, str] = {}
     tokens: list[str] = []
@@ -67,7 +81,9 @@ async def lab_devices(fleet: Fleet, devices: list[Device], *, timeout_s: float |
                 held[dev.name] = place
                 times.acquire_s[dev.name] = time.perf_counter() - t0
                 resolved[dev.name] = dev.with_link(await _link(client, dev, place, deadline))
-            yield LabHold(client.owner, dict(held), [resolved.get(d.name, d) for d in devices], times)
+            yield LabHold(
+                client.owner, dict(held), [resolved.get(d.name, d) for d in devices], times, client, timeout_s
+            )
         finally:
             for name, place in held.items():
                 t0 = time.perf_counter()

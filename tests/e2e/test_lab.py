@@ -269,6 +269,19 @@ def test_a_busy_place_is_waited_for_until_the_deadline_then_named(lab: Lab, tmp_
 
 
 def test_an_exporter_restarting_mid_run_is_reacquired_on_its_new_port(lab: Lab, tmp_path: Path) -> None:
+    fleet = load_fleet(lab.fleet)
+
+    async def held_across_a_restart() -> None:  # a nightly holds its places over all stages
+        async with lab_devices(fleet, [fleet.get("c6-a")]) as held:
+            before = held.devices[0].link.url
+            await asyncio.to_thread(lab.stop, "bench-a")
+            after = (await asyncio.to_thread(lab.serve, "bench-a"))["c6-a"]
+            (dev,) = await held.relink(held.devices)
+            assert dev.link.url == f"{after}?ign_set_control" != before
+            assert lab.places()["ci-c6-a"]["acquired"] == held.owner  # held all along
+
+    asyncio.run(held_across_a_restart())
+
     old = lab.urls["c6-a"]
     lab.stop("bench-a")  # the bench host goes away; a job starts meanwhile and waits for the board
     job = subprocess.Popen(

@@ -163,3 +163,11 @@ def test_postgres_translation_of_the_store_sql() -> None:
         "INSERT INTO meta (key) VALUES (%s) ON CONFLICT DO NOTHING"
     )
     assert conn.translate("SELECT 1 WHERE name LIKE '5%' AND id = ?") == "SELECT 1 WHERE name LIKE '5%%' AND id = %s"
+
+
+def test_the_serial_module_is_plain_pyserial() -> None:
+    """labgrid's pyserial-labgrid and esptool's pyserial both install `serial`; the bench chose pyserial 3.5
+    (docs/lab.md): install with `pip install --force-reinstall --no-deps pyserial==3.5` last."""
+    import serial
+
+    assert serial.__version__ == "3.5"
