@@ -93,7 +93,7 @@ def micropython_bundle(
 ) -> list[tuple[Path, str]]:
     """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
     top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
-    .npcm in `models/`, and `models/current.json` (path + signed manifest) so the agent boots with it.
+    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
     Generated files are written to `out_dir`."""
     from bench.models import FORMAT_EXT, kind_model
     from bench.mpy.board import agent_files, trusted_key_hex
@@ -110,13 +110,13 @@ def micropython_bundle(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    current = out_dir / "current.json"
-    current.write_text(json.dumps({"path": f"models/{model.name}", "manifest": manifest}) + "\n")
+    deployed = out_dir / "deployed.json"
+    deployed.write_text(json.dumps({"path": f"models/{model.name}", "manifest": manifest}) + "\n")
     trust = out_dir / "trust.key"
     trust.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
     config = out_dir / "agent.json"
     config.write_text(json.dumps({"mem_limit": int(device.settings.get("memory_limit_kb", 0)) * 1024}) + "\n")
     files = [(src, src.name) for src in agent_files()]
-    files += [(model, f"models/{model.name}"), (current, "models/current.json"), (trust, "trust.key")]
+    files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust, "trust.key")]
     files.append((config, "agent.json"))
     return files

@@ -70,7 +70,9 @@ def public_key_raw(key: ec.EllipticCurvePublicKey) -> bytes:
 
 def sign_manifest(manifest: dict[str, Any], key: ec.EllipticCurvePrivateKey) -> dict[str, Any]:
     """A copy of `manifest` with `sig`: base64 DER ECDSA-P256/SHA-256 over its canonical bytes."""
-    sig = key.sign(canonical_bytes(manifest), ec.ECDSA(hashes.SHA256()))
+    # RFC 6979 deterministic nonces: the same manifest always gets the same signature, so a regenerated
+    # bundle is byte-identical and deploys can skip files that are already on the device.
+    sig = key.sign(canonical_bytes(manifest), ec.ECDSA(hashes.SHA256(), deterministic_signing=True))
     return {**manifest, "sig": base64.b64encode(sig).decode("ascii")}
 
 

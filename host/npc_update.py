@@ -89,14 +89,21 @@ class _BlockLost(Exception):
 
 
 async def _get_block(
-    ctx: aiocoap.Context, url: str, num: int, timing: Timing, stats: FetchStats, rng: random.Random, remote: Any
+    ctx: aiocoap.Context,
+    url: str,
+    num: int,
+    szx: int,
+    timing: Timing,
+    stats: FetchStats,
+    rng: random.Random,
+    remote: Any,
 ) -> aiocoap.Message:
     wait = rng.uniform(timing.ack_timeout, timing.ack_timeout * timing.ack_random_factor)
     for attempt in range(timing.max_retransmit + 1):
         if attempt:
             stats.retransmits += 1
         request = aiocoap.Message(code=Code.GET, uri=url, transport_tuning=_OneShot(wait))
-        request.opt.block2 = BlockOption.BlockwiseTuple(num, False, BLOCK_SZX)
+        request.opt.block2 = BlockOption.BlockwiseTuple(num, False, szx)
         if remote is not None:
             request.remote = remote  # the address resolved for block 0: no name lookup per block
         try:
@@ -114,7 +121,8 @@ async def fetch(
     Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume)."""
     meta_path = part.with_name(part.name + ".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
-    size = 1 << (BLOCK_SZX + 4)
+    szx = BLOCK_SZX
+    size = 1 << (szx + 4)
     num = part.stat().st_size // size if meta.get("etag") else 0  # the part is named by content: any URL may resume
     stats.resumed_from = num
     started = time.monotonic()
@@ -123,7 +131,7 @@ async def fetch(
         f.truncate(num * size)
         while True:
             try:
-                response = await _get_block(ctx, url, num, timing, stats, rng, remote)
+                response = await _get_block(ctx, url, num, szx, timing, stats, rng, remote)
             except _BlockLost as exc:
                 stats.transfer_s += time.monotonic() - started
                 raise UpdateFailed("transfer", f"{url}: {exc}; {num} blocks kept for resume", stats) from None
@@ -141,6 +149,8 @@ async def fetch(
                 meta = {"etag": etag}
                 meta_path.write_text(json.dumps(meta))
             block = response.opt.block2
+            if block is not None and block.size_exponent < szx and block.start == num * size:
+                szx, size, num = block.size_exponent, block.size, block.block_number  # the server's smaller blocks
             if block is not None and block.block_number != num:
                 raise UpdateFailed("transfer", f"{url}: asked for block {num}, got {block.block_number}", stats)
             f.seek(num * size)

@@ -6,7 +6,9 @@ The board folder holds this module, npcnn, npcnn_viper, npcmodels, npcsig, p256,
 shared wire, npcsched and npcfeat; `models/` with .npcm files; `trust.key` (128 hex chars, X||Y).
 One single-threaded loop: it waits on stdin with select.poll until the next VSync or due inference,
 answers requests as they arrive, and runs the VSync-aligned scheduler on the unwrapped ticks_us clock.
-`models/current.json` remembers the last verified model so a reboot starts with it.
+`models/deployed.json` (written by the bench's bundle) names the model the board was deployed with;
+`models/current.json` remembers the model the agent last switched to (or rolled back to), so a reboot
+starts with it, under probation on top of the deployed one.
 """
 
 import gc
@@ -20,6 +22,7 @@ except ImportError:  # pragma: no cover - every port used here has select
     import uselect as select
 
 import npcfeat
+import npcnn
 import npcsched
 import wire
 from npcclock import Clock
@@ -30,6 +33,7 @@ VERSION = "0.1.0"
 SPIN_US = 1500  # wait on stdin until this close to a deadline, then spin
 IDLE_MS = 1000  # longest wait on stdin (keeps the unwrapped clock fed)
 CURRENT = "models/current.json"
+DEPLOYED = "models/deployed.json"
 
 
 def _mem_alloc():
@@ -101,7 +105,8 @@ class Agent:
     def __init__(self, link, key, key_error=None, mem_limit=0):
         self.link = link
         self.clock = Clock()
-        self.models = Models(key, self.clock, self.send, mem_limit)
+        self.models = Models(key, self.clock, self.send, mem_limit, self.remember)
+        self.warm_up_pending = False
         self.key_error = key_error
         self.features = npcfeat.Features()
         self.loop = None
@@ -142,7 +147,7 @@ class Agent:
             "agent": AGENT,
             "version": VERSION,
             "platform": "micropython-" + sys.platform,
-            "runtime": "%s %s npcnn" % (impl.name, ".".join(str(v) for v in impl.version[:3])),
+            "runtime": "%s %s npcnn %s" % (impl.name, ".".join(str(v) for v in impl.version[:3]), npcnn.KERNEL),
             "verifier": "p256.py",
             "model": cur.info if cur else None,
             "caps": ["npcm", "int8", "update-coap", "delta-bsdiff-zlib", "rollback", "stats", "infer"],
@@ -235,6 +240,8 @@ class Agent:
         figures = {"delta_saved": 0}
         for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
             figures[k] = fetched.get(k, 0)
+        if msg.get("delta"):  # the model's size less what travelled (delta manifest and patch)
+            figures["delta_saved"] = max(0, int(manifest.get("size", 0)) - figures["bytes"])
         return self.switch_to(msg, "updated", path, manifest, figures)
 
     def fetch_delta(self, client, url, manifest, path):
@@ -275,7 +282,6 @@ class Agent:
         verify_us = self.clock.now() - t0
         self.note_memory()
         switch_us = self.models.switch(model)
-        self.remember(model)
         fields = {"model": model.info, "verify_us": verify_us, "switch_us": switch_us}
         fields.update(figures)
         self.send(wire.reply(msg, reply_type, fields))
@@ -454,6 +460,9 @@ class Agent:
         self.send(self.hello_msg())
         if self.key_error:
             self.send({"t": "log", "level": "error", "msg": self.key_error})
+        if self.warm_up_pending:  # a remembered model on probation since boot: its first inference, after the hello
+            self.warm_up_pending = False
+            self.warm_up()
         while self.running or self.loop is not None:
             event = self.loop.next_event() if self.loop is not None else None
             if self.loop is not None and event is None:
@@ -482,21 +491,42 @@ class Agent:
                 self.loop.sched.pending = []
 
 
-def boot_model(agent):
-    """Load the model remembered in models/current.json (verified again); a console note either way."""
+def read_record(path):
+    """A {"path", "manifest"} record, or None when the file is missing or unreadable."""
     try:
-        with open(CURRENT) as f:
-            saved = json.load(f)
+        with open(path) as f:
+            record = json.load(f)
     except (OSError, ValueError):
         return None
-    try:
-        agent.models.switch(agent.models.check_and_parse(saved["path"], saved["manifest"]))
-        agent.models.prev = None
-        return "model %s v%s loaded" % (saved["manifest"].get("name"), saved["manifest"].get("version"))
-    except Refused as exc:
-        return "saved model refused (%s): %s" % (exc.kind, exc.detail)
-    except (KeyError, TypeError) as exc:
-        return "saved model record unusable: %s" % exc
+    return record if isinstance(record, dict) else None
+
+
+def boot_models(agent):
+    """Start with the deployed model, then switch to the remembered one (verified again, on probation);
+    returns console notes."""
+    notes = []
+    models = agent.models
+    for label, record in (("deployed", read_record(DEPLOYED)), ("remembered", read_record(CURRENT))):
+        if record is None:
+            continue
+        try:
+            manifest = record["manifest"]
+            if models.current is not None and manifest.get("sha256") == models.current.manifest.get("sha256"):
+                continue  # the remembered model is the deployed one
+            model = models.check_and_parse(agent.resolve(record["path"]), manifest)
+        except Refused as exc:
+            notes.append("%s model refused (%s): %s" % (label, exc.kind, exc.detail))
+            continue
+        except (KeyError, TypeError, AttributeError) as exc:
+            notes.append("%s model record unusable: %s" % (label, exc))
+            continue
+        models.switch(model)
+        if label == "deployed":
+            models.prev = None  # nothing to roll back to
+        else:
+            agent.warm_up_pending = True
+        notes.append("%s model %s v%s loaded" % (label, manifest.get("name"), manifest.get("version")))
+    return notes
 
 
 def load_config(path):
@@ -521,8 +551,7 @@ def run(trust_path="trust.key", config_path="agent.json"):
         key_error = "no usable trusted key %s: %s (every load will be refused)" % (trust_path, exc)
     config = load_config(config_path)
     agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)))
-    note = boot_model(agent)
-    if note:
+    for note in boot_models(agent):
         agent.link.write(("%s: %s\n" % (AGENT, note)).encode())
     gc.collect()
     agent.serve()

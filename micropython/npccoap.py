@@ -188,12 +188,12 @@ class Client:
             self.sock.close()
             self.sock = None
 
-    def _exchange(self, addr, path, num, stats):
-        """Send the GET for block `num` (retransmitting) and return the parsed response."""
+    def _exchange(self, addr, path, num, szx, stats):
+        """Send the GET for block `num` of size 2**(szx+4) (retransmitting) and return the parsed response."""
         t = self.timing
         self.mid = (self.mid + 1) & 0xFFFF
         token = os.urandom(4)
-        request = build_get(self.mid, token, path, num, self.szx)
+        request = build_get(self.mid, token, path, num, szx)
         wait = t.ack_timeout_ms * (1 + (t.ack_random_factor - 1) * random.getrandbits(10) / 1023)
         separate = False
         for attempt in range(t.max_retransmit + 1):
@@ -262,14 +262,15 @@ class Client:
         return stats
 
     def _transfer(self, url, addr, segments, part, stats, on_block):
-        size = 1 << (self.szx + 4)
+        szx = self.szx
+        size = 1 << (szx + 4)
         etag = _read_text(part + ".etag")
         have = _file_size(part)
         num = have // size if etag and have > 0 else 0
         stats["resumed_from"] = num
         with open(part, "r+b" if num else "wb") as f:
             while True:
-                code, opts, payload = self._exchange(addr, segments, num, stats)
+                code, opts, payload = self._exchange(addr, segments, num, szx, stats)
                 if code != CONTENT:
                     raise FetchError("transfer", f"{url}: server answered {code >> 5}.{code & 31:02d}")
                 tag = binascii.hexlify(opts.get(OPT_ETAG, b"")).decode()
@@ -280,6 +281,10 @@ class Client:
                     with open(part + ".etag", "w") as e:
                         e.write(tag)
                 block = _to_int(opts.get(OPT_BLOCK2, b""))
+                if OPT_BLOCK2 in opts and block & 7 < szx and (block >> 4) << ((block & 7) + 4) == num * size:
+                    szx = block & 7  # the server's smaller blocks, from here on
+                    size = 1 << (szx + 4)
+                    num = block >> 4
                 if OPT_BLOCK2 in opts and block >> 4 != num:
                     raise FetchError("transfer", f"asked for block {num}, got {block >> 4}")
                 f.seek(num * size)

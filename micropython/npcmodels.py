@@ -45,8 +45,9 @@ class Loaded:
 class Models:
     """Current and previous model, the probation watchdog, and fault reports through `emit(msg)`."""
 
-    def __init__(self, key, clock, emit, mem_limit=0):
+    def __init__(self, key, clock, emit, mem_limit=0, on_current=None):
         self.key = key
+        self.on_current = on_current  # called with the model each time another one becomes current
         self.mem_limit = mem_limit
         self.clock = clock
         self.emit = emit
@@ -114,7 +115,10 @@ class Models:
         self.t_switch = self.clock.now()
         self.counts["loads"] += 1
         gc.collect()
-        return self.t_switch - t
+        switch_us = self.t_switch - t
+        if self.on_current is not None:
+            self.on_current(model)
+        return switch_us
 
     def in_probation(self):
         """True within PROBATION_US of the last switch; afterwards the previous model is released."""
@@ -187,6 +191,8 @@ class Models:
                     "detail": detail,
                 }
             )
+            if self.on_current is not None:
+                self.on_current(prev)
             return self._run(prev, x), prev
 
     def _check_memory(self):

@@ -17,6 +17,8 @@ try:
 except (ImportError, SyntaxError, NameError, AttributeError):  # no native emitter on this port
     _fc_acc_native = None
 
+KERNEL = "python" if _fc_acc_native is None else "viper"  # which dot-product loop this port runs
+
 MAGIC = b"NPCM"
 VERSION = 1
 FLAG_ACTION_MAP = 2

@@ -95,7 +95,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def _run(args, fleet: Fleet, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
-    live = None if args.json else Live(console=err, refresh_per_second=4, transient=True)
+    live = None if args.json else Live(console=err, refresh_per_second=2, transient=True)
 
     def progress(run: ReplayRun) -> None:
         if live is not None:

@@ -12,9 +12,11 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 import serial
 
@@ -32,6 +34,7 @@ FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the boo
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"
 AGENT_START = b"import npc_agent\nnpc_agent.run()\n"
 PROMPT_TIMEOUT_S = 10.0
+T = TypeVar("T")
 
 
 class FirmwareRefused(ConfigError):
@@ -102,7 +105,7 @@ class Esp32c6Driver(Driver):
                 progress(done, total, "firmware")
 
             try:
-                outcome = await asyncio.to_thread(
+                outcome = await in_own_thread(
                     flash_image,
                     link.url,
                     image,
@@ -137,7 +140,7 @@ class Esp32c6Driver(Driver):
                 progress(done, total, "agent")
 
             try:
-                result = await asyncio.to_thread(
+                result = await in_own_thread(
                     deploy_files, link.url, link.baud, files, log=log, progress=deploy_progress
                 )
             except Exception as exc:  # mpremote raises TransportError, SerialException, OSError...
@@ -171,7 +174,7 @@ class Esp32c6Driver(Driver):
         except (serial.SerialException, OSError, ValueError) as exc:
             raise DeviceUnreachable(f"device {self.device.name!r}: cannot open {link.url}: {exc}") from None
         try:
-            await asyncio.to_thread(_start_agent, port)
+            await in_own_thread(_start_agent, port)
         except BaseException:
             port.close()
             raise
@@ -200,6 +203,33 @@ async def _until_prompt(agent: SerialTransport) -> None:
         tail = (tail + line)[-64:]
         if b"\x04>" in tail:
             return
+
+
+async def in_own_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run blocking `fn` in a thread of its own: a fleet flashes many boards for minutes at once, more than
+    asyncio's default pool (cores + 4 threads) would run side by side."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+
+    def work() -> None:
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the awaiting task
+            loop.call_soon_threadsafe(_settle, future, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, future, result, None)
+
+    threading.Thread(target=work, name=f"{getattr(fn, '__name__', 'job')}-thread", daemon=True).start()
+    return await future
+
+
+def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def _start_agent(port: serial.SerialBase) -> None:

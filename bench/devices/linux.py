@@ -9,6 +9,7 @@ so nothing new listens on the device's network. A dropped SSH connection is re-o
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import tempfile
@@ -104,6 +105,7 @@ class LinuxDriver(Driver):
         self.faults: list[AgentFault] = []
         self.agent: AgentProcess | None = None
         self.runtime: RuntimeReport | None = None
+        self.stopped_by = ""  # how close_agent ended the last agent: "shutdown", "term" or "kill"
         self._conn: SshConnection | None = None
         self._transport = None
 
@@ -121,11 +123,8 @@ class LinuxDriver(Driver):
             self.faults.append(AgentFault(event.t_ns, f"ssh-{event.kind}", event.detail))
 
     async def close(self) -> None:
-        """Stop the agent and close the SSH connection."""
+        """Stop the agent and close the SSH connection (same as `close_agent`)."""
         await self.close_agent()
-        if self._conn is not None:
-            await self._conn.close()
-            self._conn = None
 
     # -- deploy -------------------------------------------------------------------------------------
 
@@ -247,6 +246,19 @@ class LinuxDriver(Driver):
         conn = await self.connection()
         return (await conn.run(alive_test(self.agent.pid), check=False)).returncode == 0
 
+    async def agent_survived(self, checks: int = 3, interval_s: float = 0.1) -> bool:
+        """After its link ended: True when the agent is still running over a few checks (a process being
+        killed can close its sockets a moment before it is gone)."""
+        for n in range(checks):
+            try:
+                if not await self.agent_alive():
+                    return False
+            except DeviceUnreachable:
+                return False
+            if n < checks - 1:
+                await asyncio.sleep(interval_s)
+        return True
+
     async def wait_agent_exit(self, poll_s: float = 0.2) -> None:
         """Return when the agent process ends (one long-running remote command, no polling traffic)."""
         if self.agent is None:
@@ -265,11 +277,29 @@ class LinuxDriver(Driver):
         """Start the agent if it is not running and return a line transport to it through the SSH forward."""
         from bench.agent.transport import StreamTransport
 
-        if self.agent is None or not await self.agent_alive():
+        if self.agent is None:
             await self.start_agent()
+        elif not await self.agent_alive():
+            await self.restart_agent("agent gone when the bench reconnected")
         assert self.agent is not None
         self._transport = await StreamTransport.connect("127.0.0.1", self.agent.local_port)
         return self._transport
+
+    async def open_session(self, attempts: int = 5):
+        """An `AgentSession` whose hello succeeded, retried with backoff while the SSH connection settles
+        after a drop (a dying master can refuse or drop the forwarded connection). An agent that turns out
+        dead meanwhile is restarted and recorded (`open_agent`)."""
+        from bench.agent.session import AgentSession
+
+        delay = 0.2
+        for _attempt in range(attempts - 1):
+            with contextlib.suppress(DeviceUnreachable):
+                return await AgentSession.open(
+                    await self.open_agent(), device=self.device.name, timeout=self.reply_timeout_s
+                )
+            await asyncio.sleep(delay)
+            delay *= 2
+        return await AgentSession.open(await self.open_agent(), device=self.device.name, timeout=self.reply_timeout_s)
 
     async def restart_agent(self, why: str) -> AgentProcess:
         """Record that the agent died (`why`, with the end of its log) and start it again."""
@@ -284,20 +314,51 @@ class LinuxDriver(Driver):
         return agent
 
     async def close_agent(self, grace_s: float = 3.0) -> None:
-        """Close the transport, stop the agent (TERM, then KILL after `grace_s`), drop the forward."""
+        """Stop the agent cleanly (protocol `shutdown`; TERM, then KILL, only if it does not exit within
+        `grace_s`), drop the forward and close the SSH connection (the next use opens a new one).
+        `stopped_by` says how it ended: "shutdown", "term" or "kill"."""
         await self._close_transport()
         if self.agent is not None and self._conn is not None:
             pid = self.agent.pid
+            said_bye = await self._ask_shutdown(grace_s)
             ticks = int(grace_s * 10)
+            wait = f"i=0; while {alive_test(pid)} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done"
             stop = (
-                f"kill -TERM {pid} 2>/dev/null; i=0; "
-                f"while {alive_test(pid)} && [ $i -lt {ticks} ]; do sleep 0.1; i=$((i+1)); done; "
-                f'kill -KILL {pid} 2>/dev/null; rm -f "{self.folder}/agent.pid"; true'
+                f"{wait}; "
+                f"if {alive_test(pid)}; then kill -TERM {pid}; {wait}; "
+                f"if {alive_test(pid)}; then kill -KILL {pid}; echo kill; else echo term; fi; "
+                f"else echo {'shutdown' if said_bye else 'term'}; fi; "
+                f'rm -f "{self.folder}/agent.pid"'
             )
             with contextlib.suppress(DeviceUnreachable):  # the device is gone; nothing more to stop
-                await self._conn.run(stop, timeout_s=grace_s + 10)
+                self.stopped_by = (await self._conn.run(stop, timeout_s=3 * grace_s + 10)).text.strip()
         await self._release_forward()
         self.agent = None
+        if self._conn is not None:
+            await self._conn.close()
+            self._conn = None
+
+    async def _ask_shutdown(self, timeout_s: float) -> bool:
+        """Ask the agent to exit through the protocol (`shutdown` -> `bye`); True when it said bye."""
+        from bench.agent import wire
+        from bench.agent.transport import StreamTransport
+
+        assert self.agent is not None
+        try:
+            transport = await StreamTransport.connect("127.0.0.1", self.agent.local_port, timeout=timeout_s)
+        except DeviceUnreachable:
+            return False
+        try:
+            await transport.send(wire.encode({"t": "shutdown", "id": 1}))
+            async with asyncio.timeout(timeout_s):
+                while line := await transport.readline():
+                    if wire.is_message(line) and wire.decode(line).get("t") == "bye":
+                        return True
+        except (TimeoutError, DeviceUnreachable, wire.WireError):
+            pass
+        finally:
+            await transport.close()
+        return False
 
     async def _close_transport(self) -> None:
         transport, self._transport = self._transport, None

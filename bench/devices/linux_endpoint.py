@@ -69,6 +69,13 @@ class LinuxAgentOpener:
                     add_telemetry(self.store, self.run_id, device.name, samples)
                 if driver.faults:
                     self.store.add_faults(self.run_id, device.name, [bench_fault(f) for f in driver.faults])
+                self.store.update_device(
+                    self.run_id,
+                    device.name,
+                    telemetry_errors=self.errors.get(device.name, []),
+                    agent_restarts=session.restarts,
+                    dropped_inputs=session.dropped_inputs,
+                )
             finally:
                 await session.close()
                 await driver.close()

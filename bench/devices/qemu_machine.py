@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -22,7 +21,9 @@ from bench.fleet import QemuLink
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
 GUEST_COAP_PORT = 5683
-_PR_SET_PDEATHSIG = 1
+# util-linux's setpriv sets PR_SET_PDEATHSIG and execs QEMU (kept across exec): the kernel SIGKILLs QEMU when
+# the bench process dies, however it dies. (A preexec_fn doing the same can deadlock in a threaded parent.)
+DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 _INIT_RE = re.compile(r"^NPC-INIT (\S+)(.*)$")
 _PANIC_RE = re.compile(r"Kernel panic - not syncing: ?(.*)")
 
@@ -41,12 +42,6 @@ class GuestStatus:
     panic: str | None = None
     errors: list[str] = field(default_factory=list)
     port_taken: bool = False  # QEMU could not bind a forwarded port (another process took it first)
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the kernel SIGKILLs QEMU when the bench process dies, however it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -115,12 +110,12 @@ class QemuMachine:
         self._tmp.mkdir(mode=0o700, exist_ok=True)
         self.started_ns = time.monotonic_ns()
         self.proc = await asyncio.create_subprocess_exec(
+            *DIE_WITH_PARENT,
             *self.argv(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
+            start_new_session=True,  # its own process group: teardown signals the whole group
         )
         self._pump = asyncio.create_task(self._read_console(), name=f"qemu-console-{self.name}")
 
@@ -202,7 +197,10 @@ class QemuMachine:
                 raise GuestFault(fault or f"{self.name}: QEMU stopped ({self.exit_text()}) before {event!r}")
             left = deadline - time.monotonic()
             if left <= 0:
-                raise GuestFault(f"{self.name}: no {event!r} from the guest within {timeout:g} s (see {self.log_path})")
+                seen = f"; the guest reported: {'; '.join(self.status.errors)}" if self.status.errors else ""
+                raise GuestFault(
+                    f"{self.name}: no {event!r} from the guest within {timeout:g} s{seen} (see {self.log_path})"
+                )
             self._changed.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), min(left, 1.0))

@@ -39,10 +39,7 @@ class ResilientSession:
     @classmethod
     async def open(cls, driver: LinuxDriver, **kwargs: Any) -> ResilientSession:
         """Start (if needed) and open the driver's agent."""
-        session = await AgentSession.open(
-            await driver.open_agent(), device=driver.device.name, timeout=driver.reply_timeout_s
-        )
-        return cls(driver, session, **kwargs)
+        return cls(driver, await driver.open_session(), **kwargs)
 
     # -- what a run reads --------------------------------------------------------------------------
 
@@ -119,11 +116,7 @@ class ResilientSession:
         """The link ended mid-run: restart the agent if it died, open a new session, restart the loop."""
         await self.inner.close()
         self._old_faults += self.inner.faults
-        try:
-            alive = await self.driver.agent_alive()
-        except DeviceUnreachable:
-            alive = False
-        if alive:
+        if await self.driver.agent_survived():
             self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
         else:
             self.restarts += 1
@@ -133,9 +126,7 @@ class ResilientSession:
                 f"agent exited during the run after {self._next_index} frame(s); "
                 f"{self.dropped_inputs} input(s) dropped so far"
             )
-        session = await AgentSession.open(
-            await self.driver.open_agent(), device=self.device, timeout=self.driver.reply_timeout_s
-        )
+        session = await self.driver.open_session()
         session.sent_ns = self.sent_ns
         self.inner = session
         await session.sync_clock(RECOVERY_CLOCK_PINGS)

@@ -79,13 +79,13 @@ async def run_frames(
                 driver, run, owed, fps, vsync_hz, budget_ms, key_every, feeder, frame_timeout_s
             )
         except BenchError as exc:
-            if isinstance(exc, DeviceUnreachable) and await _agent_alive(driver):
+            if isinstance(exc, DeviceUnreachable) and await driver.agent_survived():
                 raise  # the agent runs but does not answer: not something a restart fixes
             ended_cleanly = False
         if ended_cleanly or run.complete:
             break
         # the link ended early: the agent died, or only the SSH connection did
-        if await _agent_alive(driver):
+        if await driver.agent_survived():
             driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
             continue
         restarts += 1
@@ -95,13 +95,6 @@ async def run_frames(
         await driver.restart_agent(f"agent exited during the run after {len(run.frames)} frame(s)")
     run.faults = driver.faults[faults_seen:]
     return run
-
-
-async def _agent_alive(driver: LinuxDriver) -> bool:
-    try:
-        return await driver.agent_alive()
-    except DeviceUnreachable:
-        return False
 
 
 async def _one_segment(
@@ -116,8 +109,7 @@ async def _one_segment(
     frame_timeout_s: float,
 ) -> bool:
     """Open a session, run up to `owed` frames into a new segment; True when the agent said `stopped`."""
-    transport = await driver.open_agent()
-    session = await AgentSession.open(transport, device=driver.device.name, timeout=driver.reply_timeout_s)
+    session = await driver.open_session()
     assert driver.agent is not None
     segment = Segment(agent_pid=driver.agent.pid, hello=session.info)
     run.segments.append(segment)

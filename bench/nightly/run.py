@@ -21,7 +21,7 @@ from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.probe import probe_link
-from bench.replay.agents import driver_opener
+from bench.replay.agents import fleet_opener
 from bench.replay.service import replay_fleet
 from bench.results.store import ResultStore
 from bench.virtual import virtual_fleet
@@ -164,7 +164,8 @@ async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyRe
         if not live:
             break
         replay = await replay_fleet(
-            live, path, opts.store, driver_opener(result.log_dir), speed=opts.speed,
+            live, path, opts.store, make_opener=lambda run_id: fleet_opener(opts.store, run_id, result.log_dir),
+            speed=opts.speed,
             bench=str(opts.fleet.bench.get("name", "")), git_rev=git_rev(),
         )  # fmt: skip
         result.replay_run_ids[replay.session_id] = replay.run_id

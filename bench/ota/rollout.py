@@ -115,8 +115,10 @@ async def update_device(
     an impairment proxy in front of it, as the device reaches it). Never raises for a device-side failure."""
     result = DeviceUpdate(device=session.device, target=f"{manifest['name']}@{manifest['version']}")
     started = time.monotonic()
+    faults_before = len(session.faults)
     try:
         hello = await session.hello()
+        faults_before = len(session.faults)
         result.previous = hello.get("model")
         if _same_model(result.previous, manifest):
             result.ok, result.running, result.detail = True, result.previous, "already running this version"
@@ -130,9 +132,7 @@ async def update_device(
         result.delta = base_version is not None
         blocks = -(-manifest["size"] // 1024)
         timeout = 60 + blocks * timing.ack_timeout * 4
-        reply = await session.request(
-            "update", timeout=timeout, url=url, manifest=manifest, delta=result.delta, coap=timing.to_json()
-        )
+        reply = await session.update(url, manifest, delta=result.delta, coap=timing.to_json(), timeout=timeout)
         result.ok = True
         result.blocks = int(reply.get("blocks", 0))
         result.bytes = int(reply.get("bytes", 0))
@@ -150,7 +150,13 @@ async def update_device(
         result.notes.append(f"no hello after the update: {exc}")
     if result.ok and not _same_model(result.running, manifest):
         result.ok = False
-        result.detail = "agent replied `updated` but its hello reports another model"
+        rollbacks = [f for f in session.faults[faults_before:] if f.get("kind") == "rollback"]
+        result.detail = (
+            f"switched, then rolled back by the agent's watchdog ({rollbacks[-1].get('cause')}: "
+            f"{rollbacks[-1].get('detail', '')})"
+            if rollbacks
+            else "agent replied `updated` but its hello reports another model"
+        )
     result.total_s = time.monotonic() - started
     return result
 

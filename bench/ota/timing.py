@@ -43,8 +43,8 @@ datagram (RFC 7252) only measures the timer. 50-75 ms, doubling, 7 tries (worst 
 RFC7252 = LinkTiming(ack_timeout=2.0, ack_random_factor=1.5, max_retransmit=4)
 """RFC 7252 defaults, for radio links (Thread, Wi-Fi with sleepy devices)."""
 
-LOOPBACK = LinkTiming(ack_timeout=0.01, ack_random_factor=1.5, max_retransmit=4)
-"""Virtual devices on the bench machine itself: a dead link is given up on within ~0.5 s."""
+LOOPBACK = LinkTiming(ack_timeout=0.02, ack_random_factor=1.5, max_retransmit=5)
+"""Virtual devices on the bench machine itself: a dead link is given up on within 1.3-1.9 s."""
 
 PRESETS = {"lan": LAN, "rfc7252": RFC7252, "loopback": LOOPBACK}
 

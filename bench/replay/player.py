@@ -73,11 +73,6 @@ class Replayer:
         self.pacer = pacer or Pacer()
         self.realtime = realtime
         self.done = 0  # inputs processed so far: progress displays read it
-        self._stop = asyncio.Event()
-
-    def stop(self) -> None:
-        """Stop after the input being sent now."""
-        self._stop.set()
 
     async def play(self, tracks: list[Track], speed: float | None = 1.0) -> ReplayOutcome:
         """Send every planned input to every track's sink at its due time; a failing sink is dropped
@@ -96,8 +91,6 @@ class Replayer:
             track.sent_ns = [-1] * n
         start = clock.now_ns() + LEAD_NS
         for index, item in enumerate(self.plan.inputs):
-            if self._stop.is_set():
-                break
             if speed is None:
                 due = -1
                 if index % YIELD_EVERY == 0:

@@ -24,6 +24,7 @@ from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.store import ResultStore
 
 CLOCK_PINGS = 16
+WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
 
 
@@ -122,7 +123,7 @@ class ReplayRun:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
-        self._frames = BackgroundFrameWriter(self.store.path)
+        self._frames = BackgroundFrameWriter(self.store.path, WRITER_RT_PRIORITY if self.realtime else None)
         live: list[DeviceRun] = []
         try:
             await asyncio.gather(*(self._prepare(r) for r in self.runs))
@@ -216,6 +217,8 @@ class ReplayRun:
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
             start_ns=run.start_ns,
         )
+        run.result.add("inputs_sent", "count", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
+        run.result.add("input_bytes", "B", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)

@@ -7,6 +7,8 @@ so a killed run loses at most the records of the last few hundred microseconds."
 
 from __future__ import annotations
 
+import contextlib
+import os
 import queue
 import threading
 from pathlib import Path
@@ -20,8 +22,9 @@ _STOP = object()
 class BackgroundFrameWriter:
     """Queue frame records from any thread; a writer thread commits them to the store at `path`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, rt_priority: int | None = None) -> None:
         self.path = path
+        self.rt_priority = rt_priority
         self.written = 0
         self.error: BaseException | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -40,6 +43,11 @@ class BackgroundFrameWriter:
             raise self.error
 
     def _run(self) -> None:
+        if self.rt_priority is not None:
+            # A normal-priority thread holding the GIL can be preempted by any busy process for tens of
+            # milliseconds, and a real-time pacer waiting for the GIL then waits as long.
+            with contextlib.suppress(OSError, AttributeError):
+                os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(self.rt_priority))
         store = ResultStore(self.path)
         try:
             stop = False

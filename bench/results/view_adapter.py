@@ -77,6 +77,9 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
                     device.model_versions.append(label)
         if dev.status not in ("ok", "running", "done", "finished"):
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
+        device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
+        if dev.info.get("dropped_inputs"):
+            device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
         for name, hist in store.histograms(run_id, dev.name).items():
             if name in HISTOGRAM_SOURCES:
                 source, unit = HISTOGRAM_SOURCES[name]

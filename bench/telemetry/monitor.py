@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench.errors import BenchError
-from bench.links.ssh import SshConnection
+from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
 
 # Units of the values a sample may hold (by name prefix/suffix).
@@ -134,7 +134,7 @@ class TelemetryMonitor:
                 return
             status = self._proc.returncode if self._proc is not None else None
             await self._end_proc()
-            if taken == 0 and self.connection.connected:
+            if taken == 0 and status != SSH_ERROR_STATUS:  # the sampler itself failed, not the connection
                 self.errors.append(self._no_sample_error(status))
                 return
             await asyncio.sleep(self.interval_s)  # the stream ended (dropped connection): start it again

@@ -261,15 +261,22 @@ Subsystem sftp internal-sftp
     # -- faults -------------------------------------------------------------------------------------
 
     def drop_connections(self) -> int:
-        """Cut every open SSH connection, as a network outage would (sshd keeps listening).
-        Returns how many connections were cut."""
+        """Cut every open SSH connection, as a network outage would (sshd keeps listening): each
+        connection's sshd processes and its sessions die at once. Returns how many connections were cut."""
         if self._sshd is None:
             return 0
-        children = [pid for pid, ppid in _process_parents() if ppid == self._sshd.pid]
-        for pid in children:
+        parents = _process_parents()
+        connections = [pid for pid, ppid in parents if ppid == self._sshd.pid]
+        doomed = set(connections)
+        grew = True
+        while grew:  # every descendant of a connection process
+            more = {pid for pid, ppid in parents if ppid in doomed} - doomed
+            grew = bool(more)
+            doomed |= more
+        for pid in doomed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        return len(children)
+        return len(connections)
 
     def set_throttled(self, bits: int) -> None:
         """Set what the virtual Pi's `vcgencmd get_throttled` reports (firmware throttle bit field)."""

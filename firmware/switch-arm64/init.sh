@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # /init of the Switch-style ARM64 image. Settings arrive as kernel args (npc_*=value, in the environment):
-#   npc_mode     agent (default) | selftest | shell-less idle ("idle": no agent, control channel only)
+#   npc_mode     agent (default) | selftest | idle (no agent; the control channel only)
 #   npc_port     guest TCP port the agent listens on (default 7700)
 #   npc_mem_mb   memory limit of the agent's cgroup in MiB (default 256)
 #   npc_timing   realtime | icount (reported by the agent and the self-test)

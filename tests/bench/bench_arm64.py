@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -116,11 +117,12 @@ def main() -> int:
         print(json.dumps(figures, indent=2))
         return 0
     img = figures["image"]
+    print("host load average (1/5/15 min): {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     print(f"image: initrd {img['initrd_mb']} MB (lz4; rootfs {img['rootfs_mb']} MB), kernel {img['kernel_mb']} MB")
     for run in figures["agent"]:
         inf = run["infer"] or {}
         print(
-            f"agent [{run['timing']}]: cold boot to ready {run['boot_to_ready_s']} s; {run['runtime']}; "
+            f"agent [{run['platform']}]: cold boot to ready {run['boot_to_ready_s']} s; {run['runtime']}; "
             f"inference n={inf.get('n')} median {inf.get('median_us')} us P90 {inf.get('p90_us')} us "
             f"P99 {inf.get('p99_us')} us max {inf.get('max_us')} us"
         )

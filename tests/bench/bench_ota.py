@@ -1,6 +1,7 @@
 """Benchmark: model transfer over CoAP block-wise.
 
-Prints: 200 KB over loopback from the bench's update server (time, blocks); the same file served by
+Prints: 200 KB over loopback from the bench's update server (`hilbench ota serve`, in its own process)
+(time, blocks); the same file served by
 libcoap's coap-server to the same client (time ratio); completion time at 1% and 5% datagram loss through
 the impairment proxy with the bench's LAN timing (goal: 200 KB at 1% loss under 2 s), and once with
 RFC 7252 timing for comparison.
@@ -12,14 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import random
 import shutil
+import signal
 import socket
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiocoap
@@ -31,7 +35,6 @@ sys.path.insert(0, str(REPO / "host"))
 import npc_update  # noqa: E402
 
 from bench.ota.impair import Impairment, ImpairmentProxy  # noqa: E402
-from bench.ota.server import UpdateServer  # noqa: E402
 from bench.ota.store import ModelStore  # noqa: E402
 from bench.signing import generate_key  # noqa: E402
 
@@ -111,6 +114,21 @@ async def micropython_fetch(url: str, workdir: Path) -> tuple[float, dict]:
     return wall, json.loads(out.decode().strip().splitlines()[-1])
 
 
+@contextlib.asynccontextmanager
+async def ota_serve(store_root: Path) -> AsyncIterator[tuple[str, str]]:
+    """`hilbench ota serve` in its own process (as libcoap's server is): (base URL, path of the one model)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench", "ota", "serve", "--store", str(store_root), "--port", "0", "--json",
+        cwd=REPO, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        info = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+        yield info["url"], info["models"][0]["url"].removeprefix(info["url"] + "/")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        await proc.wait()
+
+
 async def main(runs: int) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-ota-"))
     data = random.Random(0).randbytes(SIZE)
@@ -119,8 +137,9 @@ async def main(runs: int) -> None:
     store.publish(workdir / "blob.bin", generate_key(), name="blob", fmt="raw")
     ctx = await aiocoap.Context.create_client_context(transports=["udp6"])
     try:
-        async with UpdateServer(store) as srv:
-            url = srv.model_url("blob", 1)
+        async with ota_serve(store.root) as (base, path):
+            url = f"{base}/{path}"
+            port = int(base.rsplit(":", 1)[1])
             await timed_fetch(ctx, url, workdir, data, LAN, 0)  # warm-up
             ours = [await timed_fetch(ctx, url, workdir, data, LAN, i) for i in range(runs)]
             t_ours = statistics.median(t for t, _ in ours)
@@ -141,10 +160,8 @@ async def main(runs: int) -> None:
             for loss in (0.01, 0.05):
                 times, retx = [], []
                 for seed in range(runs):
-                    async with ImpairmentProxy(("127.0.0.1", srv.port), Impairment(loss=loss, seed=seed)) as px:
-                        t, stats = await timed_fetch(
-                            ctx, srv.model_url("blob", 1, px.base_url), workdir, data, LAN, seed
-                        )
+                    async with ImpairmentProxy(("127.0.0.1", port), Impairment(loss=loss, seed=seed)) as px:
+                        t, stats = await timed_fetch(ctx, f"{px.base_url}/{path}", workdir, data, LAN, seed)
                     times.append(t)
                     retx.append(stats.retransmits)
                 verdict = "" if loss != 0.01 else (" (goal < 2 s: met)" if max(times) < 2 else " (goal < 2 s: MISSED)")
@@ -152,14 +169,14 @@ async def main(runs: int) -> None:
                       f"max {max(times):.2f} s over {runs} seeds, retransmits median {statistics.median(retx):.0f}"
                       f"{verdict}")  # fmt: skip
 
-            async with ImpairmentProxy(("127.0.0.1", srv.port), Impairment(loss=0.01, seed=1)) as px:
-                t, stats = await timed_fetch(ctx, srv.model_url("blob", 1, px.base_url), workdir, data, RFC7252, 1)
+            async with ImpairmentProxy(("127.0.0.1", port), Impairment(loss=0.01, seed=1)) as px:
+                t, stats = await timed_fetch(ctx, f"{px.base_url}/{path}", workdir, data, RFC7252, 1)
             print(f"200 KB at 1% datagram loss, RFC 7252 timing (one run, seed 1): {t:.2f} s, "
                   f"{stats.retransmits} retransmits")  # fmt: skip
 
             for loss in (0.0, 0.01):
-                async with ImpairmentProxy(("127.0.0.1", srv.port), Impairment(loss=loss, seed=2)) as px:
-                    wall, mp = await micropython_fetch(srv.model_url("blob", 1, px.base_url), workdir)
+                async with ImpairmentProxy(("127.0.0.1", port), Impairment(loss=loss, seed=2)) as px:
+                    wall, mp = await micropython_fetch(f"{px.base_url}/{path}", workdir)
                 transfer = mp["transfer_us"] / 1e6
                 print(f"MicroPython client (unix VM), 200 KB at {loss:.0%} loss: transfer {transfer:.2f} s "
                       f"({wall:.2f} s with VM start), {mp['blocks']} blocks, "

@@ -16,14 +16,7 @@ async def version(s: AgentSession) -> int:
     return (await s.hello())["model"]["version"]
 
 
-def test_a_loaded_model_survives_a_restart_and_a_rolled_back_one_does_not(agent, request):
-    if agent.kind == "micropython":
-        request.node.add_marker(
-            pytest.mark.xfail(
-                reason="micropython/ keeps models/current.json naming a model it rolled back (issue #4, `mpy`)",
-                strict=False,
-            )
-        )
+def test_a_loaded_model_survives_a_restart_and_a_rolled_back_one_does_not(agent):
     good_path, good = agent.deploy("npc-policy-int8-v2", 2)
     bad_path, bad = agent.deploy(agent.crash_model, 3)
 
@@ -44,9 +37,7 @@ def test_a_loaded_model_survives_a_restart_and_a_rolled_back_one_does_not(agent,
 
 
 def test_a_remembered_model_that_faults_at_start_falls_back_to_the_deployed_one(agent):
-    if agent.kind != "host":
-        pytest.skip("the record format is the host agent's (models/current.json with an absolute path)")
-
+    # both reference agents keep the record in models/current.json: {"path", "manifest"}
     bad_path, bad = agent.deploy(agent.crash_model, 3)
     record = {"path": str(agent.models_dir / bad_path), "manifest": bad}
     (agent.models_dir / "current.json").write_text(json.dumps(record))

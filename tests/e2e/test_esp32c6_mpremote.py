@@ -1,10 +1,11 @@
-"""The real mpremote CLI against a virtual ESP32-C6 running MicroPython, over socket:// and rfc2217://."""
+"""The real mpremote CLI against a virtual ESP32-C6 running MicroPython, over socket://, rfc2217:// and a pty."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import serial
 
 from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
 
@@ -21,7 +22,7 @@ def board(tmp_path_factory: pytest.TempPathFactory):
         yield running
 
 
-@pytest.fixture(params=["socket", "rfc2217"])
+@pytest.fixture(params=["socket", "rfc2217", "pty"])
 def port(request: pytest.FixtureRequest, board: Board) -> str:
     return board.urls[request.param]
 
@@ -39,7 +40,7 @@ def test_exec_sees_board_identity_and_its_own_folder(port: str, board: Board) ->
 def test_fs_cp_ls_run_and_errors(port: str, board: Board, tmp_path: Path) -> None:
     script = tmp_path / "hello.py"
     script.write_text("print('hello from', 6 * 7)\n")
-    name = f"hello_{port.split(':')[0]}.py"
+    name = "hello_" + "".join(c if c.isalnum() else "_" for c in port.split(":")[0]) + ".py"
     cp = mpremote("connect", port, "fs", "cp", str(script), f":{name}")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert (board.fs_dir / name).read_bytes() == script.read_bytes()
@@ -76,3 +77,17 @@ def test_machine_reset_reboots_and_bootloader_enters_download_mode(board: Board)
     assert chip.returncode == 0 and "ESP32-C6" in chip.stdout
     board.control("boot")
     assert board.wait_mode("app")["mode"] == "app"
+
+
+def test_control_api_holds_in_reset_and_power_cycles(board: Board) -> None:
+    board.control("hold_reset")
+    assert board.control("status")["mode"] == "reset"
+    port = serial.serial_for_url(board.urls["socket"], timeout=1.0)
+    try:
+        port.write(b"\r\x03\r\x01")
+        assert port.read(4096) == b""  # a chip held in reset says nothing
+        board.control("power_cycle")
+        assert board.wait_mode("app")["mode"] == "app"
+        assert b"rst:0x1 (POWERON)" in port.read_until(b">>> ")
+    finally:
+        port.close()

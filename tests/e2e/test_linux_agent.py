@@ -42,11 +42,11 @@ def test_deploy_start_hello_run_stop(board: RunningBoard) -> None:
             stats = await session.stats()
             await session.close()
             await driver.close_agent()
-            return first, again, session.info, frames, stats
+            return first, again, session.info, frames, stats, driver.stopped_by
         finally:
             await driver.close()
 
-    first, again, hello, frames, stats = board.loop.run(go(), timeout_s=120)
+    first, again, hello, frames, stats, stopped_by = board.loop.run(go(), timeout_s=120)
     assert [s.step for s in first] == ["connect", "runtime", "deploy"] and all(s.ok for s in first)
     assert first[2].figures["files_sent"] > 5 and not first[2].skipped
     assert again[2].skipped and again[2].figures["bytes_sent"] == 0
@@ -54,7 +54,7 @@ def test_deploy_start_hello_run_stop(board: RunningBoard) -> None:
     assert hello["model"]["name"] == model.replace("-int8", "")
     assert [f.i for f in frames] == list(range(20)) and all(f.ran and f.t1 > f.t0 for f in frames)
     assert stats["frames"] == 20
-    assert processes_in(board.virtual.root) == []
+    assert stopped_by == "shutdown" and processes_in(board.virtual.root) == []
 
 
 def test_agent_killed_mid_run_is_restarted_and_frames_kept(board: RunningBoard) -> None:

@@ -126,6 +126,7 @@ def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -
     view = load_run(store, run_id)
     assert len(view.devices["pi5-1"].series("latency_ms")) > 20
     assert {f.kind for f in view.devices["pi5-1"].faults} >= {"agent-exit", "agent-restarted"}
+    assert store.devices(run_id)[0].info["agent_restarts"] == 1
     store.close()
 
 

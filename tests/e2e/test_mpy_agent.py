@@ -64,7 +64,19 @@ def test_hello_ping_and_errors_never_kill_the_agent(agent):
     assert stats["errors"] == {"bad_frame": 1, "bad_json": 1, "unknown_type": 1, "not_loaded": 1}
 
 
-def test_load_then_infer_matches_the_reference(agent, board):
+@pytest.mark.parametrize("kernel", ["viper", "python"])
+def test_load_then_infer_matches_the_reference(board, kernel):
+    if kernel == "python":  # a port without the native emitter: npcnn falls back to its pure-Python loop
+        (board / "npcnn_viper.py").unlink()
+    agent = MpyAgent(board)
+    try:
+        assert agent.wait_for("hello")["runtime"].endswith(f"npcnn {kernel}")
+        check_inference(agent, board)
+    finally:
+        assert agent.close() == 0
+
+
+def check_inference(agent, board):
     reply = load(agent, board, "npc-policy-int8", 1)
     assert reply["t"] == "loaded", reply
     assert reply["model"]["version"] == 1 and reply["verify_us"] > 0 and reply["switch_us"] >= 0

@@ -13,6 +13,7 @@ import pytest
 from bench.devices import driver_for
 from bench.fleet import load_fleet
 from bench.loop_thread import LoopThread
+from bench.ota.impair import Impairment
 from bench.ota.rollout import update_devices
 from bench.ota.store import ModelStore
 from bench.signing import DEV_PRIVATE_KEY, load_private_key
@@ -35,16 +36,14 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
     (tmp_path / "npc-policy-int8-v2.npcm").write_bytes(finetuned)
     store.publish(v1, key, name="npc-policy", fmt="npcm-int8")
     v2_npcm = store.publish(tmp_path / "npc-policy-int8-v2.npcm", key, name="npc-policy", fmt="npcm-int8").manifest
-    devices = [
-        dataclasses.replace(d, settings={**d.settings, "ota_timing": "loopback"})
-        for d in load_fleet()
-        if d.name in ("c6-a", "pi5-1")
-    ]
+    devices = [d for d in load_fleet() if d.name in ("c6-a", "pi5-1")]
 
     async def run():
         async with virtual_fleet(devices) as (resolved, _):
             flashed = await asyncio.gather(*(driver_for(d).flash() for d in resolved))
             assert all(s.ok for steps in flashed for s in steps), flashed
+            back = await update_devices(resolved, store, "npc-policy@1")  # agents start with what they ran last
+            assert all(r.ok for r in back), back
             return await update_devices(resolved, store, "npc-policy@2", want_delta=True)
 
     loop = LoopThread()
@@ -57,3 +56,40 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
     assert c6.running["sha256"] == v2_npcm["sha256"] and c6.running["version"] == 2 and c6.delta
     assert c6.bytes < v2_npcm["size"] // 2 and c6.delta_saved == v2_npcm["size"] - c6.bytes
     assert pi.running["format"] == "tflite-int8" and pi.running["version"] == 2 and pi.delta and pi.delta_saved > 0
+
+
+def test_micropython_agent_cut_resume_loss_and_rollback(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path / "store")
+    key = load_private_key(DEV_PRIVATE_KEY)
+    v1 = MODELS / "npc-policy-int8.npcm"
+    (tmp_path / "v2.npcm").write_bytes(v1.read_bytes()[:-100] + bytes(100))  # last weights zeroed: still parses
+    for path in (v1, tmp_path / "v2.npcm", MODELS / "npc-policy-large-int8.npcm"):  # v3 is over the memory limit
+        store.publish(path, key, name="npc-policy", fmt="npcm-int8")
+    (c6,) = [d for d in load_fleet() if d.name == "c6-b"]
+    c6_fast = dataclasses.replace(c6, settings={**c6.settings, "ota_timing": "loopback"})  # gives up on a cut fast
+
+    async def run():
+        # Each step on a freshly started board (its flash kept in the state folder): the partial download
+        # written before the cut survives the reboot, and the next update resumes from it.
+        async with virtual_fleet([c6]) as (resolved, _):
+            steps = await driver_for(resolved[0]).flash()
+            assert all(s.ok for s in steps), steps
+            (back,) = await update_devices(resolved, store, "npc-policy@1")  # whatever an earlier run left
+        async with virtual_fleet([c6_fast]) as (resolved, _):
+            (cut,) = await update_devices(resolved, store, "npc-policy@2", impairment=Impairment(cut_at_block=3))
+        async with virtual_fleet([c6]) as (resolved, _):
+            (lossy,) = await update_devices(resolved, store, "npc-policy@2", impairment=Impairment(loss=0.05, seed=9))
+        async with virtual_fleet([c6]) as (resolved, _):
+            (oom,) = await update_devices(resolved, store, "npc-policy@3")
+        return back, cut, lossy, oom
+
+    loop = LoopThread()
+    try:
+        back, cut, lossy, oom = loop.run(run(), timeout_s=600)
+    finally:
+        loop.close()
+    assert back.ok and back.running["version"] == 1
+    assert not cut.ok and cut.kept_previous and "transfer" in cut.detail and cut.running["version"] == 1
+    total = -(-store.manifest("npc-policy", 2)["size"] // 1024)
+    assert lossy.ok and lossy.running["version"] == 2 and lossy.resumed_from == 3 and lossy.blocks == total - 3
+    assert not oom.ok and oom.kept_previous and "rolled back" in oom.detail and oom.running["version"] == 2

@@ -1,5 +1,6 @@
 """`hilbench replay` end to end through the real CLI, drivers and virtual devices: the bundled virtual
-fleet's Pi 5 (sshd + the host/ agent deployed over SSH), plus the command's usage errors."""
+fleet's Pi 5 (sshd + the host/ agent deployed over SSH) and ESP32-C6 (the MicroPython agent deployed with
+esptool/mpremote, on its RFC 2217 serial port), plus the command's usage errors."""
 
 from __future__ import annotations
 
@@ -48,6 +49,25 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
         # Linux boards are opened with their telemetry monitor: board samples are stored with the run
         samples = store.db.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ? AND device = 'pi5-1'", (row.id,))
         assert samples.fetchone()[0] > 0
+
+
+@pytest.mark.e2e
+def test_replay_into_the_virtual_esp32c6_sends_voice_features(tmp_path: Path) -> None:
+    session = tmp_path / "combat.mcap"
+    write_session(session, synth_session("combat", 22, duration_s=3.0))
+    run = subprocess.run(
+        hilbench("replay", "--device", "c6-a", "--session", str(session), "--results", str(tmp_path / "r.sqlite"),
+                 "--deploy", "--json"),
+        cwd=REPO, capture_output=True, text=True, timeout=600, env=_env(),
+    )  # fmt: skip
+    assert run.returncode == ExitCode.OK, run.stderr[-3000:]
+    (dev,) = json.loads(run.stdout)["devices"]
+    # 921600 baud cannot carry PCM with the other channels: the board gets per-10 ms features, and says so
+    assert dev["voice_mode"] == "voicef" and "921600" not in dev["voice_reason"] and "B/s" in dev["voice_reason"]
+    ms = dev["measurements"]
+    assert ms["fps"]["value"] == pytest.approx(20, rel=0.15)  # the esp32c6 kind's 20 Hz display
+    assert ms["inputs_sent"]["value"] == json.loads(run.stdout)["inputs"]
+    assert 0 < ms["decision_latency_p50"]["value"] < 200_000 and ms["mem_peak"]["value"] > 0
 
 
 def test_usage_errors_exit_2_and_name_the_problem(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ def run_update(
     delta: bool = False,
     current: Path | None = None,
     timing: npc_update.Timing | None = None,
+    max_szx: int = 6,
 ) -> tuple[list[npc_update.UpdateResult | npc_update.UpdateFailed], UpdateServer, list[ImpairmentProxy]]:
     """One fetch_update per impairment (in order, same workdir: later ones resume earlier ones)."""
     manifest = manifest or store.manifest("blob", version)
@@ -44,7 +45,7 @@ def run_update(
     async def run() -> UpdateServer:
         ctx = await aiocoap.Context.create_client_context(transports=["udp6"])
         try:
-            async with UpdateServer(store) as srv:
+            async with UpdateServer(store, max_szx=max_szx) as srv:
                 for imp in impairments:
                     async with ImpairmentProxy(("127.0.0.1", srv.port), imp) as proxy:
                         proxies.append(proxy)
@@ -90,6 +91,13 @@ def test_full_update_on_a_clean_link(two_versions, tmp_path: Path, running: Path
     assert isinstance(res, npc_update.UpdateResult) and proxy.stats.dropped == 0
     assert res.path.read_bytes() == v2 and res.stats.blocks == blocks_of(len(v2)) and res.stats.bytes == len(v2)
     assert res.delta_saved == 0 and running.read_bytes() == v1
+
+
+def test_server_with_smaller_blocks_is_followed(two_versions, tmp_path: Path, running: Path) -> None:
+    store, _, v2 = two_versions
+    (res,), srv, _ = run_update(store, tmp_path / "w", [Impairment()], current=running, max_szx=5)
+    assert isinstance(res, npc_update.UpdateResult) and res.path.read_bytes() == v2
+    assert res.stats.blocks == -(-len(v2) // 512) == srv.served("blob/raw/2").total_blocks
 
 
 def test_delta_update_transfers_only_the_patch(two_versions, tmp_path: Path, running: Path) -> None:

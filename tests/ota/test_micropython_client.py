@@ -82,6 +82,20 @@ def test_fetch_full_model_verifies_hash(served, tmp_path: Path) -> None:
     assert not (tmp_path / "m.bin.part").exists()
 
 
+def test_fetch_follows_a_server_with_smaller_blocks(two_versions, tmp_path: Path) -> None:
+    store, _, v2 = two_versions
+    loop = LoopThread()
+    server = UpdateServer(store, max_szx=4)  # 256-byte blocks, as a constrained server might insist on
+    loop.run(server.start())
+    try:
+        res = mp_fetch(tmp_path, server.model_url("blob", 2), tmp_path / "m.bin", store.manifest("blob", 2)["sha256"])
+    finally:
+        loop.run(server.stop())
+        loop.close()
+    assert res["ok"], res
+    assert (tmp_path / "m.bin").read_bytes() == v2 and res["stats"]["blocks"] == -(-len(v2) // 256)
+
+
 def test_fetch_through_loss_duplication_and_reordering(served, tmp_path: Path) -> None:
     server, proxy, _, v2, sha = served
     p = proxy(Impairment(loss=0.05, duplicate=0.1, reorder=0.1, seed=11))

@@ -180,3 +180,20 @@ def test_prune_keeps_the_current_and_the_newest_other_builds(tmp_path: Path) -> 
     removed = prune(tmp_path, keep=tmp_path / "current", others=2)
     assert sorted(p.name for p in removed) == ["old", "oldest"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".build-x", "current", "mid", "new"]
+
+
+def test_waiting_in_vain_names_what_the_guest_reported(tmp_path: Path) -> None:
+    import asyncio
+
+    from bench.devices.qemu_machine import GuestFault
+
+    async def run() -> str:
+        machine = QemuMachine("sw", QemuLink(image=None), tmp_path / "k", tmp_path / "i", "", tmp_path / "log")
+        machine._parse("NPC-INIT error network")
+        machine.proc = type("Running", (), {"returncode": None})()  # a QEMU that is up but never says net-up
+        with pytest.raises(GuestFault) as info:
+            await machine.wait_for("net-up", 0.05)
+        return str(info.value)
+
+    message = asyncio.run(run())
+    assert "no 'net-up' from the guest within 0.05 s; the guest reported: network" in message

@@ -52,3 +52,14 @@ def test_bad_input_is_not_retried(scripted: list[Device], tmp_path: Path) -> Non
     PLANS.update(p0=[ConfigError("firmware x.bin: refused: image is for ESP32-S3, not ESP32-C6")])
     [result] = asyncio.run(flash_devices(scripted[:1], tmp_path, lambda d: lambda *a: None, backoff_s=0.01))
     assert not result.ok and result.attempts == 1 and "refused" in result.reason
+
+
+def test_flash_cli_rejects_a_missing_firmware_file_with_exit_2() -> None:
+    import subprocess
+
+    from tests.conftest import REPO, hilbench
+
+    done = subprocess.run(hilbench("flash", "--device", "c6-a", "--firmware", "/nonexistent/fw.bin"), cwd=REPO,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2
+    assert "--firmware /nonexistent/fw.bin: no such file" in done.stderr

@@ -137,6 +137,9 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     assert ms["mem_peak"].value == 4242 and ms["faults_crash"].value == 1
     assert ms["replay_send_error_p50"].unit == "ns" and ms["replay_send_error_p50"].value is not None
     assert store.frame_count(run_id, "tcp-1") == len(by_name["tcp-1"].frames) > 10
+    assert ms["inputs_sent"].value == len(plan.inputs)
+    uart = {m.name: m.value for m in store.measurements(run_id, "uart-1")}
+    assert uart["input_bytes"] == sum(len(line) for line in agents["uart-1"].lines) < ms["input_bytes"].value
     assert len(store.inputs(run_id, "tcp-1")) == len(plan.inputs)
     assert set(store.histograms(run_id, "uart-1")) >= {"decision_latency", "inference_latency", "replay_send_error"}
     store.close()

@@ -20,7 +20,7 @@ from pathlib import Path
 from bench.virtual.esp32c6.boot import boot_loop_text, check_flash_image, loader_text, rom_banner
 from bench.virtual.esp32c6.efuse import Efuses, RegisterFile
 from bench.virtual.esp32c6.flash import FlashStorage, SpiFlashController
-from bench.virtual.esp32c6.repl import PWRON_RESET, Repl, ReplExit
+from bench.virtual.esp32c6.repl import HARD_RESET, PWRON_RESET, Repl, ReplExit
 from bench.virtual.esp32c6.rom import After, RomLoader
 from bench.virtual.esp32c6.slip import SlipDecoder, slip_encode
 
@@ -215,7 +215,7 @@ class Board:
                 self._start(self._boot(False, "software"))
                 return
             self.write(loader_text(decision.image))
-            reset_cause = 2  # HARD_RESET
+            reset_cause = HARD_RESET
 
     async def _download_mode(self) -> None:
         self.mode = Mode.DOWNLOAD

@@ -18,7 +18,7 @@ from bench.virtual.esp32c6.vm import MicroPythonVM, Outcome, RunResult
 CTRL_A, CTRL_B, CTRL_C, CTRL_D, CTRL_E = 1, 2, 3, 4, 5
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 RAW_PASTE_WINDOW = 256
-PWRON_RESET, SOFT_RESET = 1, 5
+PWRON_RESET, HARD_RESET, SOFT_RESET = 1, 2, 5  # machine.reset_cause() values
 
 
 class ReplExit(enum.Enum):

@@ -88,8 +88,6 @@ class ProtocolError(Exception):
 @dataclass
 class _WriteSession:
     offset: int
-    size: int
-    block_size: int
     compressed: bool
     written: int = 0
     inflater: zlib._Decompress | None = None
@@ -230,7 +228,7 @@ class RomLoader:
     # -- flash writes ----------------------------------------------------------------------------
 
     def _flash_begin(self, op: int, data: bytes) -> Reply:
-        size, _, block_size, offset = struct.unpack_from("<IIII", data)
+        size, _, _, offset = struct.unpack_from("<IIII", data)
         compressed = op == Op.FLASH_DEFL_BEGIN
         if size:  # the uncompressed size (stub) or the erase size rounded to blocks (ROM): erase it now
             end = min(self.flash.size, -(-(offset + size) // SECTOR) * SECTOR)
@@ -238,7 +236,7 @@ class RomLoader:
             self._check_range(start, end - start)
             self.flash.erase(start, end - start)
         inflater = zlib.decompressobj() if compressed else None
-        self._write = _WriteSession(offset, size, block_size, compressed, inflater=inflater)
+        self._write = _WriteSession(offset, compressed, inflater=inflater)
         self.log.append(f"flash begin 0x{offset:x} size 0x{size:x}{' (compressed)' if compressed else ''}")
         return Reply([self._respond(op)])
 

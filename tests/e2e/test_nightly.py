@@ -1,0 +1,80 @@
+"""`hilbench nightly` end to end on part of the virtual fleet: every stage, the report, the stored run."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ExitCode
+from tests.conftest import REPO, hilbench
+
+pytestmark = pytest.mark.e2e
+
+
+def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(hilbench(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def short_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sessions")
+    proc = run("session", "synth", "--scenario", "combat", "--duration", "8", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    (session,) = out.glob("*.mcap")
+    return session
+
+
+def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, short_session: Path) -> None:
+    results = tmp_path / "results.sqlite"
+    proc = run(
+        "nightly", "--device", "c6-b", "--device", "pi5-1", "--session", str(short_session),
+        "--reports", str(tmp_path / "reports"), "--results", str(results), "--json",
+    )  # fmt: skip
+    summary = json.loads(proc.stdout)
+    stages = {s["name"]: s for s in summary["stages"]}
+    assert list(stages) == ["check", "flash", "replay", "update", "faults"], proc.stderr
+    for name, stage in stages.items():
+        assert stage["ok"], f"{name}: {stage}"
+        assert set(stage["devices"]) == {"c6-b", "pi5-1"}
+    assert proc.returncode == ExitCode.OK, proc.stderr
+    cases = stages["faults"]["devices"]["pi5-1"]["data"]["cases"]
+    assert set(cases) == {"forged-signature", "crash", "out-of-memory", "broken-weights"}
+    assert all(c["kept_model"] and c["fault"] for c in cases.values())
+    assert stages["update"]["devices"]["pi5-1"]["data"]["delta"] is True  # the host agent patches deltas
+
+    (published,) = summary["runs"]
+    page = Path(published["report"])
+    html = page.read_text()
+    assert "c6-b" in html and "pi5-1" in html
+    assert (tmp_path / "reports" / "latest.html").is_file()
+    assert "now the baseline" in published["note"]
+
+    db = sqlite3.connect(results)
+    run_id = published["run_id"]
+    frames = dict(db.execute("SELECT device, COUNT(*) FROM frames WHERE run_id = ? GROUP BY device", (run_id,)))
+    assert frames["c6-b"] > 50 and frames["pi5-1"] > 100
+    faults = dict(db.execute("SELECT device, COUNT(*) FROM faults WHERE run_id = ? GROUP BY device", (run_id,)))
+    assert faults["c6-b"] >= 4 and faults["pi5-1"] >= 4
+    info = json.loads(
+        db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (run_id,)).fetchone()[0]
+    )
+    assert info["ota"][0]["ok"] is True
+
+
+def test_nightly_with_no_reachable_device_exits_3(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[device]]\nname = "gone"\nkind = "pi5"\nssh = "u@127.0.0.1:1"\n')
+    proc = run("nightly", "--fleet", str(fleet), "--reports", str(tmp_path), "--results", str(tmp_path / "r.sqlite"))
+    assert proc.returncode == ExitCode.UNREACHABLE, proc.stdout + proc.stderr
+    assert "gone" in proc.stdout
+
+
+def test_nightly_refuses_a_bad_session_file_before_touching_devices(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.mcap"
+    bad.write_bytes(b"not an mcap file")
+    proc = run("nightly", "--session", str(bad), "--reports", str(tmp_path))
+    assert proc.returncode == ExitCode.USAGE and str(bad) in proc.stderr and "Traceback" not in proc.stderr
