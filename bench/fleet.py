@@ -85,6 +85,8 @@ class LabPlace:
     host: str | None
     tags: dict[str, str] = field(default_factory=dict)
     local: Link | None = None  # how the bench host reaches the board (what its exporter publishes), if given
+    coordinator: str = ""  # the fleet's [lab] coordinator, "host:port"
+    acquire_timeout_s: float = 60.0  # how long a job waits for a busy place or an absent exporter
 
 
 @dataclass(frozen=True)
@@ -192,6 +194,10 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
                 hint="device names must be unique within a fleet",
             )
         seen[dev.name] = index
+        if dev.lab is not None:
+            dev = replace(
+                dev, lab=replace(dev.lab, coordinator=lab["coordinator"], acquire_timeout_s=lab["acquire_timeout_s"])
+            )
         devices.append(dev)
     places = [d.lab.place for d in devices if d.lab and d.lab.place]
     for place in places:

@@ -15,9 +15,7 @@ from bench.console import emit_json, err, out
 from bench.devices import has_driver
 from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
-from bench.fleet import Fleet
-from bench.lab.acquire import lab_devices
-from bench.virtual import virtual_fleet
+from bench.lab.acquire import reachable_devices
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_flash(args: argparse.Namespace) -> int:
     """Flash the selection; exit 1 if any device failed."""
-    fleet, devices = selected_devices(args)
+    _fleet, devices = selected_devices(args)
     devices = [d for d in devices if has_driver(d.kind)]
     if not devices:
         raise ConfigError("no selected device has a driver that can flash it")
@@ -42,7 +40,7 @@ def cmd_flash(args: argparse.Namespace) -> int:
     if args.attempts < 1:
         raise ConfigError("--attempts must be at least 1")
     log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
-    results = asyncio.run(_run(fleet, devices, log_dir, firmware, args.attempts, show=not args.json))
+    results = asyncio.run(_run(devices, log_dir, firmware, args.attempts, show=not args.json))
     if args.json:
         emit_json({"ok": all(r.ok for r in results), "logs": str(log_dir), "devices": [r.as_dict() for r in results]})
     else:
@@ -51,13 +49,11 @@ def cmd_flash(args: argparse.Namespace) -> int:
     return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
 
 
-async def _run(
-    fleet: Fleet, devices, log_dir: Path, firmware: Path | None, attempts: int, *, show: bool
-) -> list[DeviceFlash]:
+async def _run(devices, log_dir: Path, firmware: Path | None, attempts: int, *, show: bool) -> list[DeviceFlash]:
     columns = (TextColumn("{task.fields[device]:<12}"), TextColumn("{task.description:<9}"), BarColumn(),
                TaskProgressColumn(), TimeElapsedColumn())  # fmt: skip
     with Progress(*columns, console=err, disable=not show, transient=False) as bars:
-        async with lab_devices(fleet, devices) as held, virtual_fleet(held.devices) as (resolved, _running):
+        async with reachable_devices(devices) as (resolved, _running):
             tasks = {d.name: bars.add_task("waiting", device=d.name, total=None) for d in resolved}
 
             def progress_for(device):

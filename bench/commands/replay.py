@@ -12,15 +12,13 @@ from rich.table import Table
 from bench.commands import add_fleet_options, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
-from bench.fleet import Fleet
-from bench.lab.acquire import lab_devices
+from bench.lab.acquire import reachable_devices
 from bench.leases import LeaseSet
 from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
 from bench.results.store import DEFAULT_STORE, open_store
-from bench.virtual import virtual_fleet
 
 SUMMARY_COLUMNS = (
     ("fps", "FPS", 1.0, "{:.1f}"),
@@ -81,7 +79,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with LeaseSet(holder="hilbench replay") as leases:
         for dev in devices:
             leases.acquire(dev.name)
-        result = asyncio.run(_run(args, fleet, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
+        result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
     store.close()
     if args.json:
         emit_json(result_json(result, store.path))
@@ -94,14 +92,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return exit_code(result)
 
 
-async def _run(args, fleet: Fleet, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
+async def _run(args, session: Session, devices, store, speed, logs: Path, bench: str) -> ReplayResult:
     live = None if args.json else Live(console=err, refresh_per_second=2, transient=True)
 
     def progress(run: ReplayRun) -> None:
         if live is not None:
             live.update(progress_table(run))
 
-    async with lab_devices(fleet, devices) as held, virtual_fleet(held.devices) as (resolved, _running):
+    async with reachable_devices(devices) as (resolved, _running):
         if live is not None:
             live.start()
         try:

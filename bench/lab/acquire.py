@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from bench.errors import DeviceUnreachable
-from bench.fleet import Device, Fleet
+from bench.fleet import Device
 from bench.lab.client import POLL_S, LabClient
 from bench.lab.identity import job_identity
 from bench.lab.links import link_from_resources
+from bench.virtual import VirtualDevice, virtual_fleet
 
 
 @dataclass
@@ -55,19 +56,21 @@ class LabHold:
 
 
 @contextlib.asynccontextmanager
-async def lab_devices(fleet: Fleet, devices: list[Device], *, timeout_s: float | None = None) -> AsyncIterator[LabHold]:
+async def lab_devices(devices: list[Device], *, timeout_s: float | None = None) -> AsyncIterator[LabHold]:
     """Acquire the places of `devices` that live in the lab; yield all devices with their links filled in."""
     in_lab = [d for d in devices if d.lab is not None]
     if not in_lab:
         yield LabHold(owner="", places={}, devices=list(devices), times=LabTimes())
         return
+    lab = in_lab[0].lab
+    assert lab is not None
     host, user = job_identity()
-    timeout_s = timeout_s if timeout_s is not None else float(fleet.lab["acquire_timeout_s"])
+    timeout_s = timeout_s if timeout_s is not None else lab.acquire_timeout_s
     deadline = time.monotonic() + timeout_s
     times = LabTimes()
     held: dict[str, str] = {}
     tokens: list[str] = []
-    async with LabClient(str(fleet.lab["coordinator"]), host, user) as client, _cancel_on_sigterm():
+    async with LabClient(lab.coordinator, host, user) as client, _cancel_on_sigterm():
         try:
             resolved: dict[str, Device] = {}
             for dev in in_lab:
@@ -92,6 +95,14 @@ async def lab_devices(fleet: Fleet, devices: list[Device], *, timeout_s: float |
                 times.release_s[name] = time.perf_counter() - t0
             for token in tokens:
                 await client.cancel(token)
+
+
+@contextlib.asynccontextmanager
+async def reachable_devices(devices: list[Device]) -> AsyncIterator[tuple[list[Device], dict[str, VirtualDevice]]]:
+    """`virtual_fleet` for a job: lab devices acquired (and released on exit) and local virtual ones started;
+    yields the devices with links and the running stand-ins."""
+    async with lab_devices(devices) as held, virtual_fleet(held.devices) as (resolved, running):
+        yield resolved, running
 
 
 async def _link(client: LabClient, dev: Device, place: str, deadline: float):

@@ -112,7 +112,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
         ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
     ]
-    async with lab_devices(opts.fleet, opts.devices) as held, virtual_fleet(held.devices) as (devices, _running):
+    async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, _running):
         for name, stage in stages:
             if name in opts.skip or not devices:
                 continue

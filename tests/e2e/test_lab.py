@@ -257,7 +257,7 @@ def test_a_busy_place_is_waited_for_until_the_deadline_then_named(lab: Lab, tmp_
                 1.0, lambda: asyncio.ensure_future(other.release("ci-c6-a"))
             )
             t0 = time.monotonic()
-            async with lab_devices(fleet, [fleet.get("c6-a")]) as held:
+            async with lab_devices([fleet.get("c6-a")]) as held:
                 assert time.monotonic() - t0 >= 0.9
                 assert held.places == {"c6-a": "ci-c6-a"}
                 assert held.devices[0].link.url.endswith(lab.urls["c6-a"].rsplit(":", 1)[1] + "?ign_set_control")
@@ -272,7 +272,7 @@ def test_an_exporter_restarting_mid_run_is_reacquired_on_its_new_port(lab: Lab, 
     fleet = load_fleet(lab.fleet)
 
     async def held_across_a_restart() -> None:  # a nightly holds its places over all stages
-        async with lab_devices(fleet, [fleet.get("c6-a")]) as held:
+        async with lab_devices([fleet.get("c6-a")]) as held:
             before = held.devices[0].link.url
             await asyncio.to_thread(lab.stop, "bench-a")
             after = (await asyncio.to_thread(lab.serve, "bench-a"))["c6-a"]
