@@ -297,6 +297,24 @@ def test_an_exporter_restarting_mid_run_is_reacquired_on_its_new_port(lab: Lab, 
     assert f"on {new}?ign_set_control" in log and old not in log
 
 
+def test_a_job_stopped_with_sigterm_releases_its_place(lab: Lab, tmp_path: Path) -> None:
+    session = tmp_path / "long.mcap"
+    write_session(session, synth_session("dialogue", 5, duration_s=30.0))
+    job = subprocess.Popen(
+        hilbench("replay", "--fleet", str(lab.fleet), "--device", "c6-a", "--session", str(session),
+                 "--results", str(tmp_path / "r.sqlite"), "--json"),
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=lab.env(),
+    )  # fmt: skip
+    try:
+        assert asyncio.run(_first_holder(lab, "ci-c6-a", timeout_s=60))
+        job.send_signal(signal.SIGTERM)
+        job.wait(timeout=30)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert lab.places()["ci-c6-a"]["acquired"] is None
+
+
 def test_a_job_killed_with_sigkill_leaves_a_place_the_janitor_frees(lab: Lab, tmp_path: Path) -> None:
     session = tmp_path / "long.mcap"
     write_session(session, synth_session("dialogue", 5, duration_s=30.0))
