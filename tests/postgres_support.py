@@ -84,11 +84,19 @@ def fresh_database(url: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + name
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Serve until SIGTERM or SIGINT (background jobs of a script ignore SIGINT: stop them with SIGTERM)."""
+    import signal
+    import sys
     import time
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     with postgres_server() as server_url:
         print(server_url, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
