@@ -64,6 +64,20 @@ class PlaceInfo:
     reservation: str | None
 
 
+class _LabgridClientNoise(logging.Filter):
+    """Drops what labgrid's client session logs on the root logger ("coordinator is unavailable", tracebacks
+    of its message pump): the bench reports coordinator trouble itself, as one error naming the address."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.pathname.replace("\\", "/").endswith("labgrid/remote/client.py")
+
+
+def _quiet_labgrid_client() -> None:
+    root = logging.getLogger()
+    if not any(isinstance(f, _LabgridClientNoise) for f in root.filters):
+        root.addFilter(_LabgridClientNoise())
+
+
 def _session_class():
     import grpc
     from labgrid.remote.client import ClientSession
@@ -102,7 +116,7 @@ class LabClient:
     async def __aenter__(self) -> LabClient:
         from labgrid.remote.common import labgrid_coordinator_pb2  # noqa: F401  (fail early if labgrid is missing)
 
-        logging.getLogger().setLevel(max(logging.getLogger().level, logging.CRITICAL))  # no gRPC stack dumps
+        _quiet_labgrid_client()
         session = _session_class()(self.address, asyncio.get_running_loop())
         session.identity = self._identity
         try:

@@ -187,6 +187,7 @@ def test_sync_is_idempotent_and_places_carry_the_fleet(lab: Lab) -> None:
 def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab, tmp_path: Path, pg_url: str) -> None:
     flashed = lab.run("flash", "--device", "c6-a", "--device", "c6-b", "--logs", str(tmp_path / "flash"), "--json")
     assert flashed.returncode == ExitCode.OK, flashed.stderr[-3000:]
+    assert "Traceback" not in flashed.stderr and "grpc" not in flashed.stderr
     assert {d["name"]: d["ok"] for d in json.loads(flashed.stdout)["devices"]} == {"c6-a": True, "c6-b": True}
     for name in ("c6-a", "c6-b"):  # the driver got the port the place yields (rfc2217, ser2net-safe options)
         port = lab.urls[name].rsplit(":", 1)[1]
@@ -244,6 +245,7 @@ def test_a_busy_place_is_waited_for_until_the_deadline_then_named(lab: Lab, tmp_
             waited = time.monotonic() - t0
             assert busy.returncode == ExitCode.UNREACHABLE, busy.stderr
             assert "'ci-c6-a' is still held by other-host/ci-job-17" in busy.stderr and waited >= 2
+            assert "Traceback" not in busy.stderr  # a user error, not a stack dump
             async with _holding(lab, "ci-c6-b", owner=("third-host", "ci-job-18")):  # every esp32c6 place taken
                 any_busy = await asyncio.to_thread(lab.run, "flash", "--device", "any-c6", fleet=lab.short_fleet)
             assert any_busy.returncode == ExitCode.UNREACHABLE
