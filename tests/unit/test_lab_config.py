@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.errors import ConfigError, DeviceUnreachable, ExitCode
 from bench.fleet import SerialLink, SshLink, load_fleet
 from bench.lab.client import Resource
 from bench.lab.exporter import exporter_config
@@ -19,6 +19,7 @@ from bench.lab.identity import holder_gone, job_identity
 from bench.lab.links import link_from_resources
 from bench.lab.sync import desired_places
 from bench.results.dialect import PostgresConnection, postgres_ddl
+from tests.conftest import REPO
 
 LAB = """
 [bench]
@@ -171,3 +172,20 @@ def test_the_serial_module_is_plain_pyserial() -> None:
     import serial
 
     assert serial.__version__ == "3.5"
+
+
+def test_cli_errors_name_the_device_or_the_coordinator(tmp_path: Path) -> None:
+    path = fleet_file(tmp_path, LAB.replace("lab-server:20408", "127.0.0.1:1"))  # nothing listens on port 1
+    env = {**os.environ, "COLUMNS": "200"}
+
+    def hilbench(*args: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "bench", *args, "--fleet", str(path)]
+        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=60)
+
+    config = hilbench("lab", "exporter-config", "--host", "bench-a")
+    assert config.returncode == ExitCode.USAGE and "device 'c6-virt': virtual" in config.stderr
+    sync = hilbench("lab", "sync")
+    assert sync.returncode == ExitCode.UNREACHABLE and "labgrid coordinator 127.0.0.1:1: not reachable" in sync.stderr
+    assert "Traceback" not in sync.stderr
+    listed = hilbench("fleet", "list", "--json")
+    assert listed.returncode == 0 and "labgrid place desk1-c6 on bench-a" in listed.stdout
