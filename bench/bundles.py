@@ -64,6 +64,10 @@ def host_bundle(
     manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
     files.append((model, f"models/{model.name}"))
     files.append((manifest, f"models/{manifest.name}"))
+    # the agent's record of the model to run: deploying it again (a flash) resets what an update changed
+    record = out_dir / "current.json"
+    record.write_text(json.dumps({"path": model.name, "manifest": json.loads(manifest.read_text())}) + "\n")
+    files.append((record, "models/current.json"))
     missing = [str(src) for src, _ in files if not src.is_file()]
     if missing:
         raise ConfigError(f"host agent bundle for {device.name}: missing {', '.join(missing)}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.devices import DRIVERS, driver_for, has_driver
 from bench.devices.base import Driver, Progress, StepResult
-from bench.errors import ConfigError
+from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device
 
 DEFAULT_ATTEMPTS = 3
@@ -36,6 +36,7 @@ class DeviceFlash:
     reason: str = ""  # why it failed (last attempt)
     steps: list[StepResult] = field(default_factory=list)
     log: str | None = None
+    unreachable: bool = False  # the last attempt could not reach the device at all
 
     @property
     def up_to_date(self) -> bool:
@@ -84,7 +85,7 @@ async def flash_device(
     """Flash one device, retrying failed attempts with exponential backoff; never raises."""
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
-    reason = ""
+    reason, unreachable = "", False
     steps: list[StepResult] = []
     attempt = 0
     try:
@@ -100,9 +101,12 @@ async def flash_device(
                 reason = str(exc)
                 _log(log_dir, device, f"refused: {reason}")
                 break
+            except DeviceUnreachable as exc:  # no answer on its link: retry, and say so if it stays that way
+                steps, reason, unreachable = [], str(exc), True
             except Exception as exc:  # a driver bug or an unexpected transport error: record it, retry
-                steps, reason = [], f"{type(exc).__name__}: {exc}"
+                steps, reason, unreachable = [], f"{type(exc).__name__}: {exc}", False
             else:
+                unreachable = False
                 failed = [s for s in steps if not s.ok]
                 if not failed:
                     _log(log_dir, device, "ok: " + "; ".join(f"{s.step}: {s.detail}" for s in steps))
@@ -117,7 +121,7 @@ async def flash_device(
         if close is not None:
             await close()
     return DeviceFlash(device.name, device.kind, False, attempt, time.monotonic() - started, reason, steps,
-                       str(log_dir / f"{device.name}.log"))  # fmt: skip
+                       str(log_dir / f"{device.name}.log"), unreachable)  # fmt: skip
 
 
 async def flash_devices(

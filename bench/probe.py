@@ -67,8 +67,8 @@ def _probe_qemu(kind: str, link: QemuLink) -> ProbeResult:
         from bench.image.build import cached_image
 
         image = cached_image(kind)
-        if image is None:
-            return ProbeResult(False, f"{binary} found; image not built (run: hilbench image build {kind})")
+        if image is None:  # the bench builds it itself (flash stage, `hilbench image build`): still usable
+            return ProbeResult(True, f"{binary} found; image not built yet (`hilbench flash` builds it)")
         return ProbeResult(True, f"{binary}, built image {image.folder} ({link.timing})")
     if not Path(link.image).exists():
         return ProbeResult(False, f"image {link.image} missing (hilbench image build {kind})")

@@ -40,7 +40,9 @@ VERSION = "0.1.0"
 CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
 if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
     CAPS += ["update-coap", "delta-bsdiff"]
-CURRENT = "current.json"  # in the models folder: the model the last `load`/`update` switched to, run at start
+# in the models folder: the model the last `load`/`update` switched to, run at start. The deploy bundle
+# ships one naming the deployed model, so a flash (which re-sends changed files) resets it.
+CURRENT = "current.json"
 MAX_UNDELIVERED = 16
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
 
@@ -236,6 +238,12 @@ class Agent:
         fields = {"model": model.info, **result.figures(), "switch_us": switch_us}
         return wire.reply(msg, "updated", fields)
 
+    def record_path(self, path: str) -> str:
+        """`path` as the record stores it: relative to the models folder when inside it (as the deploy
+        bundle writes it), so a deployed folder can move."""
+        rel = os.path.relpath(path, os.path.abspath(self.models_dir))
+        return path if rel.startswith("..") else rel
+
     def remember(self, model) -> None:
         """Record the current model (after a switch, or a rollback), so the agent's next start runs it (as the
         MicroPython agent does). A model rolled back is never left recorded."""
@@ -244,7 +252,7 @@ class Agent:
         record = os.path.join(self.models_dir, CURRENT)
         with contextlib.suppress(OSError):  # a read-only folder: the agent still runs, and starts as deployed
             with open(record + ".tmp", "w") as f:
-                json.dump({"path": model.source, "manifest": model.manifest}, f)
+                json.dump({"path": self.record_path(model.source), "manifest": model.manifest}, f)
             os.replace(record + ".tmp", record)
 
     def _warm_up(self) -> None:
@@ -411,7 +419,10 @@ def read_remembered(agent: Agent):
             saved = json.load(f)
     except (OSError, ValueError):
         return None
-    return saved if isinstance(saved, dict) else None
+    if not isinstance(saved, dict) or not isinstance(saved.get("path"), str):
+        return None
+    saved["path"] = os.path.join(os.path.abspath(agent.models_dir), saved["path"])  # an absolute one stays
+    return saved
 
 
 def load_remembered(agent: Agent, saved: dict) -> str:

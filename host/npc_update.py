@@ -102,10 +102,12 @@ async def _get_block(
     for attempt in range(timing.max_retransmit + 1):
         if attempt:
             stats.retransmits += 1
-        request = aiocoap.Message(code=Code.GET, uri=url, transport_tuning=_OneShot(wait))
+        if remote is None:
+            request = aiocoap.Message(code=Code.GET, uri=url, transport_tuning=_OneShot(wait))
+        else:  # the address resolved for block 0 and its path: no URI parsing or name lookup per block
+            request = aiocoap.Message(code=Code.GET, uri_path=remote[1], transport_tuning=_OneShot(wait))
+            request.remote = remote[0]
         request.opt.block2 = BlockOption.BlockwiseTuple(num, False, szx)
-        if remote is not None:
-            request.remote = remote  # the address resolved for block 0: no name lookup per block
         try:
             return await ctx.request(request, handle_blockwise=False).response
         except coap_error.TimeoutError:
@@ -137,7 +139,7 @@ async def fetch(
                 raise UpdateFailed("transfer", f"{url}: {exc}; {num} blocks kept for resume", stats) from None
             if not response.code.is_successful():
                 raise UpdateFailed("transfer", f"{url}: server answered {response.code}", stats)
-            remote = response.remote
+            remote = (response.remote, response.request.opt.uri_path)
             etag = (response.opt.etag or b"").hex()
             if meta.get("etag") not in (None, etag):  # content changed since the part was written: start over
                 stats.restarts += 1

@@ -226,7 +226,7 @@ class Agent:
             if msg.get("delta"):
                 fetched = self.fetch_delta(client, url, manifest, path)
             else:
-                fetched = client.fetch(url, path, manifest.get("sha256"))
+                fetched = client.fetch(url, path, manifest.get("sha256"), self.run_due)
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
@@ -251,7 +251,7 @@ class Agent:
         import npcsig
 
         cur = self.models.current
-        stats = client.fetch(url + "/manifest", path + ".delta")
+        stats = client.fetch(url + "/manifest", path + ".delta", None, self.run_due)
         with open(path + ".delta") as f:
             dm = json.load(f)
         os.remove(path + ".delta")
@@ -261,7 +261,7 @@ class Agent:
             raise Refused("hash", "the delta manifest is not a bsdiff4-zlib patch to this model")
         if cur is None or dm.get("base") != cur.manifest.get("sha256"):
             raise Refused("hash", "delta is against base %s, not the running model" % str(dm.get("base"))[:12])
-        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"))
+        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"), self.run_due)
         try:
             npcpatch.apply(cur.path, path + ".patch", path)
         finally:
@@ -270,6 +270,18 @@ class Agent:
             stats[k] = stats.get(k, 0) + patch.get(k, 0)
         stats["resumed_from"] = patch.get("resumed_from", 0)
         return stats
+
+    def run_due(self, *_progress):
+        """Run the frame events already due: called between the blocks of an update, so a running frame loop
+        goes on (on the current model) while the new one downloads."""
+        while self.loop is not None:
+            event = self.loop.next_event()
+            if event is None or event[0] > self.clock.now():
+                return
+            if event[1] is not None:
+                self.run_slot(event[1])
+            else:
+                self.on_vsync()
 
     def switch_to(self, msg, reply_type, path, manifest, figures):
         """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up."""

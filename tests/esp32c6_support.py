@@ -67,6 +67,14 @@ class Board:
         self.link = self.loop.run(self.virtual.start(), timeout_s=60)
 
 
+def preflash(state: Path, image: bytes = b"", flash_size: int = 8 * 1024 * 1024) -> Path:
+    """Give a board that is not started yet a flash chip holding `image` at 0x0 (test setup without esptool)."""
+    state.mkdir(parents=True, exist_ok=True)
+    flash = state / "flash.bin"
+    flash.write_bytes(image + b"\xff" * (flash_size - len(image)))
+    return state
+
+
 @contextlib.contextmanager
 def virtual_c6(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", **settings: object) -> Iterator[Board]:
     """Start a virtual ESP32-C6 keeping its flash in `state`; stop it afterwards."""

@@ -77,7 +77,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     for col in ("name", "version", "format", "size", "sha256", "deltas"):
         table.add_column(col)
     for r in rows:
-        deltas = ", ".join(f"@{d['base_version']}: {d['patch_size']} B" for d in r["deltas"]) or "-"
+        deltas = ", ".join(f"@{d['base_version']} {d['algo']} {d['patch_size']} B" for d in r["deltas"]) or "-"
         table.add_row(r["name"], str(r["version"]), r["format"], str(r["size"]), r["sha256"][:16], deltas)
     out.print(table)
     return ExitCode.OK

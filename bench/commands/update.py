@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from rich import box
 from rich.table import Table
 
 from bench.commands import add_fleet_options, selected_devices
@@ -66,22 +67,26 @@ def _version(model: dict | None) -> str:
 
 
 def _print(results: list[DeviceUpdate]) -> None:
-    table = Table(title="model update")
-    for col in ("device", "result", "mode", "blocks", "bytes", "retx", "transfer ms", "saved", "verify ms",
-                "switch ms", "running"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("device", "result", "mode", "running") else "right")
+    table = Table(
+        title="model update",
+        caption="saved: bytes a delta did not send; verify, switch: ms",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for col in ("device", "result", "transfer", "saved", "verify", "switch"):
+        table.add_column(col, no_wrap=True, justify="right" if col in ("saved", "verify", "switch") else "left")
     for r in results:
+        change = f"{_version(r.previous)}->{_version(r.running)}"
         if r.ok:
-            verdict = "[green]updated[/green]"
+            verdict = f"[green]ok[/green] {'delta' if r.delta else 'full'} {change}"
         elif r.kept_previous:
-            verdict = "[red]FAILED[/red] (previous model kept)"
+            verdict = f"[red]FAILED[/red] kept {_version(r.running)}"
+        elif not r.checked:
+            verdict = "[red]FAILED[/red] unreached" if r.previous is None else "[bold red]FAILED unknown[/]"
         else:
-            verdict = "[red]FAILED[/red] [bold red](model changed!)[/bold red]"
-        table.add_row(
-            r.device, verdict, "delta" if r.delta else "full", str(r.blocks), str(r.bytes), str(r.retransmits),
-            f"{r.transfer_ms:.1f}", str(r.delta_saved), f"{r.verify_ms:.1f}", f"{r.switch_ms:.2f}",
-            f"{_version(r.previous)} -> {_version(r.running)}",
-        )  # fmt: skip
+            verdict = f"[bold red]FAILED {change}![/]"
+        transfer = f"{r.blocks} blk {r.bytes} B {r.retransmits} rtx {r.transfer_ms:.0f} ms"
+        table.add_row(r.device, verdict, transfer, str(r.delta_saved), f"{r.verify_ms:.1f}", f"{r.switch_ms:.2f}")
     out.print(table)
     for r in results:
         for line in ([r.detail] if r.detail else []) + r.notes:

@@ -23,8 +23,8 @@ import serial
 from bench.agent.transport import SerialTransport
 from bench.bundles import ROOT, micropython_bundle
 from bench.devices.base import Driver, Progress, StepResult, no_progress
-from bench.devices.esptool_link import flash_image
-from bench.devices.mpremote_deploy import deploy_files
+from bench.devices.esptool_link import flash_image, has_modem_lines
+from bench.devices.mpremote_deploy import deploy_files, request_bootloader
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
@@ -105,6 +105,8 @@ class Esp32c6Driver(Driver):
                 progress(done, total, "firmware")
 
             try:
+                if not has_modem_lines(link.url):  # no DTR/RTS to strap the chip: ask its MicroPython
+                    await in_own_thread(request_bootloader, link.url, link.baud, log)
                 outcome = await in_own_thread(
                     flash_image,
                     link.url,

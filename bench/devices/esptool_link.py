@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
+import serial
+import serial.rfc2217
 from esptool.cmds import detect_chip
 from esptool.loader import ESPLoader
 from esptool.logger import TemplateLogger, log
@@ -63,6 +65,39 @@ def _install_logger() -> None:
             _installed = True
 
 
+class Rfc2217Port(serial.rfc2217.Serial):
+    """pyserial's RFC 2217 client, renegotiating only what the server cares about.
+
+    The stock client renegotiates baud, data bits, parity and stop bits, and waits at least 0.1 s for
+    the server's acknowledgements, every time the *local* read timeout changes; esptool changes it on
+    every command. Here a settings change is negotiated as before, a timeout change costs nothing."""
+
+    _negotiated: tuple | None = None
+
+    def _reconfigure_port(self) -> None:
+        if self._write_timeout is not None:  # as the stock client: callers (esptool) fall back to None
+            raise NotImplementedError("write_timeout is currently not supported")
+        wanted = (self._baudrate, self._bytesize, self._parity, self._stopbits, self._rtscts, self._xonxoff)
+        if wanted != self._negotiated:
+            super()._reconfigure_port()
+            self._negotiated = wanted
+
+    def close(self) -> None:
+        self._negotiated = None
+        super().close()
+
+
+def open_port(url: str) -> serial.SerialBase:
+    """Open `url` for esptool (exclusively), RFC 2217 through `Rfc2217Port`."""
+    if url.startswith("rfc2217://"):
+        port = Rfc2217Port(None, exclusive=True)
+        port.port = url
+    else:
+        port = serial.serial_for_url(url, exclusive=True, do_not_open=True)
+    port.open()
+    return port
+
+
 @dataclass
 class FlashOutcome:
     """What happened on the board."""
@@ -87,12 +122,22 @@ def flash_image(
     connect_attempts: int = 3,
     expect_chip: str = "ESP32-C6",
 ) -> FlashOutcome:
-    """Write `image` at `offset` unless the board already holds it; verify; reset into it."""
+    """Write `image` at `offset` unless the board already holds it; verify; reset into it.
+
+    A port without modem lines (socket://) cannot pulse EN/IO9: the board must already be in download
+    mode (see `mpremote_deploy.request_bootloader`), and it leaves the loader by a software reboot."""
     _install_logger()
     _context.log = log_file
     esp: ESPLoader | None = None
+    modem_lines = has_modem_lines(url)
     try:
-        esp = detect_chip(url, ESPLoader.ESP_ROM_BAUD, "default-reset", False, connect_attempts)
+        connect_mode = "default-reset" if modem_lines else "no-reset"
+        port = open_port(url)
+        try:
+            esp = detect_chip(port, ESPLoader.ESP_ROM_BAUD, connect_mode, False, connect_attempts)
+        except BaseException:
+            port.close()
+            raise
         chip = esp.CHIP_NAME
         if chip != expect_chip:
             raise WrongChip(f"the board is an {chip}, not an {expect_chip}")
@@ -103,7 +148,7 @@ def flash_image(
         esp.flash_spi_attach(0)
         want = hashlib.md5(image).hexdigest()
         if esp.flash_md5sum(offset, len(image)) == want:
-            esp.hard_reset()
+            _leave_loader(esp, modem_lines)
             return FlashOutcome(written=False, chip=chip, mac=mac)
         compressed = zlib.compress(image, 9)
         blocks = esp.flash_defl_begin(len(image), len(compressed), offset)
@@ -116,12 +161,26 @@ def flash_image(
         got = esp.flash_md5sum(offset, len(image))
         if got != want:
             raise VerifyError(f"verify failed: flash MD5 {got}, image MD5 {want}")
-        esp.hard_reset()
+        _leave_loader(esp, modem_lines)
         return FlashOutcome(written=True, chip=chip, mac=mac, bytes_sent=len(compressed))
     finally:
         if esp is not None:
             esp._port.close()
         _context.log = None
+
+
+def has_modem_lines(url: str) -> bool:
+    """False for links that carry no DTR/RTS (raw TCP): esptool cannot reset the chip through them."""
+    return not url.startswith("socket://")
+
+
+def _leave_loader(esp: ESPLoader, modem_lines: bool) -> None:
+    """Boot the firmware: RTS pulse on EN, or (no modem lines) the loader's own reboot (FLASH_END, reboot)."""
+    if modem_lines:
+        esp.hard_reset()
+    else:
+        esp.flash_begin(0, 0)
+        esp.flash_finish(reboot=True)
 
 
 class VerifyError(Exception):

@@ -61,11 +61,19 @@ class AgentBundle:
     argv: Callable[[str, str], list[str]]
 
 
-def host_agent_bundle(device: Device, work_dir: Path) -> AgentBundle:
-    """The reference host agent, the device's model and its signed manifest (written under `work_dir`)."""
+def host_agent_bundle(device: Device, work_dir: Path | None = None) -> AgentBundle:
+    """The reference host agent, the device's model and its signed manifest (kept under `work_dir` when
+    given, else held in memory)."""
     from bench.bundles import host_agent_command, host_bundle
 
-    files: Files = {dest: src for src, dest in host_bundle(device, work_dir)}
+    if work_dir is not None:
+        files: Files = {dest: src for src, dest in host_bundle(device, work_dir)}
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"hilbench-{device.name}-") as tmp:
+            files = {
+                dest: (src.read_bytes() if src.is_relative_to(tmp) else src)
+                for src, dest in host_bundle(device, Path(tmp))
+            }
 
     def argv(python: str, port_file: str) -> list[str]:
         # relative paths: the agent starts in the deploy folder
@@ -145,8 +153,7 @@ class LinuxDriver(Driver):
     def bundle(self) -> AgentBundle:
         """The agent bundle this driver deploys and starts (the reference host agent by default)."""
         if self._bundle is None:
-            work_dir = self.log_dir or Path(tempfile.mkdtemp(prefix=f"hilbench-{self.device.name}-"))
-            self._bundle = host_agent_bundle(self.device, work_dir / "bundle")
+            self._bundle = host_agent_bundle(self.device, self.log_dir / "bundle" if self.log_dir else None)
         return self._bundle
 
     async def deploy_files(self, files: Files) -> StepResult:

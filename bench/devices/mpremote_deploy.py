@@ -56,6 +56,25 @@ def open_raw_repl(url: str, baud: int, log: IO[str] | None = None) -> SerialTran
     raise DeployError(f"no MicroPython REPL on {url}: {last}")
 
 
+def request_bootloader(url: str, baud: int, log: IO[str] | None = None) -> bool:
+    """Ask MicroPython to enter the ROM download mode (`machine.bootloader()`, as `mpremote bootloader`
+    does). False when no REPL answers (the board may already be in download mode, or boot-looping)."""
+    transport = None
+    try:
+        transport = SerialTransport(url, baudrate=baud)
+        transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
+        transport.exec_raw_no_follow("import machine\nmachine.bootloader()")
+        _log(log, "asked MicroPython for the bootloader (machine.bootloader())")
+        time.sleep(0.3)  # the chip resets into the ROM loader
+        return True
+    except (TransportError, OSError) as exc:
+        _log(log, f"no MicroPython REPL to ask for the bootloader: {exc}")
+        return False
+    finally:
+        if transport is not None:
+            transport.close()
+
+
 def board_sha256(transport: SerialTransport, path: str) -> bytes | None:
     """The sha256 of `path` computed on the board, or None when it does not exist."""
     try:

@@ -394,10 +394,13 @@ class SshConnection:
         _, stderr = await proc.communicate()
         return proc.returncode or 0, stderr.decode("utf-8", "replace")
 
-    def __del__(self) -> None:  # last resort: never leave a master behind
-        if self._master is not None and self._master.returncode is None:
+    def __del__(self) -> None:  # last resort for a connection nobody closed: no master, no folder left behind
+        master = getattr(self, "_master", None)
+        if master is not None and master.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(self._master.pid, 15)
+                os.kill(master.pid, 15)
+        if hasattr(self, "_dir"):
+            shutil.rmtree(self._dir, ignore_errors=True)
 
 
 def quote(*parts: str) -> str:

@@ -35,14 +35,6 @@ def make_patch(base: bytes, target: bytes, algo: str = "bsdiff4") -> bytes:
     raise ValueError(f"unknown delta algorithm {algo!r} (known: {', '.join(ALGOS)})")
 
 
-def apply_patch(base: bytes, patch: bytes) -> bytes:
-    """`target` from `base` and a BSDIFF40 patch; ValueError when the patch is not one."""
-    try:
-        return bsdiff4.patch(base, patch)
-    except Exception as exc:  # bsdiff4 raises ValueError or its own errors on a damaged patch
-        raise ValueError(f"patch does not apply: {exc}") from None
-
-
 def delta_manifest(base: dict[str, Any], target: dict[str, Any], patch: bytes, algo: str = "bsdiff4") -> dict[str, Any]:
     """An unsigned delta manifest from the base and target model manifests and the patch bytes.
 

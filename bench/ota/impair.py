@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import aiocoap
@@ -58,11 +58,6 @@ class ProxyStats:
     corrupted: int = 0
     cut_dropped: int = 0
     overflow: int = 0
-    blocks_down: dict[int, int] = field(default_factory=dict)  # server responses per Block2 number that got through
-
-    def to_json(self) -> dict[str, Any]:
-        """As JSON-ready data."""
-        return {k: v for k, v in self.__dict__.items() if k != "blocks_down"}
 
 
 def _require_loopback(host: str, what: str) -> None:
@@ -86,6 +81,7 @@ class _Side(asyncio.DatagramProtocol):
     def __init__(self, on_datagram: Any) -> None:
         self.on_datagram = on_datagram
         self.transport: asyncio.DatagramTransport | None = None
+        self.waiting: list[bytes] | None = []  # client datagrams that came before the upstream socket was ready
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -145,11 +141,6 @@ class ImpairmentProxy:
         """`coap://HOST:PORT` of the proxy."""
         return f"coap://{self.listen_host}:{self.port}"
 
-    @property
-    def is_cut(self) -> bool:
-        """True while the link is cut."""
-        return self._cut
-
     def restore(self) -> None:
         """End a cut: datagrams pass again (the cut does not happen a second time)."""
         self._cut = False
@@ -166,9 +157,19 @@ class ImpairmentProxy:
             task = loop.create_task(
                 loop.create_datagram_endpoint(lambda: side, local_addr=(self.listen_host, 0), remote_addr=self.upstream)
             )
-            task.add_done_callback(lambda _t: self._impair(data, "up", self._send_upstream(side)))
+            task.add_done_callback(lambda _t: self._upstream_ready(side))
+        if side.waiting is not None:
+            if len(side.waiting) >= MAX_PENDING:
+                self.stats.overflow += 1
+            else:
+                side.waiting.append(data)
             return
         self._impair(data, "up", self._send_upstream(side))
+
+    def _upstream_ready(self, side: _Side) -> None:
+        waiting, side.waiting = side.waiting or [], None
+        for data in waiting:
+            self._impair(data, "up", self._send_upstream(side))
 
     def _send_upstream(self, side: _Side) -> Any:
         return lambda d: side.transport.sendto(d) if side.transport and not side.transport.is_closing() else None
@@ -195,8 +196,6 @@ class ImpairmentProxy:
         if self._rng.random() < imp.loss:
             self.stats.dropped += 1
             return
-        if direction == "down" and (num := _block_number(data)) is not None:
-            self.stats.blocks_down[num] = self.stats.blocks_down.get(num, 0) + 1
         copies = 2 if self._rng.random() < imp.duplicate else 1
         self.stats.duplicated += copies - 1
         if direction not in self._held and self._rng.random() < imp.reorder:

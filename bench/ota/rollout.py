@@ -44,11 +44,12 @@ class DeviceUpdate:
     total_s: float = 0.0
     detail: str = ""
     notes: list[str] = field(default_factory=list)
+    checked: bool = True  # False when no hello after the attempt confirmed `running` (agent unreached or gone)
 
     @property
     def kept_previous(self) -> bool:
-        """True when a failed update left the device on the model it ran before."""
-        return not self.ok and _same_model(self.previous, self.running)
+        """True when a failed update left the device on the model it ran before (checked through its hello)."""
+        return not self.ok and self.checked and _same_model(self.previous, self.running)
 
     def to_json(self) -> dict[str, Any]:
         """As JSON-ready data."""
@@ -113,7 +114,7 @@ async def update_device(
 ) -> DeviceUpdate:
     """Update the agent behind `session` to `manifest`'s model, served at `base_url` (the update server, or
     an impairment proxy in front of it, as the device reaches it). Never raises for a device-side failure."""
-    result = DeviceUpdate(device=session.device, target=f"{manifest['name']}@{manifest['version']}")
+    result = DeviceUpdate(device=session.device, target=f"{manifest['name']}@{manifest['version']}", checked=False)
     started = time.monotonic()
     faults_before = len(session.faults)
     try:
@@ -121,7 +122,8 @@ async def update_device(
         faults_before = len(session.faults)
         result.previous = hello.get("model")
         if _same_model(result.previous, manifest):
-            result.ok, result.running, result.detail = True, result.previous, "already running this version"
+            result.ok, result.running, result.checked = True, result.previous, True
+            result.detail = "already running this version"
             return result
         base_version, algo, note = plan(store, manifest, hello, want_delta)
         if note:
@@ -146,6 +148,7 @@ async def update_device(
         result.detail = str(exc)
     try:
         result.running = (await session.hello()).get("model")
+        result.checked = True
     except BenchError as exc:
         result.notes.append(f"no hello after the update: {exc}")
     if result.ok and not _same_model(result.running, manifest):
@@ -184,14 +187,14 @@ async def _update_one(
 ) -> DeviceUpdate:
     """Open the device's agent through its driver, update it, close."""
     if not has_driver(device.kind):
-        return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}")
+        return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}", checked=False)
     driver = driver_for(device)
     try:
         session = await AgentSession.open(await driver.open_agent(), device=device.name, timeout=driver.reply_timeout_s)
     except BenchError as exc:
         with contextlib.suppress(BenchError, OSError):
             await driver.close_agent()
-        return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}")
+        return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}", checked=False)
     try:
         base_url = device_base_url(port, server_host_for(device, driver))
         timing = timing_named(str(device.settings.get("ota_timing", "lan")))

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from bench.bundles import micropython_bundle
 from bench.devices.esp32c6 import Esp32c6Driver
 from bench.fleet import load_fleet
 from tests.conftest import hilbench
-from tests.esp32c6_support import FIRMWARE, REPO, mpremote, virtual_c6
+from tests.esp32c6_support import FIRMWARE, REPO, mpremote, preflash, virtual_c6
 
 pytestmark = pytest.mark.e2e
 
@@ -71,3 +72,25 @@ def test_driver_flashes_then_talks_to_the_micropython_agent(tmp_path: Path) -> N
         assert hello["model"]["sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
         after = mpremote("connect", board.urls["rfc2217"], "exec", "print('back at the REPL')")
         assert after.returncode == 0 and after.stdout.strip() == "back at the REPL"
+
+
+def test_hilbench_flash_over_a_link_without_modem_lines(tmp_path: Path) -> None:
+    """socket:// has no DTR/RTS: the driver asks MicroPython for the bootloader, and reboots from the stub."""
+    sys.path.insert(0, str(REPO / "firmware" / "esp32c6"))
+    from make_virtual_firmware import build
+
+    image = tmp_path / "other.bin"
+    image.write_bytes(build(banner="MicroPython v1.29.0; ESP32C6 (second build)"))
+    with virtual_c6(preflash(tmp_path / "state", FIRMWARE.read_bytes()), name="c6-sock") as board:
+        assert board.wait_mode("app")["mode"] == "app"
+        fleet = tmp_path / "fleet.toml"
+        fleet.write_text(f'[[device]]\nname = "c6-sock"\nkind = "esp32c6"\nport = "{board.urls["socket"]}"\n')
+        argv = hilbench("flash", "--fleet", str(fleet), "--firmware", str(image), "--json", "--logs", str(tmp_path))
+        for expect_written in (True, False):
+            done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stdout + done.stderr
+            [entry] = json.loads(done.stdout)["devices"]
+            assert entry["steps"][0]["skipped"] is not expect_written
+            assert board.wait_mode("app")["mode"] == "app"
+        assert "(second build)" in board.control("log")["log"]
+        assert "machine.bootloader()" in (tmp_path / "c6-sock.log").read_text()

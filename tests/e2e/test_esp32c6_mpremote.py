@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import serial
 
-from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
+from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, preflash, virtual_c6
 
 pytestmark = pytest.mark.e2e
 MAC = "60:55:f9:c6:20:02"
@@ -15,9 +15,8 @@ MAC = "60:55:f9:c6:20:02"
 
 @pytest.fixture(scope="module")
 def board(tmp_path_factory: pytest.TempPathFactory):
-    with virtual_c6(tmp_path_factory.mktemp("c6"), name="c6-mp", mac=MAC) as running:
-        flashed = esptool("--port", running.urls["rfc2217"], "write-flash", "0x0", str(FIRMWARE))
-        assert flashed.returncode == 0, flashed.stdout + flashed.stderr
+    state = preflash(tmp_path_factory.mktemp("c6"), FIRMWARE.read_bytes())  # esptool's part is tested elsewhere
+    with virtual_c6(state, name="c6-mp", mac=MAC) as running:
         assert running.wait_mode("app")["mode"] == "app"
         yield running
 

@@ -64,3 +64,22 @@ def test_pin_prints_the_boards_host_key(pi: RunningBoard, tmp_path: Path) -> Non
     assert proc.returncode == ExitCode.OK, proc.stderr
     assert f'host_key = "{pi.device.link.host_key}"' in proc.stdout
     assert "SHA256:" in proc.stdout
+
+
+def test_flash_of_an_unreachable_board_exits_3_naming_it(pi: RunningBoard, tmp_path: Path) -> None:
+    fleet = fleet_file(tmp_path, pi, ssh=f"root@127.0.0.1:{free_local_port()}")
+    proc = run("flash", "--fleet", str(fleet), "--attempts", "1", "--logs", str(tmp_path / "logs"), "--json")
+    assert proc.returncode == ExitCode.UNREACHABLE
+    row = json.loads(proc.stdout)["devices"][0]
+    assert row["unreachable"] and "device 'lab-pi'" in row["reason"]
+
+
+def test_flash_of_a_pinned_board_deploys_then_finds_it_up_to_date(pi: RunningBoard, tmp_path: Path) -> None:
+    fleet = str(fleet_file(tmp_path, pi, agent_dir=f"agents/{tmp_path.name}"))  # a folder no other test used
+    first = run("flash", "--fleet", fleet, "--logs", str(tmp_path / "logs1"), "--json")
+    second = run("flash", "--fleet", fleet, "--logs", str(tmp_path / "logs2"), "--json")
+    assert first.returncode == second.returncode == ExitCode.OK, first.stderr + second.stderr
+    deploy1 = json.loads(first.stdout)["devices"][0]["steps"][-1]
+    deploy2 = json.loads(second.stdout)["devices"][0]["steps"][-1]
+    assert deploy1["step"] == "deploy" and deploy1["figures"]["files_sent"] > 5
+    assert deploy2["skipped"] and deploy2["figures"]["files_sent"] == 0 and json.loads(second.stdout)["ok"]

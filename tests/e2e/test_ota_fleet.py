@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from pathlib import Path
 
 import pytest
 
+from bench.agent.session import AgentSession
 from bench.devices import driver_for
 from bench.fleet import load_fleet
 from bench.loop_thread import LoopThread
-from bench.ota.impair import Impairment
+from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.rollout import update_devices
+from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.virtual import virtual_fleet
@@ -93,3 +96,49 @@ def test_micropython_agent_cut_resume_loss_and_rollback(tmp_path: Path) -> None:
     total = -(-store.manifest("npc-policy", 2)["size"] // 1024)
     assert lossy.ok and lossy.running["version"] == 2 and lossy.resumed_from == 3 and lossy.blocks == total - 3
     assert not oom.ok and oom.kept_previous and "rolled back" in oom.detail and oom.running["version"] == 2
+
+
+def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> None:
+    store = ModelStore(tmp_path / "store")
+    key = load_private_key(DEV_PRIVATE_KEY)
+    v1 = MODELS / "npc-policy-int8.npcm"
+    (tmp_path / "v2.npcm").write_bytes(v1.read_bytes()[:-100] + bytes(100))
+    store.publish(v1, key, name="npc-policy", fmt="npcm-int8")
+    v2 = store.publish(tmp_path / "v2.npcm", key, name="npc-policy", fmt="npcm-int8").manifest
+    (c6,) = [d for d in load_fleet() if d.name == "c6-a"]
+
+    async def run():
+        async with virtual_fleet([c6]) as (resolved, _):
+            steps = await driver_for(resolved[0]).flash()
+            assert all(s.ok for s in steps), steps
+            driver = driver_for(resolved[0])
+            session = await AgentSession.open(await driver.open_agent(), device=c6.name)
+            try:
+                # 40 ms each way: each of the 7 blocks takes 80 ms, the whole download about 0.6 s
+                async with (
+                    UpdateServer(store) as server,
+                    ImpairmentProxy(("127.0.0.1", server.port), Impairment(delay_ms=40)) as proxy,
+                ):
+                    await session.start(fps=20, vsync_hz=20)
+                    t0 = time.monotonic_ns()
+                    reply = await session.update(
+                        server.model_url("npc-policy", 2, proxy.base_url), v2, coap={"ack_timeout_ms": 1000}
+                    )
+                    t1 = time.monotonic_ns()
+                    await session.stop()
+                frames = [f async for f in session.frames(timeout=10)]
+            finally:
+                await session.close()
+                await driver.close_agent()
+        return reply, frames, t0, t1
+
+    loop = LoopThread()
+    try:
+        reply, frames, t0, t1 = loop.run(run(), timeout_s=300)
+    finally:
+        loop.close()
+    assert reply["t"] == "updated" and reply["model"]["sha256"] == v2["sha256"] and reply["blocks"] == 7
+    during = [f.rx_ns for f in frames if t0 <= f.rx_ns <= t1]
+    assert (t1 - t0) / 1e9 > 0.5  # the download really took a while
+    gaps = [b - a for a, b in zip([t0, *during], [*during, t1], strict=True)]
+    assert len(during) >= 5 and max(gaps) < 300e6, (len(during), max(gaps) / 1e6)  # no stall of the frame loop
