@@ -237,6 +237,25 @@ def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab
             assert {m.name for m in store.measurements(doc["run_id"], name)} >= {"fps", "decision_latency_p50"}
 
 
+PYTEST_DEVICE_TEST = """
+import pathlib
+
+def test_on_the_lab_board(device):
+    pathlib.Path("link.txt").write_text(device.link.url)
+"""
+
+
+def test_pytest_plugin_runs_device_tests_on_a_lab_place(lab: Lab, tmp_path: Path) -> None:
+    (tmp_path / "test_board.py").write_text(PYTEST_DEVICE_TEST)
+    argv = [sys.executable, "-m", "pytest", "test_board.py", "--fleet", str(lab.fleet), "--device", "c6-b",
+            "-p", "no:cacheprovider", "-q"]  # fmt: skip
+    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**lab.env(), "PYTHONPATH": str(REPO)})  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert (tmp_path / "link.txt").read_text() == f"{lab.urls['c6-b']}?ign_set_control"
+    assert lab.places()["ci-c6-b"]["acquired"] is None  # released at the end of the session
+
+
 def test_a_busy_place_is_waited_for_until_the_deadline_then_named(lab: Lab, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with _holding(lab, "ci-c6-a"):
