@@ -73,7 +73,9 @@ async def lab_devices(devices: list[Device], *, timeout_s: float | None = None) 
     async with LabClient(lab.coordinator, host, user) as client, _cancel_on_sigterm():
         try:
             resolved: dict[str, Device] = {}
-            for dev in in_lab:
+            # one global order (named places by name, then reservations), so two jobs wanting overlapping
+            # sets never each hold what the other waits for
+            for dev in sorted(in_lab, key=lambda d: (d.lab.place is None, d.lab.place or "", d.name)):
                 assert dev.lab is not None
                 t0 = time.perf_counter()
                 place = dev.lab.place
