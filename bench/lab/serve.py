@@ -39,7 +39,9 @@ async def serve_host(
 ) -> None:
     """Serve bench host `host` until `stop` is set."""
     devices = host_devices(fleet, host)
-    local = [replace(d, lab=None) for d in devices if d.virtual]  # served here, so started here
+    # served here, so started here; boards listen on `address` so that other hosts reach them
+    local = [replace(d, lab=None, extra={**d.extra, "listen": address} if address else d.extra)
+             for d in devices if d.virtual]  # fmt: skip
     async with virtual_fleet(local) as (resolved, _running):
         served = {d.name: d.link for d in resolved if d.link is not None}
         config_path.parent.mkdir(parents=True, exist_ok=True)

@@ -62,6 +62,9 @@ lab_tags = {{ board = "esp32c6" }}
 """
 
 
+ADDRESSES = {"bench-a": "127.0.0.1", "bench-b": "127.0.0.2"}  # two loopback addresses: two hosts
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -86,9 +89,11 @@ class Lab:
         return {**os.environ, "COLUMNS": "200", "HILBENCH_STATE_DIR": str(self.root / "job-state"), **extra}
 
     def serve(self, host: str) -> dict[str, str]:
-        """Start bench host `host` (its own state folder, like another machine); return its boards' URLs."""
+        """Start bench host `host` (its own state folder and address, like another machine); return its
+        boards' URLs."""
+        address = ADDRESSES[host]
         proc = subprocess.Popen(
-            hilbench("lab", "serve", "--fleet", str(self.fleet), "--host", host, "--json"),
+            hilbench("lab", "serve", "--fleet", str(self.fleet), "--host", host, "--address", address, "--json"),
             cwd=REPO, stdout=subprocess.PIPE, stderr=open(self.root / f"{host}.err", "ab"), text=True,  # noqa: SIM115
             env={**os.environ, "HILBENCH_STATE_DIR": str(self.root / f"{host}-state")},
         )  # fmt: skip
@@ -190,8 +195,9 @@ def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab
     assert "Traceback" not in flashed.stderr and "grpc" not in flashed.stderr
     assert {d["name"]: d["ok"] for d in json.loads(flashed.stdout)["devices"]} == {"c6-a": True, "c6-b": True}
     for name in ("c6-a", "c6-b"):  # the driver got the port the place yields (rfc2217, ser2net-safe options)
-        port = lab.urls[name].rsplit(":", 1)[1]
-        assert f"on rfc2217://127.0.0.1:{port}?ign_set_control" in (tmp_path / "flash" / f"{name}.log").read_text()
+        url = f"rfc2217://{ADDRESSES['bench-' + name[-1]]}:{lab.urls[name].rsplit(':', 1)[1]}"
+        assert lab.urls[name] == url  # the board listens where its bench host is reached
+        assert f"on {url}?ign_set_control" in (tmp_path / "flash" / f"{name}.log").read_text()
     assert all(p["acquired"] is None for p in lab.places().values())  # released after the run
 
     # both bench hosts' replays at once, writing one PostgreSQL history
