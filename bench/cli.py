@@ -27,6 +27,7 @@ COMMAND_MODULES = [
     "bench.commands.image",
     "bench.commands.flash",
     "bench.commands.virtual",
+    "bench.commands.lab",
 ]
 
 

@@ -19,7 +19,13 @@ _SERIAL_SCHEMES = ("rfc2217://", "socket://", "loop://", "/dev/")
 
 _TOP_KEYS = {"device", "bench", "lab"}
 _BENCH_KEYS = {"name", "results", "reports"}
+_LAB_KEYS = {"coordinator", "acquire_timeout_s"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description"}
+_PLACE_KEYS = {"place", "lab_host", "lab_tags"}
+_LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
+_COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
+_TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place tags
+_TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
 _LINK_KEYS = {
     "serial": {"port", "baud", "mac", "usb_serial"},
     "ssh": {"ssh", "key", "host_key", "known_hosts", "python"},
@@ -71,6 +77,19 @@ Link = SerialLink | SshLink | QemuLink
 
 
 @dataclass(frozen=True)
+class LabPlace:
+    """Where a device lives in a labgrid lab: a named place (exported by bench host `host`), or any
+    place whose tags include `tags` (reserved when the job starts)."""
+
+    place: str | None
+    host: str | None
+    tags: dict[str, str] = field(default_factory=dict)
+    local: Link | None = None  # how the bench host reaches the board (what its exporter publishes), if given
+    coordinator: str = ""  # the fleet's [lab] coordinator, "host:port"
+    acquire_timeout_s: float = 60.0  # how long a job waits for a busy place or an absent exporter
+
+
+@dataclass(frozen=True)
 class Device:
     """One device of the fleet: its kind, how to reach it and its settings (kind defaults merged)."""
 
@@ -81,6 +100,7 @@ class Device:
     tags: tuple[str, ...] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
 
     def with_link(self, link: Link) -> Device:
         """A copy reached through another link (a started virtual device, a labgrid place)."""
@@ -158,18 +178,76 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     raw_devices = data.get("device", [])
     if not isinstance(raw_devices, list):
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
+    lab = _parse_lab(data.get("lab", {}), path)
     devices: list[Device] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_devices):
         dev = _parse_device(raw, path, index, path.parent)
+        if dev.lab is not None and "coordinator" not in lab:
+            raise ConfigError(
+                f"{path}: device {dev.name!r}: field 'place'/'lab_tags' needs a labgrid coordinator",
+                hint='add a [lab] table with coordinator = "HOST:20408"',
+            )
         if dev.name in seen:
             raise ConfigError(
                 f"{path}: device {dev.name!r}: field 'name': duplicate (also device #{seen[dev.name] + 1})",
                 hint="device names must be unique within a fleet",
             )
         seen[dev.name] = index
+        if dev.lab is not None:
+            dev = replace(
+                dev, lab=replace(dev.lab, coordinator=lab["coordinator"], acquire_timeout_s=lab["acquire_timeout_s"])
+            )
         devices.append(dev)
-    return Fleet(path=path, devices=tuple(devices), bench=bench, lab=_table(data.get("lab", {}), path, "[lab]"))
+    places = [d.lab.place for d in devices if d.lab and d.lab.place]
+    for place in places:
+        if places.count(place) > 1:
+            raise ConfigError(f"{path}: place {place!r} is given to more than one device", hint="one place per board")
+    return Fleet(path=path, devices=tuple(devices), bench=bench, lab=lab)
+
+
+def _parse_lab(value: Any, path: Path) -> dict[str, Any]:
+    lab = _table(value, path, "[lab]")
+    for key in set(lab) - _LAB_KEYS:
+        raise ConfigError(f"{path}: [lab]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_LAB_KEYS))}")
+    if "coordinator" in lab:
+        addr = _typed(lab, "coordinator", str, f"{path}: [lab]", None)
+        if not _COORDINATOR_RE.match(addr):
+            raise ConfigError(
+                f"{path}: [lab]: field 'coordinator': {addr!r} is not HOST:PORT", hint='e.g. "lab-server:20408"'
+            )
+    timeout = _typed(lab, "acquire_timeout_s", float, f"{path}: [lab]", 60.0)
+    if timeout <= 0:
+        raise ConfigError(f"{path}: [lab]: field 'acquire_timeout_s': must be positive")
+    return {**lab, "acquire_timeout_s": timeout}
+
+
+def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:
+    if not _PLACE_KEYS & set(raw):
+        return None
+    for key in _LOCAL_LINK_FIELDS & set(raw):
+        raise ConfigError(
+            f"{where}: field {key!r}: a device in the lab is reached through its place",
+            hint=f"remove {key!r}, or remove 'place'/'lab_tags' to use the local link",
+        )
+    place = _typed(raw, "place", str, where, None)
+    if place is not None and not _NAME_RE.match(place):
+        raise ConfigError(f"{where}: field 'place': invalid name {place!r}", hint="letters, digits, '.', '_' or '-'")
+    host = _typed(raw, "lab_host", str, where, None)
+    if host is not None and not _NAME_RE.match(host):
+        raise ConfigError(f"{where}: field 'lab_host': invalid name {host!r}", hint="the exporter name of a bench host")
+    if place is not None and host is None:
+        raise ConfigError(f"{where}: field 'lab_host': missing", hint="name the bench host whose exporter serves it")
+    tags = _typed(raw, "lab_tags", dict, where, {})
+    for key, value in tags.items():
+        if not _TAG_KEY_RE.match(key) or not isinstance(value, str) or not _TAG_VALUE_RE.match(value):
+            raise ConfigError(
+                f"{where}: field 'lab_tags': {key} = {value!r} is not a labgrid tag",
+                hint="keys: lowercase letters, digits, '_' (starting with a letter); values: a string of the same",
+            )
+    if place is None and not tags:
+        raise ConfigError(f"{where}: field 'place': missing", hint="give place (and lab_host), or lab_tags to reserve")
+    return LabPlace(place=place, host=host, tags=dict(tags))
 
 
 def _table(value: Any, path: Path, where: str) -> dict[str, Any]:
@@ -196,7 +274,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
             hint=f"kinds: {', '.join(KINDS)}",
         )
     info = KINDS[kind]
-    allowed = _COMMON_KEYS | _LINK_KEYS[info.link] | set(info.defaults)
+    allowed = _COMMON_KEYS | _PLACE_KEYS | _LINK_KEYS[info.link] | set(info.defaults)
     for key in raw:
         if key not in allowed:
             other = next((lk for lk, keys in _LINK_KEYS.items() if key in keys), None)
@@ -214,9 +292,24 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     for key, default in info.defaults.items():
         if key in raw:
             settings[key] = _typed(raw, key, type(default), where, default)
-    link = _parse_link(raw, info.link, where, kind, virtual, settings, base_dir)
+    lab = _parse_place(raw, where)
+    if lab is not None and info.link == "qemu":
+        raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
+    link = _parse_link(raw, info.link, where, kind, virtual or lab is not None, settings, base_dir)
+    if lab is not None:  # jobs reach it through the place; `ssh` says where its bench host's exporter finds it
+        lab = replace(lab, local=link)
+        link = None
     extra = {k: raw[k] for k in ("mac", "usb_serial", "python", "description") if k in raw}
-    return Device(name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra)
+    if lab is not None:  # what the place's link lacks: how to log in, and which board a udev match picks
+        extra.update({k: _typed(raw, k, str, where, None) for k in ("host_key",) if k in raw})
+        extra.update(
+            {k: _resolve(_typed(raw, k, str, where, None), base_dir) for k in ("key", "known_hosts") if k in raw}
+        )
+        if "baud" in raw:
+            extra["baud"] = _typed(raw, "baud", int, where, None)
+    return Device(
+        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab
+    )
 
 
 def _typed(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) -> Any:

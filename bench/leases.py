@@ -50,10 +50,11 @@ class LeaseInfo:
             return False
         if self.host != socket.gethostname():
             return True
-        return _process_start(self.pid) == self.pid_start
+        return process_start(self.pid) == self.pid_start
 
 
-def _process_start(pid: int) -> float | None:
+def process_start(pid: int) -> float | None:
+    """When process `pid` started (clock ticks since boot), or None when it does not exist."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as f:
             return float(f.read().rsplit(")", 1)[1].split()[19])
@@ -131,7 +132,7 @@ class LeaseSet:
                 holder=self.holder,
                 host=socket.gethostname(),
                 pid=os.getpid(),
-                pid_start=_process_start(os.getpid()) or 0.0,
+                pid_start=process_start(os.getpid()) or 0.0,
                 taken=now,
                 expires=now + self.ttl_s,
             )

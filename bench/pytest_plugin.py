@@ -20,6 +20,7 @@ import pytest
 
 from bench.errors import BenchError
 from bench.fleet import Device, Fleet, load_fleet
+from bench.lab.acquire import lab_devices
 from bench.leases import LeaseSet
 from bench.loop_thread import LoopThread
 from bench.virtual import has_virtual, make_virtual
@@ -95,11 +96,16 @@ class _DevicePool:
         self.lease_wait_s = lease_wait_s
         self.resolved: dict[str, Device] = {}
         self.running: list[object] = []
+        self.places: list[contextlib.AbstractAsyncContextManager] = []  # held labgrid places
 
     def get(self, device: Device) -> Device:
         if device.name not in self.resolved:
             self.leases.acquire(device.name, wait_s=self.lease_wait_s)
-            if device.virtual and has_virtual(device.kind):
+            if device.lab is not None:  # acquired for the session, released in close()
+                held = lab_devices([device])
+                device = self.loop.run(held.__aenter__(), timeout_s=device.lab.acquire_timeout_s + 30).devices[0]
+                self.places.append(held)
+            elif device.virtual and has_virtual(device.kind):
                 stand_in = make_virtual(device)
                 link = self.loop.run(stand_in.start())
                 self.running.append(stand_in)
@@ -111,6 +117,9 @@ class _DevicePool:
         for stand_in in self.running:
             with contextlib.suppress(Exception):
                 self.loop.run(stand_in.stop(), timeout_s=30)
+        for held in self.places:
+            with contextlib.suppress(Exception):
+                self.loop.run(held.__aexit__(None, None, None), timeout_s=30)
         self.leases.release_all()
         self.loop.close()
 

@@ -22,3 +22,22 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
 def hilbench(*args: str) -> list[str]:
     """The command line that runs `hilbench ARGS` from this checkout."""
     return [sys.executable, "-m", "bench", *args]
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """URL of a PostgreSQL server for this test run ($HILBENCH_TEST_PG_URL, else a throwaway one)."""
+    from tests.postgres_support import available, postgres_server
+
+    if not available():
+        pytest.skip("PostgreSQL server not installed (apt-get install postgresql)")
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    """URL of a fresh, empty database on the test run's PostgreSQL server."""
+    from tests.postgres_support import fresh_database
+
+    return fresh_database(pg_server)

@@ -15,7 +15,7 @@ from bench.console import emit_json, err, out
 from bench.devices import has_driver
 from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
-from bench.virtual import virtual_fleet
+from bench.lab.acquire import reachable_devices
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ async def _run(devices, log_dir: Path, firmware: Path | None, attempts: int, *, 
     columns = (TextColumn("{task.fields[device]:<12}"), TextColumn("{task.description:<9}"), BarColumn(),
                TaskProgressColumn(), TimeElapsedColumn())  # fmt: skip
     with Progress(*columns, console=err, disable=not show, transient=False) as bars:
-        async with virtual_fleet(devices) as (resolved, _running):
+        async with reachable_devices(devices) as (resolved, _running):
             tasks = {d.name: bars.add_task("waiting", device=d.name, total=None) for d in resolved}
 
             def progress_for(device):

@@ -13,9 +13,10 @@ from bench.console import emit_json, out
 from bench.devices import has_driver
 from bench.errors import ExitCode
 from bench.fleet import Device, QemuLink, SerialLink, SshLink
+from bench.lab.acquire import reachable_devices
 from bench.leases import lease_dir, list_leases
 from bench.probe import probe_link
-from bench.virtual import has_virtual, virtual_fleet
+from bench.virtual import has_virtual
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +43,10 @@ def link_text(device: Device) -> str:
         return f"ssh {link.target}"
     if isinstance(link, QemuLink):
         return f"qemu {link.machine}/{link.cpu} x{link.smp} {link.memory_mb} MB ({link.timing})"
+    if device.lab is not None:
+        if device.lab.place:
+            return f"labgrid place {device.lab.place} on {device.lab.host}"
+        return "labgrid place with " + " ".join(f"{k}={v}" for k, v in sorted(device.lab.tags.items()))
     return "virtual (started on demand)"
 
 
@@ -66,7 +71,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 async def check_devices(devices: list[Device]) -> list[dict]:
     """Start what is virtual, probe every device's link, and describe what the bench can do with it."""
-    async with virtual_fleet(devices) as (resolved, _running):
+    async with reachable_devices(devices) as (resolved, _running):
         results = await asyncio.gather(*(probe_link(d) for d in resolved))
     rows = []
     for dev, res in zip(resolved, results, strict=True):

@@ -14,8 +14,8 @@ from bench.devices.linux import LinuxDriver
 from bench.errors import BenchError, ConfigError, DeviceUnreachable, ExitCode
 from bench.fleet import Device, SshLink
 from bench.kinds import KINDS
+from bench.lab.acquire import reachable_devices
 from bench.telemetry import summarize
-from bench.virtual import virtual_fleet
 
 SSH_KINDS = tuple(name for name, info in KINDS.items() if info.link == "ssh")
 
@@ -65,7 +65,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     devices = _linux_devices(args)
 
     async def go() -> list[dict]:
-        async with virtual_fleet(devices) as (resolved, _running):
+        async with reachable_devices(devices) as (resolved, _running):
             return list(await asyncio.gather(*(_check_one(d) for d in resolved)))
 
     rows = asyncio.run(go())
@@ -124,7 +124,7 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
     async def go() -> list[dict]:
         rows = []
-        async with virtual_fleet(devices) as (resolved, _running):
+        async with reachable_devices(devices) as (resolved, _running):
             for dev in resolved:
                 if not isinstance(dev.link, SshLink):
                     rows.append({"name": dev.name, "error": "no SSH link"})
@@ -165,7 +165,7 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
             await driver.close()
 
     async def go() -> list[dict]:
-        async with virtual_fleet(devices) as (resolved, _running):
+        async with reachable_devices(devices) as (resolved, _running):
             return list(await asyncio.gather(*(one(d) for d in resolved)))
 
     rows = asyncio.run(go())

@@ -12,13 +12,13 @@ from rich.table import Table
 from bench.commands import add_fleet_options, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
+from bench.lab.acquire import reachable_devices
 from bench.leases import LeaseSet
 from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
 from bench.results.store import DEFAULT_STORE, open_store
-from bench.virtual import virtual_fleet
 
 SUMMARY_COLUMNS = (
     ("fps", "FPS", 1.0, "{:.1f}"),
@@ -74,7 +74,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     location = args.results or fleet.bench.get("results") or DEFAULT_STORE
     store = open_store(location)
-    logs = args.logs or Path(store.path).parent / "logs"
+    logs = args.logs or (store.local_dir or Path("reports")) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with LeaseSet(holder="hilbench replay") as leases:
         for dev in devices:
@@ -99,7 +99,7 @@ async def _run(args, session: Session, devices, store, speed, logs: Path, bench:
         if live is not None:
             live.update(progress_table(run))
 
-    async with virtual_fleet(devices) as (resolved, _running):
+    async with reachable_devices(devices) as (resolved, _running):
         if live is not None:
             live.start()
         try:

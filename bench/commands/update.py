@@ -12,10 +12,10 @@ from bench.commands import add_fleet_options, selected_devices
 from bench.commands.model import add_store_option, open_store
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
+from bench.lab.acquire import reachable_devices
 from bench.ota.impair import Impairment
 from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
 from bench.ota.timing import timing_named
-from bench.virtual import virtual_fleet
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +58,7 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 
 async def _run(devices, store, spec, delta, impairment, on_done) -> list[DeviceUpdate]:
-    async with virtual_fleet(devices) as (resolved, _):
+    async with reachable_devices(devices) as (resolved, _):
         return await update_devices(resolved, store, spec, want_delta=delta, impairment=impairment, on_done=on_done)
 
 

@@ -7,6 +7,7 @@ import asyncio
 import json
 import signal
 import sys
+from dataclasses import replace
 
 from bench.commands import add_fleet_options, selected_devices
 from bench.console import out
@@ -26,7 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     """Serve the selected virtual devices."""
     _fleet, devices = selected_devices(args)
-    wanted = [d for d in devices if d.virtual and has_virtual(d.kind)]
+    # serving here is what was asked for, also for lab devices (`hilbench lab exporter-config --virtual-urls`)
+    wanted = [replace(d, lab=None) for d in devices if d.virtual and has_virtual(d.kind)]
     if not wanted:
         raise ConfigError("no selected device is virtual with a kind the bench can stand in for")
     asyncio.run(_serve(wanted, as_json=args.json))

@@ -16,6 +16,7 @@ from bench.bundles import ROOT
 from bench.errors import BenchError, ExitCode
 from bench.flashing import ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
+from bench.lab.acquire import lab_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
@@ -111,13 +112,14 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
         ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
     ]
-    async with virtual_fleet(opts.devices) as (devices, _running):
+    async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, _running):
         for name, stage in stages:
             if name in opts.skip or not devices:
                 continue
             show.stage(name, devices)
             started = time.monotonic()
             try:
+                devices = await held.relink(devices)  # places stay held; a restarted exporter's new port is used
                 outcomes = await stage(devices)
                 stage_result = StageResult(name, time.monotonic() - started, outcomes)
             except BenchError as exc:

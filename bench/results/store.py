@@ -1,14 +1,16 @@
-"""The results store. SQLite (one file per bench) today; the location is a path or a URL so that a
-PostgreSQL backend can be added behind the same API.
+"""The results store: SQLite (one file per bench host; the default) or PostgreSQL (a `postgresql://` URL:
+one history that several bench hosts write at once). Same API and schema; the SQL dialect differences
+live in bench.results.dialect.
 
-Writes commit as they happen (WAL journal), so a run that is killed keeps every frame record and
-measurement written before the kill; its run row stays `running`."""
+Writes commit as they happen (WAL journal on SQLite), so a run that is killed keeps every frame record
+and measurement written before the kill; its run row stays `running`."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
+from bench.results.dialect import PostgresConnection, connect_sqlite, is_postgres
 from bench.results.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_STORE = Path("reports") / "results.sqlite"
@@ -73,45 +76,65 @@ class MeasurementRow:
     description: str
 
 
+def _redacted(url: str) -> str:
+    """A URL without its password, for messages."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def open_store(location: str | Path | None = None) -> ResultStore:
-    """The store at `location`: a file path or `sqlite:///path` (default reports/results.sqlite)."""
+    """The store at `location`: a file path, `sqlite:///path` or `postgresql://user@host/db`
+    (default reports/results.sqlite)."""
     loc = str(location) if location is not None else str(DEFAULT_STORE)
     if loc.startswith("sqlite:///"):
         loc = loc[len("sqlite:///") :]  # sqlite:///relative or sqlite:////absolute
+    elif is_postgres(loc):
+        return ResultStore(loc)
     elif "://" in loc:
         scheme = loc.split("://", 1)[0]
         raise ConfigError(
-            f"results store {location!r}: scheme {scheme!r} is not supported yet",
-            hint="use a file path or sqlite:///path (PostgreSQL is planned behind the same API)",
+            f"results store {location!r}: scheme {scheme!r} is not supported",
+            hint="use a file path, sqlite:///path or postgresql://user@host/database",
         )
     return ResultStore(Path(loc))
 
 
-class ResultStore:
-    """Runs and everything measured in them, in one SQLite file."""
+_META = "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)"
 
-    def __init__(self, path: Path) -> None:
+
+class ResultStore:
+    """Runs and everything measured in them, in one SQLite file or one PostgreSQL database.
+
+    `path` is the SQLite file, or the PostgreSQL URL (a str) that `open_store` was given."""
+
+    def __init__(self, path: Path | str) -> None:
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process, not a power cut
-            self.db.execute("PRAGMA busy_timeout=5000")
-            for ddl in TABLES:
-                self.db.execute(ddl)
-            self.db.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-            )
+            if isinstance(path, str) and is_postgres(path):
+                self.db: Any = PostgresConnection(path, TABLES, _META, (str(SCHEMA_VERSION),))
+            else:
+                self.path = Path(path)
+                self.db = connect_sqlite(self.path, TABLES, _META, (str(SCHEMA_VERSION),))
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(f"results store {path}: cannot open: {exc}", hint="check the path (--results)") from None
+        except Exception as exc:  # psycopg.Error (imported lazily): server down, no such database, no access
+            if type(exc).__module__.split(".")[0] != "psycopg":
+                raise
+            raise ConfigError(
+                f"results store {_redacted(str(path))}: cannot open: {str(exc).strip()}",
+                hint="check the URL (--results or [bench] results) and that the PostgreSQL server runs",
+            ) from None
         version = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
         if int(version) != SCHEMA_VERSION:
             raise ConfigError(f"results store {path}: schema version {version}, this bench writes {SCHEMA_VERSION}")
+
+    @property
+    def local_dir(self) -> Path | None:
+        """The folder of a SQLite store (logs go next to it); None for a database server."""
+        return self.path.parent if isinstance(self.path, Path) else None
 
     def close(self) -> None:
         """Close the database."""
@@ -149,10 +172,10 @@ class ResultStore:
         """Start a run (status `running`); returns its id."""
         cur = self.db.execute(
             "INSERT INTO runs (kind, bench, started_at, status, session, speed, git_rev, config)"
-            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?) RETURNING id",
             (kind, bench, _now(), session, speed, git_rev, json.dumps(config or {}, default=str)),
         )
-        return int(cur.lastrowid)
+        return int(cur.fetchall()[0][0])  # fetch all: a pending RETURNING statement would hold the write lock
 
     def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
         """Mark a run finished with `status` (ok, failed, interrupted) and a JSON summary."""

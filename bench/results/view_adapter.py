@@ -127,7 +127,7 @@ def _frames(store: ResultStore, run_id: int, device: str) -> tuple[FrameTrace | 
     row = store.db.execute(
         "SELECT group_concat(i), group_concat(t0), group_concat(COALESCE(due, t0)), group_concat(due IS NULL),"
         " group_concat(COALESCE(model, -1)) FROM (SELECT i, t0, due, model FROM frames"
-        " WHERE run_id = ? AND device = ? AND ran = 1 AND t0 IS NOT NULL ORDER BY i)",
+        " WHERE run_id = ? AND device = ? AND ran = 1 AND t0 IS NOT NULL ORDER BY i) AS f",
         (run_id, device),
     ).fetchone()
     if row is None or row[0] is None:

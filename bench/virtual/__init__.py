@@ -62,7 +62,8 @@ async def virtual_fleet(
     running: dict[str, VirtualDevice] = {}
     resolved: list[Device] = []
     try:
-        wanted = [d for d in devices if d.virtual and has_virtual(d.kind)]
+        # a device in a labgrid lab is served by its bench host (`hilbench lab serve`), never by the job
+        wanted = [d for d in devices if d.virtual and d.lab is None and has_virtual(d.kind)]
         stand_ins = {d.name: make_virtual(d) for d in wanted}
         links = await asyncio.gather(*(v.start() for v in stand_ins.values()), return_exceptions=True)
         for (name, vdev), link in zip(stand_ins.items(), links, strict=True):

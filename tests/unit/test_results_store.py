@@ -21,8 +21,16 @@ from bench.results import open_store
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_round_trip_of_every_table(tmp_path: Path) -> None:
-    with open_store(tmp_path / "r.sqlite") as store:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same tests against both backends (PostgreSQL: a fresh database on the run's server)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "r.sqlite")
+    return request.getfixturevalue("pg_url")
+
+
+def test_round_trip_of_every_table(location: str) -> None:
+    with open_store(location) as store:
         run = store.begin_run("replay", bench="b1", session="combat-0000", speed=1.0, config={"x": 1})
         store.add_device(run, "c6-a", "esp32c6", {"voice_mode": "voicef"})
         store.update_device(run, "c6-a", status="ok", agent="npc-mpy")
@@ -45,7 +53,7 @@ def test_round_trip_of_every_table(tmp_path: Path) -> None:
         store.set_clock(run, "c6-a", 123.0, 1.5, 99, 40.0)
         store.finish_run(run, "ok", {"devices": 1})
 
-    with open_store(f"sqlite:///{tmp_path / 'r.sqlite'}") as store:
+    with open_store(location if "://" in location else f"sqlite:///{location}") as store:
         (row,) = store.runs()
         assert (row.id, row.kind, row.status, row.session, row.config, row.summary["devices"]) == (
             run,
@@ -71,8 +79,10 @@ def test_round_trip_of_every_table(tmp_path: Path) -> None:
 
 
 def test_unsupported_url_and_unknown_run_are_config_errors(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="scheme 'postgresql' is not supported yet"):
-        open_store("postgresql://bench@db/results")
+    with pytest.raises(ConfigError, match="scheme 'mysql' is not supported"):
+        open_store("mysql://bench@db/results")
+    with pytest.raises(ConfigError, match=r"results store postgresql://bench:\*\*\*@127.0.0.1:1/results: cannot open"):
+        open_store("postgresql://bench:secret@127.0.0.1:1/results")  # nothing listens on port 1
     with open_store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="no run 42"):
         store.run(42)
 
@@ -104,8 +114,8 @@ WRITER = textwrap.dedent(
 
 
 @pytest.mark.parametrize("writer", ["direct", "background"])
-def test_a_killed_writer_keeps_every_frame_it_wrote(tmp_path: Path, writer: str) -> None:
-    db = tmp_path / "killed.sqlite"
+def test_a_killed_writer_keeps_every_frame_it_wrote(location: str, writer: str) -> None:
+    db = location
     proc = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db), writer], cwd=ROOT, stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)},

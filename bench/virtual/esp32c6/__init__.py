@@ -61,6 +61,8 @@ class VirtualEsp32c6:
         ]
         if self.wire_speed:
             argv.append("--wire-speed")
+        if self.device.extra.get("listen"):  # set by `hilbench lab serve --address`: reachable from other hosts
+            argv += ["--host", str(self.device.extra["listen"])]
         log = (self.state_dir / "board.log").open("ab")
         self._proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True

@@ -1,0 +1,72 @@
+"""`hilbench lab serve --host NAME`: what a bench host runs. Starts the host's virtual devices, writes its
+exporter YAML with their live ports and keeps `labgrid-exporter` running (restarted when it exits, e.g.
+code 100 while the coordinator is away) until SIGINT/SIGTERM, then stops the exporter before the devices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from bench.fleet import Fleet
+from bench.lab.exporter import exporter_config, host_devices
+from bench.virtual import virtual_fleet
+
+RESTART_DELAY_S = 1.0
+
+
+def exporter_argv(coordinator: str, host: str, config: Path, address: str | None) -> list[str]:
+    """The labgrid-exporter command line (this interpreter's labgrid, so the versions match)."""
+    argv = [sys.executable, "-m", "labgrid.remote.exporter", "-c", coordinator, "-n", host]
+    if address:
+        argv += ["--hostname", address]
+    return [*argv, str(config)]
+
+
+async def serve_host(
+    fleet: Fleet,
+    host: str,
+    config_path: Path,
+    stop: asyncio.Event,
+    *,
+    address: str | None = None,
+    on_ready: Callable[[dict[str, str]], None] | None = None,
+    log_path: Path | None = None,
+) -> None:
+    """Serve bench host `host` until `stop` is set."""
+    devices = host_devices(fleet, host)
+    # served here, so started here; boards listen on `address` so that other hosts reach them
+    local = [replace(d, lab=None, extra={**d.extra, "listen": address} if address else d.extra)
+             for d in devices if d.virtual]  # fmt: skip
+    async with virtual_fleet(local) as (resolved, _running):
+        served = {d.name: d.link for d in resolved if d.link is not None}
+        config_path.parent.mkdir(parents=True, exist_ok=True)
+        config_path.write_text(exporter_config(fleet, host, served, address))
+        if on_ready is not None:
+            on_ready({name: getattr(link, "url", None) or getattr(link, "target", "") for name, link in served.items()})
+        argv = exporter_argv(str(fleet.lab["coordinator"]), host, config_path, address)
+        log = open(log_path or config_path.with_suffix(".log"), "ab")  # noqa: SIM115 (kept open while serving)
+        try:
+            while not stop.is_set():
+                proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
+                stopped = asyncio.create_task(stop.wait())
+                exited = asyncio.create_task(proc.wait())
+                await asyncio.wait({stopped, exited}, return_when=asyncio.FIRST_COMPLETED)
+                if not exited.done():
+                    proc.terminate()
+                    try:
+                        await asyncio.wait_for(proc.wait(), 5)
+                    except TimeoutError:
+                        with contextlib.suppress(ProcessLookupError):
+                            proc.kill()
+                        await proc.wait()
+                stopped.cancel()
+                if not stop.is_set():
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(stop.wait(), RESTART_DELAY_S)
+        finally:
+            log.close()
