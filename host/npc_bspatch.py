@@ -37,7 +37,10 @@ def patch_portable(old: bytes, patch: bytes) -> bytes:
         if add < 0 or copy < 0 or len(new) + add + copy > new_size:
             raise ValueError("BSDIFF40 control block is inconsistent")
         src = old[old_pos : old_pos + add].ljust(add, b"\0")
-        new += bytes((a + b) & 0xFF for a, b in zip(src, diff[diff_pos : diff_pos + add], strict=True))
+        delta = diff[diff_pos : diff_pos + add]
+        if len(delta) != add:
+            raise ValueError("BSDIFF40 diff block is shorter than its control block says")
+        new += bytes((a + b) & 0xFF for a, b in zip(src, delta))
         new += extra[extra_pos : extra_pos + copy]
         diff_pos, extra_pos, old_pos = diff_pos + add, extra_pos + copy, old_pos + add + seek
     if len(new) != new_size:
