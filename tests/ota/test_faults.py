@@ -97,7 +97,10 @@ def test_server_with_smaller_blocks_is_followed(two_versions, tmp_path: Path, ru
     store, _, v2 = two_versions
     (res,), srv, _ = run_update(store, tmp_path / "w", [Impairment()], current=running, max_szx=5)
     assert isinstance(res, npc_update.UpdateResult) and res.path.read_bytes() == v2
-    assert res.stats.blocks == -(-len(v2) // 512) == srv.served("blob/raw/2").total_blocks
+    served = srv.served("blob/raw/2")
+    # every 512 B block was asked for (a retransmission on a loaded machine may repeat one; that is not the point)
+    assert res.stats.blocks == -(-len(v2) // 512) == len(served.blocks)
+    assert max(served.blocks) == res.stats.blocks - 1
 
 
 def test_delta_update_transfers_only_the_patch(two_versions, tmp_path: Path, running: Path) -> None:
