@@ -32,6 +32,25 @@ class ProtocolMismatch(BenchError):
     """The agent speaks another protocol version than the bench."""
 
 
+def frame_fields(msg: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a decoded `frame` message (docs/protocol.md), typed, optional ones defaulted."""
+    return {
+        "i": int(msg["i"]),
+        "vsync": int(msg["vsync"]),
+        "due": msg.get("due"),
+        "ran": bool(msg.get("ran", False)),
+        "t0": msg.get("t0"),
+        "t1": msg.get("t1"),
+        "act": msg.get("act"),
+        "p": msg.get("p"),
+        "seq": int(msg.get("seq", -1)),
+        "skip": bool(msg.get("skip", False)),
+        "late": bool(msg.get("late", False)),
+        "q": int(msg.get("q", 0)),
+        "model": msg.get("model"),
+    }
+
+
 @dataclass
 class FrameRecord:
     """One `frame` message (device times in us on the device clock), plus when the bench received it."""
@@ -56,24 +75,7 @@ class FrameRecord:
     @classmethod
     def from_msg(cls, msg: dict[str, Any], rx_ns: int, input_ns: int | None = None) -> FrameRecord:
         """Build from a decoded `frame` message (missing optional fields become None/defaults)."""
-        return cls(
-            i=int(msg["i"]),
-            vsync=int(msg["vsync"]),
-            due=msg.get("due"),
-            ran=bool(msg.get("ran", False)),
-            t0=msg.get("t0"),
-            t1=msg.get("t1"),
-            act=msg.get("act"),
-            p=msg.get("p"),
-            seq=int(msg.get("seq", -1)),
-            skip=bool(msg.get("skip", False)),
-            late=bool(msg.get("late", False)),
-            q=int(msg.get("q", 0)),
-            model=msg.get("model"),
-            rx_ns=rx_ns,
-            input_ns=input_ns,
-            raw=msg,
-        )
+        return cls(**frame_fields(msg), rx_ns=rx_ns, input_ns=input_ns, raw=msg)
 
     @property
     def infer_us(self) -> int | None:

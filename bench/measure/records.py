@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bench.agent.session import frame_fields
+
 
 class FrameLike(Protocol):
     """What the metrics read from a frame record (bench.agent's FrameRecord and the store's Frame fit)."""
@@ -60,19 +62,4 @@ class Frame:
     @classmethod
     def from_msg(cls, msg: dict[str, Any], rx_ns: int | None = None) -> Frame:
         """From a decoded `frame` message."""
-        return cls(
-            i=int(msg["i"]),
-            vsync=int(msg["vsync"]),
-            due=msg.get("due"),
-            ran=bool(msg.get("ran", False)),
-            t0=msg.get("t0"),
-            t1=msg.get("t1"),
-            act=msg.get("act"),
-            p=msg.get("p"),
-            seq=int(msg.get("seq", -1)),
-            skip=bool(msg.get("skip", False)),
-            late=bool(msg.get("late", False)),
-            q=int(msg.get("q", 0)),
-            model=msg.get("model"),
-            rx_ns=rx_ns,
-        )
+        return cls(**frame_fields(msg), rx_ns=rx_ns)
