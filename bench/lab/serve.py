@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench.fleet import Fleet
 from bench.lab.exporter import exporter_config, host_devices
+from bench.procs import stop_process
 from bench.virtual import virtual_fleet
 
 RESTART_DELAY_S = 1.0
@@ -57,13 +58,7 @@ async def serve_host(
                 exited = asyncio.create_task(proc.wait())
                 await asyncio.wait({stopped, exited}, return_when=asyncio.FIRST_COMPLETED)
                 if not exited.done():
-                    proc.terminate()
-                    try:
-                        await asyncio.wait_for(proc.wait(), 5)
-                    except TimeoutError:
-                        with contextlib.suppress(ProcessLookupError):
-                            proc.kill()
-                        await proc.wait()
+                    await stop_process(proc, 5)
                 stopped.cancel()
                 if not stop.is_set():
                     with contextlib.suppress(TimeoutError):

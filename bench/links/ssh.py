@@ -23,6 +23,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.fleet import SshLink
+from bench.procs import stop_process
 
 SSH_BINARY = "ssh"
 # ssh exits 255 for its own errors (connection, auth, host key); any other status is the remote command's.
@@ -240,13 +241,7 @@ class SshConnection:
 
     async def _kill_master(self) -> None:
         proc, self._master = self._master, None
-        if proc is not None and proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 3)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_process(proc, 3)
 
     async def ensure_connected(self) -> None:
         """Reconnect with backoff if the master has dropped; raise DeviceUnreachable when it stays down."""

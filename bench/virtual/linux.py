@@ -27,6 +27,7 @@ from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, SshLink
 from bench.kinds import KINDS
 from bench.links.ssh import free_local_port
+from bench.procs import stop_process
 
 SSHD = "/usr/sbin/sshd"
 TOOLS = Path(__file__).resolve().parent / "linux_tools"
@@ -250,13 +251,7 @@ Subsystem sftp internal-sftp
 
     async def _stop_sshd(self) -> None:
         proc, self._sshd = self._sshd, None
-        if proc is not None and proc.returncode is None:
-            proc.terminate()
-            try:
-                await asyncio.wait_for(proc.wait(), 3)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
+        await stop_process(proc, 3)
 
     # -- faults -------------------------------------------------------------------------------------
 

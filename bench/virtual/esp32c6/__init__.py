@@ -8,7 +8,6 @@ Its link is RFC 2217 (DTR/RTS auto-reset works as on a board with the classic re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, SerialLink
+from bench.procs import stop_process
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
 
@@ -83,15 +83,7 @@ class VirtualEsp32c6:
     async def stop(self) -> None:
         """Stop the board process (its flash file stays)."""
         proc, self._proc = self._proc, None
-        if proc is None or proc.returncode is not None:
-            return
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 5)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await stop_process(proc, 5)
 
     async def kill(self) -> None:
         """Cut power abruptly (SIGKILL): what a board does when unplugged mid-write."""
