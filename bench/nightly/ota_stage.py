@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,17 @@ FAULT_CASES = (
 )
 
 
-def build_store(root: Path) -> tuple[ModelStore, dict[tuple[str, str], dict[str, Any]]]:
+Manifests = dict[tuple[str, str], dict[str, Any]]
+
+
+@functools.cache
+def build_store(root: Path) -> tuple[ModelStore, Manifests]:
     """A store with v1 (bundled), v2 and each fault fixture of the policy in every format; returns it and the
-    manifest of each (format, case): "v1", "v2", "forged-v1", "forged-v2" or a fault case name."""
+    manifest of each (format, case): "v1", "v2", "forged-v1", "forged-v2" or a fault case name. Built once per
+    `root`: the update stage and the fault suite of a run share it."""
     store = ModelStore(root)
     key = load_private_key(DEV_PRIVATE_KEY)
-    manifests: dict[tuple[str, str], dict[str, Any]] = {}
+    manifests: Manifests = {}
     other_key = generate_key()
     for fmt, ext in EXTENSIONS.items():
         manifests[fmt, "v1"] = store.publish(MODELS_DIR / f"{FAMILY}-int8.{ext}", key, name=FAMILY, fmt=fmt).manifest
@@ -131,7 +137,7 @@ async def update_stage(
     devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
 ) -> dict[str, DeviceOutcome]:
     """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run."""
-    store, manifests = build_store(log_dir / "ota-store-update")
+    store, manifests = build_store(log_dir / "ota-store")
 
     async def work(agent: _Agent, port: int) -> DeviceOutcome:
         manifest = manifests.get((_format(agent.device), "v2"))
@@ -160,7 +166,7 @@ async def fault_suite(
 ) -> dict[str, DeviceOutcome]:
     """Push each bad artefact; a case passes when the agent reports an expected fault and still runs the model
     it ran before. Faults are kept with the run."""
-    store, manifests = build_store(log_dir / "ota-store-faults")
+    store, manifests = build_store(log_dir / "ota-store")
 
     async def work(agent: _Agent, port: int) -> DeviceOutcome:
         session = agent.session

@@ -159,6 +159,7 @@ async def _flash(devices: list[Device], log_dir: Path, show: NightlyProgress) ->
 
 async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
     outcomes: dict[str, DeviceOutcome] = {}
+    rev = git_rev()
     for path in opts.sessions:
         live = [d for d in devices if outcomes.get(d.name, DeviceOutcome(True)).ok]
         if not live:
@@ -166,7 +167,7 @@ async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyRe
         replay = await replay_fleet(
             live, path, opts.store, make_opener=lambda run_id: fleet_opener(opts.store, run_id, result.log_dir),
             speed=opts.speed,
-            bench=str(opts.fleet.bench.get("name", "")), git_rev=git_rev(),
+            bench=str(opts.fleet.bench.get("name", "")), git_rev=rev,
         )  # fmt: skip
         result.replay_run_ids[replay.session_id] = replay.run_id
         for run in replay.devices:
