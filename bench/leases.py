@@ -43,6 +43,11 @@ class LeaseInfo:
     taken: float
     expires: float
 
+    def describe(self) -> str:
+        """Who holds it: command, pid, host and since when (for messages)."""
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.taken))
+        return f"held by {self.holder} (pid {self.pid} on {self.host}) since {since}"
+
     @property
     def alive(self) -> bool:
         """True while the holder still runs and the lease has not expired."""
@@ -112,11 +117,10 @@ class LeaseSet:
             if current is None:
                 return self._held[device]
             if time.monotonic() >= deadline:
-                left = max(0, int(current.expires - time.time()))
                 raise LeaseBusy(
-                    f"device {device!r} is leased by {current.holder} (pid {current.pid} on {current.host}, "
-                    f"expires in {left} s)",
-                    hint="wait for that run to finish, or pick another device with --device",
+                    f"device {device!r} is busy: {current.describe()}"
+                    + (f"; waited {wait_s:g} s" if wait_s > 0 else ""),
+                    hint="wait for that run to finish (--lease-wait S waits longer), or pick another device",
                 )
             time.sleep(0.2)
 

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 
+from bench.commands.values import seconds
 from bench.fleet import Device, Fleet, load_fleet
+from bench.leases import LeaseSet
+
+DEFAULT_LEASE_WAIT_S = 60.0
 
 
 def add_fleet_options(parser: argparse.ArgumentParser, *, select: bool = True) -> None:
@@ -21,3 +27,24 @@ def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:
     """The fleet named by --fleet and the devices the filters select."""
     fleet = load_fleet(args.fleet)
     return fleet, fleet.select(args.device, args.kind, args.tag)
+
+
+def add_lease_option(parser: argparse.ArgumentParser) -> None:
+    """--lease-wait: how long a command waits for a device another bench process holds."""
+    parser.add_argument(
+        "--lease-wait", type=seconds, default=DEFAULT_LEASE_WAIT_S, metavar="S",
+        help=f"wait up to S s for a device another bench run holds, then exit 3 (default {DEFAULT_LEASE_WAIT_S:g})",
+    )  # fmt: skip
+
+
+@contextlib.contextmanager
+def held_devices(devices: list[Device], command: str, wait_s: float) -> Iterator[LeaseSet]:
+    """Lease every device for as long as the command runs (exit 3 naming the holder when one stays busy).
+
+    Devices are taken in name order, so two commands wanting overlapping sets never each hold what the other
+    waits for. Devices reached through a labgrid place are left to labgrid's place lock (which also keeps
+    bench hosts apart); the host serving them (`hilbench lab serve`) leases them locally."""
+    with LeaseSet(holder=f"hilbench {command}") as leases:
+        for name in sorted({d.name for d in devices if d.lab is None}):
+            leases.acquire(name, wait_s)
+        yield leases

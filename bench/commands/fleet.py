@@ -8,7 +8,7 @@ import time
 
 from rich.table import Table
 
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
 from bench.console import emit_json, out
 from bench.devices import has_driver
 from bench.errors import ExitCode
@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
     p = fsub.add_parser("check", help="probe every device through its link (exit 3 if any is unreachable)")
     add_fleet_options(p)
+    add_lease_option(p)
     p.set_defaults(func=cmd_check)
     p = fsub.add_parser("leases", help="show which bench process holds which device")
     p.add_argument("--json", action="store_true")
@@ -96,7 +97,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Probe the selected devices; exit 3 when any is unreachable."""
     fleet, devices = selected_devices(args)
     started = time.monotonic()
-    rows = asyncio.run(check_devices(devices))
+    with held_devices(devices, "fleet check", args.lease_wait):
+        rows = asyncio.run(check_devices(devices))
     code = ExitCode.OK if all(r["status"] != "unreachable" for r in rows) else ExitCode.UNREACHABLE
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows, "seconds": round(time.monotonic() - started, 3)})

@@ -8,16 +8,17 @@ import json
 import os
 import signal
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_fleet_options
+from bench.commands import add_fleet_options, add_lease_option, held_devices
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.fleet import Fleet, Link, SerialLink, SshLink, load_fleet
 from bench.lab.client import LabClient
-from bench.lab.exporter import exporter_config
+from bench.lab.exporter import exporter_config, host_devices
 from bench.lab.identity import job_identity
 from bench.lab.janitor import sweep
 from bench.lab.sync import fleet_tag, sync_places
@@ -46,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", required=True, metavar="NAME", help="this bench host's name (the devices' lab_host)")
     p.add_argument("--address", metavar="ADDR", help="address other hosts reach this one by (default: loopback)")
     p.add_argument("--config", metavar="FILE", help="where to write the exporter YAML (default: state folder)")
+    add_lease_option(p)
     p.set_defaults(func=cmd_serve)
 
     p = lsub.add_parser("places", help="the fleet's places and who holds them")
@@ -147,7 +149,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         await serve_host(fleet, args.host, config, stop, address=args.address, on_ready=ready)
 
-    asyncio.run(run())
+    served = [replace(d, lab=None) for d in host_devices(fleet, args.host) if d.virtual]
+    with held_devices(served, "lab serve", args.lease_wait):
+        asyncio.run(run())
     return ExitCode.OK
 
 

@@ -8,7 +8,8 @@ import shutil
 
 from rich.table import Table
 
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
+from bench.commands.values import float_in
 from bench.console import emit_json, out
 from bench.devices.linux import LinuxDriver
 from bench.errors import BenchError, ConfigError, DeviceUnreachable, ExitCode
@@ -26,13 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     lsub = linux.add_subparsers(dest="linux_command", required=True)
     p = lsub.add_parser("check", help="connect over SSH and check Python and the tflite runtime (exit 3: unreachable)")
     add_fleet_options(p)
+    add_lease_option(p)
     p.set_defaults(func=cmd_check)
     p = lsub.add_parser("pin", help="print the devices' SSH host keys as fleet-file lines to pin them")
     add_fleet_options(p)
+    add_lease_option(p)
     p.set_defaults(func=cmd_pin)
     p = lsub.add_parser("telemetry", help="sample temperature, CPU frequency, throttling and memory for a while")
     add_fleet_options(p)
-    p.add_argument("--seconds", type=float, default=5.0, help="how long to sample (default 5)")
+    add_lease_option(p)
+    p.add_argument(
+        "--seconds", type=float_in(0.0, 86400.0, low_open=True), default=5.0, help="how long to sample (default 5)"
+    )
     p.set_defaults(func=cmd_telemetry)
 
 
@@ -68,7 +74,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         async with reachable_devices(devices) as (resolved, _running):
             return list(await asyncio.gather(*(_check_one(d) for d in resolved)))
 
-    rows = asyncio.run(go())
+    with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
+        rows = asyncio.run(go())
     if args.json:
         emit_json({"devices": rows})
     else:
@@ -136,7 +143,8 @@ def cmd_pin(args: argparse.Namespace) -> int:
                 rows.append({"name": dev.name, "host_key": keys[0], "fingerprint": await fingerprint(keys[0])})
         return rows
 
-    rows = asyncio.run(go())
+    with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
+        rows = asyncio.run(go())
     if args.json:
         emit_json({"devices": rows})
     else:
@@ -168,7 +176,8 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
         async with reachable_devices(devices) as (resolved, _running):
             return list(await asyncio.gather(*(one(d) for d in resolved)))
 
-    rows = asyncio.run(go())
+    with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
+        rows = asyncio.run(go())
     if args.json:
         emit_json({"devices": rows})
         return ExitCode.OK

@@ -11,13 +11,12 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from bench.bundles import ROOT
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError
 from bench.flashing import ProgressFactory
 from bench.fleet import Device
-from bench.leases import LeaseSet
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
@@ -40,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", default="reports", metavar="DIR", help="where reports and logs go")
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
+    add_lease_option(p)
     p.set_defaults(func=cmd_nightly)
 
 
@@ -70,9 +70,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
     )  # fmt: skip
-    with LeaseSet(holder="hilbench nightly") as leases:
-        for dev in devices:
-            leases.acquire(dev.name)
+    with held_devices(devices, "nightly", args.lease_wait):
         result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()
     (result.log_dir / "nightly.json").write_text(json.dumps(summary, indent=2, default=str))

@@ -8,8 +8,9 @@ import asyncio
 from rich import box
 from rich.table import Table
 
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
 from bench.commands.model import add_store_option, open_store
+from bench.commands.values import percent
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.lab.acquire import reachable_devices
@@ -25,9 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, metavar="NAME[@VERSION]", help="published model (default: latest)")
     p.add_argument("--delta", action="store_true", help="send a bsdiff4 delta where the device's model allows")
     p.add_argument(
-        "--loss", type=float, default=0.0, metavar="PCT", help="drop PCT %% of datagrams (loopback impairment proxy)"
+        "--loss", type=percent, default=0.0, metavar="PCT", help="drop PCT %% of datagrams (loopback impairment proxy)"
     )
     add_store_option(p)
+    add_lease_option(p)
     p.set_defaults(func=cmd_update)
 
 
@@ -42,7 +44,10 @@ def cmd_update(args: argparse.Namespace) -> int:
         timing_named(str(d.settings.get("ota_timing", "lan")))
     impairment = Impairment(loss=args.loss / 100) if args.loss else None
     label = args.model
-    with out.status(f"updating {len(devices)} device(s) to {label}…") as status:
+    with (
+        held_devices(devices, "update", args.lease_wait),
+        out.status(f"updating {len(devices)} device(s) to {label}…") as status,
+    ):
         done: list[str] = []
 
         def on_done(r: DeviceUpdate) -> None:

@@ -9,7 +9,7 @@ import signal
 import sys
 from dataclasses import replace
 
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
 from bench.console import out
 from bench.errors import ConfigError, ExitCode
 from bench.virtual import has_virtual, virtual_fleet
@@ -21,6 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     vsub = virtual.add_subparsers(dest="virtual_command", required=True)
     p = vsub.add_parser("up", help="start the fleet's virtual devices; print their URLs; serve until Ctrl-C")
     add_fleet_options(p)
+    add_lease_option(p)
     p.set_defaults(func=cmd_up)
 
 
@@ -31,7 +32,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     wanted = [replace(d, lab=None) for d in devices if d.virtual and has_virtual(d.kind)]
     if not wanted:
         raise ConfigError("no selected device is virtual with a kind the bench can stand in for")
-    asyncio.run(_serve(wanted, as_json=args.json))
+    with held_devices(wanted, "virtual up", args.lease_wait):
+        asyncio.run(_serve(wanted, as_json=args.json))
     return ExitCode.OK
 
 

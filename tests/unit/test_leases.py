@@ -39,7 +39,7 @@ def test_lease_is_exclusive_across_processes_and_freed_when_holder_is_killed(tmp
     holder = start_holder(tmp_path)
     try:
         mine = LeaseSet(holder="me", folder=tmp_path)
-        with pytest.raises(LeaseBusy, match="leased by job-42"):
+        with pytest.raises(LeaseBusy, match="busy: held by job-42"):
             mine.acquire("c6-a", wait_s=0.5)
         mine.acquire("c6-b")  # other devices stay free
         os.kill(holder.pid, signal.SIGKILL)
