@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 
 from rich.markup import escape
@@ -48,17 +49,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+
+
+def _as_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM/SIGHUP (cron, systemd, CI, a closed terminal) do what Ctrl-C does: whatever handles SIGINT right
+    now (asyncio.run cancels its main task, so devices are stopped, leases released and the run marked
+    interrupted; elsewhere KeyboardInterrupt). A repeated SIGTERM/SIGHUP is ignored while stopping."""
+    if _received:  # already stopping: a second SIGTERM must not cut the cleanup short (SIGKILL still does)
+        return
+    _received.append(signum)
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+    else:
+        raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code."""
+    """Run the CLI; return the exit code (128 + the signal's number when interrupted)."""
     args = build_parser().parse_args(argv)
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _as_interrupt)
     try:
         return int(args.func(args))
     except BenchError as exc:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         return int(exc.exit_code)
     except KeyboardInterrupt:
-        err.print("interrupted")
-        return 130
+        signum = _received[0] if _received else signal.SIGINT
+        err.print(f"interrupted ({signal.Signals(signum).name})")
+        return 128 + signum
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ class _DevicePool:
 
     def get(self, device: Device) -> Device:
         if device.name not in self.resolved:
-            self.leases.acquire(device.name, wait_s=self.lease_wait_s)
+            if device.lab is None:  # a lab device is locked by its labgrid place (bench.commands.held_devices)
+                self.leases.acquire(device.name, wait_s=self.lease_wait_s)
             if device.lab is not None:  # acquired for the session, released in close()
                 held = lab_devices([device])
                 device = self.loop.run(held.__aenter__(), timeout_s=device.lab.acquire_timeout_s + 30).devices[0]

@@ -16,6 +16,7 @@ import serial
 
 from bench.agent.wire import MAX_LINE
 from bench.errors import ConfigError, DeviceUnreachable
+from bench.procs import tied
 
 READ_LIMIT = 4 * MAX_LINE  # asyncio stream buffer; longer console lines are cut, never fatal
 
@@ -109,7 +110,7 @@ class ProcessTransport:
         stderr = open(stderr_path, "ab") if stderr_path else asyncio.subprocess.DEVNULL  # noqa: SIM115
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv,
+                *tied(argv),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=stderr,

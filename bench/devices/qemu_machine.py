@@ -18,12 +18,12 @@ from pathlib import Path
 from bench.bundles import HOST_AGENT_PORT
 from bench.errors import DeviceUnreachable
 from bench.fleet import QemuLink
+from bench.procs import DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
 GUEST_COAP_PORT = 5683
 # util-linux's setpriv sets PR_SET_PDEATHSIG and execs QEMU (kept across exec): the kernel SIGKILLs QEMU when
 # the bench process dies, however it dies. (A preexec_fn doing the same can deadlock in a threaded parent.)
-DIE_WITH_PARENT = ["setpriv", "--pdeathsig", "KILL", "--"]
 _INIT_RE = re.compile(r"^NPC-INIT (\S+)(.*)$")
 _PANIC_RE = re.compile(r"Kernel panic - not syncing: ?(.*)")
 
@@ -110,7 +110,7 @@ class QemuMachine:
         self._tmp.mkdir(mode=0o700, exist_ok=True)
         self.started_ns = time.monotonic_ns()
         self.proc = await asyncio.create_subprocess_exec(
-            *DIE_WITH_PARENT,
+            *DIE_WITH_BENCH,
             *self.argv(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,

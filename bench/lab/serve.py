@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bench.fleet import Fleet
 from bench.lab.exporter import exporter_config, host_devices
-from bench.procs import stop_process
+from bench.procs import stop_process, tied
 from bench.virtual import virtual_fleet
 
 RESTART_DELAY_S = 1.0
@@ -53,7 +53,7 @@ async def serve_host(
         log = open(log_path or config_path.with_suffix(".log"), "ab")  # noqa: SIM115 (kept open while serving)
         try:
             while not stop.is_set():
-                proc = await asyncio.create_subprocess_exec(*argv, stdout=log, stderr=log)
+                proc = await asyncio.create_subprocess_exec(*tied(argv), stdout=log, stderr=log)
                 stopped = asyncio.create_task(stop.wait())
                 exited = asyncio.create_task(proc.wait())
                 await asyncio.wait({stopped, exited}, return_when=asyncio.FIRST_COMPLETED)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.fleet import SshLink
-from bench.procs import stop_process
+from bench.procs import stop_process, tied
 
 SSH_BINARY = "ssh"
 # ssh exits 255 for its own errors (connection, auth, host key); any other status is the remote command's.
@@ -151,7 +151,8 @@ class SshConnection:
         return ["-o", "StrictHostKeyChecking=yes"]
 
     def base_args(self) -> list[str]:
-        """ssh options shared by the master and every command (without the destination)."""
+        """ssh options shared by the master and every command (without the destination); the ssh process dies
+        with the bench (bench.procs.tied)."""
         link = self.link
         args = [
             SSH_BINARY,
@@ -175,7 +176,7 @@ class SshConnection:
             if not Path(link.key).is_file():
                 raise ConfigError(f"device {self.device!r}: field 'key': {link.key} does not exist")
             args += ["-i", str(link.key), "-o", "IdentitiesOnly=yes"]
-        return args
+        return tied(args)
 
     @property
     def destination(self) -> str:

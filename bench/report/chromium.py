@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
+from bench.procs import tied
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -133,7 +134,7 @@ class _Pipe:
 
         with log.open("wb") as stderr:
             self.proc = subprocess.Popen(
-                argv, pass_fds=(3, 4, high_r, high_w), preexec_fn=place_fds,
+                tied(argv), pass_fds=(3, 4, high_r, high_w), preexec_fn=place_fds,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             )  # fmt: skip
         to_chrome_r, from_chrome_w = high_r, high_w

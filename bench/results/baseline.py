@@ -31,7 +31,12 @@ def set_baseline(store: ResultStore, run_id: int, name: str = DEFAULT_BASELINE) 
     """Make run `run_id` the baseline called `name` (replacing the old one); the run must exist."""
     if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
         raise ConfigError(f"baseline name {name!r}: use letters, digits, '-', '_' or '.'")
-    store.run(run_id)  # ConfigError naming the store if there is no such run
+    run = store.run(run_id)  # ConfigError naming the store if there is no such run
+    if run.status in ("running", "interrupted"):
+        raise ConfigError(
+            f"run {run_id} is {run.status}: a run that did not finish cannot be a baseline",
+            hint="pick a finished run (`hilbench report` lists them)",
+        )
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     store.db.execute(_DDL)
     store.db.execute("INSERT OR REPLACE INTO baselines (name, run_id, set_at) VALUES (?, ?, ?)", (name, run_id, now))

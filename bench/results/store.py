@@ -3,14 +3,18 @@ one history that several bench hosts write at once). Same API and schema; the SQ
 live in bench.results.dialect.
 
 Writes commit as they happen (WAL journal on SQLite), so a run that is killed keeps every frame record
-and measurement written before the kill; its run row stays `running`."""
+and measurement written before the kill. Each run records the process that writes it (host, pid, start
+time); a run left `running` by a process that is gone is marked `interrupted` by the next bench command
+on that host that opens the store."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
 import json
+import os
 import re
+import socket
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.leases import process_start
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
@@ -130,6 +135,25 @@ class ResultStore:
         version = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
         if int(version) != SCHEMA_VERSION:
             raise ConfigError(f"results store {path}: schema version {version}, this bench writes {SCHEMA_VERSION}")
+        self.interrupted_runs = self._close_orphaned_runs()
+
+    def _close_orphaned_runs(self) -> list[int]:
+        """Mark `interrupted` the runs still `running` whose writer (a process on this host) is gone."""
+        host = socket.gethostname()
+        closed = []
+        for run_id, summary in self.db.execute("SELECT id, summary FROM runs WHERE status = 'running'").fetchall():
+            owner = json.loads(summary or "{}").get("owner") or {}
+            if owner.get("host") != host or process_start(int(owner.get("pid", 0))) == owner.get("pid_start"):
+                continue
+            self.db.execute(
+                "UPDATE runs SET status = 'interrupted', finished_at = ?, summary = ? WHERE id = ? AND status = ?",
+                (_now(), json.dumps({"interrupted": f"its process {owner.get('pid')} ended"}), run_id, "running"),
+            )
+            self.db.execute(
+                "UPDATE devices SET status = 'interrupted' WHERE run_id = ? AND status = 'running'", (run_id,)
+            )
+            closed.append(int(run_id))
+        return closed
 
     @property
     def local_dir(self) -> Path | None:
@@ -169,11 +193,13 @@ class ResultStore:
         git_rev: str | None = None,
         config: dict[str, Any] | None = None,
     ) -> int:
-        """Start a run (status `running`); returns its id."""
+        """Start a run (status `running`; its summary names the process writing it until it finishes)."""
+        pid = os.getpid()
+        owner = {"owner": {"host": socket.gethostname(), "pid": pid, "pid_start": process_start(pid)}}
         cur = self.db.execute(
-            "INSERT INTO runs (kind, bench, started_at, status, session, speed, git_rev, config)"
-            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?) RETURNING id",
-            (kind, bench, _now(), session, speed, git_rev, json.dumps(config or {}, default=str)),
+            "INSERT INTO runs (kind, bench, started_at, status, session, speed, git_rev, config, summary)"
+            " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?) RETURNING id",
+            (kind, bench, _now(), session, speed, git_rev, json.dumps(config or {}, default=str), json.dumps(owner)),
         )
         return int(cur.fetchall()[0][0])  # fetch all: a pending RETURNING statement would hold the write lock
 

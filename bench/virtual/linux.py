@@ -27,7 +27,8 @@ from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, SshLink
 from bench.kinds import KINDS
 from bench.links.ssh import free_local_port
-from bench.procs import stop_process
+from bench.procs import DIE_WITH_BENCH, stop_process
+from bench.reaper import kill_in
 
 SSHD = "/usr/sbin/sshd"
 TOOLS = Path(__file__).resolve().parent / "linux_tools"
@@ -93,6 +94,7 @@ class VirtualLinuxDevice:
         self.root = state / "root"
         self.port: int | None = None
         self._sshd: asyncio.subprocess.Process | None = None
+        self._reaper: asyncio.subprocess.Process | None = None
         self._sysfs_task: asyncio.Task | None = None
 
     # -- layout -------------------------------------------------------------------------------------
@@ -187,6 +189,10 @@ Subsystem sftp internal-sftp
         await self._keygen(self.user_key, f"hilbench@{self.device.name}")
         shutil.copy(self.user_key.with_suffix(".pub"), self.state / "authorized_keys")
         self._write_root()
+        # not tied: it outlives the bench by a moment to kill the board's detached agents (even on SIGKILL)
+        self._reaper = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bench.reaper", str(self.root), stdin=asyncio.subprocess.PIPE
+        )
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation folder
         last = ""
@@ -206,7 +212,7 @@ Subsystem sftp internal-sftp
         """Start sshd on `port`; return "" when it answers, else its error text."""
         log = self.state / "sshd.log"
         self._sshd = await asyncio.create_subprocess_exec(
-            SSHD, "-D", "-f", str(self._sshd_config(port)), "-E", str(log),
+            *DIE_WITH_BENCH, SSHD, "-D", "-f", str(self._sshd_config(port)), "-E", str(log),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         )  # fmt: skip
         for _ in range(200):
@@ -244,9 +250,9 @@ Subsystem sftp internal-sftp
             self._sysfs_task = None
         self.drop_connections()
         await self._stop_sshd()
-        for pid in processes_in(self.root):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_in(self.root)
+        await stop_process(self._reaper, 3)
+        self._reaper = None
         self.port = None
 
     async def _stop_sshd(self) -> None:
@@ -326,16 +332,3 @@ def _process_parents() -> list[tuple[int, int]]:
                 stat = (entry / "stat").read_text()
                 out.append((int(entry.name), int(stat.rsplit(")", 1)[1].split()[1])))
     return out
-
-
-def processes_in(root: Path) -> list[int]:
-    """Processes whose working folder is inside `root` (what runs "on" a virtual device)."""
-    found = []
-    prefix = str(root.resolve())
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                cwd = os.readlink(entry / "cwd")
-                if cwd == prefix or cwd.startswith(prefix + "/"):
-                    found.append(int(entry.name))
-    return found

@@ -14,7 +14,7 @@ from bench.agent.session import AgentSession
 from bench.devices import driver_for
 from bench.devices.linux import LinuxDriver
 from bench.devices.supervised import run_frames
-from bench.virtual.linux import processes_in
+from bench.reaper import processes_in
 from tests.linux_support import LINUX_KINDS, RunningBoard, virtual_board
 
 pytestmark = pytest.mark.e2e

@@ -17,6 +17,7 @@ from bench.measure.histogram import Histogram
 from bench.measure.measurement import Limits, Measurement
 from bench.measure.records import Frame
 from bench.results import open_store
+from bench.results.baseline import set_baseline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +135,11 @@ def test_a_killed_writer_keeps_every_frame_it_wrote(location: str, writer: str) 
     assert proc.returncode == -signal.SIGKILL
     with open_store(db) as store:
         (run,) = store.runs()
-        assert run.status == "running" and run.finished_at is None  # the run never finished
+        # the writer is gone: opening the store marks the run it left `running` as interrupted
+        assert run.status == "interrupted" and run.finished_at is not None and store.interrupted_runs == [run.id]
+        assert [d.status for d in store.devices(run.id)] == ["interrupted"]
+        with pytest.raises(ConfigError, match=f"run {run.id} is interrupted: .* cannot be a baseline"):
+            set_baseline(store, run.id, "nightly")
         frames = list(store.frames(run.id, "d"))
         # every frame the writer reported as written is there, in order, intact
         assert len(frames) >= last + 1

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, SerialLink
-from bench.procs import stop_process
+from bench.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
 
@@ -65,7 +65,7 @@ class VirtualEsp32c6:
             argv += ["--host", str(self.device.extra["listen"])]
         log = (self.state_dir / "board.log").open("ab")
         self._proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
+            *tied(argv), stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
         )
         log.close()
         assert self._proc.stdout is not None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.mpy.board import ESP32C6_HEAP
+from bench.procs import tied
 
 MPY_DIR = Path(__file__).resolve().parent / "mpy"
 INTERRUPT_GRACE_S = 2.0  # a VM that ignores Ctrl-C this long is restarted
@@ -88,7 +89,7 @@ class MicroPythonVM:
             str(MPY_DIR),
         ]
         self._proc = subprocess.Popen(
-            argv,
+            tied(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -1,0 +1,79 @@
+"""The fault matrix: a nightly killed (SIGTERM or SIGKILL) at each stage, on an ESP32-C6 board and a Pi 5.
+
+After every fault: no process the bench started is left (checked with ps), no run stays `running` (a run
+the dead process left is marked `interrupted` by the next command opening the store, and cannot become a
+baseline), every frame record written before the fault is kept, and the devices still run their model
+(a replay afterwards is ok). One case runs by default; the whole matrix with HILBENCH_FAULT_MATRIX=1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bench.errors import ConfigError
+from bench.results import open_store
+from bench.results.baseline import set_baseline
+from tests.conftest import REPO, hilbench
+from tests.robustness.faults import kill_nightly_at, leftovers
+
+pytestmark = pytest.mark.e2e
+DEVICES = ["c6-b", "pi5-1"]  # one per kind family: MicroPython over serial, host agent over SSH
+STAGES = ["check", "flash", "replay", "update", "faults"]
+FULL = os.environ.get("HILBENCH_FAULT_MATRIX") == "1"
+DEFAULT_CASES = {("replay", signal.SIGTERM), ("update", signal.SIGKILL)}
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("sessions")
+    run = subprocess.run(hilbench("session", "synth", "--scenario", "combat", "--duration", "8", "--out", str(out)),
+                         cwd=REPO, capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    return next(out.glob("*.mcap"))
+
+
+CASES = [
+    pytest.param(stage, sig, marks=() if FULL or (stage, sig) in DEFAULT_CASES else pytest.mark.skip("opt-in"))
+    for stage in STAGES
+    for sig in (signal.SIGTERM, signal.SIGKILL)
+]
+
+
+@pytest.mark.parametrize(("stage", "sig"), CASES, ids=lambda v: getattr(v, "name", v))
+def test_a_nightly_killed_at_a_stage_leaves_nothing_behind(
+    stage: str, sig: signal.Signals, session: Path, tmp_path: Path
+) -> None:
+    killed = kill_nightly_at(tmp_path, stage, sig, DEVICES, session)
+    if sig == signal.SIGTERM:  # handled like Ctrl-C: devices stopped, run marked, a message, no traceback
+        assert killed.returncode == 128 + signal.SIGTERM, killed.stderr[-3000:]
+        assert "interrupted (SIGTERM)" in killed.stderr and "Traceback" not in killed.stderr
+    else:
+        assert killed.returncode == -signal.SIGKILL
+    assert leftovers(killed) == []
+
+    if killed.results.exists():
+        with open_store(killed.results) as store:  # opening it closes what the dead process left running
+            runs = store.runs()
+            assert [r.id for r in runs if r.status == "running"] == []
+            for r in runs:
+                if r.status == "interrupted":
+                    with pytest.raises(ConfigError, match="cannot be a baseline"):
+                        set_baseline(store, r.id, "x")
+                    if stage == "replay":  # what was measured before the fault is kept
+                        assert all(store.frame_count(r.id, d) > 0 for d in DEVICES)
+
+    # the devices still run their model: a replay into them right after is ok
+    after = subprocess.run(
+        hilbench("replay", *(a for d in DEVICES for a in ("--device", d)), "--session", str(session), "--speed",
+                 "max", "--results", str(tmp_path / "after.sqlite"), "--json",
+                 *(["--deploy"] if stage in ("check", "flash") else [])),  # later: what the device runs as it is
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "HILBENCH_STATE_DIR": str(killed.state)},
+    )  # fmt: skip
+    assert after.returncode == 0, after.stderr[-3000:]
+    assert {d["name"]: d["status"] for d in json.loads(after.stdout)["devices"]} == dict.fromkeys(DEVICES, "ok")
