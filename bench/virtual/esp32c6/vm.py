@@ -77,6 +77,14 @@ class MicroPythonVM:
         argv = [
             sys.executable,
             "-m",
+            "bench.landlock",  # the VM reaches the board's folder and nothing else of the host
+            "--rw",
+            str(self.root),
+            "--ro",
+            str(MPY_DIR),
+            "--ro",
+            "/dev/urandom",
+            "--",
             "micropython_unix",
             "-X",
             f"heapsize={ESP32C6_HEAP}",  # the heap MicroPython has on the chip, not the host's

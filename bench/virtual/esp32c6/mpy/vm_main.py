@@ -1,7 +1,7 @@
 # Main script of a virtual ESP32-C6's MicroPython VM (MicroPython code).
 # argv: root_folder ctl_in_fd ctl_out_fd mac_hex reset_cause shim_dir
-# Mounts the board's folder as "/", installs the board's machine/os modules, then runs the programs the
-# board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on the other
+# Mounts the board's folder as "/" (paths confined to it), installs the board's machine/os modules, then runs
+# the programs the board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on the other
 # control pipe with "ok\n" or "error <length>\n" + traceback. stdin/stdout are the board's UART.
 import io
 import sys
@@ -17,10 +17,18 @@ _ctl_in = open("/proc/self/fd/" + _in_fd, "rb")  # noqa: SIM115 (open for the VM
 _ctl_out = open("/proc/self/fd/" + _out_fd, "wb")  # noqa: SIM115
 board_machine.setup(bytes(int(_mac[i : i + 2], 16) for i in range(0, 12, 2)), _ctl_out, int(_cause))
 sys.modules["machine"] = board_machine
-sys.modules["os"] = board_os
+sys.modules["os"] = sys.modules["uos"] = board_os  # the unix port's os (system, getenv, VfsPosix) is not reachable
 vfs.umount("/")
-vfs.mount(vfs.VfsPosix(_root), "/")
+vfs.mount(board_os.board_fs(vfs.VfsPosix(_root)), "/")
 board_os.chdir("/")
+
+
+class _Vfs:  # the board's `vfs`: the mount table stays as set up here (no VfsPosix of the host's "/")
+    pass
+
+
+sys.modules["vfs"] = sys.modules["uvfs"] = _Vfs
+del vfs
 sys.path[:] = ["", "/lib"]
 _ME = __file__ if "__file__" in globals() else "vm_main.py"
 
