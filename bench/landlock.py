@@ -2,11 +2,11 @@
 
 `python -m bench.landlock --rw DIR [--ro PATH ...] -- MODULE ARGS...` imports MODULE, confines itself, then
 calls MODULE.main() with sys.argv = [MODULE, ARGS...]: files only beneath the --rw folders (read and write)
-and the --ro paths (read), nothing executed (so no process can be spawned into another program), no TCP bind or connect where the
-kernel's Landlock ABI has it (4+), no signals to processes outside (ABI 6+). Files already open stay usable.
-The virtual ESP32-C6 runs its MicroPython VM this way: a board's code must not reach the host any more than
-silicon can. Where the kernel has no Landlock (or it is disabled) it runs unconfined (`abi_version()` tells):
-the VM's own confinement (board_os) still holds."""
+and the --ro paths (read), nothing executed (no process can be spawned into another program), no TCP bind
+or connect where the kernel's Landlock ABI has it (4+), no signals to processes outside (ABI 6+). Files
+already open stay usable. The virtual ESP32-C6 runs its MicroPython VM this way: a board's code must not
+reach the host any more than silicon can. Where the kernel has no Landlock (or it is disabled) it runs
+unconfined (`abi_version()` tells): the VM's own confinement (board_os) still holds."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 # Main script of a virtual ESP32-C6's MicroPython VM (MicroPython code).
 # argv: root_folder ctl_in_fd ctl_out_fd mac_hex reset_cause shim_dir
 # Mounts the board's folder as "/" (paths confined to it), installs the board's machine/os modules, then runs
-# the programs the board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on the other
-# control pipe with "ok\n" or "error <length>\n" + traceback. stdin/stdout are the board's UART.
+# the programs the board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on
+# the other control pipe with "ok\n" or "error <length>\n" + traceback. stdin/stdout are the board's UART.
 import io
 import sys
 
