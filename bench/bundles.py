@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from bench import signing
 from bench.errors import ConfigError
@@ -21,6 +21,15 @@ PORTABLE = [
 ]
 HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
 OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+
+
+def deploy_name(device: str, name: str) -> str:
+    """`name` if it is a path inside the agent folder (relative, no `..`); else a ConfigError naming the device."""
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or ".." in path.parts or "\x00" in name:
+        raise ConfigError(f"device {device!r}: deploy path {name!r} must stay inside the agent folder",
+                          hint="use a relative name without '..'")  # fmt: skip
+    return name
 
 
 def model_version(device: Device) -> int:

@@ -8,6 +8,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bundles import deploy_name
 from bench.errors import BenchError
 from bench.links.ssh import SshConnection, quote
 
@@ -64,8 +65,7 @@ async def deploy(conn: SshConnection, folder: str, files: Files) -> DeployResult
     """Make `folder` on the device hold `files`: compare hashes, send the changed ones in one tar stream,
     and verify every sent file's hash on the device afterwards."""
     for name in files:
-        if name.startswith("/") or ".." in Path(name).parts:
-            raise BenchError(f"device {conn.device!r}: deploy path {name!r} must stay inside the deploy folder")
+        deploy_name(conn.device, name)
     wanted = {name: content(src) for name, src in files.items()}
     want_hash = {name: sha256_hex(data) for name, data in wanted.items()}
     have = await remote_hashes(conn, folder, sorted(wanted))

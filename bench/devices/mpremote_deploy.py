@@ -16,6 +16,8 @@ from typing import IO
 from mpremote.transport import TransportError
 from mpremote.transport_serial import SerialTransport
 
+from bench.bundles import deploy_name
+
 CHUNK = 512
 RAW_REPL_ATTEMPTS = 4  # a board that was just reset needs a moment before its REPL answers
 
@@ -93,6 +95,8 @@ def deploy_files(
 ) -> DeployOutcome:
     """Send `files` (source, board path) and check each one's sha256 on the board."""
     outcome = DeployOutcome()
+    for _source, dest in files:  # before the board is touched
+        deploy_name(url, dest)
     transport = open_raw_repl(url, baud, log)
     try:
         made: set[str] = set()

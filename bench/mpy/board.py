@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.bundles import deploy_name
 from bench.errors import ConfigError
 from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 
@@ -83,7 +84,7 @@ def agent_command(heap: str = ESP32C6_HEAP) -> list[str]:
 def copy_bundle(files: Sequence[tuple[Path, str]], board: Path) -> Path:
     """Copy (source, path in the board) pairs, e.g. `bench.bundles.micropython_bundle`, into `board`."""
     for src, dest in files:
-        target = Path(board) / dest
+        target = Path(board) / deploy_name(str(board), dest)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, target)
     return Path(board)
