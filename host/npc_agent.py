@@ -145,10 +145,8 @@ class Agent:
         except Refused as exc:
             reply = wire.error("refused", f"{exc.kind}: {exc.detail}", msg_id)
         except (KeyError, TypeError, ValueError) as exc:
-            self.errors["bad_field"] += 1
             reply = wire.error("bad_field", f"{type(exc).__name__}: {exc}", msg_id)
         except Exception as exc:  # an agent bug must not kill the agent
-            self.errors["internal"] += 1
             reply = wire.error("internal", f"{type(exc).__name__}: {exc}", msg_id)
         if reply is not None:
             if reply.get("t") == "error":
@@ -178,13 +176,21 @@ class Agent:
             raise
         finally:
             self.loading = False
-        model.source = os.path.abspath(os.path.join(self.models_dir, path))
+        model.source = self.model_path(path)
         switch_us = self.models.switch(model)
         asyncio.get_running_loop().call_soon(self._warm_up)
         return wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us})
 
+    def model_path(self, path: str) -> str:
+        """The file `path` names inside the models folder; Refused (saying nothing of the file) otherwise."""
+        root = os.path.realpath(self.models_dir)
+        full = os.path.realpath(os.path.join(root, path)) if isinstance(path, str) and path else root
+        if not isinstance(path, str) or not full.startswith(root + os.sep):
+            raise Refused("parse", f"path {path!r}: not a file in the models folder")
+        return full
+
     async def _verified(self, path: str, manifest: dict):
-        full = os.path.join(self.models_dir, path)
+        full = self.model_path(path)
         t0 = now_us()
         try:
             with open(full, "rb") as f:
@@ -266,10 +272,11 @@ class Agent:
             return wire.error("busy", "the frame loop is already running", msg.get("id"))
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
-        fps = int(msg.get("fps", 60))
-        vsync_hz = int(msg.get("vsync_hz", fps))
-        sched = npcsched.Scheduler(fps, vsync_hz, int(msg.get("key_every", 1)))
-        frames = int(msg.get("frames", 0))
+        fps = npcfeat.whole(msg.get("fps", 60), "fps", 1, npcsched.MAX_HZ)
+        vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, npcsched.MAX_HZ)
+        key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
+        frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
+        sched = npcsched.Scheduler(fps, vsync_hz, key_every)
         self.stopping = False
         self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))
         return wire.reply(msg, "ack")
@@ -284,8 +291,7 @@ class Agent:
         try:
             self.features.add(msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
         except (KeyError, TypeError, ValueError) as exc:
-            self.errors["bad_field"] += 1
-            return wire.error("bad_field", f"input: {exc}")
+            return wire.error("bad_field", f"input: {exc}")  # counted with every error reply
         self.counts["inputs"] += 1
         return None
 
@@ -298,9 +304,7 @@ class Agent:
         return wire.reply(msg, "stats", fields)
 
     async def on_infer(self, msg, rx_us):
-        x = [float(v) for v in msg["x"]]
-        if len(x) != npcfeat.N_FEATURES:
-            raise ValueError(f"x needs {npcfeat.N_FEATURES} features, got {len(x)}")
+        x = npcfeat.numbers(msg["x"], "x", npcfeat.N_FEATURES)
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
         t0 = now_us()

@@ -63,8 +63,10 @@ async def _serve_link(agent, reader, link: Link, boot) -> None:
         while not agent.exit.is_set():
             try:
                 line = await reader.readline()
-            except ValueError:  # over the buffer limit: the stream dropped it; answer as for any too-long line
+            except ValueError as exc:  # over the buffer limit: the stream dropped it; answer as for any too-long line
                 line = b"~" + b"x" * (wire.MAX_LINE + 1) + b"\n"
+                if "not found" in str(exc):  # the rest of that line is still to come: read it away, one error
+                    await _skip_rest_of_line(reader)
             except (ConnectionError, OSError):
                 break
             rx_us = now_us()
@@ -74,6 +76,17 @@ async def _serve_link(agent, reader, link: Link, boot) -> None:
             await link.drain()
     finally:
         agent.links.discard(link)
+
+
+async def _skip_rest_of_line(reader) -> None:
+    """Read up to the end of an over-long line (StreamReader dropped its first part without the newline)."""
+    while True:
+        try:
+            await reader.readline()
+            return
+        except ValueError as exc:
+            if "not found" not in str(exc):
+                return
 
 
 async def serve_tcp(agent, listen: str, boot, port_file=None) -> None:

@@ -58,10 +58,19 @@ class Link:
         mask = select.POLLIN | select.POLLHUP | select.POLLERR
         return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
+    def _read(self, limit):
+        line = self.rx.readline(limit)
+        return line.encode() if isinstance(line, str) else line
+
     def readline(self):
-        line = self.rx.readline()
-        if isinstance(line, str):
-            line = line.encode()
+        """One line; one longer than a protocol line is read away in pieces (the heap never holds it) and
+        returned cut to MAX_LINE + 1 bytes, which the decoder answers with `bad_frame`."""
+        limit = wire.MAX_LINE + 1
+        line = self._read(limit)
+        if len(line) >= limit and not line.endswith(b"\n"):
+            rest = line
+            while rest and not rest.endswith(b"\n"):
+                rest = self._read(limit)
         return line
 
     def write(self, data):
@@ -194,14 +203,15 @@ class Agent:
         return wire.reply(msg, "pong", {"b0": msg.get("b0"), "d": rx_us})
 
     def resolve(self, path):
-        """A `load` path: relative to the board root, or to models/."""
-        for candidate in (path, "models/" + path):
-            try:
-                os.stat(candidate)
-                return candidate
-            except OSError:
-                pass
-        return path
+        """A `load` path: a file in models/ (relative, with or without the `models/` prefix, or absolute inside
+        it); nothing else is read."""
+        folder = os.getcwd().rstrip("/") + "/models/"
+        parts = path.split("/")
+        if path.startswith(folder) and ".." not in parts:
+            return path
+        if not path or path.startswith("/") or ".." in parts or path.rstrip("/") == "models":
+            raise Refused("parse", "path %r: not a file in the models folder" % path)
+        return path if parts[0] == "models" else "models/" + path
 
     def on_load(self, msg, rx_us):
         path = msg["path"]
@@ -325,9 +335,11 @@ class Agent:
             return wire.error("busy", "the frame loop is already running", msg.get("id"))
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
-        fps = int(msg.get("fps", 60))
-        sched = npcsched.Scheduler(fps, int(msg.get("vsync_hz", fps)), int(msg.get("key_every", 1)))
-        self.loop = FrameLoop(sched, self.clock, int(msg.get("frames", 0)))
+        fps = npcfeat.whole(msg.get("fps", 60), "fps", 1, npcsched.MAX_HZ)
+        vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, npcsched.MAX_HZ)
+        key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
+        frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
+        self.loop = FrameLoop(npcsched.Scheduler(fps, vsync_hz, key_every), self.clock, frames)
         return wire.reply(msg, "ack")
 
     def on_stop(self, msg, rx_us):
@@ -365,9 +377,7 @@ class Agent:
         return wire.reply(msg, "stats", fields)
 
     def on_infer(self, msg, rx_us):
-        x = [float(v) for v in msg["x"]]
-        if len(x) != npcfeat.N_FEATURES:
-            raise ValueError("x needs %d features, got %d" % (npcfeat.N_FEATURES, len(x)))
+        x = npcfeat.numbers(msg["x"], "x", npcfeat.N_FEATURES)
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
         result, model = self.models.infer(x)

@@ -37,6 +37,35 @@ VOICE_HZ = 100
 MOCAP_HZ = 90
 PCM_RATE = 16000
 MOCAP_SCALE_M = 2.0  # mocap positions (m) are divided by this, so a standing body fits in [-1, 1]
+VALUE_BOUND = 1e6  # no input value or feature is anywhere near this; beyond it a value is a sender's bug
+TS_BOUND_MS = 1e12  # session time: about 31 years
+
+
+def number(value, name, low=-VALUE_BOUND, high=VALUE_BOUND):
+    """`value` as a float in [low, high]; ValueError naming `name` otherwise (NaN and the infinities too),
+    which the agents answer with `bad_field`: a value like 1e308 must never reach a model."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("%s: %r is not a number" % (name, value))
+    if not low <= v <= high:  # NaN fails every comparison, so it lands here with the infinities
+        raise ValueError("%s: %r is out of range [%g, %g]" % (name, value, low, high))
+    return v
+
+
+def whole(value, name, low, high):
+    """`value` as an int in [low, high] (a float with a fraction is refused); ValueError otherwise."""
+    v = number(value, name, low, high)
+    if v != int(v):
+        raise ValueError("%s: %r is not a whole number" % (name, value))
+    return int(v)
+
+
+def numbers(values, name, count):
+    """`count` numbers (see `number`) from the list `values`."""
+    if not isinstance(values, (list, tuple)) or len(values) != count:
+        raise ValueError("%s needs %d numbers" % (name, count))
+    return [number(v, name) for v in values]
 
 
 def voice_features(pcm):
@@ -140,29 +169,29 @@ class Features:
         """Add one input (`ch`, session time `ts` in ms, data `d` as in docs/protocol.md).
 
         Raises ValueError (with a message naming the problem) on malformed data."""
-        ts = float(ts)
+        ts = number(ts, "ts", -TS_BOUND_MS, TS_BOUND_MS)
         if ch == "voice":
             f = voice_features(a2b_base64(d))
             self._push(self.voice, (ts, f[0], f[1], f[2], f[3]))
         elif ch == "voicef":
-            if len(d) != 4:
-                raise ValueError("voicef needs [rms, zcr, pitch_hz, voiced]")
-            self._push(self.voice, (ts, float(d[0]), float(d[1]), float(d[2]), float(d[3])))
+            v = numbers(d, "voicef [rms, zcr, pitch_hz, voiced]", 4)
+            self._push(self.voice, (ts, v[0], v[1], v[2], v[3]))
         elif ch == "gaze":
-            if len(d) != 3:
-                raise ValueError("gaze needs [x, y, confidence]")
-            self._push(self.gaze, (ts, float(d[0]), float(d[1]), float(d[2])))
+            v = numbers(d, "gaze [x, y, confidence]", 3)
+            self._push(self.gaze, (ts, v[0], v[1], v[2]))
         elif ch == "mocap":
-            if len(d) != 51:
-                raise ValueError("mocap needs 51 floats (17 joints x [x, y, z])")
-            self._push(self.mocap, (ts, _mocap_summary([float(v) / MOCAP_SCALE_M for v in d])))
+            v = numbers(d, "mocap (17 joints x [x, y, z])", 51)
+            self._push(self.mocap, (ts, _mocap_summary([x / MOCAP_SCALE_M for x in v])))
         elif ch == "action" or ch == "event":
             if not isinstance(d, dict):
                 raise ValueError("an event is an object {action, target_id, context: {hp_ratio, aggro_level}}")
             action = d.get("action")
             idx = ACTIONS.index(action) if action in ACTIONS else len(ACTIONS) - 1
             ctx = d.get("context") or {}
-            item = (ts, idx, float(ctx.get("hp_ratio", 1.0)), float(ctx.get("aggro_level", 0.0)), d.get("target_id"))
+            if not isinstance(ctx, dict):
+                raise ValueError("an event's context is an object {hp_ratio, aggro_level}")
+            hp = number(ctx.get("hp_ratio", 1.0), "hp_ratio")
+            item = (ts, idx, hp, number(ctx.get("aggro_level", 0.0), "aggro_level"), d.get("target_id"))
             self._push(self.events, item)
             self.last_event = item
         else:

@@ -18,6 +18,8 @@ Rules:
 DEBOUNCE_US = 8000
 PUSH_US = 16000
 MAX_QUEUE = 2
+MAX_HZ = 1000  # frame and vsync rates above this are a sender's bug (a frame period under 1 ms)
+MAX_FRAMES = 1000000000
 
 
 class Slot:
@@ -41,8 +43,8 @@ class Scheduler:
     """Decides, per VSync tick, when (and whether) the frame's inference runs."""
 
     def __init__(self, fps, vsync_hz, key_every=1, debounce_us=DEBOUNCE_US, push_us=PUSH_US, max_queue=MAX_QUEUE):
-        if fps <= 0 or vsync_hz <= 0 or key_every < 1 or max_queue < 1:
-            raise ValueError("fps and vsync_hz must be > 0, key_every and max_queue >= 1")
+        if not (0 < fps <= MAX_HZ and 0 < vsync_hz <= MAX_HZ) or key_every < 1 or max_queue < 1:
+            raise ValueError("fps and vsync_hz must be in 1..%d, key_every and max_queue >= 1" % MAX_HZ)
         self.fps = fps
         self.vsync_hz = vsync_hz
         self.frame_us = 1000000 // fps

@@ -1,0 +1,97 @@
+"""What a careless or hostile sender does to an agent: every case is answered with an error, never a crash,
+a model fault or a byte of a file outside the models folder (docs/robustness.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import zlib
+
+import pytest
+
+from bench.agent.session import AgentError, AgentSession
+
+pytestmark = pytest.mark.e2e
+
+
+def crc_line(body: bytes) -> bytes:
+    return b"~" + body + b"*" + b"%08x" % zlib.crc32(body) + b"\n"
+
+
+X48 = ",".join(["0.1"] * 47)
+BAD_LINES = {
+    "1MB line": (b"~" + b"x" * 1_000_000 + b"*00000000\n", "bad_frame"),
+    "infer 1e308": (crc_line(b'{"t":"infer","id":50,"x":[1e308,' + X48.encode() + b"]}"), "bad_field"),
+    "infer 1e999 (inf)": (crc_line(b'{"t":"infer","id":51,"x":[1e999,' + X48.encode() + b"]}"), "bad_field"),
+    "infer -1e999": (crc_line(b'{"t":"infer","id":52,"x":[-1e999,' + X48.encode() + b"]}"), "bad_field"),
+    "infer string": (crc_line(b'{"t":"infer","id":53,"x":["a",' + X48.encode() + b"]}"), "bad_field"),
+    "gaze 1e308": (crc_line(b'{"t":"in","seq":1,"ch":"gaze","ts":1,"d":[1e308,0,1]}'), "bad_field"),
+    "mocap inf": (crc_line(b'{"t":"in","seq":1,"ch":"mocap","ts":1,"d":[1e999' + b",0" * 50 + b"]}"), "bad_field"),
+    "ts inf": (crc_line(b'{"t":"in","seq":1,"ch":"gaze","ts":1e999,"d":[0,0,1]}'), "bad_field"),
+    "voicef str": (crc_line(b'{"t":"in","seq":1,"ch":"voicef","ts":1,"d":[0,0,"x",1]}'), "bad_field"),
+    "event ctx": (crc_line(b'{"t":"in","seq":1,"ch":"event","ts":1,"d":{"context":{"hp_ratio":1e99}}}'), "bad_field"),
+    "start fps 1e9": (crc_line(b'{"t":"start","id":54,"fps":1e9,"vsync_hz":60}'), "bad_field"),
+    "start fps 0": (crc_line(b'{"t":"start","id":55,"fps":0,"vsync_hz":60}'), "bad_field"),
+    "start fps -5": (crc_line(b'{"t":"start","id":56,"fps":-5,"vsync_hz":60}'), "bad_field"),
+    "start fps inf": (crc_line(b'{"t":"start","id":57,"fps":1e999,"vsync_hz":60}'), "bad_field"),
+    "start fps 59.5": (crc_line(b'{"t":"start","id":58,"fps":59.5,"vsync_hz":60}'), "bad_field"),
+    "start vsync 1e6": (crc_line(b'{"t":"start","id":59,"fps":60,"vsync_hz":1000000}'), "bad_field"),
+    "start frames -1": (crc_line(b'{"t":"start","id":60,"fps":60,"vsync_hz":60,"frames":-1}'), "bad_field"),
+    "start key_every 0": (crc_line(b'{"t":"start","id":61,"fps":60,"vsync_hz":60,"key_every":0}'), "bad_field"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_LINES))
+def test_bad_values_are_bad_field_and_nothing_else_happens(agent, case: str) -> None:
+    line, code = BAD_LINES[case]
+
+    async def body(s: AgentSession):
+        before = await s.stats()
+        await s.send_raw(line)
+        deadline = time.monotonic() + 10
+        while not any(f"code': '{code}'" in c for c in s.console):
+            assert time.monotonic() < deadline, s.console[-5:]
+            await s.ping()  # the agent keeps answering meanwhile
+        after = await s.stats()
+        assert (await s.stop())["t"] == "ack"  # no frame loop was started; stop works
+        return before, after
+
+    before, after = agent.run(body, timeout=60)
+    assert after["errors"].get(code, 0) == before["errors"].get(code, 0) + 1
+    assert after["frames"] == before["frames"] and after.get("faults", 0) == before.get("faults", 0)
+
+
+def test_a_huge_value_right_after_a_switch_is_no_model_crash(agent) -> None:
+    """On probation after a load, an out-of-range input must not count as the new model's fault."""
+    path, manifest = agent.deploy("npc-policy-int8-v2", 2)
+
+    async def body(s: AgentSession):
+        await s.load(path, manifest)
+        with pytest.raises(AgentError) as err:
+            await s.infer([1e308] + [0.1] * 47)
+        assert err.value.code == "bad_field" and "x" in err.value.detail
+        await s.send_raw(crc_line(b'{"t":"in","seq":9,"ch":"gaze","ts":5,"d":[1e999,0,1]}'))
+        ok = await s.infer([0.1] * 48)
+        return ok, s.faults
+
+    ok, faults = agent.run(body)
+    assert ok["model"] == 2 and faults == []
+
+
+@pytest.mark.parametrize("path", ["../secret.bin", "models/../../secret.bin", "ABS", "/etc/hostname", ""])
+def test_load_never_reads_outside_the_models_folder(agent, path: str) -> None:
+    secret = agent.folder.parent / "secret.bin"
+    secret.write_bytes(b"not a model, and not the agent's business")
+    digest = hashlib.sha256(secret.read_bytes()).hexdigest()
+    _, manifest = agent.deploy("npc-policy-int8-v2", 2)
+    path = str(secret) if path == "ABS" else path
+
+    async def body(s: AgentSession):
+        with pytest.raises(AgentError) as err:
+            await s.load(path, {**manifest, "sha256": "0" * 64})
+        return err.value, await s.hello()
+
+    err, hello = agent.run(body)
+    assert err.code == "refused" and "models folder" in err.detail, err.detail
+    assert digest not in str(err.reply)  # nothing about the file is revealed
+    assert hello["model"]["version"] == 1  # the running model is kept
