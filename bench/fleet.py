@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
-from bench.kinds import KINDS, Kind, Settings
+from bench.kinds import KINDS, Kind, SettingError, Settings
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
@@ -26,6 +26,7 @@ _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
 _COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+~-]+$")  # an interpreter path: it reaches a remote shell (quoted too)
 _TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place tags
 _TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
 
@@ -257,7 +258,14 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     tags = typed(raw, "tags", list, where, [])
     if not all(isinstance(t, str) for t in tags):
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
-    settings = info.settings(**{key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw})
+    try:
+        settings = info.settings(**{key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw})
+    except SettingError as exc:
+        raise ConfigError(f"{where}: field {exc.name!r}: {exc}") from None
+    python = typed(raw, "python", str, where, None)
+    if python is not None and not _PYTHON_RE.match(python):
+        raise ConfigError(f"{where}: field 'python': {python!r} is not a path to a Python interpreter",
+                          hint="e.g. python3 or /usr/bin/python3 (no spaces or shell characters)")  # fmt: skip
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")

@@ -11,26 +11,59 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
+import re
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import ConfigError
 from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
 
 
+class SettingError(ValueError):
+    """A setting out of its range; `name` is the field (the fleet loader adds the file and device)."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def ranged(default: int, low: int, high: int) -> Any:
+    """A numeric setting's field: its default and the range [low, high] a fleet file may set."""
+    return field(default=default, metadata={"range": (low, high)})
+
+
+def named(default: str) -> Any:
+    """A setting that becomes part of a file name: letters, digits, '.', '_', '-' only (no '/', no '..')."""
+    return field(default=default, metadata={"name": True})
+
+
 @dataclass(frozen=True)
 class Settings:
-    """What every kind can set in the fleet file (fields of a [[device]] table besides name, kind, link)."""
+    """What every kind can set in the fleet file (fields of a [[device]] table besides name, kind, link).
+    Each number has a range and each name a safe form, checked when the settings are made (SettingError)."""
 
-    fps_target: int = 60
-    vsync_hz: int = 60
-    decision_budget_ms: int = 50
-    model: str = "npc-policy-int8"  # fixtures/models/<model>.<format's extension>
+    fps_target: int = ranged(60, 1, 1000)
+    vsync_hz: int = ranged(60, 1, 1000)
+    decision_budget_ms: int = ranged(50, 1, 60_000)
+    model: str = named("npc-policy-int8")  # fixtures/models/<model>.<format's extension>
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
-    model_version: int = 1  # the version the deployed model is announced with
+    model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
-    ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
+    ota_server_host: str = named("127.0.0.1")  # where the device reaches the bench's update server
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            low, high = f.metadata.get("range", (-math.inf, math.inf))
+            if isinstance(value, int | float) and not low <= value <= high:
+                raise SettingError(f.name, f"{value!r} is out of range (must be {low} to {high})")
+            if f.metadata.get("name") and (not _SAFE_NAME.match(value) or ".." in value):
+                raise SettingError(f.name, f"{value!r} is not a plain name (letters, digits, '.', '_', '-')")
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
@@ -41,12 +74,12 @@ class Settings:
 class Esp32c6Settings(Settings):
     """An ESP32-C6 running MicroPython."""
 
-    fps_target: int = 20
-    vsync_hz: int = 20
+    fps_target: int = ranged(20, 1, 1000)
+    vsync_hz: int = ranged(20, 1, 1000)
     model_format: str = "npcm-int8"  # fixtures/models/<model>.npcm, converted from the .tflite
-    baud: int = 921600
-    flash_size: int = 8 * 1024 * 1024
-    memory_limit_kb: int = 160  # live MicroPython heap the agent may use (of ~300 KB free)
+    baud: int = ranged(921600, 300, 12_000_000)
+    flash_size: int = ranged(8 * 1024 * 1024, 1024 * 1024, 128 * 1024 * 1024)
+    memory_limit_kb: int = ranged(160, 1, 512)  # live MicroPython heap the agent may use (of ~300 KB free)
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
 
@@ -57,16 +90,16 @@ class LinuxSettings(Settings):
 
     agent_dir: str = "npc-hil-bench"
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
-    telemetry_interval_ms: int = 500
-    memory_limit_mb: int = 512
+    telemetry_interval_ms: int = ranged(500, 10, 60_000)
+    memory_limit_mb: int = ranged(512, 1, 1_048_576)
 
 
 @dataclass(frozen=True)
 class Pi5Settings(LinuxSettings):
     """A Raspberry Pi 5."""
 
-    fps_target: int = 30
-    memory_limit_mb: int = 256
+    fps_target: int = ranged(30, 1, 1000)
+    memory_limit_mb: int = ranged(256, 1, 1_048_576)
     telemetry: str = "sysfs"
 
 
@@ -74,15 +107,15 @@ class Pi5Settings(LinuxSettings):
 class JetsonSettings(LinuxSettings):
     """An NVIDIA Jetson Orin NX."""
 
-    model: str = "npc-policy-large-int8"
+    model: str = named("npc-policy-large-int8")
 
 
 @dataclass(frozen=True)
 class Arm64ImageSettings(Settings):
     """The Switch-style ARM64 image in QEMU."""
 
-    fps_target: int = 30
-    memory_limit_mb: int = 256
+    fps_target: int = ranged(30, 1, 1000)
+    memory_limit_mb: int = ranged(256, 1, 1_048_576)
 
 
 @dataclass(frozen=True)

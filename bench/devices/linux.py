@@ -229,7 +229,7 @@ class LinuxDriver(Driver):
             "    except (OSError, ValueError): time.sleep(0.05)\n"
             "print('timeout')\n"
         )
-        command = f'cd "{self.folder}" && {self.python} -c {quote(waiter)}'
+        command = f'cd "{self.folder}" && {quote(self.python)} -c {quote(waiter)}'
         state = (await conn.run(command, timeout_s=AGENT_START_TIMEOUT_S + 10)).text.strip()
         if state.isdigit():
             return int(state)

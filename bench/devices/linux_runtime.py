@@ -52,7 +52,7 @@ def install_hint(kind: str) -> str:
 async def check_runtime(conn: SshConnection, python: str, kind: str) -> RuntimeReport:
     """Run the probe with the device's `python`; raise a BenchError naming the device when Python
     itself is missing, else return a report whose `problems` say exactly what is missing."""
-    result = await conn.run(f"{python} -c {quote(PROBE)}", check=False)
+    result = await conn.run(f"{quote(python)} -c {quote(PROBE)}", check=False)
     if result.returncode in (126, 127):
         raise ConfigError(
             f"device {conn.device!r}: no Python at {python!r} ({result.stderr.decode(errors='replace').strip()})",
