@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePosixPath
 
-from bench import signing
+from bench import signing, trust
 from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
@@ -54,11 +54,14 @@ def host_bundle(
     device: Device,
     out_dir: Path,
     *,
-    key_path: Path = signing.DEV_PRIVATE_KEY,
-    pubkey_path: Path = signing.DEV_PUBLIC_KEY,
+    key_path: Path | None = None,
+    pubkey_path: Path | None = None,
 ) -> list[tuple[Path, str]]:
     """The files of the host/ agent for `device`: agent modules, the portable modules, the trusted public
-    key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
+    key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`). The keys
+    default to the device's configured ones (bench.trust)."""
+    key_path = key_path or trust.signing_key(device)
+    pubkey_path = pubkey_path or trust.trusted_key(device)
     files = [(ROOT / "host" / name, name) for name in HOST_FILES]
     files += PORTABLE
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
@@ -103,13 +106,15 @@ def micropython_bundle(
     device: Device,
     out_dir: Path,
     *,
-    key_path: Path = signing.DEV_PRIVATE_KEY,
-    pubkey_path: Path = signing.DEV_PUBLIC_KEY,
+    key_path: Path | None = None,
+    pubkey_path: Path | None = None,
 ) -> list[tuple[Path, str]]:
     """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
     top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
     .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
-    Generated files are written to `out_dir`."""
+    Generated files are written to `out_dir`. The keys default to the device's configured ones (bench.trust)."""
+    key_path = key_path or trust.signing_key(device)
+    pubkey_path = pubkey_path or trust.trusted_key(device)
     from bench.mpy.board import agent_files, trusted_key_hex
 
     if FORMAT_EXT.get(device.settings.model_format) != "npcm":
@@ -125,11 +130,11 @@ def micropython_bundle(
     out_dir.mkdir(parents=True, exist_ok=True)
     deployed = out_dir / "deployed.json"
     deployed.write_text(json.dumps({"path": f"models/{model.name}", "manifest": manifest}) + "\n")
-    trust = out_dir / "trust.key"
-    trust.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
+    trust_file = out_dir / "trust.key"
+    trust_file.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
     config = out_dir / "agent.json"
     config.write_text(json.dumps({"mem_limit": int(device.settings.memory_limit_kb) * 1024}) + "\n")
     files = [(src, src.name) for src in agent_files()]
-    files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust, "trust.key")]
+    files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust_file, "trust.key")]
     files.append((config, "agent.json"))
     return files

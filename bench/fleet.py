@@ -20,9 +20,9 @@ DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "fixtures" / "fleets" /
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 _TOP_KEYS = {"device", "bench", "lab"}
-_BENCH_KEYS = {"name", "results", "reports"}
+_BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
 _LAB_KEYS = {"coordinator", "acquire_timeout_s"}
-_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description"}
+_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
 _COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
@@ -148,10 +148,14 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     if not isinstance(raw_devices, list):
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
     lab = _parse_lab(data.get("lab", {}), path)
+    keys = {k: _key_file(bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
     devices: list[Device] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_devices):
         dev = _parse_device(raw, path, index, path.parent)
+        own = _key_file(raw, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
+        trust = {"trusted_key": own or keys["trusted_key"], "signing_key": keys["signing_key"]}
+        dev = replace(dev, extra={**dev.extra, **{k: v for k, v in trust.items() if v is not None}})
         if dev.lab is not None and "coordinator" not in lab:
             raise ConfigError(
                 f"{path}: device {dev.name!r}: field 'place'/'lab_tags' needs a labgrid coordinator",
@@ -217,6 +221,14 @@ def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:
     if place is None and not tags:
         raise ConfigError(f"{where}: field 'place': missing", hint="give place (and lab_host), or lab_tags to reserve")
     return LabPlace(place=place, host=host, tags=dict(tags))
+
+
+def _key_file(raw: dict[str, Any], key: str, where: str, base_dir: Path) -> Path | None:
+    """A key file named by field `key` (bench.trust): it must exist."""
+    file = resolve_path(typed(raw, key, str, where, None), base_dir)
+    if file is not None and not file.is_file():
+        raise ConfigError(f"{where}: field {key!r}: {file} does not exist", hint="make one with `hilbench keys gen`")
+    return file
 
 
 def _table(value: Any, path: Path, where: str) -> dict[str, Any]:

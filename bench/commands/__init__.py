@@ -6,6 +6,7 @@ import argparse
 import contextlib
 from collections.abc import Iterator
 
+from bench import trust
 from bench.commands.values import seconds
 from bench.fleet import Device, Fleet, load_fleet
 from bench.leases import LeaseSet
@@ -29,8 +30,24 @@ def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:
     return fleet, fleet.select(args.device, args.kind, args.tag)
 
 
-def add_lease_option(parser: argparse.ArgumentParser) -> None:
-    """--lease-wait: how long a command waits for a device another bench process holds."""
+class _AllowDevKey(argparse.Action):
+    """--allow-dev-key: real devices may trust and get models signed by the committed development key."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(nargs=0, default=False, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        trust.allow_dev_key()
+        setattr(namespace, self.dest, True)
+
+
+def add_device_options(parser: argparse.ArgumentParser) -> None:
+    """Options of commands that touch devices: --lease-wait (how long to wait for a device another bench
+    process holds) and --allow-dev-key (bench.trust)."""
+    parser.add_argument(
+        "--allow-dev-key", action=_AllowDevKey,
+        help="let real devices trust the committed development key (a warning each time; virtual ones may anyway)",
+    )  # fmt: skip
     parser.add_argument(
         "--lease-wait", type=seconds, default=DEFAULT_LEASE_WAIT_S, metavar="S",
         help=f"wait up to S s for a device another bench run holds, then exit 3 (default {DEFAULT_LEASE_WAIT_S:g})",

@@ -10,7 +10,8 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
+from bench import trust
+from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.values import int_in
 from bench.console import emit_json, err, out
 from bench.devices import has_driver
@@ -25,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fleet_options(p)
     p.add_argument("--firmware", metavar="PATH", help="firmware image for boards that take one (ESP32-C6: at 0x0)")
     p.add_argument("--attempts", type=int_in(1, 100), default=DEFAULT_ATTEMPTS, help="tries per device (default 3)")
-    add_lease_option(p)
+    add_device_options(p)
     p.add_argument("--logs", metavar="DIR", help="log folder (default: reports/flash-<time>)")
     p.set_defaults(func=cmd_flash)
 
@@ -40,6 +41,7 @@ def cmd_flash(args: argparse.Namespace) -> int:
     if firmware is not None and not firmware.is_file():
         raise ConfigError(f"--firmware {firmware}: no such file")
     log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
+    trust.check(devices)
     with held_devices(devices, "flash", args.lease_wait):
         results = asyncio.run(_run(devices, log_dir, firmware, args.attempts, show=not args.json))
     if args.json:

@@ -8,7 +8,7 @@ import time
 
 from rich.table import Table
 
-from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.console import emit_json, out
 from bench.devices import has_driver
 from bench.errors import ExitCode
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
     p = fsub.add_parser("check", help="probe every device through its link (exit 3 if any is unreachable)")
     add_fleet_options(p)
-    add_lease_option(p)
+    add_device_options(p)
     p.set_defaults(func=cmd_check)
     p = fsub.add_parser("leases", help="show which bench process holds which device")
     p.add_argument("--json", action="store_true")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_fleet_options, add_lease_option, held_devices
+from bench.commands import add_device_options, add_fleet_options, held_devices
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.fleet import Fleet, Link, SerialLink, SshLink, load_fleet
@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", required=True, metavar="NAME", help="this bench host's name (the devices' lab_host)")
     p.add_argument("--address", metavar="ADDR", help="address other hosts reach this one by (default: loopback)")
     p.add_argument("--config", metavar="FILE", help="where to write the exporter YAML (default: state folder)")
-    add_lease_option(p)
+    add_device_options(p)
     p.set_defaults(func=cmd_serve)
 
     p = lsub.add_parser("places", help="the fleet's places and who holds them")

@@ -10,8 +10,9 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from bench import trust
 from bench.bundles import ROOT
-from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError
@@ -39,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reports", default="reports", metavar="DIR", help="where reports and logs go")
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
-    add_lease_option(p)
+    add_device_options(p)
     p.set_defaults(func=cmd_nightly)
 
 
@@ -70,6 +71,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
     )  # fmt: skip
+    trust.check(devices)
     with held_devices(devices, "nightly", args.lease_wait):
         result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()

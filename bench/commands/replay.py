@@ -9,7 +9,8 @@ from pathlib import Path
 from rich.live import Live
 from rich.table import Table
 
-from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
+from bench import trust
+from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
 from bench.lab.acquire import reachable_devices
@@ -46,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deploy", action="store_true", help="deploy agent and model first (skipped when up to date)")
     p.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
     p.add_argument("--logs", type=Path, metavar="DIR", help="agent logs folder (default: next to the results store)")
-    add_lease_option(p)
+    add_device_options(p)
     p.set_defaults(func=cmd_replay)
 
 
@@ -76,6 +77,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     store = open_store(location)
     logs = args.logs or (store.local_dir or Path("reports")) / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    if args.deploy:
+        trust.check(devices)
     with held_devices(devices, "replay", args.lease_wait):
         result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
     store.close()

@@ -8,7 +8,7 @@ import asyncio
 from rich import box
 from rich.table import Table
 
-from bench.commands import add_fleet_options, add_lease_option, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import percent
 from bench.console import emit_json, out
@@ -29,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--loss", type=percent, default=0.0, metavar="PCT", help="drop PCT %% of datagrams (loopback impairment proxy)"
     )
     add_store_option(p)
-    add_lease_option(p)
+    add_device_options(p)
     p.set_defaults(func=cmd_update)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.bundles import deploy_name
 from bench.errors import BenchError
 from bench.links.ssh import SshConnection, quote
+from bench.trust import TRUST_FILES, refuse_key_downgrade
 
 # remote path (relative to the deploy folder) -> local file or bytes
 Files = dict[str, Path | bytes]
@@ -69,6 +70,9 @@ async def deploy(conn: SshConnection, folder: str, files: Files) -> DeployResult
     wanted = {name: content(src) for name, src in files.items()}
     want_hash = {name: sha256_hex(data) for name, data in wanted.items()}
     have = await remote_hashes(conn, folder, sorted(wanted))
+    for name in TRUST_FILES:
+        if name in wanted:
+            refuse_key_downgrade(conn.device, name, wanted[name], have.get(name) not in (None, want_hash[name]))
     changed = {name: data for name, data in wanted.items() if have.get(name) != want_hash[name]}
     if changed:
         await conn.run(f'mkdir -p "{folder}" && tar -xf - -C "{folder}"', input=_tar(changed), timeout_s=300)

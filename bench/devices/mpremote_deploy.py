@@ -17,6 +17,7 @@ from mpremote.transport import TransportError
 from mpremote.transport_serial import SerialTransport
 
 from bench.bundles import deploy_name
+from bench.trust import TRUST_FILES, refuse_key_downgrade
 
 CHUNK = 512
 RAW_REPL_ATTEMPTS = 4  # a board that was just reset needs a moment before its REPL answers
@@ -99,6 +100,11 @@ def deploy_files(
         deploy_name(url, dest)
     transport = open_raw_repl(url, baud, log)
     try:
+        for source, dest in files:  # before anything is written
+            if dest in TRUST_FILES:
+                data = source.read_bytes()
+                have = board_sha256(transport, dest)
+                refuse_key_downgrade(url, dest, data, have not in (None, hashlib.sha256(data).digest()))
         made: set[str] = set()
         for index, (source, dest) in enumerate(files):
             data = source.read_bytes()

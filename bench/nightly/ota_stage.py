@@ -27,7 +27,8 @@ from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
 from bench.results.ota_results import ota_record
 from bench.results.store import ResultStore
-from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
+from bench.signing import generate_key, load_private_key, sign_manifest
+from bench.trust import run_signing_key
 
 FAMILY = "npc-policy"
 FAULT_WAIT_S = 15.0  # a rollback comes within the 3 s probation; slow links and emulation get some slack
@@ -58,12 +59,12 @@ Manifests = dict[tuple[str, str], dict[str, Any]]
 
 
 @functools.cache
-def build_store(root: Path) -> tuple[ModelStore, Manifests]:
+def build_store(root: Path, key_path: Path) -> tuple[ModelStore, Manifests]:
     """A store with v1 (bundled), v2 and each fault fixture of the policy in every format; returns it and the
     manifest of each (format, case): "v1", "v2", "forged-v1", "forged-v2" or a fault case name. Built once per
-    `root`: the update stage and the fault suite of a run share it."""
+    `root`: the update stage and the fault suite of a run share it. Models are signed with `key_path`."""
     store = ModelStore(root)
-    key = load_private_key(DEV_PRIVATE_KEY)
+    key = load_private_key(key_path)
     manifests: Manifests = {}
     other_key = generate_key()
     for fmt, ext in fleet_formats().items():
@@ -137,7 +138,7 @@ async def update_stage(
     devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
 ) -> dict[str, DeviceOutcome]:
     """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run."""
-    store, manifests = build_store(log_dir / "ota-store")
+    store, manifests = build_store(log_dir / "ota-store", run_signing_key(devices))
 
     async def work(agent: _Agent, port: int) -> DeviceOutcome:
         manifest = manifests.get((_format(agent.device), "v2"))
@@ -166,7 +167,7 @@ async def fault_suite(
 ) -> dict[str, DeviceOutcome]:
     """Push each bad artefact; a case passes when the agent reports an expected fault and still runs the model
     it ran before. Faults are kept with the run."""
-    store, manifests = build_store(log_dir / "ota-store")
+    store, manifests = build_store(log_dir / "ota-store", run_signing_key(devices))
 
     async def work(agent: _Agent, port: int) -> DeviceOutcome:
         session = agent.session
