@@ -35,6 +35,8 @@ IDLE_MS = 1000  # longest wait on stdin (keeps the unwrapped clock fed)
 CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 
+READ_CHUNK = 512  # bytes per UART read
+
 
 def _mem_alloc():
     return gc.mem_alloc() if hasattr(gc, "mem_alloc") else 0
@@ -58,20 +60,25 @@ class Link:
         mask = select.POLLIN | select.POLLHUP | select.POLLERR
         return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
-    def _read(self, limit):
-        line = self.rx.readline(limit)
+    def _read(self):
+        line = self.rx.readline(READ_CHUNK)  # readline(n) allocates n bytes up front: keep n small
         return line.encode() if isinstance(line, str) else line
 
     def readline(self):
-        """One line; one longer than a protocol line is read away in pieces (the heap never holds it) and
-        returned cut to MAX_LINE + 1 bytes, which the decoder answers with `bad_frame`."""
-        limit = wire.MAX_LINE + 1
-        line = self._read(limit)
-        if len(line) >= limit and not line.endswith(b"\n"):
-            rest = line
-            while rest and not rest.endswith(b"\n"):
-                rest = self._read(limit)
-        return line
+        """One line, read in pieces; of a line longer than a protocol line only its first MAX_LINE + a piece
+        are kept (the decoder answers that with `bad_frame`) and the rest is read away, so a huge line
+        never has to fit in the heap."""
+        piece = self._read()
+        if not piece or piece.endswith(b"\n"):
+            return piece
+        parts = [piece]
+        total = len(piece)
+        while piece and not piece.endswith(b"\n"):
+            piece = self._read()
+            if total <= wire.MAX_LINE:
+                parts.append(piece)
+            total += len(piece)
+        return b"".join(parts)
 
     def write(self, data):
         if self.tx is not None:

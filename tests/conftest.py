@@ -17,6 +17,9 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     base = tmp_path_factory.mktemp("hilbench-state")
     os.environ.setdefault("HILBENCH_LEASE_DIR", str(base / "leases"))
     os.environ.setdefault("HILBENCH_STATE_DIR", str(base / "virtual"))
+    # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.trust);
+    # tests/robustness/test_trust.py runs without this
+    os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
 
 
 def hilbench(*args: str) -> list[str]:

@@ -8,6 +8,7 @@ import json
 import sys
 
 from bench.commands.model import add_store_option, open_store
+from bench.commands.values import port
 from bench.console import out
 from bench.errors import ExitCode
 from bench.ota.server import UpdateServer
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = osub.add_parser("serve", help="serve the model store over CoAP (block-wise, resumable) until interrupted")
     add_store_option(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=5683, help="UDP port (default: 5683; 0 picks a free one)")
+    p.add_argument("--port", type=port, default=5683, help="UDP port (default: 5683; 0 picks a free one)")
     p.add_argument("--json", action="store_true", help="print one JSON line {url, models} once listening")
     p.set_defaults(func=cmd_serve)
 

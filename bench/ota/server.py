@@ -11,12 +11,18 @@ Paths (under `coap://HOST:PORT/`):
   models/NAME/FORMAT/VERSION/delta/BASE            the bsdiff4 patch from version BASE
   models/NAME/FORMAT/VERSION/delta/BASE/manifest   its signed delta manifest (JSON)
   models/NAME/FORMAT/VERSION/delta-zlib/BASE[/manifest]   the same patch as bsdiff4-zlib (microcontrollers)
+
+Bad requests (RFC 7252 5.4.1, RFC 7959 2.2): an unknown critical option gets 4.02, a reserved block size
+(SZX 7) and a Uri-Path that is not UTF-8 get 4.00. aiocoap decodes string options strictly and drops the
+datagram on bad UTF-8 with an exception in its receive callback (no answer at all), so string options are
+decoded with `surrogateescape` here (`_lenient_strings`) and the server answers such a path itself.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,10 @@ from bench.errors import ConfigError
 from bench.ota.store import ModelStore
 
 DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
+# critical options this server understands (If-Match, Uri-Host, If-None-Match, Uri-Port, Uri-Path, Uri-Query,
+# Accept, Block2, Block1); any other critical (odd-numbered) option is answered 4.02 Bad Option
+KNOWN_CRITICAL = frozenset({1, 3, 5, 7, 11, 15, 17, 23, 27})
+RESERVED_SZX = 7
 MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
 OCTET_STREAM = ContentFormat.OCTETSTREAM
 JSON = ContentFormat.JSON
@@ -108,6 +118,7 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         return False
 
     async def render_get(self, request: aiocoap.Message) -> aiocoap.Message:
+        check_request(request)
         if request.opt.uri_path[:1] != ("models",):
             raise error.NotFound("the update server serves models/...")
         parts = request.opt.uri_path[1:]
@@ -157,6 +168,36 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         raise error.NotFound(f"no {'/'.join(parts)} in the model store")
 
 
+def check_request(request: aiocoap.Message) -> None:
+    """4.02 for an unknown critical option, 4.00 for a reserved SZX or a path that is not UTF-8."""
+    for option in request.opt.option_list():
+        number = int(option.number)
+        if number & 1 and number not in KNOWN_CRITICAL:
+            raise error.BadOption(f"unknown critical option {number}")
+    if request.opt.block2 is not None and request.opt.block2.size_exponent == RESERVED_SZX:
+        raise error.BadRequest("Block2 SZX 7 is reserved (RFC 7959 2.2)")
+    if any(not _is_utf8(part) for part in request.opt.uri_path):
+        raise error.BadRequest("Uri-Path is not valid UTF-8")
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: an undecodable byte kept by surrogateescape
+        return False
+    return True
+
+
+def _lenient_strings() -> None:
+    """Decode CoAP string options with surrogateescape (see the module doc), once per process."""
+    from aiocoap import optiontypes
+
+    def decode(self, rawdata: bytes) -> None:
+        self.value = rawdata.decode("utf-8", "surrogateescape")
+
+    optiontypes.StringOption.decode = decode
+
+
 def _unchanged(blob: Blob) -> bool:
     """True when a file blob's file still has the size it had when looked up."""
     try:
@@ -181,7 +222,13 @@ class UpdateServer:
         self._ctx: aiocoap.Context | None = None
 
     async def start(self) -> str:
-        """Bind and serve; return the base URL."""
+        """Bind and serve; return the base URL. A port another process serves on is refused (aiocoap binds
+        with SO_REUSEPORT, so two servers would otherwise split the requests between them)."""
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"update server: port {self.port} is out of range (0 to 65535)")
+        if self.port:
+            _check_free(self.host, self.port)
+        _lenient_strings()
         try:
             self._ctx = await aiocoap.Context.create_server_context(
                 self.models, bind=(self.host, self.port), transports=["udp6"]
@@ -248,3 +295,16 @@ def _bound_port(ctx: aiocoap.Context) -> int:
         if transport is not None:
             return transport.get_extra_info("socket").getsockname()[1]
     raise ConfigError("update server: aiocoap bound no UDP transport")
+
+
+def _check_free(host: str, port: int) -> None:
+    """ConfigError when UDP `host:port` is taken (bound without SO_REUSEPORT, so any holder blocks it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise ConfigError(
+                f"update server: {host}:{port} is not free: {exc.strerror}",
+                hint="another `hilbench ota serve` may run there; pick another --port (0: any free one)",
+            ) from None

@@ -24,11 +24,16 @@ def _fleet(tmp: Path, port: str, keys: str = "") -> Path:
     return path
 
 
+def _env() -> dict[str, str]:
+    """The environment without the test run's blanket --allow-dev-key (tests/conftest.py)."""
+    return {k: v for k, v in os.environ.items() if k != "HILBENCH_ALLOW_DEV_KEY"}
+
+
 def _flash(fleet: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     argv = hilbench("flash", "--fleet", str(fleet), "--logs", str(tmp / "logs"), "--firmware", str(FIRMWARE), *extra)
     return subprocess.run(argv,
                           cwd=REPO, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "COLUMNS": "200"})  # fmt: skip
+                          env={**_env(), "COLUMNS": "200"})  # fmt: skip
 
 
 def test_a_real_board_trusts_the_fleets_key_and_never_gets_the_dev_key_over_it(tmp_path: Path) -> None:
