@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.signing import generate_key, public_key_raw, save_key_pair
+
+_PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_gen(args: argparse.Namespace) -> int:
     """Write a new key pair; refuse to overwrite one unless --force."""
+    if not _PLAIN.match(args.name):
+        raise ConfigError(f"--name {args.name!r}: a file name stem (letters, digits, '.', '_', '-'; no '/')",
+                          hint="put the files elsewhere with --out DIR")  # fmt: skip
     out_dir = Path(args.out)
     private, public = out_dir / f"{args.name}.key.pem", out_dir / f"{args.name}.pub.pem"
     for path in (private, public):

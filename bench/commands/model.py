@@ -11,6 +11,7 @@ from bench.commands.model_fixtures import add_fixture_commands
 from bench.console import emit_json, out
 from bench.errors import ExitCode
 from bench.models import guess_name_and_format
+from bench.models.shape import check_model
 from bench.ota.store import ModelStore, default_store_dir
 from bench.signing import load_private_key
 
@@ -51,6 +52,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     """Sign MODEL with KEY and store it."""
     path = Path(args.model)
     name, fmt = guess_name_and_format(path) if not (args.name and args.fmt) else (args.name, args.fmt)
+    check_model(path, args.fmt or fmt)  # parsed and shape-checked before it is signed
     store = open_store(args)
     published = store.publish(
         path, load_private_key(Path(args.key)), name=args.name or name, fmt=args.fmt or fmt, version=args.version

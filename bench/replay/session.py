@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcap.exceptions import McapError
 from mcap.reader import make_reader
 from mcap.writer import CompressionType, Writer
 
@@ -120,7 +119,7 @@ def read_session(path: str | Path) -> Session:
             raise NotASession(f"{path}: not an MCAP file (bad magic bytes)", hint="sessions are MCAP files")
         fh.seek(0)
         try:
-            reader = make_reader(fh)
+            reader = make_reader(fh, validate_crcs=True)  # a flipped byte in a chunk is refused, not replayed
             header = reader.get_header()
             if header.profile != FORMAT_PROFILE:
                 raise NotASession(
@@ -129,7 +128,9 @@ def read_session(path: str | Path) -> Session:
                 )
             meta = _session_metadata(reader, path)
             messages = _read_messages(reader, path)
-        except (McapError, EOFError, ValueError) as exc:
+        except SessionError:
+            raise
+        except Exception as exc:  # McapError (CRC), EOFError, zstd/lz4 errors, struct.error: the bytes are bad
             raise SessionTruncated(
                 f"{path}: the file is cut short or corrupt ({type(exc).__name__}: {exc})",
                 hint="the recorder probably stopped mid-write; record the session again",

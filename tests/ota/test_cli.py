@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -33,21 +32,21 @@ def test_keys_publish_list_and_refusals(tmp_path: Path) -> None:
     again = hilbench("keys", "gen", "--out", str(tmp_path / "k"), "--name", "lab", check=False)
     assert again.returncode == 2 and "exists" in again.stderr
 
-    model = tmp_path / "npc-policy-int8.tflite"
-    model.write_bytes(os.urandom(20_000))
+    model = tmp_path / "npc-policy-int8.tflite"  # publish parses the model: a real one (v1, then v2)
+    model.write_bytes((REPO / "fixtures/models/npc-policy-int8.tflite").read_bytes())
     store = str(tmp_path / "store")
     first = json.loads(
         hilbench("model", "publish", str(model), "--key", keys["private"], "--store", store, "--json").stdout
     )
     assert first["manifest"]["name"] == "npc-policy" and first["manifest"]["format"] == "tflite-int8"
     assert first["delta"] is None
-    model.write_bytes(model.read_bytes()[:-100] + os.urandom(100))
+    model.write_bytes((REPO / "fixtures/models/npc-policy-int8-v2.tflite").read_bytes())
     second = json.loads(
         hilbench("model", "publish", str(model), "--key", keys["private"], "--store", store, "--json").stdout
     )
     pub = load_public_key(Path(keys["public"]))
     assert second["manifest"]["version"] == 2 and verify_manifest(second["manifest"], pub)
-    assert verify_manifest(second["delta"], pub) and second["delta"]["patch_size"] < 2000
+    assert verify_manifest(second["delta"], pub) and second["delta"]["patch_size"] < second["manifest"]["size"]
 
     listed = json.loads(hilbench("model", "list", "--store", store, "--json").stdout)["models"]
     assert [(m["version"], sorted(d["algo"] for d in m["deltas"])) for m in listed] == [
@@ -67,7 +66,7 @@ def test_ota_serve_answers_libcoap_and_stops_cleanly(tmp_path: Path) -> None:
     if client is None:
         pytest.skip("libcoap's coap-client is not installed (apt-get install libcoap3-bin)")
     model = tmp_path / "npc-policy-int8.tflite"
-    model.write_bytes(os.urandom(9000))
+    model.write_bytes((REPO / "fixtures/models/npc-policy-int8.tflite").read_bytes())
     store = str(tmp_path / "store")
     hilbench(
         "model", "publish", str(model), "--key", str(REPO / "fixtures/keys/dev-model-signing.key.pem"), "--store", store
