@@ -126,6 +126,8 @@ def load_fleet(path: str | Path | None = None) -> Fleet:
         raise ConfigError(f"fleet file {fleet_path} does not exist", hint="pass --fleet PATH") from None
     except OSError as exc:
         raise ConfigError(f"fleet file {fleet_path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"fleet file {fleet_path}: not UTF-8 text", hint="a fleet file is TOML") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

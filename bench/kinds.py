@@ -64,6 +64,9 @@ class Settings:
                 raise SettingError(f.name, f"{value!r} is out of range (must be {low} to {high})")
             if f.metadata.get("name") and (not _SAFE_NAME.match(value) or ".." in value):
                 raise SettingError(f.name, f"{value!r} is not a plain name (letters, digits, '.', '_', '-')")
+            pattern = f.metadata.get("pattern")
+            if pattern and (not re.match(pattern, value) or ".." in value.split("/")):
+                raise SettingError(f.name, f"{value!r} has characters a remote shell would act on, or '..'")
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
@@ -88,7 +91,7 @@ class Esp32c6Settings(Settings):
 class LinuxSettings(Settings):
     """A Linux board reached over SSH: agent folder (under $HOME unless absolute), telemetry source and period."""
 
-    agent_dir: str = "npc-hil-bench"
+    agent_dir: str = field(default="npc-hil-bench", metadata={"pattern": r"^[A-Za-z0-9_./~-]+$"})
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
     memory_limit_mb: int = ranged(512, 1, 1_048_576)

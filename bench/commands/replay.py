@@ -61,8 +61,8 @@ def parse_speed(text: str) -> float | None:
         raise ConfigError(
             f"--speed {text!r}: not a number", hint="e.g. --speed 1, --speed 2.5 or --speed max"
         ) from None
-    if value <= 0:
-        raise ConfigError(f"--speed {text}: must be positive (or 'max')")
+    if not 0 < value < float("inf"):  # NaN fails this too
+        raise ConfigError(f"--speed {text}: must be a positive number (or 'max')")
     return value
 
 

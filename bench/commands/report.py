@@ -68,10 +68,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Render (or re-render) a run's report; print where it went and the verdict."""
     with open_store(args.results) as store:
         run_id = latest_or(store, args.run or "latest")
-        published = publish_run(
-            store, run_id, reports_dir=Path(args.out), baseline_name=args.baseline,
-            compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
-        )  # fmt: skip
+        try:
+            published = publish_run(
+                store, run_id, reports_dir=Path(args.out), baseline_name=args.baseline,
+                compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
+            )  # fmt: skip
+        except OSError as exc:
+            raise ConfigError(f"--out {args.out}: cannot write the report: {exc.strerror} ({exc.filename})") from None
     if args.json:
         emit_json({**published.report.data, "page": str(published.page)})
         return published.exit_code

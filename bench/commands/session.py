@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from bench.commands.values import float_in, int_in
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.replay.info import session_info
@@ -26,8 +27,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_info)
     p = ssub.add_parser("synth", help="generate sessions with the deterministic generator")
     p.add_argument("--scenario", action="append", choices=list(SCENARIOS), default=[], help="scenario (default: all)")
-    p.add_argument("--seed", type=int, default=0, help="generator seed (default 0: the committed fixtures)")
-    p.add_argument("--duration", type=float, default=None, metavar="S", help="seconds (default: the scenario's)")
+    p.add_argument(
+        "--seed", type=int_in(0, 2**32 - 1), default=0, help="generator seed (default 0: the committed fixtures)"
+    )
+    p.add_argument(
+        "--duration",
+        type=float_in(0.0, 86400.0, low_open=True),
+        default=None,
+        metavar="S",
+        help="seconds (default: the scenario's)",
+    )
     p.add_argument("--out", type=Path, default=FIXTURE_DIR, metavar="DIR", help=f"output directory ({FIXTURE_DIR})")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_synth)
@@ -66,7 +75,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
         session = synth_session(name, args.seed, args.duration)
         suffix = "" if args.seed == 0 and args.duration is None else f"-{args.seed}"
         path = args.out / f"{name}{suffix}.mcap"
-        write_session(path, session)
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            write_session(path, session)
+        except OSError as exc:
+            raise ConfigError(f"--out {args.out}: cannot write {path.name}: {exc.strerror}") from None
         written.append(
             {"scenario": name, "path": str(path), "bytes": path.stat().st_size, "seconds": session.duration_s}
         )

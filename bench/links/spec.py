@@ -160,6 +160,8 @@ class SshLink:
         match = _SSH_RE.match(target)
         if not match:
             raise ConfigError(f"{where}: field 'ssh': {target!r} is not user@host[:port]")
+        if not 1 <= int(match["port"] or 22) <= 65535:
+            raise ConfigError(f"{where}: field 'ssh': port {match['port']} is out of range (1 to 65535)")
         return cls(
             user=match["user"],
             host=match["host"].strip("[]"),

@@ -60,6 +60,10 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
         raise ConfigError(f"{file}: thresholds file not found", hint="pass an existing file to --thresholds") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{file}: not UTF-8 text", hint="a thresholds file is TOML") from None
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
     return parse_thresholds(data, file)
 
 
