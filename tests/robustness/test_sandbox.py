@@ -52,9 +52,12 @@ def test_board_code_cannot_reach_the_host(name: str, board: Board) -> None:
 
 @pytest.mark.e2e
 def test_the_board_still_has_its_own_filesystem(board: Board) -> None:
-    code = "import os; os.mkdir('/d'); open('/d/f.txt','w').write('x'); print(os.listdir('/d'), os.stat('/d/f.txt')[6])"
+    code = (
+        "import os; os.mkdir('/d'); open('/d/f.part','w').write('x'); os.chdir('/d'); os.rename('f.part', 'f.txt'); "
+        "print(os.getcwd(), os.listdir('.'), os.stat('/d/f.txt')[6], open('../d/f.txt').read())"
+    )
     ran = mpremote("connect", board.urls["socket"], "exec", code)
-    assert ran.returncode == 0 and "['f.txt'] 1" in ran.stdout, ran.stdout + ran.stderr
+    assert ran.returncode == 0 and "/d ['f.txt'] 1 x" in ran.stdout, ran.stdout + ran.stderr
     assert (board.fs_dir / "d" / "f.txt").read_text() == "x"
 
 

@@ -50,11 +50,16 @@ def normpath(path, cwd="/"):
 
 def board_fs(inner):
     """A VFS object serving `inner` (a VfsPosix on the board's folder) with every path confined to it.
-    `inner` stays in the closure: MicroPython functions do not expose their closures."""
+    `inner` stays in the closure: MicroPython functions do not expose their closures.
+
+    `inner` gets paths relative to the process's working folder, which stays the board's folder (the
+    board's current folder is kept here): VfsPosix builds an absolute path in one shared buffer, so
+    rename(absolute, absolute) would pass the new name twice."""
     cwd = ["/"]
+    inner.chdir("/")  # the process's working folder: the board's folder, for good
 
     def p(path):
-        return normpath(path, cwd[0])
+        return normpath(path, cwd[0])[1:] or "."
 
     class BoardFs:
         def mount(self, readonly, mkfs):
@@ -88,8 +93,9 @@ def board_fs(inner):
             return inner.rename(p(old), p(new))
 
         def chdir(self, path):
-            target = p(path)
-            inner.chdir(target)
+            target = normpath(path, cwd[0])
+            if inner.stat(target[1:] or ".")[0] & 0x4000 == 0:
+                raise OSError(20)  # ENOTDIR
             cwd[0] = target
 
         def getcwd(self):
