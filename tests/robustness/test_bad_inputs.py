@@ -4,8 +4,10 @@ The count of cases is in docs/robustness.md."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -246,16 +248,34 @@ CASES = [
 # fmt: on
 
 
-@pytest.mark.parametrize(("argv", "code", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_is_a_named_error(files: dict[str, str], argv: list[str], code: int, words: list[str]) -> None:
-    args = [a.format(**files) if "{" in a else a for a in argv]
-    run = subprocess.run(hilbench(*args), cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "COLUMNS": "300"})  # fmt: skip
-    assert "Traceback" not in run.stderr + run.stdout, run.stderr[-3000:]
-    assert run.returncode == code, run.stdout[-1500:] + run.stderr[-1500:]
-    text = " ".join((run.stderr + run.stdout).split())
+@pytest.fixture(scope="module")
+def results(files: dict[str, str]) -> dict[str, dict]:
+    """Every case run once, all in one `hilbench` process (tests.robustness.cli_batch)."""
+    cases = [[a.format(**files) if "{" in a else a for a in argv] for _, argv, _, _ in CASES]
+    run = subprocess.run([sys.executable, "-m", "tests.robustness.cli_batch"], input=json.dumps(cases), cwd=REPO,
+                         capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "300"})  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == len(CASES), run.stderr[-3000:]
+    return {case[0]: json.loads(line) for case, line in zip(CASES, lines, strict=True)}
+
+
+@pytest.mark.parametrize(("name", "code", "words"), [(c[0], c[2], c[3]) for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_a_named_error(results: dict[str, dict], files: dict[str, str], name: str, code: int,
+                                    words: list[str]) -> None:  # fmt: skip
+    got = results[name]
+    text = " ".join((got["stderr"] + got["stdout"]).split())
+    assert "Traceback" not in text, got["stderr"][-3000:]
+    assert got["code"] == code, text[-1500:]
     for word in words:
         assert word.format(**files) in text, text[-1500:]
+
+
+def test_one_case_through_the_real_executable(files: dict[str, str]) -> None:
+    """The batch runs main() as the `hilbench` entry point does: spot-check one case in its own process."""
+    run = subprocess.run(hilbench("replay", "--session", files["session"], "--speed", "nan"), cwd=REPO,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 2 and "--speed" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_at_least_sixty_cases() -> None:
