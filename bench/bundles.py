@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from bench import signing, trust
@@ -31,6 +32,17 @@ def deploy_name(device: str, name: str) -> str:
         raise ConfigError(f"device {device!r}: deploy path {name!r} must stay inside the agent folder",
                           hint="use a relative name without '..'")  # fmt: skip
     return name
+
+
+def reset_model(devices: list[Device]) -> list[Device]:
+    """`devices` marked so that their next deploy resets the model an update installed (flash --reset-model;
+    the nightly does it). Without it a flash keeps what the agent last switched to (docs/ota.md)."""
+    return [replace(d, extra={**d.extra, "reset_model": True}) for d in devices]
+
+
+def resets_model(device: Device) -> bool:
+    """Whether a deploy to `device` resets its model to the deployed one (see `reset_model`)."""
+    return bool(device.extra.get("reset_model"))
 
 
 def model_version(device: Device) -> int:
@@ -77,10 +89,10 @@ def host_bundle(
     manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
     files.append((model, f"models/{model.name}"))
     files.append((manifest, f"models/{manifest.name}"))
-    # the agent's record of the model to run: deploying it again (a flash) resets what an update changed
-    record = out_dir / "current.json"
-    record.write_text(json.dumps({"path": model.name, "manifest": json.loads(manifest.read_text())}) + "\n")
-    files.append((record, "models/current.json"))
+    if resets_model(device):  # the agent's record of the model to run, pointed back at the deployed one
+        record = out_dir / "current.json"
+        record.write_text(json.dumps({"path": model.name, "manifest": json.loads(manifest.read_text())}) + "\n")
+        files.append((record, "models/current.json"))
     missing = [str(src) for src, _ in files if not src.is_file()]
     if missing:
         raise ConfigError(f"host agent bundle for {device.name}: missing {', '.join(missing)}")
@@ -137,4 +149,8 @@ def micropython_bundle(
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust_file, "trust.key")]
     files.append((config, "agent.json"))
+    if resets_model(device):  # the record of the model to run, pointed back at the deployed one
+        current = out_dir / "current.json"
+        current.write_text(deployed.read_text())
+        files.append((current, "models/current.json"))
     return files

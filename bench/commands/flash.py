@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from bench import trust
+from bench.bundles import reset_model
 from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.values import int_in
 from bench.console import emit_json, err, out
@@ -27,6 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--firmware", metavar="PATH", help="firmware image for boards that take one (ESP32-C6: at 0x0)")
     p.add_argument("--attempts", type=int_in(1, 100), default=DEFAULT_ATTEMPTS, help="tries per device (default 3)")
     add_device_options(p)
+    p.add_argument(
+        "--reset-model",
+        action="store_true",
+        help="run the fleet's model again (by default a flash keeps the model an update installed)",
+    )
     p.add_argument("--logs", metavar="DIR", help="log folder (default: reports/flash-<time>)")
     p.set_defaults(func=cmd_flash)
 
@@ -42,6 +48,8 @@ def cmd_flash(args: argparse.Namespace) -> int:
         raise ConfigError(f"--firmware {firmware}: no such file")
     log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
     trust.check(devices)
+    if args.reset_model:
+        devices = reset_model(devices)
     with held_devices(devices, "flash", args.lease_wait):
         results = asyncio.run(_run(devices, log_dir, firmware, args.attempts, show=not args.json))
     if args.json:

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from bench import trust
-from bench.bundles import ROOT
+from bench.bundles import ROOT, reset_model
 from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
@@ -67,6 +67,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     sessions = session_files(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    devices = reset_model(devices)  # each night replays the fleet's configured model, not last night's update
     opts = NightlyOptions(
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),

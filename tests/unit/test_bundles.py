@@ -27,7 +27,10 @@ def test_host_bundle_is_a_flat_folder_with_a_signed_manifest(tmp_path):
     for name in ("npc_agent.py", "wire.py", "npcsched.py", "npcfeat.py", "trusted.pub.pem"):
         assert name in dests
     assert "models/npc-policy-int8.tflite" in dests and "models/npc-policy-int8.json" in dests
-    record = json.loads((tmp_path / "current.json").read_text())  # flashing resets what the agent runs
+    assert "models/current.json" not in dests  # a flash keeps what an update installed (docs/ota.md) ...
+    (reset,) = bundles.reset_model([device(model_version=4)])  # ... unless asked to reset it
+    dests = [d for _, d in bundles.host_bundle(reset, tmp_path)]
+    record = json.loads((tmp_path / "current.json").read_text())
     assert "models/current.json" in dests and record["path"] == "npc-policy-int8.tflite"
     assert len(set(dests)) == len(dests)
     manifest = json.loads((tmp_path / "npc-policy-int8.json").read_text())
