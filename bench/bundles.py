@@ -96,9 +96,10 @@ def micropython_bundle(
     pubkey_path: Path = signing.DEV_PUBLIC_KEY,
 ) -> list[tuple[Path, str]]:
     """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
-    top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
-    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
-    Generated files are written to `out_dir`."""
+        top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
+        .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it (also as
+    `models/current.json`, which an update rewrites: each flash starts the board from the configured model).
+        Generated files are written to `out_dir`."""
     from bench.models import FORMAT_EXT, kind_model
     from bench.mpy.board import agent_files, trusted_key_hex
 
@@ -122,5 +123,6 @@ def micropython_bundle(
     config.write_text(json.dumps({"mem_limit": int(device.settings.get("memory_limit_kb", 0)) * 1024}) + "\n")
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust, "trust.key")]
-    files.append((config, "agent.json"))
+    # the agent's record of the model to run: the deployed one again, so a flash resets what an update changed
+    files += [(deployed, "models/current.json"), (config, "agent.json")]
     return files

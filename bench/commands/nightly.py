@@ -23,6 +23,7 @@ from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
 from bench.replay.session import read_session
 from bench.results.store import DEFAULT_STORE, open_store
+from bench.results.thresholds import load_thresholds
 
 DEFAULT_SESSIONS = ROOT / "fixtures" / "sessions"
 
@@ -33,7 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fleet_options(p)
     p.add_argument("--sessions", metavar="DIR", help=f"session files (*.mcap) to replay (default: {DEFAULT_SESSIONS})")
     p.add_argument("--session", action="append", default=[], metavar="FILE", help="replay only this session file")
-    p.add_argument("--baseline", default="nightly", metavar="NAME", help="baseline name prefix (one per session)")
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="judge against the runs up to the one baseline NAME pins (default: the"
+        " last accepted runs of each session)",
+    )
+    p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
     p.add_argument(
         "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
     )
@@ -69,6 +76,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     opts = NightlyOptions(
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
+        thresholds=load_thresholds(args.thresholds),
     )  # fmt: skip
     with LeaseSet(holder="hilbench nightly") as leases:
         for dev in devices:
@@ -117,32 +125,46 @@ class _RichProgress(NightlyProgress):
 
 
 def _print(result: NightlyResult) -> None:
+    """The summary, readable in 80 columns: one row per device, one short word per stage; details follow."""
     table = Table(title=f"nightly {result.started}")
-    table.add_column("stage")
+    table.add_column("device", no_wrap=True)
+    for stage in result.stages:
+        table.add_column(stage.name, no_wrap=True)
     devices = sorted({d for s in result.stages for d in s.devices})
     for d in devices:
-        table.add_column(d, overflow="fold")
-    for stage in result.stages:
         cells = []
-        for d in devices:
+        for stage in result.stages:
             o = stage.devices.get(d)
             if o is None:
                 cells.append("-")
+            elif not o.ok:
+                cells.append("[red]FAILED[/red]")
             else:
-                colour = "green" if o.ok else "red"
-                cells.append(f"[{colour}]{'ok' if o.ok else 'FAILED'}[/{colour}] {o.detail}")
-        table.add_row(stage.name, *cells)
+                cells.append("skip" if o.skipped else _word(stage.name, o.detail))
+        table.add_row(d, *cells)
     out.print(table)
     for run in result.runs:
         verdict = (
             f"[red]{len(run.regressions)} regression(s)[/red]" if run.regressions else "[green]no regression[/green]"
         )
-        out.print(
-            f"session {run.session}: run {run.run_id}, {verdict}; report {run.page}"
-            + (f" ({run.note})" if run.note else "")
-        )
+        out.print(f"session {run.session} (run {run.run_id}): {verdict}" + (f"; {run.note}" if run.note else ""))
         for v in run.regressions:
-            out.print(f"  {v.device} {v.title}: {v.reason}", highlight=False)
+            out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
+        for v in run.with_status("not reproduced"):
+            out.print(f"  not reproduced: {v.device} {v.title}: {v.reason}", highlight=False)
+        busy = sorted({v.device for v in run.with_status("inconclusive")})
+        if busy:
+            out.print(f"  inconclusive (bench host busy): {', '.join(busy)}", highlight=False)
+        out.print(f"  report {run.page}", highlight=False)
     for name, why in result.dropped.items():
         out.print(f"[yellow]{name}[/yellow] left the run at {why}", highlight=False)
-    out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}")
+    out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
+
+
+def _word(stage: str, detail: str) -> str:
+    """One short word for a stage that worked on a device."""
+    if stage == "confirm":
+        if "regression" in detail:
+            return "[red]regr.[/red]"
+        return "not rep." if "not reproduced" in detail else "-"
+    return "ok"

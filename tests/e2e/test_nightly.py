@@ -36,7 +36,7 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     )  # fmt: skip
     summary = json.loads(proc.stdout)
     stages = {s["name"]: s for s in summary["stages"]}
-    assert list(stages) == ["check", "flash", "replay", "update", "faults"], proc.stderr
+    assert list(stages) == ["check", "flash", "replay", "confirm", "update", "faults"], proc.stderr
     for name, stage in stages.items():
         assert stage["ok"], f"{name}: {stage}"
         assert set(stage["devices"]) == {"c6-b", "pi5-1"}
@@ -51,7 +51,8 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     html = page.read_text()
     assert "c6-b" in html and "pi5-1" in html
     assert (tmp_path / "reports" / "latest.html").is_file()
-    assert "now the baseline" in published["note"]
+    assert published["note"] == "collecting baseline (0 of 5)"
+    assert published["regressions"] == [] and published["verdicts"]
 
     db = sqlite3.connect(results)
     run_id = published["run_id"]
@@ -63,6 +64,26 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
         db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (run_id,)).fetchone()[0]
     )
     assert info["ota"][0]["ok"] is True
+    # what ran, and on which host, is kept with the run; the run joins later baselines
+    prints = dict(db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,)))
+    c6 = json.loads(prints["c6-b"])
+    assert c6["virtual"] is True and len(c6["model_sha256"]) == 64 and len(c6["firmware_sha256"]) == 64
+    assert json.loads(prints["pi5-1"])["runtime"].startswith("ai-edge-litert")
+    host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
+    assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
+    accepted = dict(db.execute("SELECT device, accepted FROM baseline_members WHERE run_id = ?", (run_id,)))
+    assert accepted == {"c6-b": 1, "pi5-1": 1}
+
+
+def test_a_second_night_starts_each_device_from_its_configured_model(tmp_path: Path, short_session: Path) -> None:
+    results = tmp_path / "results.sqlite"
+    for _ in range(2):  # night 1's update stage leaves model v2 on the board
+        args = ("nightly", "--device", "c6-b", "--session", str(short_session), "--skip", "faults")
+        proc = run(*args, "--reports", str(tmp_path / "reports"), "--results", str(results), "--json")
+        assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    db = sqlite3.connect(results)
+    models = [json.loads(d)["model"] for (d,) in db.execute("SELECT data FROM fingerprints ORDER BY run_id")]
+    assert models == ["npc-policy@1 (npcm-int8)", "npc-policy@1 (npcm-int8)"]
 
 
 def test_nightly_with_no_reachable_device_exits_3(tmp_path: Path) -> None:

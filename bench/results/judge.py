@@ -1,0 +1,70 @@
+"""Judge a stored run: every device and metric against its baseline window, with the bench host's noise.
+
+Returns verdicts before confirmation (a regression is SUSPECTED until a replay reproduces it; see
+bench.nightly.confirm), and decides which device runs join later baselines."""
+
+from __future__ import annotations
+
+from bench.measure.host import HostNoise
+from bench.results.evidence import fingerprints, host_of, window
+from bench.results.store import ResultStore
+from bench.results.thresholds import Thresholds
+from bench.results.verdict import INCONCLUSIVE, REGRESSION, Verdict, host_busy, judge
+
+
+def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds) -> str | None:
+    """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured)."""
+    data = host_of(store, run_id)
+    if not data or "others_pct" not in data:
+        return None
+    noise = HostNoise(**{k: data[k] for k in HostNoise.__dataclass_fields__})
+    return noise.describe() if noise.busy(thresholds.host.busy_others_pct) else None
+
+
+def judge_run(
+    store: ResultStore,
+    run_id: int,
+    thresholds: Thresholds,
+    *,
+    against: int | None = None,
+    pinned: int | None = None,
+    devices: list[str] | None = None,
+) -> list[Verdict]:
+    """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
+    (default: this run) or at the `pinned` run. Host-timed metrics of virtual devices on a busy host are
+    INCONCLUSIVE instead of SUSPECTED."""
+    row = store.run(run_id)
+    busy = busy_reason(store, run_id, thresholds)
+    prints = fingerprints(store, run_id)
+    by_device: dict[str, dict] = {}
+    for m in store.measurements(run_id):
+        by_device.setdefault(m.device, {})[m.name] = m
+    verdicts = []
+    for dev in store.devices(run_id):
+        if devices is not None and dev.name not in devices:
+            continue
+        virtual = bool(prints.get(dev.name, {}).get("virtual", False))
+        stored = by_device.get(dev.name, {})
+        for rule in thresholds.rules:
+            m = stored.get(rule.measurement)
+            base = window(
+                store, row.session or "", dev.name, rule.measurement,
+                before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
+            )  # fmt: skip
+            verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
+            if busy and virtual and rule.host_timed:
+                verdict = host_busy(verdict, busy)
+            verdicts.append(verdict)
+    return verdicts
+
+
+def acceptance(verdicts: list[Verdict], device: str, status: str) -> tuple[bool, str]:
+    """Whether a device's run joins later baselines: a finished run with no confirmed or inconclusive regression.
+    A run on a busy host that showed nothing suspect does join: the window then holds the noise this bench host
+    really has, and a host that is always busy still gets a baseline."""
+    if status not in ("ok", "running"):
+        return False, f"device status {status}"
+    bad = [v.metric for v in verdicts if v.device == device and v.status in (REGRESSION, INCONCLUSIVE)]
+    if bad:
+        return False, "regressed: " + ", ".join(bad)
+    return True, ""
