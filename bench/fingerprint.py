@@ -49,9 +49,10 @@ def device_fingerprint(device: Device, hello: dict[str, Any], *, git_rev: str | 
 
 def agent_bundle_hash(device: Device) -> str:
     """sha256 over the reference agent's source files the bench deploys to this kind of device (short)."""
-    folder = ROOT / ("micropython" if device.kind == "esp32c6" else "host")
+    mcu = device.kind_info.family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
+    folder = ROOT / ("micropython" if mcu else "host")
     files = [p for p, _ in PORTABLE + OPTIONAL]
-    files += sorted(folder.glob("*.py")) if device.kind == "esp32c6" else [folder / f for f in HOST_FILES]
+    files += sorted(folder.glob("*.py")) if mcu else [folder / f for f in HOST_FILES]
     digest = hashlib.sha256()
     for path in files:
         if path.is_file():
@@ -60,10 +61,10 @@ def agent_bundle_hash(device: Device) -> str:
 
 
 def firmware_sha256(device: Device) -> str | None:
-    """sha256 of the firmware image flashed to an ESP32-C6 board (None for other kinds)."""
-    if device.kind != "esp32c6":
+    """sha256 of the firmware image flashed to an ESP32-C6 board (None for kinds without firmware)."""
+    configured = getattr(device.settings, "firmware", None)
+    if configured is None:
         return None
-    configured = device.settings.get("firmware")
     path = Path(configured) if configured else DEFAULT_FIRMWARE
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
