@@ -41,6 +41,7 @@ def device_fingerprint(device: Device, hello: dict[str, Any], *, git_rev: str | 
         "agent_bundle": agent_bundle_hash(device),
         "firmware_sha256": firmware_sha256(device),
         "virtual": device.virtual,
+        "clock": getattr(device.link, "timing", None) or "real time",  # QEMU: "realtime" or "icount"
         "git_rev": git_rev,
         "host": host,
     }

@@ -19,6 +19,7 @@ from bench.flashing import ProgressFactory
 from bench.fleet import Device
 from bench.leases import LeaseSet
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
+from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
 from bench.replay.session import read_session
@@ -144,6 +145,9 @@ def _print(result: NightlyResult) -> None:
         table.add_row(d, *cells)
     out.print(table)
     for run in result.runs:
+        if run.session == OTA_SESSION:
+            out.print(f"updates and faults (run {run.run_id}): report {run.page}", highlight=False)
+            continue
         verdict = (
             f"[red]{len(run.regressions)} regression(s)[/red]" if run.regressions else "[green]no regression[/green]"
         )

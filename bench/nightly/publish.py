@@ -47,16 +47,26 @@ class PublishedRun:
         }
 
 
+OTA_SESSION = "update-and-faults"
+
+
 def publish_runs(
-    store: ResultStore, run_ids: dict[str, int], reports_dir: Path, confirmations: dict[str, Confirmation]
+    store: ResultStore,
+    run_ids: dict[str, int],
+    reports_dir: Path,
+    confirmations: dict[str, Confirmation],
+    ota_run: int | None = None,
 ) -> list[PublishedRun]:
-    """Render every session's run with its final verdicts (the first session last, so latest.html is the nightly's
-    main run)."""
+    """Render the update-and-faults run, then every session's run with its final verdicts (the first session
+    last, so latest.html is the nightly's main run)."""
     published = []
+    if ota_run is not None:
+        out = publish_run(store, ota_run, reports_dir=reports_dir)
+        published.append(PublishedRun(OTA_SESSION, ota_run, "", out.page, [], "model updates and fault cases"))
     for session, run_id in reversed(list(run_ids.items())):
         out = publish_run(store, run_id, reports_dir=reports_dir)
         verdicts = confirmations[session].verdicts if session in confirmations else list(out.verdicts)
         collecting = sorted({v.reason for v in verdicts if v.status == COLLECTING})
         note = collecting[0] if collecting else ""
         published.append(PublishedRun(session, run_id, "window", out.page, verdicts, note))
-    return list(reversed(published))
+    return list(reversed(published))  # the update-and-faults run last

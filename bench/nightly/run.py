@@ -21,7 +21,7 @@ from bench.lab.acquire import lab_devices
 from bench.measure.host import HostNoiseMeter
 from bench.nightly.confirm import Confirmation, confirm_run
 from bench.nightly.ota_stage import fault_suite, update_stage
-from bench.nightly.publish import PublishedRun, publish_runs
+from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.probe import probe_link
 from bench.replay.agents import fleet_opener
@@ -63,6 +63,7 @@ class NightlyResult:
     runs: list[PublishedRun] = field(default_factory=list)
     replay_run_ids: dict[str, int] = field(default_factory=dict)  # session id -> run id
     session_files: dict[str, Path] = field(default_factory=dict)  # session id -> file
+    ota_run_id: int | None = None  # the run of the update and fault stages
     confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
 
     @property
@@ -83,7 +84,8 @@ class NightlyResult:
             "logs": str(self.log_dir),
             "stages": [s.to_json() for s in self.stages],
             "dropped": self.dropped,
-            "runs": [r.to_json() for r in self.runs],
+            "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
+            "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
         }
 
 
@@ -121,8 +123,8 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         ("flash", lambda devs: _flash(devs, result.log_dir, show)),
         ("replay", lambda devs: _replay(devs, opts, result)),
         ("confirm", lambda devs: _confirm(devs, opts, result)),
-        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
-        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
+        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
+        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
     ]
     async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, _running):
         for name, stage in stages:
@@ -147,7 +149,12 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
             result.confirmations.setdefault(
                 session, await confirm_run(opts.store, run_id, "", [], _thresholds(opts), None, pinned=_pinned(opts))
             )
-    result.runs = publish_runs(opts.store, result.replay_run_ids, opts.reports_dir, result.confirmations)
+    if result.ota_run_id is not None:
+        ota_ok = all(s.ok for s in result.stages if s.name in ("update", "faults"))
+        opts.store.finish_run(result.ota_run_id, "ok" if ota_ok else "failed")
+    result.runs = publish_runs(
+        opts.store, result.replay_run_ids, opts.reports_dir, result.confirmations, result.ota_run_id
+    )
     return result
 
 
@@ -167,9 +174,19 @@ def _pinned(opts: NightlyOptions) -> int | None:
     return named.run_id
 
 
-def _primary_run(result: NightlyResult) -> int | None:
-    """The run that OTA and fault results are kept with: the first session's replay run."""
-    return next(iter(result.replay_run_ids.values()), None)
+def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> int:
+    """The run that model updates and fault cases are kept with: one of its own (kind "ota"), so a session's
+    time plots stay on the session's time axis instead of stretching over the faults that came after it."""
+    if result.ota_run_id is None:
+        result.ota_run_id = opts.store.begin_run(
+            "ota", bench=str(opts.fleet.bench.get("name", "")), session="update-and-faults", git_rev=git_rev()
+        )
+    known = {d.name for d in opts.store.devices(result.ota_run_id)}
+    for device in devices:
+        if device.name not in known:
+            opts.store.add_device(result.ota_run_id, device.name, device.kind)
+            opts.store.update_device(result.ota_run_id, device.name, status="ok")
+    return result.ota_run_id
 
 
 async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:

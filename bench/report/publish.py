@@ -69,7 +69,7 @@ def publish_run(
         named = get_baseline(store, baseline_name)
         pinned = named.run_id if named and named.run_id != run_id else None
     verdicts = stored_verdicts(store, run_id) if pinned is None else []
-    if not verdicts:
+    if not verdicts and run.label != "ota":  # the update-and-faults run has no performance figures to judge
         verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
     shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
     base: RunView | None = load_run(store, shown, frames=False) if shown else None

@@ -9,7 +9,12 @@ from bench.measure.host import HostNoise
 from bench.results.evidence import fingerprints, host_of, window
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import INCONCLUSIVE, REGRESSION, Verdict, host_busy, judge
+from bench.results.verdict import INCONCLUSIVE, REGRESSION, Verdict, host_busy, judge, not_applicable
+
+ICOUNT = (
+    "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, so a "
+    "latency measured on the bench's clock says nothing about the console; judge its device-clock figures"
+)
 
 
 def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds) -> str | None:
@@ -52,7 +57,9 @@ def judge_run(
                 before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
             )  # fmt: skip
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
-            if busy and virtual and rule.host_timed:
+            if rule.bench_clock and prints.get(dev.name, {}).get("clock") == "icount":
+                verdict = not_applicable(verdict, ICOUNT)
+            elif busy and virtual and rule.host_timed:
                 verdict = host_busy(verdict, busy)
             verdicts.append(verdict)
     return verdicts

@@ -30,6 +30,7 @@ class MetricRule:
     min_samples: int  # the run's measurement must rest on at least this many observations
     alpha: float  # one-sided significance of the run against the spread of the baseline runs
     host_timed: bool = True  # a virtual device's figure moves with bench-host load ("inconclusive" when busy)
+    bench_clock: bool = False  # measured on the bench's clock: meaningless for a guest on a virtual clock (icount)
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     return Thresholds(file, rules, runs, HostRules(busy))
 
 
-_RULE_FIELDS = {"title", "measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed"}
+_RULE_FIELDS = {"title", "measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "bench_clock"}
 
 
 def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRule:
@@ -101,9 +102,10 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
     measurement = body["measurement"]
     if not isinstance(measurement, str) or not measurement:
         raise ConfigError(f"{file}: {where}.measurement must name a stored measurement (e.g. decision_latency_p50)")
-    host_timed = body.get("host_timed", True)
-    if not isinstance(host_timed, bool):
-        raise ConfigError(f"{file}: {where}.host_timed must be true or false, not {host_timed!r}")
+    flags = {key: body.get(key, default) for key, default in (("host_timed", True), ("bench_clock", False))}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{file}: {where}.{key} must be true or false, not {value!r}")
     return MetricRule(
         name=name,
         title=str(body.get("title", name)),
@@ -112,7 +114,8 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
         threshold_pct=_number(body["threshold_pct"], file, f"{where}.threshold_pct", low=0.0, high=1000.0),
         min_samples=_integer(body.get("min_samples", 1), file, f"{where}.min_samples", low=1),
         alpha=_number(body.get("alpha", alpha), file, f"{where}.alpha", low=0.0, high=0.5, open_low=True),
-        host_timed=host_timed,
+        host_timed=flags["host_timed"],
+        bench_clock=flags["bench_clock"],
     )
 
 

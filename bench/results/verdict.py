@@ -23,6 +23,7 @@ UNCHANGED = "unchanged"
 NOT_ENOUGH = "not enough samples"
 NO_DATA = "no data"
 COLLECTING = "collecting baseline"
+NOT_APPLICABLE = "not applicable"
 INCONCLUSIVE = "inconclusive"
 NOT_REPRODUCED = "not reproduced"
 SUSPECTED = "suspected"  # a regression before confirmation (never left in a published verdict)
@@ -143,6 +144,11 @@ def _decide(
     if big:
         return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, within the runs' spread (p {_p_text(p)}); {base}"
     return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, below the {rule.threshold_pct:g}% floor; {base}"
+
+
+def not_applicable(verdict: Verdict, why: str) -> Verdict:
+    """A verdict that cannot mean anything on this device (e.g. bench-clock latency of an icount guest)."""
+    return replace(verdict, status=NOT_APPLICABLE, reason=f"not applicable: {why}")
 
 
 def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:

@@ -58,10 +58,13 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     run_id = published["run_id"]
     frames = dict(db.execute("SELECT device, COUNT(*) FROM frames WHERE run_id = ? GROUP BY device", (run_id,)))
     assert frames["c6-b"] > 50 and frames["pi5-1"] > 100
-    faults = dict(db.execute("SELECT device, COUNT(*) FROM faults WHERE run_id = ? GROUP BY device", (run_id,)))
+    ota_run = summary["ota_run"]["run_id"]  # updates and faults in their own run: session plots stay 8 s long
+    assert ota_run != run_id and Path(summary["ota_run"]["report"]).is_file()
+    assert db.execute("SELECT COUNT(*) FROM faults WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
+    faults = dict(db.execute("SELECT device, COUNT(*) FROM faults WHERE run_id = ? GROUP BY device", (ota_run,)))
     assert faults["c6-b"] >= 4 and faults["pi5-1"] >= 4
     info = json.loads(
-        db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (run_id,)).fetchone()[0]
+        db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (ota_run,)).fetchone()[0]
     )
     assert info["ota"][0]["ok"] is True
     # what ran, and on which host, is kept with the run; the run joins later baselines
