@@ -183,7 +183,9 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-verdicts-"))
     out.mkdir(parents=True, exist_ok=True)
     repo = scratch_copy(out)
+    # private virtual devices: another bench run on this host (other lease folder) must not reflash them mid-run
     os.environ.setdefault("HILBENCH_LEASE_DIR", str(out / "leases"))
+    os.environ["HILBENCH_STATE_DIR"] = str(out / "state")
     sessions = out / "sessions"
     synth = hilbench(repo, "session", "synth", "--scenario", "combat", "--duration", str(args.duration),
                      "--out", str(sessions))  # fmt: skip
