@@ -14,10 +14,12 @@ from bench.bundles import ROOT
 from bench.commands import add_fleet_options, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
+from bench.devices.esp32c6 import check_firmware
 from bench.errors import ConfigError
 from bench.flashing import ProgressFactory
 from bench.fleet import Device
 from bench.leases import LeaseSet
+from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
@@ -43,6 +45,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
     p.add_argument(
+        "--model",
+        metavar="FILE",
+        help="put this .tflite under test on every selected device (signed with the"
+        " configured key; converted to .npcm for MicroPython boards)",
+    )
+    p.add_argument("--firmware", metavar="FILE", help="flash this image to the selected ESP32-C6 boards")
+    p.add_argument(
         "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
     )
     p.add_argument("--reports", default="reports", metavar="DIR", help="where reports and logs go")
@@ -67,11 +76,30 @@ def session_files(args: argparse.Namespace) -> list[Path]:
     return files
 
 
+def change_under_test(devices: list[Device], model: str | None, firmware: str | None) -> list[Device]:
+    """The devices with the team's model and firmware files in their settings, each checked (and the model
+    converted for MicroPython boards) before any device is touched: a ConfigError names the file and why."""
+    if model:
+        path = str(Path(model).resolve())
+        devices = [d.with_settings(model=path) for d in devices]
+        for d in devices:
+            kind_model(d.kind, d.settings)
+    if firmware:
+        image = Path(firmware).resolve()
+        check_firmware(image)
+        with_fw = [d for d in devices if hasattr(d.settings, "firmware")]
+        if not with_fw:
+            raise ConfigError(f"--firmware {firmware}: no selected device takes a firmware image (ESP32-C6 boards do)")
+        devices = [d.with_settings(firmware=str(image)) if d in with_fw else d for d in devices]
+    return devices
+
+
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run the nightly; print the summary (or JSON); exit 0 pass, 1 failure/regression, 3 nothing reachable."""
     fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
+    devices = change_under_test(devices, args.model, args.firmware)
     sessions = session_files(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
     opts = NightlyOptions(
