@@ -47,6 +47,7 @@ def build_report(
     thresholds_file: str | None = None,
     what_changed: dict[str, list[str]] | None = None,
     host: dict | None = None,
+    clocks: dict[str, str] | None = None,
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -91,6 +92,7 @@ def build_report(
             {
                 "name": name,
                 "kind": device.kind,
+                "icount": (clocks or {}).get(name) == "icount",  # bench-clock latency means nothing there
                 "summary": summaries[name].to_dict(),
                 "verdicts": [{**v.to_dict(), "since": worse_since(v, trend)} for v in device_verdicts],
                 "faults": [vars(f) for f in device.faults],

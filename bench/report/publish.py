@@ -82,6 +82,7 @@ def publish_run(
         thresholds_file=str(rules.path),
         what_changed=what_changed(store, run_id, base),
         host=host_of(store, run_id),
+        clocks={device: fp.get("clock", "") for device, fp in fingerprints(store, run_id).items()},
     )
     page = None
     if reports_dir is not None:

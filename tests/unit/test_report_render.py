@@ -107,3 +107,11 @@ def test_a_device_without_frames_renders_with_dashes() -> None:
     page = render_html(build_report(run))
     section = re.search(r'id="dev-c6-a">(.*?)</section>', page, re.S).group(1)
     assert "—" in section and "latency_cdf" not in section
+
+
+def test_bench_clock_latency_of_an_icount_guest_is_not_applicable() -> None:
+    run = synthetic_run("run-0003", "2026-11-30T02:00:00Z", frames=500)
+    page = render_html(build_report(run, clocks={"switch-1": "icount"}))
+    sections = dict(re.findall(r'<section class="device" id="dev-([^"]+)">(.*?)</section>', page, re.S))
+    assert sections["switch-1"].count("n/a (icount)") == 4  # P50, P95, P99, deadline misses
+    assert "n/a (icount)" not in sections["pi5-1"]
