@@ -10,7 +10,7 @@ import os
 import platform
 import socket
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import psutil
@@ -43,6 +43,12 @@ class HostNoise:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> HostNoise:
+        """Read back `to_json()` (fields a store lacks read as 0 or "")."""
+        blank: dict[str, Any] = {f.name: "" if f.type == "str" else 0 for f in fields(cls)}
+        return cls(**{**blank, **{k: v for k, v in data.items() if k in blank}})
 
 
 def host_identity() -> dict[str, Any]:

@@ -22,7 +22,7 @@ def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds) -> str 
     data = host_of(store, run_id)
     if not data or "others_pct" not in data:
         return None
-    noise = HostNoise(**{k: data[k] for k in HostNoise.__dataclass_fields__})
+    noise = HostNoise.from_json(data)
     return noise.describe() if noise.busy(thresholds.host.busy_others_pct) else None
 
 
