@@ -31,9 +31,14 @@ class HostNoise:
     others_pct: float  # ...by every other process (busy - bench)
     steal_pct: float  # taken by the hypervisor from this (virtual) host
 
+    @property
+    def load_pct(self) -> float:
+        """What the host gave to others than the bench: other processes and steal."""
+        return self.others_pct + self.steal_pct
+
     def busy(self, limit_pct: float) -> bool:
         """True when other processes (and steal) took more than `limit_pct` of the host during the run."""
-        return self.others_pct + self.steal_pct > limit_pct
+        return self.load_pct > limit_pct
 
     def describe(self) -> str:
         """A short sentence: what else used the host."""

@@ -15,6 +15,7 @@ from bench.results.judge import acceptance, judge_run
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import SUSPECTED, Verdict, confirmed, settle
+from bench.units import figure
 
 # replay(session file, devices, run kind) -> the new run's id
 Replay = Callable[[str, list[Device]], Awaitable[int]]
@@ -68,7 +69,8 @@ async def confirm_run(
             note = ""
             if control is not None and v.status == SUSPECTED:
                 before, after = by_key.get((control.name, v.metric)), second.get((control.name, v.metric))
-                note = f"{control.name} {_fig(before)} then {_fig(after)}"
+                unit = v.unit
+                note = f"{control.name} {_fig(before, unit)} then {_fig(after, unit)}"
             final.append(confirmed(v, second.get((v.device, v.metric)), note))
         result = Confirmation(run_id, final, again, control.name if control else None)
     record_verdicts(store, run_id, result.verdicts)
@@ -78,7 +80,5 @@ async def confirm_run(
     return result
 
 
-def _fig(v: Verdict | None) -> str:
-    if v is None or v.run_value is None:
-        return "-"
-    return f"{v.run_value:.4g}"
+def _fig(v: Verdict | None, unit: str) -> str:
+    return figure(v.run_value if v else None, unit)

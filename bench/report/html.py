@@ -14,12 +14,10 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from bench.report.build import Report
+from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
-
-
-UNIT_SYMBOLS = {"us": "µs"}
 
 
 def num(value: float | None, unit: str, digits: int | None = None) -> str:
@@ -32,25 +30,6 @@ def num(value: float | None, unit: str, digits: int | None = None) -> str:
     if digits is None:
         digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 0.1 else 3
     return f"{value:,.{digits}f} {UNIT_SYMBOLS.get(unit, unit)}"
-
-
-_TIME_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
-_SIZE_B = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
-
-
-def readable(value: float, unit: str) -> tuple[float, str]:
-    """`value` in the time or size unit that needs neither a long run of digits nor leading zeros."""
-    if unit in _TIME_US and value != 0:
-        us = value * _TIME_US[unit]
-        for name, scale in (("s", 1e6), ("ms", 1e3), ("us", 1.0)):
-            if abs(us) >= scale * (10 if name == "s" else 1) or name == "us":
-                return (us / scale, name) if unit != "s" or name != "s" else (value, unit)
-    if unit in _SIZE_B and value != 0:
-        b = value * _SIZE_B[unit]
-        for name, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)):
-            if abs(b) >= scale:
-                return b / scale, name
-    return value, unit
 
 
 def pct(value: float | None) -> str:

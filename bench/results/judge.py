@@ -9,7 +9,7 @@ from bench.measure.host import HostNoise
 from bench.results.evidence import fingerprints, host_of, window
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import INCONCLUSIVE, REGRESSION, Verdict, host_busy, judge, not_applicable
+from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, Verdict, host_busy, judge, not_applicable
 
 ICOUNT = (
     "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, so a "
@@ -17,13 +17,21 @@ ICOUNT = (
 )
 
 
-def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds) -> str | None:
-    """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured)."""
+def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
+    """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured): other
+    processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
+    of the baseline runs. A host that is always as busy has that noise in the window's spread already."""
     data = host_of(store, run_id)
     if not data or "others_pct" not in data:
         return None
     noise = HostNoise.from_json(data)
-    return noise.describe() if noise.busy(thresholds.host.busy_others_pct) else None
+    rules = thresholds.host
+    if not noise.busy(rules.busy_others_pct):
+        return None
+    usual = max((HostNoise.from_json(host_of(store, r) or {}).load_pct for r in baseline_runs), default=0.0)
+    if noise.load_pct <= usual + rules.busier_margin_pct:
+        return None
+    return f"{noise.describe()}; at most {usual:.0f}% in its baseline runs"
 
 
 def judge_run(
@@ -36,10 +44,9 @@ def judge_run(
     devices: list[str] | None = None,
 ) -> list[Verdict]:
     """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
-    (default: this run) or at the `pinned` run. Host-timed metrics of virtual devices on a busy host are
-    INCONCLUSIVE instead of SUSPECTED."""
+    (default: this run) or at the `pinned` run. A suspected regression of a host-timed metric on a virtual device
+    while the bench host was busier than during its baseline runs is INCONCLUSIVE."""
     row = store.run(run_id)
-    busy = busy_reason(store, run_id, thresholds)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
     for m in store.measurements(run_id):
@@ -59,8 +66,9 @@ def judge_run(
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
             if rule.bench_clock and prints.get(dev.name, {}).get("clock") == "icount":
                 verdict = not_applicable(verdict, ICOUNT)
-            elif busy and virtual and rule.host_timed:
-                verdict = host_busy(verdict, busy)
+            elif virtual and rule.host_timed and verdict.status == SUSPECTED:
+                busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
+                verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
 

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import stats
 
 from bench.results.thresholds import MetricRule
+from bench.units import figure
 
 REGRESSION = "regression"
 IMPROVED = "improved"
@@ -137,7 +138,7 @@ def _decide(
     big = abs(worse_effect) >= rule.threshold_pct
     significant = p < rule.alpha
     direction = "worse" if worse_effect > 0 else "better"
-    base = f"baseline {_g(mean)} ± {_g(spread)} {unit} over {n} runs".replace("  ", " ")
+    base = f"baseline {figure(mean, unit)} ± {figure(spread, unit)} over {n} runs"
     if big and significant:
         status = SUSPECTED if worse_effect > 0 else IMPROVED
         return status, f"{abs(worse_effect):.1f}% {direction} (>= {rule.threshold_pct:g}%), p {_p_text(p)}; {base}"
@@ -166,7 +167,7 @@ def confirmed(first: Verdict, replay: Verdict | None, control: str = "") -> Verd
         return first
     if replay is None:
         return replace(first, status=NOT_REPRODUCED, reason=f"not reproduced: the replay gave no value; {first.reason}")
-    figures = f"first {_g(first.run_value)}, replay {_g(replay.run_value)} {first.unit}".rstrip()
+    figures = f"first {figure(first.run_value, first.unit)}, replay {figure(replay.run_value, first.unit)}"
     extra = f"; control {control}" if control else ""
     if replay.status == SUSPECTED:
         reason = f"{first.reason}; reproduced ({figures}){extra}"
@@ -174,19 +175,13 @@ def confirmed(first: Verdict, replay: Verdict | None, control: str = "") -> Verd
     if replay.status == INCONCLUSIVE:
         reason = f"inconclusive: bench host busy during the replay ({figures}){extra}"
         return replace(first, status=INCONCLUSIVE, confirm_value=replay.run_value, reason=reason)
-    reason = f"not reproduced ({figures}; baseline {_g(first.baseline_value)}){extra}"
+    reason = f"not reproduced ({figures}; baseline {figure(first.baseline_value, first.unit)}){extra}"
     return replace(first, status=NOT_REPRODUCED, confirm_value=replay.run_value, reason=reason)
 
 
 def settle(verdict: Verdict) -> Verdict:
     """A suspected regression that could not be replayed stays a regression (real devices, no replay asked)."""
     return replace(verdict, status=REGRESSION) if verdict.status == SUSPECTED else verdict
-
-
-def _g(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:.4g}"
 
 
 def _p_text(p: float) -> str:

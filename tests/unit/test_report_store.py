@@ -194,3 +194,25 @@ def test_a_regression_says_since_when(tmp_path: Path) -> None:
     page = published.page.read_text()
     assert f"worse since run {last - 2} (3 runs" in page
     assert "orin-1</a>: decision latency P99" in page and f"since run {last - 2}</li>" in page
+
+
+@pytest.mark.parametrize(("usual", "now", "status"), [(5.0, 95.0, "inconclusive"), (80.0, 85.0, "regression")])
+def test_a_virtual_devices_timing_is_inconclusive_only_on_a_host_busier_than_for_its_baseline(
+    tmp_path: Path, usual: float, now: float, status: str
+) -> None:
+    from bench.results.evidence import record_fingerprint, record_host
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=7, devices=2, frames=1000)
+    with open_store(path) as store:
+        for run in range(1, last + 1):
+            record_host(store, run, {"host": "h", "cores": 2, "others_pct": now if run == last else usual})
+            record_fingerprint(store, run, "orin-1", {"virtual": True})
+        published = publish_run(store, last, reports_dir=None)
+    p50 = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "latency_p50")
+    assert p50.status == status
+    memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak")
+    assert memory.status == "unchanged"  # memory is judged whatever the load
+    if status == "inconclusive":
+        assert p50.reason.startswith("inconclusive: bench host busy (other processes 95% of 2 CPUs")
+        assert published.exit_code == ExitCode.OK
