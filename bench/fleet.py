@@ -12,10 +12,11 @@ from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
 from bench.kinds import KINDS, Kind, Settings
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.paths import FLEETS_DIR
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
-DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "fixtures" / "fleets" / "virtual.toml"
+DEFAULT_FLEET = FLEETS_DIR / "virtual.toml"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
