@@ -259,6 +259,8 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     if not all(isinstance(t, str) for t in tags):
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
     settings = info.settings(**{key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw})
+    for key, problem in settings.problems():
+        raise ConfigError(f"{where}: field {key!r}: {problem}, got {getattr(settings, key)!r}")
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")

@@ -18,6 +18,11 @@ from typing import Any
 from bench.errors import ConfigError
 from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
 
+# numeric settings that make no sense at zero or below (checked wherever a kind has them; a memory limit
+# of 0 means none)
+POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
+            "telemetry_interval_ms")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -35,6 +40,11 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
+        file and device. Kinds with more fields extend this (call super)."""
+        return [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
 
 
 @dataclass(frozen=True)
