@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
-from bench.kinds import KINDS, Kind, Settings
+from bench.kinds import KINDS, Kind, Settings, get_kind
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.paths import FLEETS_DIR
 
@@ -64,8 +64,8 @@ class Device:
 
     @property
     def kind_info(self) -> Kind:
-        """The registry entry of the device's kind."""
-        return KINDS[self.kind]
+        """The registry entry of the device's kind (ConfigError for an unknown kind)."""
+        return get_kind(self.kind)
 
     def with_link(self, link: Link) -> Device:
         """A copy reached through another link (a started virtual device, a labgrid place)."""
