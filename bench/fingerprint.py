@@ -10,9 +10,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE, ROOT
+from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
 from bench.devices.esp32c6 import DEFAULT_FIRMWARE
 from bench.fleet import Device
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR
 
 # fingerprint field -> how the report names it
 FIELDS = {
@@ -51,7 +52,7 @@ def device_fingerprint(device: Device, hello: dict[str, Any], *, git_rev: str | 
 def agent_bundle_hash(device: Device) -> str:
     """sha256 over the reference agent's source files the bench deploys to this kind of device (short)."""
     mcu = device.kind_info.family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
-    folder = ROOT / ("micropython" if mcu else "host")
+    folder = MICROPYTHON_DIR if mcu else HOST_DIR
     files = [p for p, _ in PORTABLE + OPTIONAL]
     files += sorted(folder.glob("*.py")) if mcu else [folder / f for f in HOST_FILES]
     digest = hashlib.sha256()
@@ -92,7 +93,6 @@ def _short(value: Any) -> str:
 
 def configured_model_sha256(device: Device) -> str | None:
     """sha256 of the model file the fleet configures for `device` (None when it cannot be resolved)."""
-    from bench.bundles import MODELS_DIR
     from bench.errors import BenchError
     from bench.models import kind_model
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bundles import ROOT
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fingerprint import configured_model_sha256, device_fingerprint
 from bench.flashing import ProgressFactory, flash_devices
@@ -23,6 +22,7 @@ from bench.nightly.confirm import Confirmation, confirm_run
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.paths import ROOT
 from bench.probe import probe_link
 from bench.replay.agents import fleet_opener
 from bench.replay.service import ReplayResult, replay_fleet

@@ -33,15 +33,6 @@ def low_1pct_fps(interval_ms: np.ndarray) -> float:
     return 1000.0 / p99 if p99 > 0 else float("nan")
 
 
-def stutter_count(interval_ms: np.ndarray, window: int = 20, factor: float = 2.5) -> int:
-    """Frames longer than `factor` x the moving average of the previous `window` frames (CapFrameX stutter)."""
-    if interval_ms.size <= window:
-        return 0
-    csum = np.cumsum(np.insert(interval_ms, 0, 0.0))
-    moving = (csum[window:-1] - csum[: -window - 1]) / window  # mean of the `window` frames before frame i
-    return int(np.count_nonzero(interval_ms[window:] > factor * moving))
-
-
 def window_peaks(t_s: np.ndarray, values: np.ndarray, window_s: float) -> np.ndarray:
     """The maximum of `values` in each `window_s`-long window of time that has samples (t_s ascending)."""
     keep = np.isfinite(t_s) & np.isfinite(values)

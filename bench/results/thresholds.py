@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.paths import BASELINES_DIR
 
-DEFAULT_THRESHOLDS = Path(__file__).resolve().parents[2] / "fixtures" / "baselines" / "default.toml"
+DEFAULT_THRESHOLDS = BASELINES_DIR / "default.toml"
 WORSE = ("higher", "lower")
 
 
