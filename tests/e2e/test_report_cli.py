@@ -58,8 +58,8 @@ def test_report_errors_name_what_is_wrong(tmp_path: Path) -> None:
     bad = run("report", "abc", "--results", str(store))
     assert bad.returncode == 2 and "run 'abc'" in bad.stderr
     thresholds = tmp_path / "t.toml"
-    thresholds.write_text("[metrics.x]\nsource = 'latency_ms'\n")
+    thresholds.write_text("[metrics.x]\nworse = 'higher'\n")
     broken = run("report", "--results", str(store), "--thresholds", str(thresholds), "--out", str(tmp_path))
-    assert broken.returncode == 2 and f"{thresholds}: metrics.x.statistic is missing" in broken.stderr
+    assert broken.returncode == 2 and f"{thresholds}: metrics.x.measurement is missing" in broken.stderr
     empty = run("report", "--results", str(tmp_path / "empty.sqlite"), "--out", str(tmp_path))
     assert empty.returncode == 2 and "no runs yet" in empty.stderr
