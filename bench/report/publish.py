@@ -80,7 +80,7 @@ def publish_run(
         baseline_name=baseline_name if compare_run is None and pinned is not None else None,
         history=load_history(store, up_to=run_id, kind=run.label or None),  # trends over runs of the same kind
         thresholds_file=str(rules.path),
-        what_changed=what_changed(store, run_id, base),
+        what_changed=what_changed(store, run_id, verdicts, pinned),
         host=host_of(store, run_id),
         clocks={device: fp.get("clock", "") for device, fp in fingerprints(store, run_id).items()},
     )
@@ -94,9 +94,18 @@ def publish_run(
     return Published(report, verdicts, page, shown or None)
 
 
-def what_changed(store: ResultStore, run_id: int, base: RunView | None) -> dict[str, list[str]]:
-    """device -> what differs in its fingerprint from the baseline's newest run ([] when nothing did)."""
-    if base is None:
-        return {}
-    now, then = fingerprints(store, run_id), fingerprints(store, int(base.run_id))
-    return {device: changes(fp, then.get(device)) for device, fp in now.items() if device in then}
+def what_changed(store: ResultStore, run_id: int, verdicts: list[Verdict], pinned: int | None) -> dict[str, list[str]]:
+    """device -> what differs in its fingerprint from the newest run of its own baseline window (the pinned run,
+    when a baseline is pinned); [] when nothing did. Devices without a baseline run are left out."""
+    now = fingerprints(store, run_id)
+    newest: dict[str, int] = {}
+    for v in verdicts:
+        if v.baseline_runs:
+            newest[v.device] = max(newest.get(v.device, 0), *v.baseline_runs)
+    out = {}
+    for device, fp in now.items():
+        base_run = pinned if pinned is not None else newest.get(device)
+        then = fingerprints(store, base_run).get(device) if base_run else None
+        if then is not None:
+            out[device] = changes(fp, then)
+    return out
