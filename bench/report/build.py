@@ -10,7 +10,15 @@ from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.summary import DeviceSummary, summarize
 from bench.results.runview import LATENCY_MS, DeviceRun, RunView
-from bench.results.verdict import COLLECTING, INCONCLUSIVE, NOT_REPRODUCED, REGRESSION, Verdict
+from bench.results.verdict import (
+    COLLECTING,
+    IMPROVED,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REGRESSION,
+    UNCHANGED,
+    Verdict,
+)
 from bench.results.view_adapter import TO_UNIT
 
 TREND_RUNS = 30  # how many past runs the trend plots show
@@ -111,7 +119,8 @@ def _outcome(verdicts: list[Verdict]) -> str:
     """regression, pass, collecting baseline, or no baseline."""
     if any(v.status == REGRESSION for v in verdicts):
         return "regression"
-    if verdicts and all(v.status == COLLECTING for v in verdicts if v.status not in ("no data", "not enough samples")):
+    judged = (IMPROVED, UNCHANGED, INCONCLUSIVE, NOT_REPRODUCED)
+    if any(v.status == COLLECTING for v in verdicts) and not any(v.status in judged for v in verdicts):
         return "collecting baseline"
     return "pass" if verdicts else "no baseline"
 
