@@ -25,6 +25,7 @@ from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
 from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
+from bench.results.baseline import get_baseline
 from bench.results.store import DEFAULT_STORE, open_store
 from bench.results.thresholds import load_thresholds
 
@@ -102,6 +103,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     devices = change_under_test(devices, args.model, args.firmware)
     sessions = session_files(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    if args.baseline and get_baseline(store, args.baseline) is None:
+        store.close()
+        raise ConfigError(f"--baseline {args.baseline}: no such baseline", hint="see `hilbench baseline list`")
     opts = NightlyOptions(
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),

@@ -102,3 +102,14 @@ def test_nightly_refuses_a_bad_session_file_before_touching_devices(tmp_path: Pa
     bad.write_bytes(b"not an mcap file")
     proc = run("nightly", "--session", str(bad), "--reports", str(tmp_path))
     assert proc.returncode == ExitCode.USAGE and str(bad) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_nightly_refuses_an_unknown_baseline_or_model_before_touching_devices(tmp_path: Path) -> None:
+    proc = run("nightly", "--baseline", "nope", "--results", str(tmp_path / "a.sqlite"), "--reports", str(tmp_path))
+    assert proc.returncode == ExitCode.USAGE and "--baseline nope: no such baseline" in " ".join(proc.stderr.split())
+    f32 = REPO / "fixtures" / "models" / "npc-policy-f32.tflite"
+    results = ("--results", str(tmp_path / "b.sqlite"), "--reports", str(tmp_path))
+    proc = run("nightly", "--model", str(f32), "--device", "c6-a", *results)
+    words = " ".join(proc.stderr.split())
+    assert proc.returncode == ExitCode.USAGE and "cannot be converted to .npcm for MicroPython boards" in words
+    assert "Traceback" not in proc.stderr and not (tmp_path / "b.sqlite").exists()  # refused before anything ran
