@@ -23,6 +23,12 @@ HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", 
 OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
+def host_agent_sources() -> dict[str, Path]:
+    """The host agent's code files: name in its flat folder -> source in this checkout."""
+    files = [(ROOT / "host" / name, name) for name in HOST_FILES] + PORTABLE + OPTIONAL
+    return {dest: src for src, dest in files if src.is_file()}
+
+
 def model_version(device: Device) -> int:
     """The version the bundled model is announced with (fleet setting `model_version`, default 1)."""
     return int(device.settings.get("model_version", 1))

@@ -50,3 +50,12 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def follow_console(self, emit: Callable[[str], None]) -> None:
+        """Hand each line the device's own console prints, beyond what the agent link carries, to `emit` until
+        cancelled. Default: the agent link is the console (a serial board), there is nothing more to follow."""
+        return
+
+    def agent_sources(self) -> dict[str, Path]:
+        """Agent file as the device names it (in a traceback) -> its source in this checkout."""
+        return {}

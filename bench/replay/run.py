@@ -59,6 +59,12 @@ class AgentLike(Protocol):
     def frames(self, timeout: float | None = None) -> AsyncIterator[FrameLike]: ...
 
 
+def key_every(settings: dict[str, Any]) -> int:
+    """Every how many VSyncs a key frame (with inference) comes, so inference runs at the kind's `fps_target`
+    on its `vsync_hz` display (30 FPS on 60 Hz: every other frame)."""
+    return max(1, round(int(settings.get("vsync_hz", 60)) / int(settings.get("fps_target", 60))))
+
+
 @dataclass
 class AgentEndpoint:
     """An opened agent session of one device and how to close it."""
@@ -154,6 +160,7 @@ class ReplayRun:
             await session.start(
                 fps=int(s.get("fps_target", 60)),
                 vsync_hz=int(s.get("vsync_hz", 60)),
+                key_every=key_every(s),
                 budget_ms=int(s.get("decision_budget_ms", 50)),
             )
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
