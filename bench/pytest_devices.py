@@ -4,8 +4,9 @@
   date once per session (flashed/deployed only when out of date), its agent running and a session open:
   `agent.hello()`, `infer(x)`, `load_model(path)`, `update(model, delta=)`, `replay(file, speed=)`, `stats()`.
   The agent stays up for the session; before each test it must answer a hello, else it is recovered (the
-  `hil_recovery_ladder` fixture: restart the agent, then redeploy). A device that cannot be recovered fails
-  that test's setup with one line naming it and the cause; its later tests are skipped with that line.
+  `hil_recovery_ladder` fixture: restart the agent, then redeploy); after a failed test it is restarted anyway.
+  A device that cannot be recovered fails that test's setup with one line naming it and the cause; its later
+  tests are skipped with that line.
 - `console`: the agent's device console (`bench.testkit.console.DeviceConsole`): `expect(pattern, timeout,
   not_matching=)`, `expect_exact(text)`; it starts at the test's start and is saved to the test's log folder.
 - `@pytest.mark.devices(2, kind="esp32c6")` + the `devices` fixture: a tuple of ready agents.
@@ -49,6 +50,7 @@ class AgentPool:
         self.ota = TestOta(log_root / "_session", hosts)
         self.agents: dict[str, DeviceAgent] = {}
         self.broken: dict[str, str] = {}  # device name -> the one line that says why
+        self.notes: dict[str, list[str]] = {}  # device name -> what getting it ready took, for the next test's console
 
     def ready(self, device: Device, ladder: Sequence[RecoveryStep]) -> DeviceAgent:
         """The device's agent, answering; pytest.fail (first time) or pytest.skip (later) when it cannot be."""
@@ -65,8 +67,7 @@ class AgentPool:
             line = _one_line(exc, device.name)
             self.broken[device.name] = line
             pytest.fail(line, pytrace=False)
-        for note in notes:
-            agent.console.feed(f"[bench] {note}", "bench")
+        self.notes[device.name] = notes  # shown on the test's console (`_used`)
         return agent
 
     def close(self) -> None:
@@ -86,6 +87,8 @@ async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[s
             return [f"ready: {', '.join(agent.deploy_steps)}"]
         except BenchError as exc:
             cause = f"bring-up failed: {_first(exc)}"
+    elif agent.suspect:
+        cause = "a test failed on it"  # hello may still work while the test left it in a bad state: start afresh
     else:
         try:
             await agent.stop_frames()
@@ -96,6 +99,7 @@ async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[s
         except BenchError as exc:
             cause = f"agent did not answer: {_first(exc)}"
     step = await recover(agent, cause, ladder)
+    agent.suspect = False
     return [f"recovered by '{step}' ({cause})"]
 
 
@@ -123,13 +127,17 @@ def _hilbench_agents(pytestconfig: pytest.Config, fleet: Fleet, _hilbench_pool) 
 
 
 @contextlib.contextmanager
-def _used(request: pytest.FixtureRequest, agents: Sequence[DeviceAgent], log_dir: Path) -> Iterator[None]:
+def _used(
+    request: pytest.FixtureRequest, pool: AgentPool, agents: Sequence[DeviceAgent], log_dir: Path
+) -> Iterator[None]:
     """For the test: consoles start now; afterwards a frame loop left running is stopped and each console
     (this test's lines) is saved to the test's log folder."""
     used = []
     for agent in agents:
         agent.console.skip_to_end()
         used.append((agent, agent.console.cursor))
+        for note in pool.notes.pop(agent.name, []):
+            agent.console.feed(f"[bench] {note}", "bench")
     request.node.stash[USED] = used
     yield
     for agent, start in used:
@@ -149,7 +157,7 @@ def agent(
 ) -> Iterator[DeviceAgent]:
     """The test's device, up to date, its agent answering (see the module docstring)."""
     ready = _hilbench_agents.ready(device, hil_recovery_ladder)
-    with _used(request, [ready], device_log_dir):
+    with _used(request, _hilbench_agents, [ready], device_log_dir):
         yield ready
 
 
@@ -186,7 +194,7 @@ def devices(
             + (f" ({'; '.join(broken)})" if broken else "")
         )
     chosen = tuple(_hilbench_agents.ready(d, hil_recovery_ladder) for d in healthy[:count])
-    with _used(request, chosen, device_log_dir):
+    with _used(request, _hilbench_agents, chosen, device_log_dir):
         yield chosen
 
 
@@ -198,6 +206,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     used = item.stash.get(USED, [])
     if not report.failed or report.when != "call" or not used:
         return
+    for agent, _start in used:
+        agent.suspect = True
     html = item.config.pluginmanager.getplugin("html") is not None
     for agent, start in used:
         why = "" if agent.session is not None and not agent.session.closed else "the agent's link ended"

@@ -35,6 +35,12 @@ class Driver(ABC):
     # how long the agent on this kind of device may take to answer a request (slow targets raise it)
     reply_timeout_s: float = 5.0
 
+    @property
+    def real_time(self) -> bool:
+        """The device's clock runs at wall-clock pace (False: an emulator whose guest time is virtual, so
+        bench-clock latencies measure the emulation, not the device)."""
+        return True
+
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
         self.log_dir = log_dir

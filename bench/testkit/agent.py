@@ -53,6 +53,7 @@ class DeviceAgent:
         self.driver: Driver | None = None
         self.session: AgentSession | None = None
         self.deployed = False
+        self.suspect = False  # a test failed on it: start the agent afresh before the next test
         self.deploy_steps: list[str] = []  # what the last deploy did, per step ("firmware: up to date", ...)
         self._follower: asyncio.Task[None] | None = None
         self._own_manifest: dict[str, Any] | None = None  # the device's own model, published for switching back

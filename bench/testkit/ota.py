@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,24 @@ class TestOta:
         if isinstance(model, dict):
             return model
         if isinstance(model, Path):
-            fmt = "npcm-int8" if model.suffix == ".npcm" else "tflite-f32" if "f32" in model.stem else "tflite-int8"
-            return self.store.publish(model, load_private_key(DEV_PRIVATE_KEY), name=FAMILY, fmt=fmt).manifest
+            return self._published(model)
         if "@" in model:
             return self.store.resolve(model, str(device.settings.get("model_format", "tflite-int8")))
         return self.manifest(model, device)
+
+    def _published(self, model: Path) -> dict[str, Any]:
+        """The store's manifest of the file `model` (published as the next version, signed with the dev key, unless
+        a version with the same bytes is there already)."""
+        fmt = "npcm-int8" if model.suffix == ".npcm" else "tflite-f32" if "f32" in model.stem else "tflite-int8"
+        try:
+            sha = hashlib.sha256(model.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise ConfigError(f"model {model}: cannot read: {exc.strerror}") from None
+        store = self.store
+        for version in store.versions(FAMILY, fmt) if fmt in store.formats(FAMILY) else []:
+            if (manifest := store.manifest(FAMILY, version, fmt))["sha256"] == sha:
+                return manifest
+        return store.publish(model, load_private_key(DEV_PRIVATE_KEY), name=FAMILY, fmt=fmt).manifest
 
     async def port(self) -> int:
         """The update server's UDP port (started on first call)."""
