@@ -46,7 +46,7 @@ class AgentPool:
         self.devices_pool = devices_pool  # bench.pytest_plugin's pool: leases, virtual devices, lab places
         self.loop = devices_pool.loop
         self.log_root = log_root
-        hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in fleet]
+        hosts = [d.settings.ota_server_host for d in fleet]
         self.ota = TestOta(log_root / "_session", hosts)
         self.agents: dict[str, DeviceAgent] = {}
         self.broken: dict[str, str] = {}  # device name -> the one line that says why

@@ -9,7 +9,7 @@ FPS_TOLERANCE = 0.05
 def test_decision_latency_within_budget(agent, replayed, record_measurement):
     if not agent.driver.real_time:
         pytest.skip(f"device {agent.name}: its clock is emulated (QEMU -icount), bench-clock latency is not its own")
-    budget_ms = float(agent.settings["decision_budget_ms"])
+    budget_ms = float(agent.settings.decision_budget_ms)
     p99_ms = replayed.median("decision_latency_p99") / 1000
     record_measurement("decision_latency_p50", replayed.median("decision_latency_p50") / 1000, "ms")
     record_measurement(
@@ -23,7 +23,7 @@ def test_decision_latency_within_budget(agent, replayed, record_measurement):
 
 
 def test_fps_within_5_percent_of_target(agent, replayed, record_measurement):
-    target = float(agent.settings["fps_target"])
+    target = float(agent.settings.fps_target)
     fps = replayed.median("fps")
     record_measurement("fps", fps, "FPS", samples=replayed.each("fps"))
     record_measurement("frame_jitter_p99", replayed.median("frame_jitter_p99"), "us")

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
+from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import FrameLike
 from bench.replay.pacing import Pacer
@@ -59,10 +60,10 @@ class AgentLike(Protocol):
     def frames(self, timeout: float | None = None) -> AsyncIterator[FrameLike]: ...
 
 
-def key_every(settings: dict[str, Any]) -> int:
+def key_every(settings: Settings) -> int:
     """Every how many VSyncs a key frame (with inference) comes, so inference runs at the kind's `fps_target`
     on its `vsync_hz` display (30 FPS on 60 Hz: every other frame)."""
-    return max(1, round(int(settings.get("vsync_hz", 60)) / int(settings.get("fps_target", 60))))
+    return max(1, round(settings.vsync_hz / settings.fps_target))
 
 
 @dataclass
@@ -158,10 +159,10 @@ class ReplayRun:
             s = dev.settings
             run.start_ns = time.monotonic_ns()
             await session.start(
-                fps=int(s.get("fps_target", 60)),
-                vsync_hz=int(s.get("vsync_hz", 60)),
+                fps=s.fps_target,
+                vsync_hz=s.vsync_hz,
                 key_every=key_every(s),
-                budget_ms=int(s.get("decision_budget_ms", 50)),
+                budget_ms=s.decision_budget_ms,
             )
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
             unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
@@ -217,7 +218,7 @@ class ReplayRun:
             run.frames,
             sent_ns=run.track.sent_by_seq(self.plan),
             clock=clock,
-            budget_ms=float(run.device.settings.get("decision_budget_ms", 50)),
+            budget_ms=float(run.device.settings.decision_budget_ms),
             end_ns=run.end_ns,
             stats=run.stats,
             faults=list(session.faults),

@@ -19,6 +19,7 @@ from bench.devices import driver_for, has_driver
 from bench.devices.base import Driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
+from bench.kinds import Settings
 from bench.loop_thread import LoopThread
 from bench.models import kind_model
 from bench.ota.rollout import DeviceUpdate, device_base_url, server_host_for, update_device
@@ -69,8 +70,8 @@ class DeviceAgent:
         return self.device.kind
 
     @property
-    def settings(self) -> dict[str, Any]:
-        """The device's settings (kind defaults merged with the fleet file's)."""
+    def settings(self) -> Settings:
+        """The device's typed settings (its kind's defaults and the fleet file's values)."""
         return self.device.settings
 
     @property
@@ -242,7 +243,7 @@ class DeviceAgent:
     async def _update(self, manifest: dict[str, Any], delta: bool) -> DeviceUpdate:
         port = await self.ota.port()
         base_url = device_base_url(port, server_host_for(self.device, self.driver))
-        timing = timing_named(str(self.settings.get("ota_timing", "lan")))
+        timing = timing_named(self.settings.ota_timing)
         return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
 
     async def _replay(self, session_file: Path, speed: float | None) -> Replayed:

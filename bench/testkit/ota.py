@@ -37,7 +37,7 @@ class TestOta:
     def manifest(self, case: str, device: Device) -> dict[str, Any]:
         """The manifest of `case` ("v1", "v2", "forged-v1", "forged-v2", "crash", "out-of-memory",
         "broken-weights") in the format `device` runs; ConfigError when there is none."""
-        fmt = str(device.settings.get("model_format", "tflite-int8"))
+        fmt = device.settings.model_format
         manifests = self._store()[1]
         if (fmt, case) not in manifests:
             known = sorted({c for f, c in manifests if f == fmt})
@@ -52,7 +52,7 @@ class TestOta:
         if isinstance(model, Path):
             return self._published(model)
         if "@" in model:
-            return self.store.resolve(model, str(device.settings.get("model_format", "tflite-int8")))
+            return self.store.resolve(model, device.settings.model_format)
         return self.manifest(model, device)
 
     def _published(self, model: Path) -> dict[str, Any]:
