@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from bench.testkit.agent import DeviceAgent
 from bench.testkit.console import DeviceConsole
 from bench.testkit.crash import decode_crash
 from bench.testkit.ota import TestOta
-from bench.testkit.recovery import LADDER, RecoveryStep, recover
+from bench.testkit.recovery import LADDER, DeviceBroken, RecoveryStep, recover, without_device
 
 BRING_UP_TIMEOUT_S = 900.0  # a first flash of a board plus a QEMU boot on a loaded host
 USED = pytest.StashKey[list[tuple[DeviceAgent, int]]]()  # the test's agents and their console start index
@@ -55,7 +56,8 @@ class AgentPool:
     def ready(self, device: Device, ladder: Sequence[RecoveryStep]) -> DeviceAgent:
         """The device's agent, answering; pytest.fail (first time) or pytest.skip (later) when it cannot be."""
         if device.name in self.broken:
-            pytest.skip(f"{self.broken[device.name]} (found broken by an earlier test)")
+            pytest.skip(f"{self.broken[device.name]} [found broken by an earlier test]")
+        broken = ""
         try:
             agent = self.agents.get(device.name)
             if agent is None:
@@ -63,10 +65,17 @@ class AgentPool:
                 agent = DeviceAgent(resolved, self.loop, self.log_root / "_session" / device.name, self.ota)
                 self.agents[device.name] = agent
             notes = self.loop.run(_prepare(agent, ladder), timeout_s=BRING_UP_TIMEOUT_S)
+        except DeviceBroken as exc:
+            broken = str(exc)
         except (BenchError, TimeoutError) as exc:
-            line = _one_line(exc, device.name)
-            self.broken[device.name] = line
-            pytest.fail(line, pytrace=False)
+            broken = f"device {device.name}: " + (
+                f"not ready within {BRING_UP_TIMEOUT_S:g} s"
+                if isinstance(exc, TimeoutError)
+                else without_device(exc, device.name)
+            )
+        if broken:
+            self.broken[device.name] = broken
+            pytest.fail(broken, pytrace=False)
         self.notes[device.name] = notes  # shown on the test's console (`_used`)
         return agent
 
@@ -74,7 +83,7 @@ class AgentPool:
         for agent in self.agents.values():
             with contextlib.suppress(Exception):
                 self.loop.run(agent.close(), timeout_s=120)
-            agent.console.save(agent.log_dir / f"{agent.name}.console.log")
+            agent.console.save(agent.log_dir / f"{agent.name}.console.log", start=0)
         with contextlib.suppress(Exception):
             self.loop.run(self.ota.close(), timeout_s=30)
 
@@ -86,7 +95,7 @@ async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[s
             await agent.bring_up()
             return [f"ready: {', '.join(agent.deploy_steps)}"]
         except BenchError as exc:
-            cause = f"bring-up failed: {_first(exc)}"
+            cause = without_device(exc, agent.name)
     elif agent.suspect:
         cause = "a test failed on it"  # hello may still work while the test left it in a bad state: start afresh
     else:
@@ -97,20 +106,10 @@ async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[s
             note = await agent.ensure_model()
             return [note] if note else []
         except BenchError as exc:
-            cause = f"agent did not answer: {_first(exc)}"
+            cause = f"agent did not answer: {without_device(exc, agent.name)}"
     step = await recover(agent, cause, ladder)
     agent.suspect = False
     return [f"recovered by '{step}' ({cause})"]
-
-
-def _first(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _one_line(exc: BaseException, name: str) -> str:
-    text = _first(exc) if not isinstance(exc, TimeoutError) else f"not ready within {BRING_UP_TIMEOUT_S:g} s"
-    return text if text.startswith(f"device {name}") else f"device {name}: {text}"
 
 
 @pytest.fixture(scope="session")
@@ -134,8 +133,7 @@ def _used(
     (this test's lines) is saved to the test's log folder."""
     used = []
     for agent in agents:
-        agent.console.skip_to_end()
-        used.append((agent, agent.console.cursor))
+        used.append((agent, agent.console.begin()))
         for note in pool.notes.pop(agent.name, []):
             agent.console.feed(f"[bench] {note}", "bench")
     request.node.stash[USED] = used
@@ -221,4 +219,5 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
         if html:
             from pytest_html import extras
 
-            report.extras = [*getattr(report, "extras", []), extras.text(text, name=f"{agent.name} crash")]
+            block = f"<pre class='hilbench-crash'>{escape(text)}</pre>"
+            report.extras = [*getattr(report, "extras", []), extras.html(block)]

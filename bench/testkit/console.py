@@ -47,6 +47,7 @@ class DeviceConsole:
         self.device = device
         self._lines: list[ConsoleLine] = []
         self._cond = threading.Condition()
+        self.start = 0  # index of the current test's first line (`begin`)
         self.cursor = 0  # index of the first line `expect` looks at
         self.ended: str | None = None  # why no more lines will come (set when the device's agent is closed)
 
@@ -56,26 +57,23 @@ class DeviceConsole:
             self._lines.append(ConsoleLine(time.monotonic_ns(), source, text))
             self._cond.notify_all()
 
-    def mark(self) -> int:
-        """The index the next line will get; `expect` starts there after `skip_to_end()`."""
+    def begin(self) -> int:
+        """A test starts: `lines()`, `text()` and `expect` see only what arrives from now on; returns the index."""
         with self._cond:
-            return len(self._lines)
+            self.start = self.cursor = len(self._lines)
+        return self.start
 
-    def skip_to_end(self) -> None:
-        """Only lines that arrive from now on count for `expect`."""
-        self.cursor = self.mark()
-
-    def lines(self, start: int = 0) -> list[ConsoleLine]:
-        """The lines from index `start` on."""
+    def lines(self, start: int | None = None) -> list[ConsoleLine]:
+        """The lines from index `start` on (default: the current test's)."""
         with self._cond:
-            return self._lines[start:]
+            return self._lines[self.start if start is None else start :]
 
-    def text(self, start: int = 0) -> list[str]:
-        """The text of the lines from index `start` on."""
+    def text(self, start: int | None = None) -> list[str]:
+        """The text of the lines from index `start` on (default: the current test's)."""
         return [line.text for line in self.lines(start)]
 
-    def save(self, path: Path, start: int = 0) -> Path:
-        """Write the lines from `start` on, stamped, to `path`."""
+    def save(self, path: Path, start: int | None = None) -> Path:
+        """Write the lines from `start` on (default: the current test's), stamped, to `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(line.stamped() + "\n" for line in self.lines(start)), encoding="utf-8")
         return path
@@ -120,7 +118,7 @@ class DeviceConsole:
                 self._cond.wait(left)
 
     def _tail(self) -> str:
-        last = self._lines[-TAIL_LINES:]
+        last = self._lines[max(self.start, len(self._lines) - TAIL_LINES) :]
         if not last:
-            return "(the console printed nothing)"
+            return "(the console printed nothing during this test)"
         return "last console lines:\n" + "\n".join(f"  {line.stamped()}" for line in last)

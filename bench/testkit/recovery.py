@@ -39,18 +39,24 @@ class DeviceBroken(BenchError):
 
 async def recover(agent: DeviceAgent, cause: str, ladder: Sequence[RecoveryStep] = LADDER) -> str:
     """Climb `ladder` until the agent answers; return the step that worked. DeviceBroken otherwise."""
-    tried = []
     for step in ladder:
         try:
             await step.run(agent)
             await agent.check()
         except Exception as exc:  # a rung failing for any reason moves on to the next one
-            tried.append(f"{step.name}: {_first_line(exc)}")
+            agent.console.feed(
+                f"[bench] recovery step '{step.name}' failed: {without_device(exc, agent.name)}", "bench"
+            )
             continue
         return step.name
-    raise DeviceBroken(f"device {agent.name}: {cause}; recovery failed ({'; '.join(tried) or 'no steps'})")
+    tried = ", ".join(step.name for step in ladder) or "none"
+    raise DeviceBroken(f"device {agent.name}: {cause} (recovery tried: {tried}; see its console log)")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def without_device(exc: BaseException, name: str) -> str:
+    """The first line of `exc`'s message without a leading "device NAME:" (the caller names the device)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else type(exc).__name__
+    for prefix in (f"device {name}: ", f"device {name!r}: ", f"{name}: "):
+        text = text.removeprefix(prefix)
+    return text
