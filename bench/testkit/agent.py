@@ -55,6 +55,7 @@ class DeviceAgent:
         self.session: AgentSession | None = None
         self.deployed = False
         self.suspect = False  # a test failed on it: start the agent afresh before the next test
+        self.replayed = False  # this agent process has had a session replayed into it
         self.deploy_steps: list[str] = []  # what the last deploy did, per step ("firmware: up to date", ...)
         self._follower: asyncio.Task[None] | None = None
         self._own_manifest: dict[str, Any] | None = None  # the device's own model, published for switching back
@@ -114,7 +115,9 @@ class DeviceAgent:
 
     def replay(self, session_file: str | Path, *, speed: float | None = 1.0) -> Replayed:
         """Play a recorded session into this agent at `speed` (None: as fast as the link takes it); the
-        measurements (decision latency, FPS, jitter, misses, faults), also stored in the test run's results."""
+        measurements (decision latency, FPS, jitter, misses, faults), also stored in the test run's results.
+        Input `seq` numbers only grow within one agent process (docs/protocol.md), so a second replay restarts
+        the agent first, as a replay through `hilbench replay` starts from a fresh one."""
         return self._run(self._replay(Path(session_file), speed), timeout_s=1800)
 
     def next_fault(self, timeout: float = 15.0) -> dict[str, Any]:
@@ -168,6 +171,7 @@ class DeviceAgent:
             raise
         self.session.console_listeners.append(lambda text: self.console.feed(text, "agent"))
         self.console.ended = None
+        self.replayed = False
 
     async def check(self) -> None:
         """Raise a BenchError when the agent does not answer a hello in time."""
@@ -250,6 +254,9 @@ class DeviceAgent:
         from bench.replay.run import AgentEndpoint
         from bench.replay.service import replay_fleet
 
+        if self.replayed:
+            await self.restart()
+        self.replayed = True
         session = self._session()
 
         async def opened(_device: Device) -> AgentEndpoint:

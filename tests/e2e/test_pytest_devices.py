@@ -98,11 +98,18 @@ def test_7_gets_a_recovered_device(agent, console):
 """
 
 
+def readme_example() -> str:
+    """The test file shown in the README's "Write a device test" section."""
+    section = (REPO / "README.md").read_text().split("## Write a device test", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
 def test_agent_and_console_fixtures_on_a_linux_board(pytester: pytest.Pytester) -> None:
     fleet = fleet_file(pytester.path / "fleet.toml", 'name = "pi5-x"\nkind = "pi5"\nvirtual = true')
-    pytester.makepyfile(test_lifecycle=LIFECYCLE)
+    pytester.makepyfile(test_lifecycle=LIFECYCLE, test_readme=readme_example())
     result, cases = run(pytester, fleet)
     out = result.stdout.str()
+    assert status(cases.pop("test_forged_update_is_refused[pi5-x]")) == "passed", out  # the README, unchanged
     outcomes = {name.split("[")[0]: status(case) for name, case in cases.items()}
     assert outcomes == {
         "test_1_ready": "passed",
@@ -227,11 +234,12 @@ def test_micropython_crash_is_decoded_into_the_reports(pytester: pytest.Pytester
 
 
 def test_the_device_suite_passes_on_a_virtual_linux_board(pytester: pytest.Pytester) -> None:
-    """The representative part of `pytest hil/` in the default run: every check on one virtual Pi 5."""
+    """The representative part of `pytest hil/` in the default run: its checks on one virtual Pi 5. Decision
+    latency (on the bench clock) is left to `pytest hil/`: a shared CI host's load spikes would decide it."""
     fleet = fleet_file(pytester.path / "fleet.toml", 'name = "pi5-x"\nkind = "pi5"\nvirtual = true')
-    result, cases = run(pytester, fleet, str(REPO / "hil"))
+    result, cases = run(pytester, fleet, str(REPO / "hil"), "-k", "not decision_latency")
     out = result.stdout.str()
     outcomes = {name: status(case) for name, case in cases.items()}
-    assert len(outcomes) == 8 and set(outcomes.values()) == {"passed"}, out
+    assert len(outcomes) == 7 and set(outcomes.values()) == {"passed"}, out
     measured = props(cases["test_fps_within_5_percent_of_target[pi5-x]"])
     assert 28.5 <= float(measured["fps [FPS]"]) <= 31.5
