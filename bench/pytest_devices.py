@@ -80,6 +80,7 @@ class AgentPool:
         return agent
 
     def close(self) -> None:
+        """Stop every agent cleanly, save each device's whole console, stop the update server."""
         for agent in self.agents.values():
             with contextlib.suppress(Exception):
                 self.loop.run(agent.close(), timeout_s=120)
@@ -109,7 +110,8 @@ async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[s
             cause = f"agent did not answer: {without_device(exc, agent.name)}"
     step = await recover(agent, cause, ladder)
     agent.suspect = False
-    return [f"recovered by '{step}' ({cause})"]
+    note = await agent.ensure_model()  # a restarted agent resumes the model it last switched to
+    return [f"recovered by '{step}' ({cause})", *([note] if note else [])]
 
 
 @pytest.fixture(scope="session")
