@@ -251,7 +251,7 @@ class DeviceAgent:
         return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
 
     async def _replay(self, session_file: Path, speed: float | None) -> Replayed:
-        from bench.replay.run import AgentEndpoint
+        from bench.agent.endpoint import AgentEndpoint
         from bench.replay.service import replay_fleet
 
         if self.replayed:

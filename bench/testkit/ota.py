@@ -9,6 +9,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.fleet import Device
+from bench.models import guess_name_and_format
 from bench.nightly.ota_stage import FAMILY, build_store
 from bench.ota.rollout import bind_address
 from bench.ota.server import UpdateServer
@@ -58,7 +59,7 @@ class TestOta:
     def _published(self, model: Path) -> dict[str, Any]:
         """The store's manifest of the file `model` (published as the next version, signed with the dev key, unless
         a version with the same bytes is there already)."""
-        fmt = "npcm-int8" if model.suffix == ".npcm" else "tflite-f32" if "f32" in model.stem else "tflite-int8"
+        _name, fmt = guess_name_and_format(model)
         try:
             sha = hashlib.sha256(model.read_bytes()).hexdigest()
         except OSError as exc:
