@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.kinds import KINDS
+from bench.kinds import KINDS, SETTING_CHOICES
 
 DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "fixtures" / "fleets" / "virtual.toml"
 
@@ -292,6 +292,11 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     for key, default in info.defaults.items():
         if key in raw:
             settings[key] = _typed(raw, key, type(default), where, default)
+            choices = SETTING_CHOICES.get(key)
+            if choices and settings[key] not in choices:
+                raise ConfigError(
+                    f"{where}: field {key!r}: unknown value {settings[key]!r}", hint=f"one of: {', '.join(choices)}"
+                )
     lab = _parse_place(raw, where)
     if lab is not None and info.link == "qemu":
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")

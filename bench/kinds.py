@@ -14,6 +14,14 @@ class KindInfo:
     defaults: dict[str, Any] = field(default_factory=dict)
 
 
+# How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
+# circuit, or the chip's own USB-Serial-JTAG peripheral (USB id 303a:1001; esptool resets it with `usb-reset`).
+UART_BRIDGE, USB_SERIAL_JTAG = "uart-bridge", "usb-serial-jtag"
+USB_PERSONALITIES = (UART_BRIDGE, USB_SERIAL_JTAG)
+
+# Settings whose string value must be one of a few words.
+SETTING_CHOICES: dict[str, tuple[str, ...]] = {"usb": USB_PERSONALITIES}
+
 COMMON_DEFAULTS: dict[str, Any] = {
     "fps_target": 60,
     "vsync_hz": 60,
@@ -48,6 +56,7 @@ KINDS: dict[str, KindInfo] = {
                 "model_format": "npcm-int8",  # fixtures/models/<model>.npcm, converted from the .tflite
                 "memory_limit_kb": 160,  # live MicroPython heap the agent may use (of ~300 KB free)
                 "wire_speed": False,  # virtual board: pace flashing at the simulated baud rate
+                "usb": UART_BRIDGE,  # the board's USB personality (USB_PERSONALITIES)
                 "firmware": "",  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
             },
         ),

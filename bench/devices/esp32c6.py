@@ -28,6 +28,7 @@ from bench.devices.mpremote_deploy import deploy_files, request_bootloader
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
+from bench.kinds import USB_SERIAL_JTAG
 
 DEFAULT_FIRMWARE = ROOT / "firmware" / "esp32c6" / "virtual-micropython.bin"
 FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
@@ -122,6 +123,7 @@ class Esp32c6Driver(Driver):
                     baud=link.baud,
                     log_file=log,
                     progress=firmware_progress,
+                    usb_serial_jtag=self.device.settings.get("usb") == USB_SERIAL_JTAG,
                 )
             except Exception as exc:  # esptool raises FatalError, SerialException, OSError...
                 steps.append(StepResult("firmware", False, _reason(exc), seconds=time.monotonic() - started))

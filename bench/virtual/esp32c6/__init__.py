@@ -1,7 +1,8 @@
 """Virtual ESP32-C6 board that the real esptool and mpremote accept (one process per board).
 
 `VirtualEsp32c6(device, state_dir)` starts `python -m bench.virtual.esp32c6` and reads its URLs.
-Its link is RFC 2217 (DTR/RTS auto-reset works as on a board with the classic reset circuit);
+Its link is RFC 2217: DTR/RTS reach the chip as the device's `usb` setting says (a USB-UART bridge's
+auto-reset circuit, or the chip's own USB-Serial-JTAG port);
 `urls()` also gives `socket://` and a pty path, and `control` (power-cycle, hold in reset, ...).
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, SerialLink
+from bench.kinds import UART_BRIDGE
 from bench.procs import stop_process
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
@@ -58,6 +60,8 @@ class VirtualEsp32c6:
             self.mac,
             "--flash-size",
             str(int(self.device.settings.get("flash_size", 8 * 1024 * 1024))),
+            "--usb",
+            str(self.device.settings.get("usb", UART_BRIDGE)),
         ]
         if self.wire_speed:
             argv.append("--wire-speed")
