@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.kinds import KINDS
+from bench.kinds import KINDS, Settings, get_kind
 
 MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "models"
 
@@ -32,18 +33,36 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
     return path
 
 
+# the one table of model formats: format -> file extension
 FORMAT_EXT = {"tflite-int8": "tflite", "tflite-f32": "tflite", "npcm-int8": "npcm"}
+_QUANT_SUFFIXES = {"int8": "int8", "f32": "f32", "float32": "f32"}
 
 
-def kind_model(kind: str, settings: dict[str, Any] | None = None, models_dir: Path = MODELS_DIR) -> tuple[Path, str]:
+def guess_name_and_format(path: Path) -> tuple[str, str]:
+    """Name and format from a model file name: `npc-policy-int8-v2.tflite` -> (`npc-policy`, `tflite-int8`)."""
+    containers = set(FORMAT_EXT.values())
+    container = path.suffix.lstrip(".")
+    if container not in containers:
+        raise ConfigError(f"model {path}: unknown format {path.suffix!r}", hint="pass --format")
+    stem = re.sub(r"[-_.]v\d+$", "", path.stem)
+    for suffix, quant in _QUANT_SUFFIXES.items():
+        if stem.endswith("-" + suffix):
+            return stem[: -len(suffix) - 1], f"{container}-{quant}"
+    return stem, container
+
+
+def fleet_formats() -> dict[str, str]:
+    """Format -> extension of every model format a registered kind runs by default."""
+    return {fmt: FORMAT_EXT[fmt] for fmt in sorted({k.model_format for k in KINDS.values()})}
+
+
+def kind_model(kind: str, settings: Settings | None = None, models_dir: Path = MODELS_DIR) -> tuple[Path, str]:
     """(model file, manifest format) a device of `kind` runs: its settings' `model`/`model_format` or the kind's."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown device kind {kind!r}", hint=f"known kinds: {', '.join(sorted(KINDS))}")
-    merged = {**KINDS[kind].defaults, **(settings or {})}
-    fmt = merged["model_format"]
+    settings = settings or get_kind(kind).defaults()
+    fmt = settings.model_format
     if fmt not in FORMAT_EXT:
         raise ConfigError(f"model_format {fmt!r} of kind {kind}", hint=f"use one of {', '.join(FORMAT_EXT)}")
-    return model_file(merged["model"], FORMAT_EXT[fmt], models_dir), fmt
+    return model_file(settings.model, FORMAT_EXT[fmt], models_dir), fmt
 
 
 def fixture_manifest(path: Path, fmt: str) -> dict[str, Any]:

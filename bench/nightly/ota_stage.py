@@ -19,6 +19,7 @@ from bench.devices import driver_for
 from bench.errors import BenchError
 from bench.fleet import Device
 from bench.measure.faults import fault_event
+from bench.models import fleet_formats
 from bench.nightly.stages import DeviceOutcome
 from bench.ota.rollout import DeviceUpdate, bind_address, device_base_url, server_host_for, update_device
 from bench.ota.server import UpdateServer
@@ -29,7 +30,6 @@ from bench.results.store import ResultStore
 from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
 
 FAMILY = "npc-policy"
-EXTENSIONS = {"tflite-int8": "tflite", "npcm-int8": "npcm"}
 FAULT_WAIT_S = 15.0  # a rollback comes within the 3 s probation; slow links and emulation get some slack
 
 
@@ -66,7 +66,7 @@ def build_store(root: Path) -> tuple[ModelStore, Manifests]:
     key = load_private_key(DEV_PRIVATE_KEY)
     manifests: Manifests = {}
     other_key = generate_key()
-    for fmt, ext in EXTENSIONS.items():
+    for fmt, ext in fleet_formats().items():
         manifests[fmt, "v1"] = store.publish(MODELS_DIR / f"{FAMILY}-int8.{ext}", key, name=FAMILY, fmt=fmt).manifest
         manifests[fmt, "v2"] = store.publish(MODELS_DIR / f"{FAMILY}-int8-v2.{ext}", key, name=FAMILY, fmt=fmt).manifest
         for version in ("v1", "v2"):  # a good model signed by another key; sent as the one the device lacks
@@ -116,7 +116,7 @@ class _Agent:
 
 async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work) -> dict[str, DeviceOutcome]:
     """Serve `store` and run `work(agent, port)` on every device at once."""
-    hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
+    hosts = [d.settings.ota_server_host for d in devices]
     async with UpdateServer(store, host=bind_address(hosts)) as server:
 
         async def one(device: Device) -> tuple[str, DeviceOutcome]:
@@ -130,7 +130,7 @@ async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work)
 
 
 def _format(device: Device) -> str:
-    return str(device.settings.get("model_format", "tflite-int8"))
+    return device.settings.model_format
 
 
 async def update_stage(
@@ -143,7 +143,7 @@ async def update_stage(
         manifest = manifests.get((_format(agent.device), "v2"))
         if manifest is None:
             return DeviceOutcome(True, f"no {_format(agent.device)} model to update to", skipped=True)
-        timing = timing_named(str(agent.device.settings.get("ota_timing", "lan")))
+        timing = timing_named(agent.device.settings.ota_timing)
         update = await update_device(
             agent.session, store, manifest, agent.base_url(port), timing=timing, want_delta=True
         )
@@ -170,7 +170,7 @@ async def fault_suite(
 
     async def work(agent: _Agent, port: int) -> DeviceOutcome:
         session = agent.session
-        timing = timing_named(str(agent.device.settings.get("ota_timing", "lan")))
+        timing = timing_named(agent.device.settings.ota_timing)
         cases: dict[str, dict[str, Any]] = {}
         events = []
         fmt = _format(agent.device)

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from bench.agent import wire
+from bench.agent.endpoint import AgentEndpoint
 from bench.errors import DeviceUnreachable
 from bench.fleet import Device, SerialLink
 from bench.measure.records import Frame, OffsetClock
 from bench.replay.plan import build_plan
-from bench.replay.run import AgentEndpoint, ReplayRun
+from bench.replay.run import ReplayRun
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.results import open_store
@@ -100,7 +101,7 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     async def open_agent(dev: Device) -> AgentEndpoint:
         if dev.name == "gone-1":
             raise DeviceUnreachable("gone-1: no answer on its link")
-        agents[dev.name] = StandInAgent(int(dev.settings.get("fps_target", 30)))
+        agents[dev.name] = StandInAgent(dev.settings.fps_target)
 
         async def close() -> None:
             closed.append(dev.name)
