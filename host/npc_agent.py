@@ -363,9 +363,10 @@ class Agent:
     def warm_caches(self) -> None:
         """Just before a decision is due: run the decision path once and drop the result, so the code and data
         it touches are in the CPU caches again after the frame's sleep (cold, the same work took ~8x longer on
-        a busy machine). The decision itself is computed afresh at its deadline, from the inputs of then."""
+        a busy machine). The decision itself is computed afresh at its deadline, from the inputs of then. Not for a
+        model in probation: an untrusted model runs under the watchdog only."""
         model = self.models.current
-        if model is not None:
+        if model is not None and not self.models.in_probation():
             with contextlib.suppress(Exception):  # faults are the real decision's to report
                 model.infer(self.features.vector())
 

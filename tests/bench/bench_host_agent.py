@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
 
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
+from npc_models import PROBATION_US  # noqa: E402
 
 from bench.agent.session import AgentSession  # noqa: E402
 from bench.agent.transport import ProcessTransport  # noqa: E402
@@ -121,6 +122,7 @@ async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict
         assert s.model and s.model["sha256"] == want, s.console
         for ch, ts, d in window_inputs():
             await s.send_input(ch, d, ts)
+        await asyncio.sleep(PROBATION_US / 1e6)  # steady state: the model loaded at start is out of probation
         pid = transport.proc.pid
         c0 = cpu_seconds(pid)
         await s.start(fps=fps, vsync_hz=fps, frames=frames)
