@@ -10,19 +10,25 @@ from bench import signing, trust
 from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WIRE_MODULE
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS_DIR = ROOT / "fixtures" / "models"
 HOST_AGENT_PORT = 7700
 
 # the portable modules shared by both reference agents (deployed unchanged)
 PORTABLE = [
-    (ROOT / "bench" / "agent" / "wire.py", "wire.py"),
-    (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
-    (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
+    (WIRE_MODULE, "wire.py"),
+    (MICROPYTHON_DIR / "npcsched.py", "npcsched.py"),
+    (MICROPYTHON_DIR / "npcfeat.py", "npcfeat.py"),
+    (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
 ]
 HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
-OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+
+
+def host_agent_sources() -> dict[str, Path]:
+    """The host agent's code files: name in its flat folder -> source in this checkout."""
+    files = [(HOST_DIR / name, name) for name in HOST_FILES] + PORTABLE + OPTIONAL
+    return {dest: src for src, dest in files if src.is_file()}
 
 
 def deploy_name(device: str, name: str) -> str:
@@ -74,7 +80,7 @@ def host_bundle(
     default to the device's configured ones (bench.trust)."""
     key_path = key_path or trust.signing_key(device)
     pubkey_path = pubkey_path or trust.trusted_key(device)
-    files = [(ROOT / "host" / name, name) for name in HOST_FILES]
+    files = [(HOST_DIR / name, name) for name in HOST_FILES]
     files += PORTABLE
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))

@@ -15,10 +15,15 @@ import math
 import re
 import typing
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from bench.errors import ConfigError
 from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
+
+# numeric settings that make no sense at zero or below (checked wherever a kind has them; a memory limit
+# of 0 means none)
+POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
+            "telemetry_interval_ms")  # fmt: skip
 
 
 class SettingError(ValueError):
@@ -37,9 +42,10 @@ def ranged(default: int, low: int, high: int) -> Any:
     return field(default=default, metadata={"range": (low, high)})
 
 
-def named(default: str) -> Any:
-    """A setting that becomes part of a file name: letters, digits, '.', '_', '-' only (no '/', no '..')."""
-    return field(default=default, metadata={"name": True})
+def named(default: str, *, or_path: bool = False) -> Any:
+    """A setting that becomes part of a file name: letters, digits, '.', '_', '-' only (no '/', no '..');
+    with `or_path` also an absolute path without '..' (a model file under test)."""
+    return field(default=default, metadata={"name": True, "or_path": or_path})
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class Settings:
     fps_target: int = ranged(60, 1, 1000)
     vsync_hz: int = ranged(60, 1, 1000)
     decision_budget_ms: int = ranged(50, 1, 60_000)
-    model: str = named("npc-policy-int8")  # fixtures/models/<model>.<format's extension>
+    model: str = named("npc-policy-int8", or_path=True)  # fixtures/models/<model>.<format's extension>
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
@@ -63,7 +69,9 @@ class Settings:
             if isinstance(value, int | float) and not low <= value <= high:
                 raise SettingError(f.name, f"{value!r} is out of range (must be {low} to {high})")
             if f.metadata.get("name") and (not _SAFE_NAME.match(value) or ".." in value):
-                raise SettingError(f.name, f"{value!r} is not a plain name (letters, digits, '.', '_', '-')")
+                path_ok = f.metadata.get("or_path") and value.startswith("/") and ".." not in value.split("/")
+                if not path_ok:
+                    raise SettingError(f.name, f"{value!r} is not a plain name (letters, digits, '.', '_', '-')")
             pattern = f.metadata.get("pattern")
             if pattern and (not re.match(pattern, value) or ".." in value.split("/")):
                 raise SettingError(f.name, f"{value!r} has characters a remote shell would act on, or '..'")
@@ -71,6 +79,18 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
+        file and device. Kinds with more fields extend this (call super)."""
+        return [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
+
+
+# How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
+# circuit, or the chip's own USB-Serial-JTAG peripheral (USB id 303a:1001; esptool resets it with `usb-reset`).
+UART_BRIDGE, USB_SERIAL_JTAG = "uart-bridge", "usb-serial-jtag"
+UsbPersonality = Literal["uart-bridge", "usb-serial-jtag"]
+USB_PERSONALITIES: tuple[str, ...] = typing.get_args(UsbPersonality)
 
 
 @dataclass(frozen=True)
@@ -82,8 +102,9 @@ class Esp32c6Settings(Settings):
     model_format: str = "npcm-int8"  # fixtures/models/<model>.npcm, converted from the .tflite
     baud: int = ranged(921600, 300, 12_000_000)
     flash_size: int = ranged(8 * 1024 * 1024, 1024 * 1024, 128 * 1024 * 1024)
-    memory_limit_kb: int = ranged(160, 1, 512)  # live MicroPython heap the agent may use (of ~300 KB free)
+    memory_limit_kb: int = ranged(160, 0, 512)  # live MicroPython heap the agent may use (of ~300 KB free)
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
+    usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
     firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
 
 
@@ -94,7 +115,7 @@ class LinuxSettings(Settings):
     agent_dir: str = field(default="npc-hil-bench", metadata={"pattern": r"^[A-Za-z0-9_./~-]+$"})
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
-    memory_limit_mb: int = ranged(512, 1, 1_048_576)
+    memory_limit_mb: int = ranged(512, 0, 1_048_576)
 
 
 @dataclass(frozen=True)
@@ -102,7 +123,7 @@ class Pi5Settings(LinuxSettings):
     """A Raspberry Pi 5."""
 
     fps_target: int = ranged(30, 1, 1000)
-    memory_limit_mb: int = ranged(256, 1, 1_048_576)
+    memory_limit_mb: int = ranged(256, 0, 1_048_576)
     telemetry: str = "sysfs"
 
 
@@ -110,7 +131,7 @@ class Pi5Settings(LinuxSettings):
 class JetsonSettings(LinuxSettings):
     """An NVIDIA Jetson Orin NX."""
 
-    model: str = named("npc-policy-large-int8")
+    model: str = named("npc-policy-large-int8", or_path=True)
 
 
 @dataclass(frozen=True)
@@ -118,7 +139,7 @@ class Arm64ImageSettings(Settings):
     """The Switch-style ARM64 image in QEMU."""
 
     fps_target: int = ranged(30, 1, 1000)
-    memory_limit_mb: int = ranged(256, 1, 1_048_576)
+    memory_limit_mb: int = ranged(256, 0, 1_048_576)
 
 
 @dataclass(frozen=True)
@@ -130,7 +151,7 @@ class Kind:
     link: LinkType
     settings: type[Settings]
     driver: str | None = None  # "module:Class" of its bench.devices.base.Driver; None: no driver yet
-    virtual: str | None = None  # "module:Class" of its bench.virtual.VirtualDevice; None: no stand-in yet
+    virtual: str | None = None  # "module:callable" (device, state folder) -> bench.virtual.VirtualDevice; None: none
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
@@ -160,8 +181,9 @@ class Kind:
             raise ConfigError(f"kind {self.name!r} has no driver yet", hint=f"kinds with one: {', '.join(driven())}")
         return load(self.driver)
 
-    def virtual_class(self) -> type:
-        """The virtual stand-in class (ConfigError when the kind has none)."""
+    def virtual_class(self) -> Any:
+        """What makes the virtual stand-in: a class or function of (device, state folder) (ConfigError when
+        the kind has none)."""
         if self.virtual is None:
             raise ConfigError(f"kind {self.name!r} has no virtual device yet")
         return load(self.virtual)
@@ -232,7 +254,7 @@ register(
         SshLink,
         JetsonSettings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:VirtualLinuxDevice",
+        virtual="bench.virtual.linux:virtual_jetson",
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_JETSON,
     )
@@ -244,7 +266,7 @@ register(
         SshLink,
         Pi5Settings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:VirtualLinuxDevice",
+        virtual="bench.virtual.linux:virtual_pi5",
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_PI,
     )

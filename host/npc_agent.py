@@ -1,6 +1,6 @@
 """The NPC agent for Linux targets (Jetson, Pi 5, the ARM64 image): docs/protocol.md over TCP or stdio.
 
-Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py` (and `p256.py` where
+Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py`, `npcrecords.py` (and `p256.py` where
 `cryptography` is missing) beside it; needs numpy and a tflite runtime (ai-edge-litert or tflite-runtime).
 
     python3 npc_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
@@ -30,6 +30,7 @@ except ImportError:  # running from a source checkout: the shared modules live e
     import wire
 
 import npcfeat
+import npcrecords
 import npcsched
 from npc_links import serve_stdio, serve_tcp
 from npc_models import ModelManager, now_us
@@ -54,8 +55,8 @@ def platform_name() -> str:
     return "linux-" + platform.machine() + ("/" + tag if tag else "")
 
 
-async def sleep_until(t_us: int, spin_us: int = SPIN_US) -> None:
-    """Wait until the device clock reaches `t_us`."""
+async def sleep_until(t_us: int, spin_us: int = SPIN_US, warm=None) -> None:
+    """Wait until the device clock reaches `t_us`; `warm()` runs once as the spin begins."""
     while True:
         rem = t_us - now_us()
         if rem <= 0:
@@ -63,6 +64,8 @@ async def sleep_until(t_us: int, spin_us: int = SPIN_US) -> None:
         if rem > spin_us:
             await asyncio.sleep((rem - spin_us) / 1e6)
         else:
+            if warm is not None:
+                warm()
             while now_us() < t_us:
                 pass
             return
@@ -342,7 +345,7 @@ class Agent:
             if nxt is None and not more:
                 break
             if nxt is not None and (not more or nxt.due <= clock.next_tick()):
-                await sleep_until(nxt.due, self.spin_us)
+                await sleep_until(nxt.due, self.spin_us, self.warm_caches)
                 self.run_slot(sched, nxt)
             else:
                 await sleep_until(clock.next_tick(), self.spin_us)
@@ -362,6 +365,16 @@ class Agent:
             }
         )
 
+    def warm_caches(self) -> None:
+        """Just before a decision is due: run the decision path once and drop the result, so the code and data
+        it touches are in the CPU caches again after the frame's sleep (cold, the same work took ~8x longer on
+        a busy machine). The decision itself is computed afresh at its deadline, from the inputs of then. Not for a
+        model in probation: an untrusted model runs under the watchdog only."""
+        model = self.models.current
+        if model is not None and not self.models.in_probation():
+            with contextlib.suppress(Exception):  # faults are the real decision's to report
+                model.infer(self.features.vector())
+
     def run_slot(self, sched, slot) -> None:
         t0 = now_us()
         sched.begin(slot, t0)
@@ -379,23 +392,7 @@ class Agent:
 
     def emit_frame(self, slot, version) -> None:
         self.counts["frames"] += 1
-        rec = {
-            "t": "frame",
-            "i": slot.i,
-            "vsync": slot.vsync,
-            "due": slot.due,
-            "ran": slot.t0 is not None,
-            "act": self.last[0],
-            "p": self.last[1],
-            "seq": self.features.seq,
-            "skip": slot.skip,
-            "late": slot.late,
-            "q": slot.q,
-        }
-        if slot.t0 is not None:
-            rec["t0"] = slot.t0
-            rec["t1"] = slot.t1
-            rec["model"] = version
+        rec = npcrecords.frame_record(slot, self.last[0], self.last[1], self.features.seq, version)
         self.broadcast(rec)
 
 

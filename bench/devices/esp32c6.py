@@ -21,15 +21,17 @@ from typing import IO, Any, TypeVar
 import serial
 
 from bench.agent.transport import SerialTransport
-from bench.bundles import ROOT, micropython_bundle
+from bench.bundles import micropython_bundle
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.esptool_link import flash_image, has_modem_lines
 from bench.devices.mpremote_deploy import deploy_files, request_bootloader
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
+from bench.kinds import USB_SERIAL_JTAG
+from bench.paths import FIRMWARE_DIR, ROOT
 
-DEFAULT_FIRMWARE = ROOT / "firmware" / "esp32c6" / "virtual-micropython.bin"
+DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"
 FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"
 AGENT_START = b"import npc_agent\nnpc_agent.run()\n"
@@ -122,6 +124,7 @@ class Esp32c6Driver(Driver):
                     baud=link.baud,
                     log_file=log,
                     progress=firmware_progress,
+                    usb_serial_jtag=self.device.settings.usb == USB_SERIAL_JTAG,
                 )
             except Exception as exc:  # esptool raises FatalError, SerialException, OSError...
                 steps.append(StepResult("firmware", False, _reason(exc), seconds=time.monotonic() - started))
@@ -189,6 +192,12 @@ class Esp32c6Driver(Driver):
             raise
         self._agent = SerialTransport(port, link.url)
         return self._agent
+
+    def agent_sources(self) -> dict[str, Path]:
+        """The agent's modules, all at the top of the board's filesystem."""
+        from bench.mpy.board import agent_files
+
+        return {src.name: src for src in agent_files()}
 
     async def close_agent(self) -> None:
         """Ctrl-C the agent, leave the raw REPL for the friendly one, close the port."""

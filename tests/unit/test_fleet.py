@@ -81,6 +81,7 @@ timing = "icount"
         ("[devices]\nx = 1", "unknown top-level key(s) devices"),
         ('[[device]]\nname = "a"\nkind = "pi5"\nssh = "u@h"\ntags = [1]', "field 'tags': must be a list of strings"),
         ("[[device]\n", "not valid TOML"),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\nusb = "cdc"', "field 'usb': unknown value 'cdc'"),
     ],
 )
 def test_validation_errors_name_file_device_and_field(tmp_path: Path, text: str, expected: str) -> None:
@@ -140,6 +141,8 @@ def test_settings_are_typed_frozen_and_defaulted_once_per_kind(tmp_path: Path) -
         ("chip_id", "13", "device 'a': unknown field 'chip_id'"),
         ("model_version", '"2"', "device 'a': field 'model_version': expected int, got str"),
         ("wire_speed", "1", "device 'a': field 'wire_speed': expected bool, got int"),
+        ("fps_target", "0", r"device 'a': field 'fps_target': 0 is out of range \(must be 1 to 1000\)"),
+        ("flash_size", "-5", "device 'a': field 'flash_size': -5 is out of range"),
     ],
 )
 def test_settings_fields_are_checked(tmp_path: Path, field: str, value: str, expected: str) -> None:
