@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -52,14 +53,27 @@ class KilledNightly:
 
     returncode: int
     stderr: str
+    frames_before: dict[str, int] = field(default_factory=dict)  # frame records stored when the signal went
     seen: set[int] = field(default_factory=set)
     state: Path = Path()
     results: Path = Path()
 
 
+def stored_frames(results: Path) -> dict[str, int]:
+    """Frame records per device in the store so far (read-only; empty before the store exists)."""
+    if not results.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{results}?mode=ro", uri=True, timeout=1) as db:
+            return dict(db.execute("SELECT device, COUNT(*) FROM frames GROUP BY device").fetchall())
+    except sqlite3.Error:
+        return {}
+
+
 def kill_nightly_at(tmp: Path, stage: str, sig: signal.Signals, devices: list[str], session: Path,
                     delay_s: float = 2.0) -> KilledNightly:  # fmt: skip
-    """Run a nightly on `devices` with its own state folder, send `sig` `delay_s` after `stage` began."""
+    """Run a nightly on `devices` with its own state folder, send `sig` `delay_s` after `stage` began (in the
+    replay stage: once every device has frame records stored, so the test can check none is lost)."""
     state, results = tmp / "state", tmp / "results.sqlite"
     env = {**os.environ, "HILBENCH_STATE_DIR": str(state), "COLUMNS": "200"}
     argv = hilbench("nightly", *(a for d in devices for a in ("--device", d)), "--session", str(session),
@@ -68,6 +82,7 @@ def kill_nightly_at(tmp: Path, stage: str, sig: signal.Signals, devices: list[st
     with err_path.open("w") as err:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err)
     seen: set[int] = set()
+    frames_before: dict[str, int] = {}
     fired_at = None
     deadline = time.monotonic() + 600
     while proc.poll() is None and time.monotonic() < deadline:
@@ -75,7 +90,9 @@ def kill_nightly_at(tmp: Path, stage: str, sig: signal.Signals, devices: list[st
         seen |= set(processes_in(state)) if state.exists() else set()
         if fired_at is None and f"stage {stage} on" in err_path.read_text():
             fired_at = time.monotonic() + delay_s
-        if fired_at is not None and time.monotonic() >= fired_at:
+        ready = stage != "replay" or all(stored_frames(results).get(d, 0) > 0 for d in devices)
+        if fired_at is not None and time.monotonic() >= fired_at and ready:
+            frames_before = stored_frames(results)
             proc.send_signal(sig)
             break
         time.sleep(0.1)
@@ -86,7 +103,7 @@ def kill_nightly_at(tmp: Path, stage: str, sig: signal.Signals, devices: list[st
             proc.kill()
             proc.wait()
     assert fired_at is not None, f"the nightly never reached stage {stage}: {err_path.read_text()[-2000:]}"
-    return KilledNightly(proc.returncode, err_path.read_text(), seen, state, results)
+    return KilledNightly(proc.returncode, err_path.read_text(), frames_before, seen, state, results)
 
 
 def leftovers(killed: KilledNightly, settle_s: float = 10.0) -> list[str]:
