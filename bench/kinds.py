@@ -21,6 +21,7 @@ COMMON_DEFAULTS: dict[str, Any] = {
     "model_format": "tflite-int8",  # the file the device runs: fixtures/models/<model>.tflite
     "ota_timing": "lan",  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     "ota_server_host": "127.0.0.1",  # where the device reaches the bench's update server (QEMU: the driver's)
+    "stall_s": 5.0,  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
 }
 
 # SSH-reached Linux boards: agent folder (under $HOME unless absolute), telemetry source and period.

@@ -34,6 +34,8 @@ class Driver(ABC):
 
     # how long the agent on this kind of device may take to answer a request (slow targets raise it)
     reply_timeout_s: float = 5.0
+    # how long opening the agent waits for the device to answer at all (the recovery ladder shortens it)
+    answer_timeout_s: float = 10.0
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
@@ -50,3 +52,11 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def soft_reset(self) -> None:
+        """Ask the device's own software to restart it (NotImplementedError when the kind cannot)."""
+        raise NotImplementedError(f"{type(self).__name__} has no soft reset")
+
+    async def hard_reset(self) -> None:
+        """Reset the device through its reset line (NotImplementedError when its link has none)."""
+        raise NotImplementedError(f"{type(self).__name__} has no hard reset")

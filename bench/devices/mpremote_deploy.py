@@ -56,6 +56,23 @@ def open_raw_repl(url: str, baud: int, log: IO[str] | None = None) -> SerialTran
     raise DeployError(f"no MicroPython REPL on {url}: {last}")
 
 
+def request_reset(url: str, baud: int, log: IO[str] | None = None) -> bool:
+    """Ask MicroPython to reset the chip (`machine.reset()`, as `mpremote reset` does). False when no REPL answers."""
+    transport = None
+    try:
+        transport = SerialTransport(url, baudrate=baud)
+        transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
+        transport.exec_raw_no_follow("import machine\nmachine.reset()")
+        _log(log, "asked MicroPython for a reset (machine.reset())")
+        return True
+    except (TransportError, OSError) as exc:
+        _log(log, f"no MicroPython REPL to ask for a reset: {exc}")
+        return False
+    finally:
+        if transport is not None:
+            transport.close()
+
+
 def request_bootloader(url: str, baud: int, log: IO[str] | None = None) -> bool:
     """Ask MicroPython to enter the ROM download mode (`machine.bootloader()`, as `mpremote bootloader`
     does). False when no REPL answers (the board may already be in download mode, or boot-looping)."""

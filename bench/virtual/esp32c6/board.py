@@ -37,6 +37,8 @@ class Mode(enum.Enum):
     DOWNLOAD = "download"  # ROM serial loader (or the stub after an upload)
     APP = "app"  # MicroPython running
     BOOT_LOOP = "boot-loop"  # no valid image at 0x0
+    OFF = "off"  # no supply (the bench's USB hub port or relay switched it off)
+    HUNG = "hung"  # the firmware stopped answering (a lock-up); a reset or power cycle ends it
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,8 @@ class Board:
         self._boot_low_seen = False
         self._baud = ROM_BAUD
         self._rx_free = self._tx_free = 0.0
+        self.powered = True
+        self.stuck = False  # a lock-up that survives resets and power cycles, until `repair()`
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -103,12 +107,39 @@ class Board:
 
     async def power_on(self) -> None:
         """Apply power: boot from flash."""
+        self.powered = True
         await self.reset(download=False, cause="poweron")
+
+    async def power_off(self) -> None:
+        """Remove power: nothing runs, the UART is silent and DTR/RTS do nothing until `power_on()`."""
+        self._cancel_latch()
+        await self.hold_reset()
+        self.powered = False
+        self.mode = Mode.OFF
+        self.events.append("power off")
+
+    async def hang(self, *, stuck: bool = False) -> None:
+        """Lock the firmware up: no output, input ignored. Ended by a reset, unless `stuck` (then by `repair()`)."""
+        await self._stop_task()
+        self.stuck = self.stuck or stuck
+        self.mode = Mode.HUNG
+        self.events.append("hung" + (" (stuck)" if stuck else ""))
+
+    def repair(self) -> None:
+        """Clear a stuck lock-up; the board stays as it is until its next reset."""
+        self.stuck = False
+        self.events.append("repaired")
 
     async def reset(self, *, download: bool, cause: str = "poweron") -> None:
         """Pulse EN; boot into ROM download mode (`download`) or from flash."""
         await self.hold_reset()
+        if not self.powered or self.stuck:
+            await self._dead()
+            return
         self._start(self._boot(download, cause))
+
+    async def _dead(self) -> None:
+        self.mode = Mode.OFF if not self.powered else Mode.HUNG
 
     async def hold_reset(self) -> None:
         """Pull EN low: stop whatever runs, until the next reset."""
@@ -125,6 +156,9 @@ class Board:
 
     def set_lines(self, dtr: bool, rts: bool) -> None:
         """DTR/RTS through the classic auto-reset circuit: EN low = RTS and not DTR; IO9 low = DTR and not RTS."""
+        if not self.powered or self.stuck:
+            self._lines = (dtr, rts)
+            return
         was_en_low = self._lines[1] and not self._lines[0]
         self._lines = (dtr, rts)
         en_low = rts and not dtr

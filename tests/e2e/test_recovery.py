@@ -1,0 +1,119 @@
+"""End to end: the recovery ladder on the virtual fleet. A virtual ESP32-C6 (real esptool/mpremote paths)
+hangs in the middle of a replay; the ladder brings it back and the run carries on. A board that stays hung
+is marked bad with the reason; `fleet health --fix` brings it back once it answers."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from pathlib import Path
+
+import pytest
+
+from bench.fleet import load_fleet
+from bench.health.records import events, health
+from bench.replay.agents import deploy, fleet_opener
+from bench.replay.service import replay_fleet
+from bench.replay.session import write_session
+from bench.replay.synth import synth_session
+from bench.results import open_store
+from bench.virtual import virtual_fleet
+
+pytestmark = pytest.mark.e2e
+
+UHUBCTL = Path(__file__).resolve().parents[2] / "bench" / "virtual" / "host_tools" / "uhubctl"
+
+
+def fleet_file(tmp_path: Path, name: str = "c6-r", mac: str = "60:55:f9:c6:30:01") -> Path:
+    path = tmp_path / "fleet.toml"
+    path.write_text(
+        f"""
+[[device]]
+name = "{name}"
+kind = "esp32c6"
+virtual = true
+mac = "{mac}"
+stall_s = 2.0
+power = {{ driver = "uhubctl", location = "3-1", port = 2, uhubctl = "{UHUBCTL}", off_s = 0.5 }}
+"""
+    )
+    return path
+
+
+async def _hang_during(running, name: str, op: str, after_s: float) -> None:
+    await asyncio.sleep(after_s)
+    await running[name].control(op)
+
+
+def test_a_board_hung_mid_replay_is_recovered_and_the_run_goes_on(tmp_path: Path) -> None:
+    fleet = load_fleet(fleet_file(tmp_path))
+    session = tmp_path / "s.mcap"
+    write_session(session, synth_session("combat", 5, duration_s=24.0))
+    store = open_store(tmp_path / "r.sqlite")
+
+    async def scenario():
+        async with virtual_fleet(list(fleet.devices)) as (devices, running):
+            await deploy(devices[0])
+            hang = asyncio.create_task(_hang_during(running, "c6-r", "hang", 3.0))
+            result = await replay_fleet(
+                devices, session, store, make_opener=lambda run_id: fleet_opener(store, run_id, tmp_path / "logs")
+            )
+            await hang
+            return result
+
+    result = asyncio.run(scenario())
+    run = result.devices[0]
+    assert run.status == "ok", run.detail
+    info = store.devices(result.run_id)[0].info
+    (recovery,) = info["recoveries"]
+    assert recovery["recovered"] and recovery["step"] == "hard_reset", recovery
+    assert recovery["why"].startswith("frame loop stalled")
+    tried = [s["step"] for s in recovery["steps"]]
+    assert tried == ["restart_agent", "soft_reset", "hard_reset"]  # in order of cost, stopping when it answered
+    frames = list(store.frames(result.run_id, "c6-r"))
+    indices = [f.i for f in frames]
+    assert indices == sorted(set(indices)), "frame indices keep counting across the recovery"
+    # frames before the hang (~3 s at 20 FPS) and after the recovery (the rest of the session) are stored,
+    # with the hang and the ladder as the one long gap between them
+    gaps = [(b.rx_ns - a.rx_ns, n + 1) for n, (a, b) in enumerate(itertools.pairwise(frames))]
+    gap_ns, split = max(gaps)
+    before, after = frames[:split], frames[split:]
+    assert gap_ns >= 2e9 + recovery["seconds"] * 1e9 * 0.9, gap_ns
+    assert len(before) >= 30 and len(after) >= 40, (len(before), len(after))
+    history = events(store, "c6-r")
+    assert [e["event"] for e in history] == ["failure", "recovered"]
+    assert history[1]["step"] == "hard_reset" and history[1]["seconds"] > 0
+    assert not health(store, "c6-r").bad
+    store.close()
+
+
+def test_a_board_that_never_recovers_is_marked_bad_and_fleet_health_fix_brings_it_back(tmp_path: Path) -> None:
+    path = fleet_file(tmp_path, "c6-s", "60:55:f9:c6:30:02")
+    fleet = load_fleet(path)
+    results = tmp_path / "r.sqlite"
+    store = open_store(results)
+    session = tmp_path / "s.mcap"
+    write_session(session, synth_session("combat", 6, duration_s=6.0))
+
+    async def scenario():
+        async with virtual_fleet(list(fleet.devices)) as (devices, running):
+            await deploy(devices[0])
+            hang = asyncio.create_task(_hang_during(running, "c6-s", "hang_stuck", 2.0))
+            result = await replay_fleet(
+                devices, session, store, make_opener=lambda run_id: fleet_opener(store, run_id, tmp_path / "logs")
+            )
+            await hang
+            return result
+
+    result = asyncio.run(scenario())
+    run = result.devices[0]
+    assert run.status == "failed"
+    frames = list(store.frames(result.run_id, "c6-s"))
+    assert len(frames) >= 20, "frames before the hang are kept"
+    state = health(store, "c6-s")
+    assert state.bad and "no step of the recovery ladder brought it back" in state.reason
+    (recovery,) = store.devices(result.run_id)[0].info["recoveries"]
+    assert [s["step"] for s in recovery["steps"]] == ["restart_agent", "soft_reset", "hard_reset", "power_cycle",
+                                                      "reflash"]  # fmt: skip
+    assert not any(s["ok"] for s in recovery["steps"])
+    store.close()
