@@ -132,6 +132,8 @@ class RecoveringSession:
         """Stop the frame loop (after a recovery under way has finished)."""
         await self._idle.wait()
         self._stopping = True
+        if self.recoveries and not self.recoveries[-1].recovered:
+            raise DeviceUnreachable(f"device {self.device!r}: {self.recoveries[-1].reason}")
         return await self.inner.stop(timeout)
 
     async def stats(self) -> dict[str, Any]:

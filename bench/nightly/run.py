@@ -16,6 +16,7 @@ from bench.bundles import ROOT
 from bench.errors import BenchError, ExitCode
 from bench.flashing import ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
+from bench.health.records import HealthSummary, bad_devices, summary
 from bench.lab.acquire import lab_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import PublishedRun, publish_runs
@@ -23,6 +24,7 @@ from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.probe import probe_link
 from bench.replay.agents import fleet_opener
 from bench.replay.service import replay_fleet
+from bench.report.html import write_health
 from bench.results.store import ResultStore
 from bench.virtual import virtual_fleet
 
@@ -53,10 +55,15 @@ class NightlyResult:
     dropped: dict[str, str] = field(default_factory=dict)  # device -> the stage that dropped it, and why
     runs: list[PublishedRun] = field(default_factory=list)
     replay_run_ids: dict[str, int] = field(default_factory=dict)  # session id -> run id
+    skipped: dict[str, str] = field(default_factory=dict)  # device -> why health left it out (marked bad)
+    health: list[HealthSummary] = field(default_factory=list)  # every selected device's state and MTBF
+    health_page: Path | None = None  # reports/health.html
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when no device was reachable, 1 on any failure or regression, else 0."""
+        """3 when no device was reachable (or all are marked bad), 1 on any failure or regression, else 0."""
+        if self.skipped and not self.stages:
+            return ExitCode.UNREACHABLE
         check = next((s for s in self.stages if s.name == "check"), None)
         if check is not None and check.devices and not any(o.ok for o in check.devices.values()):
             return ExitCode.UNREACHABLE
@@ -72,6 +79,9 @@ class NightlyResult:
             "logs": str(self.log_dir),
             "stages": [s.to_json() for s in self.stages],
             "dropped": self.dropped,
+            "skipped": self.skipped,
+            "health": [h.to_json() for h in self.health],
+            "health_page": str(self.health_page) if self.health_page else None,
             "runs": [r.to_json() for r in self.runs],
         }
 
@@ -112,7 +122,11 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
         ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
     ]
-    async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, _running):
+    bad = bad_devices(opts.store, [d.name for d in opts.devices])
+    for name, state in bad.items():
+        result.skipped[name] = f"marked bad since {state.since}: {state.reason} (`hilbench fleet health --fix`)"
+    wanted = [d for d in opts.devices if d.name not in bad]
+    async with lab_devices(wanted) as held, virtual_fleet(held.devices) as (devices, _running):
         for name, stage in stages:
             if name in opts.skip or not devices:
                 continue
@@ -131,6 +145,10 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
                     result.dropped.setdefault(dev_name, f"{name}: {outcome.detail}")
             devices = [d for d in devices if d.name not in result.dropped]
     result.runs = publish_runs(opts.store, result.replay_run_ids, opts.reports_dir, opts.baseline)
+    result.health = [summary(opts.store, d.name) for d in opts.devices]
+    result.health_page = write_health(
+        opts.reports_dir, result.started, [h.to_json() for h in result.health], result.skipped
+    )
     return result
 
 

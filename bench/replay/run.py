@@ -198,7 +198,7 @@ class ReplayRun:
             run.stats.append(await session.stats())
             run.clock = await session.sync_clock(CLOCK_PINGS)
         except Exception as exc:  # measure what arrived anyway
-            run.status, run.detail = "failed", f"stopping: {type(exc).__name__}: {exc}"
+            run.status, run.detail = "failed", _failure(run.collector) or f"stopping: {type(exc).__name__}: {exc}"
         if run.track is not None and run.track.failed:
             run.status, run.detail = "failed", run.track.failed
         if run.status == "running":

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from bench.fleet import load_fleet
+from bench.health.check import check_one
 from bench.health.records import events, health
 from bench.replay.agents import deploy, fleet_opener
 from bench.replay.service import replay_fleet
@@ -18,6 +21,7 @@ from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.results import open_store
 from bench.virtual import virtual_fleet
+from tests.conftest import hilbench
 
 pytestmark = pytest.mark.e2e
 
@@ -95,6 +99,12 @@ def test_a_board_that_never_recovers_is_marked_bad_and_fleet_health_fix_brings_i
     session = tmp_path / "s.mcap"
     write_session(session, synth_session("combat", 6, duration_s=6.0))
 
+    def nightly() -> subprocess.CompletedProcess:
+        stages = [a for s in ("flash", "replay", "update", "faults") for a in ("--skip", s)]
+        argv = hilbench("nightly", "--fleet", str(path), "--results", str(results), "--reports",
+                        str(tmp_path / "reports"), "--session", str(session), *stages, "--json")  # fmt: skip
+        return subprocess.run(argv, capture_output=True, text=True, timeout=300)
+
     async def scenario():
         async with virtual_fleet(list(fleet.devices)) as (devices, running):
             await deploy(devices[0])
@@ -103,17 +113,33 @@ def test_a_board_that_never_recovers_is_marked_bad_and_fleet_health_fix_brings_i
                 devices, session, store, make_opener=lambda run_id: fleet_opener(store, run_id, tmp_path / "logs")
             )
             await hang
-            return result
+            unfixed = await check_one(devices[0], store, fix=False)
+            proc = await asyncio.to_thread(nightly)  # the next nightly, while the board is still dead
+            await running["c6-s"].control("repair")  # a technician clears the fault; the board stays hung until reset
+            fixed = await check_one(devices[0], store, fix=True)
+            return result, unfixed, proc, fixed
 
-    result = asyncio.run(scenario())
+    result, unfixed, proc, fixed = asyncio.run(scenario())
     run = result.devices[0]
-    assert run.status == "failed"
+    assert run.status == "failed" and "no step of the recovery ladder brought it back" in run.detail
     frames = list(store.frames(result.run_id, "c6-s"))
     assert len(frames) >= 20, "frames before the hang are kept"
-    state = health(store, "c6-s")
-    assert state.bad and "no step of the recovery ladder brought it back" in state.reason
     (recovery,) = store.devices(result.run_id)[0].info["recoveries"]
     assert [s["step"] for s in recovery["steps"]] == ["restart_agent", "soft_reset", "hard_reset", "power_cycle",
                                                       "reflash"]  # fmt: skip
     assert not any(s["ok"] for s in recovery["steps"])
+    # marked bad, with the reason; a health check without --fix leaves it bad
+    assert unfixed.state == "bad" and not unfixed.answered
+    # the next nightly skips it and says why, in its summary and the health page
+    assert proc.returncode == 3, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert "c6-s" in summary["skipped"] and "no step of the recovery ladder" in summary["skipped"]["c6-s"]
+    (row,) = summary["health"]
+    assert row["state"] == "bad" and row["failures"] == 1 and row["unrecovered"] == 1
+    assert "c6-s" in Path(summary["health_page"]).read_text() and "bad" in Path(summary["health_page"]).read_text()
+    # fleet health --fix: it answers again after a hard reset and is marked good
+    check = fixed
+    assert check.answered and check.state == "good" and check.recovery is not None
+    assert check.recovery.step == "hard_reset"
+    assert not health(store, "c6-s").bad
     store.close()
