@@ -99,6 +99,7 @@ class Kind:
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
+    chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
 
     @property
     def family(self) -> str:
@@ -188,6 +189,7 @@ register(
         Esp32c6Settings,
         driver="bench.devices.esp32c6:Esp32c6Driver",
         virtual="bench.virtual.esp32c6:VirtualEsp32c6",
+        chip="ESP32-C6",
     )
 )
 register(

@@ -148,7 +148,7 @@ def flash_image(
         esp.flash_spi_attach(0)
         want = hashlib.md5(image).hexdigest()
         if esp.flash_md5sum(offset, len(image)) == want:
-            _leave_loader(esp, modem_lines)
+            leave_loader(esp, modem_lines)
             return FlashOutcome(written=False, chip=chip, mac=mac)
         compressed = zlib.compress(image, 9)
         blocks = esp.flash_defl_begin(len(image), len(compressed), offset)
@@ -161,8 +161,45 @@ def flash_image(
         got = esp.flash_md5sum(offset, len(image))
         if got != want:
             raise VerifyError(f"verify failed: flash MD5 {got}, image MD5 {want}")
-        _leave_loader(esp, modem_lines)
+        leave_loader(esp, modem_lines)
         return FlashOutcome(written=True, chip=chip, mac=mac, bytes_sent=len(compressed))
+    finally:
+        if esp is not None:
+            esp._port.close()
+        _context.log = None
+
+
+@dataclass
+class ChipIdentity:
+    """What the ROM loader says about a board."""
+
+    chip: str  # esptool's name, e.g. "ESP32-C6"
+    mac: str
+    flash_size: int | None  # bytes, from the flash chip's JEDEC ID (None when it reports no known size)
+    flash_id: int
+
+
+def identify_chip(url: str, *, reset: bool, log_file: IO[str] | None = None, connect_attempts: int = 2) -> ChipIdentity:
+    """Connect to the ROM loader on `url` (with esptool's DTR/RTS reset when `reset`, else the board must be in
+    download mode already), read chip, MAC and flash size, then boot the firmware again. Blocking."""
+    _install_logger()
+    _context.log = log_file
+    esp: ESPLoader | None = None
+    try:
+        port = open_port(url)
+        try:
+            esp = detect_chip(port, ESPLoader.ESP_ROM_BAUD, "default-reset" if reset else "no-reset", False,
+                              connect_attempts)  # fmt: skip
+        except BaseException:
+            port.close()
+            raise
+        mac = ":".join(f"{b:02x}" for b in esp.read_mac())
+        esp.flash_spi_attach(0)
+        flash_id = esp.flash_id()
+        size_id = (flash_id >> 16) & 0xFF
+        flash_size = 1 << size_id if 0x12 <= size_id <= 0x1A else None  # 256 KB .. 64 MB
+        leave_loader(esp, reset)
+        return ChipIdentity(esp.CHIP_NAME, mac, flash_size, flash_id)
     finally:
         if esp is not None:
             esp._port.close()
@@ -174,7 +211,7 @@ def has_modem_lines(url: str) -> bool:
     return not url.startswith("socket://")
 
 
-def _leave_loader(esp: ESPLoader, modem_lines: bool) -> None:
+def leave_loader(esp: ESPLoader, modem_lines: bool) -> None:
     """Boot the firmware: RTS pulse on EN, or (no modem lines) the loader's own reboot (FLASH_END, reboot)."""
     if modem_lines:
         esp.hard_reset()
