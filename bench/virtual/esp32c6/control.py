@@ -12,6 +12,7 @@ import json
 import socket
 from typing import Any
 
+from bench.virtual.control import serve_control
 from bench.virtual.esp32c6.board import Board
 
 
@@ -48,22 +49,7 @@ async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
 
 async def start_control(board: Board, host: str) -> asyncio.Server:
     """Serve the control API on a free port."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while line := await reader.readline():
-                try:
-                    reply = await _handle(board, json.loads(line))
-                except (ValueError, AttributeError) as exc:
-                    reply = {"ok": False, "error": f"bad request: {exc}"}
-                writer.write(json.dumps(reply).encode() + b"\n")
-                await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(serve, host, 0)
+    return await serve_control(lambda request: _handle(board, request), host)
 
 
 def control_request(url: str, op: str, timeout_s: float = 10.0) -> dict[str, Any]:
