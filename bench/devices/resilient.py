@@ -3,6 +3,9 @@
 session, restarts the frame loop with the same settings and carries on. Frame records keep counting
 (indices continue across restarts) and everything received before the fault is kept.
 
+When the device itself stops answering (no frame record for the device's `stall_s`, or the agent cannot
+be restarted over SSH), the recovery ladder (bench/health) takes over: power cycle, redeploy.
+
 It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`).
 """
 
@@ -16,6 +19,8 @@ from bench.agent.clock import ClockSync
 from bench.agent.session import AgentError, AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.errors import BenchError, DeviceUnreachable
+from bench.health.ladder import RecoveryResult, recover
+from bench.results.store import ResultStore
 
 RECOVERY_CLOCK_PINGS = 8
 
@@ -23,8 +28,19 @@ RECOVERY_CLOCK_PINGS = 8
 class ResilientSession:
     """An AgentSession look-alike over a LinuxDriver that restarts the agent when it dies mid-run."""
 
-    def __init__(self, driver: LinuxDriver, session: AgentSession, *, max_restarts: int = 3) -> None:
+    def __init__(
+        self,
+        driver: LinuxDriver,
+        session: AgentSession,
+        *,
+        max_restarts: int = 3,
+        store: ResultStore | None = None,
+        run_id: int | None = None,
+    ) -> None:
         self.driver = driver
+        self.store = store
+        self.run_id = run_id
+        self.recoveries: list[RecoveryResult] = []
         self.inner = session
         self.max_restarts = max_restarts
         self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
@@ -104,29 +120,58 @@ class ResilientSession:
     async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
         """Frame records until the loop is stopped; across agent restarts, with indices continuing."""
         while True:
-            async for rec in self.inner.frames(timeout):
-                rec.i += self._index_offset
-                self._next_index = rec.i + 1
-                yield rec
+            stalled = ""
+            try:
+                async for rec in self.inner.frames(timeout or self.driver.device.settings.stall_s):
+                    rec.i += self._index_offset
+                    self._next_index = rec.i + 1
+                    yield rec
+            except DeviceUnreachable as exc:
+                stalled = str(exc).splitlines()[0]
             if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
                 return
-            await self._recover()
+            if stalled:
+                await self._climb(f"frame loop stalled: {stalled}")
+            else:
+                await self._recover()
 
     async def _recover(self) -> None:
-        """The link ended mid-run: restart the agent if it died, open a new session, restart the loop."""
+        """The link ended mid-run: restart the agent if it died, open a new session, restart the loop; when
+        the device does not let the bench do that, climb the recovery ladder."""
         await self.inner.close()
         self._old_faults += self.inner.faults
-        if await self.driver.agent_survived():
-            self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
-        else:
-            self.restarts += 1
-            if self.restarts > self.max_restarts:
-                raise BenchError(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
-            await self.driver.restart_agent(
-                f"agent exited during the run after {self._next_index} frame(s); "
-                f"{self.dropped_inputs} input(s) dropped so far"
-            )
-        session = await self.driver.open_session()
+        try:
+            if await self.driver.agent_survived():
+                self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
+            else:
+                self.restarts += 1
+                if self.restarts > self.max_restarts:
+                    raise BenchError(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
+                await self.driver.restart_agent(
+                    f"agent exited during the run after {self._next_index} frame(s); "
+                    f"{self.dropped_inputs} input(s) dropped so far"
+                )
+            session = await self.driver.open_session()
+        except DeviceUnreachable as exc:
+            await self._climb(f"transport dead: {str(exc).splitlines()[0]}")
+            return
+        await self._resume(session)
+
+    async def _climb(self, why: str) -> None:
+        """The device stopped answering: the recovery ladder, then carry on (DeviceUnreachable if it fails)."""
+        await self.inner.close()
+        self._old_faults += self.inner.faults
+        result = await recover(
+            self.driver.device, f"{why} after {self._next_index} frame(s)", driver=self.driver, store=self.store,
+            run_id=self.run_id, keep_open=True,
+        )  # fmt: skip
+        self.recoveries.append(result)
+        if not result.recovered or result.session is None:
+            raise DeviceUnreachable(f"device {self.device!r}: {result.reason}")
+        await self._resume(result.session)
+
+    async def _resume(self, session: AgentSession) -> None:
+        """Continue the run on `session`: its clock synced, the frame loop restarted with the run's settings."""
         session.sent_ns = self.sent_ns
         self.inner = session
         await session.sync_clock(RECOVERY_CLOCK_PINGS)
