@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.fleet import Device
+from bench.power.protocol import PowerDriver
 
 # progress(done, total, what): drivers report long work through this.
 Progress = Callable[[int, int, str], None]
@@ -60,3 +61,8 @@ class Driver(ABC):
     async def hard_reset(self) -> None:
         """Reset the device through its reset line (NotImplementedError when its link has none)."""
         raise NotImplementedError(f"{type(self).__name__} has no hard reset")
+
+    def machine_power(self) -> PowerDriver | None:
+        """The device's own supply when the bench runs the machine itself (QEMU); None for hardware, whose
+        power is the fleet file's `power` table."""
+        return None

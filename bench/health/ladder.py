@@ -153,7 +153,7 @@ async def recover(
     With `store`, the failure and the outcome go into its history, and a device no step brought back is
     marked bad. With `keep_open`, the answering session is handed back (`result.session`, `result.driver`)."""
     driver = driver or driver_for(device, log_dir=log_dir)
-    power = power_for(device)
+    power = power_for(device) or driver.machine_power()
     result = RecoveryResult(device.name, why)
     if store is not None:
         record_event(store, device.name, FAILURE, run_id=run_id, detail=why)
