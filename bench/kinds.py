@@ -84,6 +84,7 @@ class Arm64ImageSettings(Settings):
 
     fps_target: int = 30
     memory_limit_mb: int = 256
+    stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
 
 
 @dataclass(frozen=True)

@@ -160,8 +160,13 @@ def _print_health(result: NightlyResult) -> None:
         colour = "green" if h.health.state == "good" else "red"
         state = f"[{colour}]{h.health.state}[/{colour}]" + (f" ({h.health.reason})" if h.health.reason else "")
         steps = ", ".join(f"{step} x{n}" for step, n in sorted(h.by_step.items())) or "-"
-        mtbf = f"{h.mtbf_h:.1f} h" if h.mtbf_h is not None else "no failure"
+        mtbf = _hours(h.mtbf_h) if h.mtbf_h is not None else f"no failure in {_hours(h.hours_observed or 0)}"
         table.add_row(h.health.device, state, str(h.failures), steps, mtbf)
     out.print(table)
     if result.health_page:
         out.print(f"device health: {result.health_page}", highlight=False)
+
+
+def _hours(hours: float) -> str:
+    """A span for people: minutes under an hour, else hours."""
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"

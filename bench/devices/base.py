@@ -6,9 +6,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.fleet import Device
-from bench.power.protocol import PowerDriver
+
+if TYPE_CHECKING:
+    from bench.power.protocol import PowerDriver
 
 # progress(done, total, what): drivers report long work through this.
 Progress = Callable[[int, int, str], None]

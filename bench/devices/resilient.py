@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
 from bench.agent.session import AgentError, AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.errors import BenchError, DeviceUnreachable
-from bench.health.ladder import RecoveryResult, recover
-from bench.results.store import ResultStore
+
+if TYPE_CHECKING:
+    from bench.health.ladder import RecoveryResult
+    from bench.results.store import ResultStore
 
 RECOVERY_CLOCK_PINGS = 8
 
@@ -127,6 +129,8 @@ class ResilientSession:
                     self._next_index = rec.i + 1
                     yield rec
             except DeviceUnreachable as exc:
+                if not self._stopping and await still_answers(self.inner, self.driver.device.settings.stall_s):
+                    continue  # a slow frame loop, not a device that stopped answering
                 stalled = str(exc).splitlines()[0]
             if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
                 return
@@ -159,6 +163,8 @@ class ResilientSession:
 
     async def _climb(self, why: str) -> None:
         """The device stopped answering: the recovery ladder, then carry on (DeviceUnreachable if it fails)."""
+        from bench.health.ladder import recover  # the ladder sits above the drivers it climbs with
+
         await self.inner.close()
         self._old_faults += self.inner.faults
         result = await recover(
@@ -178,6 +184,17 @@ class ResilientSession:
         self._index_offset = self._next_index
         assert self._start_args is not None
         await start_fresh(session, self._start_args)
+
+
+async def still_answers(session: AgentSession, timeout_s: float) -> bool:
+    """Does the agent answer a ping within `timeout_s` (at least 2 s)? Tells a slow frame loop from a hang."""
+    if session.closed:
+        return False
+    try:
+        await session.request("ping", timeout=max(timeout_s, 2.0), b0=time.monotonic_ns())
+    except (BenchError, OSError, TimeoutError):
+        return False
+    return True
 
 
 async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:

@@ -1,13 +1,13 @@
 """An agent session that climbs the recovery ladder when its device stops answering mid-run.
 
 It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`). When no frame record
-comes for `stall_s` (the frame loop stalled, the board hung) or the link ends before the loop was
-stopped (transport dead), it runs `recover()`, opens the agent again, restarts the frame loop with the
-same settings and carries on: frame indices keep counting, every record received before the hang is
-kept, and inputs sent while the device is away are dropped and counted. Device times of records after
-a reset are put on the first session's clock (a reset restarts the device's clock), so one mapping
-serves the whole run. A device the ladder cannot bring back ends the run for that device with
-DeviceUnreachable (and is marked bad by the ladder).
+comes for `stall_s` and the agent does not answer a ping either (the board hung), or the link ends
+before the loop was stopped (transport dead), it runs `recover()`, opens the agent again, restarts the
+frame loop with the same settings and carries on: frame indices keep counting, every record received
+before the hang is kept, and inputs sent while the device is away are dropped and counted. Device times
+of records after a reset are put on the first session's clock (a reset restarts the device's clock), so
+one mapping serves the whole run. A device the ladder cannot bring back ends the run for that device
+with DeviceUnreachable (and is marked bad by the ladder).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from bench.agent.clock import ClockSync
 from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.base import Driver
-from bench.devices.resilient import start_fresh
+from bench.devices.resilient import start_fresh, still_answers
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
 from bench.health.ladder import RecoveryResult, recover
@@ -168,6 +168,8 @@ class RecoveringSession:
                     yield rec
                 why = "transport dead: the link ended before the frame loop was stopped"
             except DeviceUnreachable as exc:
+                if not self._stopping and await still_answers(self.inner, self.stall_s):
+                    continue  # a slow frame loop (an emulator under load), not a device that stopped answering
                 why = f"frame loop stalled: {_first_line(exc)}"
             if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
                 return

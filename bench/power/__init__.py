@@ -2,7 +2,7 @@
 
 The fleet file's `power = { driver = NAME, ... }` table picks a backend from `BACKENDS`; `power_for(device)`
 gives the device's PowerDriver (None when it has no `power` table). Serial boards' hard reset over
-DTR/RTS is in `serial_reset`.
+DTR/RTS is `bench.devices.serial_reset`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from bench.lab.identity import job_identity
 from bench.power.protocol import PowerDriver, PowerError, PowerSpec, PowerState, run_tool
 
 
@@ -42,6 +41,8 @@ class LabgridPower(PowerDriver):
         return str(beside) if beside.exists() else (shutil.which("labgrid-client") or "labgrid-client")
 
     async def _power(self, action: str) -> str:
+        from bench.lab.identity import job_identity  # bench.lab sits above the fleet file, which names backends
+
         host, user = job_identity()
         env = {**os.environ, "LG_HOSTNAME": host, "LG_USERNAME": user}
         argv = [self._client(), "-x", str(self.spec.options["coordinator"]), "-p", str(self.spec.options["place"])]
