@@ -18,6 +18,7 @@ from bench.devices.qemu_machine import GUEST_AGENT_PORT, GuestFault, QemuMachine
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
+from bench.paths import default_log_dir
 from bench.power.protocol import PowerDriver, PowerError
 from bench.power.qmp import QmpPower, qmp
 
@@ -140,7 +141,7 @@ class QemuArm64Driver(Driver):
         """Start QEMU and wait for the guest's network and control channel (`net-up`)."""
         kernel, initrd, cmdline = resolve_image(self.device)
         cmdline = " ".join([cmdline, *(f"{k}={v}" for k, v in self.kernel_args().items())])
-        log = (self.log_dir or Path.cwd()) / f"{self.device.name}.console.log"
+        log = (self.log_dir or default_log_dir()) / f"{self.device.name}.console.log"
         attempt = 0
         while True:
             attempt += 1

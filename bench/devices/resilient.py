@@ -3,8 +3,9 @@
 session, restarts the frame loop with the same settings and carries on. Frame records keep counting
 (indices continue across restarts) and everything received before the fault is kept.
 
-When the device itself stops answering (no frame record for the device's `stall_s`, or the agent cannot
-be restarted over SSH), the recovery ladder (bench/health) takes over: power cycle, redeploy.
+When the device itself stops answering (no frame record for the device's `stall_s` and no answer to a
+ping, or the agent cannot be restarted over SSH), the recovery ladder (bench/health) takes over: power
+cycle, redeploy.
 
 It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`).
 """
@@ -12,7 +13,7 @@ It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
@@ -20,11 +21,18 @@ from bench.agent.session import AgentError, AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.errors import BenchError, DeviceUnreachable
 
+RECOVERY_CLOCK_PINGS = 8
+
 if TYPE_CHECKING:
     from bench.health.ladder import RecoveryResult
     from bench.results.store import ResultStore
 
-RECOVERY_CLOCK_PINGS = 8
+# Called with each agent session the run gets: the first one, and the new one after every recovery.
+SessionHook = Callable[[AgentSession], None]
+
+
+class AgentGaveUp(BenchError):
+    """The agent died more often than a run allows."""
 
 
 class ResilientSession:
@@ -36,15 +44,17 @@ class ResilientSession:
         session: AgentSession,
         *,
         max_restarts: int = 3,
+        on_session: SessionHook | None = None,
         store: ResultStore | None = None,
         run_id: int | None = None,
     ) -> None:
-        self.driver = driver
-        self.store = store
+        self.store = store  # where the recovery ladder records what it did
         self.run_id = run_id
         self.recoveries: list[RecoveryResult] = []
+        self.driver = driver
         self.inner = session
         self.max_restarts = max_restarts
+        self.on_session = on_session
         self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
         self.dropped_inputs = 0
         self.restarts = 0
@@ -53,11 +63,15 @@ class ResilientSession:
         self._stopping = False
         self._index_offset = 0
         self._next_index = 0
+        self._received = 0  # frame records so far, from every agent process
 
     @classmethod
     async def open(cls, driver: LinuxDriver, **kwargs: Any) -> ResilientSession:
         """Start (if needed) and open the driver's agent."""
-        return cls(driver, await driver.open_session(), **kwargs)
+        resilient = cls(driver, await driver.open_session(), **kwargs)
+        if resilient.on_session is not None:
+            resilient.on_session(resilient.inner)
+        return resilient
 
     # -- what a run reads --------------------------------------------------------------------------
 
@@ -127,6 +141,7 @@ class ResilientSession:
                 async for rec in self.inner.frames(timeout or self.driver.device.settings.stall_s):
                     rec.i += self._index_offset
                     self._next_index = rec.i + 1
+                    self._received += 1
                     yield rec
             except DeviceUnreachable as exc:
                 if not self._stopping and await still_answers(self.inner, self.driver.device.settings.stall_s):
@@ -134,6 +149,8 @@ class ResilientSession:
                 stalled = str(exc).splitlines()[0]
             if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
                 return
+            if self._start_args.get("frames") and self._received >= self._start_args["frames"]:
+                return  # every frame of a bounded run arrived; only the `stopped` was lost
             if stalled:
                 await self._climb(f"frame loop stalled: {stalled}")
             else:
@@ -150,7 +167,7 @@ class ResilientSession:
             else:
                 self.restarts += 1
                 if self.restarts > self.max_restarts:
-                    raise BenchError(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
+                    raise AgentGaveUp(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
                 await self.driver.restart_agent(
                     f"agent exited during the run after {self._next_index} frame(s); "
                     f"{self.dropped_inputs} input(s) dropped so far"
@@ -177,13 +194,18 @@ class ResilientSession:
         await self._resume(result.session)
 
     async def _resume(self, session: AgentSession) -> None:
-        """Continue the run on `session`: its clock synced, the frame loop restarted with the run's settings."""
+        """Continue the run on `session`: its clock synced, the frame loop restarted with what is still owed."""
         session.sent_ns = self.sent_ns
         self.inner = session
+        if self.on_session is not None:
+            self.on_session(session)
         await session.sync_clock(RECOVERY_CLOCK_PINGS)
         self._index_offset = self._next_index
         assert self._start_args is not None
-        await start_fresh(session, self._start_args)
+        args = dict(self._start_args)
+        if args.get("frames"):  # a run of so many frames: the new loop owes what has not arrived yet
+            args["frames"] = args["frames"] - self._received
+        await start_fresh(session, args)
 
 
 async def still_answers(session: AgentSession, timeout_s: float) -> bool:
