@@ -22,11 +22,12 @@ from bench.devices.esptool_link import identify_chip
 from bench.devices.mpremote_deploy import micropython_version, request_bootloader
 from bench.errors import ConfigError
 from bench.fleet import load_fleet
-from bench.kinds import KINDS
+from bench.kinds import KINDS, USB_SERIAL_JTAG
 
+USB_SERIAL_JTAG_ID = (0x303A, 0x1001)
 # USB VID:PID of the serial bridges ESP boards carry
 BRIDGES: dict[tuple[int, int], str] = {
-    (0x303A, 0x1001): "Espressif USB-Serial-JTAG",
+    USB_SERIAL_JTAG_ID: "Espressif USB-Serial-JTAG",
     (0x10C4, 0xEA60): "Silicon Labs CP210x",
     (0x10C4, 0xEA70): "Silicon Labs CP2105",
     (0x1A86, 0x7523): "WCH CH340",
@@ -65,6 +66,11 @@ class FoundBoard:
         """JSON-ready form."""
         return {**self.__dict__, "usb_id": f"{self.vid:04x}:{self.pid:04x}"}
 
+    @property
+    def usb_serial_jtag(self) -> bool:
+        """True for the chip's own USB-Serial-JTAG (esptool resets it with its USB sequence)."""
+        return (self.vid, self.pid) == USB_SERIAL_JTAG_ID
+
     def name(self) -> str:
         """A fleet name from the kind and the MAC's last three bytes, e.g. `esp32c6-c63003`."""
         tail = (self.mac or "").replace(":", "")[-6:]
@@ -88,7 +94,7 @@ def identify(board: FoundBoard) -> FoundBoard:
         if board.micropython is not None and request_bootloader(board.port, REPL_BAUD):
             chip = identify_chip(board.port, reset=False)  # MicroPython put it in the loader; it reboots back
         else:
-            chip = identify_chip(board.port, reset=True)  # esptool's DTR/RTS reset, and again after
+            chip = identify_chip(board.port, reset=True, usb_serial_jtag=board.usb_serial_jtag)  # esptool's resets
     except Exception as exc:  # esptool raises FatalError, SerialException, OSError...
         text = str(exc).strip().splitlines()
         board.error = f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
@@ -116,6 +122,8 @@ def fleet_entry(board: FoundBoard, name: str) -> str:
     ]
     if board.usb_serial:
         lines.append(f'usb_serial = "{board.usb_serial}"')
+    if board.usb_serial_jtag:
+        lines.append(f'usb = "{USB_SERIAL_JTAG}"')
     if board.flash_size:
         lines.append(f"flash_size = {board.flash_size}")
     return "\n".join(lines) + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +23,12 @@ class Driver(ABC):
     reply_timeout_s: float = 5.0
     # how long opening the agent waits for the device to answer at all (the recovery ladder shortens it)
     answer_timeout_s: float = 10.0
+
+    @property
+    def real_time(self) -> bool:
+        """The device's clock runs at wall-clock pace (False: an emulator whose guest time is virtual, so
+        bench-clock latencies measure the emulation, not the device)."""
+        return True
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
@@ -51,3 +58,12 @@ class Driver(ABC):
         """The device's own supply when the bench runs the machine itself (QEMU); None for hardware, whose
         power is the fleet file's `power` table."""
         return None
+
+    async def follow_console(self, emit: Callable[[str], None]) -> None:
+        """Hand each line the device's own console prints, beyond what the agent link carries, to `emit` until
+        cancelled. Default: the agent link is the console (a serial board), there is nothing more to follow."""
+        return
+
+    def agent_sources(self) -> dict[str, Path]:
+        """Agent file as the device names it (in a traceback) -> its source in this checkout."""
+        return {}

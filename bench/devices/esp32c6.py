@@ -29,6 +29,7 @@ from bench.devices.serial_reset import can_hard_reset, hard_reset
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
+from bench.kinds import USB_SERIAL_JTAG
 from bench.paths import FIRMWARE_DIR, ROOT
 
 DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"
@@ -124,6 +125,7 @@ class Esp32c6Driver(Driver):
                     baud=link.baud,
                     log_file=log,
                     progress=firmware_progress,
+                    usb_serial_jtag=self.device.settings.usb == USB_SERIAL_JTAG,
                 )
             except Exception as exc:  # esptool raises FatalError, SerialException, OSError...
                 steps.append(StepResult("firmware", False, _reason(exc), seconds=time.monotonic() - started))
@@ -206,9 +208,15 @@ class Esp32c6Driver(Driver):
         if not can_hard_reset(link.url):
             raise NotImplementedError(f"{link.url} carries no DTR/RTS")
         try:
-            await in_own_thread(hard_reset, link.url)
+            await in_own_thread(hard_reset, link.url, usb_jtag=self.device.settings.usb == USB_SERIAL_JTAG or None)
         except (OSError, serial.SerialException) as exc:
             raise DeviceUnreachable(f"device {self.device.name!r}: hard reset on {link.url}: {exc}") from None
+
+    def agent_sources(self) -> dict[str, Path]:
+        """The agent's modules, all at the top of the board's filesystem."""
+        from bench.mpy.board import agent_files
+
+        return {src.name: src for src in agent_files()}
 
     async def close_agent(self) -> None:
         """Ctrl-C the agent, leave the raw REPL for the friendly one, close the port."""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.devices.base import Driver, Progress, StepResult, no_progress
@@ -25,6 +26,7 @@ from bench.power.qmp import QmpPower, qmp
 SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
 PORT_ATTEMPTS = 3  # free ports are picked before QEMU binds them: another process may take one meanwhile
+HELLO_RETRY_S = 0.1  # between hello probes while the guest agent starts: slirp accepts before it listens
 
 
 def resolve_image(device: Device) -> tuple[Path, Path, str]:
@@ -79,6 +81,7 @@ class QemuArm64Driver(Driver):
         self.machine: QemuMachine | None = None
         self.transport = None
         self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
+        self._console_followers: list[Callable[[str], None]] = []  # passed on to every machine booted
 
     @property
     def host_address(self) -> str:
@@ -90,6 +93,11 @@ class QemuArm64Driver(Driver):
     def timing(self) -> str:
         """'realtime' (plain TCG) or 'icount' (-icount shift=0: deterministic); label every figure with it."""
         return self.link.timing
+
+    @property
+    def real_time(self) -> bool:
+        """False under -icount: the guest clock follows executed instructions, not the wall clock."""
+        return self.link.timing != "icount"
 
     def platform(self) -> dict[str, object]:
         """How the figures from this device were produced."""
@@ -146,6 +154,7 @@ class QemuArm64Driver(Driver):
         while True:
             attempt += 1
             machine = QemuMachine(self.device.name, self.link, kernel, initrd, cmdline, log)
+            machine.listeners = self._console_followers
             self.machine = machine
             await machine.start()
             try:
@@ -181,7 +190,7 @@ class QemuArm64Driver(Driver):
             try:
                 transport = await StreamTransport.connect("127.0.0.1", machine.agent_port, timeout=5.0)
             except DeviceUnreachable:
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(HELLO_RETRY_S)
                 continue
             try:
                 await transport.send(probe)
@@ -191,7 +200,7 @@ class QemuArm64Driver(Driver):
             except (TimeoutError, DeviceUnreachable):
                 pass
             await transport.close()
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(HELLO_RETRY_S)
         raise GuestFault(f"{self.device.name}: the agent did not answer on its port within {self.boot_timeout:g} s")
 
     async def selftest(self) -> dict[str, object]:
@@ -226,6 +235,20 @@ class QemuArm64Driver(Driver):
 
     def _qmp_socket(self) -> Path | None:
         return self.machine.qmp_path if self.machine is not None and self.machine.running else None
+
+    async def follow_console(self, emit: Callable[[str], None]) -> None:
+        """The guest's serial console (kernel, /init and the agent's stderr), this boot and the next ones."""
+        self._console_followers.append(emit)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._console_followers.remove(emit)
+
+    def agent_sources(self) -> dict[str, Path]:
+        """The host agent's files, flat in the image's agent folder."""
+        from bench.bundles import host_agent_sources
+
+        return host_agent_sources()
 
     async def close_agent(self) -> None:
         """Close the agent link and shut the guest down (QEMU is killed if it does not stop)."""

@@ -46,7 +46,8 @@ def _open_idle(url: str) -> serial.SerialBase:
 
 
 def hard_reset(url: str, *, usb_jtag: bool | None = None) -> None:
-    """Pulse EN over RTS (esptool's HardReset; USB-Serial-JTAG timing when the port is one). Blocking."""
+    """Pulse EN over RTS (esptool's HardReset; its USB-Serial-JTAG timing when `usb_jtag`, or when None and the
+    local port is an Espressif 303a:1001). Blocking."""
     uses_usb = is_usb_jtag(url) if usb_jtag is None else usb_jtag
     port = _open_idle(url)
     try:
