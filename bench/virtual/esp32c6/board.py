@@ -172,7 +172,11 @@ class Board:
         self.events.append("reset held")
 
     def set_lines(self, dtr: bool, rts: bool) -> None:
-        """The host's DTR/RTS, as the board's USB personality wires them to the chip."""
+        """The host's DTR/RTS, as the board's USB personality wires them to the chip (nothing without power, or
+        on a stuck board)."""
+        if not self.powered or self.stuck:
+            self._lines = (dtr, rts)
+            return
         if self.config.usb == USB_SERIAL_JTAG:
             self._usb_lines(dtr, rts)
         else:
@@ -198,9 +202,6 @@ class Board:
 
     def _bridge_lines(self, dtr: bool, rts: bool) -> None:
         """DTR/RTS through the classic auto-reset circuit: EN low = RTS and not DTR; IO9 low = DTR and not RTS."""
-        if not self.powered or self.stuck:
-            self._lines = (dtr, rts)
-            return
         was_en_low = self._lines[1] and not self._lines[0]
         self._lines = (dtr, rts)
         en_low = rts and not dtr
@@ -299,6 +300,8 @@ class Board:
 
     def _watchdog_expired(self) -> None:
         self._watchdog = None
+        if not self.powered or self.stuck:
+            return
         self.events.append("task watchdog expired")
         self.write(watchdog_text())
         self._enter_reset()
