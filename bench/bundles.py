@@ -25,6 +25,12 @@ HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", 
 OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
+def host_agent_sources() -> dict[str, Path]:
+    """The host agent's code files: name in its flat folder -> source in this checkout."""
+    files = [(HOST_DIR / name, name) for name in HOST_FILES] + PORTABLE + OPTIONAL
+    return {dest: src for src, dest in files if src.is_file()}
+
+
 def model_version(device: Device) -> int:
     """The version the bundled model is announced with (fleet setting `model_version`)."""
     return device.settings.model_version
