@@ -144,3 +144,15 @@ def test_first_frame_needs_ten_cold_starts() -> None:
     rule = RULES.rule("first_frame_ms")
     assert rule.measurement == "first_frame_p50" and rule.min_samples == 10
     assert judge(rule, "c6-a", 120.0, 1, _window([100, 101, 99, 100.5, 99.5]), "ms").status == NOT_ENOUGH
+
+
+def test_a_longer_history_that_spreads_wider_keeps_five_quiet_runs_from_crying_wolf() -> None:
+    # P99 latency of a virtual board (ms): five quiet runs, but the last 20 accepted runs varied far more
+    rule = RULES.rule("latency_p99")
+    quiet = [40.9, 36.1, 36.8, 47.0, 48.8]
+    history = (64.6, 100.9, 40.2, 28.4, 229.8, *quiet)
+    alone = judge(rule, "pi5-1", 119.7, 9000, _window(quiet))
+    assert alone.status == SUSPECTED  # the window alone says "significant"
+    wide = Window((6, 7, 8, 9, 10), tuple(quiet), RUNS, history=history)
+    assert judge(rule, "pi5-1", 119.7, 9000, wide).status == UNCHANGED
+    assert judge(rule, "pi5-1", 900.0, 9000, wide).status == SUSPECTED  # a real jump still stands out
