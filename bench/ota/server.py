@@ -29,7 +29,7 @@ from aiocoap import error
 from aiocoap.numbers.codes import Code
 from aiocoap.numbers.contentformat import ContentFormat
 from aiocoap.numbers.optionnumbers import OptionNumber
-from aiocoap.numbers.types import ACK, CON
+from aiocoap.numbers.types import ACK
 from aiocoap.optiontypes import BlockOption
 
 from bench.errors import ConfigError
@@ -117,7 +117,8 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         self.max_szx = max_szx
         self.served: dict[str, ServedCounts] = {}
         self._cache: dict[tuple[str, ...], tuple[int, Blob, float]] = {}  # parts -> (dir mtime, blob, checked)
-        self._encoded: dict[tuple, tuple[Blob | None, bytes, int, int]] = {}  # see encoded_block
+        # request options and payload bytes -> (path parts, blob, block number, payload length, path, response)
+        self._encoded: dict[bytes, tuple[tuple[str, ...], Blob, int, int, str, bytes]] = {}
 
     async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
         return False
@@ -138,30 +139,33 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         counts.bytes += len(response.payload)
         return response
 
-    def encoded_block(self, request: aiocoap.Message) -> bytes:
-        """`respond(request)` encoded by aiocoap as a piggybacked ACK: its code byte, then options and payload
-        (no header, message ID or token); kept per block while the blob is unchanged, so a fleet fetching the
-        same blocks costs one encoding per block."""
-        parts = request.opt.uri_path
-        block2 = request.opt.block2
-        key = (parts, None if block2 is None else (block2.block_number, block2.size_exponent))
-        blob = self._cached_lookup(parts[1:]) if parts[:1] == ("models",) else None
-        entry = self._encoded.get(key)
-        if entry is None or blob is None or entry[0] is not blob:
-            response = self.respond(request)
-            response.mtype, response.mid, response.token = ACK, 0, b""
-            num = response.opt.block2.block_number if response.opt.block2 else 0
-            encoded = response.encode()
-            entry = (blob, encoded[1:2] + encoded[4:], num, len(response.payload))
-            if blob is not None and blob.data:
-                if len(self._encoded) >= MAX_ENCODED_BLOCKS:  # old versions' blocks go; current ones come back
-                    self._encoded.clear()
-                self._encoded[key] = entry
-            return entry[1]
-        counts = self.served.setdefault("/".join(parts[1:]), ServedCounts())
+    def encoded_block(self, options: bytes) -> bytes | None:
+        """The encoded response (code byte, options, payload: no header, message ID or token) to a confirmable
+        GET whose options and payload part is `options`, counted, when a request with those very bytes was
+        answered before and its blob is unchanged; None otherwise. Requests for one block differ only in
+        message ID and token, so a fleet fetching the same blocks costs one decode and encode per block."""
+        entry = self._encoded.get(options)
+        if entry is None or self._cached_lookup(entry[0]) is not entry[1]:
+            return None
+        counts = self.served.setdefault(entry[4], ServedCounts())
         counts.blocks[entry[2]] += 1
         counts.bytes += entry[3]
-        return entry[1]
+        return entry[5]
+
+    def encode_block(self, request: aiocoap.Message, options: bytes) -> bytes:
+        """`respond(request)` encoded as for `encoded_block`, kept under `options` while its blob is in memory."""
+        response = self.respond(request)
+        response.mtype, response.mid, response.token = ACK, 0, b""
+        encoded = response.encode()
+        tail = encoded[1:2] + encoded[4:]
+        parts = request.opt.uri_path[1:]
+        blob = self._cached_lookup(parts)
+        if blob.data:
+            if len(self._encoded) >= MAX_ENCODED_BLOCKS:  # old versions' blocks go; current ones come back
+                self._encoded.clear()
+            num = response.opt.block2.block_number if response.opt.block2 else 0
+            self._encoded[options] = (parts, blob, num, len(response.payload), "/".join(parts), tail)
+        return tail
 
     def _cached_lookup(self, parts: tuple[str, ...]) -> Blob:
         """`_lookup`, remembered while the version directory and the file are unchanged; checked at most every
@@ -311,21 +315,24 @@ _FAST_OPTIONS = {OptionNumber.URI_PATH, OptionNumber.BLOCK2, OptionNumber.URI_HO
 
 def _fast_response(data: bytes, models: ModelsResource) -> bytes | None:
     """The encoded piggybacked response to a plain block GET, or None for aiocoap to handle the datagram."""
-    try:
-        request = aiocoap.Message.decode(data)
-    except (error.UnparsableMessage, ValueError):
-        return None
-    if request.mtype is not CON or request.code is not Code.GET or request.payload:
-        return None
-    if any(option.number not in _FAST_OPTIONS for option in request.opt.option_list()):
-        return None
-    try:
-        tail = models.encoded_block(request)
-    except error.RenderableError:
-        return None  # aiocoap renders the error response
-    token = request.token
-    # CoAP header (RFC 7252 3): version 1, type ACK, token length; the code; the request's message ID
-    return bytes((0x60 | len(token), tail[0])) + request.mid.to_bytes(2, "big") + token + tail[1:]
+    if len(data) < 4 or data[0] & 0xF0 != 0x40 or data[1] != 0x01 or data[0] & 0x0F > 8:
+        return None  # not version 1 + confirmable + GET with a valid token length (RFC 7252 3)
+    token = data[4 : 4 + (data[0] & 0x0F)]
+    options = data[4 + len(token) :]
+    tail = models.encoded_block(options)
+    if tail is None:
+        try:
+            request = aiocoap.Message.decode(data)
+        except (error.UnparsableMessage, ValueError):
+            return None
+        if request.payload or any(option.number not in _FAST_OPTIONS for option in request.opt.option_list()):
+            return None
+        try:
+            tail = models.encode_block(request, options)
+        except error.RenderableError:
+            return None  # aiocoap renders the error response
+    # CoAP header: version 1, type ACK, token length; the code; the request's message ID; the token
+    return bytes((0x60 | len(token), tail[0])) + data[2:4] + token + tail[1:]
 
 
 def server_transport(host: str) -> str:
