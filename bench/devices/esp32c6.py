@@ -193,6 +193,12 @@ class Esp32c6Driver(Driver):
         self._agent = SerialTransport(port, link.url)
         return self._agent
 
+    def agent_sources(self) -> dict[str, Path]:
+        """The agent's modules, all at the top of the board's filesystem."""
+        from bench.mpy.board import agent_files
+
+        return {src.name: src for src in agent_files()}
+
     async def close_agent(self) -> None:
         """Ctrl-C the agent, leave the raw REPL for the friendly one, close the port."""
         agent, self._agent = self._agent, None
