@@ -130,11 +130,12 @@ async def fleet_client(url: str, sha256: str) -> None:
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         stats = npc_update.FetchStats()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         part = await npc_update.fetch(ctx, url, workdir / "model.part", LAN, stats, random.Random(os.getpid()))
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         ok = hashlib.sha256(part.read_bytes()).hexdigest() == sha256
-        print(json.dumps({"ok": ok, "seconds": seconds, "blocks": stats.blocks, "retransmits": stats.retransmits}))
+        figures = {"seconds": seconds, "cpu": cpu, "blocks": stats.blocks, "retransmits": stats.retransmits}
+        print(json.dumps({"ok": ok, **figures}))
     finally:
         await ctx.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -195,6 +196,12 @@ def print_rollout(one: dict, many: dict, clients: int) -> None:
         cpu = r["server_cpu"] * 1000
         print(f"rollout, {label}: T {r['wall'] * 1000:7.1f} ms, {ok}/{len(r['results'])} downloads verified, "
               f"{blocks} blocks, server CPU {cpu:.0f} ms ({per_block:.0f} us per block)")  # fmt: skip
+    clients_cpu = sum(c.get("cpu", 0.0) for c in many["results"])
+    cores = os.cpu_count() or 1
+    print(
+        f"  the {clients} clients' own CPU: {clients_cpu * 1000:.0f} ms; on {cores} cores T({clients}) cannot be "
+        f"under {clients_cpu / cores * 1000:.0f} ms = {clients_cpu / cores / one['wall']:.1f} x T(1) on this machine"
+    )
     ratio = many["wall"] / one["wall"]
     lost = sum(1 for c in many["results"] if not c.get("ok"))
     verdict = (
