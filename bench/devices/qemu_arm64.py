@@ -23,6 +23,7 @@ from bench.paths import default_log_dir
 SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
 PORT_ATTEMPTS = 3  # free ports are picked before QEMU binds them: another process may take one meanwhile
+HELLO_RETRY_S = 0.1  # between hello probes while the guest agent starts: slirp accepts before it listens
 
 
 def resolve_image(device: Device) -> tuple[Path, Path, str]:
@@ -186,7 +187,7 @@ class QemuArm64Driver(Driver):
             try:
                 transport = await StreamTransport.connect("127.0.0.1", machine.agent_port, timeout=5.0)
             except DeviceUnreachable:
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(HELLO_RETRY_S)
                 continue
             try:
                 await transport.send(probe)
@@ -196,7 +197,7 @@ class QemuArm64Driver(Driver):
             except (TimeoutError, DeviceUnreachable):
                 pass
             await transport.close()
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(HELLO_RETRY_S)
         raise GuestFault(f"{self.device.name}: the agent did not answer on its port within {self.boot_timeout:g} s")
 
     async def selftest(self) -> dict[str, object]:
