@@ -92,11 +92,11 @@ def test_confirmation_makes_false_alarms_rarer_still() -> None:
 
 def test_a_regression_names_its_evidence() -> None:
     rule = RULES.rule("first_frame_ms")
-    v = judge(rule, "c6-a", 120.0, 1, _window([100, 101, 99, 100.5, 99.5]), "ms")
+    v = judge(rule, "c6-a", 120.0, 10, _window([100, 101, 99, 100.5, 99.5]), "ms")
     assert v.status == SUSPECTED and v.effect_pct == pytest.approx(20.0)
     assert v.n_baseline == 5 and v.baseline_runs == (1, 2, 3, 4, 5)
     assert "20.0% worse" in v.reason and "over 5 runs" in v.reason
-    final = confirmed(v, judge(rule, "c6-a", 119.0, 1, _window([100, 101, 99, 100.5, 99.5]), "ms"), "pi5-1 52 then 53")
+    final = confirmed(v, judge(rule, "c6-a", 119.0, 10, _window([100, 101, 99, 100.5, 99.5]), "ms"), "pi5-1 52 then 53")
     assert final.status == REGRESSION and final.confirm_value == 119.0
     assert "reproduced" in final.reason and "control pi5-1" in final.reason
 
@@ -104,7 +104,7 @@ def test_a_regression_names_its_evidence() -> None:
 def test_a_suspect_the_replay_does_not_show_is_not_reproduced_with_both_figures() -> None:
     rule = RULES.rule("first_frame_ms")
     w = _window([100, 101, 99, 100.5, 99.5])
-    final = confirmed(judge(rule, "c6-a", 120.0, 1, w, "ms"), judge(rule, "c6-a", 100.2, 1, w, "ms"))
+    final = confirmed(judge(rule, "c6-a", 120.0, 10, w, "ms"), judge(rule, "c6-a", 100.2, 10, w, "ms"))
     assert final.status == NOT_REPRODUCED
     assert "first 120" in final.reason and "replay 100.2" in final.reason
 
@@ -138,3 +138,9 @@ def test_a_window_without_spread_still_judges_by_the_floor() -> None:
     assert judge(rule, "pi5-1", 70_000_000.0, 1, flat).status == UNCHANGED
     assert judge(rule, "pi5-1", 77_500_000.0, 1, flat).status == SUSPECTED
     assert judge(rule, "pi5-1", 72_000_000.0, 1, flat).status == UNCHANGED  # +2.9%: below the 10% floor
+
+
+def test_first_frame_needs_ten_cold_starts() -> None:
+    rule = RULES.rule("first_frame_ms")
+    assert rule.measurement == "first_frame_p50" and rule.min_samples == 10
+    assert judge(rule, "c6-a", 120.0, 1, _window([100, 101, 99, 100.5, 99.5]), "ms").status == NOT_ENOUGH
