@@ -140,6 +140,10 @@ class RecoveringSession:
         """The current agent's stats."""
         return await self.inner.stats()
 
+    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Load a model on the current agent."""
+        return await self.inner.load(path, manifest, timeout)
+
     async def send_raw(self, data: bytes) -> int:
         """Send bytes; while the device is being recovered the input is dropped (and counted), not an error."""
         if self._recovering or self.inner.closed:
