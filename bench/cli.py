@@ -29,6 +29,7 @@ COMMAND_MODULES = [
     "bench.commands.flash",
     "bench.commands.virtual",
     "bench.commands.lab",
+    "bench.commands.power",
 ]
 
 

@@ -61,6 +61,7 @@ class Settings:
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = named("127.0.0.1")  # where the device reaches the bench's update server
+    stall_s: float = 5.0  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -140,6 +141,7 @@ class Arm64ImageSettings(Settings):
 
     fps_target: int = ranged(30, 1, 1000)
     memory_limit_mb: int = ranged(256, 0, 1_048_576)
+    stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ class Kind:
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
+    chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
 
     @property
     def family(self) -> str:
@@ -245,6 +248,7 @@ register(
         Esp32c6Settings,
         driver="bench.devices.esp32c6:Esp32c6Driver",
         virtual="bench.virtual.esp32c6:VirtualEsp32c6",
+        chip="ESP32-C6",
     )
 )
 register(
