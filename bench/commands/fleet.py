@@ -19,7 +19,7 @@ from bench.fleet import Device
 from bench.health.check import check_fleet
 from bench.health.records import summary
 from bench.lab.acquire import reachable_devices
-from bench.leases import LeaseSet, lease_dir, list_leases
+from bench.leases import lease_dir, list_leases
 from bench.probe import probe_link
 from bench.results.store import DEFAULT_STORE, open_store
 from bench.virtual import has_virtual
@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "health", help="check that devices answer; --fix runs the recovery ladder (exit 3 if one is bad)"
     )
     add_fleet_options(p)
+    add_device_options(p)
     p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
     p.add_argument("--results", metavar="PATH", help="results store (default: fleet [bench] results, else reports/)")
     p.add_argument("--logs", metavar="DIR", help="device logs of the check (default: none)")
@@ -160,9 +161,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     fleet, devices = selected_devices(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
     try:
-        with LeaseSet(holder="hilbench fleet health") as leases:
-            for dev in devices:
-                leases.acquire(dev.name)
+        with held_devices(devices, "fleet health", args.lease_wait):
             checks = asyncio.run(
                 check_fleet(devices, store, fix=args.fix, log_dir=Path(args.logs) if args.logs else None)
             )

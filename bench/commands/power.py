@@ -8,12 +8,12 @@ from typing import Any
 
 from rich.table import Table
 
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands.values import float_in
 from bench.console import emit_json, out
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fleet import Device
 from bench.lab.acquire import reachable_devices
-from bench.leases import LeaseSet
 from bench.power import power_for
 
 ACTIONS = ("on", "off", "cycle", "status")
@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("power", help="switch devices' power (uhubctl hub port, relay/PDU command, labgrid place)")
     p.add_argument("action", choices=ACTIONS)
     add_fleet_options(p)
-    p.add_argument("--off-s", type=float, metavar="S", help="cycle: seconds without power (default: the fleet's)")
+    add_device_options(p)
+    p.add_argument(
+        "--off-s", type=float_in(0.0, 3600.0), metavar="S", help="cycle: seconds without power (default: the fleet's)"
+    )
     p.set_defaults(func=cmd_power)
 
 
@@ -64,9 +67,7 @@ def cmd_power(args: argparse.Namespace) -> int:
     if args.action == "status":
         rows = asyncio.run(power_devices(devices, args.action))
     else:
-        with LeaseSet(holder=f"hilbench power {args.action}") as leases:
-            for dev in devices:
-                leases.acquire(dev.name)
+        with held_devices(devices, f"power {args.action}", args.lease_wait):
             rows = asyncio.run(power_devices(devices, args.action, args.off_s))
     code = ExitCode.OK if all(r["ok"] for r in rows) else ExitCode.UNREACHABLE
     if args.json:

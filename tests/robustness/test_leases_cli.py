@@ -55,6 +55,7 @@ DEVICE_COMMANDS = [
     ("linux", "check", "--device", "pi5-1"),
     ("linux", "telemetry", "--device", "pi5-1"),
     ("fleet", "check", "--device", "c6-a"),
+    ("fleet", "health", "--device", "c6-a"),
 ]
 
 
