@@ -21,13 +21,33 @@ def _micropython_missing() -> str | None:
     return None
 
 
-@pytest.fixture(params=["host", "micropython"])
+def _web_missing() -> str | None:
+    from bench.errors import ConfigError
+    from bench.web.assets import litert_version
+    from bench.web.browser import chromium_path
+
+    try:
+        litert_version()
+        chromium_path()
+    except ConfigError as exc:
+        return f"{exc} ({exc.hint})"
+    return None
+
+
+@pytest.fixture(params=["host", "micropython", "web"])
 def agent(request: pytest.FixtureRequest, tmp_path: Path) -> AgentUnderTest:
     """A deployed reference agent (started per session by the tests)."""
     if not (MODELS / "npc-policy-int8.tflite").is_file():
         pytest.skip("fixture models (fixtures/models, issue #4 `mpy`) are not on this branch yet")
     if request.param == "host":
         return HostAgent(tmp_path / "agent")
+    if request.param == "web":
+        missing = _web_missing()
+        if missing:
+            pytest.skip(missing)
+        from tests.conformance.harness import WebAgent
+
+        return WebAgent(tmp_path / "agent")
     missing = _micropython_missing()
     if missing:
         pytest.skip(missing)

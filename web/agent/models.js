@@ -84,8 +84,9 @@ export class Model {
     return this.manifest.version;
   }
 
-  /** Action probabilities (N_ACTIONS numbers) for one feature vector. */
-  async infer(x) {
+  /** Action probabilities (N_ACTIONS numbers) for one feature vector; `afterRun()` (the watchdog's memory
+   *  check) runs right after the runtime, before its output is read. */
+  async infer(x, afterRun = null) {
     const n = this.shape.reduce((a, b) => a * b, 1);
     let input;
     if (this.dtype === "int8") {
@@ -106,6 +107,14 @@ export class Model {
       outputs = await this.compiled.run(tensor);
     } finally {
       tensor.delete();
+    }
+    if (afterRun) {
+      try {
+        afterRun();
+      } catch (exc) {
+        for (const t of outputs) t.delete();
+        throw exc;
+      }
     }
     let raw;
     try {
@@ -200,9 +209,8 @@ export class ModelManager {
     const watch = this.inProbation();
     const tStart = nowUs();
     try {
-      const y = await cur.infer(x);
-      if (watch) this.checkMemory();
-      else this.peak = Math.max(this.peak, heapBytes());
+      const y = await cur.infer(x, watch ? () => this.checkMemory() : null);
+      if (!watch) this.peak = Math.max(this.peak, heapBytes());
       return [y, cur];
     } catch (exc) {
       if (watch && this.current !== cur) return [await this.current.infer(x), this.current]; // rolled back meanwhile
