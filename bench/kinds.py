@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
+from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class Settings:
     model_version: int = 1  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
+    update_channel: str = "coap"  # coap, grpc (Linux-class boards), websocket (web): bench/ota/channels.py
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
@@ -83,6 +84,14 @@ class Arm64ImageSettings(Settings):
 
     fps_target: int = 30
     memory_limit_mb: int = 256
+
+
+@dataclass(frozen=True)
+class WebSettings(Settings):
+    """A browser page running the web agent (LiteRT.js on WASM)."""
+
+    memory_limit_mb: int = 256  # WASM heap a model in probation may grow to
+    update_channel: str = "websocket"
 
 
 @dataclass(frozen=True)
@@ -221,5 +230,15 @@ register(
         Arm64ImageSettings,
         driver="bench.devices.qemu_arm64:QemuArm64Driver",
         image=True,
+    )
+)
+register(
+    Kind(
+        "web",
+        "a browser page (headless Chromium) running the web agent: LiteRT.js on WASM, WebSocket link",
+        BrowserLink,
+        WebSettings,
+        driver="bench.devices.web:WebDriver",
+        virtual="bench.virtual.web:VirtualBrowser",
     )
 )

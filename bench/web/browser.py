@@ -1,5 +1,6 @@
-"""A headless Chromium the bench starts and drives over the DevTools protocol (CDP): one browser, one page
-(target) per web device. The bench opens pages, reads their console, sees them crash, and closes them."""
+"""A Chromium driven over the DevTools protocol (CDP), and a headless one the bench starts: one browser,
+one page (target) per web device. The bench opens pages, reads their console, sees them crash, and closes
+them."""
 
 from __future__ import annotations
 
@@ -86,6 +87,17 @@ class Cdp:
             raise CdpError(f"{method}: {reply['error'].get('message')}")
         return reply.get("result", {})
 
+    async def open_page(self, url: str, on_console: Callable[[str], None]) -> Page:
+        """A new tab at `url`, its console and crashes reported to `on_console`."""
+        target = (await self.call("Target.createTarget", url="about:blank"))["targetId"]
+        session = (await self.call("Target.attachToTarget", targetId=target, flatten=True))["sessionId"]
+        page = Page(self, target, session, on_console)
+        self.listeners.append(page.event)
+        await self.call("Runtime.enable", session)
+        await self.call("Inspector.enable", session)
+        await self.call("Page.navigate", session, url=url)
+        return page
+
     async def close(self) -> None:
         await self.ws.close()
         self.reader.cancel()
@@ -93,11 +105,20 @@ class Cdp:
             await self.reader
 
 
+async def connect(devtools: str, timeout: float = 10) -> Cdp:
+    """A DevTools connection to the browser at `devtools` (its ws:// URL), or DeviceUnreachable."""
+    try:
+        ws = await asyncio.wait_for(websockets.connect(devtools, max_size=None, compression=None), timeout)
+    except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+        raise DeviceUnreachable(f"browser at {devtools}: cannot connect to DevTools: {exc}") from None
+    return Cdp(ws)
+
+
 class Page:
     """One browser tab: its target id, CDP session, console lines and whether its renderer crashed."""
 
-    def __init__(self, browser: Browser, target: str, session: str, on_console: Callable[[str], None]) -> None:
-        self.browser = browser
+    def __init__(self, cdp: Cdp, target: str, session: str, on_console: Callable[[str], None]) -> None:
+        self.cdp = cdp
         self.target = target
         self.session = session
         self.on_console = on_console
@@ -119,7 +140,7 @@ class Page:
 
     async def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (awaited when it is a promise)."""
-        res = await self.browser.cdp.call(
+        res = await self.cdp.call(
             "Runtime.evaluate", self.session, expression=expression, returnByValue=True, awaitPromise=True
         )
         return res.get("result", {}).get("value")
@@ -127,9 +148,9 @@ class Page:
     async def close(self) -> None:
         """Close the tab."""
         with contextlib.suppress(CdpError, websockets.ConnectionClosed, TimeoutError):
-            await self.browser.cdp.call("Target.closeTarget", targetId=self.target, timeout=5)
+            await self.cdp.call("Target.closeTarget", targetId=self.target, timeout=5)
         with contextlib.suppress(ValueError):
-            self.browser.cdp.listeners.remove(self.event)
+            self.cdp.listeners.remove(self.event)
 
 
 class Browser:
@@ -140,6 +161,7 @@ class Browser:
         self.proc: asyncio.subprocess.Process | None = None
         self.profile: str | None = None
         self.cdp: Cdp | None = None
+        self.devtools = ""  # the browser's DevTools WebSocket URL
         self.version = ""
 
     async def start(self, timeout: float = 30) -> None:
@@ -169,21 +191,9 @@ class Browser:
                 raise DeviceUnreachable(f"Chromium did not open its DevTools port within {timeout:.0f} s")
             await asyncio.sleep(0.05)
         port, path = port_file.read_text().splitlines()[:2]
-        ws = await websockets.connect(f"ws://127.0.0.1:{port}{path}", max_size=None, compression=None)
-        self.cdp = Cdp(ws)
+        self.devtools = f"ws://127.0.0.1:{port}{path}"
+        self.cdp = await connect(self.devtools)
         self.version = (await self.cdp.call("Browser.getVersion")).get("product", "")
-
-    async def open_page(self, url: str, on_console: Callable[[str], None]) -> Page:
-        """A new tab at `url`, its console and crashes reported to `on_console`."""
-        assert self.cdp is not None
-        target = (await self.cdp.call("Target.createTarget", url="about:blank"))["targetId"]
-        session = (await self.cdp.call("Target.attachToTarget", targetId=target, flatten=True))["sessionId"]
-        page = Page(self, target, session, on_console)
-        self.cdp.listeners.append(page.event)
-        await self.cdp.call("Runtime.enable", session)
-        await self.cdp.call("Inspector.enable", session)
-        await self.cdp.call("Page.navigate", session, url=url)
-        return page
 
     async def stop(self) -> None:
         """Close the browser (its process group) and remove its profile."""

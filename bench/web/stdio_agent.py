@@ -32,7 +32,8 @@ async def bridge(storage: Path, log: Path | None, connect_timeout: float) -> int
 
     async with PageServer() as pages, Browser(log) as browser:
         url = pages.add_device(NAME, storage)
-        page = await browser.open_page(url, console)
+        assert browser.cdp is not None
+        page = await browser.cdp.open_page(url, console)
         try:
             link = await pages.accept(NAME, connect_timeout)
         except BenchError as exc:
