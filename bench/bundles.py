@@ -19,7 +19,16 @@ PORTABLE = [
     (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
     (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
 ]
-HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
+HOST_FILES = [
+    "npc_agent.py",
+    "npc_models.py",
+    "npc_verify.py",
+    "npc_links.py",
+    "npc_update.py",
+    "npc_bspatch.py",
+    "npc_grpc.py",
+]
+GRPC_MESSAGES = (ROOT / "bench" / "ota" / "npcota_pb.py", "npcota_pb.py")  # the gRPC update channel's messages
 OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
@@ -51,6 +60,7 @@ def host_bundle(
     key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
     files = [(ROOT / "host" / name, name) for name in HOST_FILES]
     files += PORTABLE
+    files.append(GRPC_MESSAGES)
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))
     model_name = device.settings.model
