@@ -45,6 +45,15 @@ def chromium_path() -> str:
     raise ConfigError("no Chromium on PATH", hint="install Debian's `chromium` package (.ci/setup does)")
 
 
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when the bench process dies, so a killed bench leaves no browser behind (Linux)."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 class CdpError(Exception):
     """A DevTools command failed."""
 
@@ -95,6 +104,7 @@ class Cdp:
         self.listeners.append(page.event)
         await self.call("Runtime.enable", session)
         await self.call("Inspector.enable", session)
+        await self.call("Page.bringToFront", session)  # a background tab gets no animation frames
         await self.call("Page.navigate", session, url=url)
         return page
 
@@ -178,6 +188,7 @@ class Browser:
                 stdout=log,
                 stderr=log,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         finally:
             if self.log_path:

@@ -26,6 +26,9 @@ const LINK = params.get("link");
 const storeUrl = (path) => new URL(path, STORE).href;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const nextFrame = () => new Promise((r) => requestAnimationFrame(r));
+// a hidden page gets no animation frames: then a timer stands in for the display (the stats say how many)
+const frameOrTimer = (ms) =>
+  Promise.race([nextFrame().then((ts) => ts), sleep(ms).then(() => null)]);
 
 async function sleepUntil(tUs) {
   for (;;) {
@@ -265,7 +268,7 @@ class Agent {
     const mean = r.n ? r.sum / r.n : 0;
     const raf = r.n ? { raf_frames: r.n, raf_interval_us: Math.round(mean), raf_jitter_us: Math.round(Math.sqrt(Math.max(0, r.sumSq / r.n - mean * mean))) } : {};
     return wire.reply(msg, "stats", {
-      ...this.counts, ...this.models.memory(), ...this.models.counts, ...raf,
+      ...this.counts, ...this.models.memory(), ...this.models.counts, ...raf, timer_frames: this.timerFrames || 0,
       errors: Object.fromEntries(Object.entries(this.errors).filter(([, v]) => v)),
     });
   }
@@ -307,13 +310,15 @@ class Agent {
     // VSyncs on a grid at vsync_hz anchored to a rAF timestamp: at the browser's own rate they are its
     // frames; each is taken at the first animation frame at or after it (a slower display skips none).
     this.raf.prev = null;
-    const origin = Math.floor((await nextFrame()) * 1000) + sched.vsyncUs;
+    const first = await frameOrTimer(100);
+    const origin = Math.floor((first ?? performance.now()) * 1000) + sched.vsyncUs;
     const clock = new npcsched.VsyncClock(sched.vsyncHz, origin);
     let taken = 0;
     const pending = [];
     const waitFrame = async () => {
-      const ts = await nextFrame();
-      this.noteRaf(ts);
+      const ts = await frameOrTimer(sched.vsyncUs / 1000 + 20);
+      if (ts === null) this.timerFrames = (this.timerFrames || 0) + 1;
+      else this.noteRaf(ts);
     };
     for (;;) {
       const more = !this.stopping && (frames === 0 || taken < frames);
