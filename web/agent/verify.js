@@ -26,9 +26,8 @@ function sortedJson(value) {
 export function canonicalBytes(manifest) {
   const body = { ...manifest };
   delete body.sig;
-  const text = sortedJson(body).replace(/[\u007f-\uffff]/g, (c) =>
-    c === "\u007f" ? c : "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"),
-  );
+  // ensure_ascii: every UTF-16 code unit past 0x7e as \uXXXX (surrogate pairs as two escapes, like Python)
+  const text = sortedJson(body).replace(/[\u007f-\uffff]/g, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
   return new TextEncoder().encode(text);
 }
 
