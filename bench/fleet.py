@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
-from bench.kinds import KINDS, Kind, Settings
+from bench.kinds import KINDS, UPDATE_CHANNELS, Kind, Settings
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
@@ -258,6 +258,11 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     if not all(isinstance(t, str) for t in tags):
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
     settings = info.settings(**{key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw})
+    if settings.update_channel not in UPDATE_CHANNELS:
+        raise ConfigError(
+            f"{where}: field 'update_channel': {settings.update_channel!r}",
+            hint=f"use one of {', '.join(UPDATE_CHANNELS)}",
+        )
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")

@@ -18,6 +18,8 @@ from typing import Any
 from bench.errors import ConfigError
 from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
 
+UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -31,7 +33,7 @@ class Settings:
     model_version: int = 1  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
-    update_channel: str = "coap"  # coap, grpc (Linux-class boards), websocket (web): bench/ota/channels.py
+    update_channel: str = "coap"  # one of UPDATE_CHANNELS: coap, grpc (Linux-class boards), websocket (web)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""

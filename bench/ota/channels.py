@@ -11,9 +11,11 @@ from collections.abc import AsyncIterator
 
 from bench.errors import ConfigError
 from bench.fleet import Device
+from bench.kinds import UPDATE_CHANNELS
 from bench.ota.store import ModelStore
 
-SCHEMES = {"coap": "coap", "grpc": "grpc", "websocket": "ws"}
+SCHEMES = dict(zip(UPDATE_CHANNELS, ("coap", "grpc", "ws"), strict=True))
+CAPS = {"coap": "update-coap", "grpc": "update-grpc", "websocket": "update-ws"}  # the agent cap each one needs
 
 
 def channel_of(device: Device) -> str:

@@ -126,6 +126,12 @@ async def update_device(
             result.ok, result.running, result.checked = True, result.previous, True
             result.detail = "already running this version"
             return result
+        scheme = base_url.partition("://")[0]
+        channel = next((c for c, sch in channels.SCHEMES.items() if sch == scheme), "coap")
+        if channels.CAPS[channel] not in hello.get("caps", []):
+            result.running, result.checked = result.previous, True
+            result.detail = f"the agent has no {channels.CAPS[channel]} (update_channel {channel}): not updated"
+            return result
         base_version, algo, note = plan(store, manifest, hello, want_delta)
         if note:
             result.notes.append(note)
