@@ -34,6 +34,7 @@ class DeviceUpdate:
     previous: dict[str, Any] | None = None  # the model the agent ran before
     running: dict[str, Any] | None = None  # the model the agent runs now (from its hello after the update)
     delta: bool = False
+    channel: str = "coap"  # the update channel that carried it (bench/ota/channels.py)
     blocks: int = 0
     bytes: int = 0
     retransmits: int = 0
@@ -128,6 +129,7 @@ async def update_device(
             return result
         scheme = base_url.partition("://")[0]
         channel = next((c for c, sch in channels.SCHEMES.items() if sch == scheme), "coap")
+        result.channel = channel
         if channels.CAPS[channel] not in hello.get("caps", []):
             result.running, result.checked = result.previous, True
             result.detail = f"the agent has no {channels.CAPS[channel]} (update_channel {channel}): not updated"

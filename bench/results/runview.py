@@ -78,6 +78,7 @@ class OtaTransfer:
     switch_ms: float  # atomic switch
     result: str  # "ok", or what went wrong and whether the old model kept running
     t_s: float | None = None  # when, s since the run started, if known
+    channel: str = "coap"  # the update channel: coap, grpc, websocket
 
 
 @dataclass

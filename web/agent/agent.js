@@ -18,6 +18,7 @@ const CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer", "update
 const CURRENT = "current.json";
 const SPIN_US = 1000; // sleep until this close to a deadline, then spin (timers are ~1 ms late)
 const MAX_UNDELIVERED = 16;
+const FRAME_SLACK_US = 4000; // an animation frame this close before a VSync tick waits for it by timer
 
 const params = new URLSearchParams(location.search);
 const STORE = new URL(params.get("store") || "./", location.href);
@@ -308,7 +309,7 @@ class Agent {
 
   async frameLoop(sched, frames) {
     // VSyncs on a grid at vsync_hz anchored to a rAF timestamp: at the browser's own rate they are its
-    // frames; each is taken at the first animation frame at or after it (a slower display skips none).
+    // frames; the grid keeps the VSync timestamps exact (docs/protocol.md), rAF paces when they are taken.
     this.raf.prev = null;
     const first = await frameOrTimer(100);
     const origin = Math.floor((first ?? performance.now()) * 1000) + sched.vsyncUs;
@@ -329,8 +330,11 @@ class Agent {
         pending.push(this.runSlot(sched, nxt));
         await pending.at(-1);
       } else {
+        // the display clock: each VSync is taken in a browser animation frame at or after it (one that comes a
+        // little early waits for the tick); ticks more than a period behind are caught up at once
         const tick = clock.nextTick();
-        if (tick - nowUs() > 4000) await waitFrame(); // the display clock: wait for the browser's frame
+        if (tick > nowUs() - sched.vsyncUs) await waitFrame();
+        if (tick - nowUs() > FRAME_SLACK_US) continue; // a slower display than the browser's: a later frame
         await sleepUntil(tick);
         if (this.stopping) continue;
         const slot = sched.onVsync(clock.take());
