@@ -8,6 +8,7 @@ from pathlib import Path
 from bench import signing
 from bench.errors import ConfigError
 from bench.fleet import Device
+from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS_DIR = ROOT / "fixtures" / "models"
@@ -39,7 +40,7 @@ def model_version(device: Device) -> int:
 
 def signed_manifest_file(model: Path, name: str, version: int, out_dir: Path, key_path: Path) -> Path:
     """Write `model`'s manifest, signed with the key at `key_path`, beside a copy name in `out_dir`."""
-    fmt = "tflite-int8" if "int8" in model.stem else "tflite-f32"
+    fmt = guess_name_and_format(model)[1]
     manifest = signing.sign_manifest(
         signing.model_manifest(model, name, version, fmt), signing.load_private_key(key_path)
     )
@@ -110,7 +111,6 @@ def micropython_bundle(
     top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
     .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
     Generated files are written to `out_dir`."""
-    from bench.models import FORMAT_EXT, kind_model
     from bench.mpy.board import agent_files, trusted_key_hex
 
     if FORMAT_EXT.get(device.settings.model_format) != "npcm":

@@ -14,6 +14,7 @@ from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.image.fetch import cache_root
 from bench.kinds import get_kind
+from bench.models import guess_name_and_format
 from bench.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -33,9 +34,8 @@ def factory_model(kind: str) -> Path:
 
 def signed_manifest(model: Path, key_path: Path = DEV_PRIVATE_KEY) -> bytes:
     """The model's manifest signed with the dev key. RFC 6979 deterministic ECDSA: same bytes every build."""
-    stem = model.stem  # e.g. npc-policy-int8 -> name npc-policy, format tflite-int8
-    name, _, precision = stem.rpartition("-")
-    manifest = model_manifest(model, name, 1, f"tflite-{precision}")
+    name, fmt = guess_name_and_format(model)  # e.g. npc-policy-int8 -> name npc-policy, format tflite-int8
+    manifest = model_manifest(model, name, 1, fmt)
     sig = load_private_key(key_path).sign(
         canonical_bytes(manifest), ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
     )

@@ -19,6 +19,7 @@ from bench.devices import driver_for
 from bench.errors import BenchError
 from bench.fleet import Device
 from bench.measure.faults import fault_event
+from bench.models import fleet_formats
 from bench.nightly.stages import DeviceOutcome
 from bench.ota import channels
 from bench.ota.rollout import DeviceUpdate, bind_address, server_host_for, update_device
@@ -29,7 +30,6 @@ from bench.results.store import ResultStore
 from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
 
 FAMILY = "npc-policy"
-EXTENSIONS = {"tflite-int8": "tflite", "npcm-int8": "npcm"}
 FAULT_WAIT_S = 15.0  # a rollback comes within the 3 s probation; slow links and emulation get some slack
 
 
@@ -66,7 +66,7 @@ def build_store(root: Path) -> tuple[ModelStore, Manifests]:
     key = load_private_key(DEV_PRIVATE_KEY)
     manifests: Manifests = {}
     other_key = generate_key()
-    for fmt, ext in EXTENSIONS.items():
+    for fmt, ext in fleet_formats().items():
         manifests[fmt, "v1"] = store.publish(MODELS_DIR / f"{FAMILY}-int8.{ext}", key, name=FAMILY, fmt=fmt).manifest
         manifests[fmt, "v2"] = store.publish(MODELS_DIR / f"{FAMILY}-int8-v2.{ext}", key, name=FAMILY, fmt=fmt).manifest
         for version in ("v1", "v2"):  # a good model signed by another key; sent as the one the device lacks

@@ -6,12 +6,12 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from bench.agent.endpoint import AgentEndpoint, OpenAgent
 from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
 from bench.kinds import load
-from bench.replay.run import AgentEndpoint, OpenAgent
 from bench.results.store import ResultStore
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bench import bundles
+from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import StreamTransport
 from bench.fleet import Device, SerialLink
-from bench.replay.run import AgentEndpoint
 from bench.replay.service import replay_fleet
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
