@@ -160,7 +160,10 @@ def _update_text(u: DeviceUpdate) -> str:
     if not u.ok:
         return u.detail + (" (previous model kept)" if u.kept_previous else " (model state unknown!)")
     mode = "delta" if u.delta else "full"
-    return f"{u.target} {mode} over {u.channel}: {u.bytes} B in {u.blocks} blocks, {u.transfer_ms:.0f} ms, switch {u.switch_ms:.1f} ms"
+    return (
+        f"{u.target} {mode} over {u.channel}: {u.bytes} B in {u.blocks} blocks, {u.transfer_ms:.0f} ms, "
+        f"switch {u.switch_ms:.1f} ms"
+    )
 
 
 async def fault_suite(
