@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fields import typed
+
+if TYPE_CHECKING:
+    from bench.links.spec import FleetEntry, ProbeResult
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class BrowserLink:
     devtools: str
 
     @classmethod
-    def parse(cls, entry: Any) -> BrowserLink | None:
+    def parse(cls, entry: FleetEntry) -> BrowserLink | None:
         """The link of a fleet device (None when optional and not given)."""
         url = typed(entry.raw, "devtools", str, entry.where, None)
         if url is None:
@@ -74,6 +77,3 @@ class BrowserLink:
     def from_lab(cls, device: Any, params: dict[str, Any]) -> BrowserLink:
         """Never: a browser has no lab place."""
         raise DeviceUnreachable(f"device {device.name!r}: a browser is not reached through a lab place")
-
-
-from bench.links.spec import ProbeResult  # noqa: E402  (spec imports this module for its Link union)

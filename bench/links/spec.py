@@ -306,7 +306,7 @@ class QemuLink:
         raise DeviceUnreachable(f"device {device.name!r}: a QEMU machine is not reached through a lab place")
 
 
-from bench.links.browser import BrowserLink  # noqa: E402  (it uses ProbeResult above)
+from bench.links.browser import BrowserLink  # noqa: E402  (it imports this module's ProbeResult when probing)
 
 Link = SerialLink | SshLink | QemuLink | BrowserLink
 LinkType = type[SerialLink] | type[SshLink] | type[QemuLink] | type[BrowserLink]

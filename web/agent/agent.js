@@ -315,7 +315,6 @@ class Agent {
     const origin = Math.floor((first ?? performance.now()) * 1000) + sched.vsyncUs;
     const clock = new npcsched.VsyncClock(sched.vsyncHz, origin);
     let taken = 0;
-    const pending = [];
     const waitFrame = async () => {
       const ts = await frameOrTimer(sched.vsyncUs / 1000 + 20);
       if (ts === null) this.timerFrames = (this.timerFrames || 0) + 1;
@@ -327,8 +326,7 @@ class Agent {
       if (nxt === null && !more) break;
       if (nxt !== null && (!more || nxt.due <= clock.nextTick())) {
         await sleepUntil(nxt.due);
-        pending.push(this.runSlot(sched, nxt));
-        await pending.at(-1);
+        await this.runSlot(sched, nxt); // one inference at a time, as on the other agents
       } else {
         // the display clock: each VSync is taken in a browser animation frame at or after it (one that comes a
         // little early waits for the tick); ticks more than a period behind are caught up at once
@@ -342,7 +340,6 @@ class Agent {
         if (slot.skip) this.emitFrame(slot, null);
       }
     }
-    await Promise.all(pending);
     this.broadcast({ t: "stopped", frames: taken, inferences: sched.inferences, skipped: sched.skipped, late: sched.late });
   }
 
