@@ -9,16 +9,16 @@ from bench import signing
 from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS_DIR = ROOT / "fixtures" / "models"
 HOST_AGENT_PORT = 7700
 
 # the portable modules shared by both reference agents (deployed unchanged)
 PORTABLE = [
-    (ROOT / "bench" / "agent" / "wire.py", "wire.py"),
-    (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
-    (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
+    (WIRE_MODULE, "wire.py"),
+    (MICROPYTHON_DIR / "npcsched.py", "npcsched.py"),
+    (MICROPYTHON_DIR / "npcfeat.py", "npcfeat.py"),
+    (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
 ]
 HOST_FILES = [
     "npc_agent.py",
@@ -29,8 +29,8 @@ HOST_FILES = [
     "npc_bspatch.py",
     "npc_grpc.py",
 ]
-GRPC_MESSAGES = (ROOT / "bench" / "ota" / "npcota_pb.py", "npcota_pb.py")  # the gRPC update channel's messages
-OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+GRPC_MESSAGES = (PACKAGE_DIR / "ota" / "npcota_pb.py", "npcota_pb.py")  # the gRPC update channel's messages
+OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
 def model_version(device: Device) -> int:
@@ -59,7 +59,7 @@ def host_bundle(
 ) -> list[tuple[Path, str]]:
     """The files of the host/ agent for `device`: agent modules, the portable modules, the trusted public
     key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
-    files = [(ROOT / "host" / name, name) for name in HOST_FILES]
+    files = [(HOST_DIR / name, name) for name in HOST_FILES]
     files += PORTABLE
     files.append(GRPC_MESSAGES)
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]

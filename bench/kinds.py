@@ -20,6 +20,11 @@ from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, 
 
 UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
 
+# numeric settings that make no sense at zero or below (checked wherever a kind has them; a memory limit
+# of 0 means none)
+POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
+            "telemetry_interval_ms")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -38,6 +43,14 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
+        file and device. Kinds with more fields extend this (call super)."""
+        out = [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
+        if self.update_channel not in UPDATE_CHANNELS:
+            out.append(("update_channel", f"must be one of {', '.join(UPDATE_CHANNELS)}"))
+        return out
 
 
 @dataclass(frozen=True)
@@ -105,7 +118,7 @@ class Kind:
     link: LinkType
     settings: type[Settings]
     driver: str | None = None  # "module:Class" of its bench.devices.base.Driver; None: no driver yet
-    virtual: str | None = None  # "module:Class" of its bench.virtual.VirtualDevice; None: no stand-in yet
+    virtual: str | None = None  # "module:callable" (device, state folder) -> bench.virtual.VirtualDevice; None: none
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
@@ -135,8 +148,9 @@ class Kind:
             raise ConfigError(f"kind {self.name!r} has no driver yet", hint=f"kinds with one: {', '.join(driven())}")
         return load(self.driver)
 
-    def virtual_class(self) -> type:
-        """The virtual stand-in class (ConfigError when the kind has none)."""
+    def virtual_class(self) -> Any:
+        """What makes the virtual stand-in: a class or function of (device, state folder) (ConfigError when
+        the kind has none)."""
         if self.virtual is None:
             raise ConfigError(f"kind {self.name!r} has no virtual device yet")
         return load(self.virtual)
@@ -207,7 +221,7 @@ register(
         SshLink,
         JetsonSettings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:VirtualLinuxDevice",
+        virtual="bench.virtual.linux:virtual_jetson",
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_JETSON,
     )
@@ -219,7 +233,7 @@ register(
         SshLink,
         Pi5Settings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:VirtualLinuxDevice",
+        virtual="bench.virtual.linux:virtual_pi5",
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_PI,
     )

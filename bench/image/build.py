@@ -14,9 +14,10 @@ from pathlib import Path
 from bench.errors import BenchError
 from bench.image import rootfs
 from bench.image.cpio import write_cpio
-from bench.image.fetch import cache_root, fetch_debs, fetch_wheel
+from bench.image.fetch import fetch_debs, fetch_wheel
 from bench.image.guest_files import guest_files
 from bench.image.recipe import Recipe, load_recipe, recipe_path
+from bench.paths import cache_root
 from bench.steps import Progress, no_progress
 
 KERNEL_NAME = "vmlinuz"

@@ -12,21 +12,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.image.fetch import cache_root
 from bench.kinds import get_kind
 from bench.models import guess_name_and_format
+from bench.paths import MODELS_DIR as FIXTURE_MODELS
+from bench.paths import cache_root
 from bench.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
 
-REPO = Path(__file__).resolve().parent.parent.parent
 AGENT_DIR = "opt/npc/agent"
 MODELS_DIR = "opt/npc/models"
 KEY_PATH = f"{AGENT_DIR}/trusted.pub.pem"
-MODELS = REPO / "fixtures" / "models"
 
 
 def factory_model(kind: str) -> Path:
     """The model the image boots with: the kind's default `model`, int8 TFLite."""
-    path = MODELS / f"{get_kind(kind).defaults().model}.tflite"
+    path = FIXTURE_MODELS / f"{get_kind(kind).defaults().model}.tflite"
     if not path.is_file():
         raise ConfigError(f"factory model {path} does not exist", hint="run fixtures/models/generate.py")
     return path

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.paths import FIRMWARE_DIR
 
-FIRMWARE_DIR = Path(__file__).resolve().parent.parent.parent / "firmware"
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
 BUILDER_VERSION = "2"
 

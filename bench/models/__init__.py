@@ -8,8 +8,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.kinds import KINDS, Settings, get_kind
-
-MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "models"
+from bench.paths import MODELS_DIR
 
 FEATURES = 48
 ACTIONS = 8

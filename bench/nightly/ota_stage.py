@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent.session import AgentSession
-from bench.bundles import MODELS_DIR
 from bench.devices import driver_for
 from bench.errors import BenchError
 from bench.fleet import Device
@@ -25,6 +24,7 @@ from bench.ota import channels
 from bench.ota.rollout import DeviceUpdate, bind_address, server_host_for, update_device
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
+from bench.paths import MODELS_DIR
 from bench.results.ota_results import ota_record
 from bench.results.store import ResultStore
 from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
 from bench.ota.delta import ALGOS, delta_manifest, make_patch
+from bench.paths import cache_root
 from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
@@ -28,7 +29,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 def default_store_dir() -> Path:
     """$HILBENCH_OTA_STORE, else ~/.cache/npc-hil-bench/ota-store."""
     env = os.environ.get("HILBENCH_OTA_STORE")
-    return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench" / "ota-store"
+    return Path(env) if env else cache_root() / "ota-store"
 
 
 def delta_stem(base_version: int, algo: str) -> str:

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, SshLink
-from bench.kinds import get_kind
 from bench.links.ssh import free_local_port
 from bench.procs import stop_process
 
@@ -41,7 +40,6 @@ class LinuxProfile:
     There are no thermal sensors or power rails on the machine hosting virtual devices, so
     temperature (and Jetson rail power) is modelled as idle + coefficient x measured CPU load."""
 
-    kind: str
     telemetry: str  # "tegrastats" (Jetson) or "sysfs-vcgencmd" (Pi)
     cpus: int
     cpu_max_mhz: int
@@ -51,44 +49,33 @@ class LinuxProfile:
     idle_mw: int = 0
     mw_per_load: int = 0
 
-    @property
-    def fps_target(self) -> int:
-        """The kind's frame-rate target (from the kind registry, the one place for it)."""
-        return get_kind(self.kind).defaults().fps_target
 
-
-PROFILES: dict[str, LinuxProfile] = {
-    "jetson-orin-nx": LinuxProfile(
-        kind="jetson-orin-nx",
-        telemetry="tegrastats",
-        cpus=8,
-        cpu_max_mhz=1984,
-        idle_c=42.0,
-        c_per_load=22.0,
-        zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
-        idle_mw=4800,
-        mw_per_load=9000,
-    ),
-    "pi5": LinuxProfile(
-        kind="pi5",
-        telemetry="sysfs-vcgencmd",
-        cpus=4,
-        cpu_max_mhz=2400,
-        idle_c=48.0,
-        c_per_load=30.0,
-        zones=(("cpu-thermal", 0.0),),
-    ),
-}
+JETSON_ORIN_NX = LinuxProfile(
+    telemetry="tegrastats",
+    cpus=8,
+    cpu_max_mhz=1984,
+    idle_c=42.0,
+    c_per_load=22.0,
+    zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
+    idle_mw=4800,
+    mw_per_load=9000,
+)
+PI5 = LinuxProfile(
+    telemetry="sysfs-vcgencmd",
+    cpus=4,
+    cpu_max_mhz=2400,
+    idle_c=48.0,
+    c_per_load=30.0,
+    zones=(("cpu-thermal", 0.0),),
+)
 
 
 class VirtualLinuxDevice:
     """One virtual Jetson or Pi: a real sshd on 127.0.0.1 in front of its own root folder."""
 
-    def __init__(self, device: Device, state: Path) -> None:
-        if device.kind not in PROFILES:
-            raise ConfigError(f"device {device.name!r}: no virtual Linux profile for kind {device.kind!r}")
+    def __init__(self, device: Device, state: Path, profile: LinuxProfile) -> None:
         self.device = device
-        self.profile = PROFILES[device.kind]
+        self.profile = profile
         self.state = state
         self.root = state / "root"
         self.port: int | None = None
@@ -339,3 +326,13 @@ def processes_in(root: Path) -> list[int]:
                 if cwd == prefix or cwd.startswith(prefix + "/"):
                     found.append(int(entry.name))
     return found
+
+
+def virtual_jetson(device: Device, state: Path) -> VirtualLinuxDevice:
+    """A virtual Jetson Orin NX (the `virtual` of its kind registry entry)."""
+    return VirtualLinuxDevice(device, state, JETSON_ORIN_NX)
+
+
+def virtual_pi5(device: Device, state: Path) -> VirtualLinuxDevice:
+    """A virtual Raspberry Pi 5 (the `virtual` of its kind registry entry)."""
+    return VirtualLinuxDevice(device, state, PI5)

@@ -13,9 +13,8 @@ import json
 from pathlib import Path
 
 from bench.errors import ConfigError
+from bench.paths import WEB_DIR
 
-ROOT = Path(__file__).resolve().parents[2]
-WEB_DIR = ROOT / "web"
 NODE_MODULES = WEB_DIR / "node_modules"
 LITERT_CORE = NODE_MODULES / "@litertjs" / "core"
 LITERT_UTILS = NODE_MODULES / "@litertjs" / "wasm-utils"
@@ -29,7 +28,8 @@ def litert_version() -> str:
         return str(json.loads((LITERT_CORE / "package.json").read_text())["version"])
     except (OSError, ValueError, KeyError):
         raise ConfigError(
-            f"LiteRT.js is not installed under {NODE_MODULES}", hint="run `npm ci` in web/ (.ci/setup does)"
+            f"LiteRT.js is not installed under {NODE_MODULES}",
+            hint=f"run `npm ci` in {WEB_DIR} (.ci/setup does it for a checkout)",
         ) from None
 
 

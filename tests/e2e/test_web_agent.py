@@ -21,11 +21,6 @@ WASM_OOM_BATCH = 1 << 25  # 33.5 M rows: the input tensor alone is 1.6 GB, past 
 
 @pytest.fixture
 def web_agent(tmp_path):
-    from tests.conformance.conftest import _web_missing
-
-    missing = _web_missing()
-    if missing:
-        pytest.skip(missing)
     from tests.conformance.harness import WebAgent
 
     class Unlimited(WebAgent):

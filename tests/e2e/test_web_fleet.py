@@ -16,10 +16,6 @@ pytestmark = pytest.mark.e2e
 
 
 def test_two_web_devices_share_one_browser_with_a_page_each(tmp_path: Path, monkeypatch) -> None:
-    from tests.conformance.conftest import _web_missing
-
-    if _web_missing():
-        pytest.skip(_web_missing())
     monkeypatch.setenv("HILBENCH_STATE_DIR", str(tmp_path / "state"))
     fleet = tmp_path / "fleet.toml"
     fleet.write_text("".join(f'[[device]]\nname = "w{k}"\nkind = "web"\nvirtual = true\n' for k in (1, 2)))

@@ -4,8 +4,6 @@ verified before the switch."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from bench.agent.session import AgentError, AgentSession
@@ -59,11 +57,6 @@ def test_grpc_update_cut_in_the_middle_resumes_from_its_offset(tmp_path):
 
 @pytest.fixture
 def web_agent(tmp_path):
-    from tests.conformance.conftest import _web_missing
-
-    missing = _web_missing()
-    if missing or shutil.which("node") is None:
-        pytest.skip(missing or "no node")
     from tests.conformance.harness import WebAgent
 
     return WebAgent(tmp_path / "web")
