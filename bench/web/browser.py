@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import itertools
 import json
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -47,9 +50,6 @@ def chromium_path() -> str:
 
 def _die_with_parent() -> None:
     """In the child: SIGKILL when the bench process dies, so a killed bench leaves no browser behind (Linux)."""
-    import ctypes
-    import signal
-
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
@@ -216,9 +216,6 @@ class Browser:
         await stop_process(self.proc, 5)
         if self.proc is not None and self.proc.returncode is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                import os
-                import signal
-
                 os.killpg(self.proc.pid, signal.SIGKILL)  # helpers (zygote, GPU, renderers) go with it
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
