@@ -33,6 +33,12 @@ GRPC_MESSAGES = (PACKAGE_DIR / "ota" / "npcota_pb.py", "npcota_pb.py")  # the gR
 OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
+def host_agent_sources() -> dict[str, Path]:
+    """The host agent's code files: name in its flat folder -> source in this checkout."""
+    files = [(HOST_DIR / name, name) for name in HOST_FILES] + PORTABLE + OPTIONAL
+    return {dest: src for src, dest in files if src.is_file()}
+
+
 def model_version(device: Device) -> int:
     """The version the bundled model is announced with (fleet setting `model_version`)."""
     return device.settings.model_version
@@ -109,7 +115,8 @@ def micropython_bundle(
 ) -> list[tuple[Path, str]]:
     """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
     top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
-    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
+    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it (also as
+    `models/current.json`, which an update rewrites: each flash starts the board from the configured model).
     Generated files are written to `out_dir`."""
     from bench.mpy.board import agent_files, trusted_key_hex
 
@@ -132,5 +139,6 @@ def micropython_bundle(
     config.write_text(json.dumps({"mem_limit": int(device.settings.memory_limit_kb) * 1024}) + "\n")
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust, "trust.key")]
-    files.append((config, "agent.json"))
+    # the agent's record of the model to run: the deployed one again, so a flash resets what an update changed
+    files += [(deployed, "models/current.json"), (config, "agent.json")]
     return files

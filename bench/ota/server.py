@@ -16,9 +16,11 @@ Paths (under `coap://HOST:PORT/`):
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import aiocoap
@@ -33,6 +35,8 @@ from bench.ota.store import ModelStore
 
 DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
 MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
+REVALIDATE_S = 0.5  # how long a looked-up blob is served before the store is checked again
+MAX_HELD_BYTES = 64 * 1024 * 1024  # blobs up to this size are served from memory
 OCTET_STREAM = ContentFormat.OCTETSTREAM
 JSON = ContentFormat.JSON
 
@@ -62,12 +66,19 @@ class Blob:
     data: bytes = b""
 
     def read(self, offset: int, length: int) -> bytes:
-        """`length` bytes at `offset`, read from the file without loading the rest."""
-        if self.path is None:
+        """`length` bytes at `offset`, read from the file without loading the rest (unless `loaded()`)."""
+        if self.path is None or self.data:
             return self.data[offset : offset + length]
         with self.path.open("rb") as f:
             f.seek(offset)
             return f.read(length)
+
+    def loaded(self) -> Blob:
+        """The same blob with the file's bytes in memory when it is small enough (models are); else itself."""
+        if self.path is None or self.data or self.size > MAX_HELD_BYTES:
+            return self
+        data = self.path.read_bytes()
+        return replace(self, data=data) if len(data) == self.size else self
 
 
 def block_response(blob: Blob, block2: BlockOption.BlockwiseTuple | None, max_szx: int = MAX_SZX) -> aiocoap.Message:
@@ -102,7 +113,7 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         self.store = store
         self.max_szx = max_szx
         self.served: dict[str, ServedCounts] = {}
-        self._cache: dict[tuple[str, ...], tuple[int, Blob]] = {}
+        self._cache: dict[tuple[str, ...], tuple[int, Blob, float]] = {}  # parts -> (dir mtime, blob, checked)
 
     async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
         return False
@@ -120,17 +131,23 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         return response
 
     def _cached_lookup(self, parts: tuple[str, ...]) -> Blob:
-        """`_lookup`, remembered while the version directory is unchanged (one stat per block, no JSON parse)."""
+        """`_lookup`, remembered while the version directory and the file are unchanged; checked at most every
+        REVALIDATE_S (a rollout asks for the same blob thousands of times a second), the file's bytes held in
+        memory meanwhile (no open/seek/read per block)."""
+        now = time.monotonic()
+        cached = self._cache.get(parts)
+        if cached is not None and now - cached[2] < REVALIDATE_S:
+            return cached[1]
         try:
             stamp = self.store.version_dir(parts[0], int(parts[2]), parts[1]).stat().st_mtime_ns
         except (IndexError, ValueError, OSError):
             stamp = None
-        cached = self._cache.get(parts)
         if cached is not None and stamp is not None and cached[0] == stamp and _unchanged(cached[1]):
+            self._cache[parts] = (stamp, cached[1], now)
             return cached[1]
         blob = self._lookup(parts)
         if stamp is not None:
-            self._cache[parts] = (stamp, blob)
+            self._cache[parts] = (stamp, blob.loaded(), now)
         return blob
 
     def _lookup(self, parts: tuple[str, ...]) -> Blob:
@@ -184,7 +201,7 @@ class UpdateServer:
         """Bind and serve; return the base URL."""
         try:
             self._ctx = await aiocoap.Context.create_server_context(
-                self.models, bind=(self.host, self.port), transports=["udp6"]
+                self.models, bind=(self.host, self.port), transports=[server_transport(self.host)]
             )
         except OSError as exc:
             raise ConfigError(f"update server: cannot bind {self.host}:{self.port}: {exc.strerror}") from None
@@ -232,6 +249,17 @@ class UpdateServer:
         return self.models.served.get(path, ServedCounts())
 
 
+def server_transport(host: str) -> str:
+    """aiocoap's transport for a server bound to `host`: `simplesocketserver` (plain sendto/recvfrom) for one
+    address, `udp6` (packet-info ancillary data, v4-mapped address parsing on every datagram: a quarter of the
+    server's CPU per block) only when it must answer from whichever of the host's addresses was asked."""
+    try:
+        any_address = ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a host name: one address
+        any_address = False
+    return "udp6" if any_address else "simplesocketserver"
+
+
 def delta_segment(algo: str) -> str:
     """The path segment under a model version for deltas in container `algo`."""
     return next(seg for seg, a in DELTA_PATHS.items() if a == algo)
@@ -244,7 +272,8 @@ def model_path(name: str, fmt: str, version: int) -> str:
 
 def _bound_port(ctx: aiocoap.Context) -> int:
     for ri in ctx.request_interfaces:
-        transport = getattr(getattr(ri.token_interface, "message_interface", None), "transport", None)
+        mi = getattr(ri.token_interface, "message_interface", None)
+        transport = getattr(mi, "transport", None) or getattr(getattr(mi, "_pool", None), "_transport", None)
         if transport is not None:
             return transport.get_extra_info("socket").getsockname()[1]
     raise ConfigError("update server: aiocoap bound no UDP transport")

@@ -15,6 +15,7 @@ from typing import Any
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
+from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import FrameLike
 from bench.replay.pacing import Pacer
@@ -26,6 +27,12 @@ from bench.results.store import ResultStore
 CLOCK_PINGS = 16
 WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
+
+
+def key_every(settings: Settings) -> int:
+    """Every how many VSyncs a key frame (with inference) comes, so inference runs at the kind's `fps_target`
+    on its `vsync_hz` display (30 FPS on 60 Hz: every other frame)."""
+    return max(1, round(settings.vsync_hz / settings.fps_target))
 
 
 @dataclass
@@ -112,6 +119,7 @@ class ReplayRun:
             await session.start(
                 fps=s.fps_target,
                 vsync_hz=s.vsync_hz,
+                key_every=key_every(s),
                 budget_ms=s.decision_budget_ms,
             )
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
