@@ -63,6 +63,7 @@ class Agent {
       in: this.onInput, stats: this.onStats, infer: this.onInfer, update: this.onUpdate, shutdown: this.onShutdown,
     };
     this.boot = [];
+    this.writes = Promise.resolve();
   }
 
   // -- link ------------------------------------------------------------------------------------------
@@ -184,6 +185,7 @@ class Agent {
     model.source = msg.path;
     const switchUs = this.models.switch(model);
     setTimeout(() => this.warmUp(), 0);
+    await this.writes;
     return wire.reply(msg, "loaded", { model: model.info, verify_us: verifyUs, switch_us: switchUs });
   }
 
@@ -215,6 +217,7 @@ class Agent {
     model.source = `updates/${manifest.name}-${manifest.version}.tflite`;
     const switchUs = this.models.switch(model);
     setTimeout(() => this.warmUp(), 0);
+    await this.writes;
     return wire.reply(msg, "updated", { model: model.info, ...figures, verify_us: verifyUs, switch_us: switchUs });
   }
 
@@ -227,8 +230,12 @@ class Agent {
     }
   }
 
+  /** Record the current model (after a switch or a rollback) for the next start; writes go in order, and
+   *  replies to load/update and shutdown wait for them, as the host agent writes before it replies. */
   remember(model) {
-    if (model.source) this.store(CURRENT, JSON.stringify({ path: model.source, manifest: model.manifest }));
+    if (!model.source) return;
+    const record = JSON.stringify({ path: model.source, manifest: model.manifest });
+    this.writes = this.writes.then(() => this.store(CURRENT, record));
   }
 
   warmUp() {
@@ -289,6 +296,7 @@ class Agent {
   async onShutdown(msg) {
     this.stopping = true;
     if (this.loop) await this.loop;
+    await this.writes;
     this.exited = true;
     setTimeout(() => this.link && this.link.close(), 50);
     return wire.reply(msg, "bye");
