@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent.parent  # the checkout: sources are shown relative to it
+from bench.paths import ROOT
+
 TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>\S+))?')
 _EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b.*")
@@ -42,6 +43,7 @@ class Frame:
         where = f"{self.device_file}:{self.line}" + (f" in {self.function}" if self.function else "")
         if self.source is None:
             return f"{where} (not a deployed agent file)"
+        # sources are shown relative to the checkout (or the installed data folder)
         shown = self.source.relative_to(ROOT) if self.source.is_relative_to(ROOT) else self.source
         return f"{where} -> {shown}:{self.line}: {self.code}"
 
