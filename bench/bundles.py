@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from bench import signing
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
+from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_file
 from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WIRE_MODULE
 
 HOST_AGENT_PORT = 7700
@@ -60,14 +61,14 @@ def host_bundle(
     files += PORTABLE
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))
-    model_name = device.settings.model
-    model = MODELS_DIR / f"{model_name}.tflite"
-    if not model.is_file():
+    try:
+        model = model_file(device.settings.model, "tflite", MODELS_DIR)  # a fixture name, or a team's .tflite path
+    except ConfigError as exc:
         raise ConfigError(
-            f"device {device.name}: model {model_name!r} has no file {model}",
-            hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension)",
-        )
-    family = model_name.replace("-int8", "").replace("-f32", "")
+            f"device {device.name}: {str(exc).splitlines()[0]}",
+            hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension) or a path",
+        ) from None
+    family = model.stem.replace("-int8", "").replace("-f32", "")
     manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
     files.append((model, f"models/{model.name}"))
     files.append((manifest, f"models/{manifest.name}"))
@@ -85,7 +86,7 @@ def host_agent_command(
     device: Device, root: str, *, python: str = "python3", listen: str | None = None, stdio: bool = False
 ) -> list[str]:
     """The command line that starts the deployed host agent in folder `root` on the device."""
-    model_name = device.settings.model
+    model_name = Path(device.settings.model).name.removesuffix(".tflite")  # as host_bundle deploys it
     argv = [python, f"{root}/npc_agent.py"]
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
@@ -94,6 +95,20 @@ def host_agent_command(
     if memory_limit_mb:
         argv += ["--mem-limit-mb", str(memory_limit_mb)]
     return argv
+
+
+def loaded_model(device: Device, key_path: Path = signing.DEV_PRIVATE_KEY) -> tuple[str, dict[str, Any]]:
+    """(path on the device, signed manifest) of the model the bench deploys to `device`, as the agent's `load`
+    takes them: a cold start loads it again (MicroPython agent: path from its root; host agent: from its models
+    folder)."""
+    model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
+    on_board = device.kind_info.family == "serial"  # MicroPython boards keep models under models/ of their root
+    fmt = fmt if on_board else guess_name_and_format(model)[1]  # as micropython_bundle / host_bundle sign it
+    family = model.stem.replace("-int8", "").replace("-f32", "")
+    manifest = signing.sign_manifest(
+        signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
+    )
+    return (f"models/{model.name}" if on_board else model.name), manifest
 
 
 def micropython_bundle(

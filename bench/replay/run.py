@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
+from bench.bundles import loaded_model
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
 from bench.kinds import Settings
@@ -27,6 +28,8 @@ from bench.results.store import ResultStore
 CLOCK_PINGS = 16
 WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
+COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
+COLD_START_TIMEOUT_S = 30.0
 
 
 def key_every(settings: Settings) -> int:
@@ -50,6 +53,7 @@ class DeviceRun:
     stats: list[dict[str, Any]] = field(default_factory=list)
     clock: ClockLike | None = None
     start_ns: int | None = None  # bench time the frame loop's start request went out
+    cold_starts_ms: list[float] = field(default_factory=list)  # model load request -> first decision, each
     end_ns: int | None = None  # bench time the bench stopped listening for decisions
 
 
@@ -153,6 +157,10 @@ class ReplayRun:
         """Stop the frame loop, collect the last records, stats and a closing clock sync."""
         session = run.endpoint.session
         run.end_ns = time.monotonic_ns()
+        lost = _failure(run.collector)
+        if lost is not None:  # the device stopped answering and could not be brought back (what came is kept)
+            run.status, run.detail = "failed", lost
+            return
         try:
             await session.stop()
             if run.collector is not None:
@@ -160,11 +168,40 @@ class ReplayRun:
             run.stats.append(await session.stats())
             run.clock = await session.sync_clock(CLOCK_PINGS)
         except Exception as exc:  # measure what arrived anyway
-            run.status, run.detail = "failed", f"stopping: {type(exc).__name__}: {exc}"
+            run.status, run.detail = "failed", _failure(run.collector) or f"stopping: {type(exc).__name__}: {exc}"
+        if run.status == "running":
+            await self._cold_starts(run)
         if run.track is not None and run.track.failed:
             run.status, run.detail = "failed", run.track.failed
         if run.status == "running":
             run.status = "ok"
+
+    async def _cold_starts(self, run: DeviceRun) -> None:
+        """COLD_STARTS cold starts after the session: the device's model loaded again (read, verified, parsed),
+        then the frame loop started; each from the load request to the first decision (t1 on the bench clock).
+        A device that cannot (e.g. an image whose model lives elsewhere) gets a note, not a failure."""
+        session = run.endpoint.session
+        clock = run.clock or session.clock
+        s = run.device.settings
+        try:
+            path, manifest = loaded_model(run.device)
+            for _ in range(COLD_STARTS):
+                sent_ns = time.monotonic_ns()
+                await session.load(path, manifest)
+                await session.start(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms)
+                first = None
+                async for rec in session.frames(timeout=COLD_START_TIMEOUT_S):
+                    if rec.ran and rec.t1 is not None:
+                        first = rec
+                        break
+                await session.stop()
+                async for _ in session.frames(timeout=COLD_START_TIMEOUT_S):  # the rest, up to `stopped`
+                    pass
+                if first is not None:
+                    run.cold_starts_ms.append((clock.to_bench_ns(first.t1) - sent_ns) / 1e6)
+        except Exception as exc:  # the session's own figures stand; say why there are no cold starts
+            why = f"cold starts stopped after {len(run.cold_starts_ms)}: {type(exc).__name__}: {exc}"
+            self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)
 
     def _measure(self, run: DeviceRun) -> None:
         """Compute and store the device's measurements from what was collected."""
@@ -182,6 +219,7 @@ class ReplayRun:
             faults=list(session.faults),
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
             start_ns=run.start_ns,
+            cold_starts_ms=run.cold_starts_ms,
         )
         run.result.add("inputs_sent", "count", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
         run.result.add("input_bytes", "B", run.track.sent_bytes, description=f"as {run.track.mode} lines")
@@ -207,3 +245,11 @@ class ReplayRun:
                 await run.collector
         if run.endpoint is not None:
             await run.endpoint.close()
+
+
+def _failure(task: asyncio.Task | None) -> str | None:
+    """Why a finished frame collector failed (None while it runs or when it ended cleanly)."""
+    if task is None or not task.done() or task.cancelled() or task.exception() is None:
+        return None
+    exc = task.exception()
+    return str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"

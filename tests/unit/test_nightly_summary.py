@@ -24,7 +24,7 @@ def test_summary_fits_80_columns_with_the_whole_fleet() -> None:
     stages[1].devices["orin-1"] = DeviceOutcome(False, long)
     rule = load_thresholds().rule("first_frame_ms")
     window = Window((1, 2, 3, 4, 5), (100.0, 101.0, 99.0, 100.5, 99.5), 5)
-    regression = confirmed(judge(rule, "c6-a", 120.0, 1, window, "ms"), judge(rule, "c6-a", 121.0, 1, window, "ms"))
+    regression = confirmed(judge(rule, "c6-a", 120.0, 10, window, "ms"), judge(rule, "c6-a", 121.0, 10, window, "ms"))
     result = NightlyResult("20261201-020000", Path("reports/nightly-20261201-020000"), stages)
     result.runs = [PublishedRun("combat-0000", 7, "window", Path("reports/runs/7.html"), [regression])]
     width = out.width
