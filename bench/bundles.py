@@ -65,7 +65,7 @@ def host_bundle(
     pubkey_path: Path = signing.DEV_PUBLIC_KEY,
 ) -> list[tuple[Path, str]]:
     """The files of the host/ agent for `device`: agent modules, the portable modules, the trusted public
-    key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
+    key, the device's model (`settings.model`) and its signed manifest (written to `out_dir`)."""
     files = [(HOST_DIR / name, name) for name in HOST_FILES]
     files += PORTABLE
     files.append(GRPC_MESSAGES)

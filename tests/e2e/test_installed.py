@@ -75,6 +75,7 @@ def test_pip_install_then_nightly_from_another_folder(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=1200,
+        env={**os.environ, "HILBENCH_STATE_DIR": str(tmp_path / "state")},  # its own boards: others' stay as they are
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
