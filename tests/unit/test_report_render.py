@@ -200,3 +200,20 @@ def test_zero_and_sub_millisecond_values_read_right() -> None:
     page = render_html(build_report(run))
     assert "&lt; 1 µs" in page  # the synthetic OTA switch of 0.0 ms: below the device's timer tick
     assert "0.000 ms" not in page
+
+
+def test_the_index_names_each_runs_session_and_the_update_run_is_not_missing_a_baseline(tmp_path: Path) -> None:
+    session = synthetic_run("run-s", "2026-11-01T02:00:00Z", frames=200, with_events=False)
+    session.meta["session"] = "combat-0000"
+    updates = synthetic_run("run-u", "2026-11-01T02:05:00Z", frames=200)
+    updates.label, updates.meta["session"] = "ota", "update-and-faults"
+    write_report(build_report(session), tmp_path)
+    write_report(build_report(updates), tmp_path)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", (tmp_path / "index.html").read_text(), re.S)
+    cells = [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
+    by_run = {c[0]: c for c in cells if c}
+    assert by_run["run-s"][2] == "combat-0000" and by_run["run-s"][-1] == "no baseline"
+    assert by_run["run-u"][2] == "update-and-faults"
+    assert by_run["run-u"][-1] == "updates and faults: no performance verdicts"
+    page = (tmp_path / "runs" / "run-u.html").read_text()
+    assert '<table class="num summary">' not in page and "Verdicts against the baseline" not in page
