@@ -79,7 +79,7 @@ def build_report(
         "outcome": {
             "regressions": len(regressions),
             "regressed_devices": sorted({v.device for v in regressions}),
-            "verdict": _outcome(verdicts),
+            "verdict": outcome_of(verdicts),
             "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
             "collecting": sorted({v.reason for v in verdicts if v.status == COLLECTING}),
@@ -116,8 +116,8 @@ def build_report(
     return report
 
 
-def _outcome(verdicts: list[Verdict]) -> str:
-    """regression, pass, collecting baseline, or no baseline."""
+def outcome_of(verdicts: list[Verdict]) -> str:
+    """regression, pass, collecting baseline, or no baseline: what a run's verdicts add up to."""
     if any(v.status == REGRESSION for v in verdicts):
         return "regression"
     judged = (IMPROVED, UNCHANGED, INCONCLUSIVE, NOT_REPRODUCED)
