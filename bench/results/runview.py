@@ -55,7 +55,7 @@ class TimeSeries:
 class FaultEvent:
     """Something that went wrong (or was injected) on a device, and how the device came out of it."""
 
-    t_s: float
+    t_s: float | None  # since the run's first frame; None when nobody timed it (e.g. a refused update)
     kind: str  # e.g. "bad-signature", "oom", "panic", "rollback", "link-lost"
     detail: str = ""
     outcome: str = ""  # e.g. "rejected, old model kept", "rolled back in 412 ms"
