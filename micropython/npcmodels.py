@@ -78,14 +78,7 @@ class Models:
         fmt = manifest.get("format", "npcm-int8")
         if not str(fmt).startswith("npcm"):
             raise Refused("parse", "format %r is not an .npcm model" % fmt)
-        gc.collect()
-        try:
-            net = npcnn.load(path)
-        except MemoryError:
-            gc.collect()
-            raise Refused("oom", "MemoryError while loading %s (%d B)" % (path, size))
-        except npcnn.ModelError as exc:
-            raise Refused("parse", "%s: %s" % (path, exc))
+        net = self._parse(path, size)
         if net.n_features != N_FEATURES or net.n_actions != N_ACTIONS:
             raise Refused(
                 "parse",
@@ -93,6 +86,21 @@ class Models:
                 % (N_FEATURES, N_ACTIONS, net.n_features, net.n_actions),
             )
         return Loaded(net, manifest, path)
+
+    def _parse(self, path, size):
+        """Parse the model file. On a MemoryError the rollback target of a model still in probation is
+        released first (the switch that follows would drop it anyway) and the parse tried once more."""
+        for attempt in (0, 1):
+            gc.collect()
+            try:
+                return npcnn.load(path)
+            except MemoryError:
+                if attempt or self.prev is None:
+                    gc.collect()
+                    raise Refused("oom", "MemoryError while loading %s (%d B)" % (path, size))
+                self.prev = None
+            except npcnn.ModelError as exc:
+                raise Refused("parse", "%s: %s" % (path, exc))
 
     def refuse(self, exc, manifest):
         """Report a refused load (the running model is untouched)."""

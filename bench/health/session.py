@@ -72,13 +72,15 @@ class RecoveringSession:
     @classmethod
     async def open(
         cls, device: Device, driver: Driver, *, store: ResultStore | None = None, run_id: int | None = None,
-        log_dir: Path | None = None, stall_s: float = DEFAULT_STALL_S,
+        log_dir: Path | None = None, stall_s: float = DEFAULT_STALL_S, log_path: Path | None = None,
     ) -> RecoveringSession:  # fmt: skip
         """Open the device's agent; when it gives no hello, recover it first (DeviceUnreachable if that fails)."""
         recovery: RecoveryResult | None = None
         try:
             transport = await driver.open_agent()
-            session = await AgentSession.open(transport, device=device.name, timeout=driver.reply_timeout_s)
+            session = await AgentSession.open(
+                transport, device=device.name, log_path=log_path, timeout=driver.reply_timeout_s
+            )
         except (BenchError, OSError, TimeoutError) as exc:
             with contextlib.suppress(Exception):
                 await driver.close_agent()

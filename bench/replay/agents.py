@@ -70,8 +70,11 @@ def driver_opener(
 async def _recovering(
     device: Device, driver: Driver, store: ResultStore, run_id: int | None, log_dir: Path | None
 ) -> AgentEndpoint:
+    log = log_dir / f"{device.name}.agent.log" if log_dir else None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
     session = await RecoveringSession.open(
-        device, driver, store=store, run_id=run_id, log_dir=log_dir, stall_s=device.settings.stall_s
+        device, driver, store=store, run_id=run_id, log_dir=log_dir, stall_s=device.settings.stall_s, log_path=log
     )
 
     async def close() -> None:
