@@ -16,10 +16,12 @@ from markupsafe import Markup
 from bench.report.build import Report
 from bench.report.measures import NOUNS, count_text, measure_rows
 from bench.results.judge import ICOUNT
+from bench.results.runview import UPDATE_RUN_KIND
 from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
+_ENV.globals["update_kind"] = UPDATE_RUN_KIND
 
 
 def num(value: float | None, unit: str, digits: int | None = None) -> str:
@@ -96,7 +98,8 @@ def run_file_stem(run_id: str) -> str:
 
 
 def write_report(report: Report, reports_dir: Path, *, html: str | None = None) -> Path:
-    """Write runs/<run>.html and .json, refresh latest.html (if this is the newest run) and index.html."""
+    """Write runs/<run>.html and .json, refresh latest.html (if this is the newest session
+    run: the update-and-faults run comes after the sessions but is not what "latest report" means) and index.html."""
     runs_dir = reports_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     stem = run_file_stem(report.run_id)
@@ -104,7 +107,8 @@ def write_report(report: Report, reports_dir: Path, *, html: str | None = None) 
     _atomic_write(page, html if html is not None else render_html(report))
     _atomic_write(runs_dir / f"{stem}.json", json.dumps(report.data, indent=1, default=str))
     index = load_index(reports_dir)
-    if index and index[0]["run"]["run_id"] == report.run_id:
+    sessions = [e for e in index if e["run"]["label"] != UPDATE_RUN_KIND]  # latest.html is a session's run
+    if (sessions or index) and (sessions or index)[0]["run"]["run_id"] == report.run_id:
         _atomic_write(reports_dir / "latest.html", _relink_for_top_level(page.read_text(encoding="utf-8")))
     write_index(reports_dir, index)
     return page

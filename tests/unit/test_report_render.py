@@ -217,3 +217,4 @@ def test_the_index_names_each_runs_session_and_the_update_run_is_not_missing_a_b
     assert by_run["run-u"][-1] == "updates and faults: no performance verdicts"
     page = (tmp_path / "runs" / "run-u.html").read_text()
     assert '<table class="num summary">' not in page and "Verdicts against the baseline" not in page
+    assert "Run run-s" in (tmp_path / "latest.html").read_text()  # the newest session run, not the update run
