@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -81,6 +82,13 @@ def _overview_rows(device: dict) -> list[dict]:
     return [rows[key] for _, key in OVERVIEW]
 
 
+def _caption(svg: str) -> Markup:
+    """A plot's title (its SVG's aria-label, already escaped) shown above it: two plots with the same y axis
+    (FPS over time, FPS over the last runs) must not need a hover to tell apart."""
+    found = re.search(r'aria-label="([^"]*)"', svg)
+    return Markup(found.group(1) if found else "")
+
+
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML document."""
     template = _ENV.get_template("report.html.j2")
@@ -88,7 +96,8 @@ def render_html(report: Report) -> str:
         data=report.data, run=report.data["run"], plots=report.plots, css=_css(),
         num=num, pct=pct, pval=pval, ptext=ptext, mark=_mark, verdict_counts=_verdict_counts,
         measure_rows=measure_rows, overview_rows=_overview_rows, overview_headers=[h for h, _ in OVERVIEW],
-        count_text=count_text, noun=lambda metric: NOUNS.get(metric, "observations"), icount_reason=ICOUNT,
+        caption=_caption, count_text=count_text, noun=lambda metric: NOUNS.get(metric, "observations"),
+        icount_reason=ICOUNT,
     )  # fmt: skip
 
 

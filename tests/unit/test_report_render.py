@@ -218,3 +218,12 @@ def test_the_index_names_each_runs_session_and_the_update_run_is_not_missing_a_b
     page = (tmp_path / "runs" / "run-u.html").read_text()
     assert '<table class="num summary">' not in page and "Verdicts against the baseline" not in page
     assert "Run run-s" in (tmp_path / "latest.html").read_text()  # the newest session run, not the update run
+
+
+def test_every_plot_has_a_visible_title() -> None:
+    page = render_html(regressed_report(frames=500))
+    figures = re.findall(r"<figure>(.*?)</figure>", page, re.S)
+    assert figures
+    captions = [re.search(r"<figcaption>(.*?)</figcaption>", f, re.S) for f in figures]
+    assert all(c and c.group(1).strip() for c in captions)
+    assert "FPS over time" in page and "FPS over the last 2 runs" in page
