@@ -227,3 +227,10 @@ def test_every_plot_has_a_visible_title() -> None:
     captions = [re.search(r"<figcaption>(.*?)</figcaption>", f, re.S) for f in figures]
     assert all(c and c.group(1).strip() for c in captions)
     assert "FPS over time" in page and "FPS over the last 2 runs" in page
+
+
+def test_a_band_and_its_mean_have_different_legend_swatches() -> None:
+    report = build_report(synthetic_run("run-0010", "2026-11-30T02:00:00Z", frames=500))
+    legend = report.plots["c6-a"]["frame_interval"]
+    assert re.search(r'<rect [^>]*fill-opacity="0.35"/><text [^>]*>min-max per bucket<', legend)
+    assert re.search(r"<line [^>]*/><text [^>]*>mean per bucket<", legend)
