@@ -29,4 +29,4 @@ def figure(value: float | None, unit: str) -> str:
     return f"{shown:.4g} {UNIT_SYMBOLS.get(shown_unit, shown_unit)}".rstrip()
 
 
-UNIT_SYMBOLS = {"us": "µs"}
+UNIT_SYMBOLS = {"us": "µs", "degC": "°C"}

@@ -30,6 +30,7 @@ from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, record_fingerprint, record_host
+from bench.results.runview import UPDATE_RUN_KIND
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import NOT_REPRODUCED, REGRESSION
@@ -197,7 +198,7 @@ def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult)
     time plots stay on the session's time axis instead of stretching over the faults that came after it."""
     if result.ota_run_id is None:
         result.ota_run_id = opts.store.begin_run(
-            "ota", bench=str(opts.fleet.bench.get("name", "")), session="update-and-faults", git_rev=git_rev()
+            UPDATE_RUN_KIND, bench=str(opts.fleet.bench.get("name", "")), session=OTA_SESSION, git_rev=git_rev()
         )
     known = {d.name for d in opts.store.devices(result.ota_run_id)}
     for device in devices:

@@ -8,6 +8,7 @@ import numpy as np
 
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
+from bench.report.measures import BENCH_CLOCK_FIELDS
 from bench.report.summary import DeviceSummary, summarize
 from bench.results.runview import LATENCY_MS, DeviceRun, RunView
 from bench.results.verdict import (
@@ -96,12 +97,13 @@ def build_report(
             for p in trend_points
             if name in p.summaries
         ]
+        icount = (clocks or {}).get(name) == "icount"  # bench-clock figures mean nothing there
         data["devices"].append(
             {
                 "name": name,
                 "kind": device.kind,
-                "icount": (clocks or {}).get(name) == "icount",  # bench-clock latency means nothing there
-                "summary": summaries[name].to_dict(),
+                "icount": icount,
+                "summary": without_bench_clock(summaries[name].to_dict()) if icount else summaries[name].to_dict(),
                 "verdicts": [{**v.to_dict(), "since": worse_since(v, trend)} for v in device_verdicts],
                 "faults": [vars(f) for f in device.faults],
                 "ota": [vars(o) for o in device.ota],
@@ -111,9 +113,14 @@ def build_report(
             }
         )
         base_device = baseline.devices.get(name) if baseline else None
-        icount = data["devices"][-1]["icount"]
         report.plots[name] = device_plots(device, base_device, data["devices"][-1]["trend"], icount=icount)
     return report
+
+
+def without_bench_clock(summary: dict) -> dict:
+    """An icount guest's summary with its bench-clock figures (latency, deadline misses, first frame) set to None,
+    so `--json` does not hand a machine a number the page shows as n/a."""
+    return {k: (None if k in BENCH_CLOCK_FIELDS else v) for k, v in summary.items()}
 
 
 def outcome_of(verdicts: list[Verdict]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -16,10 +17,12 @@ from markupsafe import Markup
 from bench.report.build import Report
 from bench.report.measures import NOUNS, count_text, measure_rows
 from bench.results.judge import ICOUNT
+from bench.results.runview import UPDATE_RUN_KIND
 from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
+_ENV.globals["update_kind"] = UPDATE_RUN_KIND
 
 
 def num(value: float | None, unit: str, digits: int | None = None) -> str:
@@ -79,6 +82,13 @@ def _overview_rows(device: dict) -> list[dict]:
     return [rows[key] for _, key in OVERVIEW]
 
 
+def _caption(svg: str) -> Markup:
+    """A plot's title (its SVG's aria-label, already escaped) shown above it: two plots with the same y axis
+    (FPS over time, FPS over the last runs) must not need a hover to tell apart."""
+    found = re.search(r'aria-label="([^"]*)"', svg)
+    return Markup(found.group(1) if found else "")
+
+
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML document."""
     template = _ENV.get_template("report.html.j2")
@@ -86,7 +96,8 @@ def render_html(report: Report) -> str:
         data=report.data, run=report.data["run"], plots=report.plots, css=_css(),
         num=num, pct=pct, pval=pval, ptext=ptext, mark=_mark, verdict_counts=_verdict_counts,
         measure_rows=measure_rows, overview_rows=_overview_rows, overview_headers=[h for h, _ in OVERVIEW],
-        count_text=count_text, noun=lambda metric: NOUNS.get(metric, "observations"), icount_reason=ICOUNT,
+        caption=_caption, count_text=count_text, noun=lambda metric: NOUNS.get(metric, "observations"),
+        icount_reason=ICOUNT,
     )  # fmt: skip
 
 
@@ -96,7 +107,8 @@ def run_file_stem(run_id: str) -> str:
 
 
 def write_report(report: Report, reports_dir: Path, *, html: str | None = None) -> Path:
-    """Write runs/<run>.html and .json, refresh latest.html (if this is the newest run) and index.html."""
+    """Write runs/<run>.html and .json, refresh latest.html (if this is the newest session
+    run: the update-and-faults run comes after the sessions but is not what "latest report" means) and index.html."""
     runs_dir = reports_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     stem = run_file_stem(report.run_id)
@@ -104,7 +116,8 @@ def write_report(report: Report, reports_dir: Path, *, html: str | None = None) 
     _atomic_write(page, html if html is not None else render_html(report))
     _atomic_write(runs_dir / f"{stem}.json", json.dumps(report.data, indent=1, default=str))
     index = load_index(reports_dir)
-    if index and index[0]["run"]["run_id"] == report.run_id:
+    sessions = [e for e in index if e["run"]["label"] != UPDATE_RUN_KIND]  # latest.html is a session's run
+    if (sessions or index) and (sessions or index)[0]["run"]["run_id"] == report.run_id:
         _atomic_write(reports_dir / "latest.html", _relink_for_top_level(page.read_text(encoding="utf-8")))
     write_index(reports_dir, index)
     return page

@@ -48,6 +48,9 @@ ROWS = (
         "memory_peak"),
 )  # fmt: skip
 
+# the summary fields measured on the bench's clock (n/a on an icount guest)
+BENCH_CLOCK_FIELDS = frozenset(row.field for row in ROWS if row.clock == BENCH)
+
 # what a verdict's observation count counts, per thresholds metric
 NOUNS = {row.metric: row.noun for row in ROWS if row.metric}
 

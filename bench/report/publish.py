@@ -19,7 +19,7 @@ from bench.report.html import write_comparison, write_report
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, host_of, stored_verdicts
 from bench.results.judge import judge_run
-from bench.results.runview import RunView
+from bench.results.runview import UPDATE_RUN_KIND, RunView
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
@@ -69,7 +69,7 @@ def publish_run(
         named = get_baseline(store, baseline_name)
         pinned = named.run_id if named and named.run_id != run_id else None
     verdicts = stored_verdicts(store, run_id) if pinned is None else []
-    if not verdicts and run.label != "ota":  # the update-and-faults run has no performance figures to judge
+    if not verdicts and run.label != UPDATE_RUN_KIND:  # the update-and-faults run has no performance figures to judge
         verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
     shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
     base: RunView | None = load_run(store, shown, frames=False) if shown else None

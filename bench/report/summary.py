@@ -18,6 +18,7 @@ from bench.results.runview import (
     DeviceRun,
     Samples,
 )
+from bench.results.view_adapter import TO_UNIT
 
 DEADLINE_MISSES = "decision_deadline_misses"  # the stored measurement, when the run has one
 
@@ -71,8 +72,25 @@ def _finite(samples: Samples | None) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+def _stored(device: DeviceRun, name: str, unit: str) -> float | None:
+    """The run's stored measurement `name` in `unit` (the figure the verdicts judge), or None."""
+    value, stored_unit = device.scalars.get(name, (None, ""))
+    if value is None:
+        return None
+    if stored_unit == unit or (stored_unit, unit) == ("FPS", "FPS"):
+        return float(value)
+    factor = TO_UNIT.get((stored_unit, unit))
+    return float(value) * factor if factor is not None else None
+
+
+def _prefer(stored: float | None, computed: float | None) -> float | None:
+    return stored if stored is not None else computed
+
+
 def summarize(device: DeviceRun) -> DeviceSummary:
-    """The headline numbers of `device`."""
+    """The headline numbers of `device`: the stored measurements where the run has them (one definition, shared
+    with the verdicts: HdrHistogram percentiles of bench.measure), else computed from the samples (synthetic or
+    older runs)."""
     frames = device.frames
     latency = _finite(device.series(LATENCY_MS))
     p50, p95, p99 = percentiles(latency, (0.5, 0.95, 0.99))
@@ -101,26 +119,28 @@ def summarize(device: DeviceRun) -> DeviceSummary:
     first = device.series(FIRST_FRAME_MS)
     inference = _finite(device.series(INFERENCE_MS))
     memory = device.series(MEMORY_PEAK_MB)
+    first_p50 = percentiles(first.values, (0.5,))[0] if first else None
+    memory_peak = float(np.max(memory.values)) if memory and len(memory) else None
     return DeviceSummary(
         device=device.name,
         kind=device.kind,
         latency_n=int(latency.size),
-        latency_p50_ms=p50,
-        latency_p95_ms=p95,
-        latency_p99_ms=p99,
+        latency_p50_ms=_prefer(_stored(device, "decision_latency_p50", "ms"), p50),
+        latency_p95_ms=_prefer(_stored(device, "decision_latency_p95", "ms"), p95),
+        latency_p99_ms=_prefer(_stored(device, "decision_latency_p99", "ms"), p99),
         inference_n=int(inference.size),
-        inference_p50_ms=percentiles(inference, (0.5,))[0],
+        inference_p50_ms=_prefer(_stored(device, "inference_latency_p50", "ms"), percentiles(inference, (0.5,))[0]),
         frames=len(frames) if frames is not None else 0,
-        fps=fps,
-        low_1pct_fps=low,
-        jitter_std_us=jitter_std,
-        jitter_p99_us=jitter_p99,
+        fps=_prefer(_stored(device, "fps", "FPS"), fps),
+        low_1pct_fps=_prefer(_stored(device, "fps_1pct_low", "FPS"), low),
+        jitter_std_us=_prefer(_stored(device, "frame_jitter_std", "us"), jitter_std),
+        jitter_p99_us=_prefer(_stored(device, "frame_jitter_p99", "us"), jitter_p99),
         deadline_budget_ms=budget,
         deadline_misses=misses,
         stutters=stutters,
         first_frame_n=len(first) if first else 0,
-        first_frame_ms=percentiles(first.values, (0.5,))[0] if first else None,
-        memory_peak_mb=float(np.max(memory.values)) if memory and len(memory) else None,
+        first_frame_ms=_prefer(_stored(device, "first_frame_p50", "ms"), first_p50),
+        memory_peak_mb=_prefer(_stored(device, "mem_peak", "MB"), memory_peak),
         faults=len(device.faults),
         ota_transfers=len(device.ota),
         model_versions=tuple(device.model_versions),

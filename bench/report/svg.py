@@ -196,15 +196,18 @@ def timeline(title: str, events: list[tuple[float, str, str]], end_s: float, wid
 
 
 def _legend(plot: Plot, left: float, top: float) -> str:
-    items = [(s.label, s.color, s.dashed) for s in plot.lines] + [(b.label, b.color, False) for b in plot.bands]
+    lines = [(s.label, s.color, s.dashed, False) for s in plot.lines]
+    items = lines + [(b.label, b.color, False, True) for b in plot.bands]
     if len(items) < 2:
         return ""
     out, x = [], left + 8
-    for label, color, dashed in items:
-        dash = ' stroke-dasharray="5,3"' if dashed else ""
-        out.append(
-            f'<line x1="{x}" x2="{x + 16}" y1="{top + 10}" y2="{top + 10}" stroke="{color}" stroke-width="2"{dash}/>'
-        )
+    for label, color, dashed, band in items:
+        if band:  # the swatch looks like the band: a translucent block, not a line like the mean's
+            out.append(f'<rect x="{x}" y="{top + 5}" width="16" height="10" fill="{color}" fill-opacity="0.35"/>')
+        else:
+            dash = ' stroke-dasharray="5,3"' if dashed else ""
+            y = top + 10
+            out.append(f'<line x1="{x}" x2="{x + 16}" y1="{y}" y2="{y}" stroke="{color}" stroke-width="2"{dash}/>')
         out.append(f'<text x="{x + 20}" y="{top + 14}" class="tick">{escape(label)}</text>')
         x += 28 + 6.5 * len(label)
     return "".join(out)

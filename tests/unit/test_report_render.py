@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from bench.report.build import HistoryPoint, build_report
 from bench.report.html import num, render_html, write_report
 from bench.report.summary import summarize
@@ -179,6 +181,9 @@ def test_icount_guest_plots_leave_out_the_bench_clock_and_label_the_guest_clock(
     run = synthetic_run("run-0007", "2026-11-30T02:00:00Z", frames=500)
     report = build_report(run, clocks={"switch-1": "icount"})
     assert "latency_cdf" not in report.plots["switch-1"] and "latency_cdf" in report.plots["pi5-1"]
+    summary = next(d for d in report.data["devices"] if d["name"] == "switch-1")["summary"]
+    assert (summary["latency_p99_ms"], summary["first_frame_ms"], summary["deadline_misses"]) == (None, None, None)
+    assert summary["fps"] is not None  # the guest's own clock: kept
     assert "guest-clock time since run start (s)" in report.plots["switch-1"]["frame_interval"]
 
 
@@ -217,3 +222,31 @@ def test_the_index_names_each_runs_session_and_the_update_run_is_not_missing_a_b
     assert by_run["run-u"][-1] == "updates and faults: no performance verdicts"
     page = (tmp_path / "runs" / "run-u.html").read_text()
     assert '<table class="num summary">' not in page and "Verdicts against the baseline" not in page
+    assert "Run run-s" in (tmp_path / "latest.html").read_text()  # the newest session run, not the update run
+
+
+def test_every_plot_has_a_visible_title() -> None:
+    page = render_html(regressed_report(frames=500))
+    figures = re.findall(r"<figure>(.*?)</figure>", page, re.S)
+    assert figures
+    captions = [re.search(r"<figcaption>(.*?)</figcaption>", f, re.S) for f in figures]
+    assert all(c and c.group(1).strip() for c in captions)
+    assert "FPS over time" in page and "FPS over the last 2 runs" in page
+
+
+def test_a_band_and_its_mean_have_different_legend_swatches() -> None:
+    report = build_report(synthetic_run("run-0010", "2026-11-30T02:00:00Z", frames=500))
+    legend = report.plots["c6-a"]["frame_interval"]
+    assert re.search(r'<rect [^>]*fill-opacity="0.35"/><text [^>]*>min-max per bucket<', legend)
+    assert re.search(r"<line [^>]*/><text [^>]*>mean per bucket<", legend)
+
+
+def test_the_measures_table_shows_the_stored_figure_the_verdict_judges() -> None:
+    run = synthetic_run("run-0011", "2026-11-30T02:00:00Z", frames=500)
+    device = run.devices["orin-1"]
+    device.scalars.update({"decision_latency_p99": (42_600.0, "us"), "mem_peak": (70_900_000.0, "B"),
+                           "first_frame_p50": (42_300.0, "us")})  # fmt: skip
+    summary = summarize(device)
+    figures = (summary.latency_p99_ms, summary.memory_peak_mb, summary.first_frame_ms)
+    assert figures == pytest.approx((42.6, 70.9, 42.3))
+    assert summarize(run.devices["pi5-1"]).latency_p99_ms != 42.6  # no stored figure: from the samples
