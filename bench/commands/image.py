@@ -12,7 +12,7 @@ from bench.errors import ConfigError, ExitCode
 from bench.image.build import BuiltImage, build_image, cached_image
 from bench.image.recipe import FIRMWARE_DIR
 
-IMAGE_KINDS = ("switch-arm64",)
+IMAGE_KINDS = ("switch-arm64", "pi5", "jetson-orin-nx")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,3 +79,6 @@ def _print(image: BuiltImage, as_json: bool) -> None:
         f"  initrd {image.initrd_bytes / 1e6:.1f} MB (rootfs {image.rootfs_bytes / 1e6:.1f} MB)"
         f"  sha256 {image.initrd_sha256[:16]}"
     )
+    if image.format == "disk":
+        out.print(f"  disk {image.disk} ({image.disk_bytes / 1e6:.0f} MB sparse), bmap {image.bmap.name}", soft_wrap=True)
+        out.print(f"  sha256 {image.disk_sha256}  (pin it as \\[device.os] sha256)", soft_wrap=True)

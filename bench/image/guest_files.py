@@ -66,3 +66,20 @@ def guest_files(kind: str) -> dict[str, Path]:
         f"{MODELS_DIR}/{manifest.name}": manifest,
         **agent_files(kind, manifest.parent / "bundle"),
     }
+
+
+def board_files(kind: str) -> dict[str, Path]:
+    """What a Linux-board disk image carries of the bench's own: the stand-in telemetry tools' board profile
+    (bench.virtual.linux PROFILES, the one home of those figures)."""
+    from dataclasses import asdict
+
+    from bench.virtual.linux import PROFILES
+
+    if kind not in PROFILES:
+        return {}
+    data = json.dumps(asdict(PROFILES[kind]), sort_keys=True, indent=1).encode() + b"\n"
+    path = cache_root() / "guest-files" / f"{kind}-profile.json"
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return {"usr/lib/npc-board/profile.json": path}
