@@ -10,6 +10,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.kinds import KINDS
+from bench.provision.config import OsSpec, parse_os
 
 DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "fixtures" / "fleets" / "virtual.toml"
 
@@ -28,7 +29,7 @@ _TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place
 _TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
 _LINK_KEYS = {
     "serial": {"port", "baud", "mac", "usb_serial"},
-    "ssh": {"ssh", "key", "host_key", "known_hosts", "python"},
+    "ssh": {"ssh", "key", "host_key", "known_hosts", "python", "os"},
     "qemu": {"qemu"},
 }
 _QEMU_KEYS = {"image", "timing", "smp", "memory_mb", "binary", "cpu", "machine"}
@@ -101,6 +102,7 @@ class Device:
     settings: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
     lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
+    os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
 
     def with_link(self, link: Link) -> Device:
         """A copy reached through another link (a started virtual device, a labgrid place)."""
@@ -307,9 +309,11 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
         )
         if "baud" in raw:
             extra["baud"] = _typed(raw, "baud", int, where, None)
+    os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     return Device(
-        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab
-    )
+        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
+        os=os_spec,
+    )  # fmt: skip
 
 
 def _typed(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) -> Any:

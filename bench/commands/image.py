@@ -80,5 +80,6 @@ def _print(image: BuiltImage, as_json: bool) -> None:
         f"  sha256 {image.initrd_sha256[:16]}"
     )
     if image.format == "disk":
-        out.print(f"  disk {image.disk} ({image.disk_bytes / 1e6:.0f} MB sparse), bmap {image.bmap.name}", soft_wrap=True)
+        size = f"{image.disk_bytes / 1e6:.0f} MB sparse"
+        out.print(f"  disk {image.disk} ({size}), bmap {image.bmap.name}", soft_wrap=True)
         out.print(f"  sha256 {image.disk_sha256}  (pin it as \\[device.os] sha256)", soft_wrap=True)

@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.fleet import Device
 
@@ -26,7 +27,7 @@ class StepResult:
     detail: str = ""
     skipped: bool = False  # already up to date
     seconds: float = 0.0
-    figures: dict[str, float] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
 
 
 class Driver(ABC):

@@ -25,6 +25,8 @@ from bench.devices.linux_runtime import RuntimeReport, check_runtime, install_hi
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.fleet import Device, SshLink
 from bench.links.ssh import SshConnection, quote
+from bench.provision.controls import BoardControls, fleet_controls
+from bench.provision.provision import check_os, provision_os
 from bench.telemetry import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
@@ -96,9 +98,21 @@ class AgentProcess:
 class LinuxDriver(Driver):
     """Jetson Orin NX / Raspberry Pi 5 over SSH (real boards and virtual ones alike)."""
 
-    def __init__(self, device: Device, log_dir: Path | None = None, bundle: AgentBundle | None = None) -> None:
+    def __init__(
+        self,
+        device: Device,
+        log_dir: Path | None = None,
+        bundle: AgentBundle | None = None,
+        *,
+        os: bool = False,
+        controls: BoardControls | None = None,
+        force_os: bool = False,
+    ) -> None:
         super().__init__(device, log_dir)
         self._bundle = bundle
+        self.write_os = os  # flash() provisions the OS ([device.os]) when the fingerprint differs
+        self.force_os = force_os
+        self.controls = controls
         if not isinstance(device.link, SshLink):
             raise ConfigError(
                 f"device {device.name!r}: no SSH link",
@@ -171,8 +185,14 @@ class LinuxDriver(Driver):
         )
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
-        """Connect, check the runtime, deploy the agent bundle and model. Stops at the first failed step."""
+        """With a `[device.os]` table: the OS first (`provision_os` when `os` was asked, else a fingerprint
+        check). Then connect, check the runtime, deploy the agent bundle and model. Stops at the first failed
+        step."""
         steps: list[StepResult] = []
+        if self.device.os is not None:
+            steps.append(await self.os_step(progress))
+            if not steps[-1].ok:
+                return steps
         progress(0, 3, "connect")
         started = time.monotonic()
         await self.connection()
@@ -196,6 +216,14 @@ class LinuxDriver(Driver):
         steps.append(await self.deploy_files(self.bundle.files))
         progress(3, 3, "done")
         return steps
+
+    async def os_step(self, progress: Progress = no_progress) -> StepResult:
+        """Provision the OS (when asked) or only compare the board's fingerprint with the fleet's image."""
+        log = self.log_dir / f"{self.device.name}.log" if self.log_dir else None
+        if not self.write_os:
+            return await check_os(self, progress)
+        controls = self.controls or fleet_controls(self.device, log)
+        return await provision_os(self, controls, progress, log=log, force=self.force_os)
 
     # -- agent process ------------------------------------------------------------------------------
 

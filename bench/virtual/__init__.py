@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Protocol
 
 from bench.fleet import Device, Link
+from bench.provision.controls import BoardControls
 
-# kind -> "module:Class" implementing VirtualDevice. A kind missing here has no virtual device yet.
+# kind -> "module:factory" making a VirtualDevice. A kind missing here has no virtual device yet.
 VIRTUAL_KINDS: dict[str, str] = {
     "esp32c6": "bench.virtual.esp32c6:VirtualEsp32c6",
-    "jetson-orin-nx": "bench.virtual.linux:VirtualLinuxDevice",
-    "pi5": "bench.virtual.linux:VirtualLinuxDevice",
+    "jetson-orin-nx": "bench.virtual.arm64_board:linux_board",
+    "pi5": "bench.virtual.arm64_board:linux_board",
 }
 
 
@@ -51,6 +52,11 @@ def make_virtual(device: Device) -> VirtualDevice:
     module_name, _, cls_name = VIRTUAL_KINDS[device.kind].partition(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
     return cls(device, state_dir() / device.name)
+
+
+def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls]:
+    """Power and storage controls of the running stand-ins that have them (virtual Linux boards), by name."""
+    return {name: v.controls() for name, v in running.items() if callable(getattr(v, "controls", None))}
 
 
 @contextlib.asynccontextmanager

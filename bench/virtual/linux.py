@@ -50,6 +50,11 @@ class LinuxProfile:
     zones: tuple[tuple[str, float], ...]  # name, offset from the modelled temperature
     idle_mw: int = 0
     mw_per_load: int = 0
+    # As a QEMU guest (bench.virtual.arm64_board): the core QEMU 7.2 models closest to the board's, and
+    # the guest's size (kept small: the bundled fleet runs three aarch64 guests on a 2-core host).
+    guest_cpu: str = "cortex-a76"
+    guest_smp: int = 2
+    guest_memory_mb: int = 1024
 
     @property
     def fps_target(self) -> int:
@@ -68,6 +73,9 @@ PROFILES: dict[str, LinuxProfile] = {
         zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
         idle_mw=4800,
         mw_per_load=9000,
+        # Orin's Cortex-A78AE is not in QEMU 7.2; its nearest there is the Cortex-A76: the A78's direct
+        # predecessor with the same Armv8.2-A feature set (LSE atomics, fp16, dot product, RCpc).
+        guest_cpu="cortex-a76",
     ),
     "pi5": LinuxProfile(
         kind="pi5",
@@ -77,6 +85,7 @@ PROFILES: dict[str, LinuxProfile] = {
         idle_c=48.0,
         c_per_load=30.0,
         zones=(("cpu-thermal", 0.0),),
+        guest_cpu="cortex-a76",  # the Pi 5's own core (BCM2712: 4x Cortex-A76)
     ),
 }
 

@@ -29,3 +29,21 @@ if /usr/sbin/sshd -f /etc/ssh/sshd_config; then
 else
     say "error sshd"
 fi
+
+# The virtual board's control port (virtio-serial "bench.ctl"; absent on real boards): a clean shutdown
+# when the bench is done with the board, so nothing written is lost (power cuts are hard kills instead).
+for port in /sys/class/virtio-ports/*; do
+    [ "$(cat "$port/name" 2>/dev/null)" = "bench.ctl" ] || continue
+    ctl="/dev/$(basename "$port")"
+    (while true; do
+        exec 3<>"$ctl"
+        while read -r cmd <&3; do
+            case "$cmd" in
+                poweroff) echo "bye" >&3; say "poweroff"; sync; poweroff ;;
+                *) echo "error unknown command $cmd" >&3 ;;
+            esac
+        done
+        exec 3<&-
+        sleep 0.3
+    done) &
+done
