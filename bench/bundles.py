@@ -24,8 +24,8 @@ OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targe
 
 
 def model_version(device: Device) -> int:
-    """The version the bundled model is announced with (fleet setting `model_version`, default 1)."""
-    return int(device.settings.get("model_version", 1))
+    """The version the bundled model is announced with (fleet setting `model_version`)."""
+    return device.settings.model_version
 
 
 def signed_manifest_file(model: Path, name: str, version: int, out_dir: Path, key_path: Path) -> Path:
@@ -53,7 +53,7 @@ def host_bundle(
     files += PORTABLE
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))
-    model_name = str(device.settings.get("model", ""))
+    model_name = device.settings.model
     model = MODELS_DIR / f"{model_name}.tflite"
     if not model.is_file():
         raise ConfigError(
@@ -78,13 +78,14 @@ def host_agent_command(
     device: Device, root: str, *, python: str = "python3", listen: str | None = None, stdio: bool = False
 ) -> list[str]:
     """The command line that starts the deployed host agent in folder `root` on the device."""
-    model_name = str(device.settings.get("model", ""))
+    model_name = device.settings.model
     argv = [python, f"{root}/npc_agent.py"]
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
     argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]
-    if device.settings.get("memory_limit_mb"):
-        argv += ["--mem-limit-mb", str(device.settings["memory_limit_mb"])]
+    memory_limit_mb = getattr(device.settings, "memory_limit_mb", 0)
+    if memory_limit_mb:
+        argv += ["--mem-limit-mb", str(memory_limit_mb)]
     return argv
 
 
@@ -102,13 +103,12 @@ def micropython_bundle(
     from bench.models import FORMAT_EXT, kind_model
     from bench.mpy.board import agent_files, trusted_key_hex
 
-    settings = {**device.settings, "model_format": device.settings.get("model_format", "npcm-int8")}
-    if FORMAT_EXT.get(settings["model_format"]) != "npcm":
+    if FORMAT_EXT.get(device.settings.model_format) != "npcm":
         raise ConfigError(
-            f"device {device.name}: model_format {settings['model_format']!r} cannot run on MicroPython",
+            f"device {device.name}: model_format {device.settings.model_format!r} cannot run on MicroPython",
             hint='use model_format = "npcm-int8"',
         )
-    model, fmt = kind_model(device.kind, settings, MODELS_DIR)
+    model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
     family = model.stem.replace("-int8", "").replace("-f32", "")
     manifest = signing.sign_manifest(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
@@ -119,7 +119,7 @@ def micropython_bundle(
     trust = out_dir / "trust.key"
     trust.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
     config = out_dir / "agent.json"
-    config.write_text(json.dumps({"mem_limit": int(device.settings.get("memory_limit_kb", 0)) * 1024}) + "\n")
+    config.write_text(json.dumps({"mem_limit": int(device.settings.memory_limit_kb) * 1024}) + "\n")
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust, "trust.key")]
     files.append((config, "agent.json"))

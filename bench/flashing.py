@@ -7,7 +7,6 @@ interrupted mid-write is left with a bad image; the next run finds the MD5 diffe
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import time
 from collections.abc import Callable
@@ -15,10 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.devices import DRIVERS, driver_for, has_driver
+from bench.devices import driver_for, has_driver
 from bench.devices.base import Driver, Progress, StepResult
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device
+from bench.kinds import driven
 from bench.provision.controls import BoardControls
 
 DEFAULT_ATTEMPTS = 3
@@ -66,14 +66,12 @@ def make_driver(
     `[device.os]` table whether to write its OS (`os`) and its power/storage `controls`."""
     if not has_driver(device.kind):
         raise ConfigError(
-            f"device {device.name!r}: kind {device.kind!r} has no driver", hint=f"drivers: {', '.join(DRIVERS)}"
+            f"device {device.name!r}: kind {device.kind!r} has no driver",
+            hint=f"kinds with a driver: {', '.join(driven())}",
         )
     kwargs: dict[str, Any] = {"log_dir": log_dir}
-    if firmware is not None:
-        module_name, _, cls_name = DRIVERS[device.kind].partition(":")
-        cls = getattr(importlib.import_module(module_name), cls_name)
-        if "firmware" in inspect.signature(cls).parameters:
-            kwargs["firmware"] = firmware
+    if firmware is not None and "firmware" in inspect.signature(device.kind_info.driver_class()).parameters:
+        kwargs["firmware"] = firmware
     if device.os is not None:
         kwargs.update(os=os, controls=controls, force_os=force_os)
     return driver_for(device, **kwargs)

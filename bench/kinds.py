@@ -1,80 +1,227 @@
-"""The one table of device kinds and their defaults."""
+"""The kind registry: one entry per device kind, the only place the bench looks a kind's name up.
 
-from dataclasses import dataclass, field
+An entry says how a device of the kind is reached (its link type), which driver flashes it and runs its
+agent, which virtual stand-in replaces it, which image builder makes its system image (if any), which
+agent opener a replay uses for it, and its typed settings with their defaults. Drivers, stand-ins and
+openers are named "module:attribute" and imported when first used, so this module sits below them all.
+docs/extending.md shows how to add a kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import typing
+from dataclasses import dataclass
 from typing import Any
+
+from bench.errors import ConfigError
+from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
 
 
 @dataclass(frozen=True)
-class KindInfo:
-    """What the bench knows about a device kind before it reads a fleet file."""
+class Settings:
+    """What every kind can set in the fleet file (fields of a [[device]] table besides name, kind, link)."""
+
+    fps_target: int = 60
+    vsync_hz: int = 60
+    decision_budget_ms: int = 50
+    model: str = "npc-policy-int8"  # fixtures/models/<model>.<format's extension>
+    model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
+    model_version: int = 1  # the version the deployed model is announced with
+    ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
+    ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
+
+    def replace(self, **changes: Any) -> Settings:
+        """A copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Esp32c6Settings(Settings):
+    """An ESP32-C6 running MicroPython."""
+
+    fps_target: int = 20
+    vsync_hz: int = 20
+    model_format: str = "npcm-int8"  # fixtures/models/<model>.npcm, converted from the .tflite
+    baud: int = 921600
+    flash_size: int = 8 * 1024 * 1024
+    memory_limit_kb: int = 160  # live MicroPython heap the agent may use (of ~300 KB free)
+    wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
+    firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
+
+
+@dataclass(frozen=True)
+class LinuxSettings(Settings):
+    """A Linux board reached over SSH: agent folder (under $HOME unless absolute), telemetry source and period."""
+
+    agent_dir: str = "npc-hil-bench"
+    telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
+    telemetry_interval_ms: int = 500
+    memory_limit_mb: int = 512
+
+
+@dataclass(frozen=True)
+class Pi5Settings(LinuxSettings):
+    """A Raspberry Pi 5."""
+
+    fps_target: int = 30
+    memory_limit_mb: int = 256
+    telemetry: str = "sysfs"
+
+
+@dataclass(frozen=True)
+class JetsonSettings(LinuxSettings):
+    """An NVIDIA Jetson Orin NX."""
+
+    model: str = "npc-policy-large-int8"
+
+
+@dataclass(frozen=True)
+class Arm64ImageSettings(Settings):
+    """The Switch-style ARM64 image in QEMU."""
+
+    fps_target: int = 30
+    memory_limit_mb: int = 256
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One device kind and everything the bench needs to serve it."""
 
     name: str
     description: str
-    link: str  # "serial", "ssh" or "qemu"
-    defaults: dict[str, Any] = field(default_factory=dict)
+    link: LinkType
+    settings: type[Settings]
+    driver: str | None = None  # "module:Class" of its bench.devices.base.Driver; None: no driver yet
+    virtual: str | None = None  # "module:Class" of its bench.virtual.VirtualDevice; None: no stand-in yet
+    image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
+    opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
+    runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
+
+    @property
+    def family(self) -> str:
+        """The link family's name: serial, ssh or qemu."""
+        return self.link.family
+
+    @property
+    def model_format(self) -> str:
+        """The model format its devices run unless the fleet file says otherwise."""
+        return self.settings().model_format
+
+    def defaults(self) -> Settings:
+        """The kind's settings when the fleet file sets none."""
+        return self.settings()
+
+    def setting_types(self) -> dict[str, type]:
+        """Field name -> its Python type, for validating a fleet file."""
+        hints = typing.get_type_hints(self.settings)
+        return {f.name: hints[f.name] for f in dataclasses.fields(self.settings)}
+
+    def driver_class(self) -> type:
+        """The driver class (ConfigError when the kind has none)."""
+        if self.driver is None:
+            raise ConfigError(f"kind {self.name!r} has no driver yet", hint=f"kinds with one: {', '.join(driven())}")
+        return load(self.driver)
+
+    def virtual_class(self) -> type:
+        """The virtual stand-in class (ConfigError when the kind has none)."""
+        if self.virtual is None:
+            raise ConfigError(f"kind {self.name!r} has no virtual device yet")
+        return load(self.virtual)
 
 
-COMMON_DEFAULTS: dict[str, Any] = {
-    "fps_target": 60,
-    "vsync_hz": 60,
-    "decision_budget_ms": 50,
-    "model_format": "tflite-int8",  # the file the device runs: fixtures/models/<model>.tflite
-    "ota_timing": "lan",  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
-    "ota_server_host": "127.0.0.1",  # where the device reaches the bench's update server (QEMU: the driver's)
-}
+def load(ref: str) -> Any:
+    """The attribute named by "module:attribute"."""
+    module_name, _, attr = ref.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
-# SSH-reached Linux boards: agent folder (under $HOME unless absolute), telemetry source and period.
-LINUX_DEFAULTS: dict[str, Any] = {
-    "agent_dir": "npc-hil-bench",
-    "telemetry": "tegrastats",  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
-    "telemetry_interval_ms": 500,
-}
 
-KINDS: dict[str, KindInfo] = {
-    k.name: k
-    for k in (
-        KindInfo(
-            "esp32c6",
-            "ESP32-C6 board running MicroPython, on a serial port",
-            "serial",
-            {
-                **COMMON_DEFAULTS,
-                "fps_target": 20,
-                "vsync_hz": 20,
-                "baud": 921600,
-                "flash_size": 8 * 1024 * 1024,
-                "chip_id": 13,
-                "model": "npc-policy-int8",
-                "model_format": "npcm-int8",  # fixtures/models/<model>.npcm, converted from the .tflite
-                "memory_limit_kb": 160,  # live MicroPython heap the agent may use (of ~300 KB free)
-                "wire_speed": False,  # virtual board: pace flashing at the simulated baud rate
-                "firmware": "",  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
-            },
-        ),
-        KindInfo(
-            "jetson-orin-nx",
-            "NVIDIA Jetson Orin NX over SSH",
-            "ssh",
-            {**COMMON_DEFAULTS, **LINUX_DEFAULTS, "model": "npc-policy-large-int8", "memory_limit_mb": 512},
-        ),
-        KindInfo(
-            "pi5",
-            "Raspberry Pi 5 over SSH",
-            "ssh",
-            {
-                **COMMON_DEFAULTS,
-                **LINUX_DEFAULTS,
-                "fps_target": 30,
-                "model": "npc-policy-int8",
-                "memory_limit_mb": 256,
-                "telemetry": "sysfs",
-            },
-        ),
-        KindInfo(
-            "switch-arm64",
-            "Switch-style ARM64 console image (4x Cortex-A57, 4 GB) in QEMU",
-            "qemu",
-            {**COMMON_DEFAULTS, "fps_target": 30, "model": "npc-policy-int8", "memory_limit_mb": 256},
-        ),
+_LINUX_HINT_JETSON = (
+    "on JetPack: sudo apt install python3-pip; then python3 -m pip install --user "
+    "tflite-runtime==2.13.0 (JetPack 5, Python 3.8) or ai-edge-litert==2.3.0 (JetPack 6, Python 3.10)"
+)
+_LINUX_HINT_PI = (
+    "on Raspberry Pi OS: sudo apt install python3-venv python3-numpy; "
+    "python3 -m venv --system-site-packages ~/npc-venv; ~/npc-venv/bin/pip install ai-edge-litert==2.3.0; "
+    'then set python = "~/npc-venv/bin/python" for the device in the fleet file'
+)
+
+KINDS: dict[str, Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    """Add `kind` to the registry (replacing one of the same name) and return it."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+def unregister(name: str) -> None:
+    """Remove kind `name` from the registry (tests that register a toy kind)."""
+    KINDS.pop(name, None)
+
+
+def get_kind(name: str) -> Kind:
+    """The registered kind `name`, or a ConfigError listing the known ones."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise ConfigError(f"unknown device kind {name!r}", hint=f"kinds: {', '.join(KINDS)}") from None
+
+
+def driven() -> list[str]:
+    """Kinds the bench can flash and run agents on."""
+    return [k.name for k in KINDS.values() if k.driver is not None]
+
+
+def of_family(link: type[Link]) -> list[str]:
+    """Kinds reached by links of type `link`."""
+    return [k.name for k in KINDS.values() if k.link is link]
+
+
+register(
+    Kind(
+        "esp32c6",
+        "ESP32-C6 board running MicroPython, on a serial port",
+        SerialLink,
+        Esp32c6Settings,
+        driver="bench.devices.esp32c6:Esp32c6Driver",
+        virtual="bench.virtual.esp32c6:VirtualEsp32c6",
     )
-}
+)
+register(
+    Kind(
+        "jetson-orin-nx",
+        "NVIDIA Jetson Orin NX over SSH",
+        SshLink,
+        JetsonSettings,
+        driver="bench.devices.linux:LinuxDriver",
+        virtual="bench.virtual.arm64_board:linux_board",  # an aarch64 guest with [device.os], else loopback sshd
+        image=True,
+        opener="bench.devices.linux_endpoint:LinuxAgentOpener",
+        runtime_hint=_LINUX_HINT_JETSON,
+    )
+)
+register(
+    Kind(
+        "pi5",
+        "Raspberry Pi 5 over SSH",
+        SshLink,
+        Pi5Settings,
+        driver="bench.devices.linux:LinuxDriver",
+        virtual="bench.virtual.arm64_board:linux_board",  # an aarch64 guest with [device.os], else loopback sshd
+        image=True,
+        opener="bench.devices.linux_endpoint:LinuxAgentOpener",
+        runtime_hint=_LINUX_HINT_PI,
+    )
+)
+register(
+    Kind(
+        "switch-arm64",
+        "Switch-style ARM64 console image (4x Cortex-A57, 4 GB) in QEMU",
+        QemuLink,
+        Arm64ImageSettings,
+        driver="bench.devices.qemu_arm64:QemuArm64Driver",
+        image=True,
+    )
+)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.fleet import Device, SerialLink
-from bench.kinds import KINDS
+from bench.kinds import get_kind
 from bench.loop_thread import LoopThread
 from bench.virtual.esp32c6 import VirtualEsp32c6
 
@@ -21,7 +21,7 @@ FIRMWARE = REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
 
 def c6_device(name: str, mac: str, **settings: object) -> Device:
     """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`)."""
-    merged = {**KINDS["esp32c6"].defaults, **settings}
+    merged = get_kind("esp32c6").defaults().replace(**settings)
     return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac})
 
 

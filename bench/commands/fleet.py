@@ -12,7 +12,7 @@ from bench.commands import add_fleet_options, selected_devices
 from bench.console import emit_json, out
 from bench.devices import has_driver
 from bench.errors import ExitCode
-from bench.fleet import Device, QemuLink, SerialLink, SshLink
+from bench.fleet import Device
 from bench.lab.acquire import reachable_devices
 from bench.leases import lease_dir, list_leases
 from bench.probe import probe_link
@@ -36,13 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def link_text(device: Device) -> str:
     """The device's link as a person would write it."""
-    link = device.link
-    if isinstance(link, SerialLink):
-        return f"{link.url} @ {link.baud}"
-    if isinstance(link, SshLink):
-        return f"ssh {link.target}"
-    if isinstance(link, QemuLink):
-        return f"qemu {link.machine}/{link.cpu} x{link.smp} {link.memory_mb} MB ({link.timing})"
+    if device.link is not None:
+        return device.link.describe()
     if device.lab is not None:
         if device.lab.place:
             return f"labgrid place {device.lab.place} on {device.lab.host}"

@@ -11,8 +11,12 @@ from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
 from bench.image.build import BuiltImage, build_image, cached_image
 from bench.image.recipe import FIRMWARE_DIR
+from bench.kinds import KINDS
 
-IMAGE_KINDS = ("switch-arm64", "pi5", "jetson-orin-nx")
+
+def image_kinds() -> list[str]:
+    """Kinds whose system image the bench builds from a recipe."""
+    return [k.name for k in KINDS.values() if k.image]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,20 +24,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     image = sub.add_parser("image", help="build the device images the bench boots itself")
     isub = image.add_subparsers(dest="image_command", required=True)
     p = isub.add_parser("build", help="build an image from its recipe (reuses the cached build when unchanged)")
-    p.add_argument("kind", help=f"image kind: {', '.join(IMAGE_KINDS)}")
+    p.add_argument("kind", help=f"image kind: {', '.join(image_kinds())}")
     p.add_argument("--force", action="store_true", help="rebuild even when the cached image matches the recipe")
     p.add_argument("--out", metavar="DIR", type=Path, help="images folder (default: the bench cache)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_build)
     p = isub.add_parser("show", help="show the cached image for the current recipe (exit 1 if not built)")
-    p.add_argument("kind", help=f"image kind: {', '.join(IMAGE_KINDS)}")
+    p.add_argument("kind", help=f"image kind: {', '.join(image_kinds())}")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_show)
 
 
 def _check_kind(kind: str) -> None:
-    if kind not in IMAGE_KINDS:
-        hint = f"recipes in {FIRMWARE_DIR}: {', '.join(IMAGE_KINDS)}"
+    if kind not in image_kinds():
+        hint = f"recipes in {FIRMWARE_DIR}: {', '.join(image_kinds())}"
         raise ConfigError(f"no image recipe for kind {kind!r}", hint=hint)
 
 

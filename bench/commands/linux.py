@@ -13,11 +13,9 @@ from bench.console import emit_json, out
 from bench.devices.linux import LinuxDriver
 from bench.errors import BenchError, ConfigError, DeviceUnreachable, ExitCode
 from bench.fleet import Device, SshLink
-from bench.kinds import KINDS
+from bench.kinds import of_family
 from bench.lab.acquire import reachable_devices
 from bench.telemetry import summarize
-
-SSH_KINDS = tuple(name for name, info in KINDS.items() if info.link == "ssh")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,9 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _linux_devices(args: argparse.Namespace) -> list[Device]:
     _fleet, devices = selected_devices(args)
-    chosen = [d for d in devices if d.kind in SSH_KINDS]
+    chosen = [d for d in devices if d.kind_info.link is SshLink]
     if not chosen:
-        raise ConfigError("no Linux board (jetson-orin-nx, pi5) among the selected devices")
+        raise ConfigError(f"no Linux board ({', '.join(of_family(SshLink))}) among the selected devices")
     return chosen
 
 

@@ -49,7 +49,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         raise ConfigError(f"model folder {args.dir} does not exist")
     users: dict[str, list[str]] = {}
     for kind in KINDS.values():
-        users.setdefault(kind.defaults.get("model", ""), []).append(kind.name)
+        users.setdefault(kind.defaults().model, []).append(kind.name)
     rows = []
     for path in sorted([*args.dir.glob("*.tflite"), *args.dir.glob("*.npcm")]):
         data = path.read_bytes()

@@ -39,7 +39,7 @@ def cmd_update(args: argparse.Namespace) -> int:
     store = open_store(args)
     manifests = manifests_for(devices, store, args.model)  # a missing model or format stops us before any device
     for d in devices:
-        timing_named(str(d.settings.get("ota_timing", "lan")))
+        timing_named(d.settings.ota_timing)
     impairment = Impairment(loss=args.loss / 100) if args.loss else None
     label = args.model
     with out.status(f"updating {len(devices)} device(s) to {label}…") as status:

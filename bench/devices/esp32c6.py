@@ -65,12 +65,12 @@ class Esp32c6Driver(Driver):
 
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)
-        self.firmware_configured = bool(firmware or self.device.settings.get("firmware"))
+        self.firmware_configured = bool(firmware or self.device.settings.firmware)
         self.firmware = Path(firmware) if firmware else self._fleet_firmware()
         self._agent: SerialTransport | None = None
 
     def _fleet_firmware(self) -> Path:
-        configured = str(self.device.settings.get("firmware") or "")
+        configured = self.device.settings.firmware
         if not configured:
             return DEFAULT_FIRMWARE
         path = Path(configured).expanduser()

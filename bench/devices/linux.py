@@ -120,7 +120,7 @@ class LinuxDriver(Driver):
             )
         self.link: SshLink = device.link
         self.python = str(device.extra.get("python", "python3"))
-        agent_dir = str(device.settings.get("agent_dir", "npc-hil-bench"))
+        agent_dir = device.settings.agent_dir
         if not _SAFE_DIR.match(agent_dir):
             raise ConfigError(f"device {device.name!r}: field 'agent_dir': {agent_dir!r} has unsafe characters")
         self.folder = agent_dir if agent_dir.startswith("/") else f"$HOME/{agent_dir.removeprefix('~/')}"
@@ -408,7 +408,7 @@ class LinuxDriver(Driver):
 
     async def telemetry(self, interval_s: float | None = None) -> TelemetryMonitor:
         """A (not yet started) background telemetry monitor for this board."""
-        source = str(self.device.settings.get("telemetry", "sysfs"))
+        source = self.device.settings.telemetry
         if interval_s is None:
-            interval_s = float(self.device.settings.get("telemetry_interval_ms", 500)) / 1000
+            interval_s = self.device.settings.telemetry_interval_ms / 1000
         return TelemetryMonitor(await self.connection(), source, interval_s)

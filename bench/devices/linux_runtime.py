@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass, field
 
 from bench.errors import BenchError, ConfigError
+from bench.kinds import get_kind
 from bench.links.ssh import SshConnection, quote
 
 MIN_PYTHON = (3, 8)  # JetPack 5's python3; JetPack 6 has 3.10, Raspberry Pi OS bookworm 3.11
@@ -44,17 +45,8 @@ class RuntimeReport:
 
 
 def install_hint(kind: str) -> str:
-    """What to run on a board of `kind` to get the agent's runtime."""
-    if kind == "pi5":
-        return (
-            "on Raspberry Pi OS: sudo apt install python3-venv python3-numpy; "
-            "python3 -m venv --system-site-packages ~/npc-venv; ~/npc-venv/bin/pip install ai-edge-litert==2.3.0; "
-            'then set python = "~/npc-venv/bin/python" for the device in the fleet file'
-        )
-    return (
-        "on JetPack: sudo apt install python3-pip; then python3 -m pip install --user "
-        "tflite-runtime==2.13.0 (JetPack 5, Python 3.8) or ai-edge-litert==2.3.0 (JetPack 6, Python 3.10)"
-    )
+    """What to run on a board of `kind` to get the agent's runtime (its registry entry's runtime_hint)."""
+    return get_kind(kind).runtime_hint or "install Python 3 with numpy and ai-edge-litert (or tflite-runtime)"
 
 
 async def check_runtime(conn: SshConnection, python: str, kind: str) -> RuntimeReport:

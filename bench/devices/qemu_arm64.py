@@ -104,7 +104,7 @@ class QemuArm64Driver(Driver):
         args = {
             "npc_mode": self.mode,
             "npc_port": str(GUEST_AGENT_PORT),
-            "npc_mem_mb": str(self.device.settings.get("memory_limit_mb", 256)),
+            "npc_mem_mb": str(self.device.settings.memory_limit_mb),
             "npc_timing": self.link.timing,
         }
         args.update(self.boot_args)

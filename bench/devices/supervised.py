@@ -66,9 +66,9 @@ async def run_frames(
 ) -> SupervisedRun:
     """Run `frames` display frames on the device's agent, restarting the agent when it dies."""
     settings = driver.device.settings
-    fps = fps or int(settings.get("fps_target", 60))
-    vsync_hz = vsync_hz or int(settings.get("vsync_hz", 60))
-    budget_ms = budget_ms or int(settings.get("decision_budget_ms", 50))
+    fps = fps or settings.fps_target
+    vsync_hz = vsync_hz or settings.vsync_hz
+    budget_ms = budget_ms or settings.decision_budget_ms
     run = SupervisedRun(driver.device.name, frames)
     restarts = 0
     faults_seen = len(driver.faults)

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.image.fetch import cache_root
-from bench.kinds import KINDS
+from bench.kinds import get_kind
 from bench.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -25,7 +25,7 @@ MODELS = REPO / "fixtures" / "models"
 
 def factory_model(kind: str) -> Path:
     """The model the image boots with: the kind's default `model`, int8 TFLite."""
-    path = MODELS / f"{KINDS[kind].defaults['model']}.tflite"
+    path = MODELS / f"{get_kind(kind).defaults().model}.tflite"
     if not path.is_file():
         raise ConfigError(f"factory model {path} does not exist", hint="run fixtures/models/generate.py")
     return path
@@ -48,7 +48,7 @@ def agent_files(kind: str, scratch: Path) -> dict[str, Path]:
     manifest is signed with a random nonce; `guest_files` adds the model with a deterministic one)."""
     from bench.bundles import host_bundle
 
-    device = Device(name=f"{kind}-image", kind=kind, link=None, settings=dict(KINDS[kind].defaults))
+    device = Device(name=f"{kind}-image", kind=kind, link=None)
     return {f"{AGENT_DIR}/{dest}": Path(src) for src, dest in host_bundle(device, scratch) if "/" not in dest}
 
 

@@ -8,13 +8,10 @@ Jinja2 template to labgrid: comments are written with `##` (a line starting with
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 import yaml
 
 from bench.errors import ConfigError
-from bench.fleet import Device, Fleet, Link, SerialLink, SshLink
-from bench.kinds import KINDS
+from bench.fleet import Device, Fleet, Link
 
 
 def host_devices(fleet: Fleet, host: str) -> list[Device]:
@@ -40,30 +37,12 @@ def exporter_config(fleet: Fleet, host: str, served: dict[str, Link] | None = No
 
 def _resources(fleet: Fleet, dev: Device, served: Link | None, address: str | None) -> dict:
     where = f"{fleet.path}: device {dev.name!r}"
-    serial = KINDS[dev.kind].link == "serial"
-    baud = int(dev.extra.get("baud") or dev.settings.get("baud", 115200))
+    baud = int(dev.extra.get("baud") or getattr(dev.settings, "baud", 115200))
     if dev.virtual:
         if served is None:
             raise ConfigError(
                 f"{where}: virtual, so its port is known only while it runs",
                 hint="run `hilbench lab serve --host HOST` on the bench host (it writes this config itself)",
             )
-        if isinstance(served, SerialLink):
-            url = urlsplit(served.url)
-            return {"NetworkSerialPort": {"host": address or url.hostname, "port": url.port, "speed": baud,
-                                          "protocol": "rfc2217"}}  # fmt: skip
-        if isinstance(served, SshLink):
-            return {"NetworkService": {"address": address or served.host, "username": served.user, "port": served.port}}
-        raise ConfigError(f"{where}: kind {dev.kind} cannot be exported")
-    if serial:
-        usb_serial = dev.extra.get("usb_serial")
-        if not usb_serial:
-            raise ConfigError(
-                f"{where}: field 'usb_serial': missing",
-                hint="give the board's USB serial number (udevadm info /dev/ttyACM0 | grep ID_SERIAL_SHORT)",
-            )
-        return {"USBSerialPort": {"match": {"ID_SERIAL_SHORT": str(usb_serial)}, "speed": baud}}
-    local = dev.lab.local if dev.lab is not None else None
-    if not isinstance(local, SshLink):
-        raise ConfigError(f"{where}: field 'ssh': missing", hint='ssh = "user@address:22", as its bench host sees it')
-    return {"NetworkService": {"address": local.host, "username": local.user, "port": local.port}}
+        return served.lab_resource(address, baud)
+    return dev.kind_info.link.lab_export(dev, where, baud)

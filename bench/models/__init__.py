@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.kinds import KINDS
+from bench.kinds import Settings, get_kind
 
 MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "models"
 
@@ -35,15 +35,13 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
 FORMAT_EXT = {"tflite-int8": "tflite", "tflite-f32": "tflite", "npcm-int8": "npcm"}
 
 
-def kind_model(kind: str, settings: dict[str, Any] | None = None, models_dir: Path = MODELS_DIR) -> tuple[Path, str]:
+def kind_model(kind: str, settings: Settings | None = None, models_dir: Path = MODELS_DIR) -> tuple[Path, str]:
     """(model file, manifest format) a device of `kind` runs: its settings' `model`/`model_format` or the kind's."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown device kind {kind!r}", hint=f"known kinds: {', '.join(sorted(KINDS))}")
-    merged = {**KINDS[kind].defaults, **(settings or {})}
-    fmt = merged["model_format"]
+    settings = settings or get_kind(kind).defaults()
+    fmt = settings.model_format
     if fmt not in FORMAT_EXT:
         raise ConfigError(f"model_format {fmt!r} of kind {kind}", hint=f"use one of {', '.join(FORMAT_EXT)}")
-    return model_file(merged["model"], FORMAT_EXT[fmt], models_dir), fmt
+    return model_file(settings.model, FORMAT_EXT[fmt], models_dir), fmt
 
 
 def fixture_manifest(path: Path, fmt: str) -> dict[str, Any]:

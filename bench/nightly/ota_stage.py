@@ -116,7 +116,7 @@ class _Agent:
 
 async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work) -> dict[str, DeviceOutcome]:
     """Serve `store` and run `work(agent, port)` on every device at once."""
-    hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
+    hosts = [d.settings.ota_server_host for d in devices]
     async with UpdateServer(store, host=bind_address(hosts)) as server:
 
         async def one(device: Device) -> tuple[str, DeviceOutcome]:
@@ -130,7 +130,7 @@ async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work)
 
 
 def _format(device: Device) -> str:
-    return str(device.settings.get("model_format", "tflite-int8"))
+    return device.settings.model_format
 
 
 async def update_stage(
@@ -143,7 +143,7 @@ async def update_stage(
         manifest = manifests.get((_format(agent.device), "v2"))
         if manifest is None:
             return DeviceOutcome(True, f"no {_format(agent.device)} model to update to", skipped=True)
-        timing = timing_named(str(agent.device.settings.get("ota_timing", "lan")))
+        timing = timing_named(agent.device.settings.ota_timing)
         update = await update_device(
             agent.session, store, manifest, agent.base_url(port), timing=timing, want_delta=True
         )
@@ -170,7 +170,7 @@ async def fault_suite(
 
     async def work(agent: _Agent, port: int) -> DeviceOutcome:
         session = agent.session
-        timing = timing_named(str(agent.device.settings.get("ota_timing", "lan")))
+        timing = timing_named(agent.device.settings.ota_timing)
         cases: dict[str, dict[str, Any]] = {}
         events = []
         fmt = _format(agent.device)

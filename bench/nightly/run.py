@@ -14,17 +14,18 @@ from typing import Any
 
 from bench.bundles import ROOT
 from bench.errors import BenchError, ExitCode
-from bench.flashing import ProgressFactory, flash_devices
+from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
 from bench.lab.acquire import lab_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.probe import probe_link
+from bench.provision.controls import BoardControls
 from bench.replay.agents import fleet_opener
 from bench.replay.service import replay_fleet
 from bench.results.store import ResultStore
-from bench.virtual import virtual_fleet
+from bench.virtual import board_controls, virtual_fleet
 
 STAGE_NAMES = ("check", "flash", "replay", "update", "faults")
 
@@ -107,12 +108,12 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     result.log_dir.mkdir(parents=True, exist_ok=True)
     stages: list[tuple[str, Callable[[list[Device]], Awaitable[dict[str, DeviceOutcome]]]]] = [
         ("check", _check),
-        ("flash", lambda devs: _flash(devs, result.log_dir, show)),
+        ("flash", lambda devs: _flash(devs, result.log_dir, show, board_controls(running))),
         ("replay", lambda devs: _replay(devs, opts, result)),
         ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
         ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
     ]
-    async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, _running):
+    async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, running):
         for name, stage in stages:
             if name in opts.skip or not devices:
                 continue
@@ -144,17 +145,31 @@ async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:
     return {d.name: DeviceOutcome(p.reachable, p.detail) for d, p in zip(devices, probes, strict=True)}
 
 
-async def _flash(devices: list[Device], log_dir: Path, show: NightlyProgress) -> dict[str, DeviceOutcome]:
-    flashed = await flash_devices(devices, log_dir, show.flash_bars())
+async def _flash(
+    devices: list[Device], log_dir: Path, show: NightlyProgress, boards: dict[str, BoardControls]
+) -> dict[str, DeviceOutcome]:
+    flashed = await flash_devices(devices, log_dir, show.flash_bars(), os=True, boards=boards)
     return {
         f.name: DeviceOutcome(
             f.ok,
             f.reason or ("up to date" if f.up_to_date else "; ".join(f"{s.step}: {s.detail}" for s in f.steps)),
             skipped=f.up_to_date,
-            data={"seconds": round(f.seconds, 2), "attempts": f.attempts},
+            data={"seconds": round(f.seconds, 2), "attempts": f.attempts, **_os_fingerprint(f)},
         )
         for f in flashed
     }
+
+
+def _flashed_os(result: NightlyResult) -> dict[str, Any]:
+    """Device -> OS fingerprint, from this nightly's flash stage."""
+    flash = next((s for s in result.stages if s.name == "flash"), None)
+    return {n: o.data["os"] for n, o in flash.devices.items() if "os" in o.data} if flash else {}
+
+
+def _os_fingerprint(flashed: DeviceFlash) -> dict[str, object]:
+    """A Linux board's OS fingerprint after the flash stage (its `os` step), to keep with the run."""
+    step = next((s for s in flashed.steps if s.step == "os"), None)
+    return {"os": step.figures["fingerprint"]} if step is not None and "fingerprint" in step.figures else {}
 
 
 async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
@@ -170,6 +185,9 @@ async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyRe
             bench=str(opts.fleet.bench.get("name", "")), git_rev=rev,
         )  # fmt: skip
         result.replay_run_ids[replay.session_id] = replay.run_id
+        for name, fingerprint in _flashed_os(result).items():  # so runs are never compared across an OS change
+            if any(run.device.name == name for run in replay.devices):
+                opts.store.update_device(replay.run_id, name, os=fingerprint)
         for run in replay.devices:
             prev = outcomes.get(run.device.name)
             runs = [*(prev.data.get("runs", []) if prev else []), replay.run_id]

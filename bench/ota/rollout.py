@@ -70,7 +70,7 @@ def device_base_url(port: int, host: str) -> str:
 
 def server_host_for(device: Device, driver: object | None) -> str:
     """Where `device` reaches the bench: its driver's `host_address` (QEMU) or its `ota_server_host` setting."""
-    return str(getattr(driver, "host_address", None) or device.settings.get("ota_server_host", "127.0.0.1"))
+    return str(getattr(driver, "host_address", None) or device.settings.ota_server_host)
 
 
 def bind_address(hosts: list[str]) -> str:
@@ -164,10 +164,9 @@ async def update_device(
     return result
 
 
-def device_format(device: Device) -> str | None:
+def device_format(device: Device) -> str:
     """The model format a device runs (its `model_format` setting, from its kind)."""
-    fmt = device.settings.get("model_format")
-    return str(fmt) if fmt else None
+    return device.settings.model_format
 
 
 def manifests_for(devices: list[Device], store: ModelStore, spec: str) -> dict[str, dict[str, Any]]:
@@ -197,7 +196,7 @@ async def _update_one(
         return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}", checked=False)
     try:
         base_url = device_base_url(port, server_host_for(device, driver))
-        timing = timing_named(str(device.settings.get("ota_timing", "lan")))
+        timing = timing_named(device.settings.ota_timing)
         return await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
     finally:
         await session.close()
@@ -219,7 +218,7 @@ async def update_devices(
     With `impairment`, devices fetch through a loopback impairment proxy in front of the server (only for
     devices that reach the bench over loopback)."""
     manifests = manifests_for(devices, store, spec)
-    hosts = [str(d.settings.get("ota_server_host", "127.0.0.1")) for d in devices]
+    hosts = [d.settings.ota_server_host for d in devices]
     async with UpdateServer(store, host=bind_address(hosts)) as server, contextlib.AsyncExitStack() as stack:
         port = server.port
         if impairment is not None:

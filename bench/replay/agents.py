@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 from bench.agent.session import AgentSession
-from bench.devices import DRIVERS, driver_for, has_driver
+from bench.devices import driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
+from bench.kinds import load
 from bench.replay.run import AgentEndpoint, OpenAgent
 from bench.results.store import ResultStore
-
-LINUX_DRIVER = "bench.devices.linux:LinuxDriver"
 
 
 async def deploy(device: Device) -> None:
@@ -58,18 +58,20 @@ def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> Op
 
 
 def fleet_opener(store: ResultStore, run_id: int, log_dir: Path | None = None, deploy_first: bool = False) -> OpenAgent:
-    """The opener `hilbench replay` and the nightly stage use: Linux boards through LinuxAgentOpener (board
-    telemetry and bench-side faults stored with run `run_id`), every other kind through `driver_opener`."""
-    from bench.devices.linux_endpoint import LinuxAgentOpener
-
+    """The opener `hilbench replay` and the nightly stage use: a kind with its own opener in the registry
+    (Linux boards: board telemetry and bench-side faults stored with run `run_id`) through that, every
+    other kind through `driver_opener`."""
     generic = driver_opener(log_dir, deploy_first)
-    linux = LinuxAgentOpener(store, run_id)
+    openers: dict[str, Any] = {}  # one opener per opener class, shared by the devices that use it
 
     async def open_agent(device: Device) -> AgentEndpoint:
-        if DRIVERS.get(device.kind) != LINUX_DRIVER:
+        ref = device.kind_info.opener
+        if ref is None:
             return await generic(device)
+        if ref not in openers:
+            openers[ref] = load(ref)(store, run_id)
         if deploy_first:
             await deploy(device)
-        return await linux.open(device)
+        return await openers[ref].open(device)
 
     return open_agent

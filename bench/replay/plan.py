@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bench.fleet import Link, SerialLink
+from bench.fleet import Link
 from bench.replay.channels import CHANNELS
 from bench.replay.session import Session
 from bench.replay.voice_features import voice_features
@@ -76,9 +76,7 @@ def build_plan(session: Session, encode: Callable[[dict[str, Any]], bytes]) -> P
 
 def link_bytes_per_s(link: Link | None) -> float | None:
     """What a link can carry (bytes/s), or None when it is not the bottleneck (TCP, SSH, virtio)."""
-    if isinstance(link, SerialLink):
-        return link.baud / 10  # 8N1: ten bit times per byte
-    return None
+    return link.bytes_per_s if link is not None else None
 
 
 @dataclass(frozen=True)

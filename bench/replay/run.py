@@ -152,9 +152,9 @@ class ReplayRun:
             s = dev.settings
             run.start_ns = time.monotonic_ns()
             await session.start(
-                fps=int(s.get("fps_target", 60)),
-                vsync_hz=int(s.get("vsync_hz", 60)),
-                budget_ms=int(s.get("decision_budget_ms", 50)),
+                fps=s.fps_target,
+                vsync_hz=s.vsync_hz,
+                budget_ms=s.decision_budget_ms,
             )
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
             unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
@@ -210,7 +210,7 @@ class ReplayRun:
             run.frames,
             sent_ns=run.track.sent_by_seq(self.plan),
             clock=clock,
-            budget_ms=float(run.device.settings.get("decision_budget_ms", 50)),
+            budget_ms=float(run.device.settings.decision_budget_ms),
             end_ns=run.end_ns,
             stats=run.stats,
             faults=list(session.faults),

@@ -4,21 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
 from bench.fleet import Device, Link
+from bench.kinds import KINDS
 from bench.provision.controls import BoardControls
-
-# kind -> "module:factory" making a VirtualDevice. A kind missing here has no virtual device yet.
-VIRTUAL_KINDS: dict[str, str] = {
-    "esp32c6": "bench.virtual.esp32c6:VirtualEsp32c6",
-    "jetson-orin-nx": "bench.virtual.arm64_board:linux_board",
-    "pi5": "bench.virtual.arm64_board:linux_board",
-}
 
 
 class VirtualDevice(Protocol):
@@ -44,14 +37,12 @@ def state_dir() -> Path:
 
 def has_virtual(kind: str) -> bool:
     """True when the bench can stand in for a device of `kind`."""
-    return kind in VIRTUAL_KINDS
+    return kind in KINDS and KINDS[kind].virtual is not None
 
 
 def make_virtual(device: Device) -> VirtualDevice:
     """A (not yet started) virtual device for `device`."""
-    module_name, _, cls_name = VIRTUAL_KINDS[device.kind].partition(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(device, state_dir() / device.name)
+    return device.kind_info.virtual_class()(device, state_dir() / device.name)
 
 
 def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls]:

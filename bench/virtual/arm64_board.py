@@ -18,7 +18,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bench.devices.qemu_machine import QemuMachine
+from bench.devices.qemu_machine import GuestFault, QemuMachine
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, QemuLink, SshLink
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
@@ -30,6 +30,7 @@ from bench.virtual.linux import PROFILES, VirtualLinuxDevice
 KEYS = FIRMWARE_DIR.parent / "fixtures" / "keys"
 LOGIN_KEY = KEYS / "dev-board-login_ed25519"  # root's authorized key in the bench's own board images
 HOST_KEY = KEYS / "dev-board-host_ed25519.pub"  # the host key those images carry
+BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host
 
 
 class VirtualArm64Board:
@@ -70,6 +71,9 @@ class VirtualArm64Board:
             self.disk.touch()
         self.ssh_port = free_local_port()
         await self.on()
+        if self.machine is not None:  # like a board already running when the bench starts: wait for its boot
+            with contextlib.suppress(GuestFault):
+                await self.machine.wait_for("sshd-up", BOOT_TIMEOUT_S)
         return self.link()
 
     def link(self) -> SshLink:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, SshLink
-from bench.kinds import KINDS
+from bench.kinds import get_kind
 from bench.links.ssh import free_local_port
 from bench.procs import stop_process
 
@@ -58,8 +58,8 @@ class LinuxProfile:
 
     @property
     def fps_target(self) -> int:
-        """The kind's frame-rate target (from the kinds table, the one place for it)."""
-        return int(KINDS[self.kind].defaults["fps_target"])
+        """The kind's frame-rate target (from the kind registry, the one place for it)."""
+        return get_kind(self.kind).defaults().fps_target
 
 
 PROFILES: dict[str, LinuxProfile] = {

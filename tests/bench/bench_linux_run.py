@@ -29,7 +29,7 @@ from bench.virtual import virtual_fleet
 
 
 async def one(device, frames: int) -> None:
-    fps = int(device.settings["fps_target"])
+    fps = device.settings.fps_target
     driver = LinuxDriver(device)
     try:
         t = time.perf_counter()
@@ -43,7 +43,7 @@ async def one(device, frames: int) -> None:
         start = time.perf_counter() - t
         monitor = await driver.telemetry()
         async with monitor:
-            await session.start(fps=fps, vsync_hz=int(device.settings["vsync_hz"]), frames=frames)
+            await session.start(fps=fps, vsync_hz=device.settings.vsync_hz, frames=frames)
             recs = [r async for r in session.frames(timeout=10)]
         await session.close()
     finally:

@@ -73,8 +73,8 @@ def run(kernel: str, requests: int, frames: int) -> None:
             x = [((k * 37) % 100) / 50.0 - 1.0 for k in range(48)]
             times = [agent.request({"t": "infer", "x": x})["us"] for _ in range(requests)]
             print(f"[{kernel}] infer request, device side: {summary(times)}")
-            fps = KINDS["esp32c6"].defaults["fps_target"]
-            vsync = KINDS["esp32c6"].defaults["vsync_hz"]
+            fps = KINDS["esp32c6"].defaults().fps_target
+            vsync = KINDS["esp32c6"].defaults().vsync_hz
             agent.request({"t": "start", "fps": fps, "vsync_hz": vsync, "frames": frames})
             recs = [agent.wait_for("frame", timeout=30) for _ in range(frames)]
             agent.wait_for("stopped", timeout=30)

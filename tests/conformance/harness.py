@@ -161,7 +161,7 @@ class MicroPythonAgent(AgentUnderTest):
 
         super().__init__(folder)
         esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
-        device = Device(name="conformance-mpy", kind="esp32c6", link=None, settings=dict(esp.settings))
+        device = Device(name="conformance-mpy", kind="esp32c6", link=None, settings=esp.settings)
         copy_bundle(bundles.micropython_bundle(device, folder / ".bundle"), folder)
         self.command = agent_command(ESP32C6_HEAP)
 

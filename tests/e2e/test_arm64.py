@@ -55,9 +55,7 @@ def _no_qemu_left() -> Iterator[None]:
 
 def switch_device(timing: str = "realtime", **settings: object) -> Device:
     dev = load_fleet().get("switch-1")
-    return dataclasses.replace(
-        dev, link=dataclasses.replace(dev.link, timing=timing), settings={**dev.settings, **settings}
-    )
+    return dataclasses.replace(dev, link=dataclasses.replace(dev.link, timing=timing)).with_settings(**settings)
 
 
 @pytest.fixture(scope="session")

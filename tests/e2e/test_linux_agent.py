@@ -29,7 +29,7 @@ def board(request: pytest.FixtureRequest) -> Iterator[RunningBoard]:
 def test_deploy_start_hello_run_stop(board: RunningBoard) -> None:
     driver = driver_for(board.device)
     assert isinstance(driver, LinuxDriver)
-    model = board.device.settings["model"]
+    model = board.device.settings.model
 
     async def go():
         try:
@@ -37,7 +37,7 @@ def test_deploy_start_hello_run_stop(board: RunningBoard) -> None:
             again = await driver.flash()
             session = await AgentSession.open(await driver.open_agent(), device=board.device.name)
             await session.sync_clock(8)
-            await session.start(fps=board.device.settings["fps_target"], vsync_hz=60, frames=20)
+            await session.start(fps=board.device.settings.fps_target, vsync_hz=60, frames=20)
             frames = [rec async for rec in session.frames(timeout=5)]
             stats = await session.stats()
             await session.close()

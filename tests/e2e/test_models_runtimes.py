@@ -60,8 +60,8 @@ def test_tflite_micro_matches_the_reference_within_one_step(name):
 
 def test_kind_default_models_exist():
     for kind in KINDS.values():
-        assert model_file(kind.defaults["model"]).is_file()
-    assert model_file(KINDS["esp32c6"].defaults["model"], "npcm").is_file()
+        assert model_file(kind.defaults().model).is_file()
+    assert model_file(KINDS["esp32c6"].defaults().model, "npcm").is_file()
 
 
 def test_crash_fixture_loads_then_fails_at_invoke_in_both_runtimes():
@@ -90,5 +90,5 @@ def test_arena_fixture_needs_more_than_any_memory_limit_without_allocating():
         for t in it.get_tensor_details()
         if t["name"] in ("features", "fc0/out", "fc1/out", "logits", "actions")
     )
-    limit = max(k.defaults.get("memory_limit_mb", 0) for k in KINDS.values()) * 1024 * 1024
+    limit = max(getattr(k.defaults(), "memory_limit_mb", 0) for k in KINDS.values()) * 1024 * 1024
     assert activations > limit

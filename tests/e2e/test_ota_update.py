@@ -3,7 +3,6 @@ full and delta updates, a forged model refused, a cut transfer resumed; the old 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 from collections.abc import Iterator
@@ -91,7 +90,7 @@ def test_cut_transfer_keeps_the_model_and_the_next_update_resumes(pi: RunningBoa
     (first,) = pi.loop.run(update_devices([pi.device], store, "npc-policy@1"), timeout_s=120)
     assert first.ok  # the board runs v1 whatever the previous test left
     target = store.manifest("npc-policy", 2)
-    fast = dataclasses.replace(pi.device, settings={**pi.device.settings, "ota_timing": "loopback"})  # quick give-up
+    fast = pi.device.with_settings(ota_timing="loopback")  # quick give-up
     (cut,) = pi.loop.run(
         update_devices([fast], store, "npc-policy@2", impairment=Impairment(cut_at_block=5)), timeout_s=120
     )

@@ -140,7 +140,7 @@ def _micropython_board(folder: Path) -> list[str] | None:
     from bench.fleet import load_fleet
 
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
-    device = Device("mpy-1", "esp32c6", None, settings=dict(esp.settings))
+    device = Device("mpy-1", "esp32c6", None, settings=esp.settings)
     copy_bundle(micropython_bundle(device, folder / ".bundle"), folder)
     return agent_command(ESP32C6_HEAP)
 
@@ -155,7 +155,7 @@ def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -
         pytest.skip("the MicroPython agent (micropython/npc_agent.py, bench.mpy.board) is not on this branch yet")
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
     # an ESP32-C6 on its UART: 921600 baud is too slow for PCM plus the other channels -> voice features
-    device = Device("mpy-1", "esp32c6", SerialLink("socket://127.0.0.1:1", 921600), settings=dict(esp.settings))
+    device = Device("mpy-1", "esp32c6", SerialLink("socket://127.0.0.1:1", 921600), settings=esp.settings)
 
     async def open_agent(dev: Device) -> AgentEndpoint:
         transport = await ProcessTransport.spawn(argv, cwd=board, stderr_path=board / "stderr.log")

@@ -160,7 +160,7 @@ def test_driver_resolves_images_and_says_what_to_do(tmp_path: Path, monkeypatch:
     (folder / "vmlinuz").write_bytes(b"k")
     (folder / "initrd.img").write_bytes(b"i")
     assert resolve_image(given)[:2] == (folder / "vmlinuz", folder / "initrd.img")
-    driver = QemuArm64Driver(dataclasses.replace(given, settings={**dev.settings, "memory_limit_mb": 64}))
+    driver = QemuArm64Driver(given.with_settings(memory_limit_mb=64))
     args = driver.kernel_args()
     assert args["npc_mem_mb"] == "64" and args["npc_timing"] == "icount" and args["npc_mode"] == "agent"
     assert driver.timing == "icount" and driver.platform()["timing"] == "icount"

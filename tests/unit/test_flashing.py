@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from bench import devices
 from bench.devices.base import Driver, StepResult
 from bench.errors import ConfigError
 from bench.flashing import flash_devices
 from bench.fleet import Device
+from bench.kinds import KINDS
 
 PLANS: dict[str, list[object]] = {}  # device name -> what each attempt does
 
@@ -35,7 +36,7 @@ class ScriptedDriver(Driver):
 
 @pytest.fixture
 def scripted(monkeypatch: pytest.MonkeyPatch) -> list[Device]:
-    monkeypatch.setitem(devices.DRIVERS, "pi5", f"{__name__}:ScriptedDriver")
+    monkeypatch.setitem(KINDS, "pi5", dataclasses.replace(KINDS["pi5"], driver=f"{__name__}:ScriptedDriver"))
     return [Device(f"p{i}", "pi5", None) for i in range(3)]
 
 
@@ -68,8 +69,7 @@ def test_flash_cli_rejects_a_missing_firmware_file_with_exit_2() -> None:
 def test_a_real_board_without_configured_firmware_is_refused(tmp_path: Path) -> None:
     from bench.devices.esp32c6 import Esp32c6Driver
     from bench.fleet import SerialLink
-    from bench.kinds import KINDS
 
-    real = Device("bench-c6", "esp32c6", SerialLink("/dev/ttyACM0", 921600), settings=dict(KINDS["esp32c6"].defaults))
+    real = Device("bench-c6", "esp32c6", SerialLink("/dev/ttyACM0", 921600))
     with pytest.raises(ConfigError, match="no firmware configured for a real board"):
         asyncio.run(Esp32c6Driver(real).flash())

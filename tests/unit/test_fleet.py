@@ -52,7 +52,7 @@ timing = "icount"
     )
     c6, pi, sw = fleet.devices
     assert c6.link == SerialLink("rfc2217://127.0.0.1:4000", 921600)
-    assert c6.settings["fps_target"] == 30 and c6.settings["decision_budget_ms"] == 50
+    assert c6.settings.fps_target == 30 and c6.settings.decision_budget_ms == 50
     assert isinstance(pi.link, SshLink) and pi.link.port == 22 and pi.link.key == tmp_path / "keys" / "id"
     assert isinstance(sw.link, QemuLink) and sw.link.timing == "icount" and sw.link.image == tmp_path / "img"
 
@@ -112,3 +112,37 @@ def test_selection_by_kind_tag_and_name() -> None:
         fleet.select(names=["zz"])
     with pytest.raises(ConfigError, match="unknown kind"):
         fleet.select(kinds=["toaster"])
+
+
+def test_settings_are_typed_frozen_and_defaulted_once_per_kind(tmp_path: Path) -> None:
+    import dataclasses
+
+    from bench.kinds import KINDS
+
+    fleet = load_fleet(
+        write(
+            tmp_path,
+            '[[device]]\nname = "a"\nkind = "pi5"\nssh = "u@h"\nmodel_version = 3\n'
+            '[[device]]\nname = "c"\nkind = "esp32c6"\nport = "/dev/x"\n',
+        )
+    )
+    pi, c6 = fleet.devices
+    assert pi.settings.model_version == 3 and pi.settings.model_format == KINDS["pi5"].model_format == "tflite-int8"
+    assert c6.settings.model_format == KINDS["esp32c6"].model_format == "npcm-int8"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pi.settings.fps_target = 1  # type: ignore[misc]
+    assert pi.with_settings(fps_target=5).settings.fps_target == 5 and pi.settings.fps_target == 30
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("chip_id", "13", "device 'a': unknown field 'chip_id'"),
+        ("model_version", '"2"', "device 'a': field 'model_version': expected int, got str"),
+        ("wire_speed", "1", "device 'a': field 'wire_speed': expected bool, got int"),
+    ],
+)
+def test_settings_fields_are_checked(tmp_path: Path, field: str, value: str, expected: str) -> None:
+    path = write(tmp_path, f'[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\n{field} = {value}\n')
+    with pytest.raises(ConfigError, match=expected):
+        load_fleet(path)

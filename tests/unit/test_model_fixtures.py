@@ -119,13 +119,14 @@ def test_unknown_model_name_is_a_config_error_listing_the_known_ones():
 
 
 def test_kind_model_picks_the_file_and_format_each_kind_runs():
+    from bench.kinds import Pi5Settings
     from bench.models import fixture_manifest, kind_model
 
     path, fmt = kind_model("esp32c6")
     assert (path.name, fmt) == ("npc-policy-int8.npcm", "npcm-int8")
     assert kind_model("jetson-orin-nx")[0].name == "npc-policy-large-int8.tflite"
-    assert kind_model("pi5", {"model": "npc-policy-int8-v2"})[0].name == "npc-policy-int8-v2.tflite"
+    assert kind_model("pi5", Pi5Settings(model="npc-policy-int8-v2"))[0].name == "npc-policy-int8-v2.tflite"
     with pytest.raises(ConfigError, match="model_format"):
-        kind_model("pi5", {"model_format": "onnx"})
+        kind_model("pi5", Pi5Settings(model_format="onnx"))
     manifest = fixture_manifest(model_file("npc-policy-int8-v2", "npcm"), "npcm-int8")
     assert manifest["version"] == 2 and manifest["size"] == 6376 and manifest["format"] == "npcm-int8"

@@ -100,7 +100,7 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     async def open_agent(dev: Device) -> AgentEndpoint:
         if dev.name == "gone-1":
             raise DeviceUnreachable("gone-1: no answer on its link")
-        agents[dev.name] = StandInAgent(int(dev.settings.get("fps_target", 30)))
+        agents[dev.name] = StandInAgent(dev.settings.fps_target)
 
         async def close() -> None:
             closed.append(dev.name)

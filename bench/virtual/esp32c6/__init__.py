@@ -39,7 +39,7 @@ class VirtualEsp32c6:
             parse_mac(self.mac)
         except ValueError as exc:
             raise ConfigError(f"device {device.name!r}: field 'mac': {exc}") from None
-        self.wire_speed = bool(device.settings.get("wire_speed", False)) if wire_speed is None else wire_speed
+        self.wire_speed = device.settings.wire_speed if wire_speed is None else wire_speed
         self._proc: asyncio.subprocess.Process | None = None
         self._urls: dict[str, str] = {}
 
@@ -57,7 +57,7 @@ class VirtualEsp32c6:
             "--mac",
             self.mac,
             "--flash-size",
-            str(int(self.device.settings.get("flash_size", 8 * 1024 * 1024))),
+            str(self.device.settings.flash_size),
         ]
         if self.wire_speed:
             argv.append("--wire-speed")
@@ -78,7 +78,7 @@ class VirtualEsp32c6:
                 f"virtual board {self.device.name!r} did not start",
                 hint=f"see {self.state_dir / 'board.log'}",
             ) from None
-        return SerialLink(url=self._urls["rfc2217"], baud=int(self.device.settings.get("baud", 921600)))
+        return SerialLink(url=self._urls["rfc2217"], baud=self.device.settings.baud)
 
     async def stop(self) -> None:
         """Stop the board process (its flash file stays)."""

@@ -1,0 +1,312 @@
+"""The link types a fleet device is reached by (a serial port, SSH, a QEMU machine the bench boots), each
+with its behaviour: how it is read from a fleet file, described, probed, how many bytes it carries, and
+what a labgrid exporter publishes for it. Nothing else branches on a link's type."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from bench.errors import ConfigError, DeviceUnreachable
+from bench.fields import resolve_path, typed
+
+_SSH_RE = re.compile(r"^(?P<user>[^@\s]+)@(?P<host>\[[^\]]+\]|[^:\s]+)(?::(?P<port>\d+))?$")
+_SERIAL_SCHEMES = ("rfc2217://", "socket://", "loop://", "/dev/")
+_QEMU_KEYS = {"image", "timing", "smp", "memory_mb", "binary", "cpu", "machine"}
+_QEMU_TIMINGS = ("realtime", "icount")
+
+
+@dataclass
+class ProbeResult:
+    """Whether a device answered on its link, and what was seen."""
+
+    reachable: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class FleetEntry:
+    """What a link parser needs to know about the [[device]] table it reads."""
+
+    raw: dict[str, Any]
+    where: str  # "FILE: device 'NAME'", for errors
+    kind: str
+    optional: bool  # virtual or in a lab place: the link may be missing (the bench finds it itself)
+    base_dir: Path  # the fleet file's folder, for relative paths
+    default_baud: int = 115200
+
+
+@dataclass(frozen=True)
+class SerialLink:
+    """A serial port: a local device path or a pyserial URL (rfc2217://, socket://)."""
+
+    family: ClassVar[str] = "serial"
+    fields: ClassVar[frozenset[str]] = frozenset({"port", "baud", "mac", "usb_serial"})
+    lab_classes: ClassVar[tuple[str, ...]] = ("NetworkSerialPort",)  # USBSerialPort/RawSerialPort publish as this
+
+    url: str
+    baud: int
+
+    @classmethod
+    def parse(cls, entry: FleetEntry) -> SerialLink | None:
+        """The link of a fleet device (None when optional and not given)."""
+        raw, where = entry.raw, entry.where
+        baud = typed(raw, "baud", int, where, entry.default_baud)
+        port = typed(raw, "port", str, where, None)
+        if port is None:
+            if entry.optional:
+                return None
+            raise ConfigError(
+                f"{where}: missing link: field 'port'",
+                hint='give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", or set virtual = true',
+            )
+        if not port.startswith(_SERIAL_SCHEMES):
+            raise ConfigError(
+                f"{where}: field 'port': {port!r} is not a serial port",
+                hint="use a /dev/... path or an rfc2217:// or socket:// URL",
+            )
+        return cls(url=port, baud=baud)
+
+    def describe(self) -> str:
+        """The link as a person would write it."""
+        return f"{self.url} @ {self.baud}"
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """What the link carries: 8N1 is ten bit times per byte."""
+        return self.baud / 10
+
+    async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
+        """Does the port open (without talking to the agent)."""
+        return await asyncio.wait_for(asyncio.to_thread(self._open_close), timeout_s)
+
+    def _open_close(self) -> ProbeResult:
+        import serial
+
+        try:
+            port = serial.serial_for_url(self.url, baudrate=self.baud, timeout=0.5, do_not_open=True)
+            port.open()
+            port.close()
+        except (serial.SerialException, OSError, ValueError) as exc:
+            return ProbeResult(False, f"{self.url}: {exc}")
+        return ProbeResult(True, f"{self.url} opens")
+
+    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
+        """What a bench host's exporter publishes for this (served) link."""
+        url = urlsplit(self.url)
+        return {"NetworkSerialPort": {"host": address or url.hostname, "port": url.port, "speed": baud,
+                                      "protocol": "rfc2217"}}  # fmt: skip
+
+    @classmethod
+    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
+        """What the exporter publishes for a real board on its bench host: a udev match on its USB serial."""
+        usb_serial = device.extra.get("usb_serial")
+        if not usb_serial:
+            raise ConfigError(
+                f"{where}: field 'usb_serial': missing",
+                hint="give the board's USB serial number (udevadm info /dev/ttyACM0 | grep ID_SERIAL_SHORT)",
+            )
+        return {"USBSerialPort": {"match": {"ID_SERIAL_SHORT": str(usb_serial)}, "speed": baud}}
+
+    @classmethod
+    def from_lab(cls, device: Any, params: dict[str, Any]) -> SerialLink:
+        """The link to `device` from the parameters of its place's published resource."""
+        baud = int(device.extra.get("baud") or params.get("speed") or getattr(device.settings, "baud", 115200))
+        return cls(url=serial_url(params), baud=baud)
+
+
+def serial_url(params: dict[str, Any]) -> str:
+    """pyserial URL for a NetworkSerialPort (`ign_set_control`: ser2net does not answer line changes)."""
+    host, port = params["host"], int(params["port"])
+    if params.get("protocol", "rfc2217") == "raw":
+        return f"socket://{host}:{port}"
+    return f"rfc2217://{host}:{port}?ign_set_control"
+
+
+@dataclass(frozen=True)
+class SshLink:
+    """An SSH endpoint with key authentication."""
+
+    family: ClassVar[str] = "ssh"
+    # `os`: the [device.os] table of a Linux board's OS image (bench.provision.config)
+    fields: ClassVar[frozenset[str]] = frozenset({"ssh", "key", "host_key", "known_hosts", "python", "os"})
+    lab_classes: ClassVar[tuple[str, ...]] = ("NetworkService",)
+
+    user: str
+    host: str
+    port: int
+    key: Path | None = None
+    host_key: str | None = None
+    known_hosts: Path | None = None
+
+    @property
+    def target(self) -> str:
+        """`user@host:port` as written in the fleet file."""
+        return f"{self.user}@{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, entry: FleetEntry) -> SshLink | None:
+        """The link of a fleet device (None when optional and not given)."""
+        raw, where = entry.raw, entry.where
+        target = typed(raw, "ssh", str, where, None)
+        if target is None:
+            if entry.optional:
+                return None
+            raise ConfigError(f"{where}: missing link: field 'ssh'", hint='give ssh = "user@host:22" and key = "PATH"')
+        match = _SSH_RE.match(target)
+        if not match:
+            raise ConfigError(f"{where}: field 'ssh': {target!r} is not user@host[:port]")
+        return cls(
+            user=match["user"],
+            host=match["host"].strip("[]"),
+            port=int(match["port"] or 22),
+            key=resolve_path(typed(raw, "key", str, where, None), entry.base_dir),
+            host_key=typed(raw, "host_key", str, where, None),
+            known_hosts=resolve_path(typed(raw, "known_hosts", str, where, None), entry.base_dir),
+        )
+
+    def describe(self) -> str:
+        """The link as a person would write it."""
+        return f"ssh {self.target}"
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """None: TCP is not the bottleneck."""
+        return None
+
+    async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
+        """Does the port answer with an SSH banner."""
+        return await asyncio.wait_for(self._banner(), timeout_s)
+
+    async def _banner(self) -> ProbeResult:
+        try:
+            reader, writer = await asyncio.open_connection(self.host, self.port)
+        except OSError as exc:
+            return ProbeResult(False, f"{self.host}:{self.port}: {exc.strerror or exc}")
+        try:
+            banner = (await reader.readline()).decode("ascii", "replace").strip()
+        finally:
+            writer.close()
+        if not banner.startswith("SSH-"):
+            return ProbeResult(False, f"{self.host}:{self.port} answers but is not SSH ({banner[:40]!r})")
+        return ProbeResult(True, f"{self.host}:{self.port} {banner}")
+
+    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
+        """What a bench host's exporter publishes for this (served) link."""
+        return {"NetworkService": {"address": address or self.host, "username": self.user, "port": self.port}}
+
+    @classmethod
+    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
+        """What the exporter publishes for a real board: its SSH address as its bench host sees it."""
+        local = device.lab.local if device.lab is not None else None
+        if not isinstance(local, cls):
+            raise ConfigError(
+                f"{where}: field 'ssh': missing", hint='ssh = "user@address:22", as its bench host sees it'
+            )
+        return local.lab_resource(None, baud)
+
+    @classmethod
+    def from_lab(cls, device: Any, params: dict[str, Any]) -> SshLink:
+        """The link to `device` from the parameters of its place's published resource."""
+        return cls(
+            user=params.get("username") or "root",
+            host=params["address"],
+            port=int(params.get("port", 22)),
+            key=device.extra.get("key"),
+            host_key=device.extra.get("host_key"),
+            known_hosts=device.extra.get("known_hosts"),
+        )
+
+
+@dataclass(frozen=True)
+class QemuLink:
+    """An emulated machine that the bench boots itself."""
+
+    family: ClassVar[str] = "qemu"
+    fields: ClassVar[frozenset[str]] = frozenset({"qemu"})
+    lab_classes: ClassVar[tuple[str, ...]] = ()  # runs on the bench host itself, never in a lab place
+
+    image: Path | None
+    timing: str = "realtime"
+    smp: int = 4
+    memory_mb: int = 4096
+    binary: str = "qemu-system-aarch64"
+    machine: str = "virt"
+    cpu: str = "cortex-a57"
+
+    @classmethod
+    def parse(cls, entry: FleetEntry) -> QemuLink:
+        """The machine of a fleet device, from its [device.qemu] table (defaults when absent)."""
+        where = entry.where
+        qemu = entry.raw.get("qemu")
+        if qemu is None:
+            return cls(image=None)
+        if not isinstance(qemu, dict):
+            raise ConfigError(f"{where}: field 'qemu': must be a table ([device.qemu])")
+        for key in qemu:
+            if key not in _QEMU_KEYS:
+                raise ConfigError(
+                    f"{where}: qemu: unknown field {key!r}", hint=f"known: {', '.join(sorted(_QEMU_KEYS))}"
+                )
+        qwhere = f"{where}: qemu"
+        timing = typed(qemu, "timing", str, qwhere, "realtime")
+        if timing not in _QEMU_TIMINGS:
+            raise ConfigError(f"{qwhere}: field 'timing': {timing!r}", hint="use 'realtime' or 'icount'")
+        return cls(
+            image=resolve_path(typed(qemu, "image", str, qwhere, None), entry.base_dir),
+            timing=timing,
+            smp=typed(qemu, "smp", int, qwhere, 4),
+            memory_mb=typed(qemu, "memory_mb", int, qwhere, 4096),
+            binary=typed(qemu, "binary", str, qwhere, "qemu-system-aarch64"),
+            machine=typed(qemu, "machine", str, qwhere, "virt"),
+            cpu=typed(qemu, "cpu", str, qwhere, "cortex-a57"),
+        )
+
+    def describe(self) -> str:
+        """The machine as a person would write it."""
+        return f"qemu {self.machine}/{self.cpu} x{self.smp} {self.memory_mb} MB ({self.timing})"
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """None: virtio is not the bottleneck."""
+        return None
+
+    async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
+        """Are QEMU and the image there (the bench boots it when it needs it)."""
+        binary = shutil.which(self.binary)
+        if binary is None:
+            return ProbeResult(False, f"{self.binary} not found (install qemu-system-arm)")
+        if self.image is None:  # the image built from the kind's recipe, in the bench cache
+            from bench.image.build import cached_image
+
+            image = cached_image(kind)
+            if image is None:  # the bench builds it itself (flash stage, `hilbench image build`): still usable
+                return ProbeResult(True, f"{binary} found; image not built yet (`hilbench flash` builds it)")
+            return ProbeResult(True, f"{binary}, built image {image.folder} ({self.timing})")
+        if not Path(self.image).exists():
+            return ProbeResult(False, f"image {self.image} missing (hilbench image build {kind})")
+        return ProbeResult(True, f"{binary}, image {self.image} ({self.timing})")
+
+    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
+        """QEMU machines are not exported."""
+        raise ConfigError("a QEMU machine runs on the bench host itself and cannot be exported")
+
+    @classmethod
+    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
+        """QEMU machines are not exported."""
+        raise ConfigError(f"{where}: kind {device.kind} runs on the bench host itself and cannot be exported")
+
+    @classmethod
+    def from_lab(cls, device: Any, params: dict[str, Any]) -> QemuLink:
+        """Never: a QEMU machine has no lab place."""
+        raise DeviceUnreachable(f"device {device.name!r}: a QEMU machine is not reached through a lab place")
+
+
+Link = SerialLink | SshLink | QemuLink
+LinkType = type[SerialLink] | type[SshLink] | type[QemuLink]
+LINK_TYPES: tuple[LinkType, ...] = (SerialLink, SshLink, QemuLink)
