@@ -6,6 +6,7 @@ storage back, power on, wait for SSH, mark and verify the fingerprint. One call 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,10 +52,11 @@ def resolve_image(device_name: str, kind: str, spec: OsSpec) -> OsImage:
         path, bmap, sha = built.disk, built.bmap, built.disk_sha256
         expect = {k: v for k, v in (built.fingerprint or {}).items() if v}
     else:
-        path, bmap, expect = spec.image, spec.bmap, {}
+        path, bmap = spec.image, spec.bmap
         if not path.is_file():
             raise ConfigError(f"device {device_name!r}: [device.os] image {path} does not exist")
         sha = sha256_file(path)
+        expect = _manifest_fingerprint(path, sha)
     if spec.sha256 is not None and sha != spec.sha256:
         raise ImageRefused(
             f"device {device_name!r}: image {path.name} has sha256 {sha[:16]}..., the fleet pins {spec.sha256[:16]}...;"
@@ -65,6 +67,16 @@ def resolve_image(device_name: str, kind: str, spec: OsSpec) -> OsImage:
         hint = f"bmaptool create -o {bmap} {path}"
         raise ConfigError(f"device {device_name!r}: bmap {bmap} does not exist", hint=hint)
     return OsImage(path, bmap, sha, {"image_sha256": sha, **expect, **spec.expect})
+
+
+def _manifest_fingerprint(image: Path, sha: str) -> dict[str, Any]:
+    """The fingerprint recorded by `hilbench image build` beside an image (its image.json), when it is this one."""
+    try:
+        data = json.loads((image.parent / "image.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    found = data.get("fingerprint") if data.get("disk_sha256") == sha else None
+    return {k: v for k, v in (found or {}).items() if v}
 
 
 async def probe(driver: LinuxDriver) -> tuple[Fingerprint | None, str]:
