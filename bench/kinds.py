@@ -59,6 +59,8 @@ class LinuxSettings(Settings):
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
     telemetry_interval_ms: int = 500
     memory_limit_mb: int = 512
+    agent_start_timeout_s: float = 20.0  # agent started -> listening (imports numpy and the tflite runtime)
+    reply_timeout_s: float = 5.0  # how long the bench waits for one agent reply
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from bench.provision.provision import check_os, provision_os
 from bench.telemetry import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
-AGENT_START_TIMEOUT_S = 20.0
 PORT_FILE = "agent.port"  # the agent writes its loopback port here, in the deploy folder
 
 
@@ -113,6 +112,8 @@ class LinuxDriver(Driver):
         self.write_os = os  # flash() provisions the OS ([device.os]) when the fingerprint differs
         self.force_os = force_os
         self.controls = controls
+        self.start_timeout_s = float(device.settings.agent_start_timeout_s)
+        self.reply_timeout_s = float(device.settings.reply_timeout_s)
         if not isinstance(device.link, SshLink):
             raise ConfigError(
                 f"device {device.name!r}: no SSH link",
@@ -246,7 +247,7 @@ class LinuxDriver(Driver):
         """Wait until the agent wrote its port file and accepts on that port; return the port."""
         waiter = (
             "import os, socket, sys, time\n"
-            f"end = time.time() + {AGENT_START_TIMEOUT_S}\n"
+            f"end = time.time() + {self.start_timeout_s}\n"
             "while time.time() < end:\n"
             "    try: state = open('/proc/%d/stat' % " + str(pid) + ").read().rsplit(')', 1)[1].split()[0]\n"
             "    except OSError: state = 'Z'\n"
@@ -258,13 +259,13 @@ class LinuxDriver(Driver):
             "print('timeout')\n"
         )
         command = f'cd "{self.folder}" && {self.python} -c {quote(waiter)}'
-        state = (await conn.run(command, timeout_s=AGENT_START_TIMEOUT_S + 10)).text.strip()
+        state = (await conn.run(command, timeout_s=self.start_timeout_s + 10)).text.strip()
         if state.isdigit():
             return int(state)
         log = await self.agent_log()
         raise BenchError(
             f"device {self.device.name!r}: the agent "
-            + ("exited at start" if state == "exited" else f"did not listen within {AGENT_START_TIMEOUT_S:g} s")
+            + ("exited at start" if state == "exited" else f"did not listen within {self.start_timeout_s:g} s")
             + (f"; its log ends: {log.strip().splitlines()[-1]}" if log.strip() else ""),
             hint=f"see {self.folder}/agent.log on the device",
         )

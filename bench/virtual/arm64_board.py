@@ -135,7 +135,8 @@ class VirtualArm64Board:
         self._corrupt_at = offset
         self._corrupt_len = length
 
-    def _apply_fault(self) -> None:
+    def after_write(self) -> None:
+        """What the storage holds once a write settled: the injected fault, if one is pending."""
         if self._corrupt_at is None:
             return
         with self.disk.open("r+b") as fh:
@@ -159,7 +160,7 @@ class _Storage:
 
     async def settle(self) -> None:
         await asyncio.to_thread(os.sync)
-        self.board._apply_fault()
+        self.board.after_write()
 
     async def to_board(self) -> None:
         return None
