@@ -162,6 +162,7 @@ async def flash_devices(
             backoff_s=backoff_s,
             os=os,
             controls=boards.get(d.name),
+            force_os=force_os,
         )
         for d in devices
     ]
