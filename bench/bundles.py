@@ -8,19 +8,20 @@ from pathlib import Path
 from bench import signing
 from bench.errors import ConfigError
 from bench.fleet import Device
+from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WIRE_MODULE
 
-ROOT = Path(__file__).resolve().parent.parent
-MODELS_DIR = ROOT / "fixtures" / "models"
 HOST_AGENT_PORT = 7700
 
 # the portable modules shared by both reference agents (deployed unchanged)
 PORTABLE = [
-    (ROOT / "bench" / "agent" / "wire.py", "wire.py"),
-    (ROOT / "micropython" / "npcsched.py", "npcsched.py"),
-    (ROOT / "micropython" / "npcfeat.py", "npcfeat.py"),
+    (WIRE_MODULE, "wire.py"),
+    (MICROPYTHON_DIR / "npcsched.py", "npcsched.py"),
+    (MICROPYTHON_DIR / "npcfeat.py", "npcfeat.py"),
+    (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
 ]
 HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
-OPTIONAL = [(ROOT / "micropython" / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
 def model_version(device: Device) -> int:
@@ -30,7 +31,7 @@ def model_version(device: Device) -> int:
 
 def signed_manifest_file(model: Path, name: str, version: int, out_dir: Path, key_path: Path) -> Path:
     """Write `model`'s manifest, signed with the key at `key_path`, beside a copy name in `out_dir`."""
-    fmt = "tflite-int8" if "int8" in model.stem else "tflite-f32"
+    fmt = guess_name_and_format(model)[1]
     manifest = signing.sign_manifest(
         signing.model_manifest(model, name, version, fmt), signing.load_private_key(key_path)
     )
@@ -49,7 +50,7 @@ def host_bundle(
 ) -> list[tuple[Path, str]]:
     """The files of the host/ agent for `device`: agent modules, the portable modules, the trusted public
     key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
-    files = [(ROOT / "host" / name, name) for name in HOST_FILES]
+    files = [(HOST_DIR / name, name) for name in HOST_FILES]
     files += PORTABLE
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))
@@ -100,7 +101,6 @@ def micropython_bundle(
     top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
     .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
     Generated files are written to `out_dir`."""
-    from bench.models import FORMAT_EXT, kind_model
     from bench.mpy.board import agent_files, trusted_key_hex
 
     if FORMAT_EXT.get(device.settings.model_format) != "npcm":

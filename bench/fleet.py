@@ -10,13 +10,14 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
-from bench.kinds import KINDS, Kind, Settings
+from bench.kinds import KINDS, Kind, Settings, get_kind
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
-from bench.provision.config import OsSpec, parse_os
+from bench.os_spec import OsSpec, parse_os
+from bench.paths import FLEETS_DIR
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
-DEFAULT_FLEET = Path(__file__).resolve().parent.parent / "fixtures" / "fleets" / "virtual.toml"
+DEFAULT_FLEET = FLEETS_DIR / "virtual.toml"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -65,8 +66,8 @@ class Device:
 
     @property
     def kind_info(self) -> Kind:
-        """The registry entry of the device's kind."""
-        return KINDS[self.kind]
+        """The registry entry of the device's kind (ConfigError for an unknown kind)."""
+        return get_kind(self.kind)
 
     def with_link(self, link: Link) -> Device:
         """A copy reached through another link (a started virtual device, a labgrid place)."""
@@ -260,6 +261,8 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     if not all(isinstance(t, str) for t in tags):
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
     settings = info.settings(**{key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw})
+    for key, problem in settings.problems():
+        raise ConfigError(f"{where}: field {key!r}: {problem}, got {getattr(settings, key)!r}")
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")

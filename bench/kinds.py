@@ -18,6 +18,11 @@ from typing import Any
 from bench.errors import ConfigError
 from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
 
+# numeric settings that make no sense at zero or below (checked wherever a kind has them; a memory limit
+# of 0 means none)
+POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
+            "telemetry_interval_ms")  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -35,6 +40,11 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
+        file and device. Kinds with more fields extend this (call super)."""
+        return [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,7 @@ class Kind:
     link: LinkType
     settings: type[Settings]
     driver: str | None = None  # "module:Class" of its bench.devices.base.Driver; None: no driver yet
-    virtual: str | None = None  # "module:Class" of its bench.virtual.VirtualDevice; None: no stand-in yet
+    virtual: str | None = None  # "module:callable" (device, state folder) -> bench.virtual.VirtualDevice; None: none
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
@@ -126,8 +136,9 @@ class Kind:
             raise ConfigError(f"kind {self.name!r} has no driver yet", hint=f"kinds with one: {', '.join(driven())}")
         return load(self.driver)
 
-    def virtual_class(self) -> type:
-        """The virtual stand-in class (ConfigError when the kind has none)."""
+    def virtual_class(self) -> Any:
+        """What makes the virtual stand-in: a class or function of (device, state folder) (ConfigError when
+        the kind has none)."""
         if self.virtual is None:
             raise ConfigError(f"kind {self.name!r} has no virtual device yet")
         return load(self.virtual)
@@ -198,8 +209,8 @@ register(
         SshLink,
         JetsonSettings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.arm64_board:linux_board",  # an aarch64 guest with [device.os], else loopback sshd
-        image=True,
+        virtual="bench.virtual.linux:virtual_jetson",  # an aarch64 guest with [device.os], else loopback sshd
+        image=True,  # its OS disk image (firmware/<kind>/recipe.toml)
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_JETSON,
     )
@@ -211,8 +222,8 @@ register(
         SshLink,
         Pi5Settings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.arm64_board:linux_board",  # an aarch64 guest with [device.os], else loopback sshd
-        image=True,
+        virtual="bench.virtual.linux:virtual_pi5",  # an aarch64 guest with [device.os], else loopback sshd
+        image=True,  # its OS disk image (firmware/<kind>/recipe.toml)
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_PI,
     )

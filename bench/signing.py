@@ -13,10 +13,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
+from bench.paths import KEYS_DIR
 
-DEV_KEYS = Path(__file__).resolve().parent.parent / "fixtures" / "keys"
-DEV_PRIVATE_KEY = DEV_KEYS / "dev-model-signing.key.pem"
-DEV_PUBLIC_KEY = DEV_KEYS / "dev-model-signing.pub.pem"
+DEV_PRIVATE_KEY = KEYS_DIR / "dev-model-signing.key.pem"
+DEV_PUBLIC_KEY = KEYS_DIR / "dev-model-signing.pub.pem"
 
 
 def canonical_bytes(manifest: dict[str, Any]) -> bytes:

@@ -1,6 +1,6 @@
 """The NPC agent for Linux targets (Jetson, Pi 5, the ARM64 image): docs/protocol.md over TCP or stdio.
 
-Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py` (and `p256.py` where
+Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py`, `npcrecords.py` (and `p256.py` where
 `cryptography` is missing) beside it; needs numpy and a tflite runtime (ai-edge-litert or tflite-runtime).
 
     python3 npc_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
@@ -30,6 +30,7 @@ except ImportError:  # running from a source checkout: the shared modules live e
     import wire
 
 import npcfeat
+import npcrecords
 import npcsched
 from npc_links import serve_stdio, serve_tcp
 from npc_models import ModelManager, now_us
@@ -375,23 +376,7 @@ class Agent:
 
     def emit_frame(self, slot, version) -> None:
         self.counts["frames"] += 1
-        rec = {
-            "t": "frame",
-            "i": slot.i,
-            "vsync": slot.vsync,
-            "due": slot.due,
-            "ran": slot.t0 is not None,
-            "act": self.last[0],
-            "p": self.last[1],
-            "seq": self.features.seq,
-            "skip": slot.skip,
-            "late": slot.late,
-            "q": slot.q,
-        }
-        if slot.t0 is not None:
-            rec["t0"] = slot.t0
-            rec["t1"] = slot.t1
-            rec["model"] = version
+        rec = npcrecords.frame_record(slot, self.last[0], self.last[1], self.features.seq, version)
         self.broadcast(rec)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+import npcrecords
 import numpy as np
 from npc_verify import Refused
 
@@ -170,12 +171,8 @@ class ModelManager:
         """Report a refused load as a fault (the running model is untouched)."""
         self.counts["refused"] += 1
         self.counts["faults"] += 1
-        fault = {"t": "fault", "kind": exc.kind, "detail": exc.detail, "t_fault": now_us()}
-        if isinstance(manifest, dict):
-            fault["model"] = {k: manifest[k] for k in ("name", "version", "sha256") if k in manifest}
-        if self.current is not None:
-            fault["prev"] = {"version": self.current.version}
-        self.emit(fault)
+        running = self.current.version if self.current is not None else None
+        self.emit(npcrecords.refused_record(exc.kind, exc.detail, now_us(), manifest, running))
 
     def switch(self, model: Model) -> int:
         """Make `model` current (one reference swap); the old one is kept for rollback. Returns switch us."""
@@ -234,15 +231,7 @@ class ModelManager:
             t_fault = now_us()
             self.counts["faults"] += 1
             if not watch:
-                self.emit(
-                    {
-                        "t": "fault",
-                        "kind": cause,
-                        "model": {"version": cur.version},
-                        "detail": detail,
-                        "t_fault": t_fault,
-                    }
-                )
+                self.emit(npcrecords.model_fault_record(cause, cur.version, detail, t_fault))
                 raise
             prev = self.prev
             self.current = prev  # the rollback: one reference swap back
@@ -252,18 +241,9 @@ class ModelManager:
             rollback_us = now_us() - t_fault
             self.counts["rollbacks"] += 1
             self.emit(
-                {
-                    "t": "fault",
-                    "kind": "rollback",
-                    "cause": cause,
-                    "model": {"version": cur.version},
-                    "prev": {"version": prev.version},
-                    "t_switch": self.t_switch,
-                    "t_start": t_start,
-                    "t_fault": t_fault,
-                    "rollback_us": rollback_us,
-                    "detail": detail,
-                }
+                npcrecords.rollback_record(
+                    cause, cur.version, prev.version, self.t_switch, t_start, t_fault, rollback_us, detail
+                )
             )
             return self._run(prev, x, False), prev
 

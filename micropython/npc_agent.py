@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - every port used here has select
 
 import npcfeat
 import npcnn
+import npcrecords
 import npcsched
 import wire
 from npcclock import Clock
@@ -414,23 +415,7 @@ class Agent:
 
     def emit_frame(self, slot, version):
         self.counts["frames"] += 1
-        rec = {
-            "t": "frame",
-            "i": slot.i,
-            "vsync": slot.vsync,
-            "due": slot.due,
-            "ran": slot.t0 is not None,
-            "act": self.last[0],
-            "p": self.last[1],
-            "seq": self.features.seq,
-            "skip": slot.skip,
-            "late": slot.late,
-            "q": slot.q,
-        }
-        if slot.t0 is not None:
-            rec["t0"] = slot.t0
-            rec["t1"] = slot.t1
-            rec["model"] = version
+        rec = npcrecords.frame_record(slot, self.last[0], self.last[1], self.features.seq, version)
         self.send(rec)
 
     def on_vsync(self):

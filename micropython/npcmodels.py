@@ -10,6 +10,7 @@ and reports a `rollback` fault with the time it took.
 import gc
 
 import npcnn
+import npcrecords
 import npcsig
 
 PROBATION_US = 3000000
@@ -97,15 +98,8 @@ class Models:
         """Report a refused load (the running model is untouched)."""
         self.counts["refused"] += 1
         self.counts["faults"] += 1
-        fault = {"t": "fault", "kind": exc.kind, "detail": exc.detail, "t_fault": self.clock.now()}
-        if isinstance(manifest, dict):
-            fault["model"] = {}
-            for k in ("name", "version", "sha256"):
-                if k in manifest:
-                    fault["model"][k] = manifest[k]
-        if self.current is not None:
-            fault["prev"] = {"version": self.current.version}
-        self.emit(fault)
+        running = self.current.version if self.current is not None else None
+        self.emit(npcrecords.refused_record(exc.kind, exc.detail, self.clock.now(), manifest, running))
 
     def switch(self, model):
         """Make `model` current (one reference swap); keep the old one for rollback. Returns switch us."""
@@ -160,15 +154,7 @@ class Models:
             detail = "%s: %s" % (type(exc).__name__, exc)
             self.counts["faults"] += 1
             if not watch:
-                self.emit(
-                    {
-                        "t": "fault",
-                        "kind": cause,
-                        "model": {"version": cur.version},
-                        "detail": detail,
-                        "t_fault": t_fault,
-                    }
-                )
+                self.emit(npcrecords.model_fault_record(cause, cur.version, detail, t_fault))
                 raise
             prev = self.prev
             self.current = prev
@@ -178,18 +164,9 @@ class Models:
             rollback_us = self.clock.now() - t_fault
             self.counts["rollbacks"] += 1
             self.emit(
-                {
-                    "t": "fault",
-                    "kind": "rollback",
-                    "cause": cause,
-                    "model": {"version": cur},
-                    "prev": {"version": prev.version},
-                    "t_switch": self.t_switch,
-                    "t_start": t_start,
-                    "t_fault": t_fault,
-                    "rollback_us": rollback_us,
-                    "detail": detail,
-                }
+                npcrecords.rollback_record(
+                    cause, cur, prev.version, self.t_switch, t_start, t_fault, rollback_us, detail
+                )
             )
             if self.on_current is not None:
                 self.on_current(prev)

@@ -10,8 +10,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
 from bench.image.build import BuiltImage, build_image, cached_image
-from bench.image.recipe import FIRMWARE_DIR
 from bench.kinds import KINDS
+from bench.paths import FIRMWARE_DIR
 
 
 def image_kinds() -> list[str]:

@@ -10,7 +10,8 @@ from rich.table import Table
 from bench.commands.model_fixtures import add_fixture_commands
 from bench.console import emit_json, out
 from bench.errors import ExitCode
-from bench.ota.store import ModelStore, default_store_dir, guess_name_and_format
+from bench.models import guess_name_and_format
+from bench.ota.store import ModelStore, default_store_dir
 from bench.signing import load_private_key
 
 

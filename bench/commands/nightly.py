@@ -10,7 +10,6 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench.bundles import ROOT
 from bench.commands import add_fleet_options, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
@@ -21,10 +20,11 @@ from bench.leases import LeaseSet
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
+from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
 from bench.results.store import DEFAULT_STORE, open_store
 
-DEFAULT_SESSIONS = ROOT / "fixtures" / "sessions"
+DEFAULT_SESSIONS = SESSIONS_DIR
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -9,11 +9,10 @@ from rich.table import Table
 
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
+from bench.paths import SESSIONS_DIR
 from bench.replay.info import session_info
 from bench.replay.session import read_session, write_session
 from bench.replay.synth import SCENARIOS, synth_session
-
-FIXTURE_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "sessions"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", action="append", choices=list(SCENARIOS), default=[], help="scenario (default: all)")
     p.add_argument("--seed", type=int, default=0, help="generator seed (default 0: the committed fixtures)")
     p.add_argument("--duration", type=float, default=None, metavar="S", help="seconds (default: the scenario's)")
-    p.add_argument("--out", type=Path, default=FIXTURE_DIR, metavar="DIR", help=f"output directory ({FIXTURE_DIR})")
+    p.add_argument("--out", type=Path, default=SESSIONS_DIR, metavar="DIR", help=f"output directory ({SESSIONS_DIR})")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_synth)
 

@@ -3,31 +3,12 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from bench.fleet import Device
+from bench.steps import Progress, StepResult, no_progress
 
-# progress(done, total, what): drivers report long work through this.
-Progress = Callable[[int, int, str], None]
-
-
-def no_progress(done: int, total: int, what: str) -> None:
-    """A Progress that shows nothing."""
-
-
-@dataclass
-class StepResult:
-    """The outcome of one flash/deploy step on one device."""
-
-    step: str
-    ok: bool
-    detail: str = ""
-    skipped: bool = False  # already up to date
-    seconds: float = 0.0
-    figures: dict[str, Any] = field(default_factory=dict)
+__all__ = ["Driver", "Progress", "StepResult", "no_progress"]
 
 
 class Driver(ABC):

@@ -21,15 +21,16 @@ from typing import IO, Any, TypeVar
 import serial
 
 from bench.agent.transport import SerialTransport
-from bench.bundles import ROOT, micropython_bundle
+from bench.bundles import micropython_bundle
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.esptool_link import flash_image, has_modem_lines
 from bench.devices.mpremote_deploy import deploy_files, request_bootloader
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
+from bench.paths import FIRMWARE_DIR, ROOT
 
-DEFAULT_FIRMWARE = ROOT / "firmware" / "esp32c6" / "virtual-micropython.bin"
+DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"
 FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"
 AGENT_START = b"import npc_agent\nnpc_agent.run()\n"

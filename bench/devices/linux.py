@@ -21,12 +21,12 @@ from typing import Any
 
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.deploy import Files, deploy
+from bench.devices.linux_os import check_os, provision_os
 from bench.devices.linux_runtime import RuntimeReport, check_runtime, install_hint
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.fleet import Device, SshLink
 from bench.links.ssh import SshConnection, quote
 from bench.provision.controls import BoardControls, fleet_controls
-from bench.provision.provision import check_os, provision_os
 from bench.telemetry import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bench.agent.endpoint import AgentEndpoint
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.devices.resilient import ResilientSession
 from bench.fleet import Device
 from bench.measure.faults import FaultEvent
-from bench.replay.run import AgentEndpoint
 from bench.results.store import ResultStore
 from bench.telemetry import Sample
 from bench.telemetry.store import add_telemetry

@@ -17,6 +17,7 @@ from bench.devices.qemu_machine import GUEST_AGENT_PORT, GuestFault, QemuMachine
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
+from bench.paths import default_log_dir
 
 SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
@@ -137,7 +138,7 @@ class QemuArm64Driver(Driver):
         """Start QEMU and wait for the guest's network and control channel (`net-up`)."""
         kernel, initrd, cmdline = resolve_image(self.device)
         cmdline = " ".join([cmdline, *(f"{k}={v}" for k, v in self.kernel_args().items())])
-        log = (self.log_dir or Path.cwd()) / f"{self.device.name}.console.log"
+        log = (self.log_dir or default_log_dir()) / f"{self.device.name}.console.log"
         attempt = 0
         while True:
             attempt += 1

@@ -9,7 +9,7 @@ It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`).
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bench.agent.clock import ClockSync
@@ -19,14 +19,29 @@ from bench.errors import BenchError, DeviceUnreachable
 
 RECOVERY_CLOCK_PINGS = 8
 
+# Called with each agent session the run gets: the first one, and the new one after every recovery.
+SessionHook = Callable[[AgentSession], None]
+
+
+class AgentGaveUp(BenchError):
+    """The agent died more often than a run allows."""
+
 
 class ResilientSession:
     """An AgentSession look-alike over a LinuxDriver that restarts the agent when it dies mid-run."""
 
-    def __init__(self, driver: LinuxDriver, session: AgentSession, *, max_restarts: int = 3) -> None:
+    def __init__(
+        self,
+        driver: LinuxDriver,
+        session: AgentSession,
+        *,
+        max_restarts: int = 3,
+        on_session: SessionHook | None = None,
+    ) -> None:
         self.driver = driver
         self.inner = session
         self.max_restarts = max_restarts
+        self.on_session = on_session
         self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
         self.dropped_inputs = 0
         self.restarts = 0
@@ -35,11 +50,15 @@ class ResilientSession:
         self._stopping = False
         self._index_offset = 0
         self._next_index = 0
+        self._received = 0  # frame records so far, from every agent process
 
     @classmethod
     async def open(cls, driver: LinuxDriver, **kwargs: Any) -> ResilientSession:
         """Start (if needed) and open the driver's agent."""
-        return cls(driver, await driver.open_session(), **kwargs)
+        resilient = cls(driver, await driver.open_session(), **kwargs)
+        if resilient.on_session is not None:
+            resilient.on_session(resilient.inner)
+        return resilient
 
     # -- what a run reads --------------------------------------------------------------------------
 
@@ -107,9 +126,12 @@ class ResilientSession:
             async for rec in self.inner.frames(timeout):
                 rec.i += self._index_offset
                 self._next_index = rec.i + 1
+                self._received += 1
                 yield rec
             if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
                 return
+            if self._start_args.get("frames") and self._received >= self._start_args["frames"]:
+                return  # every frame of a bounded run arrived; only the `stopped` was lost
             await self._recover()
 
     async def _recover(self) -> None:
@@ -121,7 +143,7 @@ class ResilientSession:
         else:
             self.restarts += 1
             if self.restarts > self.max_restarts:
-                raise BenchError(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
+                raise AgentGaveUp(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
             await self.driver.restart_agent(
                 f"agent exited during the run after {self._next_index} frame(s); "
                 f"{self.dropped_inputs} input(s) dropped so far"
@@ -129,10 +151,15 @@ class ResilientSession:
         session = await self.driver.open_session()
         session.sent_ns = self.sent_ns
         self.inner = session
+        if self.on_session is not None:
+            self.on_session(session)
         await session.sync_clock(RECOVERY_CLOCK_PINGS)
         self._index_offset = self._next_index
         assert self._start_args is not None
-        await start_fresh(session, self._start_args)
+        args = dict(self._start_args)
+        if args.get("frames"):  # a run of so many frames: the new loop owes what has not arrived yet
+            args["frames"] = args["frames"] - self._received
+        await start_fresh(session, args)
 
 
 async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:

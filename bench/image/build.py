@@ -9,14 +9,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.devices.base import Progress, no_progress
 from bench.errors import BenchError
 from bench.image import disk, rootfs
 from bench.image.cpio import write_archive
 from bench.image.disk import BMAP_NAME, DISK_NAME
-from bench.image.fetch import cache_root, fetch_debs, fetch_wheel, sha256_file
+from bench.image.fetch import fetch_debs, fetch_wheel, sha256_file
 from bench.image.guest_files import board_files, guest_files
 from bench.image.recipe import Recipe, load_recipe, recipe_path
+from bench.paths import cache_root
+from bench.steps import Progress, no_progress
 
 KERNEL_NAME = "vmlinuz"
 INITRD_NAME = "initrd.img"
@@ -89,7 +90,7 @@ def kind_recipe(kind: str) -> Recipe:
     so agent changes never force a reflash)."""
     path = recipe_path(kind)
     plain = load_recipe(path)
-    return load_recipe(path, board_files(kind) if plain.format == "disk" else guest_files(kind))
+    return load_recipe(path, board_files(plain.profile) if plain.format == "disk" else guest_files(kind))
 
 
 def image_folder(recipe: Recipe, root: Path | None = None) -> Path:

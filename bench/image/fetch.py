@@ -4,19 +4,12 @@ apt setup) and pinned wheels, kept in a download cache shared by every build."""
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 from bench.errors import BenchError
 from bench.image.recipe import Recipe, Wheel
-
-
-def cache_root() -> Path:
-    """The bench's cache folder ($HILBENCH_CACHE_DIR or ~/.cache/npc-hil-bench)."""
-    env = os.environ.get("HILBENCH_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench"
 
 
 def deb_filename(name: str, version: str, arch: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
@@ -12,20 +13,20 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.image.fetch import cache_root
-from bench.kinds import get_kind
+from bench.kinds import get_kind, load
+from bench.models import guess_name_and_format
+from bench.paths import MODELS_DIR as FIXTURE_MODELS
+from bench.paths import cache_root
 from bench.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
 
-REPO = Path(__file__).resolve().parent.parent.parent
 AGENT_DIR = "opt/npc/agent"
 MODELS_DIR = "opt/npc/models"
 KEY_PATH = f"{AGENT_DIR}/trusted.pub.pem"
-MODELS = REPO / "fixtures" / "models"
 
 
 def factory_model(kind: str) -> Path:
     """The model the image boots with: the kind's default `model`, int8 TFLite."""
-    path = MODELS / f"{get_kind(kind).defaults().model}.tflite"
+    path = FIXTURE_MODELS / f"{get_kind(kind).defaults().model}.tflite"
     if not path.is_file():
         raise ConfigError(f"factory model {path} does not exist", hint="run fixtures/models/generate.py")
     return path
@@ -33,9 +34,8 @@ def factory_model(kind: str) -> Path:
 
 def signed_manifest(model: Path, key_path: Path = DEV_PRIVATE_KEY) -> bytes:
     """The model's manifest signed with the dev key. RFC 6979 deterministic ECDSA: same bytes every build."""
-    stem = model.stem  # e.g. npc-policy-int8 -> name npc-policy, format tflite-int8
-    name, _, precision = stem.rpartition("-")
-    manifest = model_manifest(model, name, 1, f"tflite-{precision}")
+    name, fmt = guess_name_and_format(model)  # e.g. npc-policy-int8 -> name npc-policy, format tflite-int8
+    manifest = model_manifest(model, name, 1, fmt)
     sig = load_private_key(key_path).sign(
         canonical_bytes(manifest), ec.ECDSA(hashes.SHA256(), deterministic_signing=True)
     )
@@ -68,17 +68,13 @@ def guest_files(kind: str) -> dict[str, Path]:
     }
 
 
-def board_files(kind: str) -> dict[str, Path]:
-    """What a Linux-board disk image carries of the bench's own: the stand-in telemetry tools' board profile
-    (bench.virtual.linux PROFILES, the one home of those figures)."""
-    from dataclasses import asdict
-
-    from bench.virtual.linux import PROFILES
-
-    if kind not in PROFILES:
+def board_files(profile: str | None) -> dict[str, Path]:
+    """What a Linux-board disk image carries of the bench's own: the board profile ("module:NAME", e.g.
+    bench.virtual.linux:PI5, the one home of those figures) its stand-in telemetry tools read."""
+    if profile is None:
         return {}
-    data = json.dumps(asdict(PROFILES[kind]), sort_keys=True, indent=1).encode() + b"\n"
-    path = cache_root() / "guest-files" / f"{kind}-profile.json"
+    data = json.dumps(asdict(load(profile)), sort_keys=True, indent=1).encode() + b"\n"
+    path = cache_root() / "guest-files" / f"{profile.rpartition(':')[2].lower()}-profile.json"
     if not path.is_file() or path.read_bytes() != data:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.paths import FIRMWARE_DIR, PACKAGE_DIR
 
-FIRMWARE_DIR = Path(__file__).resolve().parent.parent.parent / "firmware"
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
 BUILDER_VERSION = "2"
 
@@ -19,6 +19,7 @@ _PKG_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _COMPRESSIONS = ("lz4", "none")
 FORMATS = ("initramfs", "disk")  # kernel + initramfs booted directly, or a disk image with /boot inside
+PACKAGE_PREFIX = "package:"  # [files] sources shipped inside the bench package (bench/...)
 _PATH_FIELDS = ("init", "selftest", "boot_init")  # [image] fields naming files beside their recipe
 
 
@@ -59,6 +60,7 @@ class Recipe:
     boot_init: Path | None = None  # disk images: /init of the small boot initramfs that mounts the disk
     files: dict[str, Path] = field(default_factory=dict)  # the recipe's own files: image path -> host file
     chain: tuple[Path, ...] = ()  # the recipe files read, base first (`extends`)
+    profile: str | None = None  # "module:NAME" of the board profile its stand-in telemetry tools read
 
     @property
     def kernel_package(self) -> str:
@@ -148,6 +150,7 @@ def load_recipe(path: Path, extra_files: dict[str, Path] | None = None) -> Recip
         boot_init=boot_init,
         files=own_files,
         chain=chain,
+        profile=image.get("profile"),
     )
 
 
@@ -168,12 +171,19 @@ def _read_chain(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], tup
         if isinstance(image.get(key), str):
             image[key] = str(path.parent / image[key])
     if isinstance(data.get("files"), dict):
-        data["files"] = {k: str(path.parent / v) for k, v in data["files"].items()}
+        data["files"] = {k: str(_file_source(path, v)) for k, v in data["files"].items()}
     base = image.pop("extends", None)
     if base is None:
         return data, (path,)
     merged, chain = _read_chain(path.parent / base, (*seen, path))
     return _merge(merged, data), (*chain, path)
+
+
+def _file_source(recipe: Path, value: str) -> Path:
+    """A [files] source: relative to the recipe, or "package:PATH" inside the bench package (its tools)."""
+    if value.startswith(PACKAGE_PREFIX):
+        return PACKAGE_DIR / value.removeprefix(PACKAGE_PREFIX)
+    return recipe.parent / value
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

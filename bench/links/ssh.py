@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
-from bench.fleet import SshLink
+from bench.links.spec import SshLink
 from bench.procs import stop_process
 
 SSH_BINARY = "ssh"

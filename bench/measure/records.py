@@ -5,21 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bench.agent.endpoint import FrameLike
 from bench.agent.session import frame_fields
 
-
-class FrameLike(Protocol):
-    """What the metrics read from a frame record (bench.agent's FrameRecord and the store's Frame fit)."""
-
-    i: int
-    vsync: int
-    due: int | None
-    ran: bool
-    t0: int | None
-    t1: int | None
-    seq: int
-    skip: bool
-    late: bool
+__all__ = ["DeviceClock", "Frame", "FrameLike", "OffsetClock"]
 
 
 class DeviceClock(Protocol):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.kinds import Settings, get_kind
-
-MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "fixtures" / "models"
+from bench.kinds import KINDS, Settings, get_kind
+from bench.paths import MODELS_DIR
 
 FEATURES = 48
 ACTIONS = 8
@@ -32,7 +32,27 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
     return path
 
 
+# the one table of model formats: format -> file extension
 FORMAT_EXT = {"tflite-int8": "tflite", "tflite-f32": "tflite", "npcm-int8": "npcm"}
+_QUANT_SUFFIXES = {"int8": "int8", "f32": "f32", "float32": "f32"}
+
+
+def guess_name_and_format(path: Path) -> tuple[str, str]:
+    """Name and format from a model file name: `npc-policy-int8-v2.tflite` -> (`npc-policy`, `tflite-int8`)."""
+    containers = set(FORMAT_EXT.values())
+    container = path.suffix.lstrip(".")
+    if container not in containers:
+        raise ConfigError(f"model {path}: unknown format {path.suffix!r}", hint="pass --format")
+    stem = re.sub(r"[-_.]v\d+$", "", path.stem)
+    for suffix, quant in _QUANT_SUFFIXES.items():
+        if stem.endswith("-" + suffix):
+            return stem[: -len(suffix) - 1], f"{container}-{quant}"
+    return stem, container
+
+
+def fleet_formats() -> dict[str, str]:
+    """Format -> extension of every model format a registered kind runs by default."""
+    return {fmt: FORMAT_EXT[fmt] for fmt in sorted({k.model_format for k in KINDS.values()})}
 
 
 def kind_model(kind: str, settings: Settings | None = None, models_dir: Path = MODELS_DIR) -> tuple[Path, str]:

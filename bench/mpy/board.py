@@ -13,11 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.errors import ConfigError
+from bench.paths import MICROPYTHON_DIR, WIRE_MODULE
 from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 
-REPO = Path(__file__).resolve().parent.parent.parent
-MPY_SOURCES = REPO / "micropython"
-WIRE = REPO / "bench" / "agent" / "wire.py"
 AGENT_MODULES = (
     "npc_agent.py",
     "npcclock.py",
@@ -30,13 +28,14 @@ AGENT_MODULES = (
     "p256.py",
     "npcsched.py",
     "npcfeat.py",
+    "npcrecords.py",
 )
 ESP32C6_HEAP = "300K"  # what an ESP32-C6 has free under MicroPython
 
 
 def agent_files() -> list[Path]:
     """The source files deployed to the board, all at its top level."""
-    files = [MPY_SOURCES / name for name in AGENT_MODULES] + [WIRE]
+    files = [MICROPYTHON_DIR / name for name in AGENT_MODULES] + [WIRE_MODULE]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise ConfigError(f"MicroPython agent sources missing: {', '.join(missing)}", hint="check out the full repo")

@@ -14,22 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent.session import AgentSession
-from bench.bundles import MODELS_DIR
 from bench.devices import driver_for
 from bench.errors import BenchError
 from bench.fleet import Device
 from bench.measure.faults import fault_event
+from bench.models import fleet_formats
 from bench.nightly.stages import DeviceOutcome
 from bench.ota.rollout import DeviceUpdate, bind_address, device_base_url, server_host_for, update_device
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
+from bench.paths import MODELS_DIR
 from bench.results.ota_results import ota_record
 from bench.results.store import ResultStore
 from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
 
 FAMILY = "npc-policy"
-EXTENSIONS = {"tflite-int8": "tflite", "npcm-int8": "npcm"}
 FAULT_WAIT_S = 15.0  # a rollback comes within the 3 s probation; slow links and emulation get some slack
 
 
@@ -66,7 +66,7 @@ def build_store(root: Path) -> tuple[ModelStore, Manifests]:
     key = load_private_key(DEV_PRIVATE_KEY)
     manifests: Manifests = {}
     other_key = generate_key()
-    for fmt, ext in EXTENSIONS.items():
+    for fmt, ext in fleet_formats().items():
         manifests[fmt, "v1"] = store.publish(MODELS_DIR / f"{FAMILY}-int8.{ext}", key, name=FAMILY, fmt=fmt).manifest
         manifests[fmt, "v2"] = store.publish(MODELS_DIR / f"{FAMILY}-int8-v2.{ext}", key, name=FAMILY, fmt=fmt).manifest
         for version in ("v1", "v2"):  # a good model signed by another key; sent as the one the device lacks

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.bundles import ROOT
 from bench.errors import BenchError, ExitCode
 from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
@@ -20,6 +19,7 @@ from bench.lab.acquire import lab_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.paths import ROOT
 from bench.probe import probe_link
 from bench.provision.controls import BoardControls
 from bench.replay.agents import fleet_opener

@@ -20,29 +20,16 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
 from bench.ota.delta import ALGOS, delta_manifest, make_patch
+from bench.paths import cache_root
 from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-FORMATS = {".tflite": "tflite", ".npcm": "npcm"}
-QUANT_SUFFIXES = {"int8": "int8", "f32": "f32", "float32": "f32"}
 
 
 def default_store_dir() -> Path:
     """$HILBENCH_OTA_STORE, else ~/.cache/npc-hil-bench/ota-store."""
     env = os.environ.get("HILBENCH_OTA_STORE")
-    return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench" / "ota-store"
-
-
-def guess_name_and_format(path: Path) -> tuple[str, str]:
-    """Name and format from a model file name: `npc-policy-int8-v2.tflite` -> (`npc-policy`, `tflite-int8`)."""
-    fmt = FORMATS.get(path.suffix)
-    if fmt is None:
-        raise ConfigError(f"model {path}: unknown format {path.suffix!r}", hint="pass --format")
-    stem = re.sub(r"[-_.]v\d+$", "", path.stem)
-    for suffix, quant in QUANT_SUFFIXES.items():
-        if stem.endswith("-" + suffix):
-            return stem[: -len(suffix) - 1], f"{fmt}-{quant}"
-    return stem, fmt
+    return Path(env) if env else cache_root() / "ota-store"
 
 
 def delta_stem(base_version: int, algo: str) -> str:

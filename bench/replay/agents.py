@@ -6,18 +6,18 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from bench.agent.endpoint import AgentEndpoint, OpenAgent
 from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
 from bench.kinds import load
-from bench.replay.run import AgentEndpoint, OpenAgent
 from bench.results.store import ResultStore
 
 
-async def deploy(device: Device) -> None:
+async def deploy(device: Device, log_dir: Path | None = None) -> None:
     """Flash/deploy `device` (its driver skips what is up to date); BenchError naming the failed step."""
-    driver = driver_for(device)
+    driver = driver_for(device, log_dir=log_dir)
     try:
         steps = await driver.flash()
     finally:
@@ -35,7 +35,7 @@ def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> Op
         if not has_driver(device.kind):
             raise ConfigError(f"device {device.name}: no driver for kind {device.kind!r} yet")
         if deploy_first:
-            await deploy(device)
+            await deploy(device, log_dir)
         driver = driver_for(device, log_dir=log_dir)
         try:
             transport = await driver.open_agent()
@@ -71,7 +71,7 @@ def fleet_opener(store: ResultStore, run_id: int, log_dir: Path | None = None, d
         if ref not in openers:
             openers[ref] = load(ref)(store, run_id)
         if deploy_first:
-            await deploy(device)
+            await deploy(device, log_dir)
         return await openers[ref].open(device)
 
     return open_agent

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
 from bench.measure.device import DeviceMeasurements, measure_device
@@ -26,48 +26,6 @@ from bench.results.store import ResultStore
 CLOCK_PINGS = 16
 WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
-
-
-class ClockLike(Protocol):
-    """The clock mapping an agent session keeps (bench.agent.clock.ClockSync)."""
-
-    offset_ns: float
-    drift_ppm: float
-    ref_ns: int
-
-    @property
-    def uncertainty_ns(self) -> float: ...
-
-    def to_bench_ns(self, device_us: int) -> int: ...
-
-
-class AgentLike(Protocol):
-    """What a replay run needs from an agent session (bench.agent.session.AgentSession)."""
-
-    info: dict[str, Any]
-    clock: ClockLike
-    faults: list[dict[str, Any]]
-    sent_ns: dict[int, int]
-
-    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockLike: ...
-    async def start(
-        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0
-    ) -> Any: ...
-    async def stop(self, timeout: float | None = None) -> Any: ...
-    async def stats(self) -> dict[str, Any]: ...
-    async def send_raw(self, data: bytes) -> int: ...
-    def frames(self, timeout: float | None = None) -> AsyncIterator[FrameLike]: ...
-
-
-@dataclass
-class AgentEndpoint:
-    """An opened agent session of one device and how to close it."""
-
-    session: AgentLike
-    close: Callable[[], Awaitable[None]]
-
-
-OpenAgent = Callable[[Device], Awaitable[AgentEndpoint]]
 
 
 @dataclass

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.agent import wire
+from bench.agent.endpoint import OpenAgent
 from bench.fleet import Device
 from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
-from bench.replay.run import DeviceRun, OpenAgent, ReplayRun
+from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
 from bench.results.store import ResultStore
 

@@ -278,6 +278,13 @@ class ResultStore:
                 ],
             )  # fmt: skip
 
+    def add_telemetry(self, run_id: int, device: str, rows: Iterable[tuple[int, str, float, str, str]]) -> int:
+        """Write telemetry values (t_ns, name, value, unit, source) of `device`; returns how many."""
+        values = [(run_id, device, t_ns, name, value, unit, source) for t_ns, name, value, unit, source in rows]
+        with self._tx():
+            self.db.executemany("INSERT OR REPLACE INTO telemetry VALUES (?,?,?,?,?,?,?)", values)
+        return len(values)
+
     # -- reading -----------------------------------------------------------------------------------
 
     def runs(self, *, kind: str | None = None, limit: int | None = None) -> list[RunRow]:
@@ -322,6 +329,13 @@ class ResultStore:
             "SELECT name, unit, encoded FROM histograms WHERE run_id = ? AND device = ?", (run_id, device)
         )
         return {name: Histogram.decode(name, unit, encoded) for name, unit, encoded in rows}
+
+    def telemetry(self, run_id: int, device: str) -> list[tuple[str, str, int, float]]:
+        """Telemetry values of `device` as (name, unit, t_ns, value), by name then time."""
+        return self.db.execute(
+            "SELECT name, unit, t_ns, value FROM telemetry WHERE run_id = ? AND device = ? ORDER BY name, t_ns",
+            (run_id, device),
+        ).fetchall()
 
     def frames(self, run_id: int, device: str) -> Iterator[Frame]:
         """Frame records of one device in a run, in frame order."""

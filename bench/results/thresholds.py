@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.paths import BASELINES_DIR
 from bench.results.runview import SOURCES
 from bench.results.statistics import STATISTICS
 
-DEFAULT_THRESHOLDS = Path(__file__).resolve().parents[2] / "fixtures" / "baselines" / "default.toml"
+DEFAULT_THRESHOLDS = BASELINES_DIR / "default.toml"
 TESTS = ("mann-whitney", "permutation")
 WORSE = ("higher", "lower")
 

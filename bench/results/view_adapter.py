@@ -26,10 +26,10 @@ from bench.results.runview import (
     FrameTrace,
     RunView,
     Samples,
+    TimeSeries,
 )
 from bench.results.statistics import window_peaks
 from bench.results.store import ResultStore
-from bench.telemetry.store import load_telemetry
 
 # stored histogram name -> (RunView source, target unit)
 HISTOGRAM_SOURCES = {
@@ -173,3 +173,18 @@ def _factor(unit: str, target: str, name: str) -> float:
         return TO_UNIT[(unit, target)]
     except KeyError:
         raise ValueError(f"stored {name} is in {unit!r}; the report cannot convert it to {target}") from None
+
+
+def load_telemetry(store: ResultStore, run_id: int, device: str, origin_ns: int | None = None) -> dict[str, TimeSeries]:
+    """Every telemetry value of `device` in run `run_id` as a time series, in seconds since `origin_ns`
+    (bench clock; default: the device's first sample)."""
+    rows = store.telemetry(run_id, device)
+    if not rows:
+        return {}
+    origin = origin_ns if origin_ns is not None else min(r[2] for r in rows)
+    grouped: dict[str, tuple[str, list[float], list[float]]] = {}
+    for name, unit, t_ns, value in rows:
+        _, ts, vs = grouped.setdefault(name, (unit, [], []))
+        ts.append((t_ns - origin) / 1e9)
+        vs.append(value)
+    return {name: TimeSeries(unit, np.asarray(ts), np.asarray(vs)) for name, (unit, ts, vs) in grouped.items()}

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from bench.fleet import Device, Link
 from bench.kinds import KINDS
+from bench.paths import cache_root
 from bench.provision.controls import BoardControls
 
 
@@ -30,7 +31,7 @@ class VirtualDevice(Protocol):
 def state_dir() -> Path:
     """Where virtual devices keep their persistent state (flash files, filesystems, keys)."""
     env = os.environ.get("HILBENCH_STATE_DIR")
-    path = Path(env) if env else Path.home() / ".cache" / "npc-hil-bench" / "virtual"
+    path = Path(env) if env else cache_root() / "virtual"
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -17,19 +17,21 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.devices.qemu_machine import GuestFault, QemuMachine
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, QemuLink, SshLink
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
-from bench.image.recipe import FIRMWARE_DIR
 from bench.links.ssh import free_local_port
+from bench.paths import KEYS_DIR
 from bench.provision.controls import BoardControls
-from bench.virtual.linux import PROFILES, VirtualLinuxDevice
 
-KEYS = FIRMWARE_DIR.parent / "fixtures" / "keys"
-LOGIN_KEY = KEYS / "dev-board-login_ed25519"  # root's authorized key in the bench's own board images
-HOST_KEY = KEYS / "dev-board-host_ed25519.pub"  # the host key those images carry
+if TYPE_CHECKING:
+    from bench.virtual.linux import LinuxProfile
+
+LOGIN_KEY = KEYS_DIR / "dev-board-login_ed25519"  # root's authorized key in the bench's own board images
+HOST_KEY = KEYS_DIR / "dev-board-host_ed25519.pub"  # the host key those images carry
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host
 
 
@@ -37,11 +39,9 @@ class VirtualArm64Board:
     """One virtual Linux board: QEMU + a disk file. `start()` powers it on (it boots if its disk holds an OS)
     and returns the SSH link; `controls()` is what provisioning uses."""
 
-    def __init__(self, device: Device, state: Path, timing: str = "realtime") -> None:
-        if device.kind not in PROFILES:
-            raise ConfigError(f"device {device.name!r}: no virtual board profile for kind {device.kind!r}")
+    def __init__(self, device: Device, state: Path, profile: LinuxProfile, timing: str = "realtime") -> None:
         self.device = device
-        self.profile = PROFILES[device.kind]
+        self.profile = profile
         self.state = state
         self.disk = state / "storage.img"
         self.qemu = QemuLink(image=None, timing=timing, smp=self.profile.guest_smp,
@@ -181,11 +181,3 @@ def _read_boot_files(disk: Path, boot: Path) -> str:
             why = (proc.stderr.strip().splitlines() or ["no such file"])[-1]
             return f"no /{src} on the storage ({why})"
     return ""
-
-
-def linux_board(device: Device, state: Path) -> VirtualArm64Board | VirtualLinuxDevice:
-    """The stand-in for a virtual Jetson or Pi 5: an aarch64 guest when the fleet gives the board an OS image
-    to boot (`[device.os]`), else the faster loopback sshd (the bench host's own Python, x86_64)."""
-    if device.os is not None:
-        return VirtualArm64Board(device, state)
-    return VirtualLinuxDevice(device, state)

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, SshLink
-from bench.kinds import get_kind
 from bench.links.ssh import free_local_port
 from bench.procs import stop_process
+from bench.virtual.arm64_board import VirtualArm64Board
 
 SSHD = "/usr/sbin/sshd"
 TOOLS = Path(__file__).resolve().parent / "linux_tools"
@@ -41,7 +41,6 @@ class LinuxProfile:
     There are no thermal sensors or power rails on the machine hosting virtual devices, so
     temperature (and Jetson rail power) is modelled as idle + coefficient x measured CPU load."""
 
-    kind: str
     telemetry: str  # "tegrastats" (Jetson) or "sysfs-vcgencmd" (Pi)
     cpus: int
     cpu_max_mhz: int
@@ -56,48 +55,37 @@ class LinuxProfile:
     guest_smp: int = 2
     guest_memory_mb: int = 1024
 
-    @property
-    def fps_target(self) -> int:
-        """The kind's frame-rate target (from the kind registry, the one place for it)."""
-        return get_kind(self.kind).defaults().fps_target
 
-
-PROFILES: dict[str, LinuxProfile] = {
-    "jetson-orin-nx": LinuxProfile(
-        kind="jetson-orin-nx",
-        telemetry="tegrastats",
-        cpus=8,
-        cpu_max_mhz=1984,
-        idle_c=42.0,
-        c_per_load=22.0,
-        zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
-        idle_mw=4800,
-        mw_per_load=9000,
-        # Orin's Cortex-A78AE is not in QEMU 7.2; its nearest there is the Cortex-A76: the A78's direct
-        # predecessor with the same Armv8.2-A feature set (LSE atomics, fp16, dot product, RCpc).
-        guest_cpu="cortex-a76",
-    ),
-    "pi5": LinuxProfile(
-        kind="pi5",
-        telemetry="sysfs-vcgencmd",
-        cpus=4,
-        cpu_max_mhz=2400,
-        idle_c=48.0,
-        c_per_load=30.0,
-        zones=(("cpu-thermal", 0.0),),
-        guest_cpu="cortex-a76",  # the Pi 5's own core (BCM2712: 4x Cortex-A76)
-    ),
-}
+JETSON_ORIN_NX = LinuxProfile(
+    telemetry="tegrastats",
+    cpus=8,
+    cpu_max_mhz=1984,
+    idle_c=42.0,
+    c_per_load=22.0,
+    zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
+    idle_mw=4800,
+    mw_per_load=9000,
+    # Orin's Cortex-A78AE is not in QEMU 7.2; its nearest there is the Cortex-A76: the A78's direct
+    # predecessor with the same Armv8.2-A feature set (LSE atomics, fp16, dot product, RCpc).
+    guest_cpu="cortex-a76",
+)
+PI5 = LinuxProfile(
+    telemetry="sysfs-vcgencmd",
+    cpus=4,
+    cpu_max_mhz=2400,
+    idle_c=48.0,
+    c_per_load=30.0,
+    zones=(("cpu-thermal", 0.0),),
+    guest_cpu="cortex-a76",  # the Pi 5's own core (BCM2712: 4x Cortex-A76)
+)
 
 
 class VirtualLinuxDevice:
     """One virtual Jetson or Pi: a real sshd on 127.0.0.1 in front of its own root folder."""
 
-    def __init__(self, device: Device, state: Path) -> None:
-        if device.kind not in PROFILES:
-            raise ConfigError(f"device {device.name!r}: no virtual Linux profile for kind {device.kind!r}")
+    def __init__(self, device: Device, state: Path, profile: LinuxProfile) -> None:
         self.device = device
-        self.profile = PROFILES[device.kind]
+        self.profile = profile
         self.state = state
         self.root = state / "root"
         self.port: int | None = None
@@ -348,3 +336,21 @@ def processes_in(root: Path) -> list[int]:
                 if cwd == prefix or cwd.startswith(prefix + "/"):
                     found.append(int(entry.name))
     return found
+
+
+def linux_board(device: Device, state: Path, profile: LinuxProfile) -> VirtualLinuxDevice | VirtualArm64Board:
+    """A virtual Linux board: an aarch64 QEMU guest when the fleet gives it an OS image to boot
+    (`[device.os]`), else the faster loopback sshd (the bench host's own Python, x86_64)."""
+    if device.os is not None:
+        return VirtualArm64Board(device, state, profile)
+    return VirtualLinuxDevice(device, state, profile)
+
+
+def virtual_jetson(device: Device, state: Path) -> VirtualLinuxDevice | VirtualArm64Board:
+    """A virtual Jetson Orin NX (the `virtual` of its kind registry entry)."""
+    return linux_board(device, state, JETSON_ORIN_NX)
+
+
+def virtual_pi5(device: Device, state: Path) -> VirtualLinuxDevice | VirtualArm64Board:
+    """A virtual Raspberry Pi 5 (the `virtual` of its kind registry entry)."""
+    return linux_board(device, state, PI5)

@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.kinds import KINDS
-from bench.models import MODELS_DIR
 from bench.mpy.board import agent_command
+from bench.paths import MODELS_DIR
 from tests.e2e.mpy_agent_proc import MpyAgent, make_board, signed
 
 

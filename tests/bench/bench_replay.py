@@ -92,10 +92,10 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
     import tempfile
 
     from bench import bundles
+    from bench.agent.endpoint import AgentEndpoint
     from bench.agent.session import AgentSession
     from bench.agent.transport import StreamTransport
     from bench.fleet import Device
-    from bench.replay.run import AgentEndpoint
     from bench.replay.service import replay_fleet
     from bench.results import open_store
 

@@ -95,8 +95,9 @@ def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: 
     """A recorded-style session (all channels, original timestamps) played by the bench's replayer into
     the agent in the guest; every input arrives and the run is measured and stored."""
     from bench.agent import wire
+    from bench.agent.endpoint import AgentEndpoint
     from bench.replay.plan import build_plan
-    from bench.replay.run import AgentEndpoint, ReplayRun
+    from bench.replay.run import ReplayRun
     from bench.replay.synth import synth_session
     from bench.results import open_store
 

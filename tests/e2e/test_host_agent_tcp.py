@@ -17,11 +17,7 @@ from bench.agent.transport import open_transport
 from bench.fleet import Device
 from tests.conformance.harness import HostAgent
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
-
-if not (ROOT / "fixtures" / "models" / "npc-policy-int8.tflite").is_file():
-    pytest.skip("fixture models (issue #4 `mpy`) are not on this branch yet", allow_module_level=True)
 
 
 def start_tcp_agent(folder: Path, extra: list[str] | None = None) -> tuple[subprocess.Popen, int]:
@@ -64,7 +60,6 @@ def test_two_benches_on_tcp_both_get_frames_and_shutdown_ends_the_agent(tmp_path
             proc.wait()
 
 
-@pytest.mark.skipif(not (ROOT / "micropython" / "p256.py").is_file(), reason="micropython/p256.py not merged yet")
 def test_portable_p256_verifier_accepts_good_and_refuses_bad_signatures(tmp_path):
     folder = tmp_path / "agent"
     proc, port = start_tcp_agent(folder, ["--verifier", "p256"])

@@ -15,9 +15,6 @@ from tests.conformance.harness import MODELS, HostAgent
 
 pytestmark = pytest.mark.e2e
 
-if not (MODELS / "npc-policy-int8-v2.tflite").is_file():
-    pytest.skip("fixture models (issue #4 `mpy`) are not on this branch yet", allow_module_level=True)
-
 
 def test_delta_update_switches_and_a_forged_manifest_is_refused(tmp_path: Path):
     store = ModelStore(tmp_path / "store")

@@ -17,8 +17,8 @@ from bench.devices.linux import LinuxDriver
 from bench.flashing import DeviceFlash, flash_devices
 from bench.fleet import Device, load_fleet
 from bench.image.build import BuiltImage, build_image
+from bench.os_spec import OsSpec
 from bench.provision.bmap import read_bmap
-from bench.provision.config import OsSpec
 from bench.provision.fingerprint import MARKER
 from bench.replay.agents import fleet_opener
 from bench.replay.service import replay_fleet

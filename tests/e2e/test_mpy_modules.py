@@ -13,7 +13,8 @@ from bench.models import model_file
 from bench.models import reference as R
 from bench.models.policy import calibration_inputs
 from bench.models.tflite_read import read_int8_policy
-from bench.mpy.board import ESP32C6_HEAP, MPY_SOURCES, micropython_exe
+from bench.mpy.board import ESP32C6_HEAP, micropython_exe
+from bench.paths import MICROPYTHON_DIR
 from bench.signing import public_key_raw
 
 pytestmark = pytest.mark.e2e
@@ -49,7 +50,7 @@ except MemoryError:
 def run_mpy(script: str, args: list[str], stdin: str, tmp_path, heap: str = ESP32C6_HEAP) -> str:
     path = tmp_path / "script.py"
     path.write_text(script)
-    env = {**os.environ, "MICROPYPATH": str(MPY_SOURCES)}
+    env = {**os.environ, "MICROPYPATH": str(MICROPYTHON_DIR)}
     proc = subprocess.run(
         [str(micropython_exe()), "-X", f"heapsize={heap}", str(path), *args],
         input=stdin,

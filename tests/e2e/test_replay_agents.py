@@ -18,18 +18,16 @@ from pathlib import Path
 import pytest
 
 from bench import bundles
+from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import StreamTransport
 from bench.fleet import Device, SerialLink
-from bench.replay.run import AgentEndpoint
 from bench.replay.service import replay_fleet
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.results import open_store
 
 pytestmark = pytest.mark.e2e
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _host_device(name: str, link=None) -> Device:
@@ -128,16 +126,11 @@ def test_replay_into_two_host_agents_over_tcp(tmp_path: Path, session_file: Path
         assert set(store.histograms(result.run_id, name)) >= {"decision_latency", "inference_latency"}
 
 
-def _micropython_board(folder: Path) -> list[str] | None:
-    """Deploy the MicroPython agent's board bundle into `folder`; its argv, or None when it is not here yet."""
-    try:
-        from bench.bundles import micropython_bundle
-        from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle, micropython_exe
-    except ImportError:
-        return None
-    if not (ROOT / "micropython" / "npc_agent.py").is_file() or not Path(micropython_exe()).exists():
-        return None
+def _micropython_board(folder: Path) -> list[str]:
+    """Deploy the MicroPython agent's board bundle into `folder`; its argv."""
+    from bench.bundles import micropython_bundle
     from bench.fleet import load_fleet
+    from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
     device = Device("mpy-1", "esp32c6", None, settings=esp.settings)
@@ -151,8 +144,6 @@ def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -
 
     board = tmp_path / "board"
     argv = _micropython_board(board)
-    if argv is None:
-        pytest.skip("the MicroPython agent (micropython/npc_agent.py, bench.mpy.board) is not on this branch yet")
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
     # an ESP32-C6 on its UART: 921600 baud is too slow for PCM plus the other channels -> voice features
     device = Device("mpy-1", "esp32c6", SerialLink("socket://127.0.0.1:1", 921600), settings=esp.settings)

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from bench.agent import wire
+from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import ProcessTransport
 from bench.fleet import Device
 from bench.replay.plan import build_plan
-from bench.replay.run import AgentEndpoint, ReplayRun
+from bench.replay.run import ReplayRun
 from bench.replay.synth import synth_session
 from bench.report.publish import publish_run
 from bench.results.runview import FRAME_INTERVAL_MS, LATENCY_MS

@@ -8,7 +8,8 @@ import bsdiff4
 import pytest
 
 from bench.errors import ConfigError
-from bench.ota.store import ModelStore, guess_name_and_format
+from bench.models import guess_name_and_format
+from bench.ota.store import ModelStore
 from bench.signing import (
     DEV_PRIVATE_KEY,
     DEV_PUBLIC_KEY,

@@ -11,20 +11,15 @@ from bench import bundles, signing
 from bench.errors import ConfigError
 from bench.fleet import Device
 
-needs_models = pytest.mark.skipif(
-    not (bundles.MODELS_DIR / "npc-policy-int8.tflite").is_file(), reason="fixture models not merged yet"
-)
-
 
 def device(**settings):
     return Device(name="pi", kind="pi5", link=None, settings={"model": "npc-policy-int8", **settings})
 
 
-@needs_models
 def test_host_bundle_is_a_flat_folder_with_a_signed_manifest(tmp_path):
     files = bundles.host_bundle(device(model_version=4), tmp_path)
     dests = [d for _, d in files]
-    for name in ("npc_agent.py", "wire.py", "npcsched.py", "npcfeat.py", "trusted.pub.pem"):
+    for name in ("npc_agent.py", "wire.py", "npcsched.py", "npcfeat.py", "npcrecords.py", "trusted.pub.pem"):
         assert name in dests
     assert "models/npc-policy-int8.tflite" in dests and "models/npc-policy-int8.json" in dests
     record = json.loads((tmp_path / "current.json").read_text())  # flashing resets what the agent runs

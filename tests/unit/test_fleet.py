@@ -140,6 +140,8 @@ def test_settings_are_typed_frozen_and_defaulted_once_per_kind(tmp_path: Path) -
         ("chip_id", "13", "device 'a': unknown field 'chip_id'"),
         ("model_version", '"2"', "device 'a': field 'model_version': expected int, got str"),
         ("wire_speed", "1", "device 'a': field 'wire_speed': expected bool, got int"),
+        ("fps_target", "0", "device 'a': field 'fps_target': must be positive, got 0"),
+        ("flash_size", "-5", "device 'a': field 'flash_size': must be positive, got -5"),
     ],
 )
 def test_settings_fields_are_checked(tmp_path: Path, field: str, value: str, expected: str) -> None:

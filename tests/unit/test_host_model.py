@@ -10,9 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "fixtures" / "models" / "npc-policy-int8.tflite"
-sys.path[:0] = [str(ROOT / "host")]
-
-pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason="fixture models not merged yet")
+sys.path[:0] = [str(ROOT / "host"), str(ROOT / "micropython")]
 
 
 @pytest.fixture

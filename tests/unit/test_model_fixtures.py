@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from bench.errors import ConfigError
-from bench.models import MODELS_DIR, model_file, npcm
+from bench.models import model_file, npcm
 from bench.models import reference as R
 from bench.models.catalogue import OVERSIZE_LAYERS, build_all, policy, sha256sums
 from bench.models.policy import calibration_inputs, quantize_multiplier
 from bench.models.tflite_read import read_int8_policy
+from bench.paths import MODELS_DIR
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "micropython"))
 
 import npcfeat  # noqa: E402
+import npcrecords  # noqa: E402
 import npcsched  # noqa: E402
 
 from bench.agent import wire  # noqa: E402
@@ -22,7 +23,7 @@ SCRIPT = r"""
 import sys, json
 sys.path.append(ROOT + "/bench/agent")
 sys.path.append(ROOT + "/micropython")
-import wire, npcsched, npcfeat
+import wire, npcsched, npcfeat, npcrecords
 out = {}
 msg = {"t": "frame", "i": 3, "p": 0.5, "ran": True, "d": [1, -2, 3.25]}
 out["line"] = wire.encode({"t": "x", "id": 4}).decode()
@@ -46,6 +47,12 @@ for k in range(12):
         s.finish(sl, sl.due + 200)
     slots.append([sl.i, sl.vsync, sl.due, sl.skip, sl.q, sl.late])
 out["slots"] = slots
+out["records"] = [
+    npcrecords.frame_record(sl, 3, 0.25, 17, 2),
+    npcrecords.refused_record("signature", "bad", 99, {"name": "m", "version": 4, "x": 1}, 2),
+    npcrecords.model_fault_record("oom", 3, "MemoryError: x", 120),
+    npcrecords.rollback_record("crash", 3, 2, 100, 110, 120, 7, "boom"),
+]
 print(json.dumps(out))
 """
 
@@ -81,6 +88,12 @@ def cpython_results(line):
             s.finish(sl, sl.due + 200)
         slots.append([sl.i, sl.vsync, sl.due, sl.skip, sl.q, sl.late])
     out["slots"] = slots
+    out["records"] = [
+        npcrecords.frame_record(sl, 3, 0.25, 17, 2),
+        npcrecords.refused_record("signature", "bad", 99, {"name": "m", "version": 4, "x": 1}, 2),
+        npcrecords.model_fault_record("oom", 3, "MemoryError: x", 120),
+        npcrecords.rollback_record("crash", 3, 2, 100, 110, 120, 7, "boom"),
+    ]
     return out
 
 

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from bench.devices.linux import LinuxDriver
+from bench.devices.linux_os import ImageRefused, provision_os
 from bench.errors import ConfigError
 from bench.fleet import Device, SshLink, parse_fleet
 from bench.image.recipe import load_recipe, recipe_path
+from bench.os_spec import default_bmap, parse_os
 from bench.provision.bmap import BmapMismatch, read_bmap, verify_written, write_image
-from bench.provision.config import default_bmap, parse_os
 from bench.provision.controls import BoardControls
 from bench.provision.fingerprint import Fingerprint, differences, parse_fingerprint
-from bench.provision.provision import ImageRefused, provision_os
 
 pytestmark = pytest.mark.skipif(shutil.which("bmaptool") is None, reason="bmap-tools not installed")
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from bench.agent import wire
+from bench.agent.endpoint import AgentEndpoint
 from bench.errors import DeviceUnreachable
 from bench.fleet import Device, SerialLink
 from bench.measure.records import Frame, OffsetClock
 from bench.replay.plan import build_plan
-from bench.replay.run import AgentEndpoint, ReplayRun
+from bench.replay.run import ReplayRun
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.results import open_store

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.devices.base import Progress, StepResult
 from bench.errors import ConfigError, DeviceUnreachable
+from bench.image.build import build_image
 from bench.image.fetch import sha256_file
+from bench.os_spec import OsSpec
 from bench.provision.bmap import read_bmap, verify_written, write_image
-from bench.provision.config import OsSpec
 from bench.provision.controls import BoardControls, run_command
 from bench.provision.fingerprint import Fingerprint, differences, read_fingerprint, write_marker
+from bench.steps import Progress, StepResult
 
 if TYPE_CHECKING:
     from bench.devices.linux import LinuxDriver
@@ -44,8 +45,6 @@ def resolve_image(device_name: str, kind: str, spec: OsSpec) -> OsImage:
     """The image file for a board (building the bench's own when `image = "build"`), its sha256 checked
     against the fleet's pin. ImageRefused when they differ: nothing has been touched yet."""
     if spec.built:
-        from bench.image.build import build_image
-
         built = build_image(kind)
         if built.format != "disk":
             raise ConfigError(f"device {device_name!r}: the {kind} recipe does not build a disk image")

@@ -1,0 +1,66 @@
+"""What a replay needs from an opened agent, whoever opened it (a driver, the Linux opener, a test):
+the session protocol and the endpoint that closes it. Below both bench.devices and bench.replay."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bench.fleet import Device
+
+
+class FrameLike(Protocol):
+    """What the metrics read from a frame record (bench.agent's FrameRecord and the store's Frame fit)."""
+
+    i: int
+    vsync: int
+    due: int | None
+    ran: bool
+    t0: int | None
+    t1: int | None
+    seq: int
+    skip: bool
+    late: bool
+
+
+class ClockLike(Protocol):
+    """The clock mapping an agent session keeps (bench.agent.clock.ClockSync)."""
+
+    offset_ns: float
+    drift_ppm: float
+    ref_ns: int
+
+    @property
+    def uncertainty_ns(self) -> float: ...
+
+    def to_bench_ns(self, device_us: int) -> int: ...
+
+
+class AgentLike(Protocol):
+    """What a replay run needs from an agent session (bench.agent.session.AgentSession)."""
+
+    info: dict[str, Any]
+    clock: ClockLike
+    faults: list[dict[str, Any]]
+    sent_ns: dict[int, int]
+
+    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockLike: ...
+    async def start(
+        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0
+    ) -> Any: ...
+    async def stop(self, timeout: float | None = None) -> Any: ...
+    async def stats(self) -> dict[str, Any]: ...
+    async def send_raw(self, data: bytes) -> int: ...
+    def frames(self, timeout: float | None = None) -> AsyncIterator[FrameLike]: ...
+
+
+@dataclass
+class AgentEndpoint:
+    """An opened agent session of one device and how to close it."""
+
+    session: AgentLike
+    close: Callable[[], Awaitable[None]]
+
+
+OpenAgent = Callable[[Device], Awaitable[AgentEndpoint]]

@@ -1,0 +1,71 @@
+"""Where the bench's own files are: the agents (host/, micropython/), the fixtures (models, keys, sessions,
+baselines, the bundled fleet) and the firmware folder (virtual ESP32-C6 image, image recipes).
+
+In a checkout they sit next to the `bench` package. An installed package (`pip install .`) carries them as
+data files under `<prefix>/share/npc-hil-bench/` (pyproject.toml's [tool.setuptools.data-files]); they are
+found through the installed distribution's file list, whatever the install scheme. Every other module asks
+here, so there is one answer."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+DISTRIBUTION = "npc-hil-bench"
+SHARE = "share/npc-hil-bench"
+_MARKER = "fixtures/fleets/virtual.toml"  # a file every layout has
+
+
+def _installed_root() -> Path | None:
+    try:
+        dist = importlib.metadata.distribution(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or ():
+        if file.as_posix().endswith(f"{SHARE}/{_MARKER}"):
+            located = Path(dist.locate_file(file)).resolve()
+            return located.parents[len(Path(_MARKER).parts) - 1]
+    return None
+
+
+def data_root() -> Path:
+    """The folder holding host/, micropython/, fixtures/ and firmware/: the checkout, else the installed data."""
+    checkout = PACKAGE_DIR.parent
+    if (checkout / _MARKER).is_file():
+        return checkout
+    installed = _installed_root()
+    if installed is None:
+        raise RuntimeError(
+            f"npc-hil-bench: no data files next to {PACKAGE_DIR} and none installed "
+            f"(reinstall with `pip install npc-hil-bench` or run from a checkout)"
+        )
+    return installed
+
+
+ROOT = data_root()
+HOST_DIR = ROOT / "host"  # the host agent (Linux boards, the ARM64 image)
+MICROPYTHON_DIR = ROOT / "micropython"  # the MicroPython agent and the portable modules both agents share
+FIRMWARE_DIR = ROOT / "firmware"  # the virtual ESP32-C6 firmware and the image recipes, one folder per kind
+FIXTURES_DIR = ROOT / "fixtures"
+MODELS_DIR = FIXTURES_DIR / "models"
+KEYS_DIR = FIXTURES_DIR / "keys"
+SESSIONS_DIR = FIXTURES_DIR / "sessions"
+BASELINES_DIR = FIXTURES_DIR / "baselines"
+FLEETS_DIR = FIXTURES_DIR / "fleets"
+WIRE_MODULE = PACKAGE_DIR / "agent" / "wire.py"  # the bench's wire format, deployed unchanged to both agents
+
+
+def cache_root() -> Path:
+    """The bench's cache folder ($HILBENCH_CACHE_DIR or ~/.cache/npc-hil-bench): built images, downloads,
+    virtual devices' state, the OTA store and the logs of work done outside a run."""
+    env = os.environ.get("HILBENCH_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench"
+
+
+def default_log_dir() -> Path:
+    """Where a driver writes its logs when no run gave it a log folder."""
+    path = cache_root() / "logs"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

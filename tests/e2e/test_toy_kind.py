@@ -1,0 +1,196 @@
+"""A device kind added by registering one entry from this test: the host agent as a local process, reached
+by a link type of its own. `fleet check`, `flash`, `replay` and the pytest plugin serve it with no change
+to the bench (issue 14's "done when": a kind is one registry entry plus the modules it names)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from bench.agent.transport import ProcessTransport
+from bench.bundles import host_agent_command, host_bundle
+from bench.cli import main
+from bench.devices.base import Driver, Progress, StepResult, no_progress
+from bench.errors import ConfigError, DeviceUnreachable
+from bench.fields import resolve_path, typed
+from bench.kinds import KINDS, Kind, Settings, register
+from bench.links.spec import FleetEntry, ProbeResult
+from bench.paths import SESSIONS_DIR
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class LocalLink:
+    """A folder on the bench host where the agent is deployed and run as a child process."""
+
+    family: ClassVar[str] = "local"
+    fields: ClassVar[frozenset[str]] = frozenset({"folder"})
+    lab_classes: ClassVar[tuple[str, ...]] = ()
+
+    folder: Path
+
+    @classmethod
+    def parse(cls, entry: FleetEntry) -> LocalLink:
+        folder = typed(entry.raw, "folder", str, entry.where, None)
+        if folder is None:
+            raise ConfigError(f"{entry.where}: missing link: field 'folder'")
+        return cls(resolve_path(folder, entry.base_dir))
+
+    def describe(self) -> str:
+        return f"local process in {self.folder}"
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        return None
+
+    async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
+        ok = self.folder.parent.is_dir()
+        return ProbeResult(ok, f"{self.folder.parent} {'exists' if ok else 'is missing'}")
+
+    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
+        raise ConfigError("a local process is not exported")
+
+    @classmethod
+    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
+        raise ConfigError(f"{where}: a local process is not exported")
+
+    @classmethod
+    def from_lab(cls, device: Any, params: dict[str, Any]) -> LocalLink:
+        raise DeviceUnreachable("a local process has no lab place")
+
+
+@dataclass(frozen=True)
+class ToySettings(Settings):
+    """The toy kind's settings: the common ones with its own defaults, plus a memory limit."""
+
+    fps_target: int = 25
+    memory_limit_mb: int = 256
+
+
+class ToyDriver(Driver):
+    """Deploys the host agent's bundle into the link's folder and runs it there on stdin/stdout."""
+
+    def __init__(self, device, log_dir: Path | None = None) -> None:
+        super().__init__(device, log_dir)
+        self.transport: ProcessTransport | None = None
+
+    @property
+    def folder(self) -> Path:
+        return self.device.link.folder
+
+    async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
+        files = host_bundle(self.device, self.folder / ".manifests")
+        for done, (src, dest) in enumerate(files, 1):
+            (self.folder / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, self.folder / dest)
+            progress(done, len(files), dest)
+        return [StepResult("agent", True, f"{len(files)} files in {self.folder}")]
+
+    async def open_agent(self) -> ProcessTransport:
+        argv = host_agent_command(self.device, str(self.folder), python=sys.executable, stdio=True)
+        stderr = (self.log_dir or self.folder) / f"{self.device.name}.stderr.log"
+        self.transport = await ProcessTransport.spawn([argv[0], "-I", *argv[1:]], cwd=self.folder, stderr_path=stderr)
+        return self.transport
+
+    async def close_agent(self) -> None:
+        if self.transport is not None:
+            await self.transport.close(grace=5)
+            self.transport = None
+
+
+TOY = Kind("toy-host", "the host agent as a local process", LocalLink, ToySettings, driver=f"{__name__}:ToyDriver")
+
+
+def register_toy() -> None:
+    """Add the toy kind to the registry (a pytest run in a subprocess calls this from its conftest)."""
+    register(TOY)
+
+
+@pytest.fixture
+def toy_fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setitem(KINDS, TOY.name, TOY)
+    fleet = tmp_path / "toy.toml"
+    fleet.write_text('[[device]]\nname = "toy-1"\nkind = "toy-host"\nfolder = "agent"\nfps_target = 20\n')
+    return fleet
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_fleet_check_flash_and_replay_serve_a_registered_kind(
+    toy_fleet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, listed = run_cli(capsys, "fleet", "list", "--fleet", str(toy_fleet))
+    assert code == 0 and listed["devices"][0]["link"] == f"local process in {tmp_path / 'agent'}"
+
+    code, checked = run_cli(capsys, "fleet", "check", "--fleet", str(toy_fleet))
+    (row,) = checked["devices"]
+    assert code == 0 and row["status"] == "reachable" and row["driver"] == "yes"
+
+    code, flashed = run_cli(capsys, "flash", "--fleet", str(toy_fleet), "--logs", str(tmp_path / "flash-logs"))
+    assert code == 0 and flashed["ok"] and (tmp_path / "agent" / "npc_agent.py").is_file()
+
+    session = sorted(SESSIONS_DIR.glob("*.mcap"))[0]
+    code, replayed = run_cli(
+        capsys, "replay", "--fleet", str(toy_fleet), "--session", str(session), "--speed", "max",
+        "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
+    )  # fmt: skip
+    assert code == 0, replayed
+    from bench.results.store import open_store
+
+    with open_store(tmp_path / "results.sqlite") as store:
+        run = store.runs(kind="replay", limit=1)[0]
+        assert [d.name for d in store.devices(run.id)] == ["toy-1"]
+        assert store.frame_count(run.id, "toy-1") > 0
+
+
+PLUGIN_TESTS = """
+import pytest
+
+from bench.agent.session import AgentSession
+from bench.devices import driver_for
+
+
+@pytest.mark.kinds("toy-host")
+def test_on_the_toy(device, bench_loop):
+    async def hello():
+        driver = driver_for(device)
+        await driver.flash()
+        session = await AgentSession.open(await driver.open_agent(), device=device.name)
+        try:
+            return session.info, device.settings.fps_target
+        finally:
+            await session.close()
+            await driver.close_agent()
+
+    info, fps = bench_loop.run(hello(), timeout_s=60)
+    assert info["proto"] == 1 and fps == 20
+"""
+
+
+def test_the_pytest_plugin_serves_a_registered_kind(toy_fleet: Path, tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(f"from {__name__} import register_toy\n\nregister_toy()\n")
+    (tmp_path / "test_toy.py").write_text(PLUGIN_TESTS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_toy.py", "--fleet", str(toy_fleet), "-p", "no:cacheprovider", "-v"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "test_on_the_toy[toy-1] PASSED" in proc.stdout
