@@ -137,7 +137,9 @@ class LinuxDriver(Driver):
     async def connection(self) -> SshConnection:
         """The device's SSH connection, opened on first use (DeviceUnreachable names the device)."""
         if self._conn is None:
-            self._conn = SshConnection(self.device.name, self.link, on_event=self._on_ssh_event)
+            # a board slower to answer (reply_timeout_s) also gets longer before its connection counts as dropped
+            alive = max(2.0, self.reply_timeout_s / 3)
+            self._conn = SshConnection(self.device.name, self.link, alive_interval_s=alive, on_event=self._on_ssh_event)
         await self._conn.ensure_connected()
         return self._conn
 
