@@ -23,6 +23,8 @@ from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
 POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
             "telemetry_interval_ms")  # fmt: skip
 
+VOICE_CHOICES = ("auto", "voice", "voicef")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -36,6 +38,7 @@ class Settings:
     model_version: int = 1  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
+    voice: str = "auto"  # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
@@ -44,7 +47,10 @@ class Settings:
     def problems(self) -> list[tuple[str, str]]:
         """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
         file and device. Kinds with more fields extend this (call super)."""
-        return [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
+        found = [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
+        if self.voice not in VOICE_CHOICES:
+            found.append(("voice", f"must be one of {', '.join(VOICE_CHOICES)}"))
+        return found
 
 
 @dataclass(frozen=True)
