@@ -39,12 +39,12 @@ class VirtualArm64Board:
     """One virtual Linux board: QEMU + a disk file. `start()` powers it on (it boots if its disk holds an OS)
     and returns the SSH link; `controls()` is what provisioning uses."""
 
-    def __init__(self, device: Device, state: Path, profile: LinuxProfile, timing: str = "realtime") -> None:
+    def __init__(self, device: Device, state: Path, profile: LinuxProfile) -> None:
         self.device = device
         self.profile = profile
         self.state = state
         self.disk = state / "storage.img"
-        self.qemu = QemuLink(image=None, timing=timing, smp=self.profile.guest_smp,
+        self.qemu = QemuLink(image=None, timing=profile.guest_timing, smp=self.profile.guest_smp,
                              memory_mb=self.profile.guest_memory_mb, cpu=self.profile.guest_cpu)  # fmt: skip
         self.ssh_port: int | None = None
         self.machine: QemuMachine | None = None

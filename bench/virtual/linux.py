@@ -54,6 +54,9 @@ class LinuxProfile:
     guest_cpu: str = "cortex-a76"
     guest_smp: int = 2
     guest_memory_mb: int = 1024
+    # icount (-icount shift=0): the guest's clock follows the instructions it runs, so a guest starved on a
+    # shared host falls behind in wall time, not in its own frame schedule (realtime: plain TCG)
+    guest_timing: str = "icount"
 
 
 JETSON_ORIN_NX = LinuxProfile(
