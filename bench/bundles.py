@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from bench import signing
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.models import FORMAT_EXT, guess_name_and_format, kind_model
+from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_file
 from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WIRE_MODULE
 
 HOST_AGENT_PORT = 7700
@@ -22,6 +23,12 @@ PORTABLE = [
 ]
 HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
 OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
+
+
+def host_agent_sources() -> dict[str, Path]:
+    """The host agent's code files: name in its flat folder -> source in this checkout."""
+    files = [(HOST_DIR / name, name) for name in HOST_FILES] + PORTABLE + OPTIONAL
+    return {dest: src for src, dest in files if src.is_file()}
 
 
 def model_version(device: Device) -> int:
@@ -54,14 +61,14 @@ def host_bundle(
     files += PORTABLE
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))
-    model_name = device.settings.model
-    model = MODELS_DIR / f"{model_name}.tflite"
-    if not model.is_file():
+    try:
+        model = model_file(device.settings.model, "tflite", MODELS_DIR)  # a fixture name, or a team's .tflite path
+    except ConfigError as exc:
         raise ConfigError(
-            f"device {device.name}: model {model_name!r} has no file {model}",
-            hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension)",
-        )
-    family = model_name.replace("-int8", "").replace("-f32", "")
+            f"device {device.name}: {str(exc).splitlines()[0]}",
+            hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension) or a path",
+        ) from None
+    family = model.stem.replace("-int8", "").replace("-f32", "")
     manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
     files.append((model, f"models/{model.name}"))
     files.append((manifest, f"models/{manifest.name}"))
@@ -79,7 +86,7 @@ def host_agent_command(
     device: Device, root: str, *, python: str = "python3", listen: str | None = None, stdio: bool = False
 ) -> list[str]:
     """The command line that starts the deployed host agent in folder `root` on the device."""
-    model_name = device.settings.model
+    model_name = Path(device.settings.model).name.removesuffix(".tflite")  # as host_bundle deploys it
     argv = [python, f"{root}/npc_agent.py"]
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
@@ -88,6 +95,20 @@ def host_agent_command(
     if memory_limit_mb:
         argv += ["--mem-limit-mb", str(memory_limit_mb)]
     return argv
+
+
+def loaded_model(device: Device, key_path: Path = signing.DEV_PRIVATE_KEY) -> tuple[str, dict[str, Any]]:
+    """(path on the device, signed manifest) of the model the bench deploys to `device`, as the agent's `load`
+    takes them: a cold start loads it again (MicroPython agent: path from its root; host agent: from its models
+    folder)."""
+    model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
+    on_board = device.kind_info.family == "serial"  # MicroPython boards keep models under models/ of their root
+    fmt = fmt if on_board else guess_name_and_format(model)[1]  # as micropython_bundle / host_bundle sign it
+    family = model.stem.replace("-int8", "").replace("-f32", "")
+    manifest = signing.sign_manifest(
+        signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
+    )
+    return (f"models/{model.name}" if on_board else model.name), manifest
 
 
 def micropython_bundle(
@@ -99,7 +120,8 @@ def micropython_bundle(
 ) -> list[tuple[Path, str]]:
     """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
     top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
-    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
+    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it (also as
+    `models/current.json`, which an update rewrites: each flash starts the board from the configured model).
     Generated files are written to `out_dir`."""
     from bench.mpy.board import agent_files, trusted_key_hex
 
@@ -122,5 +144,6 @@ def micropython_bundle(
     config.write_text(json.dumps({"mem_limit": int(device.settings.memory_limit_kb) * 1024}) + "\n")
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust, "trust.key")]
-    files.append((config, "agent.json"))
+    # the agent's record of the model to run: the deployed one again, so a flash resets what an update changed
+    files += [(deployed, "models/current.json"), (config, "agent.json")]
     return files

@@ -22,6 +22,10 @@ _EXTENDED = struct.Struct("<BBBBHBHH4sB")  # wp pin, drive x3, chip id, min rev,
 _SEGMENT = struct.Struct("<II")  # load address, length
 HEADER_SIZE = _HEADER.size + _EXTENDED.size
 _FLASH_SIZE_CODES = {1: 0x00, 2: 0x10, 4: 0x20, 8: 0x30, 16: 0x40}
+FLASH_MODES = {0: "QIO", 1: "QOUT", 2: "DIO", 3: "DOUT"}
+FLASH_MODE_DIO = 2  # ESP-IDF writes DIO even for QIO builds: the ROM cannot read QIO; the bootloader switches
+C6_FLASH_FREQ_CODES = {0x0: "80m", 0x2: "20m"}  # the C6 ROM's codes (40m is written as 0x0 too)
+C6_MAX_CHIP_REV_FULL = 99  # ESP-IDF 5.x: CONFIG_ESP32C6_REV_MAX_FULL (v0.99)
 
 
 class ImageError(ValueError):
@@ -56,12 +60,13 @@ def checksum(segments: list[tuple[int, bytes]] | tuple[tuple[int, bytes], ...]) 
 
 
 def build_image(
-    segments: list[tuple[int, bytes]], *, entry: int, chip_id: int = ESP32C6_CHIP_ID, flash_mb: int = 8
+    segments: list[tuple[int, bytes]], *, entry: int, chip_id: int = ESP32C6_CHIP_ID, flash_mb: int = 4
 ) -> bytes:
-    """An image with `segments` (load address, data) for `chip_id`, with checksum and SHA-256 appended."""
+    """An image with `segments` (load address, data) for `chip_id`, with checksum and SHA-256 appended; the
+    header as ESP-IDF 5.x writes it for MicroPython's ESP32_GENERIC_C6 (DIO, 80 MHz, 4 MB, chip rev v0.0-v0.99)."""
     padded = [(addr, data + b"\0" * (-len(data) % 4)) for addr, data in segments]
-    out = bytearray(_HEADER.pack(ESP_IMAGE_MAGIC, len(padded), 2, _FLASH_SIZE_CODES[flash_mb] | 0x0F, entry))
-    out += _EXTENDED.pack(0xEE, 0, 0, 0, chip_id, 0, 0, 0xFFFF, b"\0" * 4, 1)
+    out = bytearray(_HEADER.pack(ESP_IMAGE_MAGIC, len(padded), FLASH_MODE_DIO, _FLASH_SIZE_CODES[flash_mb], entry))
+    out += _EXTENDED.pack(0xEE, 0, 0, 0, chip_id, 0, 0, C6_MAX_CHIP_REV_FULL, b"\0" * 4, 1)
     for addr, data in padded:
         out += _SEGMENT.pack(addr, len(data)) + data
     out += b"\0" * (15 - len(out) % 16)
@@ -70,19 +75,29 @@ def build_image(
     return bytes(out)
 
 
-def parse_image(data: bytes, *, chip_id: int | None = ESP32C6_CHIP_ID) -> ImageInfo:
-    """Check `data` (an image, possibly followed by other bytes) as the ROM does; ImageError says what is wrong."""
+def parse_image(data: bytes, *, chip_id: int | None = ESP32C6_CHIP_ID, chip_revision: int | None = None) -> ImageInfo:
+    """Check `data` (an image, possibly followed by other bytes) as the ROM does; ImageError says what is wrong.
+    `chip_revision` (major * 100 + minor, as the eFuses say) must lie in the image's supported range."""
     if len(data) < HEADER_SIZE:
         raise ImageError(f"too short for an image header ({len(data)} bytes)")
-    magic, count, _, _, entry = _HEADER.unpack_from(data)
+    magic, count, flash_mode, size_freq, entry = _HEADER.unpack_from(data)
     if magic != ESP_IMAGE_MAGIC:
         raise ImageError(f"invalid header: 0x{struct.unpack_from('<I', data)[0]:08x} (magic is not 0xE9)")
     fields = _EXTENDED.unpack_from(data, _HEADER.size)
-    found_chip, hash_appended = fields[4], fields[9]
+    found_chip, min_rev_full, max_rev_full, hash_appended = fields[4], fields[6], fields[7], fields[9]
     if chip_id is not None and found_chip != chip_id:
         raise ImageError(
             f"image is for {CHIP_NAMES.get(found_chip, f'chip id {found_chip}')}, "
             f"not {CHIP_NAMES.get(chip_id, f'chip id {chip_id}')}"
+        )
+    if flash_mode not in FLASH_MODES:
+        raise ImageError(f"invalid flash mode 0x{flash_mode:x} in the header")
+    if found_chip == ESP32C6_CHIP_ID and size_freq & 0x0F not in C6_FLASH_FREQ_CODES:
+        raise ImageError(f"invalid flash frequency 0x{size_freq & 0x0F:x} in the header")
+    if chip_revision is not None and not min_rev_full <= chip_revision <= max_rev_full:
+        raise ImageError(
+            f"chip revision v{chip_revision // 100}.{chip_revision % 100} is outside the image's "
+            f"v{min_rev_full // 100}.{min_rev_full % 100} - v{max_rev_full // 100}.{max_rev_full % 100}"
         )
     if count == 0 or count > 16:
         raise ImageError(f"invalid segment count {count}")

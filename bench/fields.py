@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bench.errors import ConfigError
 
 
-def typed(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
-    """`raw[key]` checked to be a `kind` (an int is accepted for a float, a bool never for an int);
-    `default` when absent; a ConfigError naming `where` and the field otherwise."""
+def typed(raw: dict[str, Any], key: str, kind: Any, where: str, default: Any) -> Any:
+    """`raw[key]` checked to be a `kind` (an int is accepted for a float, a bool never for an int; a
+    `Literal[...]` takes one of its words); `default` when absent; a ConfigError naming `where` and the field
+    otherwise."""
     if key not in raw:
         return default
     value = raw[key]
+    if typing.get_origin(kind) is Literal:
+        choices = typing.get_args(kind)
+        if value not in choices:
+            raise ConfigError(
+                f"{where}: field {key!r}: unknown value {value!r}", hint=f"one of: {', '.join(map(str, choices))}"
+            )
+        return value
     ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)

@@ -13,7 +13,7 @@ import dataclasses
 import importlib
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from bench.errors import ConfigError
 from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
@@ -53,6 +53,13 @@ class Settings:
         return found
 
 
+# How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
+# circuit, or the chip's own USB-Serial-JTAG peripheral (USB id 303a:1001; esptool resets it with `usb-reset`).
+UART_BRIDGE, USB_SERIAL_JTAG = "uart-bridge", "usb-serial-jtag"
+UsbPersonality = Literal["uart-bridge", "usb-serial-jtag"]
+USB_PERSONALITIES: tuple[str, ...] = typing.get_args(UsbPersonality)
+
+
 @dataclass(frozen=True)
 class Esp32c6Settings(Settings):
     """An ESP32-C6 running MicroPython."""
@@ -64,6 +71,7 @@ class Esp32c6Settings(Settings):
     flash_size: int = 8 * 1024 * 1024
     memory_limit_kb: int = 160  # live MicroPython heap the agent may use (of ~300 KB free)
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
+    usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
     firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
 
 

@@ -8,6 +8,7 @@
   devices started on first use), `device_log_dir` (a folder per test and device), `bench_loop` (run
   async bench code from a sync test), `record_measurement(name, value, unit, samples=None)` (from
   `bench.pytest_measure`: JUnit XML properties and pytest-html tables and plots).
+- `agent` / `console` / `devices` (ready devices, their consoles, crash reports): `bench.pytest_devices`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from bench.leases import LeaseSet
 from bench.loop_thread import LoopThread
 from bench.virtual import has_virtual, make_virtual
 
-pytest_plugins = ("bench.pytest_measure",)  # the record_measurement fixture and its pytest-html extras
+pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices")  # record_measurement; agent, console, devices
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -88,6 +88,30 @@ class _BlockLost(Exception):
     pass
 
 
+class _RoundTrip:
+    """Round-trip estimate of one transfer (RFC 6298's SRTT/RTTVAR, from blocks answered at the first try).
+
+    The first wait of a block is the link timing's, or SRTT + 4 RTTVAR when that is longer: a server busy with a
+    whole fleet's rollout answers later than a quiet one, and a request resent because of that only adds work
+    (a resent block is a new request to the server). On a quiet LAN the estimate stays under the link timing,
+    so losses cost what they did."""
+
+    def __init__(self) -> None:
+        self.srtt = 0.0
+        self.rttvar = 0.0
+
+    def sample(self, rtt: float) -> None:
+        if not self.srtt:
+            self.srtt, self.rttvar = rtt, rtt / 2
+        else:
+            self.rttvar = 0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
+            self.srtt = 0.875 * self.srtt + 0.125 * rtt
+
+    def first_wait(self, timing: Timing, rng: random.Random) -> float:
+        base = max(timing.ack_timeout, self.srtt + 4 * self.rttvar)
+        return rng.uniform(base, base * timing.ack_random_factor)
+
+
 async def _get_block(
     ctx: aiocoap.Context,
     url: str,
@@ -97,8 +121,9 @@ async def _get_block(
     stats: FetchStats,
     rng: random.Random,
     remote: Any,
+    rtt: _RoundTrip,
 ) -> aiocoap.Message:
-    wait = rng.uniform(timing.ack_timeout, timing.ack_timeout * timing.ack_random_factor)
+    wait = rtt.first_wait(timing, rng)
     for attempt in range(timing.max_retransmit + 1):
         if attempt:
             stats.retransmits += 1
@@ -108,10 +133,15 @@ async def _get_block(
             request = aiocoap.Message(code=Code.GET, uri_path=remote[1], transport_tuning=_OneShot(wait))
             request.remote = remote[0]
         request.opt.block2 = BlockOption.BlockwiseTuple(num, False, szx)
+        sent = time.monotonic()
         try:
-            return await ctx.request(request, handle_blockwise=False).response
+            response = await ctx.request(request, handle_blockwise=False).response
         except coap_error.TimeoutError:
             wait *= 2
+        else:
+            if not attempt:  # Karn: a resent block's answer may belong to either request
+                rtt.sample(time.monotonic() - sent)
+            return response
     raise _BlockLost(f"block {num}: no answer after {timing.max_retransmit} retransmissions")
 
 
@@ -129,11 +159,12 @@ async def fetch(
     stats.resumed_from = num
     started = time.monotonic()
     remote = None
+    rtt = _RoundTrip()
     with part.open("r+b" if num else "wb") as f:
         f.truncate(num * size)
         while True:
             try:
-                response = await _get_block(ctx, url, num, szx, timing, stats, rng, remote)
+                response = await _get_block(ctx, url, num, szx, timing, stats, rng, remote, rtt)
             except _BlockLost as exc:
                 stats.transfer_s += time.monotonic() - started
                 raise UpdateFailed("transfer", f"{url}: {exc}; {num} blocks kept for resume", stats) from None

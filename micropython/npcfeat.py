@@ -80,11 +80,7 @@ def _std(values):
     if len(values) < 2:
         return 0.0
     m = _mean(values)
-    return math.sqrt(sum((v - m) * (v - m) for v in values) / len(values))
-
-
-def _clip(v):
-    return -1.0 if v < -1.0 else (1.0 if v > 1.0 else v)
+    return math.sqrt(sum([(v - m) * (v - m) for v in values]) / len(values))
 
 
 def _mocap_summary(d):
@@ -123,8 +119,8 @@ class Features:
         self.window_ms = window_ms
         self.max_per_channel = max_per_channel
         self.voice = []  # (ts, rms, zcr, pitch, voiced)
-        self.gaze = []  # (ts, x, y, conf)
-        self.mocap = []  # (ts, summary tuple)
+        self.gaze = []  # (ts, x, y, conf, step from the previous gaze sample)
+        self.mocap = []  # (ts, summary tuple, left wrist step, right wrist step from the previous sample)
         self.events = []  # (ts, action index, hp, aggro, target)
         self.last_event = None
         self.now_ms = None
@@ -151,11 +147,24 @@ class Features:
         elif ch == "gaze":
             if len(d) != 3:
                 raise ValueError("gaze needs [x, y, confidence]")
-            self._push(self.gaze, (ts, float(d[0]), float(d[1]), float(d[2])))
+            x = float(d[0])
+            y = float(d[1])
+            step = 0.0
+            if self.gaze:  # the path length is summed over the window in vector(); each step is known now
+                prev = self.gaze[-1]
+                step = math.sqrt((x - prev[1]) ** 2 + (y - prev[2]) ** 2)
+            self._push(self.gaze, (ts, x, y, float(d[2]), step))
         elif ch == "mocap":
             if len(d) != 51:
                 raise ValueError("mocap needs 51 floats (17 joints x [x, y, z])")
-            self._push(self.mocap, (ts, _mocap_summary([float(v) / MOCAP_SCALE_M for v in d])))
+            b = _mocap_summary([float(v) / MOCAP_SCALE_M for v in d])
+            lw = 0.0
+            rw = 0.0
+            if self.mocap:
+                a = self.mocap[-1][1]
+                lw = math.sqrt((b[7] - a[7]) ** 2 + (b[8] - a[8]) ** 2 + (b[9] - a[9]) ** 2)
+                rw = math.sqrt((b[10] - a[10]) ** 2 + (b[11] - a[11]) ** 2 + (b[12] - a[12]) ** 2)
+            self._push(self.mocap, (ts, b, lw, rw))
         elif ch == "action" or ch == "event":
             if not isinstance(d, dict):
                 raise ValueError("an event is an object {action, target_id, context: {hp_ratio, aggro_level}}")
@@ -180,61 +189,59 @@ class Features:
         return window
 
     def vector(self):
-        """The 48 features of the window ending at the newest input (all zero before any input)."""
+        """The 48 features of the window ending at the newest input (all zero before any input).
+
+        Each mean is a plain left-to-right sum divided by the count, whichever way the columns are
+        gathered, so every value is the same to the last bit on CPython and MicroPython."""
         out = [0.0] * N_FEATURES
         if self.now_ms is None:
             return out
         secs = self.window_ms / 1000.0
         v = self._recent(self.voice)
         if v:
-            rms = [s[1] for s in v]
-            m = _mean(rms)
+            n = len(v)
+            _, rms, zcr, pitch, voiced = zip(*v)  # noqa: B905 (MicroPython has no strict=)
+            m = sum(rms) / n
             out[0] = m
             out[1] = max(rms)
-            out[2] = _mean([s[2] for s in v])
-            out[3] = _mean([s[3] for s in v]) / 500.0
-            out[4] = _mean([s[4] for s in v])
+            out[2] = sum(zcr) / n
+            out[3] = sum(pitch) / n / 500.0
+            out[4] = sum(voiced) / n
             out[5] = rms[-1]
             out[6] = rms[-1] - m
-            out[7] = len(v) / (VOICE_HZ * secs)
+            out[7] = n / (VOICE_HZ * secs)
         g = self._recent(self.gaze)
         if g:
-            xs = [s[1] for s in g]
-            ys = [s[2] for s in g]
-            out[8] = _mean(xs)
-            out[9] = _mean(ys)
+            n = len(g)
+            _, xs, ys, conf, steps = zip(*g)  # noqa: B905
+            out[8] = sum(xs) / n
+            out[9] = sum(ys) / n
             out[10] = _std(xs)
             out[11] = _std(ys)
-            out[12] = _mean([s[3] for s in g])
+            out[12] = sum(conf) / n
             out[13] = xs[-1]
             out[14] = ys[-1]
-            if len(g) > 1:
-                dist = 0.0
-                for k in range(1, len(g)):
-                    dist += math.sqrt((xs[k] - xs[k - 1]) ** 2 + (ys[k] - ys[k - 1]) ** 2)
+            if n > 1:
+                dist = sum(steps[1:])  # left to right, as the steps were walked
                 span = max(g[-1][0] - g[0][0], 1.0)
                 out[15] = dist / span * 100.0
         mo = self._recent(self.mocap)
         if mo:
+            n = len(mo)
+            _, rows, lws, rws = zip(*mo)  # noqa: B905
+            cols = list(zip(*rows))  # noqa: B905
             for j in range(14):
-                out[16 + j] = _mean([s[1][j] for s in mo])
-            if len(mo) > 1:
-                first = mo[0][1]
-                last = mo[-1][1]
+                out[16 + j] = sum(cols[j]) / n
+            if n > 1:
+                first = rows[0]
+                last = rows[-1]
                 span = max(mo[-1][0] - mo[0][0], 1.0) / 1000.0
                 out[30] = (last[14] - first[14]) / span
                 out[31] = (last[15] - first[15]) / span
                 out[32] = (last[16] - first[16]) / span
-                lw = 0.0
-                rw = 0.0
-                for k in range(1, len(mo)):
-                    a = mo[k - 1][1]
-                    b = mo[k][1]
-                    lw += math.sqrt((b[7] - a[7]) ** 2 + (b[8] - a[8]) ** 2 + (b[9] - a[9]) ** 2)
-                    rw += math.sqrt((b[10] - a[10]) ** 2 + (b[11] - a[11]) ** 2 + (b[12] - a[12]) ** 2)
-                out[33] = lw / span
-                out[34] = rw / span
-            out[35] = len(mo) / (MOCAP_HZ * secs)
+                out[33] = sum(lws[1:]) / span
+                out[34] = sum(rws[1:]) / span
+            out[35] = n / (MOCAP_HZ * secs)
         last = self.last_event
         if last is not None:
             out[36 + last[1]] = 1.0
@@ -244,10 +251,10 @@ class Features:
             out[45] = 1.0 - age / 1000.0 if age < 1000.0 else 0.0
         ev = self._recent(self.events)
         if ev:
-            out[44] = _mean([s[3] for s in ev])
-            out[46] = len(ev) / 10.0
-            targets = [s[4] for s in ev]
-            out[47] = 1.0 if any(t != targets[0] for t in targets) else 0.0
-        for k in range(N_FEATURES):
-            out[k] = _clip(out[k])
-        return out
+            n = len(ev)
+            _, _, _, aggro, targets = zip(*ev)  # noqa: B905
+            out[44] = sum(aggro) / n
+            out[46] = n / 10.0
+            t0 = targets[0]
+            out[47] = 1.0 if any(t != t0 for t in targets) else 0.0
+        return [-1.0 if x < -1.0 else (1.0 if x > 1.0 else x) for x in out]

@@ -11,6 +11,7 @@ from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.results.baseline import set_baseline
+from bench.results.evidence import accept
 from bench.results.store import ResultStore, open_store
 
 DEVICES = (("c6-a", "esp32c6", 20, 24.6), ("orin-1", "jetson-orin-nx", 60, 3.1), ("pi5-1", "pi5", 30, 9.5),
@@ -75,16 +76,17 @@ def write_device(store: ResultStore, run_id: int, name: str, kind: str, fps: int
 def build_store(
     path: Path, runs: int, devices: int, frames: int, *, regress: str = "orin-1", regressed_runs: int = 1
 ) -> int:
-    """Write `runs` runs (baseline "default" = the first; the last `regressed_runs` have a +25% latency regression
-    on `regress`); return the id of the last run."""
+    """Write `runs` runs of session "synthetic" (baseline "default" = the first; the last `regressed_runs` have a
+    +25% latency regression on `regress`, and are not accepted into later baselines); return the last run's id."""
     rng = np.random.default_rng(0)
     last = 0
     with open_store(path) as store:
         for r in range(runs):
-            last = store.begin_run("nightly", bench="synthetic")
+            last = store.begin_run("nightly", bench="synthetic", session="synthetic")
             for name, kind, fps, latency in DEVICES[:devices]:
                 factor = 1.25 if (r >= runs - regressed_runs and name == regress) else 1.0
                 write_device(store, last, name, kind, fps, latency, frames, rng, factor)
+                accept(store, last, name, factor == 1.0, "" if factor == 1.0 else "regressed")
             store.finish_run(last, "ok")
             if r == 0:
                 set_baseline(store, last)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +107,7 @@ class AgentSession:
         self.info: dict[str, Any] = {}
         self.clock = ClockSync()
         self.console: list[str] = []  # console text and agent `log` messages, in arrival order
+        self.console_listeners: list[Callable[[str], None]] = []  # called with each console line as it arrives
         self.faults: list[dict[str, Any]] = []
         self.framing_errors = 0
         self.last_stats: dict[str, Any] | None = None
@@ -327,10 +328,19 @@ class AgentSession:
         except TimeoutError:
             raise DeviceUnreachable(f"agent on {self.device}: no fault reported within {wait:g} s") from None
 
+    def drain_faults(self) -> list[dict[str, Any]]:
+        """Take every fault not yet taken by `next_fault` (they stay in `faults`)."""
+        taken = []
+        while not self._fault_q.empty():
+            taken.append(self._fault_q.get_nowait())
+        return taken
+
     # -- reading -----------------------------------------------------------------------------------
 
     def _note(self, text: str) -> None:
         self.console.append(text)
+        for listener in self.console_listeners:
+            listener(text)
         if self._log:
             self._log.write(f"{time.monotonic_ns()} {text}\n")
             self._log.flush()

@@ -13,16 +13,21 @@ from rich.table import Table
 from bench.commands import add_fleet_options, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
+from bench.devices.esp32c6 import check_firmware
 from bench.errors import ConfigError
 from bench.flashing import ProgressFactory
 from bench.fleet import Device
 from bench.leases import LeaseSet
+from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
+from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
 from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
+from bench.results.baseline import get_baseline
 from bench.results.store import DEFAULT_STORE, open_store
+from bench.results.thresholds import load_thresholds
 
 DEFAULT_SESSIONS = SESSIONS_DIR
 
@@ -33,7 +38,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fleet_options(p)
     p.add_argument("--sessions", metavar="DIR", help=f"session files (*.mcap) to replay (default: {DEFAULT_SESSIONS})")
     p.add_argument("--session", action="append", default=[], metavar="FILE", help="replay only this session file")
-    p.add_argument("--baseline", default="nightly", metavar="NAME", help="baseline name prefix (one per session)")
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="judge against the runs up to the one baseline NAME pins (default: the"
+        " last accepted runs of each session)",
+    )
+    p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
+    p.add_argument(
+        "--model",
+        metavar="FILE",
+        help="put this .tflite under test on every selected device (signed with the"
+        " configured key; converted to .npcm for MicroPython boards)",
+    )
+    p.add_argument("--firmware", metavar="FILE", help="flash this image to the selected ESP32-C6 boards")
     p.add_argument(
         "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
     )
@@ -59,16 +77,39 @@ def session_files(args: argparse.Namespace) -> list[Path]:
     return files
 
 
+def change_under_test(devices: list[Device], model: str | None, firmware: str | None) -> list[Device]:
+    """The devices with the team's model and firmware files in their settings, each checked (and the model
+    converted for MicroPython boards) before any device is touched: a ConfigError names the file and why."""
+    if model:
+        path = str(Path(model).resolve())
+        devices = [d.with_settings(model=path) for d in devices]
+        for d in devices:
+            kind_model(d.kind, d.settings)
+    if firmware:
+        image = Path(firmware).resolve()
+        check_firmware(image)
+        with_fw = [d for d in devices if hasattr(d.settings, "firmware")]
+        if not with_fw:
+            raise ConfigError(f"--firmware {firmware}: no selected device takes a firmware image (ESP32-C6 boards do)")
+        devices = [d.with_settings(firmware=str(image)) if d in with_fw else d for d in devices]
+    return devices
+
+
 def cmd_nightly(args: argparse.Namespace) -> int:
     """Run the nightly; print the summary (or JSON); exit 0 pass, 1 failure/regression, 3 nothing reachable."""
     fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
+    devices = change_under_test(devices, args.model, args.firmware)
     sessions = session_files(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    if args.baseline and get_baseline(store, args.baseline) is None:
+        store.close()
+        raise ConfigError(f"--baseline {args.baseline}: no such baseline", hint="see `hilbench baseline list`")
     opts = NightlyOptions(
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
+        thresholds=load_thresholds(args.thresholds),
     )  # fmt: skip
     with LeaseSet(holder="hilbench nightly") as leases:
         for dev in devices:
@@ -117,32 +158,49 @@ class _RichProgress(NightlyProgress):
 
 
 def _print(result: NightlyResult) -> None:
+    """The summary, readable in 80 columns: one row per device, one short word per stage; details follow."""
     table = Table(title=f"nightly {result.started}")
-    table.add_column("stage")
+    table.add_column("device", no_wrap=True)
+    for stage in result.stages:
+        table.add_column(stage.name, no_wrap=True)
     devices = sorted({d for s in result.stages for d in s.devices})
     for d in devices:
-        table.add_column(d, overflow="fold")
-    for stage in result.stages:
         cells = []
-        for d in devices:
+        for stage in result.stages:
             o = stage.devices.get(d)
             if o is None:
                 cells.append("-")
+            elif not o.ok:
+                cells.append("[red]FAILED[/red]")
             else:
-                colour = "green" if o.ok else "red"
-                cells.append(f"[{colour}]{'ok' if o.ok else 'FAILED'}[/{colour}] {o.detail}")
-        table.add_row(stage.name, *cells)
+                cells.append("skip" if o.skipped else _word(stage.name, o.detail))
+        table.add_row(d, *cells)
     out.print(table)
     for run in result.runs:
+        if run.session == OTA_SESSION:
+            out.print(f"updates and faults (run {run.run_id}): report {run.page}", highlight=False)
+            continue
         verdict = (
             f"[red]{len(run.regressions)} regression(s)[/red]" if run.regressions else "[green]no regression[/green]"
         )
-        out.print(
-            f"session {run.session}: run {run.run_id}, {verdict}; report {run.page}"
-            + (f" ({run.note})" if run.note else "")
-        )
+        out.print(f"session {run.session} (run {run.run_id}): {verdict}" + (f"; {run.note}" if run.note else ""))
         for v in run.regressions:
-            out.print(f"  {v.device} {v.title}: {v.reason}", highlight=False)
+            out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
+        for v in run.with_status("not reproduced"):
+            out.print(f"  not reproduced: {v.device} {v.title}: {v.reason}", highlight=False)
+        busy = sorted({v.device for v in run.with_status("inconclusive")})
+        if busy:
+            out.print(f"  inconclusive (bench host busy): {', '.join(busy)}", highlight=False)
+        out.print(f"  report {run.page}", highlight=False)
     for name, why in result.dropped.items():
         out.print(f"[yellow]{name}[/yellow] left the run at {why}", highlight=False)
-    out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}")
+    out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
+
+
+def _word(stage: str, detail: str) -> str:
+    """One short word for a stage that worked on a device."""
+    if stage == "confirm":
+        if "regression" in detail:
+            return "[red]regr.[/red]"
+        return "not rep." if "not reproduced" in detail else "-"
+    return "ok"

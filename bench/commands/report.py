@@ -21,7 +21,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="render a run's HTML report with its verdicts (exit 1 on a regression)")
     p.add_argument("run", nargs="?", help='run id or "latest" (default: the latest run)')
     p.add_argument("--compare", metavar="RUN", help="compare with this run instead of the baseline")
-    p.add_argument("--baseline", default=DEFAULT_BASELINE, metavar="NAME", help="baseline name (default: default)")
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="judge against the runs up to the one baseline NAME pins (default: the last accepted runs)",
+    )
     p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
     _store_options(p)
     p.add_argument("--out", default=str(DEFAULT_REPORTS), metavar="DIR", help="reports folder (default: reports)")
@@ -77,8 +81,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return published.exit_code
     outcome = published.report.data["outcome"]
     out.print(f"report: {published.page}")
-    if published.baseline_run_id is None:
-        out.print("no baseline to compare with: no verdicts (set one with `hilbench baseline set RUN`)")
+    if outcome["collecting"]:
+        out.print("; ".join(outcome["collecting"]) + ": verdicts start when the window is full")
     for device in published.report.data["devices"]:
         for v in device["verdicts"]:
             if v["status"] not in (REGRESSION, IMPROVED):
@@ -87,10 +91,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             since = f", since run {v['since']['run_id']}" if v.get("since") else ""
             out.print(
                 f"[{colour}]{v['status']}[/{colour}] {escape(device['name'])} {escape(v['title'])}: "
-                f"{v['effect_pct']:+.1f}% ({ptext(v['p_value'])}, n = {v['n_baseline']}/{v['n_run']}){since}"
+                f"{v['effect_pct']:+.1f}% ({ptext(v['p_value'])}, {v['n_baseline']} baseline runs){since}"
             )
     if published.baseline_run_id is not None:
-        out.print(f"verdict against run {published.baseline_run_id}: {outcome['verdict']}")
+        out.print(f"verdict against the runs up to {published.baseline_run_id}: {outcome['verdict']}")
     return published.exit_code
 
 

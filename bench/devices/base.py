@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.fleet import Device
@@ -16,6 +17,12 @@ class Driver(ABC):
 
     # how long the agent on this kind of device may take to answer a request (slow targets raise it)
     reply_timeout_s: float = 5.0
+
+    @property
+    def real_time(self) -> bool:
+        """The device's clock runs at wall-clock pace (False: an emulator whose guest time is virtual, so
+        bench-clock latencies measure the emulation, not the device)."""
+        return True
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
@@ -32,3 +39,12 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def follow_console(self, emit: Callable[[str], None]) -> None:
+        """Hand each line the device's own console prints, beyond what the agent link carries, to `emit` until
+        cancelled. Default: the agent link is the console (a serial board), there is nothing more to follow."""
+        return
+
+    def agent_sources(self) -> dict[str, Path]:
+        """Agent file as the device names it (in a traceback) -> its source in this checkout."""
+        return {}

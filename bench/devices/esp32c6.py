@@ -28,6 +28,7 @@ from bench.devices.mpremote_deploy import deploy_files, request_bootloader
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
+from bench.kinds import USB_SERIAL_JTAG
 from bench.paths import FIRMWARE_DIR, ROOT
 
 DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"
@@ -123,6 +124,7 @@ class Esp32c6Driver(Driver):
                     baud=link.baud,
                     log_file=log,
                     progress=firmware_progress,
+                    usb_serial_jtag=self.device.settings.usb == USB_SERIAL_JTAG,
                 )
             except Exception as exc:  # esptool raises FatalError, SerialException, OSError...
                 steps.append(StepResult("firmware", False, _reason(exc), seconds=time.monotonic() - started))
@@ -190,6 +192,12 @@ class Esp32c6Driver(Driver):
             raise
         self._agent = SerialTransport(port, link.url)
         return self._agent
+
+    def agent_sources(self) -> dict[str, Path]:
+        """The agent's modules, all at the top of the board's filesystem."""
+        from bench.mpy.board import agent_files
+
+        return {src.name: src for src in agent_files()}
 
     async def close_agent(self) -> None:
         """Ctrl-C the agent, leave the raw REPL for the friendly one, close the port."""

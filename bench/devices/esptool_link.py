@@ -121,6 +121,7 @@ def flash_image(
     progress: ProgressFn | None = None,
     connect_attempts: int = 3,
     expect_chip: str = "ESP32-C6",
+    usb_serial_jtag: bool = False,
 ) -> FlashOutcome:
     """Write `image` at `offset` unless the board already holds it; verify; reset into it.
 
@@ -131,7 +132,7 @@ def flash_image(
     esp: ESPLoader | None = None
     modem_lines = has_modem_lines(url)
     try:
-        connect_mode = "default-reset" if modem_lines else "no-reset"
+        connect_mode = ("usb-reset" if usb_serial_jtag else "default-reset") if modem_lines else "no-reset"
         port = open_port(url)
         try:
             esp = detect_chip(port, ESPLoader.ESP_ROM_BAUD, connect_mode, False, connect_attempts)
@@ -148,7 +149,7 @@ def flash_image(
         esp.flash_spi_attach(0)
         want = hashlib.md5(image).hexdigest()
         if esp.flash_md5sum(offset, len(image)) == want:
-            _leave_loader(esp, modem_lines)
+            _leave_loader(esp, modem_lines, usb_serial_jtag)
             return FlashOutcome(written=False, chip=chip, mac=mac)
         compressed = zlib.compress(image, 9)
         blocks = esp.flash_defl_begin(len(image), len(compressed), offset)
@@ -161,7 +162,7 @@ def flash_image(
         got = esp.flash_md5sum(offset, len(image))
         if got != want:
             raise VerifyError(f"verify failed: flash MD5 {got}, image MD5 {want}")
-        _leave_loader(esp, modem_lines)
+        _leave_loader(esp, modem_lines, usb_serial_jtag)
         return FlashOutcome(written=True, chip=chip, mac=mac, bytes_sent=len(compressed))
     finally:
         if esp is not None:
@@ -174,10 +175,10 @@ def has_modem_lines(url: str) -> bool:
     return not url.startswith("socket://")
 
 
-def _leave_loader(esp: ESPLoader, modem_lines: bool) -> None:
+def _leave_loader(esp: ESPLoader, modem_lines: bool, usb_serial_jtag: bool) -> None:
     """Boot the firmware: RTS pulse on EN, or (no modem lines) the loader's own reboot (FLASH_END, reboot)."""
     if modem_lines:
-        esp.hard_reset()
+        esp.hard_reset(usb_serial_jtag)
     else:
         esp.flash_begin(0, 0)
         esp.flash_finish(reboot=True)

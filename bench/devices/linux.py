@@ -277,6 +277,26 @@ class LinuxDriver(Driver):
         conn = await self.connection()
         return (await conn.run(f'tail -n {lines} "{self.folder}/agent.log" 2>/dev/null; true')).text
 
+    async def follow_console(self, emit: Callable[[str], None]) -> None:
+        """The agent's stderr and stdout (its `agent.log` on the device), followed over SSH until cancelled."""
+        conn = await self.connection()
+        proc = await conn.stream(f'tail -n 0 -F "{self.folder}/agent.log" 2>/dev/null')
+        try:
+            assert proc.stdout is not None
+            while line := await proc.stdout.readline():
+                emit(line.decode("utf-8", "replace").rstrip("\r\n"))
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                await proc.wait()
+
+    def agent_sources(self) -> dict[str, Path]:
+        """The host agent's files, flat in the agent folder."""
+        from bench.bundles import host_agent_sources
+
+        return host_agent_sources()
+
     async def agent_alive(self) -> bool:
         """True while the agent process runs on the device."""
         if self.agent is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.devices.base import Driver, Progress, StepResult, no_progress
@@ -22,6 +23,7 @@ from bench.paths import default_log_dir
 SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
 PORT_ATTEMPTS = 3  # free ports are picked before QEMU binds them: another process may take one meanwhile
+HELLO_RETRY_S = 0.1  # between hello probes while the guest agent starts: slirp accepts before it listens
 
 
 def resolve_image(device: Device) -> tuple[Path, Path, str]:
@@ -76,6 +78,7 @@ class QemuArm64Driver(Driver):
         self.machine: QemuMachine | None = None
         self.transport = None
         self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
+        self._console_followers: list[Callable[[str], None]] = []  # passed on to every machine booted
 
     @property
     def host_address(self) -> str:
@@ -87,6 +90,11 @@ class QemuArm64Driver(Driver):
     def timing(self) -> str:
         """'realtime' (plain TCG) or 'icount' (-icount shift=0: deterministic); label every figure with it."""
         return self.link.timing
+
+    @property
+    def real_time(self) -> bool:
+        """False under -icount: the guest clock follows executed instructions, not the wall clock."""
+        return self.link.timing != "icount"
 
     def platform(self) -> dict[str, object]:
         """How the figures from this device were produced."""
@@ -143,6 +151,7 @@ class QemuArm64Driver(Driver):
         while True:
             attempt += 1
             machine = QemuMachine(self.device.name, self.link, kernel, initrd, cmdline, log)
+            machine.listeners = self._console_followers
             self.machine = machine
             await machine.start()
             try:
@@ -178,7 +187,7 @@ class QemuArm64Driver(Driver):
             try:
                 transport = await StreamTransport.connect("127.0.0.1", machine.agent_port, timeout=5.0)
             except DeviceUnreachable:
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(HELLO_RETRY_S)
                 continue
             try:
                 await transport.send(probe)
@@ -188,7 +197,7 @@ class QemuArm64Driver(Driver):
             except (TimeoutError, DeviceUnreachable):
                 pass
             await transport.close()
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(HELLO_RETRY_S)
         raise GuestFault(f"{self.device.name}: the agent did not answer on its port within {self.boot_timeout:g} s")
 
     async def selftest(self) -> dict[str, object]:
@@ -202,6 +211,20 @@ class QemuArm64Driver(Driver):
         self.boot_s = (machine.ready_ns["agent-exit"] - machine.started_ns) / 1e9
         await machine.wait_exit(30.0)
         return json.loads(machine.status.selftest)
+
+    async def follow_console(self, emit: Callable[[str], None]) -> None:
+        """The guest's serial console (kernel, /init and the agent's stderr), this boot and the next ones."""
+        self._console_followers.append(emit)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self._console_followers.remove(emit)
+
+    def agent_sources(self) -> dict[str, Path]:
+        """The host agent's files, flat in the image's agent folder."""
+        from bench.bundles import host_agent_sources
+
+        return host_agent_sources()
 
     async def close_agent(self) -> None:
         """Close the agent link and shut the guest down (QEMU is killed if it does not stop)."""

@@ -12,6 +12,7 @@ import signal
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +85,7 @@ class QemuMachine:
         self._tmp = Path(tempfile.gettempdir()) / f"hilbench-qemu-{os.getpid()}-{id(self):x}"  # made by start()
         self._pump: asyncio.Task[None] | None = None
         self._stopping = False
+        self.listeners: list[Callable[[str], None]] = []  # each console line (the bench's console followers)
 
     @property
     def ctl_path(self) -> Path:
@@ -147,7 +149,10 @@ class QemuMachine:
                 stamp = (time.monotonic_ns() - self.started_ns) / 1e9
                 log.write(b"[+%8.3f] " % stamp + line)
                 log.flush()
-                self._parse(line.decode("utf-8", "replace").rstrip("\r\n"))
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                self._parse(text)
+                for listener in list(self.listeners):
+                    listener(text)
             await self.proc.wait()
             log.write(f"# qemu exited: {self.exit_text()}\n".encode())
         self._changed.set()

@@ -103,6 +103,10 @@ class ResilientSession:
         """The current agent's stats."""
         return await self.inner.stats()
 
+    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Have the current agent load a model file on the device (a cold start)."""
+        return await self.inner.load(path, manifest, timeout)
+
     async def send_raw(self, data: bytes) -> int:
         """Send bytes; while the agent is being recovered the input is dropped (and counted), not an error."""
         if self.inner.closed:

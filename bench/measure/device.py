@@ -61,10 +61,12 @@ def measure_device(
     faults: Iterable[Mapping[str, Any]] = (),
     send_errors_ns: Sequence[int] | None = None,
     start_ns: int | None = None,
+    cold_starts_ms: Sequence[float] = (),
 ) -> DeviceMeasurements:
     """All metrics of one device from its frame records, the replayed inputs' send times (seq -> ns),
     its clock mapping, `stats` messages and `fault` messages; plus the replayer's send errors and, with
-    `start_ns` (bench time the frame loop was started), the first-frame time."""
+    `start_ns` (bench time the frame loop was started), the first-frame time of the session start; and the
+    cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements)."""
     out = DeviceMeasurements()
     out.add_distribution(inference_latency(frames), "inference time t1 - t0 on the device clock")
     decision = decision_latency(frames, sent_ns, clock, budget_ms, end_ns)
@@ -80,6 +82,9 @@ def measure_device(
     if start_ns is not None:
         value = (clock.to_bench_ns(first.t1) - start_ns) / 1e6 if first is not None else None
         out.add("first_frame", "ms", _r(value, 3), description="start request sent -> end of the first inference")
+    if cold_starts_ms:
+        cold = Histogram("first_frame", "us").record_all(round(v * 1000) for v in cold_starts_ms)
+        out.add_distribution(cold, "cold start: model load request sent -> end of the first inference")
     timing = frame_timing(frames)
     out.histograms += [timing.frame_time, timing.deviation]
     out.add("frames", "count", timing.frames)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,11 @@ POLICY_LAYERS: dict[str, tuple[int, ...]] = {
 
 
 def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) -> Path:
-    """The fixture file for model `name` (e.g. `npc-policy-int8`) with extension `ext` (`tflite` or `npcm`)."""
+    """The fixture file for model `name` (e.g. `npc-policy-int8`) with extension `ext` (`tflite` or `npcm`).
+    `name` may also be the path of a team's own .tflite file (`hilbench nightly --model FILE`, or a fleet
+    device's `model`): its .npcm is converted from it when asked for."""
+    if name.endswith(".tflite") or "/" in name:
+        return own_model(Path(name), ext)
     path = Path(models_dir) / f"{name}.{ext}"
     if not path.is_file():
         known = sorted(p.name for p in Path(models_dir).glob(f"*.{ext}"))
@@ -30,6 +37,40 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
             hint=f"known .{ext} models: {', '.join(known) or 'none'}; run `python fixtures/models/generate.py`",
         )
     return path
+
+
+CONVERTED_DIR = Path(tempfile.gettempdir()) / f"hilbench-models-{os.getuid()}"  # .npcm converted from own models
+
+
+def own_model(path: Path, ext: str) -> Path:
+    """A team's .tflite model (checked), or its .npcm conversion for MicroPython boards (cached by content)."""
+    tflite = path
+    hint = "give the path of a .tflite file"
+    if tflite.suffix != ".tflite":
+        raise ConfigError(f"model {tflite}: not a .tflite file", hint=hint)
+    try:
+        data = tflite.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"model {tflite}: cannot read: {exc.strerror}", hint=hint) from None
+    if data[4:8] != b"TFL3":
+        raise ConfigError(f"model {tflite}: not a TFLite model (no TFL3 file identifier)", hint="give a .tflite file")
+    if ext == "tflite":
+        return tflite
+    out = CONVERTED_DIR / hashlib.sha256(data).hexdigest()[:16] / f"{tflite.stem}.{ext}"
+    if not out.is_file():
+        from bench.models.npcm import convert_bytes
+
+        try:
+            converted = convert_bytes(data, str(tflite))
+        except ConfigError as exc:
+            why = str(exc).split("\n")[0].replace(f"model {tflite}: ", "")
+            raise ConfigError(
+                f"model {tflite}: cannot be converted to .npcm for MicroPython boards: {why}",
+                hint="MCU kinds run int8 fully-connected policies; leave them out with --kind or --device",
+            ) from None
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(converted)
+    return out
 
 
 # the one table of model formats: format -> file extension

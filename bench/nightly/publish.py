@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.nightly.confirm import Confirmation
 from bench.report.publish import publish_run
-from bench.results.baseline import get_baseline, set_baseline
 from bench.results.store import ResultStore
-from bench.results.verdict import Verdict
+from bench.results.verdict import COLLECTING, INCONCLUSIVE, NOT_REPRODUCED, Verdict
 
 
 @dataclass
@@ -28,6 +28,10 @@ class PublishedRun:
         """The verdicts that say a metric got worse."""
         return [v for v in self.verdicts if v.status == "regression"]
 
+    def with_status(self, status: str) -> list[Verdict]:
+        """The verdicts with `status`."""
+        return [v for v in self.verdicts if v.status == status]
+
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
@@ -37,25 +41,32 @@ class PublishedRun:
             "report": str(self.page) if self.page else None,
             "note": self.note,
             "regressions": [v.to_dict() for v in self.regressions],
+            "not_reproduced": [v.to_dict() for v in self.with_status(NOT_REPRODUCED)],
+            "inconclusive": [v.to_dict() for v in self.with_status(INCONCLUSIVE)],
             "verdicts": [v.to_dict() for v in self.verdicts],
         }
 
 
-def baseline_name(prefix: str, session: str) -> str:
-    """The baseline a session's runs are compared with: one per session, so like is compared with like."""
-    return f"{prefix}-{session}"
+OTA_SESSION = "update-and-faults"
 
 
-def publish_runs(store: ResultStore, run_ids: dict[str, int], reports_dir: Path, prefix: str) -> list[PublishedRun]:
-    """Render every session's run (the first session last, so latest.html is the nightly's main run); a session
-    with no baseline yet makes this run its baseline."""
+def publish_runs(
+    store: ResultStore,
+    run_ids: dict[str, int],
+    reports_dir: Path,
+    confirmations: dict[str, Confirmation],
+    ota_run: int | None = None,
+) -> list[PublishedRun]:
+    """Render the update-and-faults run, then every session's run with its final verdicts (the first session
+    last, so latest.html is the nightly's main run)."""
     published = []
+    if ota_run is not None:
+        out = publish_run(store, ota_run, reports_dir=reports_dir)
+        published.append(PublishedRun(OTA_SESSION, ota_run, "", out.page, [], "model updates and fault cases"))
     for session, run_id in reversed(list(run_ids.items())):
-        name = baseline_name(prefix, session)
-        out = publish_run(store, run_id, reports_dir=reports_dir, baseline_name=name)
-        note = ""
-        if get_baseline(store, name) is None:
-            set_baseline(store, run_id, name)
-            note = f"no baseline {name!r} yet: this run is now the baseline"
-        published.append(PublishedRun(session, run_id, name, out.page, list(out.verdicts), note))
-    return list(reversed(published))
+        out = publish_run(store, run_id, reports_dir=reports_dir)
+        verdicts = confirmations[session].verdicts if session in confirmations else list(out.verdicts)
+        collecting = sorted({v.reason for v in verdicts if v.status == COLLECTING})
+        note = collecting[0] if collecting else ""
+        published.append(PublishedRun(session, run_id, "window", out.page, verdicts, note))
+    return list(reversed(published))  # the update-and-faults run last

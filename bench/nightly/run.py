@@ -12,22 +12,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError, ExitCode
+from bench.errors import BenchError, ConfigError, ExitCode
+from bench.fingerprint import configured_model_sha256, device_fingerprint
 from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
 from bench.lab.acquire import lab_devices
+from bench.measure.host import HostNoiseMeter
+from bench.nightly.confirm import Confirmation, confirm_run
 from bench.nightly.ota_stage import fault_suite, update_stage
-from bench.nightly.publish import PublishedRun, publish_runs
+from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.paths import ROOT
 from bench.probe import probe_link
 from bench.provision.controls import BoardControls
 from bench.replay.agents import fleet_opener
-from bench.replay.service import replay_fleet
+from bench.replay.service import ReplayResult, replay_fleet
+from bench.results.baseline import get_baseline
+from bench.results.evidence import fingerprints, record_fingerprint, record_host
 from bench.results.store import ResultStore
+from bench.results.thresholds import Thresholds, load_thresholds
+from bench.results.verdict import NOT_REPRODUCED, REGRESSION
 from bench.virtual import board_controls, virtual_fleet
 
-STAGE_NAMES = ("check", "flash", "replay", "update", "faults")
+CONFIRM_STATES = (REGRESSION, NOT_REPRODUCED)
+STAGE_NAMES = ("check", "flash", "replay", "confirm", "update", "faults")
 
 
 @dataclass
@@ -39,9 +47,10 @@ class NightlyOptions:
     sessions: list[Path]
     store: ResultStore
     reports_dir: Path
-    baseline: str = "nightly"
+    baseline: str | None = None  # a pinned baseline name (default: the window of recent accepted runs)
     speed: float | None = 1.0
     skip: frozenset[str] = frozenset()
+    thresholds: Thresholds | None = None
 
 
 @dataclass
@@ -54,6 +63,9 @@ class NightlyResult:
     dropped: dict[str, str] = field(default_factory=dict)  # device -> the stage that dropped it, and why
     runs: list[PublishedRun] = field(default_factory=list)
     replay_run_ids: dict[str, int] = field(default_factory=dict)  # session id -> run id
+    session_files: dict[str, Path] = field(default_factory=dict)  # session id -> file
+    ota_run_id: int | None = None  # the run of the update and fault stages
+    confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
 
     @property
     def exit_code(self) -> ExitCode:
@@ -73,7 +85,8 @@ class NightlyResult:
             "logs": str(self.log_dir),
             "stages": [s.to_json() for s in self.stages],
             "dropped": self.dropped,
-            "runs": [r.to_json() for r in self.runs],
+            "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
+            "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
         }
 
 
@@ -110,8 +123,9 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         ("check", _check),
         ("flash", lambda devs: _flash(devs, result.log_dir, show, board_controls(running))),
         ("replay", lambda devs: _replay(devs, opts, result)),
-        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _primary_run(result))),
-        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _primary_run(result))),
+        ("confirm", lambda devs: _confirm(devs, opts, result)),
+        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
+        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
     ]
     async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, running):
         for name, stage in stages:
@@ -131,13 +145,49 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
                 if not outcome.ok:
                     result.dropped.setdefault(dev_name, f"{name}: {outcome.detail}")
             devices = [d for d in devices if d.name not in result.dropped]
-    result.runs = publish_runs(opts.store, result.replay_run_ids, opts.reports_dir, opts.baseline)
+    if "confirm" in opts.skip or not any(s.name == "confirm" for s in result.stages):
+        for session, run_id in result.replay_run_ids.items():  # judged without a replay
+            result.confirmations.setdefault(
+                session, await confirm_run(opts.store, run_id, "", [], _thresholds(opts), None, pinned=_pinned(opts))
+            )
+    if result.ota_run_id is not None:
+        ota_ok = all(s.ok for s in result.stages if s.name in ("update", "faults"))
+        opts.store.finish_run(result.ota_run_id, "ok" if ota_ok else "failed")
+    result.runs = publish_runs(
+        opts.store, result.replay_run_ids, opts.reports_dir, result.confirmations, result.ota_run_id
+    )
     return result
 
 
-def _primary_run(result: NightlyResult) -> int | None:
-    """The run that OTA and fault results are kept with: the first session's replay run."""
-    return next(iter(result.replay_run_ids.values()), None)
+def _thresholds(opts: NightlyOptions) -> Thresholds:
+    if opts.thresholds is None:
+        opts.thresholds = load_thresholds()
+    return opts.thresholds
+
+
+def _pinned(opts: NightlyOptions) -> int | None:
+    """The run a named baseline pins the windows to, or None (rolling window)."""
+    if not opts.baseline:
+        return None
+    named = get_baseline(opts.store, opts.baseline)
+    if named is None:
+        raise ConfigError(f"--baseline {opts.baseline}: no such baseline", hint="see `hilbench baseline list`")
+    return named.run_id
+
+
+def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> int:
+    """The run that model updates and fault cases are kept with: one of its own (kind "ota"), so a session's
+    time plots stay on the session's time axis instead of stretching over the faults that came after it."""
+    if result.ota_run_id is None:
+        result.ota_run_id = opts.store.begin_run(
+            "ota", bench=str(opts.fleet.bench.get("name", "")), session="update-and-faults", git_rev=git_rev()
+        )
+    known = {d.name for d in opts.store.devices(result.ota_run_id)}
+    for device in devices:
+        if device.name not in known:
+            opts.store.add_device(result.ota_run_id, device.name, device.kind)
+            opts.store.update_device(result.ota_run_id, device.name, status="ok")
+    return result.ota_run_id
 
 
 async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:
@@ -174,26 +224,76 @@ def _os_fingerprint(flashed: DeviceFlash) -> dict[str, object]:
 
 async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
     outcomes: dict[str, DeviceOutcome] = {}
-    rev = git_rev()
     for path in opts.sessions:
         live = [d for d in devices if outcomes.get(d.name, DeviceOutcome(True)).ok]
         if not live:
             break
-        replay = await replay_fleet(
-            live, path, opts.store, make_opener=lambda run_id: fleet_opener(opts.store, run_id, result.log_dir),
-            speed=opts.speed,
-            bench=str(opts.fleet.bench.get("name", "")), git_rev=rev,
-        )  # fmt: skip
+        replay = await replay_session(live, path, opts, result, "replay")
         result.replay_run_ids[replay.session_id] = replay.run_id
-        for name, fingerprint in _flashed_os(result).items():  # so runs are never compared across an OS change
-            if any(run.device.name == name for run in replay.devices):
-                opts.store.update_device(replay.run_id, name, os=fingerprint)
+        result.session_files[replay.session_id] = path
         for run in replay.devices:
             prev = outcomes.get(run.device.name)
             runs = [*(prev.data.get("runs", []) if prev else []), replay.run_id]
             ok = run.status == "ok"
             detail = f"{replay.session_id}: {run.status}" + (f" ({run.detail})" if run.detail else "")
+            wrong = _model_mismatch(opts.store, replay.run_id, run.device)
+            if ok and wrong:
+                ok, detail = False, f"{replay.session_id}: {wrong}"
+                opts.store.update_device(replay.run_id, run.device.name, status="failed", detail=wrong)
             outcomes[run.device.name] = DeviceOutcome(
                 ok, detail if not ok else f"{len(runs)} session(s)", data={"runs": runs}
             )
+    return outcomes
+
+
+async def replay_session(
+    devices: list[Device], path: Path, opts: NightlyOptions, result: NightlyResult, kind: str
+) -> ReplayResult:
+    """Replay one session into `devices` and store the run with the bench host's noise and each device's
+    fingerprint."""
+    rev = git_rev()
+    meter = HostNoiseMeter()
+    replay = await replay_fleet(
+        devices, path, opts.store, make_opener=lambda run_id: fleet_opener(opts.store, run_id, result.log_dir),
+        speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")), git_rev=rev, kind=kind,
+    )  # fmt: skip
+    noise = meter.stop()
+    record_host(opts.store, replay.run_id, noise.to_json())
+    infos = {d.name: d.info for d in opts.store.devices(replay.run_id)}
+    for device in devices:
+        hello = infos.get(device.name, {}).get("agent") or {}
+        os_fp = _flashed_os(result).get(device.name)  # Linux boards: the OS the flash stage found or wrote
+        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=os_fp)
+        record_fingerprint(opts.store, replay.run_id, device.name, fp)
+    return replay
+
+
+def _model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
+    """Why the model the device ran is not the configured one ("" when it is, or when unknown)."""
+    want = configured_model_sha256(device)
+    got = fingerprints(store, run_id).get(device.name, {}).get("model_sha256")
+    if want and got and want != got:
+        return f"ran model sha256 {got[:12]}…, not the configured {want[:12]}… (device not reset to its model)"
+    return ""
+
+
+async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
+    """Judge every session run; replay each suspected regression (and a control device) before reporting it."""
+    outcomes = {d.name: DeviceOutcome(True, "nothing to confirm") for d in devices}
+
+    async def replay(path: str, devs: list[Device]) -> int:
+        return (await replay_session(devs, Path(path), opts, result, "confirm")).run_id
+
+    for session, run_id in result.replay_run_ids.items():
+        live = [d for d in devices if d.name in {x.name for x in opts.store.devices(run_id)}]
+        done = await confirm_run(
+            opts.store, run_id, str(result.session_files[session]), live, _thresholds(opts), replay,
+            pinned=_pinned(opts),
+        )  # fmt: skip
+        result.confirmations[session] = done
+        for d in live:
+            mine = [v for v in done.verdicts if v.device == d.name and v.status in CONFIRM_STATES]
+            if mine:
+                words = ", ".join(f"{v.metric} {v.status}" for v in mine)
+                outcomes[d.name] = DeviceOutcome(True, f"{session}: {words}", data={"confirm_run": done.confirm_run})
     return outcomes

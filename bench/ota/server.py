@@ -16,9 +16,11 @@ Paths (under `coap://HOST:PORT/`):
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import aiocoap
@@ -26,6 +28,8 @@ import aiocoap.resource
 from aiocoap import error
 from aiocoap.numbers.codes import Code
 from aiocoap.numbers.contentformat import ContentFormat
+from aiocoap.numbers.optionnumbers import OptionNumber
+from aiocoap.numbers.types import ACK
 from aiocoap.optiontypes import BlockOption
 
 from bench.errors import ConfigError
@@ -33,6 +37,9 @@ from bench.ota.store import ModelStore
 
 DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
 MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
+REVALIDATE_S = 0.5  # how long a looked-up blob is served before the store is checked again
+MAX_HELD_BYTES = 64 * 1024 * 1024  # blobs up to this size are served from memory
+MAX_ENCODED_BLOCKS = 65536  # encoded block responses kept (64 MB of 1 KB blocks)
 OCTET_STREAM = ContentFormat.OCTETSTREAM
 JSON = ContentFormat.JSON
 
@@ -62,12 +69,19 @@ class Blob:
     data: bytes = b""
 
     def read(self, offset: int, length: int) -> bytes:
-        """`length` bytes at `offset`, read from the file without loading the rest."""
-        if self.path is None:
+        """`length` bytes at `offset`, read from the file without loading the rest (unless `loaded()`)."""
+        if self.path is None or self.data:
             return self.data[offset : offset + length]
         with self.path.open("rb") as f:
             f.seek(offset)
             return f.read(length)
+
+    def loaded(self) -> Blob:
+        """The same blob with the file's bytes in memory when it is small enough (models are); else itself."""
+        if self.path is None or self.data or self.size > MAX_HELD_BYTES:
+            return self
+        data = self.path.read_bytes()
+        return replace(self, data=data) if len(data) == self.size else self
 
 
 def block_response(blob: Blob, block2: BlockOption.BlockwiseTuple | None, max_szx: int = MAX_SZX) -> aiocoap.Message:
@@ -102,12 +116,18 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         self.store = store
         self.max_szx = max_szx
         self.served: dict[str, ServedCounts] = {}
-        self._cache: dict[tuple[str, ...], tuple[int, Blob]] = {}
+        self._cache: dict[tuple[str, ...], tuple[int, Blob, float]] = {}  # parts -> (dir mtime, blob, checked)
+        # request options and payload bytes -> (path parts, blob, block number, payload length, path, response)
+        self._encoded: dict[bytes, tuple[tuple[str, ...], Blob, int, int, str, bytes]] = {}
 
     async def needs_blockwise_assembly(self, request: aiocoap.Message) -> bool:
         return False
 
     async def render_get(self, request: aiocoap.Message) -> aiocoap.Message:
+        return self.respond(request)
+
+    def respond(self, request: aiocoap.Message) -> aiocoap.Message:
+        """The response to a GET (a block of a blob), counted; aiocoap errors (4.04, 4.02) raised."""
         if request.opt.uri_path[:1] != ("models",):
             raise error.NotFound("the update server serves models/...")
         parts = request.opt.uri_path[1:]
@@ -119,18 +139,52 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         counts.bytes += len(response.payload)
         return response
 
+    def encoded_block(self, options: bytes) -> bytes | None:
+        """The encoded response (code byte, options, payload: no header, message ID or token) to a confirmable
+        GET whose options and payload part is `options`, counted, when a request with those very bytes was
+        answered before and its blob is unchanged; None otherwise. Requests for one block differ only in
+        message ID and token, so a fleet fetching the same blocks costs one decode and encode per block."""
+        entry = self._encoded.get(options)
+        if entry is None or self._cached_lookup(entry[0]) is not entry[1]:
+            return None
+        counts = self.served.setdefault(entry[4], ServedCounts())
+        counts.blocks[entry[2]] += 1
+        counts.bytes += entry[3]
+        return entry[5]
+
+    def encode_block(self, request: aiocoap.Message, options: bytes) -> bytes:
+        """`respond(request)` encoded as for `encoded_block`, kept under `options` while its blob is in memory."""
+        response = self.respond(request)
+        response.mtype, response.mid, response.token = ACK, 0, b""
+        encoded = response.encode()
+        tail = encoded[1:2] + encoded[4:]
+        parts = request.opt.uri_path[1:]
+        blob = self._cached_lookup(parts)
+        if blob.data:
+            if len(self._encoded) >= MAX_ENCODED_BLOCKS:  # old versions' blocks go; current ones come back
+                self._encoded.clear()
+            num = response.opt.block2.block_number if response.opt.block2 else 0
+            self._encoded[options] = (parts, blob, num, len(response.payload), "/".join(parts), tail)
+        return tail
+
     def _cached_lookup(self, parts: tuple[str, ...]) -> Blob:
-        """`_lookup`, remembered while the version directory is unchanged (one stat per block, no JSON parse)."""
+        """`_lookup`, remembered while the version directory and the file are unchanged; checked at most every
+        REVALIDATE_S (a rollout asks for the same blob thousands of times a second), the file's bytes held in
+        memory meanwhile (no open/seek/read per block)."""
+        now = time.monotonic()
+        cached = self._cache.get(parts)
+        if cached is not None and now - cached[2] < REVALIDATE_S:
+            return cached[1]
         try:
             stamp = self.store.version_dir(parts[0], int(parts[2]), parts[1]).stat().st_mtime_ns
         except (IndexError, ValueError, OSError):
             stamp = None
-        cached = self._cache.get(parts)
         if cached is not None and stamp is not None and cached[0] == stamp and _unchanged(cached[1]):
+            self._cache[parts] = (stamp, cached[1], now)
             return cached[1]
         blob = self._lookup(parts)
         if stamp is not None:
-            self._cache[parts] = (stamp, blob)
+            self._cache[parts] = (stamp, blob.loaded(), now)
         return blob
 
     def _lookup(self, parts: tuple[str, ...]) -> Blob:
@@ -184,11 +238,12 @@ class UpdateServer:
         """Bind and serve; return the base URL."""
         try:
             self._ctx = await aiocoap.Context.create_server_context(
-                self.models, bind=(self.host, self.port), transports=["udp6"]
+                self.models, bind=(self.host, self.port), transports=[server_transport(self.host)]
             )
         except OSError as exc:
             raise ConfigError(f"update server: cannot bind {self.host}:{self.port}: {exc.strerror}") from None
         self.port = _bound_port(self._ctx)
+        _install_fast_path(self._ctx, self.models)
         return self.base_url
 
     async def stop(self) -> None:
@@ -232,6 +287,65 @@ class UpdateServer:
         return self.models.served.get(path, ServedCounts())
 
 
+def _install_fast_path(ctx: aiocoap.Context, models: ModelsResource) -> None:
+    """Answer a confirmable GET for a block of a blob straight from the datagram handler: decoded and encoded
+    by aiocoap's own `Message`, but without its request pipeline (token and message managers, pipes, a task
+    per request), which was two thirds of the server's CPU per block (docs/ota.md). Anything else (other
+    codes or types, options the fast path does not know, errors) goes through aiocoap as before. A repeated
+    request is answered again: a GET is idempotent, so RFC 7252 4.5 allows it instead of a cached reply.
+    Only on `simplesocketserver` (one address): `udp6` has to answer from the address it was asked on."""
+    for ri in ctx.request_interfaces:
+        pool = getattr(getattr(ri.token_interface, "message_interface", None), "_pool", None)
+        if pool is None:
+            continue
+        slow = pool.datagram_received
+
+        def datagram_received(data: bytes, sockaddr: tuple, pool=pool, slow=slow) -> None:
+            response = _fast_response(data, models)
+            if response is None:
+                slow(data, sockaddr)
+            else:
+                pool._transport.sendto(response, sockaddr)
+
+        pool.datagram_received = datagram_received
+
+
+_FAST_OPTIONS = {OptionNumber.URI_PATH, OptionNumber.BLOCK2, OptionNumber.URI_HOST, OptionNumber.URI_PORT}
+
+
+def _fast_response(data: bytes, models: ModelsResource) -> bytes | None:
+    """The encoded piggybacked response to a plain block GET, or None for aiocoap to handle the datagram."""
+    if len(data) < 4 or data[0] & 0xF0 != 0x40 or data[1] != 0x01 or data[0] & 0x0F > 8:
+        return None  # not version 1 + confirmable + GET with a valid token length (RFC 7252 3)
+    token = data[4 : 4 + (data[0] & 0x0F)]
+    options = data[4 + len(token) :]
+    tail = models.encoded_block(options)
+    if tail is None:
+        try:
+            request = aiocoap.Message.decode(data)
+        except (error.UnparsableMessage, ValueError):
+            return None
+        if request.payload or any(option.number not in _FAST_OPTIONS for option in request.opt.option_list()):
+            return None
+        try:
+            tail = models.encode_block(request, options)
+        except error.RenderableError:
+            return None  # aiocoap renders the error response
+    # CoAP header: version 1, type ACK, token length; the code; the request's message ID; the token
+    return bytes((0x60 | len(token), tail[0])) + data[2:4] + token + tail[1:]
+
+
+def server_transport(host: str) -> str:
+    """aiocoap's transport for a server bound to `host`: `simplesocketserver` (plain sendto/recvfrom) for one
+    address, `udp6` (packet-info ancillary data, v4-mapped address parsing on every datagram: a quarter of the
+    server's CPU per block) only when it must answer from whichever of the host's addresses was asked."""
+    try:
+        any_address = ipaddress.ip_address(host).is_unspecified
+    except ValueError:  # a host name: one address
+        any_address = False
+    return "udp6" if any_address else "simplesocketserver"
+
+
 def delta_segment(algo: str) -> str:
     """The path segment under a model version for deltas in container `algo`."""
     return next(seg for seg, a in DELTA_PATHS.items() if a == algo)
@@ -244,7 +358,8 @@ def model_path(name: str, fmt: str, version: int) -> str:
 
 def _bound_port(ctx: aiocoap.Context) -> int:
     for ri in ctx.request_interfaces:
-        transport = getattr(getattr(ri.token_interface, "message_interface", None), "transport", None)
+        mi = getattr(ri.token_interface, "message_interface", None)
+        transport = getattr(mi, "transport", None) or getattr(getattr(mi, "_pool", None), "_transport", None)
         if transport is not None:
             return transport.get_extra_info("socket").getsockname()[1]
     raise ConfigError("update server: aiocoap bound no UDP transport")

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
+from bench.bundles import loaded_model
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
+from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import FrameLike
 from bench.replay.pacing import Pacer
@@ -26,6 +28,14 @@ from bench.results.store import ResultStore
 CLOCK_PINGS = 16
 WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
+COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
+COLD_START_TIMEOUT_S = 30.0
+
+
+def key_every(settings: Settings) -> int:
+    """Every how many VSyncs a key frame (with inference) comes, so inference runs at the kind's `fps_target`
+    on its `vsync_hz` display (30 FPS on 60 Hz: every other frame)."""
+    return max(1, round(settings.vsync_hz / settings.fps_target))
 
 
 @dataclass
@@ -43,6 +53,7 @@ class DeviceRun:
     stats: list[dict[str, Any]] = field(default_factory=list)
     clock: ClockLike | None = None
     start_ns: int | None = None  # bench time the frame loop's start request went out
+    cold_starts_ms: list[float] = field(default_factory=list)  # model load request -> first decision, each
     end_ns: int | None = None  # bench time the bench stopped listening for decisions
 
 
@@ -112,6 +123,7 @@ class ReplayRun:
             await session.start(
                 fps=s.fps_target,
                 vsync_hz=s.vsync_hz,
+                key_every=key_every(s),
                 budget_ms=s.decision_budget_ms,
             )
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
@@ -155,10 +167,39 @@ class ReplayRun:
             run.clock = await session.sync_clock(CLOCK_PINGS)
         except Exception as exc:  # measure what arrived anyway
             run.status, run.detail = "failed", f"stopping: {type(exc).__name__}: {exc}"
+        if run.status == "running":
+            await self._cold_starts(run)
         if run.track is not None and run.track.failed:
             run.status, run.detail = "failed", run.track.failed
         if run.status == "running":
             run.status = "ok"
+
+    async def _cold_starts(self, run: DeviceRun) -> None:
+        """COLD_STARTS cold starts after the session: the device's model loaded again (read, verified, parsed),
+        then the frame loop started; each from the load request to the first decision (t1 on the bench clock).
+        A device that cannot (e.g. an image whose model lives elsewhere) gets a note, not a failure."""
+        session = run.endpoint.session
+        clock = run.clock or session.clock
+        s = run.device.settings
+        try:
+            path, manifest = loaded_model(run.device)
+            for _ in range(COLD_STARTS):
+                sent_ns = time.monotonic_ns()
+                await session.load(path, manifest)
+                await session.start(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms)
+                first = None
+                async for rec in session.frames(timeout=COLD_START_TIMEOUT_S):
+                    if rec.ran and rec.t1 is not None:
+                        first = rec
+                        break
+                await session.stop()
+                async for _ in session.frames(timeout=COLD_START_TIMEOUT_S):  # the rest, up to `stopped`
+                    pass
+                if first is not None:
+                    run.cold_starts_ms.append((clock.to_bench_ns(first.t1) - sent_ns) / 1e6)
+        except Exception as exc:  # the session's own figures stand; say why there are no cold starts
+            why = f"cold starts stopped after {len(run.cold_starts_ms)}: {type(exc).__name__}: {exc}"
+            self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)
 
     def _measure(self, run: DeviceRun) -> None:
         """Compute and store the device's measurements from what was collected."""
@@ -176,6 +217,7 @@ class ReplayRun:
             faults=list(session.faults),
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
             start_ns=run.start_ns,
+            cold_starts_ms=run.cold_starts_ms,
         )
         run.result.add("inputs_sent", "count", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
         run.result.add("input_bytes", "B", run.track.sent_bytes, description=f"as {run.track.mode} lines")

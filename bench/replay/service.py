@@ -51,18 +51,20 @@ async def replay_fleet(
     bench: str = "",
     git_rev: str | None = None,
     progress: Callable[[ReplayRun], None] | None = None,
+    kind: str = "replay",
 ) -> ReplayResult:
     """Replay `session_file` (a path, or a Session already read) into `devices` (links already resolved)
-    and store the run; returns it.
+        and store the run; returns it.
 
-    Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
-    their own with the run (e.g. bench.devices.linux_endpoint.LinuxAgentOpener's telemetry)."""
+        Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
+        their own with the run (e.g. bench.devices.linux_endpoint.LinuxAgentOpener's telemetry). `kind` is the stored
+    run's kind ("confirm" for the nightly's replays of a suspected regression)."""
     if (open_agent is None) == (make_opener is None):
         raise ValueError("give exactly one of open_agent and make_opener")
     session = session_file if isinstance(session_file, Session) else read_session(session_file)
     plan = build_plan(session, wire.encode)
     run_id = store.begin_run(
-        "replay", bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
+        kind, bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
         config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},
     )  # fmt: skip
     opener = open_agent if open_agent is not None else make_opener(run_id)

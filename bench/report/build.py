@@ -10,7 +10,16 @@ from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.summary import DeviceSummary, summarize
 from bench.results.runview import LATENCY_MS, DeviceRun, RunView
-from bench.results.verdict import REGRESSION, Verdict
+from bench.results.verdict import (
+    COLLECTING,
+    IMPROVED,
+    INCONCLUSIVE,
+    NOT_REPRODUCED,
+    REGRESSION,
+    UNCHANGED,
+    Verdict,
+)
+from bench.results.view_adapter import TO_UNIT
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 
@@ -44,6 +53,9 @@ def build_report(
     baseline_name: str | None = None,
     history: list[HistoryPoint] | None = None,
     thresholds_file: str | None = None,
+    what_changed: dict[str, list[str]] | None = None,
+    host: dict | None = None,
+    clocks: dict[str, str] | None = None,
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -67,8 +79,13 @@ def build_report(
         "outcome": {
             "regressions": len(regressions),
             "regressed_devices": sorted({v.device for v in regressions}),
-            "verdict": "regression" if regressions else ("pass" if verdicts else "no baseline"),
+            "verdict": _outcome(verdicts),
+            "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
+            "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
+            "collecting": sorted({v.reason for v in verdicts if v.status == COLLECTING}),
         },
+        "changes": what_changed or {},
+        "host": host or {},
         "devices": [],
     }
     report = Report(data)
@@ -83,6 +100,7 @@ def build_report(
             {
                 "name": name,
                 "kind": device.kind,
+                "icount": (clocks or {}).get(name) == "icount",  # bench-clock latency means nothing there
                 "summary": summaries[name].to_dict(),
                 "verdicts": [{**v.to_dict(), "since": worse_since(v, trend)} for v in device_verdicts],
                 "faults": [vars(f) for f in device.faults],
@@ -97,11 +115,20 @@ def build_report(
     return report
 
 
+def _outcome(verdicts: list[Verdict]) -> str:
+    """regression, pass, collecting baseline, or no baseline."""
+    if any(v.status == REGRESSION for v in verdicts):
+        return "regression"
+    judged = (IMPROVED, UNCHANGED, INCONCLUSIVE, NOT_REPRODUCED)
+    if any(v.status == COLLECTING for v in verdicts) and not any(v.status in judged for v in verdicts):
+        return "collecting baseline"
+    return "pass" if verdicts else "no baseline"
+
+
 # verdict metric -> the trend field that estimates the same statistic (trends come from stored measurements)
 SINCE_FIELDS = {
-    name: name
-    for name in ("latency_p50_ms", "latency_p95_ms", "latency_p99_ms", "fps", "low_1pct_fps", "jitter_p99_us",
-                 "first_frame_ms")
+    "latency_p50": "latency_p50_ms", "latency_p99": "latency_p99_ms", "fps": "fps", "low_1pct_fps": "low_1pct_fps",
+    "first_frame_ms": "first_frame_ms",
 }  # fmt: skip
 
 
@@ -113,7 +140,8 @@ def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
         return None
     factor = verdict.threshold_pct / 100
     higher = verdict.worse == "higher"
-    limit = verdict.baseline_value * (1 + factor if higher else 1 - factor)
+    to_trend = TO_UNIT.get((verdict.unit, "ms"), 1.0) if field.endswith("_ms") else 1.0  # stored unit -> trend's
+    limit = verdict.baseline_value * to_trend * (1 + factor if higher else 1 - factor)
     worse = [p.get(field) is not None and (p[field] >= limit if higher else p[field] <= limit) for p in trend]
     if not worse or not worse[-1]:
         return None

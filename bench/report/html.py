@@ -14,18 +14,19 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from bench.report.build import Report
+from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))
 
 
-UNIT_SYMBOLS = {"us": "µs"}
-
-
 def num(value: float | None, unit: str, digits: int | None = None) -> str:
-    """A number with its unit (about 3 significant digits unless `digits`), or an em dash when there is none."""
+    """A number with its unit (about 3 significant digits unless `digits`), or an em dash when there is none.
+    Times and sizes move to the unit that reads best: sub-millisecond values in µs (never "0.0 ms"), thousands of
+    µs in ms, bytes in kB/MB."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
+    value, unit = readable(float(value), unit)
     if digits is None:
         digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 0.1 else 3
     return f"{value:,.{digits}f} {UNIT_SYMBOLS.get(unit, unit)}"

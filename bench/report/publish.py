@@ -2,7 +2,7 @@
 `hilbench report` use.
 
     with open_store(results) as store:
-        published = publish_run(store, run_id, baseline_name="default")
+        published = publish_run(store, run_id)
     return published.exit_code  # 1 when a metric regressed
 """
 
@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.errors import ExitCode
+from bench.fingerprint import changes
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
-from bench.results.baseline import DEFAULT_BASELINE, get_baseline
+from bench.results.baseline import get_baseline
+from bench.results.evidence import fingerprints, host_of, stored_verdicts
+from bench.results.judge import judge_run
 from bench.results.runview import RunView
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
-from bench.results.verdict import REGRESSION, Verdict, compare_runs
+from bench.results.verdict import REGRESSION, Verdict, settle
 from bench.results.view_adapter import load_run
 
 DEFAULT_REPORTS = Path("reports")
@@ -49,28 +52,37 @@ def publish_run(
     run_id: int,
     *,
     reports_dir: Path | None = DEFAULT_REPORTS,
-    baseline_name: str = DEFAULT_BASELINE,
+    baseline_name: str | None = None,
     compare_run: int | None = None,
     thresholds: Thresholds | str | Path | None = None,
 ) -> Published:
-    """Compare run `run_id` with `compare_run` (or the named baseline, if set and not the run itself), build its
-    report with trends over the previous runs, and write it under `reports_dir` (None: do not write): the run's
-    page, latest.html and the index; or, with `compare_run`, a separate compare/<run>-vs-<other>.html."""
+    """Judge run `run_id` and write its report under `reports_dir` (None: do not write).
+
+    Verdicts are the ones the nightly stored (after confirmation) when the run has them and no other baseline is
+    asked for; otherwise the run is judged now (without a replay) against the window of accepted runs of its
+    session ending before it, or ending at `compare_run` or at the run the named baseline pins. With
+    `compare_run` the page goes to compare/<run>-vs-<other>.html."""
     rules = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
     run = load_run(store, run_id)
-    against = compare_run
-    if against is None:
+    pinned = compare_run
+    if pinned is None and baseline_name:
         named = get_baseline(store, baseline_name)
-        against = named.run_id if named and named.run_id != run_id else None
-    base: RunView | None = load_run(store, against, frames=False) if against is not None else None
-    verdicts = compare_runs(run, base, rules) if base is not None else []
+        pinned = named.run_id if named and named.run_id != run_id else None
+    verdicts = stored_verdicts(store, run_id) if pinned is None else []
+    if not verdicts and run.label != "ota":  # the update-and-faults run has no performance figures to judge
+        verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
+    shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
+    base: RunView | None = load_run(store, shown, frames=False) if shown else None
     report = build_report(
         run,
         verdicts=verdicts,
         baseline=base,
-        baseline_name=baseline_name if compare_run is None and base is not None else None,
+        baseline_name=baseline_name if compare_run is None and pinned is not None else None,
         history=load_history(store, up_to=run_id, kind=run.label or None),  # trends over runs of the same kind
         thresholds_file=str(rules.path),
+        what_changed=what_changed(store, run_id, verdicts, pinned),
+        host=host_of(store, run_id),
+        clocks={device: fp.get("clock", "") for device, fp in fingerprints(store, run_id).items()},
     )
     page = None
     if reports_dir is not None:
@@ -79,4 +91,21 @@ def publish_run(
             if compare_run is None
             else write_comparison(report, reports_dir, str(compare_run))
         )
-    return Published(report, verdicts, page, against)
+    return Published(report, verdicts, page, shown or None)
+
+
+def what_changed(store: ResultStore, run_id: int, verdicts: list[Verdict], pinned: int | None) -> dict[str, list[str]]:
+    """device -> what differs in its fingerprint from the newest run of its own baseline window (the pinned run,
+    when a baseline is pinned); [] when nothing did. Devices without a baseline run are left out."""
+    now = fingerprints(store, run_id)
+    newest: dict[str, int] = {}
+    for v in verdicts:
+        if v.baseline_runs:
+            newest[v.device] = max(newest.get(v.device, 0), *v.baseline_runs)
+    out = {}
+    for device, fp in now.items():
+        base_run = pinned if pinned is not None else newest.get(device)
+        then = fingerprints(store, base_run).get(device) if base_run else None
+        if then is not None:
+            out[device] = changes(fp, then)
+    return out

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from bench.measure.frames import count_stutters  # the one stutter definition (window, factor)
 from bench.results.runview import (
     FIRST_FRAME_MS,
     FRAME_DEVIATION_US,
@@ -16,7 +17,6 @@ from bench.results.runview import (
     DeviceRun,
     Samples,
 )
-from bench.results.statistics import stutter_count
 
 DEADLINE_MISSES = "decision_deadline_misses"  # the stored measurement, when the run has one
 
@@ -84,7 +84,7 @@ def summarize(device: DeviceRun) -> DeviceSummary:
     if frames is not None and len(frames) > 1:  # sequence-dependent figures need the frames in order
         signed = frames.deviation_us[np.isfinite(frames.deviation_us)]
         jitter_std = float(np.std(signed)) if signed.size else None
-        stutters = stutter_count(frames.interval_ms[np.isfinite(frames.interval_ms)])
+        stutters = count_stutters(frames.interval_ms[np.isfinite(frames.interval_ms)].tolist())
     else:
         jitter_std = device.scalars.get("frame_jitter_std", (None, ""))[0]
         stutters = int(device.scalars.get("stutters", (0, ""))[0] or 0)

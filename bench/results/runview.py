@@ -10,15 +10,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-# Names of the sample series verdict rules can refer to (`source = ...` in a baseline thresholds file).
+# Names of the sample series the report reads from a stored run.
 LATENCY_MS = "latency_ms"  # input -> decision (end to end, bench clock), one per replayed input
 INFERENCE_MS = "inference_ms"  # t1 - t0 on the device, one per inference
 FRAME_INTERVAL_MS = "frame_interval_ms"  # time between consecutive frames
 FRAME_DEVIATION_US = "frame_deviation_us"  # |actual - scheduled| frame time
 FIRST_FRAME_MS = "first_frame_ms"  # one per session replay / model (re)load
 MEMORY_PEAK_MB = "memory_peak_mb"  # one peak per telemetry window or session
-
-SOURCES = (LATENCY_MS, INFERENCE_MS, FRAME_INTERVAL_MS, FRAME_DEVIATION_US, FIRST_FRAME_MS, MEMORY_PEAK_MB)
 
 
 @dataclass(frozen=True)

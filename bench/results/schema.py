@@ -107,5 +107,29 @@ TABLES = [
         unit TEXT NOT NULL DEFAULT '',
         source TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (run_id, device, name, t_ns))""",
+    # Verdict evidence (added without a schema version bump: CREATE IF NOT EXISTS adds them to older stores,
+    # whose runs then have no baseline membership and so start a new baseline window).
+    """CREATE TABLE IF NOT EXISTS run_host (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id))""",
+    """CREATE TABLE IF NOT EXISTS fingerprints (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, device))""",
+    """CREATE TABLE IF NOT EXISTS verdicts (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        status TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, device, metric))""",
+    """CREATE TABLE IF NOT EXISTS baseline_members (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        accepted INTEGER NOT NULL,
+        why TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (run_id, device))""",
     "CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, device)",
 ]

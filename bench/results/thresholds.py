@@ -1,7 +1,8 @@
-"""Baseline thresholds file (TOML): which metrics a run is compared on, and how strictly.
+"""Baseline thresholds file (TOML): which stored measurements a run is judged on, against how many earlier
+runs, and how strictly.
 
-The bundled defaults are `fixtures/baselines/default.toml`; every field is validated and an error
-names the file and the field.
+The bundled defaults are `fixtures/baselines/default.toml`; every field is validated and an error names the
+file and the field.
 """
 
 from __future__ import annotations
@@ -13,36 +14,42 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.paths import BASELINES_DIR
-from bench.results.runview import SOURCES
-from bench.results.statistics import STATISTICS
 
 DEFAULT_THRESHOLDS = BASELINES_DIR / "default.toml"
-TESTS = ("mann-whitney", "permutation")
 WORSE = ("higher", "lower")
 
 
 @dataclass(frozen=True)
 class MetricRule:
-    """How one metric is compared: which samples, which statistic, which test, and the thresholds."""
+    """How one metric is judged: which stored measurement, which direction is worse, and the thresholds."""
 
     name: str
     title: str
-    source: str
-    statistic: str
+    measurement: str  # name of the stored per-run measurement (bench.measure.device): one definition
     worse: str  # "higher" or "lower"
-    threshold_pct: float  # minimum effect size, percent change of the statistic
-    test: str  # "mann-whitney" or "permutation"
-    min_samples: int
-    alpha: float
-    resamples: int
+    threshold_pct: float  # minimum effect size, percent change against the baseline runs' mean
+    min_samples: int  # the run's measurement must rest on at least this many observations
+    alpha: float  # one-sided significance of the run against the spread of the baseline runs
+    host_timed: bool = True  # a virtual device's figure moves with bench-host load ("inconclusive" when busy)
+    bench_clock: bool = False  # measured on the bench's clock: meaningless for a guest on a virtual clock (icount)
+
+
+@dataclass(frozen=True)
+class HostRules:
+    """When the bench host counts as busy during a run."""
+
+    busy_others_pct: float = 25.0  # CPU used by processes outside the bench, % of the host's capacity
+    busier_margin_pct: float = 10.0  # ...and that much more than during any of the baseline runs
 
 
 @dataclass(frozen=True)
 class Thresholds:
-    """All metric rules of one thresholds file."""
+    """All metric rules of one thresholds file, the baseline window size and the host rules."""
 
     path: Path
     rules: tuple[MetricRule, ...]
+    baseline_runs: int = 5
+    host: HostRules = HostRules()
 
     def rule(self, name: str) -> MetricRule:
         """The rule called `name` (KeyError if absent)."""
@@ -66,50 +73,52 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
 
 def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     """Validate the parsed TOML `data` of `file` into Thresholds."""
-    unknown = set(data) - {"defaults", "metrics"}
+    unknown = set(data) - {"defaults", "host", "metrics"}
     if unknown:
-        raise ConfigError(f"{file}: unknown section(s) {sorted(unknown)}; expected [defaults] and [metrics.NAME]")
+        raise ConfigError(
+            f"{file}: unknown section(s) {sorted(unknown)}; expected [defaults], [host] and [metrics.NAME]"
+        )
     defaults = _table(data.get("defaults", {}), file, "defaults")
-    _no_unknown(defaults, {"alpha", "resamples"}, file, "defaults")
+    _no_unknown(defaults, {"alpha", "baseline_runs"}, file, "defaults")
     alpha = _number(defaults.get("alpha", 0.01), file, "defaults.alpha", low=0.0, high=0.5, open_low=True)
-    resamples = _integer(defaults.get("resamples", 1000), file, "defaults.resamples", low=100)
+    runs = _integer(defaults.get("baseline_runs", 5), file, "defaults.baseline_runs", low=3)
+    host = _table(data.get("host", {}), file, "host")
+    _no_unknown(host, {"busy_others_pct", "busier_margin_pct"}, file, "host")
+    busy = _number(host.get("busy_others_pct", 25.0), file, "host.busy_others_pct", low=0.0, high=100.0)
+    margin = _number(host.get("busier_margin_pct", 10.0), file, "host.busier_margin_pct", low=0.0, high=100.0)
     metrics = _table(data.get("metrics"), file, "metrics")
     if not metrics:
         raise ConfigError(f"{file}: no [metrics.NAME] tables; a thresholds file needs at least one metric")
-    rules = tuple(
-        _rule(name, _table(body, file, f"metrics.{name}"), file, alpha, resamples) for name, body in metrics.items()
-    )
-    return Thresholds(file, rules)
+    rules = tuple(_rule(name, _table(body, file, f"metrics.{name}"), file, alpha) for name, body in metrics.items())
+    return Thresholds(file, rules, runs, HostRules(busy, margin))
 
 
-_RULE_FIELDS = {"title", "source", "statistic", "worse", "threshold_pct", "test", "min_samples", "alpha"}
+_RULE_FIELDS = {"title", "measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "bench_clock"}
 
 
-def _rule(name: str, body: dict[str, Any], file: Path, alpha: float, resamples: int) -> MetricRule:
+def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRule:
     where = f"metrics.{name}"
     _no_unknown(body, _RULE_FIELDS, file, where)
-    for required in ("source", "statistic", "worse", "threshold_pct", "test", "min_samples"):
+    for required in ("measurement", "worse", "threshold_pct"):
         if required not in body:
             raise ConfigError(f"{file}: {where}.{required} is missing")
-    source = _choice(body["source"], SOURCES, file, f"{where}.source")
-    statistic = _choice(body["statistic"], tuple(STATISTICS), file, f"{where}.statistic")
-    test = _choice(body["test"], TESTS, file, f"{where}.test")
-    if test == "mann-whitney" and not STATISTICS[statistic].location:
-        raise ConfigError(
-            f"{file}: {where}.test: mann-whitney compares locations; it cannot judge statistic '{statistic}'",
-            hint='use test = "permutation" for percentiles other than the median and for spread',
-        )
+    measurement = body["measurement"]
+    if not isinstance(measurement, str) or not measurement:
+        raise ConfigError(f"{file}: {where}.measurement must name a stored measurement (e.g. decision_latency_p50)")
+    flags = {key: body.get(key, default) for key, default in (("host_timed", True), ("bench_clock", False))}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{file}: {where}.{key} must be true or false, not {value!r}")
     return MetricRule(
         name=name,
         title=str(body.get("title", name)),
-        source=source,
-        statistic=statistic,
+        measurement=measurement,
         worse=_choice(body["worse"], WORSE, file, f"{where}.worse"),
         threshold_pct=_number(body["threshold_pct"], file, f"{where}.threshold_pct", low=0.0, high=1000.0),
-        test=test,
-        min_samples=_integer(body["min_samples"], file, f"{where}.min_samples", low=2),
+        min_samples=_integer(body.get("min_samples", 1), file, f"{where}.min_samples", low=1),
         alpha=_number(body.get("alpha", alpha), file, f"{where}.alpha", low=0.0, high=0.5, open_low=True),
-        resamples=resamples,
+        host_timed=flags["host_timed"],
+        bench_clock=flags["bench_clock"],
     )
 
 

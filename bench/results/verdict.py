@@ -1,57 +1,59 @@
-"""Regression verdicts: a run's distributions compared with its baseline's, per device and metric.
+"""Regression verdicts with runs as the unit of evidence: one run's stored measurement against the same
+measurement in a window of earlier accepted runs (same session, same device).
 
-A metric is a regression only when both sides have enough samples, the statistic moved in the worse
-direction by at least the rule's minimum effect, and a one-sided test finds the change significant:
-Mann-Whitney U for locations, a permutation test of the statistic itself for tails and spread (with a
-bootstrap interval). Every verdict carries its evidence: p-value, effect, sample counts, threshold.
+The test is Student's t-test of the run (a sample of one) against the window's runs, one-sided, via
+scipy: the same test Apache Otava's TTestSignificanceTester and Perfherder apply to windows of runs,
+here with the run under judgement as the "after" window so a change is seen the night it appears.
+A regression also needs the effect-size floor of the rule. Every verdict carries its evidence.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
+from scipy import stats
 
-from bench.results.mannwhitney import mann_whitney_p
-from bench.results.runview import DeviceRun, RunView, Samples
-from bench.results.statistics import STATISTICS, Statistic
-from bench.results.thresholds import MetricRule, Thresholds
+from bench.results.thresholds import MetricRule
+from bench.units import figure
 
 REGRESSION = "regression"
 IMPROVED = "improved"
 UNCHANGED = "unchanged"
 NOT_ENOUGH = "not enough samples"
 NO_DATA = "no data"
-
-RESAMPLE_CAP = 5_000  # permutation tests and generic bootstraps use a random subsample of at most this many values
-_CHUNK = 50
-SEQUENTIAL_HITS = 20  # stop permuting once this many relabellings were at least as extreme as the data
+COLLECTING = "collecting baseline"
+NOT_APPLICABLE = "not applicable"
+INCONCLUSIVE = "inconclusive"
+NOT_REPRODUCED = "not reproduced"
+SUSPECTED = "suspected"  # a regression before confirmation (never left in a published verdict)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of comparing one metric of one device with the baseline, with its evidence."""
+    """The outcome of judging one metric of one device against the baseline runs, with its evidence."""
 
     device: str
     metric: str
     title: str
     unit: str
-    status: str  # REGRESSION, IMPROVED, UNCHANGED, NOT_ENOUGH or NO_DATA
-    baseline_value: float | None
+    status: str
+    baseline_value: float | None  # mean of the window's per-run values
     run_value: float | None
-    effect_pct: float | None  # relative change of the statistic, run vs baseline, percent
+    effect_pct: float | None  # relative change, run vs the window's mean, percent
     threshold_pct: float
     worse: str
     p_value: float | None  # one-sided, in the direction of the observed change
     alpha: float
     test: str
-    n_baseline: int
-    n_run: int
+    n_baseline: int  # runs in the window
+    n_run: int  # observations behind the run's value
     min_samples: int
-    ci_pct: tuple[float, float] | None  # bootstrap interval of effect_pct at 1 - alpha
+    spread: float | None  # standard deviation of the window's per-run values
+    baseline_runs: tuple[int, ...]
     reason: str
+    confirm_value: float | None = None  # the replay's value, when a suspected regression was replayed
 
     def to_dict(self) -> dict:
         """JSON-ready form (NaN becomes None)."""
@@ -66,205 +68,121 @@ def _clean(value):
     return value
 
 
-def compare_runs(run: RunView, baseline: RunView, thresholds: Thresholds) -> list[Verdict]:
-    """Verdicts for every device of `run` and every rule, against the same-named device of `baseline`."""
-    verdicts = []
-    for name, device in run.devices.items():
-        base = baseline.devices.get(name)
-        for rule in thresholds.rules:
-            verdicts.append(compare_device(rule, device, base))
-    return verdicts
+@dataclass(frozen=True)
+class Window:
+    """The baseline of one device and metric: per-run values of the accepted runs, oldest first."""
+
+    run_ids: tuple[int, ...]
+    values: tuple[float, ...]
+    needed: int  # how many runs make a full window
+    pinned: int | None = None  # the run a named baseline pins the window to
 
 
-def compare_device(rule: MetricRule, device: DeviceRun, baseline: DeviceRun | None) -> Verdict:
-    """One rule applied to one device (baseline None: the baseline run did not have this device)."""
-    run_samples = device.series(rule.source)
-    base_samples = baseline.series(rule.source) if baseline else None
-    return compare_samples(rule, device.name, base_samples, run_samples, baseline_missing=baseline is None)
-
-
-def compare_samples(
+def judge(
     rule: MetricRule,
     device: str,
-    baseline: Samples | None,
-    run: Samples | None,
-    *,
-    baseline_missing: bool = False,
-    seed: int = 0,
+    value: float | None,
+    samples: int | None,
+    window: Window,
+    unit: str = "",
 ) -> Verdict:
-    """Compare the run's samples with the baseline's under `rule`."""
-    stat = STATISTICS[rule.statistic]
-    unit = stat.unit or (run.unit if run else baseline.unit if baseline else "")
-    b = _finite(baseline)
-    r = _finite(run)
+    """One rule applied to one device's run value against its baseline window (before host and confirmation)."""
+    base = np.asarray(window.values, dtype=float)
+    mean = float(base.mean()) if base.size else None
+    spread = float(base.std(ddof=1)) if base.size >= 2 else None
     verdict = dict(
         device=device, metric=rule.name, title=rule.title, unit=unit, threshold_pct=rule.threshold_pct,
-        worse=rule.worse, alpha=rule.alpha, test=rule.test, n_baseline=int(b.size), n_run=int(r.size),
-        min_samples=rule.min_samples, p_value=None, effect_pct=None, ci_pct=None,
-        baseline_value=float(stat.compute(b)) if b.size else None,
-        run_value=float(stat.compute(r)) if r.size else None,
+        worse=rule.worse, alpha=rule.alpha, test=f"t-test vs {base.size} runs", n_baseline=int(base.size),
+        n_run=int(samples or 0), min_samples=rule.min_samples, p_value=None, effect_pct=None,
+        baseline_value=mean, run_value=value, spread=spread, baseline_runs=window.run_ids,
     )  # fmt: skip
-    if baseline is None or run is None:
-        missing = (
-            "the baseline run has no such device"
-            if baseline_missing
-            else ("no baseline samples" if baseline is None else "no samples in this run")
-        )
-        return Verdict(status=NO_DATA, reason=f"{missing} of {rule.source}", **verdict)
-    if b.size < rule.min_samples or r.size < rule.min_samples:
-        return Verdict(
-            status=NOT_ENOUGH,
-            reason=f"needs {rule.min_samples} samples on each side; baseline has {b.size}, run has {r.size}",
-            **verdict,
-        )
-    base_value, run_value = verdict["baseline_value"], verdict["run_value"]
-    if not base_value or not math.isfinite(base_value) or not math.isfinite(run_value):
-        reason = "baseline statistic is zero or undefined; no relative change"
-        return Verdict(status=UNCHANGED, reason=reason, **verdict)
-    effect = (run_value / base_value - 1.0) * 100.0
-    worse_sign = 1.0 if rule.worse == "higher" else -1.0
-    if rule.test == "mann-whitney":
-        p_worse, p_better = _mann_whitney(b, r, stat, rule.worse)
-        ci = None
-    else:
-        p_worse, p_better, ci = _permutation(b, r, stat, rule, seed, worse_sign * effect >= 0)
-    worse_effect = worse_sign * effect
-    p = p_worse if worse_effect >= 0 else p_better
-    verdict.update(effect_pct=effect, p_value=p, ci_pct=ci)
-    status, reason = _decide(rule, worse_effect, p)
+    if value is None or not math.isfinite(value):
+        return Verdict(status=NO_DATA, reason=f"no {rule.measurement} measurement in this run", **verdict)
+    if samples is not None and samples < rule.min_samples:
+        reason = f"{rule.measurement} rests on {samples} observation(s); needs {rule.min_samples}"
+        return Verdict(status=NOT_ENOUGH, reason=reason, **verdict)
+    if base.size < window.needed:
+        pin = f" up to pinned run {window.pinned}" if window.pinned is not None else ""
+        reason = f"collecting baseline ({base.size} of {window.needed}){pin}"
+        return Verdict(status=COLLECTING, reason=reason, **verdict)
+    if not mean:
+        return Verdict(status=UNCHANGED, reason="baseline mean is zero; no relative change", **verdict)
+    effect = (value / mean - 1.0) * 100.0
+    worse_effect = effect if rule.worse == "higher" else -effect
+    p = one_sided_p(base, value, towards_higher=effect >= 0)
+    verdict.update(effect_pct=effect, p_value=p)
+    status, reason = _decide(rule, worse_effect, p, mean, spread or 0.0, base.size, unit)
     return Verdict(status=status, reason=reason, **verdict)
 
 
-def _decide(rule: MetricRule, worse_effect: float, p: float) -> tuple[str, str]:
+def one_sided_p(window: np.ndarray, value: float, *, towards_higher: bool) -> float:
+    """p-value of `value` being as far from the window's runs as observed, in its direction: Student's t-test
+    with the run as a group of one (pooled variance = the window's), on logarithms when every value is positive
+    (timings and sizes vary by a factor from run to run, not by a fixed amount). A window without spread gives
+    0 or 1."""
+    if float(np.std(window)) == 0.0:
+        same = value == float(window[0])
+        return 1.0 if same else 0.0
+    if value > 0 and bool(np.all(window > 0)):
+        window, value = np.log(window), float(np.log(value))
+    # scipy.stats.ttest_ind(window, [value]) computes the same; written out it costs 40x less, which the
+    # synthetic-history tests (tens of thousands of verdicts) need
+    n = window.size
+    t = (value - float(window.mean())) / (float(window.std(ddof=1)) * math.sqrt(1.0 + 1.0 / n))
+    return float(stats.t.sf(t, n - 1) if towards_higher else stats.t.cdf(t, n - 1))
+
+
+def _decide(
+    rule: MetricRule, worse_effect: float, p: float, mean: float, spread: float, n: int, unit: str
+) -> tuple[str, str]:
     big = abs(worse_effect) >= rule.threshold_pct
     significant = p < rule.alpha
     direction = "worse" if worse_effect > 0 else "better"
+    base = f"baseline {figure(mean, unit)} ± {figure(spread, unit)} over {n} runs"
     if big and significant:
-        status = REGRESSION if worse_effect > 0 else IMPROVED
-        limit = f"(>= {rule.threshold_pct:g}%)"
-        return status, f"{abs(worse_effect):.1f}% {direction} {limit}, p {_p_text(p)} < {rule.alpha:g}"
+        status = SUSPECTED if worse_effect > 0 else IMPROVED
+        return status, f"{abs(worse_effect):.1f}% {direction} (>= {rule.threshold_pct:g}%), p {_p_text(p)}; {base}"
     if big:
-        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction} but not significant (p {_p_text(p)} >= {rule.alpha:g})"
-    return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, below the {rule.threshold_pct:g}% threshold"
+        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, within the runs' spread (p {_p_text(p)}); {base}"
+    return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, below the {rule.threshold_pct:g}% floor; {base}"
+
+
+def not_applicable(verdict: Verdict, why: str) -> Verdict:
+    """A verdict that cannot mean anything on this device (e.g. bench-clock latency of an icount guest)."""
+    return replace(verdict, status=NOT_APPLICABLE, reason=f"not applicable: {why}")
+
+
+def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:
+    """A suspected regression of a host-timed metric on a virtual device while the bench host was busy."""
+    if verdict.status != SUSPECTED:
+        return verdict
+    return replace(
+        verdict, status=INCONCLUSIVE, reason=f"inconclusive: bench host busy ({busy_reason}); {verdict.reason}"
+    )
+
+
+def confirmed(first: Verdict, replay: Verdict | None, control: str = "") -> Verdict:
+    """The final verdict of a suspected regression after its replay (`replay` judged against the same window)."""
+    if first.status != SUSPECTED:
+        return first
+    if replay is None:
+        return replace(first, status=NOT_REPRODUCED, reason=f"not reproduced: the replay gave no value; {first.reason}")
+    figures = f"first {figure(first.run_value, first.unit)}, replay {figure(replay.run_value, first.unit)}"
+    extra = f"; control {control}" if control else ""
+    if replay.status == SUSPECTED:
+        reason = f"{first.reason}; reproduced ({figures}){extra}"
+        return replace(first, status=REGRESSION, confirm_value=replay.run_value, reason=reason)
+    if replay.status == INCONCLUSIVE:
+        reason = f"inconclusive: bench host busy during the replay ({figures}){extra}"
+        return replace(first, status=INCONCLUSIVE, confirm_value=replay.run_value, reason=reason)
+    reason = f"not reproduced ({figures}; baseline {figure(first.baseline_value, first.unit)}){extra}"
+    return replace(first, status=NOT_REPRODUCED, confirm_value=replay.run_value, reason=reason)
+
+
+def settle(verdict: Verdict) -> Verdict:
+    """A suspected regression that could not be replayed stays a regression (real devices, no replay asked)."""
+    return replace(verdict, status=REGRESSION) if verdict.status == SUSPECTED else verdict
 
 
 def _p_text(p: float) -> str:
     return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
-
-
-def _finite(samples: Samples | None) -> np.ndarray:
-    if samples is None:
-        return np.empty(0)
-    values = np.asarray(samples.values, dtype=float)
-    return values[np.isfinite(values)]
-
-
-def _mann_whitney(base: np.ndarray, run: np.ndarray, stat: Statistic, worse: str) -> tuple[float, float]:
-    """One-sided Mann-Whitney U p-values (worse, better) on the raw samples."""
-    samples_higher_is_worse = (worse == "higher") != stat.inverts
-    greater = mann_whitney_p(run, base, "greater")
-    less = mann_whitney_p(run, base, "less")
-    return (greater, less) if samples_higher_is_worse else (less, greater)
-
-
-def _permutation(
-    base: np.ndarray, run: np.ndarray, stat: Statistic, rule: MetricRule, seed: int, towards_worse: bool
-) -> tuple[float, float, tuple[float, float]]:
-    """One-sided permutation-test p-values (worse, better) of the statistic's relative change, and a bootstrap
-    interval of that change at 1 - alpha. Large groups are tested on a fixed-seed random subsample.
-
-    Only the p-value in the direction of the observed change (`towards_worse`) is computed; it stops early
-    (Besag & Clifford's sequential Monte Carlo p-value, valid as is) once SEQUENTIAL_HITS relabellings were at
-    least as extreme, i.e. when p is clearly far above alpha. The other direction's p-value is reported as 1.
-    """
-    rng = np.random.default_rng(seed)
-    n = rule.resamples
-    b, r = _capped(base, rng), _capped(run, rng)
-    sign = 1.0 if rule.worse == "higher" else -1.0
-    observed = sign * (stat.compute(r) / stat.compute(b) - 1.0)
-    side = 1.0 if towards_worse else -1.0
-    hits = done = 0
-    p = None
-    for ratios in _permuted_ratios(b, r, stat, n, rng):
-        hits += int(np.count_nonzero(side * sign * (ratios - 1.0) >= side * observed))
-        done += ratios.size
-        if hits >= SEQUENTIAL_HITS:
-            p = hits / done
-            break
-    if p is None:
-        p = (hits + 1) / (done + 1)
-    change = (_resampled(run, stat, n, rng) / _resampled(base, stat, n, rng) - 1.0) * 100.0
-    low, high = np.quantile(change, [rule.alpha / 2, 1 - rule.alpha / 2])
-    return (p, 1.0, (float(low), float(high))) if side > 0 else (1.0, p, (float(low), float(high)))
-
-
-def _permuted_ratios(
-    base: np.ndarray, run: np.ndarray, stat: Statistic, n: int, rng: np.random.Generator
-) -> Iterator[np.ndarray]:
-    """stat(run half) / stat(base half) over `n` random relabellings of the pooled samples, in chunks."""
-    if stat.quantile is not None and stat.of_quantile is not None and stat.quantile >= 0.5:
-        yield from _permuted_quantile_ratios(base, run, stat, n, rng)
-        return
-    pooled = np.concatenate([base, run])
-    for start in range(0, n, _CHUNK):
-        rows = rng.permuted(np.broadcast_to(pooled, (min(_CHUNK, n - start), pooled.size)), axis=1)
-        yield _row_statistic(rows[:, base.size :], stat) / _row_statistic(rows[:, : base.size], stat)
-
-
-def _permuted_quantile_ratios(
-    base: np.ndarray, run: np.ndarray, stat: Statistic, n: int, rng: np.random.Generator
-) -> Iterator[np.ndarray]:
-    """stat(run half) / stat(base half) over `n` random relabellings of the pooled samples, for an upper quantile.
-
-    The nearest-rank q-quantile of a half of size m is its j-th largest value, j = m - ceil(q*m) + 1, so only
-    the top of the pooled sample matters: draw how many of the top T pooled values fall in each half
-    (hypergeometric), place them at random, and read the j-th largest of each half. Rows whose j-th value lies
-    below the top T are redone with a full permutation, so the result is exact.
-    """
-    pooled = np.sort(np.concatenate([base, run]), kind="stable")[::-1]  # timsort: linear on sorted runs
-    sizes = (base.size, run.size)
-    ranks = [m - max(1, math.ceil(stat.quantile * m)) + 1 for m in sizes]
-    top = min(pooled.size, 4 * sum(ranks) + 64)
-    for start in range(0, n, _CHUNK):
-        rows = min(_CHUNK, n - start)
-        in_base = rng.hypergeometric(sizes[0], sizes[1], top, rows) if top < pooled.size else np.full(rows, sizes[0])
-        labels = rng.permuted(np.arange(top)[None, :] < in_base[:, None], axis=1)
-        values = []
-        for member, rank in ((labels, ranks[0]), (~labels, ranks[1])):
-            count = np.cumsum(member, axis=1)
-            values.append(np.where(count[:, -1] >= rank, pooled[np.argmax(count >= rank, axis=1)], np.nan))
-        out = stat.of_quantile(values[1]) / stat.of_quantile(values[0])
-        for row in np.flatnonzero(np.isnan(out)):
-            shuffled = rng.permutation(pooled)
-            out[row] = float(stat.compute(shuffled[base.size :])) / float(stat.compute(shuffled[: base.size]))
-        yield out
-
-
-def _capped(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    return rng.choice(values, RESAMPLE_CAP, replace=False) if values.size > RESAMPLE_CAP else values
-
-
-def _row_statistic(rows: np.ndarray, stat: Statistic) -> np.ndarray:
-    """The statistic of each row of a 2-D array."""
-    if stat.quantile is not None and stat.of_quantile is not None:
-        k = max(1, math.ceil(stat.quantile * rows.shape[1])) - 1
-        return stat.of_quantile(np.partition(rows, k, axis=1)[:, k])
-    return np.asarray(stat.compute(rows))
-
-
-def _resampled(values: np.ndarray, stat: Statistic, n: int, rng: np.random.Generator) -> np.ndarray:
-    """The statistic over `n` bootstrap resamples of `values`."""
-    if stat.quantile is not None and stat.of_quantile is not None:
-        # The m-th order statistic of a resample is sorted[ceil(size * U) - 1] with U ~ Beta(m, size - m + 1):
-        # exact, and O(n) instead of O(n * size).
-        ordered = np.sort(values, kind="stable")  # histogram samples arrive sorted: timsort is linear on them
-        size = ordered.size
-        m = max(1, math.ceil(stat.quantile * size))
-        index = np.ceil(size * rng.beta(m, size - m + 1, n)).astype(int) - 1
-        return stat.of_quantile(ordered[np.clip(index, 0, size - 1)])
-    values = _capped(values, rng)
-    out = np.empty(n)
-    for start in range(0, n, _CHUNK):
-        rows = min(_CHUNK, n - start)
-        out[start : start + rows] = _row_statistic(values[rng.integers(0, values.size, (rows, values.size))], stat)
-    return out

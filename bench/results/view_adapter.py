@@ -1,7 +1,7 @@
-"""Read one stored run into a RunView (the picture verdicts and reports use). Thin: the store's data, in
-arrays and the units the report shows (ms, µs, MB).
+"""Read one stored run into a RunView (the picture the report uses; verdicts read stored measurements). Thin: the
+store's data, in arrays and the units the report shows (ms, µs, MB).
 
-Sources: HDR histograms give the distributions verdicts compare (`decision_latency`, `inference_latency`,
+Sources: HDR histograms give the distributions the report plots (`decision_latency`, `inference_latency`,
 `frame_time`, `frame_deviation`, and, when a run stores them, `first_frame` and `mem_peak`); frame records
 give the per-frame timing the time plots show (interval between inference starts, t0 - due); scalar
 measurements, faults and device status come as stored; model updates from the device's info
@@ -28,7 +28,6 @@ from bench.results.runview import (
     Samples,
     TimeSeries,
 )
-from bench.results.statistics import window_peaks
 from bench.results.store import ResultStore
 
 # stored histogram name -> (RunView source, target unit)
@@ -40,10 +39,8 @@ HISTOGRAM_SOURCES = {
     "first_frame": (FIRST_FRAME_MS, "ms"),
     "mem_peak": (MEMORY_PEAK_MB, "MB"),
 }
-# memory-peak samples from telemetry when no `mem_peak` histogram: the peak of each window of board memory in use
-MEMORY_TELEMETRY = "mem_used_mb"
-PEAK_WINDOW_S = 5.0
-# stored scalar measurement -> RunView source, used when a run has no histogram of it (one sample)
+# stored scalar measurement -> RunView source, used when a run has no histogram of it (one sample). Memory peak is
+# the agent's own high-water mark (`mem_peak`), never the board's memory in use (telemetry, shown on its own).
 SCALAR_SOURCES = {"first_frame": (FIRST_FRAME_MS, "ms"), "mem_peak": (MEMORY_PEAK_MB, "MB")}
 TO_UNIT = {
     ("ns", "ms"): 1e-6, ("us", "ms"): 1e-3, ("ms", "ms"): 1.0, ("s", "ms"): 1e3, ("ns", "us"): 1e-3, ("us", "us"): 1.0,
@@ -90,10 +87,6 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
         first_rx_ns = _first_rx_ns(store, run_id, dev.name) if trace is not None else None
         device.faults = [_fault(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
         device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
-        memory = device.telemetry.get(MEMORY_TELEMETRY)
-        if MEMORY_PEAK_MB not in device.samples and memory is not None and memory.values.size:
-            peaks = window_peaks(memory.t_s, memory.values, PEAK_WINDOW_S)
-            device.samples[MEMORY_PEAK_MB] = Samples("MB", peaks * _factor(memory.unit, "MB", MEMORY_TELEMETRY))
         for name, (source, unit) in SCALAR_SOURCES.items():
             value, stored_unit = scalars.get(name, (None, ""))
             if source not in device.samples and value is not None:

@@ -17,6 +17,29 @@ mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 say() { echo "NPC-INIT $*"; }
 say "boot uptime=$(cut -d' ' -f1 /proc/uptime)"
 
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/agent
+echo $(( ${npc_mem_mb:-256} * 1024 * 1024 )) > /sys/fs/cgroup/agent/memory.max
+echo 0 > /sys/fs/cgroup/agent/memory.swap.max 2>/dev/null
+
+# Run $@ inside the agent's memory cgroup; its exit code is $?.
+in_cgroup() { sh -c 'echo $$ > /sys/fs/cgroup/agent/cgroup.procs && exec "$@"' in_cgroup "$@"; }
+
+# The agent starts first: its Python imports (numpy, tflite, asyncio: seconds under TCG) overlap the module
+# loading and network setup below; it listens on 0.0.0.0, so connections reach it once eth0 is up.
+# -S with the one dist-packages folder on PYTHONPATH: no site processing at start.
+AGENT=""
+if [ "${npc_mode:-agent}" = agent ]; then
+    model=$(ls /opt/npc/models/*.tflite | head -n1)
+    export NPC_PLATFORM_TAG="qemu-${npc_timing:-realtime}"  # the agent's hello: linux-aarch64/qemu-icount
+    (cd /opt/npc/agent && PYTHONPATH=/usr/lib/python3/dist-packages in_cgroup python3 -S -u npc_agent.py \
+        --listen "0.0.0.0:${npc_port:-7700}" --pubkey /opt/npc/agent/trusted.pub.pem --models-dir /opt/npc/models \
+        --model "$model" --manifest "${model%.tflite}.json" --mem-limit-mb "${npc_mem_mb:-256}") &
+    AGENT=$!
+    say "agent-start port=${npc_port:-7700} model=$model"
+fi
+
 while read -r module; do
     insmod "$module" || say "error insmod $module"
 done < /etc/npc/modules
@@ -29,12 +52,6 @@ CTL=""
 for port in /sys/class/virtio-ports/*; do
     [ "$(cat "$port/name" 2>/dev/null)" = "bench.ctl" ] && CTL="/dev/$(basename "$port")"
 done
-
-mount -t cgroup2 cgroup2 /sys/fs/cgroup
-echo +memory > /sys/fs/cgroup/cgroup.subtree_control
-mkdir -p /sys/fs/cgroup/agent
-echo $(( ${npc_mem_mb:-256} * 1024 * 1024 )) > /sys/fs/cgroup/agent/memory.max
-echo 0 > /sys/fs/cgroup/agent/memory.swap.max 2>/dev/null
 
 # The control channel: one command per line from the bench.
 # Reads see end-of-file while the bench side is not connected, so keep reopening.
@@ -56,18 +73,10 @@ control() {
 [ -n "$CTL" ] && control &
 say "net-up ip=10.0.2.15 ctl=${CTL:-none} uptime=$(cut -d' ' -f1 /proc/uptime)"
 
-# Run $@ inside the agent's memory cgroup; its exit code is $?.
-in_cgroup() { sh -c 'echo $$ > /sys/fs/cgroup/agent/cgroup.procs && exec "$@"' in_cgroup "$@"; }
-
 case "${npc_mode:-agent}" in
     selftest) in_cgroup python3 /opt/npc/selftest.py ;;
     idle) say "idle"; while true; do sleep 3600; done ;;
-    *) model=$(ls /opt/npc/models/*.tflite | head -n1)
-       say "agent-start port=${npc_port:-7700} model=$model"
-       export NPC_PLATFORM_TAG="qemu-${npc_timing:-realtime}"  # the agent's hello: linux-aarch64/qemu-icount
-       cd /opt/npc/agent && in_cgroup python3 -u npc_agent.py --listen "0.0.0.0:${npc_port:-7700}" \
-           --pubkey /opt/npc/agent/trusted.pub.pem --models-dir /opt/npc/models \
-           --model "$model" --manifest "${model%.tflite}.json" --mem-limit-mb "${npc_mem_mb:-256}" ;;
+    *) wait "$AGENT" ;;
 esac
 rc=$?
 oom=$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/agent/memory.events)

@@ -3,8 +3,10 @@
     python tests/bench/bench_host_agent.py [--frames 300] [--json]
 
 Prints, per model: the bare invoke (set_tensor + invoke + get_tensor), the agent's decision path in
-process (features + quantize + invoke + argmax), and the real agent process over stdio (frame records'
-t1 - t0, schedule lag t0 - due, and CPU time per frame without spinning).
+process (features + quantize + invoke + argmax), and the real agent process over stdio holding a full
+input window (frame records' t1 - t0, schedule lag t0 - due, and CPU time per frame without spinning);
+then the per-frame overhead (process t1 - t0 p50 minus the bare invoke p50) next to the goal (<= 50 us).
+On a loaded machine the process figures are noisy: run it on a quiet one for the record.
 """
 
 from __future__ import annotations
@@ -26,12 +28,26 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
 
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
+from npc_models import PROBATION_US  # noqa: E402
 
 from bench.agent.session import AgentSession  # noqa: E402
 from bench.agent.transport import ProcessTransport  # noqa: E402
 from tests.conformance.harness import HostAgent  # noqa: E402
 
 MODELS = ["npc-policy-int8", "npc-policy-large-int8"]
+GOAL_OVERHEAD_US = 50.0  # issue 19: the agent's own cost per frame over a bare invoke (p50)
+
+
+def window_inputs() -> list[tuple[str, float, object]]:
+    """A full 250 ms window on every channel (gaze, voice features, mocap, an event): what each frame's
+    feature vector is computed over, in process and in the agent process alike."""
+    out: list[tuple[str, float, object]] = []
+    for k in range(25):
+        out.append(("gaze", 4.0 * k, [0.5 + 0.01 * k, 0.5, 0.9]))
+        out.append(("voicef", 10.0 * k, [0.1, 0.05, 180.0, 1]))
+        out.append(("mocap", 11.0 * k, [0.01 * j + 0.001 * k for j in range(51)]))
+    out.append(("event", 100.0, {"action": "attack", "target_id": 1, "context": {"hp_ratio": 0.5, "aggro_level": 0.5}}))
+    return out
 
 
 def summary(us: list[float]) -> dict[str, float]:
@@ -63,11 +79,8 @@ def agent_path_in_process(path: Path, n: int) -> dict[str, dict[str, float]]:
     data = path.read_bytes()
     model = Model(data, {"name": "bench", "version": 1, "format": "tflite-int8"}, Interpreter)
     feats = npcfeat.Features()
-    for k in range(25):  # a realistic window: gaze, mocap, voice features, an event
-        feats.add("gaze", 4.0 * k, [0.5, 0.5, 0.9], k)
-        feats.add("voicef", 10.0 * k, [0.1, 0.05, 180.0, 1], k)
-        feats.add("mocap", 11.0 * k, [0.01 * j for j in range(51)], k)
-    feats.add("event", 100.0, {"action": "attack", "target_id": 1, "context": {"hp_ratio": 0.5, "aggro_level": 0.5}})
+    for seq, (ch, ts, d) in enumerate(window_inputs()):
+        feats.add(ch, ts, d, seq)
     fx, inf = [], []
     for k in range(n + 200):
         t0 = time.perf_counter_ns()
@@ -107,6 +120,9 @@ async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict
         s = await AgentSession.open(transport, device="bench")
         want = hashlib.sha256((ROOT / "fixtures" / "models" / f"{model}.tflite").read_bytes()).hexdigest()
         assert s.model and s.model["sha256"] == want, s.console
+        for ch, ts, d in window_inputs():
+            await s.send_input(ch, d, ts)
+        await asyncio.sleep(PROBATION_US / 1e6)  # steady state: the model loaded at start is out of probation
         pid = transport.proc.pid
         c0 = cpu_seconds(pid)
         await s.start(fps=fps, vsync_hz=fps, frames=frames)
@@ -166,7 +182,12 @@ def main() -> int:
             f"  agent process without spinning: CPU/frame {q['cpu_us_per_frame']:.0f} us,"
             f" start lag p50 {ql['p50']:.0f} us p99 {ql['p99']:.0f} us"
         )
-        print(f"  per-frame agent overhead over a bare invoke (p50): {r['overhead_us']:.1f} us")
+        over = r["overhead_us"]
+        verdict = "goal met" if over <= GOAL_OVERHEAD_US else f"{over - GOAL_OVERHEAD_US:.1f} us over the goal"
+        print(
+            f"  per-frame agent overhead over a bare invoke (p50): {over:.1f} us"
+            f"  (goal <= {GOAL_OVERHEAD_US:.0f} us: {verdict})"
+        )
     return 0
 
 

@@ -69,7 +69,7 @@ def test_machine_reset_reboots_and_bootloader_enters_download_mode(board: Board)
     reset = mpremote("connect", port, "reset")
     assert reset.returncode == 0, reset.stdout + reset.stderr
     assert board.wait_mode("app")["mode"] == "app"
-    assert "rst:0xc (SW_CPU_RESET)" in board.control("log")["log"]
+    assert "rst:0xc (SW_CPU),boot:0x6c" in board.control("log")["log"]
     mpremote("connect", port, "bootloader")
     assert board.wait_mode("download")["mode"] == "download"
     chip = esptool("--port", port, "--before", "no-reset", "chip-id")

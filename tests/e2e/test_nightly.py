@@ -36,7 +36,7 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     )  # fmt: skip
     summary = json.loads(proc.stdout)
     stages = {s["name"]: s for s in summary["stages"]}
-    assert list(stages) == ["check", "flash", "replay", "update", "faults"], proc.stderr
+    assert list(stages) == ["check", "flash", "replay", "confirm", "update", "faults"], proc.stderr
     for name, stage in stages.items():
         assert stage["ok"], f"{name}: {stage}"
         assert set(stage["devices"]) == {"c6-b", "pi5-1"}
@@ -51,18 +51,42 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     html = page.read_text()
     assert "c6-b" in html and "pi5-1" in html
     assert (tmp_path / "reports" / "latest.html").is_file()
-    assert "now the baseline" in published["note"]
+    assert published["note"] == "collecting baseline (0 of 5)"
+    assert published["regressions"] == [] and published["verdicts"]
 
     db = sqlite3.connect(results)
     run_id = published["run_id"]
     frames = dict(db.execute("SELECT device, COUNT(*) FROM frames WHERE run_id = ? GROUP BY device", (run_id,)))
     assert frames["c6-b"] > 50 and frames["pi5-1"] > 100
-    faults = dict(db.execute("SELECT device, COUNT(*) FROM faults WHERE run_id = ? GROUP BY device", (run_id,)))
+    ota_run = summary["ota_run"]["run_id"]  # updates and faults in their own run: session plots stay 8 s long
+    assert ota_run != run_id and Path(summary["ota_run"]["report"]).is_file()
+    assert db.execute("SELECT COUNT(*) FROM faults WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
+    faults = dict(db.execute("SELECT device, COUNT(*) FROM faults WHERE run_id = ? GROUP BY device", (ota_run,)))
     assert faults["c6-b"] >= 4 and faults["pi5-1"] >= 4
     info = json.loads(
-        db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (run_id,)).fetchone()[0]
+        db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (ota_run,)).fetchone()[0]
     )
     assert info["ota"][0]["ok"] is True
+    # what ran, and on which host, is kept with the run; the run joins later baselines
+    prints = dict(db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,)))
+    c6 = json.loads(prints["c6-b"])
+    assert c6["virtual"] is True and len(c6["model_sha256"]) == 64 and len(c6["firmware_sha256"]) == 64
+    assert json.loads(prints["pi5-1"])["runtime"].startswith("ai-edge-litert")
+    host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
+    assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
+    accepted = dict(db.execute("SELECT device, accepted FROM baseline_members WHERE run_id = ?", (run_id,)))
+    assert accepted == {"c6-b": 1, "pi5-1": 1}
+
+
+def test_a_second_night_starts_each_device_from_its_configured_model(tmp_path: Path, short_session: Path) -> None:
+    results = tmp_path / "results.sqlite"
+    for _ in range(2):  # night 1's update stage leaves model v2 on the board
+        args = ("nightly", "--device", "c6-b", "--session", str(short_session), "--skip", "faults")
+        proc = run(*args, "--reports", str(tmp_path / "reports"), "--results", str(results), "--json")
+        assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    db = sqlite3.connect(results)
+    models = [json.loads(d)["model"] for (d,) in db.execute("SELECT data FROM fingerprints ORDER BY run_id")]
+    assert models == ["npc-policy@1 (npcm-int8)", "npc-policy@1 (npcm-int8)"]
 
 
 def test_nightly_with_no_reachable_device_exits_3(tmp_path: Path) -> None:
@@ -78,3 +102,14 @@ def test_nightly_refuses_a_bad_session_file_before_touching_devices(tmp_path: Pa
     bad.write_bytes(b"not an mcap file")
     proc = run("nightly", "--session", str(bad), "--reports", str(tmp_path))
     assert proc.returncode == ExitCode.USAGE and str(bad) in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_nightly_refuses_an_unknown_baseline_or_model_before_touching_devices(tmp_path: Path) -> None:
+    proc = run("nightly", "--baseline", "nope", "--results", str(tmp_path / "a.sqlite"), "--reports", str(tmp_path))
+    assert proc.returncode == ExitCode.USAGE and "--baseline nope: no such baseline" in " ".join(proc.stderr.split())
+    f32 = REPO / "fixtures" / "models" / "npc-policy-f32.tflite"
+    results = ("--results", str(tmp_path / "b.sqlite"), "--reports", str(tmp_path))
+    proc = run("nightly", "--model", str(f32), "--device", "c6-a", *results)
+    words = " ".join(proc.stderr.split())
+    assert proc.returncode == ExitCode.USAGE and "cannot be converted to .npcm for MicroPython boards" in words
+    assert "Traceback" not in proc.stderr and not (tmp_path / "b.sqlite").exists()  # refused before anything ran

@@ -65,4 +65,4 @@ def test_a_replay_run_on_host_agents_renders_with_its_measurements(tmp_path: Pat
     assert summary["model_versions"], "frames carry the running model's version"
     page = published.page.read_text()
     assert "Decision latency CDF" in page and "FPS over time" in page
-    assert published.report.data["outcome"]["verdict"] == "no baseline"
+    assert published.report.data["outcome"]["verdict"] == "collecting baseline"

@@ -86,3 +86,40 @@ def test_libcoap_client_fetches_a_model_blockwise(two_versions, tmp_path: Path) 
     assert (rc1, rc2) == (0, 0)
     assert (tmp_path / "v1").read_bytes() == v1 and (tmp_path / "v2").read_bytes() == v2
     assert served == -(-len(v1) // 1024)  # block-wise, each block once
+
+
+def test_fast_path_answers_exactly_what_aiocoap_would(tmp_path):
+    """The datagram fast path's bytes equal aiocoap's own encoding of the same piggybacked response, served
+    blocks are counted the same, and what it does not handle is left to aiocoap."""
+    import random
+
+    import aiocoap
+    from aiocoap.numbers.codes import Code
+    from aiocoap.optiontypes import BlockOption
+
+    from bench.ota.server import ModelsResource, _fast_response, block_response
+    from bench.ota.store import ModelStore
+    from bench.signing import generate_key
+
+    data = random.Random(3).randbytes(5000)
+    (tmp_path / "blob.bin").write_bytes(data)
+    store = ModelStore(tmp_path / "store")
+    store.publish(tmp_path / "blob.bin", generate_key(), name="blob", fmt="raw")
+    models = ModelsResource(store)
+    path = ("models", "blob", "raw", "1")
+    for num, szx, token in ((0, 6, b""), (3, 6, b"\x01\x02\x03"), (4, 6, b"\xaa"), (9, 4, b"\x07" * 8)):
+        for _repeat in range(2):  # the second time from the encoded cache
+            request = aiocoap.Message(code=Code.GET, uri_path=path, transport_tuning=aiocoap.Reliable)
+            request.mtype, request.mid, request.token = aiocoap.CON, 4242 + num, token
+            request.opt.block2 = BlockOption.BlockwiseTuple(num, False, szx)
+            want = block_response(models._lookup(path[1:]), request.opt.block2)
+            want.mtype, want.mid, want.token = aiocoap.ACK, request.mid, token
+            assert _fast_response(request.encode(), models) == want.encode()
+    assert models.served["blob/raw/1"].total_blocks == 8
+    assert models.served["blob/raw/1"].bytes == 2 * (1024 + 1024 + (5000 - 4096) + 256)  # szx 4: 256 B
+    beyond = aiocoap.Message(code=Code.GET, uri_path=path, transport_tuning=aiocoap.Reliable)
+    beyond.mtype, beyond.mid, beyond.opt.block2 = aiocoap.CON, 1, BlockOption.BlockwiseTuple(50, False, 6)
+    assert _fast_response(beyond.encode(), models) is None  # 4.02: aiocoap renders the error
+    post = aiocoap.Message(code=Code.POST, uri_path=path, transport_tuning=aiocoap.Reliable)
+    post.mtype, post.mid = aiocoap.CON, 2
+    assert _fast_response(post.encode(), models) is None

@@ -10,9 +10,11 @@ import zlib
 from pathlib import Path
 
 import pytest
+from esp_pylib.serial_reset import usb_jtag_bootloader_reset
 from esptool.targets.esp32c6 import ESP32C6ROM
 
 from bench.esp_image import xor_checksum
+from bench.kinds import UART_BRIDGE, USB_SERIAL_JTAG
 from bench.virtual.esp32c6.board import Board, BoardConfig, Mode
 from bench.virtual.esp32c6.efuse import Efuses, RegisterFile, parse_mac
 from bench.virtual.esp32c6.flash import FILESYSTEM_OFFSET, FlashStorage, SpiFlashController
@@ -148,6 +150,70 @@ def test_classic_auto_reset_straps_download_mode_and_hard_reset_boots(tmp_path: 
         board.set_lines(False, False)
         await asyncio.sleep(0.4)
         assert board.mode is Mode.BOOT_LOOP
+        await board.close()
+
+    asyncio.run(scenario())
+
+
+class _LinePort:
+    """What esp_pylib's reset sequences drive (pyserial's setDTR/setRTS) from their thread, wired to a board."""
+
+    def __init__(self, board: Board, loop: asyncio.AbstractEventLoop) -> None:
+        self.board = board
+        self.loop = loop
+        self.dtr = self.rts = False
+
+    def setDTR(self, state: bool) -> None:
+        self.dtr = state
+        self.loop.call_soon_threadsafe(self.board.set_lines, self.dtr, self.rts)
+
+    def setRTS(self, state: bool) -> None:
+        self.rts = state
+        self.loop.call_soon_threadsafe(self.board.set_lines, self.dtr, self.rts)
+
+
+@pytest.mark.parametrize("usb", [UART_BRIDGE, USB_SERIAL_JTAG])
+def test_usb_jtag_reset_sequence_reaches_the_rom_only_through_the_chips_own_usb(tmp_path: Path, usb: str) -> None:
+    """esptool's USBJTAGSerialReset (esp_pylib `usb_jtag_bootloader_reset`), run as esptool runs it."""
+
+    async def scenario() -> tuple[Mode, bytes]:
+        board = Board(BoardConfig("u", tmp_path, MAC, flash_size=4 * 1024 * 1024, usb=usb))
+        uart = bytearray()
+        board.attach(uart.extend)
+        await board.power_on()
+        await asyncio.sleep(0.05)
+        port = _LinePort(board, asyncio.get_running_loop())
+        await asyncio.to_thread(usb_jtag_bootloader_reset, port, 0.06)
+        await asyncio.sleep(0.4)  # past the bridge's boot-pin latch
+        mode = board.mode
+        await board.close()
+        return mode, bytes(uart)
+
+    mode, uart = asyncio.run(scenario())
+    if usb == USB_SERIAL_JTAG:
+        assert mode is Mode.DOWNLOAD
+        assert uart.endswith(
+            b"rst:0x15 (USB_UART_HPSYS),boot:0x5 (DOWNLOAD(USB/UART/SDIO_REI_FEO))\r\n"
+            b"Saved PC:0x4001975a\r\nwaiting for download\r\n"
+        )
+    else:  # the bridge's circuit sees EN pulsed with IO9 high: the chip boots from flash (blank: boot loop)
+        assert mode is Mode.BOOT_LOOP
+
+
+def test_usb_serial_jtag_hard_reset_boots_from_flash_and_an_open_port_does_not_reset(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        board = Board(BoardConfig("u", tmp_path, MAC, flash_size=4 * 1024 * 1024, usb=USB_SERIAL_JTAG))
+        await board.reset(download=True)
+        await asyncio.sleep(0.05)
+        board.set_lines(True, False)  # pyserial opens the port: DTR, then RTS
+        board.set_lines(True, True)
+        assert board.mode is Mode.DOWNLOAD  # no reset: the download flag alone does nothing
+        board.set_lines(False, False)
+        board.set_lines(False, True)  # esptool HardReset(uses_usb=True): RTS without DTR, 0.2 s, release
+        assert board.mode is Mode.RESET
+        board.set_lines(False, False)
+        await asyncio.sleep(0.3)
+        assert board.mode is Mode.BOOT_LOOP  # the flag was cleared: boot from (blank) flash
         await board.close()
 
     asyncio.run(scenario())

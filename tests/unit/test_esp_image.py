@@ -59,3 +59,18 @@ def test_one_flipped_bit_in_a_segment_breaks_the_checksum() -> None:
     image[100] ^= 0x01  # inside the DROM segment's data
     with pytest.raises(ImageError, match="checksum mismatch"):
         parse_image(bytes(image))
+
+
+def test_header_fields_the_rom_reads_are_checked() -> None:
+    image = bytearray(build())
+    image[3] = (image[3] & 0xF0) | 0x0F  # flash frequency code the C6 ROM does not know
+    with pytest.raises(ImageError, match="invalid flash frequency 0xf"):
+        parse_image(bytes(image))
+    image = bytearray(build())
+    image[2] = 7
+    with pytest.raises(ImageError, match="invalid flash mode 0x7"):
+        parse_image(bytes(image))
+    assert parse_image(build(), chip_revision=99).entry == 0x40800000
+    with pytest.raises(ImageError, match=r"chip revision v1.0 is outside the image's v0.0 - v0.99"):
+        parse_image(build(), chip_revision=100)
+    assert check_flash_image(build(), chip_revision=100).problem.startswith("chip revision v1.0")

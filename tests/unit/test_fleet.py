@@ -81,6 +81,7 @@ timing = "icount"
         ("[devices]\nx = 1", "unknown top-level key(s) devices"),
         ('[[device]]\nname = "a"\nkind = "pi5"\nssh = "u@h"\ntags = [1]', "field 'tags': must be a list of strings"),
         ("[[device]\n", "not valid TOML"),
+        ('[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\nusb = "cdc"', "field 'usb': unknown value 'cdc'"),
     ],
 )
 def test_validation_errors_name_file_device_and_field(tmp_path: Path, text: str, expected: str) -> None:

@@ -47,3 +47,18 @@ def test_wrong_format_and_shape_are_refused():
         Model(MODEL.read_bytes(), {"format": "npcm-int8"}, interpreter_cls)
     with pytest.raises(Refused, match="no tflite runtime"):
         Model(MODEL.read_bytes(), {"format": "tflite-int8"}, None)
+
+
+def test_probabilities_are_bit_for_bit_those_of_a_plain_invoke(model):
+    """The per-frame path reuses its buffers; what it returns equals a fresh quantize + invoke + dequantize."""
+    from bench.models.reference import quantize_input
+
+    rng = np.random.default_rng(7)
+    inp, out = model.interp.get_input_details()[0], model.interp.get_output_details()[0]
+    out_scale, out_zp = out["quantization"]
+    for x in rng.uniform(-1.3, 1.3, size=(300, 48)):
+        got = model.infer(list(x))
+        model.interp.set_tensor(inp["index"], quantize_input(x, model.in_scale, model.in_zp).reshape(1, 48))
+        model.interp.invoke()
+        want = (model.interp.get_tensor(out["index"]).reshape(-1).astype(np.float64) - out_zp) * out_scale
+        assert got.tobytes() == want.tobytes()

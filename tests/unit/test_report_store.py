@@ -22,9 +22,9 @@ FRAMES = 3000
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    """3 runs x 2 devices (c6-a, orin-1); baseline "default" = run 1; run 3 regressed on orin-1."""
+    """7 runs x 2 devices (c6-a, orin-1); baseline "default" = run 1; run 7 regressed on orin-1."""
     path = tmp_path_factory.mktemp("store") / "results.sqlite"
-    return path, build_store(path, runs=3, devices=2, frames=FRAMES)
+    return path, build_store(path, runs=7, devices=2, frames=FRAMES)
 
 
 def test_a_stored_run_reads_into_the_view_with_report_units(stored: tuple[Path, int]) -> None:
@@ -58,25 +58,27 @@ def test_hdr_values_match_the_histogram_percentiles() -> None:
         assert np.quantile(decoded, q / 100, method="inverted_cdf") == hist.percentile(q)
 
 
-def test_publish_compares_with_the_named_baseline_and_writes_the_report(
+def test_publish_judges_against_the_window_of_accepted_runs_and_writes_the_report(
     stored: tuple[Path, int], tmp_path: Path
 ) -> None:
     path, last = stored
     with open_store(path) as store:
         published = publish_run(store, last, reports_dir=tmp_path)
-    assert published.baseline_run_id == 1
+    assert published.baseline_run_id == last - 1  # the newest run of the window (runs 2-6)
     assert published.exit_code == ExitCode.FAILED
     regressed = {(v.device, v.metric) for v in published.regressions}
-    assert {("orin-1", "latency_p50_ms"), ("orin-1", "latency_p99_ms")} <= regressed
+    assert {("orin-1", "latency_p50"), ("orin-1", "latency_p99")} <= regressed
     assert all(device == "orin-1" for device, _ in regressed)
-    memory = next(v for v in published.verdicts if v.device == "c6-a" and v.metric == "memory_peak_mb")
-    assert memory.status == "not enough samples" and memory.n_run == 1
+    p50 = next(v for v in published.regressions if v.metric == "latency_p50")
+    assert p50.baseline_runs == (2, 3, 4, 5, 6) and p50.n_baseline == 5 and 20 < p50.effect_pct < 30
+    memory = next(v for v in published.verdicts if v.device == "c6-a" and v.metric == "memory_peak")
+    assert memory.status == "unchanged" and memory.run_value == 1.42e9
     page = published.page.read_text()
     assert published.page == tmp_path / "runs" / f"{last}.html"
     assert "Regression:" in page and "orin-1" in page
     assert (tmp_path / "latest.html").exists() and f"runs/{last}.html" in (tmp_path / "index.html").read_text()
     trend = next(d for d in published.report.data["devices"] if d["name"] == "orin-1")["trend"]
-    assert [p["run_id"] for p in trend] == ["1", "2", str(last)]
+    assert [p["run_id"] for p in trend] == [str(r) for r in range(1, last + 1)]
 
 
 def test_compare_with_another_run_writes_a_separate_page(stored: tuple[Path, int], tmp_path: Path) -> None:
@@ -85,21 +87,26 @@ def test_compare_with_another_run_writes_a_separate_page(stored: tuple[Path, int
         published = publish_run(store, 2, reports_dir=tmp_path, compare_run=1)
     assert published.page == tmp_path / "compare" / "2-vs-1.html"
     assert published.exit_code == ExitCode.OK and published.verdicts
+    assert "collecting baseline" in {v.status for v in published.verdicts}  # one run has no spread
     assert not (tmp_path / "latest.html").exists()
 
 
-def test_the_baseline_run_itself_has_no_verdicts(stored: tuple[Path, int]) -> None:
+def test_the_first_runs_collect_a_baseline(stored: tuple[Path, int]) -> None:
     path, _ = stored
     with open_store(path) as store:
-        published = publish_run(store, 1, reports_dir=None)
-    assert published.verdicts == [] and published.report.data["outcome"]["verdict"] == "no baseline"
+        first = publish_run(store, 1, reports_dir=None)
+        third = publish_run(store, 3, reports_dir=None)
+    assert first.report.data["outcome"]["verdict"] == "collecting baseline"
+    assert first.report.data["outcome"]["collecting"] == ["collecting baseline (0 of 5)"]
+    assert third.exit_code == ExitCode.OK
+    assert {v.reason for v in third.verdicts if v.status == "collecting baseline"} == {"collecting baseline (2 of 5)"}
 
 
-def test_baselines_are_named_pointers_stored_with_the_results(stored: tuple[Path, int], tmp_path: Path) -> None:
+def test_baselines_pin_the_window(stored: tuple[Path, int], tmp_path: Path) -> None:
     path, last = stored
     with open_store(path) as store:
-        set_baseline(store, 2, "release-1.4")
-        assert get_baseline(store, "release-1.4").run_id == 2
+        set_baseline(store, 6, "release-1.4")
+        assert get_baseline(store, "release-1.4").run_id == 6
         assert [b.name for b in list_baselines(store)] == ["default", "release-1.4"]
         assert get_baseline(store, "nope") is None
         with pytest.raises(ConfigError, match="no run 99"):
@@ -107,7 +114,11 @@ def test_baselines_are_named_pointers_stored_with_the_results(stored: tuple[Path
         with pytest.raises(ConfigError, match="baseline name"):
             set_baseline(store, 1, "bad name!")
         published = publish_run(store, last, reports_dir=None, baseline_name="release-1.4")
-    assert published.baseline_run_id == 2 and published.report.data["baseline"]["name"] == "release-1.4"
+        early = publish_run(store, last, reports_dir=None, baseline_name="default")  # pinned at run 1
+    assert published.baseline_run_id == 6 and published.report.data["baseline"]["name"] == "release-1.4"
+    assert {v.reason for v in early.verdicts if v.status == "collecting baseline"} == {
+        "collecting baseline (1 of 5) up to pinned run 1"
+    }
 
 
 def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int]) -> None:
@@ -154,40 +165,54 @@ def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> N
     assert "12.5 KiB/s" in page and "196 ms" in page and "signature does not verify (old model kept)" in page
 
 
-def test_memory_peak_samples_come_from_telemetry_windows(tmp_path: Path) -> None:
-    from bench.results.runview import MEMORY_PEAK_MB
+def test_memory_peak_is_the_agents_high_water_mark_not_board_telemetry(tmp_path: Path) -> None:
+    from bench.measure.measurement import Measurement
     from bench.telemetry.monitor import Sample
     from bench.telemetry.store import add_telemetry
 
     path = tmp_path / "results.sqlite"
-    with open_store(path) as store:
-        set_baseline(store, build_store(path, runs=1, devices=2, frames=500))
-    with open_store(path) as store:
-        base_id = store.runs()[0].id
-        run_id = store.begin_run("nightly")
-        store.add_device(run_id, "orin-1", "jetson-orin-nx")
-        for rid, level in ((base_id, 1420.0), (run_id, 1580.0)):  # the product's 1.42 GB -> 1.58 GB example
-            rng = np.random.default_rng(rid)
-            samples = [Sample(int(k * 0.5e9), "tegrastats", {"mem_used_mb": level + float(rng.normal(0, 3))})
-                       for k in range(120)]  # fmt: skip
-            add_telemetry(store, rid, "orin-1", samples)
-        peaks = load_run(store, run_id).devices["orin-1"].series(MEMORY_PEAK_MB)
-        published = publish_run(store, run_id, reports_dir=None)
-    assert peaks.unit == "MB" and len(peaks) == 12  # 60 s of 0.5 s samples in 5 s windows
-    memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak_mb")
-    assert memory.status == "regression" and memory.n_baseline == 12 and 10 < memory.effect_pct < 13
+    last = build_store(path, runs=6, devices=2, frames=500, regressed_runs=0)
+    with open_store(path) as store:  # the product's 1.42 GB -> 1.58 GB example, in the agent's own figure
+        store.add_measurements(last, "orin-1", [Measurement("mem_peak", "B", 1.58e9, samples=40)])
+        samples = [Sample(int(k * 0.5e9), "tegrastats", {"mem_used_mb": 3000.0}) for k in range(120)]
+        add_telemetry(store, last, "orin-1", samples)  # the board's memory in use: not the agent's
+        published = publish_run(store, last, reports_dir=None)
+    memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak")
+    assert memory.status == "regression" and memory.baseline_value == 1.42e9 and 11 < memory.effect_pct < 12
 
 
 def test_a_regression_says_since_when(tmp_path: Path) -> None:
     path = tmp_path / "results.sqlite"
-    last = build_store(path, runs=5, devices=2, frames=3000, regressed_runs=3)
+    last = build_store(path, runs=8, devices=2, frames=3000, regressed_runs=3)
     with open_store(path) as store:
         published = publish_run(store, last, reports_dir=tmp_path)
     p99 = next(v for d in published.report.data["devices"] for v in d["verdicts"]
-               if d["name"] == "orin-1" and v["metric"] == "latency_p99_ms")  # fmt: skip
+               if d["name"] == "orin-1" and v["metric"] == "latency_p99")  # fmt: skip
     assert p99["status"] == "regression"
     assert p99["since"]["run_id"] == str(last - 2) and p99["since"]["runs"] == 3
     assert not p99["since"]["from_window_start"]
     page = published.page.read_text()
     assert f"worse since run {last - 2} (3 runs" in page
-    assert "orin-1</a>: latency P99" in page and f"since run {last - 2}</li>" in page
+    assert "orin-1</a>: decision latency P99" in page and f"since run {last - 2}</li>" in page
+
+
+@pytest.mark.parametrize(("usual", "now", "status"), [(5.0, 95.0, "inconclusive"), (80.0, 85.0, "regression")])
+def test_a_virtual_devices_timing_is_inconclusive_only_on_a_host_busier_than_for_its_baseline(
+    tmp_path: Path, usual: float, now: float, status: str
+) -> None:
+    from bench.results.evidence import record_fingerprint, record_host
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=7, devices=2, frames=1000)
+    with open_store(path) as store:
+        for run in range(1, last + 1):
+            record_host(store, run, {"host": "h", "cores": 2, "others_pct": now if run == last else usual})
+            record_fingerprint(store, run, "orin-1", {"virtual": True})
+        published = publish_run(store, last, reports_dir=None)
+    p50 = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "latency_p50")
+    assert p50.status == status
+    memory = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "memory_peak")
+    assert memory.status == "unchanged"  # memory is judged whatever the load
+    if status == "inconclusive":
+        assert p50.reason.startswith("inconclusive: bench host busy (other processes 95% of 2 CPUs")
+        assert published.exit_code == ExitCode.OK

@@ -40,6 +40,35 @@ def test_a_run_reads_back_the_same_from_postgresql_and_sqlite(tmp_path: Path, pg
         ]
 
 
+def test_verdict_evidence_is_the_same_in_postgresql_and_sqlite(tmp_path: Path, pg_url: str) -> None:
+    from bench.report.publish import publish_run
+    from bench.results.evidence import (
+        fingerprints,
+        host_of,
+        membership,
+        record_fingerprint,
+        record_host,
+        record_verdicts,
+        stored_verdicts,
+    )
+
+    outcomes = []
+    for location in (tmp_path / "r.sqlite", pg_url):
+        last = build_store(location, runs=7, devices=2, frames=400)  # type: ignore[arg-type]
+        with open_store(location) as store:
+            record_host(store, last, {"host": "h", "others_pct": 3.0, "cores": 2})
+            record_fingerprint(store, last, "orin-1", {"model_sha256": "ab" * 32, "virtual": True})
+            published = publish_run(store, last, reports_dir=None)  # judged now against the window
+            record_verdicts(store, last, published.verdicts)
+            outcomes.append((
+                sorted((v.device, v.metric, v.status, v.baseline_runs) for v in stored_verdicts(store, last)),
+                membership(store, last - 1), host_of(store, last), fingerprints(store, last),
+            ))  # fmt: skip
+    assert outcomes[0] == outcomes[1]
+    verdicts = outcomes[0][0]
+    assert ("orin-1", "latency_p50", "regression", (2, 3, 4, 5, 6)) in verdicts
+
+
 WRITER = """
 import sys
 from bench.measure.measurement import Measurement

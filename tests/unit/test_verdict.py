@@ -1,146 +1,146 @@
-"""Verdict statistics on synthetic distributions with known shifts."""
+"""Verdicts with runs as the unit of evidence, on synthetic histories that vary from run to run."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from bench.results.runview import Samples
 from bench.results.thresholds import load_thresholds
-from bench.results.verdict import IMPROVED, NO_DATA, NOT_ENOUGH, REGRESSION, UNCHANGED, compare_samples
+from bench.results.verdict import (
+    COLLECTING,
+    IMPROVED,
+    INCONCLUSIVE,
+    NO_DATA,
+    NOT_ENOUGH,
+    NOT_REPRODUCED,
+    REGRESSION,
+    SUSPECTED,
+    UNCHANGED,
+    Window,
+    confirmed,
+    host_busy,
+    judge,
+)
 
-NIGHTLY_FRAMES = 3600  # a 60 s session replay at 60 FPS on a Linux device
-SMALL_NIGHTLY_FRAMES = 1200  # the same replay at the ESP32-C6's 20 FPS: the smallest sample a nightly makes
 RULES = load_thresholds()
+RUNS = RULES.baseline_runs
 
 
-def latencies(rng: np.random.Generator, n: int) -> np.ndarray:
-    """Decision latencies in ms: log-normal around 20 ms, a realistic right-skewed shape."""
-    return rng.lognormal(np.log(20.0), 0.25, n)
+def _window(values) -> Window:
+    return Window(tuple(range(1, len(values) + 1)), tuple(float(v) for v in values), RUNS)
 
 
-def shift_tail(values: np.ndarray, factor: float) -> np.ndarray:
-    """Scale only the values above P95, which moves P99 by `factor` and leaves the median alone."""
-    cut = np.quantile(values, 0.95)
-    return np.where(values > cut, values * factor, values)
+def _history(rng: np.random.Generator, trials: int, cv: float, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """`trials` windows of RUNS per-run values and one run each: true value 100, run-to-run noise `cv`
+    (log-normal, as timing noise is multiplicative), the run shifted by `shift` (0.15 = +15%)."""
+    base = 100.0 * rng.lognormal(0.0, cv, (trials, RUNS))
+    run = 100.0 * (1.0 + shift) * rng.lognormal(0.0, cv, trials)
+    return base, run
 
 
-@pytest.mark.parametrize("n", [SMALL_NIGHTLY_FRAMES, NIGHTLY_FRAMES])
-def test_detects_a_20_percent_p99_shift_at_nightly_sample_sizes(n: int) -> None:
-    rule = RULES.rule("latency_p99_ms")
-    detected = 0
-    for seed in range(20):
-        rng = np.random.default_rng(seed)
-        base, run = latencies(rng, n), shift_tail(latencies(rng, n), 1.2)
-        verdict = compare_samples(rule, "dev", Samples("ms", base), Samples("ms", run))
-        detected += verdict.status == REGRESSION
-        assert verdict.p_value is not None and verdict.effect_pct is not None
-    assert detected == 20
-    # the tail shift leaves the median where it was: the P50 rule must not fire
-    p50 = compare_samples(RULES.rule("latency_p50_ms"), "dev", Samples("ms", base), Samples("ms", run))
-    assert p50.status == UNCHANGED
+def _rate(rule_name: str, cv: float, shift: float, status: str, trials: int = 4000, seed: int = 1) -> float:
+    rule = RULES.rule(rule_name)
+    base, run = _history(np.random.default_rng(seed), trials, cv, shift)
+    hits = sum(judge(rule, "dev", float(r), None, _window(b)).status == status for b, r in zip(base, run, strict=True))
+    return hits / trials
 
 
-def flags_on_identical_distributions(n: int, rule_names: tuple[str, ...]) -> list[tuple[int, str, str]]:
-    """Run 100 seeded trials of two samples from one distribution; return every verdict that was not UNCHANGED."""
-    flagged = []
-    for seed in range(100):
-        rng = np.random.default_rng(1000 + seed)
-        base, run = latencies(rng, n), latencies(rng, n)
-        for name in rule_names:
-            verdict = compare_samples(RULES.rule(name), "dev", Samples("ms", base), Samples("ms", run), seed=seed)
-            assert verdict.alpha == 0.01
-            if verdict.status != UNCHANGED:
-                flagged.append((seed, name, verdict.reason))
-    return flagged
+@pytest.mark.parametrize("rule", [r.name for r in RULES.rules])
+@pytest.mark.parametrize("cv", [0.02, 0.10, 0.30])
+def test_unchanged_runs_raise_at_most_one_percent_false_alarms_per_metric(rule: str, cv: float) -> None:
+    # 5 baseline runs, no change: suspected regressions (before any replay) stay at or below alpha = 1%,
+    # whatever the run-to-run noise, because the test weighs the run against the runs' own spread
+    trials = 4000
+    assert _rate(rule, cv, 0.0, SUSPECTED, trials) <= 0.01 + 3 * (0.01 * 0.99 / trials) ** 0.5  # 1% + 3 MC errors
 
 
-def test_identical_distributions_are_not_flagged_in_100_seeded_trials() -> None:
-    assert flags_on_identical_distributions(NIGHTLY_FRAMES, ("latency_p50_ms", "latency_p99_ms")) == []
+# Run-to-run noise of the per-run figures measured on the virtual fleet (9 unchanged reduced nightlies of
+# tests/bench/bench_verdicts.py on the shared 2-core host, docs/report.md): first-frame time of c6-a 2.6%
+# (pi5-1: 29%, one cold start per run and one outlier at 107 ms against ~52 ms); the agents' memory
+# high-water mark 0.0% (c6-a) and 0.15% (pi5-1).
+FIRST_FRAME_CV = 0.026
+MEMORY_CV = 0.0015
 
 
-def test_false_alarm_rate_stays_within_alpha_at_the_smallest_nightly_size() -> None:
-    # At 1,200 frames the P99 rests on 12 samples, and a real 1-in-1000 draw (every one of the run's top 15
-    # values above the baseline's) does exceed +10%: the permutation test rightly calls it significant.
-    # The promise at this size is the test's: at most alpha (1%) of identical pairs are flagged.
-    assert len(flags_on_identical_distributions(SMALL_NIGHTLY_FRAMES, ("latency_p99_ms",))) <= 1
+def test_the_products_effect_sizes_are_caught_at_the_measured_noise() -> None:
+    # the product's examples: first frame 18.2 -> 21.7 ms (+19%), memory peak 1.42 -> 1.58 GB (+11%)
+    assert _rate("first_frame_ms", FIRST_FRAME_CV, 21.7 / 18.2 - 1, SUSPECTED) >= 0.8
+    assert _rate("first_frame_ms", FIRST_FRAME_CV, 0.25, SUSPECTED) >= 0.99
+    assert _rate("memory_peak", MEMORY_CV, 1.58 / 1.42 - 1, SUSPECTED) >= 0.99
+    # an effect at the floor is caught about half the time (the floor is where "worse" starts)
+    assert 0.3 <= _rate("first_frame_ms", 0.01, 0.15, SUSPECTED) <= 0.7
+    # below the floor is never a regression, however clear
+    assert _rate("memory_peak", MEMORY_CV, 0.05, SUSPECTED) == 0.0
 
 
-def test_whole_distribution_shift_is_a_mann_whitney_regression_with_evidence() -> None:
+def test_confirmation_makes_false_alarms_rarer_still() -> None:
+    rule = RULES.rule("latency_p50")
     rng = np.random.default_rng(7)
-    base, run = latencies(rng, 2000), latencies(rng, 2000) * 1.10
-    verdict = compare_samples(RULES.rule("latency_p50_ms"), "orin-1", Samples("ms", base), Samples("ms", run))
-    assert verdict.status == REGRESSION
-    assert verdict.test == "mann-whitney"
-    assert 7 < verdict.effect_pct < 13
-    assert verdict.p_value < 1e-6
-    assert (verdict.n_baseline, verdict.n_run, verdict.threshold_pct, verdict.unit) == (2000, 2000, 5.0, "ms")
+    base, first = _history(rng, 20000, 0.10)
+    replay = 100.0 * rng.lognormal(0.0, 0.10, 20000)
+    suspects = alarms = 0
+    for b, r1, r2 in zip(base, first, replay, strict=True):
+        w = _window(b)
+        first_verdict = judge(rule, "dev", float(r1), None, w)
+        suspects += first_verdict.status == SUSPECTED
+        alarms += confirmed(first_verdict, judge(rule, "dev", float(r2), None, w)).status == REGRESSION
+    # the replay is judged against the same window, so the two are not independent (not alpha squared), but a
+    # replay still removes most false alarms
+    assert alarms / 20000 <= 0.002
+    assert alarms <= suspects / 3
 
 
-def test_fps_drop_is_judged_on_frame_times_and_reported_in_fps() -> None:
-    rng = np.random.default_rng(3)
-    base = rng.normal(16.7, 1.0, 3000)
-    run = rng.normal(16.7 * 1.12, 1.0, 3000)  # frames 12% longer -> FPS about 11% lower
-    verdict = compare_samples(RULES.rule("fps"), "pi5-1", Samples("ms", base), Samples("ms", run))
-    assert verdict.status == REGRESSION
-    assert verdict.unit == "FPS"
-    assert verdict.effect_pct < -10
-    faster = compare_samples(RULES.rule("fps"), "pi5-1", Samples("ms", run), Samples("ms", base))
-    assert faster.status == IMPROVED
-
-
-def test_first_frame_time_product_example_needs_samples_not_a_guess() -> None:
+def test_a_regression_names_its_evidence() -> None:
     rule = RULES.rule("first_frame_ms")
-    one = compare_samples(rule, "c6-a", Samples("ms", np.array([18.2])), Samples("ms", np.array([21.7])))
-    assert one.status == NOT_ENOUGH
-    assert "needs 5 samples" in one.reason and one.p_value is None
-    rng = np.random.default_rng(1)
-    base, run = rng.normal(18.2, 0.3, 8), rng.normal(21.7, 0.3, 8)  # the product's +19% example, 8 sessions each
-    verdict = compare_samples(rule, "c6-a", Samples("ms", base), Samples("ms", run))
-    assert verdict.status == REGRESSION and verdict.effect_pct > 15
+    v = judge(rule, "c6-a", 120.0, 10, _window([100, 101, 99, 100.5, 99.5]), "ms")
+    assert v.status == SUSPECTED and v.effect_pct == pytest.approx(20.0)
+    assert v.n_baseline == 5 and v.baseline_runs == (1, 2, 3, 4, 5)
+    assert "20.0% worse" in v.reason and "over 5 runs" in v.reason
+    final = confirmed(v, judge(rule, "c6-a", 119.0, 10, _window([100, 101, 99, 100.5, 99.5]), "ms"), "pi5-1 52 then 53")
+    assert final.status == REGRESSION and final.confirm_value == 119.0
+    assert "reproduced" in final.reason and "control pi5-1" in final.reason
 
 
-def test_memory_peak_under_threshold_is_unchanged_even_if_significant() -> None:
-    rng = np.random.default_rng(2)
-    base, run = rng.normal(1420, 2, 30), rng.normal(1420 * 1.05, 2, 30)  # +5%: significant, below +10%
-    verdict = compare_samples(RULES.rule("memory_peak_mb"), "orin-1", Samples("MB", base), Samples("MB", run))
-    assert verdict.status == UNCHANGED and "below the 10% threshold" in verdict.reason
-    assert verdict.p_value < 0.01
+def test_a_suspect_the_replay_does_not_show_is_not_reproduced_with_both_figures() -> None:
+    rule = RULES.rule("first_frame_ms")
+    w = _window([100, 101, 99, 100.5, 99.5])
+    final = confirmed(judge(rule, "c6-a", 120.0, 10, w, "ms"), judge(rule, "c6-a", 100.2, 10, w, "ms"))
+    assert final.status == NOT_REPRODUCED
+    assert "first 120" in final.reason and "replay 100.2" in final.reason
 
 
-def test_jitter_spread_increase_is_found_by_bootstrap() -> None:
-    rng = np.random.default_rng(4)
-    base = np.abs(rng.normal(0, 1240, 3000))
-    run = np.abs(rng.normal(0, 1240 * 1.4, 3000))
-    verdict = compare_samples(RULES.rule("jitter_std_us"), "orin-1", Samples("us", base), Samples("us", run))
-    assert verdict.status == REGRESSION
-    low, high = verdict.ci_pct
-    assert low > 15 and low < verdict.effect_pct < high
+def test_a_busy_host_makes_a_virtual_devices_suspect_inconclusive() -> None:
+    rule = RULES.rule("latency_p50")
+    v = judge(rule, "pi5-1", 150.0, 100, _window([100, 101, 99, 100.5, 99.5]), "us")
+    busy = host_busy(v, "other processes 80% of 2 CPUs")
+    assert busy.status == INCONCLUSIVE and busy.reason.startswith("inconclusive: bench host busy")
+    unchanged = judge(rule, "pi5-1", 100.0, 100, _window([100, 101, 99, 100.5, 99.5]), "us")
+    assert host_busy(unchanged, "x").status == UNCHANGED
 
 
-def test_missing_series_is_no_data_and_nans_are_dropped() -> None:
-    rule = RULES.rule("latency_p50_ms")
-    assert compare_samples(rule, "c6-a", None, Samples("ms", np.ones(50))).status == NO_DATA
-    values = np.full(50, np.nan)
-    verdict = compare_samples(rule, "c6-a", Samples("ms", values), Samples("ms", values))
-    assert verdict.status == NOT_ENOUGH and verdict.n_run == 0
-    assert verdict.to_dict()["run_value"] is None
+def test_collecting_baseline_until_the_window_is_full() -> None:
+    v = judge(RULES.rule("fps"), "pi5-1", 60.0, 1800, _window([60.0, 59.9]))
+    assert v.status == COLLECTING and v.reason == f"collecting baseline (2 of {RUNS})"
 
 
-@pytest.mark.parametrize("statistic", ["p99", "median"])
-def test_fast_quantile_permutation_matches_a_brute_force_permutation(statistic: str) -> None:
-    from bench.results.statistics import STATISTICS
-    from bench.results.verdict import _permuted_quantile_ratios
+def test_no_data_not_enough_samples_and_improvement() -> None:
+    rule = RULES.rule("latency_p99")
+    full = _window([100, 101, 99, 100.5, 99.5])
+    assert judge(rule, "c6-a", None, None, full).status == NO_DATA
+    assert judge(rule, "c6-a", 150.0, 100, full).status == NOT_ENOUGH  # P99 needs 662 inputs
+    assert judge(rule, "c6-a", 50.0, 5000, full).status == IMPROVED
+    assert judge(RULES.rule("fps"), "c6-a", 30.0, 5000, _window([60, 60.1, 59.9, 60, 60])).status == SUSPECTED
 
-    rng = np.random.default_rng(11)
-    base, run = latencies(rng, 700), latencies(rng, 900) * 1.03
-    stat = STATISTICS[statistic]
-    fast = np.concatenate(list(_permuted_quantile_ratios(base, run, stat, 4000, np.random.default_rng(1))))
-    pooled = np.concatenate([base, run])
-    brute = []
-    for _ in range(4000):
-        shuffled = rng.permutation(pooled)
-        brute.append(stat.compute(shuffled[700:]) / stat.compute(shuffled[:700]))
-    assert np.all(np.isfinite(fast))
-    for q in (0.05, 0.5, 0.95, 0.99):  # the two null distributions agree in their quantiles
-        assert np.quantile(fast, q) == pytest.approx(np.quantile(brute, q), abs=0.01)
+
+def test_a_window_without_spread_still_judges_by_the_floor() -> None:
+    rule = RULES.rule("memory_peak")
+    flat = _window([70_000_000] * 5)
+    assert judge(rule, "pi5-1", 70_000_000.0, 1, flat).status == UNCHANGED
+    assert judge(rule, "pi5-1", 77_500_000.0, 1, flat).status == SUSPECTED
+    assert judge(rule, "pi5-1", 72_000_000.0, 1, flat).status == UNCHANGED  # +2.9%: below the 10% floor
+
+
+def test_first_frame_needs_ten_cold_starts() -> None:
+    rule = RULES.rule("first_frame_ms")
+    assert rule.measurement == "first_frame_p50" and rule.min_samples == 10
+    assert judge(rule, "c6-a", 120.0, 1, _window([100, 101, 99, 100.5, 99.5]), "ms").status == NOT_ENOUGH

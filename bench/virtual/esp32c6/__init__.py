@@ -1,7 +1,8 @@
 """Virtual ESP32-C6 board that the real esptool and mpremote accept (one process per board).
 
 `VirtualEsp32c6(device, state_dir)` starts `python -m bench.virtual.esp32c6` and reads its URLs.
-Its link is RFC 2217 (DTR/RTS auto-reset works as on a board with the classic reset circuit);
+Its link is RFC 2217: DTR/RTS reach the chip as the device's `usb` setting says (a USB-UART bridge's
+auto-reset circuit, or the chip's own USB-Serial-JTAG port);
 `urls()` also gives `socket://` and a pty path, and `control` (power-cycle, hold in reset, ...).
 """
 
@@ -58,6 +59,8 @@ class VirtualEsp32c6:
             self.mac,
             "--flash-size",
             str(self.device.settings.flash_size),
+            "--usb",
+            self.device.settings.usb,
         ]
         if self.wire_speed:
             argv.append("--wire-speed")

@@ -17,14 +17,23 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.virtual.esp32c6.boot import boot_loop_text, check_flash_image, loader_text, rom_banner
+from bench.kinds import UART_BRIDGE, USB_SERIAL_JTAG
+from bench.virtual.esp32c6.boot import (
+    RESET_CAUSES,
+    boot_loop_text,
+    check_flash_image,
+    loader_text,
+    rom_banner,
+    watchdog_text,
+)
 from bench.virtual.esp32c6.efuse import Efuses, RegisterFile
 from bench.virtual.esp32c6.flash import FlashStorage, SpiFlashController
-from bench.virtual.esp32c6.repl import HARD_RESET, PWRON_RESET, Repl, ReplExit
+from bench.virtual.esp32c6.repl import Repl, ReplExit
 from bench.virtual.esp32c6.rom import After, RomLoader
 from bench.virtual.esp32c6.slip import SlipDecoder, slip_encode
 
 ROM_BAUD = 115200
+USB_BAUD_EQUIVALENT = 10_000_000  # USB full speed moves ~1 MB/s through the CDC-ACM port whatever baud is set
 BOOT_PIN_LATCH_S = 0.25  # IO9 low within this long after EN rises selects download mode
 BOOT_LOOP_PERIOD_S = 1.0
 LOG_LIMIT = 256 * 1024
@@ -48,6 +57,7 @@ class BoardConfig:
     mac: bytes
     flash_size: int = 8 * 1024 * 1024
     wire_speed: bool = False  # pace ROM/stub traffic at the simulated baud rate
+    usb: str = UART_BRIDGE  # how the host's port reaches the chip: a USB-UART bridge, or the chip's own USB
 
 
 class Board:
@@ -56,7 +66,8 @@ class Board:
     def __init__(self, config: BoardConfig) -> None:
         self.config = config
         self.flash = FlashStorage(config.state_dir / "flash.bin", config.flash_size, config.state_dir / "fs")
-        self.registers = RegisterFile(Efuses(config.mac))
+        self.efuses = Efuses(config.mac)
+        self.registers = RegisterFile(self.efuses)
         self.spi = SpiFlashController(self.flash)
         self.mode = Mode.RESET
         self.log = bytearray()
@@ -68,6 +79,10 @@ class Board:
         self._lines = (False, False)  # (dtr, rts) as last set through RFC 2217
         self._boot_latch: asyncio.Task[None] | None = None
         self._boot_low_seen = False
+        self._usb_download_flag = False  # USB-Serial-JTAG: set by (DTR, not RTS), cleared by neither
+        self._usb_held: bool | None = None  # USB-Serial-JTAG: in reset; the boot mode latched when it began
+        self._watchdog: asyncio.TimerHandle | None = None  # machine.WDT: the pending expiry
+        self._watchdog_ms = 0
         self._baud = ROM_BAUD
         self._rx_free = self._tx_free = 0.0
 
@@ -107,6 +122,7 @@ class Board:
 
     async def reset(self, *, download: bool, cause: str = "poweron") -> None:
         """Pulse EN; boot into ROM download mode (`download`) or from flash."""
+        self._usb_held = None
         await self.hold_reset()
         self._start(self._boot(download, cause))
 
@@ -120,10 +136,36 @@ class Board:
             self._task.cancel()
         self._task = None
         self._repl = None
+        self._stop_watchdog()
         self.mode = Mode.RESET
         self.events.append("reset held")
 
     def set_lines(self, dtr: bool, rts: bool) -> None:
+        """The host's DTR/RTS, as the board's USB personality wires them to the chip."""
+        if self.config.usb == USB_SERIAL_JTAG:
+            self._usb_lines(dtr, rts)
+        else:
+            self._bridge_lines(dtr, rts)
+
+    def _usb_lines(self, dtr: bool, rts: bool) -> None:
+        """The USB-Serial-JTAG peripheral's CDC-ACM line logic (what esptool's `usb-reset` drives): DTR and
+        not RTS sets the download-mode flag, neither clears it, RTS and not DTR resets the chip (which samples
+        the flag as the reset begins and runs again when the lines leave that state); both: no action."""
+        self._lines = (dtr, rts)
+        if rts and not dtr:
+            if self._usb_held is None:
+                self._usb_held = self._usb_download_flag
+                self._enter_reset()
+            return
+        if dtr and not rts:
+            self._usb_download_flag = True
+        elif not dtr and not rts:
+            self._usb_download_flag = False
+        if self._usb_held is not None:
+            download, self._usb_held = self._usb_held, None
+            self._start(self._boot(download, "usb"))
+
+    def _bridge_lines(self, dtr: bool, rts: bool) -> None:
         """DTR/RTS through the classic auto-reset circuit: EN low = RTS and not DTR; IO9 low = DTR and not RTS."""
         was_en_low = self._lines[1] and not self._lines[0]
         self._lines = (dtr, rts)
@@ -153,8 +195,9 @@ class Board:
         self._boot_latch = None
 
     def release_lines(self) -> None:
-        """A client closed the port: lines go idle without a reset."""
+        """A client closed the port: lines go idle without a reset (USB: the download flag clears)."""
         self._lines = (False, False)
+        self._usb_download_flag = False
 
     async def close(self) -> None:
         """Power off and release the flash file."""
@@ -185,11 +228,13 @@ class Board:
         self._repl = None
 
     async def _boot(self, download: bool, cause: str) -> None:
+        """From reset: the ROM's lines, then download mode, the boot loop or MicroPython (until the next reset)."""
+        self._stop_watchdog()
         self.write(rom_banner(cause, download))
         if download:
             await self._download_mode()
             return
-        decision = check_flash_image(self.flash.read(0, self.flash.size))
+        decision = check_flash_image(self.flash.read(0, self.flash.size), self.efuses.revision)
         if decision.image is None:
             self.mode = Mode.BOOT_LOOP
             self.events.append(f"boot loop: {decision.problem}")
@@ -200,22 +245,36 @@ class Board:
         self.write(loader_text(decision.image))
         self.mode = Mode.APP
         self.events.append("app started")
-        reset_cause = PWRON_RESET
-        while True:
-            self._repl = Repl(self.flash.fs_dir, self.config.mac, self.write, decision.banner)
-            exit_reason = await self._repl.run(reset_cause)
-            self._repl = None
-            download = exit_reason == ReplExit.BOOTLOADER
-            self.write(rom_banner("software", download))
-            if download:
-                await self._download_mode()
-                return
-            decision = check_flash_image(self.flash.read(0, self.flash.size))
-            if decision.image is None:
-                self._start(self._boot(False, "software"))
-                return
-            self.write(loader_text(decision.image))
-            reset_cause = HARD_RESET
+        self._repl = Repl(self.flash.fs_dir, self.config.mac, self.write, decision.banner, self._watchdog_request)
+        exit_reason = await self._repl.run(RESET_CAUSES[cause].machine_cause)
+        self._repl = None
+        self._stop_watchdog()
+        self._start(self._boot(exit_reason == ReplExit.BOOTLOADER, "software"))
+
+    # -- machine.WDT (the task watchdog) ---------------------------------------------------------
+
+    def _watchdog_request(self, timeout_ms: int | None) -> None:
+        """machine.WDT(timeout=...) starts it, feed() restarts the countdown; it cannot be stopped."""
+        if timeout_ms is not None:
+            self._watchdog_ms = timeout_ms
+        elif not self._watchdog_ms:
+            return
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = asyncio.get_running_loop().call_later(self._watchdog_ms / 1000, self._watchdog_expired)
+
+    def _watchdog_expired(self) -> None:
+        self._watchdog = None
+        self.events.append("task watchdog expired")
+        self.write(watchdog_text())
+        self._enter_reset()
+        self._start(self._boot(False, "task_wdt"))
+
+    def _stop_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._watchdog = None
+        self._watchdog_ms = 0
 
     async def _download_mode(self) -> None:
         self.mode = Mode.DOWNLOAD
@@ -245,7 +304,8 @@ class Board:
         if not self.config.wire_speed:
             return
         now = time.monotonic()
-        seconds = size * 10 / self._baud
+        baud = USB_BAUD_EQUIVALENT if self.config.usb == USB_SERIAL_JTAG else self._baud
+        seconds = size * 10 / baud
         if direction == "rx":
             self._rx_free = max(now, self._rx_free) + seconds
             due = self._rx_free

@@ -14,7 +14,24 @@ from bench.esp_image import ESP32C6_CHIP_ID, ImageError, ImageInfo, parse_image
 FIRMWARE_MARKER = b"NPC-VIRTUAL-FIRMWARE:"
 DEFAULT_BANNER = "MicroPython v1.29.0 on 2026-01-01; ESP32C6 module with ESP32C6"
 ROM_VERSION = b"ESP-ROM:esp32c6-20220919\r\nBuild:Sep 19 2022\r\n"
-RESET_CAUSES = {"poweron": (0x1, "POWERON"), "software": (0xC, "SW_CPU_RESET"), "watchdog": (0x7, "TG0_WDT_HPSYS")}
+SAVED_PC = b"Saved PC:0x4001975a\r\n"  # printed after any reset but power-on
+
+
+@dataclass(frozen=True)
+class ResetCause:
+    """One way the chip resets: the ROM's `rst:` code and name, and what MicroPython's reset_cause() says."""
+
+    code: int
+    name: str
+    machine_cause: int  # machine.PWRON_RESET=1, HARD_RESET=2, WDT_RESET=3; 0 for reasons the port maps to none
+
+
+RESET_CAUSES = {
+    "poweron": ResetCause(0x1, "POWERON", 1),  # power applied, or EN (CHIP_PU) pulled low by a UART bridge's RTS
+    "software": ResetCause(0xC, "SW_CPU", 2),  # machine.reset() (esp_restart)
+    "usb": ResetCause(0x15, "USB_UART_HPSYS", 0),  # the USB-Serial-JTAG port's RTS (esp_reset_reason: USB)
+    "task_wdt": ResetCause(0xC, "SW_CPU", 3),  # machine.WDT expired: panic handler, then esp_restart
+}
 BOOT_MODE_FLASH = b"boot:0x6c (SPI_FAST_FLASH_BOOT)"
 BOOT_MODE_DOWNLOAD = b"boot:0x5 (DOWNLOAD(USB/UART/SDIO_REI_FEO))"
 
@@ -30,16 +47,18 @@ class BootDecision:
 
 def rom_banner(cause: str, download: bool) -> bytes:
     """The first lines the ROM prints after a reset."""
-    code, name = RESET_CAUSES[cause]
+    reset = RESET_CAUSES[cause]
     mode = BOOT_MODE_DOWNLOAD if download else BOOT_MODE_FLASH
-    text = ROM_VERSION + f"rst:0x{code:x} ({name}),".encode() + mode + b"\r\n"
+    text = ROM_VERSION + f"rst:0x{reset.code:x} ({reset.name}),".encode() + mode + b"\r\n"
+    if cause != "poweron":
+        text += SAVED_PC
     return text + (b"waiting for download\r\n" if download else b"")
 
 
-def check_flash_image(flash_bytes: bytes) -> BootDecision:
-    """Decide whether the image at flash offset 0x0 boots, as the ROM does."""
+def check_flash_image(flash_bytes: bytes, chip_revision: int = 1) -> BootDecision:
+    """Decide whether the image at flash offset 0x0 boots on a chip of `chip_revision` (v0.1: 1), as the ROM does."""
     try:
-        image = parse_image(flash_bytes, chip_id=ESP32C6_CHIP_ID)
+        image = parse_image(flash_bytes, chip_id=ESP32C6_CHIP_ID, chip_revision=chip_revision)
     except ImageError as exc:
         return BootDecision(None, str(exc))
     return BootDecision(image, banner=firmware_banner(image))
@@ -58,19 +77,24 @@ def firmware_banner(image: ImageInfo) -> str:
 def boot_loop_text(problem: str, first_word: int) -> bytes:
     """One round of the ROM's invalid-image boot loop."""
     detail = f"invalid header: 0x{first_word:08x}" if "invalid header" in problem else f"image rejected: {problem}"
-    return (
-        ROM_VERSION
-        + b"rst:0x7 (TG0_WDT_HPSYS),"
-        + BOOT_MODE_FLASH
-        + b"\r\nSaved PC:0x4001975a\r\n"
-        + detail.encode()
-        + b"\r\n"
-    )
+    return ROM_VERSION + b"rst:0x7 (TG0_WDT_HPSYS)," + BOOT_MODE_FLASH + b"\r\n" + SAVED_PC + detail.encode() + b"\r\n"
 
 
 def loader_text(image: ImageInfo) -> bytes:
     """The second-stage lines printed while a valid image loads."""
     lines = [b"SPIWP:0xee", b"mode:DIO, clock div:2"]
-    lines += [f"load:0x{addr:08x},len:{len(data)}".encode() for addr, data in image.segments]
+    lines += [f"load:0x{addr:08x},len:0x{len(data):x}".encode() for addr, data in image.segments]
     lines.append(f"entry 0x{image.entry:08x}".encode())
     return b"\r\n".join(lines) + b"\r\n"
+
+
+def watchdog_text() -> bytes:
+    """What ESP-IDF's panic handler prints when MicroPython's task watchdog (machine.WDT) is not fed."""
+    return (
+        b"E (0) task_wdt: Task watchdog got triggered. "
+        b"The following tasks/users did not reset the watchdog in time:\r\n"
+        b"E (0) task_wdt:  - mp_task (CPU 0)\r\n"
+        b"E (0) task_wdt: Aborting.\r\n"
+        b"\r\nabort() was called at PC 0x42017a3e on core 0\r\n"
+        b"\r\nRebooting...\r\n"
+    )

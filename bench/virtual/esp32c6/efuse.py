@@ -30,6 +30,11 @@ class Efuses:
     package: int = 0
     flash_capacity: int = 0
 
+    @property
+    def revision(self) -> int:
+        """The chip revision as images state their supported range: major * 100 + minor (v0.1 -> 1)."""
+        return self.major_revision * 100 + self.minor_revision
+
     def registers(self) -> dict[int, int]:
         """Address -> value of the read registers esptool looks at (security fuses read 0: nothing burned)."""
         word0 = int.from_bytes(self.mac[2:6], "big")

@@ -18,7 +18,7 @@ from bench.virtual.esp32c6.vm import MicroPythonVM, Outcome, RunResult
 CTRL_A, CTRL_B, CTRL_C, CTRL_D, CTRL_E = 1, 2, 3, 4, 5
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 RAW_PASTE_WINDOW = 256
-PWRON_RESET, HARD_RESET, SOFT_RESET = 1, 2, 5  # machine.reset_cause() values
+SOFT_RESET = 5  # machine.reset_cause() after a soft reset
 
 
 class ReplExit(enum.Enum):
@@ -41,11 +41,19 @@ class _BoardRequest(Exception):
 class Repl:
     """The REPL of one board: feed it UART input, it writes UART output through `write`."""
 
-    def __init__(self, root: Path, mac: bytes, write: Callable[[bytes], None], banner: str) -> None:
+    def __init__(
+        self,
+        root: Path,
+        mac: bytes,
+        write: Callable[[bytes], None],
+        banner: str,
+        on_watchdog: Callable[[int | None], None] = lambda timeout_ms: None,
+    ) -> None:
         self.root = root
         self.mac = mac
         self.write = write
         self.banner = banner
+        self.on_watchdog = on_watchdog
         self._pending = bytearray()
         self._arrived = asyncio.Event()
         self._raw = False
@@ -56,12 +64,12 @@ class Repl:
         self._pending += data
         self._arrived.set()
 
-    async def run(self, reset_cause: int = PWRON_RESET) -> ReplExit:
+    async def run(self, reset_cause: int) -> ReplExit:
         """Boot MicroPython and serve the REPL until the program asks for a reset or the bootloader."""
         cause = reset_cause
         try:
             while True:
-                self._vm = MicroPythonVM(self.root, self.mac, cause, self.write)
+                self._vm = MicroPythonVM(self.root, self.mac, cause, self.write, self.on_watchdog)
                 await self._vm.start()
                 try:
                     await self._boot_scripts()

@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from bench.kinds import UART_BRIDGE, USB_PERSONALITIES
 from bench.virtual.esp32c6.board import Board, BoardConfig
 from bench.virtual.esp32c6.control import start_control
 from bench.virtual.esp32c6.efuse import parse_mac
@@ -54,12 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mac", required=True, help="base MAC, e.g. 60:55:f9:c6:00:01")
     parser.add_argument("--flash-size", type=int, default=8 * 1024 * 1024)
     parser.add_argument("--wire-speed", action="store_true", help="pace ROM/stub traffic at the simulated baud")
+    parser.add_argument("--usb", choices=USB_PERSONALITIES, default=UART_BRIDGE, help="the board's USB personality")
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args(argv)
     try:
         mac = parse_mac(args.mac)
     except ValueError as exc:
         parser.error(str(exc))
-    config = BoardConfig(args.name, args.state, mac, args.flash_size, args.wire_speed)
+    config = BoardConfig(args.name, args.state, mac, args.flash_size, args.wire_speed, args.usb)
     asyncio.run(serve(config, args.host))
     return 0

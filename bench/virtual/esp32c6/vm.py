@@ -51,11 +51,19 @@ def _nonblocking(fd: int) -> None:
 class MicroPythonVM:
     """A running VM with the board folder `root` as `/`; `on_output` receives its UART output."""
 
-    def __init__(self, root: Path, mac: bytes, reset_cause: int, on_output: Callable[[bytes], None]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        mac: bytes,
+        reset_cause: int,
+        on_output: Callable[[bytes], None],
+        on_watchdog: Callable[[int | None], None] = lambda timeout_ms: None,
+    ) -> None:
         self.root = root
         self.mac = mac
         self.reset_cause = reset_cause
         self.on_output = on_output
+        self.on_watchdog = on_watchdog  # machine.WDT: start (timeout in ms) or feed (None)
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl_in = self._ctl_out = self._stdin = self._stdout = -1
         self._ctl_buf = bytearray()
@@ -182,7 +190,7 @@ class MicroPythonVM:
                 self._stdout = -1
                 self._finish(RunResult(Outcome.DIED))
                 return
-            self.on_output(chunk)
+            self.on_output(chunk.replace(b"\n", b"\r\n"))  # MicroPython's stdout is "cooked", as on the chip
 
     def _read_ctl(self) -> None:
         try:
@@ -197,6 +205,10 @@ class MicroPythonVM:
         while b"\n" in self._ctl_buf:
             line, _, rest = bytes(self._ctl_buf).partition(b"\n")
             word, _, arg = line.partition(b" ")
+            if word in (b"wdt", b"feed"):  # not a result: the program goes on
+                self._ctl_buf = bytearray(rest)
+                self.on_watchdog(int(arg) if word == b"wdt" else None)
+                continue
             if word == b"error":
                 size = int(arg)
                 if len(rest) < size:

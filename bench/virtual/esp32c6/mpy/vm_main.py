@@ -39,7 +39,8 @@ def _read_exact(n):
 def _traceback(exc):
     buf = io.StringIO()
     sys.print_exception(exc, buf)
-    lines = [line for line in buf.getvalue().split("\n") if _ME not in line]
+    # the board's machine/os are built in on the chip: their source lines never show in a traceback
+    lines = [line for line in buf.getvalue().split("\n") if _ME not in line and _shim not in line]
     return "\n".join(lines).encode()
 
 

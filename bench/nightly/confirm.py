@@ -1,0 +1,84 @@
+"""Confirm before accusing: the nightly's verdicts on each session run, with a replay of every suspected
+regression on its device and on one unchanged control device, judged against the same baseline window.
+
+A suspected regression that the replay shows again is a regression; one that it does not is "not
+reproduced", with both figures and the control device's. Verdicts and baseline membership are stored."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from bench.fleet import Device
+from bench.results.evidence import accept, record_verdicts
+from bench.results.judge import acceptance, judge_run
+from bench.results.store import ResultStore
+from bench.results.thresholds import Thresholds
+from bench.results.verdict import SUSPECTED, Verdict, confirmed, settle
+from bench.units import figure
+
+# replay(session file, devices, run kind) -> the new run's id
+Replay = Callable[[str, list[Device]], Awaitable[int]]
+
+
+@dataclass
+class Confirmation:
+    """The final verdicts of one session run, and the confirm run that checked them (if one was needed)."""
+
+    run_id: int
+    verdicts: list[Verdict]
+    confirm_run: int | None = None
+    control: str | None = None
+
+
+def pick_control(devices: list[Device], suspects: set[str]) -> Device | None:
+    """An unchanged device to replay alongside the suspects: same kind as a suspect if possible."""
+    others = [d for d in devices if d.name not in suspects]
+    kinds = {d.kind for d in devices if d.name in suspects}
+    return next((d for d in others if d.kind in kinds), others[0] if others else None)
+
+
+async def confirm_run(
+    store: ResultStore,
+    run_id: int,
+    session_file: str,
+    devices: list[Device],
+    thresholds: Thresholds,
+    replay: Replay | None,
+    *,
+    pinned: int | None = None,
+) -> Confirmation:
+    """Judge run `run_id`, replay its suspected regressions (when `replay` is given), store the final verdicts
+    and which devices join later baselines."""
+    first = judge_run(store, run_id, thresholds, pinned=pinned)
+    suspects = {v.device for v in first if v.status == SUSPECTED}
+    result = Confirmation(run_id, [settle(v) for v in first])
+    if suspects and replay is not None:
+        control = pick_control(devices, suspects)
+        replayed = [d for d in devices if d.name in suspects] + ([control] if control else [])
+        again = await replay(session_file, replayed)
+        second = {
+            (v.device, v.metric): v
+            for v in judge_run(
+                store, again, thresholds, against=run_id, pinned=pinned, devices=[d.name for d in replayed]
+            )
+        }
+        by_key = {(v.device, v.metric): v for v in first}
+        final = []
+        for v in first:
+            note = ""
+            if control is not None and v.status == SUSPECTED:
+                before, after = by_key.get((control.name, v.metric)), second.get((control.name, v.metric))
+                unit = v.unit
+                note = f"{control.name} {_fig(before, unit)} then {_fig(after, unit)}"
+            final.append(confirmed(v, second.get((v.device, v.metric)), note))
+        result = Confirmation(run_id, final, again, control.name if control else None)
+    record_verdicts(store, run_id, result.verdicts)
+    for dev in store.devices(run_id):
+        ok, why = acceptance(result.verdicts, dev.name, dev.status)
+        accept(store, run_id, dev.name, ok, why)
+    return result
+
+
+def _fig(v: Verdict | None, unit: str) -> str:
+    return figure(v.run_value if v else None, unit)

@@ -1,0 +1,82 @@
+"""What a verdict rests on, kept with the results: the bench host's noise per run, each device's
+fingerprint, the verdicts themselves, and which device runs were accepted into later baselines.
+
+Tables `run_host`, `fingerprints`, `verdicts` and `baseline_members` (bench.results.schema)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench.results.store import ResultStore
+from bench.results.verdict import Verdict, Window
+
+
+def record_host(store: ResultStore, run_id: int, noise: dict[str, Any]) -> None:
+    """The bench host's identity and noise during run `run_id`."""
+    store.db.execute("INSERT OR REPLACE INTO run_host VALUES (?, ?)", (run_id, json.dumps(noise)))
+
+
+def host_of(store: ResultStore, run_id: int) -> dict[str, Any] | None:
+    """The stored host noise of a run, or None."""
+    row = store.db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def record_fingerprint(store: ResultStore, run_id: int, device: str, fingerprint: dict[str, Any]) -> None:
+    """What ran on `device` in run `run_id`."""
+    store.db.execute("INSERT OR REPLACE INTO fingerprints VALUES (?, ?, ?)", (run_id, device, json.dumps(fingerprint)))
+
+
+def fingerprints(store: ResultStore, run_id: int) -> dict[str, dict[str, Any]]:
+    """device -> fingerprint of a run."""
+    rows = store.db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,))
+    return {device: json.loads(data) for device, data in rows.fetchall()}
+
+
+def record_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict]) -> None:
+    """The final verdicts of a run (replacing earlier ones of the same device and metric)."""
+    rows = [(run_id, v.device, v.metric, v.status, json.dumps(v.to_dict())) for v in verdicts]
+    store.db.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?)", rows)
+
+
+def stored_verdicts(store: ResultStore, run_id: int) -> list[Verdict]:
+    """The verdicts recorded for a run (empty when it was never judged)."""
+    rows = store.db.execute("SELECT data FROM verdicts WHERE run_id = ? ORDER BY device, metric", (run_id,))
+    out = []
+    for (data,) in rows.fetchall():
+        fields = json.loads(data)
+        fields["baseline_runs"] = tuple(fields.get("baseline_runs") or ())
+        out.append(Verdict(**fields))
+    return out
+
+
+def accept(store: ResultStore, run_id: int, device: str, accepted: bool, why: str = "") -> None:
+    """Whether `device`'s part of run `run_id` joins later baseline windows, and why not."""
+    store.db.execute(
+        "INSERT OR REPLACE INTO baseline_members VALUES (?, ?, ?, ?)", (run_id, device, int(accepted), why)
+    )
+
+
+def membership(store: ResultStore, run_id: int) -> dict[str, tuple[bool, str]]:
+    """device -> (accepted, why) for a run."""
+    rows = store.db.execute("SELECT device, accepted, why FROM baseline_members WHERE run_id = ?", (run_id,))
+    return {device: (bool(accepted), why) for device, accepted, why in rows.fetchall()}
+
+
+def window(
+    store: ResultStore, session: str, device: str, measurement: str, *, before: int, size: int, pinned: int | None
+) -> Window:
+    """The last `size` accepted runs of `session` on `device` before run `before` (or up to and including the
+    `pinned` run) that have `measurement`, with its values, oldest first."""
+    last, op = (pinned, "<=") if pinned is not None else (before, "<")
+    rows = store.db.execute(
+        "SELECT m.run_id, m.value FROM measurements m"
+        " JOIN baseline_members b ON b.run_id = m.run_id AND b.device = m.device"
+        " JOIN runs r ON r.id = m.run_id"
+        f" WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND b.accepted = 1 AND m.run_id {op} ?"
+        " AND m.value IS NOT NULL ORDER BY m.run_id DESC LIMIT ?",
+        (device, measurement, session, last, size),
+    ).fetchall()
+    rows.reverse()
+    return Window(tuple(int(r[0]) for r in rows), tuple(float(r[1]) for r in rows), size, pinned)

@@ -1,0 +1,85 @@
+"""Judge a stored run: every device and metric against its baseline window, with the bench host's noise.
+
+Returns verdicts before confirmation (a regression is SUSPECTED until a replay reproduces it; see
+bench.nightly.confirm), and decides which device runs join later baselines."""
+
+from __future__ import annotations
+
+from bench.measure.host import HostNoise
+from bench.results.evidence import fingerprints, host_of, window
+from bench.results.store import ResultStore
+from bench.results.thresholds import Thresholds
+from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, Verdict, host_busy, judge, not_applicable
+
+ICOUNT = (
+    "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, so a "
+    "latency measured on the bench's clock says nothing about the console; judge its device-clock figures"
+)
+
+
+def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
+    """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured): other
+    processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
+    of the baseline runs. A host that is always as busy has that noise in the window's spread already."""
+    data = host_of(store, run_id)
+    if not data or "others_pct" not in data:
+        return None
+    noise = HostNoise.from_json(data)
+    rules = thresholds.host
+    if not noise.busy(rules.busy_others_pct):
+        return None
+    usual = max((HostNoise.from_json(host_of(store, r) or {}).load_pct for r in baseline_runs), default=0.0)
+    if noise.load_pct <= usual + rules.busier_margin_pct:
+        return None
+    return f"{noise.describe()}; at most {usual:.0f}% in its baseline runs"
+
+
+def judge_run(
+    store: ResultStore,
+    run_id: int,
+    thresholds: Thresholds,
+    *,
+    against: int | None = None,
+    pinned: int | None = None,
+    devices: list[str] | None = None,
+) -> list[Verdict]:
+    """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
+    (default: this run) or at the `pinned` run. A suspected regression of a host-timed metric on a virtual device
+    while the bench host was busier than during its baseline runs is INCONCLUSIVE."""
+    row = store.run(run_id)
+    prints = fingerprints(store, run_id)
+    by_device: dict[str, dict] = {}
+    for m in store.measurements(run_id):
+        by_device.setdefault(m.device, {})[m.name] = m
+    verdicts = []
+    for dev in store.devices(run_id):
+        if devices is not None and dev.name not in devices:
+            continue
+        virtual = bool(prints.get(dev.name, {}).get("virtual", False))
+        stored = by_device.get(dev.name, {})
+        for rule in thresholds.rules:
+            m = stored.get(rule.measurement)
+            base = window(
+                store, row.session or "", dev.name, rule.measurement,
+                before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
+            )  # fmt: skip
+            verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
+            if rule.bench_clock and prints.get(dev.name, {}).get("clock") == "icount":
+                verdict = not_applicable(verdict, ICOUNT)
+            elif virtual and rule.host_timed and verdict.status == SUSPECTED:
+                busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
+                verdict = host_busy(verdict, busy) if busy else verdict
+            verdicts.append(verdict)
+    return verdicts
+
+
+def acceptance(verdicts: list[Verdict], device: str, status: str) -> tuple[bool, str]:
+    """Whether a device's run joins later baselines: a finished run with no confirmed or inconclusive regression.
+    A run on a busy host that showed nothing suspect does join: the window then holds the noise this bench host
+    really has, and a host that is always busy still gets a baseline."""
+    if status not in ("ok", "running"):
+        return False, f"device status {status}"
+    bad = [v.metric for v in verdicts if v.device == device and v.status in (REGRESSION, INCONCLUSIVE)]
+    if bad:
+        return False, "regressed: " + ", ".join(bad)
+    return True, ""

@@ -1,0 +1,277 @@
+"""A device ready for a test: brought up to date (flashed/deployed only when out of date), its agent running, a
+session open and its console followed. Sync methods for tests; the work runs on the bench's event loop thread.
+
+One `DeviceAgent` per device lives for the whole pytest session (a suite does not reflash or restart per test);
+`bench.pytest_plugin` checks it before each test and recovers it (`bench.testkit.recovery`) when a test broke it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.agent.session import AgentSession
+from bench.devices import driver_for, has_driver
+from bench.devices.base import Driver
+from bench.errors import BenchError, ConfigError
+from bench.fleet import Device
+from bench.kinds import Settings
+from bench.loop_thread import LoopThread
+from bench.models import kind_model
+from bench.ota.rollout import DeviceUpdate, device_base_url, server_host_for, update_device
+from bench.ota.timing import timing_named
+from bench.testkit.console import DeviceConsole
+from bench.testkit.ota import TestOta
+
+HEALTH_TIMEOUT_S = 5.0  # a hello must come back this fast (kinds with slower agents get their driver's timeout)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One device's measurements from `DeviceAgent.replay`."""
+
+    status: str  # ok, failed or unreachable
+    detail: str
+    values: dict[str, float | None]  # measurement name -> value (bench.measure.device names)
+    units: dict[str, str]
+    run_id: int
+
+
+class DeviceAgent:
+    """A device's agent session for tests: `hello()`, `infer(x)`, `load_model(path)`, `update(model)`,
+    `replay(session)`, `stats()`; `console` is the device's console."""
+
+    def __init__(self, device: Device, loop: LoopThread, log_dir: Path, ota: TestOta) -> None:
+        self.device = device
+        self.loop = loop
+        self.log_dir = log_dir
+        self.ota = ota
+        self.console = DeviceConsole(device.name)
+        self.driver: Driver | None = None
+        self.session: AgentSession | None = None
+        self.deployed = False
+        self.suspect = False  # a test failed on it: start the agent afresh before the next test
+        self.replayed = False  # this agent process has had a session replayed into it
+        self.deploy_steps: list[str] = []  # what the last deploy did, per step ("firmware: up to date", ...)
+        self._follower: asyncio.Task[None] | None = None
+        self._own_manifest: dict[str, Any] | None = None  # the device's own model, published for switching back
+
+    @property
+    def name(self) -> str:
+        """The device's name in the fleet."""
+        return self.device.name
+
+    @property
+    def kind(self) -> str:
+        """The device's kind."""
+        return self.device.kind
+
+    @property
+    def settings(self) -> Settings:
+        """The device's typed settings (its kind's defaults and the fleet file's values)."""
+        return self.device.settings
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The agent's last hello."""
+        return self.session.info if self.session else {}
+
+    def __repr__(self) -> str:
+        return f"<DeviceAgent {self.name} ({self.kind})>"
+
+    # -- for tests (sync) --------------------------------------------------------------------------
+
+    def hello(self) -> dict[str, Any]:
+        """The agent's hello: agent, version, platform, runtime, model, caps."""
+        return self._run(self._session().hello())
+
+    def infer(self, x: list[float]) -> dict[str, Any]:
+        """Run the current model once on feature vector `x`: {y, act, p, us, model}."""
+        return self._run(self._session().infer([float(v) for v in x]))
+
+    def stats(self) -> dict[str, Any]:
+        """Memory in use and peak, frame and inference counts, error counters."""
+        return self._run(self._session().stats())
+
+    def update(self, model: str | Path | dict[str, Any], *, delta: bool = False) -> DeviceUpdate:
+        """Update the agent over CoAP through the bench's update server and check the result through its hello.
+        `model`: a model file (signed with the dev key and published as the next version), a manifest already
+        published in `ota.store`, or a name from `ota.manifest(...)` ("v1", "v2", "forged-v2", "crash", ...).
+        Never raises for a device-side failure: see the returned record's `ok`, `detail`, `kept_previous`."""
+        manifest = self.ota.resolve(model, self.device)
+        return self._run(self._update(manifest, delta), timeout_s=900)
+
+    def load_model(self, path: str | Path) -> DeviceUpdate:
+        """Switch the agent to the model file `path` (signed with the dev key, sent over CoAP); BenchError if the
+        agent refused it or did not switch."""
+        result = self.update(Path(path))
+        if not result.ok:
+            raise BenchError(f"device {self.name}: model {path} not loaded: {result.detail}")
+        return result
+
+    def replay(self, session_file: str | Path, *, speed: float | None = 1.0) -> Replayed:
+        """Play a recorded session into this agent at `speed` (None: as fast as the link takes it); the
+        measurements (decision latency, FPS, jitter, misses, faults), also stored in the test run's results.
+        Input `seq` numbers only grow within one agent process (docs/protocol.md), so a second replay restarts
+        the agent first, as a replay through `hilbench replay` starts from a fresh one."""
+        return self._run(self._replay(Path(session_file), speed), timeout_s=1800)
+
+    def next_fault(self, timeout: float = 15.0) -> dict[str, Any]:
+        """The next `fault` message the agent sends during this test (DeviceUnreachable when none comes)."""
+        return self._run(self._session().next_fault(timeout))
+
+    def run(self, coro_fn, timeout_s: float | None = 600):
+        """Run `await coro_fn(session)` on the bench loop, for anything the sync methods do not cover."""
+        return self._run(coro_fn(self._session()), timeout_s=timeout_s)
+
+    # -- lifecycle (async, on the bench loop) ------------------------------------------------------
+
+    async def bring_up(self) -> None:
+        """Deploy once per session (the driver skips what is up to date), start the agent, open a session."""
+        if not has_driver(self.kind):
+            raise ConfigError(f"device {self.name}: no driver for kind {self.kind!r}")
+        if not self.deployed:
+            await self.deploy()
+        await self.open()
+
+    async def deploy(self) -> None:
+        """Flash/deploy through the driver: only what is out of date is written."""
+        await self.close()
+        driver = self._driver()
+        steps = await driver.flash()
+        with contextlib.suppress(Exception):
+            await driver.close_agent()
+        self.deploy_steps = [f"{s.step}: {'up to date' if s.skipped else s.detail}" for s in steps]
+        failed = next((s for s in steps if not s.ok), None)
+        if failed is not None:
+            raise BenchError(f"device {self.name}: {failed.step} failed: {failed.detail}")
+        self.deployed = True
+
+    async def open(self) -> None:
+        """Start the agent (if needed), open a session, follow the console."""
+        if self.session is not None and not self.session.closed:
+            return
+        driver = self._driver()
+        self._follower = asyncio.create_task(self._follow(driver), name=f"console-{self.name}")
+        try:
+            transport = await driver.open_agent()
+            self.session = await AgentSession.open(
+                transport,
+                device=self.name,
+                log_path=self.log_dir / f"{self.name}.agent.log",
+                timeout=driver.reply_timeout_s,
+                hello_timeout=max(15.0, driver.reply_timeout_s),
+            )
+        except BaseException:
+            await self.close()
+            raise
+        self.session.console_listeners.append(lambda text: self.console.feed(text, "agent"))
+        self.console.ended = None
+        self.replayed = False
+
+    async def check(self) -> None:
+        """Raise a BenchError when the agent does not answer a hello in time."""
+        session = self._session()
+        timeout = max(HEALTH_TIMEOUT_S, self.driver.reply_timeout_s if self.driver else 0)
+        await session.hello(timeout=timeout)
+
+    async def ensure_model(self) -> str | None:
+        """Switch back to the device's own model (its kind's or fleet file's `model`) when a test left another
+        one running; a note saying so, or None when nothing was needed."""
+        path, _fmt = kind_model(self.kind, self.settings)
+        running = (await self._session().hello()).get("model") or {}
+        if running.get("sha256") == hashlib.sha256(path.read_bytes()).hexdigest():
+            return None
+        if self._own_manifest is None:
+            self._own_manifest = self.ota.resolve(path, self.device)
+        result = await self._update(self._own_manifest, delta=False)
+        if not result.ok:
+            raise BenchError(f"device {self.name}: could not switch back to {path.name}: {result.detail}")
+        return f"switched back to {path.name} (a test left v{running.get('version')} running)"
+
+    async def restart(self) -> None:
+        """Stop the agent (and its session) and start it again."""
+        await self.close()
+        await self.open()
+
+    async def redeploy(self) -> None:
+        """Deploy again (what is out of date) and start the agent."""
+        self.deployed = False
+        await self.deploy()
+        await self.open()
+
+    async def stop_frames(self) -> None:
+        """Stop a frame loop a test left running (no error when none runs)."""
+        if self.session is not None and not self.session.closed:
+            with contextlib.suppress(BenchError):
+                await self.session.stop(timeout=HEALTH_TIMEOUT_S)
+
+    async def close(self) -> None:
+        """Close the session and stop the agent cleanly through the driver (Ctrl-C, shutdown, poweroff)."""
+        session, self.session = self.session, None
+        if session is not None:
+            await session.close()
+        if self.driver is not None:
+            with contextlib.suppress(Exception):
+                await self.driver.close_agent()
+        if self._follower is not None:
+            self._follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._follower
+            self._follower = None
+        self.console.ended = "the agent was closed"
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _run(self, coro, timeout_s: float | None = 600):
+        return self.loop.run(coro, timeout_s=timeout_s)
+
+    def _session(self) -> AgentSession:
+        if self.session is None:
+            raise BenchError(f"device {self.name}: the agent is not open")
+        return self.session
+
+    def _driver(self) -> Driver:
+        if self.driver is None:
+            self.driver = driver_for(self.device, log_dir=self.log_dir)
+        return self.driver
+
+    async def _follow(self, driver: Driver) -> None:
+        with contextlib.suppress(BenchError, OSError):
+            await driver.follow_console(lambda text: self.console.feed(text, "device"))
+
+    async def _update(self, manifest: dict[str, Any], delta: bool) -> DeviceUpdate:
+        port = await self.ota.port()
+        base_url = device_base_url(port, server_host_for(self.device, self.driver))
+        timing = timing_named(self.settings.ota_timing)
+        return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
+
+    async def _replay(self, session_file: Path, speed: float | None) -> Replayed:
+        from bench.agent.endpoint import AgentEndpoint
+        from bench.replay.service import replay_fleet
+
+        if self.replayed:
+            await self.restart()
+        self.replayed = True
+        session = self._session()
+
+        async def opened(_device: Device) -> AgentEndpoint:
+            async def keep_open() -> None:
+                return None
+
+            return AgentEndpoint(session, keep_open)
+
+        result = await replay_fleet([self.device], session_file, self.ota.results(), opened, speed=speed)
+        run = result.devices[0]
+        measured = run.result.measurements if run.result else []
+        return Replayed(
+            run.status,
+            run.detail,
+            {m.name: m.value for m in measured},
+            {m.name: m.unit for m in measured},
+            result.run_id,
+        )

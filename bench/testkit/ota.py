@@ -1,0 +1,100 @@
+"""The bench services a pytest session shares between devices: the CoAP update server with its model store
+(the nightly's store: v1, v2, forged signatures and the fault fixtures) and a results store for replays."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from bench.errors import ConfigError
+from bench.fleet import Device
+from bench.models import guess_name_and_format
+from bench.nightly.ota_stage import FAMILY, build_store
+from bench.ota.rollout import bind_address
+from bench.ota.server import UpdateServer
+from bench.ota.store import ModelStore
+from bench.results.store import ResultStore
+from bench.signing import DEV_PRIVATE_KEY, load_private_key
+
+
+class TestOta:
+    """Started on first use, stopped with the pytest session."""
+
+    __test__ = False  # not a test class, whatever pytest's name patterns say
+
+    def __init__(self, root: Path, hosts: list[str]) -> None:
+        self.root = root
+        self.hosts = hosts  # where the session's devices reach the bench (their ota_server_host)
+        self._server: UpdateServer | None = None
+        self._results: ResultStore | None = None
+        self._built: tuple[ModelStore, dict] | None = None
+
+    @property
+    def store(self) -> ModelStore:
+        """The session's model store."""
+        return self._store()[0]
+
+    def manifest(self, case: str, device: Device) -> dict[str, Any]:
+        """The manifest of `case` ("v1", "v2", "forged-v1", "forged-v2", "crash", "out-of-memory",
+        "broken-weights") in the format `device` runs; ConfigError when there is none."""
+        fmt = device.settings.model_format
+        manifests = self._store()[1]
+        if (fmt, case) not in manifests:
+            known = sorted({c for f, c in manifests if f == fmt})
+            raise ConfigError(f"device {device.name}: no {case!r} model in {fmt}", hint=f"known: {', '.join(known)}")
+        return manifests[fmt, case]
+
+    def resolve(self, model: str | Path | dict[str, Any], device: Device) -> dict[str, Any]:
+        """A manifest for `model`: a manifest as is, a file path (published, signed with the dev key), a case
+        name of `manifest()`, or NAME@VERSION from the store."""
+        if isinstance(model, dict):
+            return model
+        if isinstance(model, Path):
+            return self._published(model)
+        if "@" in model:
+            return self.store.resolve(model, device.settings.model_format)
+        return self.manifest(model, device)
+
+    def _published(self, model: Path) -> dict[str, Any]:
+        """The store's manifest of the file `model` (published as the next version, signed with the dev key, unless
+        a version with the same bytes is there already)."""
+        _name, fmt = guess_name_and_format(model)
+        try:
+            sha = hashlib.sha256(model.read_bytes()).hexdigest()
+        except OSError as exc:
+            raise ConfigError(f"model {model}: cannot read: {exc.strerror}") from None
+        store = self.store
+        for version in store.versions(FAMILY, fmt) if fmt in store.formats(FAMILY) else []:
+            if (manifest := store.manifest(FAMILY, version, fmt))["sha256"] == sha:
+                return manifest
+        return store.publish(model, load_private_key(DEV_PRIVATE_KEY), name=FAMILY, fmt=fmt).manifest
+
+    async def port(self) -> int:
+        """The update server's UDP port (started on first call)."""
+        if self._server is None:
+            server = UpdateServer(self.store, host=bind_address(self.hosts))
+            await server.start()
+            self._server = server
+        return self._server.port
+
+    def results(self) -> ResultStore:
+        """The session's results store (SQLite, beside the logs)."""
+        if self._results is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._results = ResultStore(self.root / "results.sqlite")
+        return self._results
+
+    async def close(self) -> None:
+        """Stop the server and close the results store."""
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
+        if self._results is not None:
+            self._results.close()
+            self._results = None
+
+    def _store(self) -> tuple[ModelStore, dict]:
+        if self._built is None:
+            self._built = build_store(self.root / "ota-store")
+        return self._built

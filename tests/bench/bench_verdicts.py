@@ -1,0 +1,250 @@
+"""Benchmark of the nightly's verdicts themselves: unchanged nightlies must not raise false alarms, injected
+regressions must be reported the night they appear.
+
+    .venv/bin/python tests/bench/bench_verdicts.py [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
+                                                   [--duration 10] [--out DIR] [--json]
+
+A reduced nightly (one short synthetic combat session, the chosen devices, update and fault stages skipped) runs
+from a scratch copy of this checkout, so injections change files the way a team would, never this worktree:
+
+  unchanged ........ nothing changed (the first `baseline_runs` nights collect the baseline)
+  cpu-hog .......... unchanged, with one busy loop per host CPU running during the whole nightly
+  slower-model ..... the fleet file asks for npc-policy-large-int8 (same input and output shapes, more compute)
+  memory+13% ....... the agents allocate and touch a ballast of ~13% of their memory peak at import
+  first-frame+20% .. the agents wait ~20% of their first-frame time before starting the frame loop
+
+Prints one line per night (exit code, regressions, not reproduced, inconclusive), then the false-alarm count
+over the unchanged nights and which injections were caught on the night they appeared. Timing on a shared
+host is noisy: the bench host's load during each night is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON = Path(sys.executable)
+HOST_AGENT = "host/npc_agent.py"
+MPY_AGENT = "micropython/npc_agent.py"
+
+
+def scratch_copy(out: Path) -> Path:
+    """The tracked files of this checkout (plus uncommitted edits) copied to `out`/repo."""
+    repo = out / "repo"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
+                           text=True, check=True).stdout.split("\n")  # fmt: skip
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, repo / name)
+    return repo
+
+
+def hilbench(repo: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "80"}
+    return subprocess.run([str(PYTHON), "-m", "bench", *args], cwd=repo, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def measurement(store: Path, device: str, name: str) -> float | None:
+    """The newest stored value of a measurement on a device."""
+    with sqlite3.connect(store) as db:
+        row = db.execute(
+            "SELECT m.value FROM measurements m JOIN runs r ON r.id = m.run_id WHERE r.kind = 'replay'"
+            " AND m.device = ? AND m.name = ? AND m.value IS NOT NULL ORDER BY m.run_id DESC LIMIT 1",
+            (device, name),
+        ).fetchone()
+    return float(row[0]) if row else None
+
+
+def patch(path: Path, anchor: str, replacement: str) -> None:
+    text = path.read_text()
+    if anchor not in text:
+        raise SystemExit(f"{path}: cannot find {anchor!r} to inject into")
+    path.write_text(text.replace(anchor, replacement, 1))
+
+
+def inject_memory(repo: Path, store: Path, devices: list[str]) -> str:
+    """A ballast of ~13% of the agents' memory peak, allocated and touched at import."""
+    host = max((measurement(store, d, "mem_peak") or 0.0) for d in devices if not d.startswith("c6"))
+    mcu = max((measurement(store, d, "mem_peak") or 0.0) for d in devices if d.startswith("c6")) if any(
+        d.startswith("c6") for d in devices) else 0.0  # fmt: skip
+    host_bytes, mcu_bytes = int(0.13 * host), int(0.13 * mcu)
+    patch(
+        repo / HOST_AGENT,
+        "\nclass Agent",
+        f"\n_BALLAST = bytes(range(256)) * {max(1, host_bytes // 256)}\n\n\nclass Agent",
+    )
+    patch(
+        repo / MPY_AGENT, "\nimport npcfeat", f"\n_BALLAST = bytearray(b'\\x01' * {max(1, mcu_bytes)})\nimport npcfeat"
+    )
+    return f"host agent +{host_bytes / 1e6:.1f} MB, MicroPython agent +{mcu_bytes / 1e3:.1f} kB"
+
+
+def inject_first_frame(repo: Path, store: Path, devices: list[str]) -> str:
+    """A wait of ~20% of the measured first-frame time (median of the cold starts, in µs) before the frame loop
+    starts."""
+    delays = {d: 0.2 * (measurement(store, d, "first_frame_p50") or 50_000.0) / 1000 for d in devices}
+    host_ms = max((v for d, v in delays.items() if not d.startswith("c6")), default=10.0)
+    mcu_ms = max((v for d, v in delays.items() if d.startswith("c6")), default=20.0)
+    patch(repo / HOST_AGENT, "        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))",
+          f"        await asyncio.sleep({host_ms / 1000:.4f})\n"
+          "        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))")  # fmt: skip
+    patch(repo / MPY_AGENT, "        self.loop = FrameLoop(sched, self.clock, int(msg.get(\"frames\", 0)))",
+          f"        __import__('time').sleep_ms({int(mcu_ms)})\n"
+          "        self.loop = FrameLoop(sched, self.clock, int(msg.get(\"frames\", 0)))")  # fmt: skip
+    return f"host agent waits {host_ms:.0f} ms, MicroPython agent {int(mcu_ms)} ms"
+
+
+def slower_fleet(repo: Path, devices: list[str]) -> Path:
+    """The bundled fleet with the larger policy model on `devices`."""
+    text = (repo / "fixtures" / "fleets" / "virtual.toml").read_text()
+    for name in devices:
+        text = re.sub(rf'(name = "{re.escape(name)}"\n)', r'\1model = "npc-policy-large-int8"\n', text)
+    fleet = repo / "fixtures" / "fleets" / "slower.toml"
+    fleet.write_text(text)
+    return fleet
+
+
+def night(repo: Path, label: str, devices: list[str], session: Path, store: Path, reports: Path,
+          fleet: Path | None = None, hog: bool = False) -> dict:  # fmt: skip
+    args = ["nightly", "--session", str(session), "--results", str(store), "--reports", str(reports), "--json",
+            "--skip", "update", "--skip", "faults"]  # fmt: skip
+    for d in devices:
+        args += ["--device", d]
+    if fleet is not None:
+        args += ["--fleet", str(fleet)]
+    hogs = (
+        [subprocess.Popen([str(PYTHON), "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)] if hog else []
+    )
+    started = time.monotonic()
+    try:
+        proc = hilbench(repo, *args)
+    finally:
+        for h in hogs:
+            h.send_signal(signal.SIGKILL)
+            h.wait()
+    try:
+        summary = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise SystemExit(f"{label}: nightly gave no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}") from None
+    (run,) = summary["runs"]
+    with sqlite3.connect(store) as db:
+        row = db.execute("SELECT data FROM run_host WHERE run_id = ?", (run["run_id"],)).fetchone()
+    host = json.loads(row[0]) if row else {}
+    stages = {s["name"]: s for s in summary["stages"]}
+    return {
+        "night": label,
+        "exit": summary["exit_code"],
+        "seconds": round(time.monotonic() - started, 1),
+        "run": run["run_id"],
+        "regressions": sorted(f"{v['device']}:{v['metric']}" for v in run["regressions"]),
+        "not_reproduced": sorted(f"{v['device']}:{v['metric']}" for v in run["not_reproduced"]),
+        "inconclusive": sorted(f"{v['device']}:{v['metric']}" for v in run["inconclusive"]),
+        "note": run["note"],
+        "others_pct": host.get("others_pct"),
+        "load": host.get("load_end"),
+        "failed_stages": [n for n, s in stages.items() if not s["ok"]],
+        "changes": _changes(store, run["run_id"]),
+        "report": run["report"],
+    }
+
+
+def _changes(store: Path, run_id: int) -> list[str]:
+    """What the report says changed (from the stored report data next to the page)."""
+    page = store.parent / "reports" / "runs" / f"{run_id}.json"
+    if not page.is_file():
+        return []
+    data = json.loads(page.read_text())
+    return [f"{d}: {'; '.join(c)}" for d, c in data.get("changes", {}).items() if c]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--devices", default="pi5-1,c6-a")
+    p.add_argument("--unchanged", type=int, default=10, help="unchanged nightlies (the first ones collect)")
+    p.add_argument("--hog-night", type=int, default=7, help="which unchanged night runs with a CPU hog (0: none)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of the synthetic session")
+    p.add_argument("--out", help="work folder (default: a temporary one, kept)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    devices = args.devices.split(",")
+    out = Path(args.out or tempfile.mkdtemp(prefix="bench-verdicts-"))
+    out.mkdir(parents=True, exist_ok=True)
+    repo = scratch_copy(out)
+    # private virtual devices: another bench run on this host (other lease folder) must not reflash them mid-run
+    os.environ.setdefault("HILBENCH_LEASE_DIR", str(out / "leases"))
+    os.environ["HILBENCH_STATE_DIR"] = str(out / "state")
+    sessions = out / "sessions"
+    synth = hilbench(repo, "session", "synth", "--scenario", "combat", "--duration", str(args.duration),
+                     "--out", str(sessions))  # fmt: skip
+    if synth.returncode:
+        raise SystemExit(synth.stderr)
+    (session,) = sessions.glob("*.mcap")
+    store, reports = out / "results.sqlite", out / "reports"
+    nights = []
+
+    def show(result: dict) -> None:
+        nights.append(result)
+        if not args.json:
+            flagged = ", ".join(result["regressions"]) or "-"
+            print(f"{result['night']:<16} exit {result['exit']}  regressions: {flagged}  not reproduced: "
+                  f"{len(result['not_reproduced'])}  inconclusive: {len(result['inconclusive'])}  "
+                  f"host others {result['others_pct']}%  {result['note']}", flush=True)  # fmt: skip
+
+    for k in range(1, args.unchanged + 1):
+        hog = k == args.hog_night
+        show(night(repo, "cpu-hog" if hog else f"unchanged-{k}", devices, session, store, reports, hog=hog))
+    originals = {name: (repo / name).read_text() for name in (HOST_AGENT, MPY_AGENT)}
+    injections = [
+        ("slower-model", lambda: ("fleet model npc-policy-large-int8", slower_fleet(repo, devices))),
+        ("memory+13%", lambda: (inject_memory(repo, store, devices), None)),
+        ("first-frame+20%", lambda: (inject_first_frame(repo, store, devices), None)),
+    ]
+    for label, inject in injections:
+        what, fleet = inject()
+        result = night(repo, label, devices, session, store, reports, fleet=fleet)
+        result["injected"] = what
+        show(result)
+        for name, text in originals.items():
+            (repo / name).write_text(text)
+    unchanged = [n for n in nights if "injected" not in n]
+    judged = [n for n in unchanged if not n["note"].startswith("collecting")]
+    summary = {
+        "devices": devices,
+        "unchanged_nights": len(unchanged),
+        "judged_unchanged_nights": len(judged),
+        "false_alarms": sum(len(n["regressions"]) for n in unchanged),
+        "nonzero_exits_unchanged": sum(n["exit"] != 0 for n in unchanged),
+        "caught": {n["night"]: n["regressions"] for n in nights if "injected" in n},
+        "nights": nights,
+        "work": str(out),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"\nunchanged nights: {len(unchanged)} ({len(judged)} judged); false alarms: {summary['false_alarms']}"
+              f" (goal 0); non-zero exits: {summary['nonzero_exits_unchanged']} (goal 0)")  # fmt: skip
+        for n in nights:
+            if "injected" in n:
+                caught = ", ".join(n["regressions"]) or "NOT caught"
+                print(f"{n['night']}: {n['injected']} -> {caught}" + (f"; changed: {' | '.join(n['changes'])}"
+                                                                        if n["changes"] else ""))  # fmt: skip
+        print(f"work folder: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,103 @@
+"""The `machine` module a program meets on the virtual ESP32-C6, through mpremote as on a real board: what the
+esp32 port documents for the C6 works, wrong arguments raise its errors, what is not modelled is absent."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.esp32c6_support import FIRMWARE, Board, mpremote, preflash, virtual_c6
+
+pytestmark = pytest.mark.e2e
+
+SURFACE = r"""
+import json, machine, time
+out = {}
+def err(fn):
+    try:
+        fn()
+    except Exception as e:
+        return type(e).__name__ + ": " + str(e)
+    return "no error"
+out["freq"] = machine.freq()
+machine.freq(80000000)
+out["freq80"] = machine.freq()
+out["freq_bad"] = err(lambda: machine.freq(100000000))
+led = machine.Pin(8, machine.Pin.OUT, value=1)
+out["out"] = [led.value(), (led.off(), led.value())[1], (led.on(), led())[1]]
+out["in_pull_up"] = machine.Pin(9, machine.Pin.IN, machine.Pin.PULL_UP).value()
+out["in_pull_down"] = machine.Pin(4, machine.Pin.IN, machine.Pin.PULL_DOWN).value()
+out["flash_pin"] = err(lambda: machine.Pin(26))
+out["no_pin"] = err(lambda: machine.Pin(31))
+uart = machine.UART(1, baudrate=115200, tx=5, rx=6, timeout=10)
+out["uart"] = [uart.write(b"hello"), uart.any(), uart.read()]
+out["uart_bad"] = err(lambda: machine.UART(2))
+ticks = []
+tim = machine.Timer(0)
+tim.init(mode=machine.Timer.PERIODIC, period=20, callback=lambda t: ticks.append(1))
+once = []
+machine.Timer(1, mode=machine.Timer.ONE_SHOT, period=10, callback=lambda t: once.append(1))
+time.sleep_ms(250)
+tim.deinit()
+n = len(ticks)
+time.sleep_ms(100)
+out["timer"] = [n, len(ticks) == n, len(once)]
+out["timer_bad"] = err(lambda: machine.Timer(2))
+out["wdt_bad"] = err(lambda: machine.WDT(timeout=0))
+out["i2c"] = err(lambda: machine.I2C(0))
+out["deepsleep"] = err(lambda: machine.deepsleep(1000))
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory: pytest.TempPathFactory):
+    with virtual_c6(preflash(tmp_path_factory.mktemp("c6"), FIRMWARE.read_bytes())) as running:
+        running.wait_mode("app")
+        yield running
+
+
+def test_machine_surface_behaves_as_the_esp32_port(board: Board) -> None:
+    run = mpremote("connect", board.urls["rfc2217"], "exec", SURFACE)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = json.loads(run.stdout)
+    assert out["freq"] == 160_000_000 and out["freq80"] == 80_000_000
+    assert out["freq_bad"].startswith("ValueError: frequency must be")
+    assert out["out"] == [1, 0, 1]
+    assert (out["in_pull_up"], out["in_pull_down"]) == (1, 0)
+    assert out["flash_pin"] == out["no_pin"] == "ValueError: invalid pin"
+    assert out["uart"] == [5, 0, None]  # nothing is wired to the UART's pins
+    assert out["uart_bad"] == "ValueError: UART(2) does not exist"
+    ticks, stopped, once = out["timer"]
+    assert 5 <= ticks <= 13 and stopped and once == 1, out["timer"]
+    assert out["timer_bad"].startswith("ValueError") and out["wdt_bad"] == "ValueError: WDT timeout too short"
+    assert out["i2c"].startswith("AttributeError") and out["deepsleep"].startswith("AttributeError")
+
+
+def test_unfed_watchdog_resets_the_board(board: Board) -> None:
+    (board.fs_dir / "boot.py").write_text("import machine\nopen('cause.txt', 'w').write(str(machine.reset_cause()))\n")
+    try:
+        start = len(board.control("log")["log"])
+        run = mpremote("connect", board.urls["rfc2217"], "exec", "import machine; machine.WDT(timeout=300)")
+        assert run.returncode == 0, run.stdout + run.stderr
+        deadline = time.monotonic() + 15
+        log = ""
+        while ">>> " not in log.partition("Rebooting...")[2] and time.monotonic() < deadline:
+            time.sleep(0.2)
+            log = board.control("log")["log"][start:]
+        assert "task_wdt: Task watchdog got triggered" in log, log
+        assert "rst:0xc (SW_CPU),boot:0x6c (SPI_FAST_FLASH_BOOT)" in log.partition("Rebooting...")[2], log
+        assert (board.fs_dir / "cause.txt").read_text() == "3"  # machine.WDT_RESET, as boot.py saw it
+    finally:
+        (board.fs_dir / "boot.py").unlink()
+
+
+def test_a_fed_watchdog_keeps_the_board_running(board: Board) -> None:
+    """Fed every 100 ms for 0.8 s, a 400 ms watchdog never fires while the program runs."""
+    feed = (
+        "import machine, time\nw = machine.WDT(timeout=400)\nfor _ in range(8):\n    time.sleep_ms(100)\n    w.feed()\n"
+    )
+    run = mpremote("connect", board.urls["rfc2217"], "exec", feed + "print('alive')")
+    assert run.returncode == 0 and run.stdout.strip() == "alive", run.stdout + run.stderr

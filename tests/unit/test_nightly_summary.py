@@ -1,0 +1,40 @@
+"""The nightly's terminal summary stays readable in an 80-column terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.commands.nightly import _print
+from bench.console import out
+from bench.nightly.publish import PublishedRun
+from bench.nightly.run import NightlyResult
+from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.results.thresholds import load_thresholds
+from bench.results.verdict import Window, confirmed, judge
+
+DEVICES = ("c6-a", "c6-b", "orin-1", "pi5-1", "switch-1")
+
+
+def test_summary_fits_80_columns_with_the_whole_fleet() -> None:
+    long = "firmware: ESP32-C6 60:55:f9:c6:00:01: wrote 464 bytes (247 compressed), verified; agent: 16 sent"
+    stages = [
+        StageResult(name, 1.0, {d: DeviceOutcome(True, long) for d in DEVICES})
+        for name in ("check", "flash", "replay", "confirm", "update", "faults")
+    ]
+    stages[1].devices["orin-1"] = DeviceOutcome(False, long)
+    rule = load_thresholds().rule("first_frame_ms")
+    window = Window((1, 2, 3, 4, 5), (100.0, 101.0, 99.0, 100.5, 99.5), 5)
+    regression = confirmed(judge(rule, "c6-a", 120.0, 10, window, "ms"), judge(rule, "c6-a", 121.0, 10, window, "ms"))
+    result = NightlyResult("20261201-020000", Path("reports/nightly-20261201-020000"), stages)
+    result.runs = [PublishedRun("combat-0000", 7, "window", Path("reports/runs/7.html"), [regression])]
+    width = out.width
+    out.width = 80
+    try:
+        with out.capture() as captured:
+            _print(result)
+    finally:
+        out.width = width
+    text = captured.get()
+    table = [line for line in text.splitlines() if "│" in line or "┃" in line]
+    assert table and all(len(line) <= 80 for line in table)
+    assert "FAILED" in text and "REGRESSION c6-a first-frame time" in text
