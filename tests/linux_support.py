@@ -27,8 +27,8 @@ class RunningBoard:
 
 def loopback(device: Device) -> Device:
     """The bundled fleet's virtual Linux board as the fast loopback-sshd stand-in instead of an aarch64 guest
-    (no OS image; the update server on the bench host's loopback). For tests of the bench's SSH path."""
-    return dataclasses.replace(device.with_settings(ota_server_host="127.0.0.1"), os=None)
+    (no OS image, the kind's default settings: none of the guests' allowances). For tests of the SSH path."""
+    return dataclasses.replace(device, os=None, settings=device.kind_info.defaults())
 
 
 def loopback_fleet(path: Path, kinds: tuple[str, ...] = LINUX_KINDS) -> Path:

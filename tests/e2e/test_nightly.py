@@ -72,7 +72,9 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     prints = dict(db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,)))
     c6 = json.loads(prints["c6-b"])
     assert c6["virtual"] is True and len(c6["model_sha256"]) == 64 and len(c6["firmware_sha256"]) == 64
-    assert json.loads(prints["pi5-1"])["runtime"].startswith("ai-edge-litert")
+    pi = json.loads(prints["pi5-1"])  # an aarch64 guest running the bench's own OS image
+    assert pi["runtime"].startswith("tflite-runtime") and pi["platform"] == "linux-aarch64"
+    assert len(pi["os_image"]) == 64 and pi["os_kernel"].endswith("-arm64")
     host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
     assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
     accepted = dict(db.execute("SELECT device, accepted FROM baseline_members WHERE run_id = ?", (run_id,)))
