@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "bench.commands.flash",
     "bench.commands.virtual",
     "bench.commands.lab",
+    "bench.commands.power",
 ]
 
 

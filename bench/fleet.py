@@ -14,6 +14,7 @@ from bench.kinds import KINDS, Kind, Settings, get_kind
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.os_spec import OsSpec, parse_os
 from bench.paths import FLEETS_DIR
+from bench.power import PowerSpec, parse_power
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
@@ -24,7 +25,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _TOP_KEYS = {"device", "bench", "lab"}
 _BENCH_KEYS = {"name", "results", "reports"}
 _LAB_KEYS = {"coordinator", "acquire_timeout_s"}
-_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description"}
+_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "power"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
 _COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
@@ -59,6 +60,7 @@ class Device:
     extra: dict[str, Any] = field(default_factory=dict)
     lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
     os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
+    power: PowerSpec | None = None  # how the bench switches its supply (bench/power), when the lab can
 
     def __post_init__(self) -> None:
         if not isinstance(self.settings, Settings):
@@ -169,12 +171,30 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
             dev = replace(
                 dev, lab=replace(dev.lab, coordinator=lab["coordinator"], acquire_timeout_s=lab["acquire_timeout_s"])
             )
+        if dev.power is not None and dev.power.driver == "labgrid":
+            dev = replace(dev, power=_labgrid_power(dev, lab, path))
         devices.append(dev)
     places = [d.lab.place for d in devices if d.lab and d.lab.place]
     for place in places:
         if places.count(place) > 1:
             raise ConfigError(f"{path}: place {place!r} is given to more than one device", hint="one place per board")
     return Fleet(path=path, devices=tuple(devices), bench=bench, lab=lab)
+
+
+def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
+    """A `power = { driver = "labgrid" }` spec with the device's place and the fleet's coordinator filled in."""
+    assert dev.power is not None
+    options = dict(dev.power.options)
+    if dev.lab is not None and dev.lab.place:
+        options.setdefault("place", dev.lab.place)
+    if "coordinator" in lab:
+        options.setdefault("coordinator", lab["coordinator"])
+    if "place" not in options or "coordinator" not in options:
+        raise ConfigError(
+            f"{path}: device {dev.name!r}: field 'power': driver 'labgrid' needs a named place and a coordinator",
+            hint='give the device `place` and `lab_host`, and the fleet a [lab] table with coordinator = "HOST:20408"',
+        )
+    return replace(dev.power, options=options)
 
 
 def _parse_lab(value: Any, path: Path) -> dict[str, Any]:
@@ -280,7 +300,9 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
         if "baud" in raw:
             extra["baud"] = typed(raw, "baud", int, where, None)
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
+    power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
     return Device(
         name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
+        power=power,
         os=os_spec,
     )  # fmt: skip

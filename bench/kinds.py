@@ -39,6 +39,7 @@ class Settings:
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
     voice: str = "auto"  # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
+    stall_s: float = 5.0  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
 
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
@@ -109,6 +110,7 @@ class Arm64ImageSettings(Settings):
 
     fps_target: int = 30
     memory_limit_mb: int = 256
+    stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,7 @@ class Kind:
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
+    chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
 
     @property
     def family(self) -> str:
@@ -214,6 +217,7 @@ register(
         Esp32c6Settings,
         driver="bench.devices.esp32c6:Esp32c6Driver",
         virtual="bench.virtual.esp32c6:VirtualEsp32c6",
+        chip="ESP32-C6",
     )
 )
 register(

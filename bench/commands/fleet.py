@@ -1,21 +1,27 @@
-"""`hilbench fleet list|check|leases`."""
+"""`hilbench fleet list|check|leases|health|discover`."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 import time
+from pathlib import Path
 
 from rich.table import Table
 
 from bench.commands import add_fleet_options, selected_devices
-from bench.console import emit_json, out
+from bench.console import emit_json, err, out
 from bench.devices import has_driver
+from bench.discovery import append_entries, discover, new_entries
 from bench.errors import ExitCode
 from bench.fleet import Device
+from bench.health.check import check_fleet
+from bench.health.records import summary
 from bench.lab.acquire import reachable_devices
-from bench.leases import lease_dir, list_leases
+from bench.leases import LeaseSet, lease_dir, list_leases
 from bench.probe import probe_link
+from bench.results.store import DEFAULT_STORE, open_store
 from bench.virtual import has_virtual
 
 
@@ -32,6 +38,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("leases", help="show which bench process holds which device")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_leases)
+    p = fsub.add_parser(
+        "health", help="check that devices answer; --fix runs the recovery ladder (exit 3 if one is bad)"
+    )
+    add_fleet_options(p)
+    p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
+    p.add_argument("--results", metavar="PATH", help="results store (default: fleet [bench] results, else reports/)")
+    p.add_argument("--logs", metavar="DIR", help="device logs of the check (default: none)")
+    p.set_defaults(func=cmd_health)
+    p = fsub.add_parser("discover", help="find the ESP boards plugged into this host and print fleet entries")
+    p.add_argument("--write", metavar="FILE", help="add the new boards to this fleet file (none twice: by MAC)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_discover)
 
 
 def link_text(device: Device) -> str:
@@ -133,3 +151,62 @@ def cmd_leases(args: argparse.Namespace) -> int:
         table.add_row(r["device"], r["holder"], r["host"], str(r["pid"]), state, f"{r['expires_in_s']:.0f} s")
     out.print(table)
     return ExitCode.OK
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Check (and with --fix recover) the selected devices; exit 0 when all are good, 3 otherwise."""
+    fleet, devices = selected_devices(args)
+    store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    try:
+        with LeaseSet(holder="hilbench fleet health") as leases:
+            for dev in devices:
+                leases.acquire(dev.name)
+            checks = asyncio.run(
+                check_fleet(devices, store, fix=args.fix, log_dir=Path(args.logs) if args.logs else None)
+            )
+        summaries = {c.device: summary(store, c.device) for c in checks}
+    finally:
+        store.close()
+    code = ExitCode.OK if all(c.answered and c.state == "good" for c in checks) else ExitCode.UNREACHABLE
+    if args.json:
+        emit_json({"fleet": str(fleet.path), "fix": args.fix, "devices": [
+            {**c.to_json(), "history": summaries[c.device].to_json()} for c in checks]})  # fmt: skip
+        return code
+    table = Table(title=f"fleet health{' --fix' if args.fix else ''}: {fleet.path}")
+    for col in ("device", "state", "answer", "detail"):
+        table.add_column(col, overflow="fold")
+    for c in checks:
+        colour = "green" if c.state == "good" else "red"
+        change = f"{c.before} -> {c.state}" if c.before != c.state else c.state
+        table.add_row(c.device, f"[{colour}]{change}[/{colour}]", "yes" if c.answered else "no", c.detail)
+    out.print(table)
+    return code
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    """Print fleet entries for the boards found (TOML on stdout), or add them to --write FILE; exit 3 when a
+    board could not be identified."""
+    target = Path(args.write) if args.write else None
+    boards = asyncio.run(discover())
+    entries, known = new_entries(boards, target)
+    if target is not None and entries:
+        append_entries(target, [text for _board, text in entries])
+    code = ExitCode.UNREACHABLE if any(b.error for b in boards) else ExitCode.OK
+    if args.json:
+        emit_json({"boards": [b.to_json() for b in boards], "written": str(target) if target else None,
+                   "new": [b.port for b, _ in entries], "already_listed": [b.port for b in known]})  # fmt: skip
+        return code
+    for b in boards:
+        if b.error:
+            err.print(f"{b.port} ({b.bridge}): not identified: {b.error}", highlight=False)
+        elif b.kind is None:
+            err.print(f"{b.port}: {b.chip} {b.mac}: no device kind for this chip", highlight=False)
+    for b in known:
+        err.print(f"{b.port}: {b.chip} {b.mac}: already in {target}", highlight=False)
+    if target is not None:
+        err.print(f"{len(entries)} new board(s) added to {target}" if entries else f"no new board for {target}")
+    else:
+        sys.stdout.write("\n".join(text for _board, text in entries))
+        if not boards:
+            err.print("no serial board found (USB bridges: Espressif USB-Serial-JTAG, CP210x, CH34x, FTDI)")
+    return code

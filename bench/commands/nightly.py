@@ -194,6 +194,9 @@ def _print(result: NightlyResult) -> None:
         out.print(f"  report {run.page}", highlight=False)
     for name, why in result.dropped.items():
         out.print(f"[yellow]{name}[/yellow] left the run at {why}", highlight=False)
+    for name, why in result.skipped.items():
+        out.print(f"[red]{name}[/red] skipped: {why}", highlight=False)
+    _print_health(result)
     out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
 
 
@@ -204,3 +207,24 @@ def _word(stage: str, detail: str) -> str:
             return "[red]regr.[/red]"
         return "not rep." if "not reproduced" in detail else "-"
     return "ok"
+
+
+def _print_health(result: NightlyResult) -> None:
+    """Each device's recorded state, its failures and recoveries (by ladder step) and MTBF over the history."""
+    table = Table(title="device health")
+    for col in ("device", "state", "failures", "recovered by", "MTBF"):
+        table.add_column(col, overflow="fold")
+    for h in result.health:
+        colour = "green" if h.health.state == "good" else "red"
+        state = f"[{colour}]{h.health.state}[/{colour}]" + (f" ({h.health.reason})" if h.health.reason else "")
+        steps = ", ".join(f"{step} x{n}" for step, n in sorted(h.by_step.items())) or "-"
+        mtbf = _hours(h.mtbf_h) if h.mtbf_h is not None else f"no failure in {_hours(h.hours_observed or 0)}"
+        table.add_row(h.health.device, state, str(h.failures), steps, mtbf)
+    out.print(table)
+    if result.health_page:
+        out.print(f"device health: {result.health_page}", highlight=False)
+
+
+def _hours(hours: float) -> str:
+    """A span for people: minutes under an hour, else hours."""
+    return f"{hours * 60:.0f} min" if hours < 1 else f"{hours:.1f} h"

@@ -5,9 +5,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.fleet import Device
 from bench.steps import Progress, StepResult, no_progress
+
+if TYPE_CHECKING:
+    from bench.power.protocol import PowerDriver
 
 __all__ = ["Driver", "Progress", "StepResult", "no_progress"]
 
@@ -17,6 +21,8 @@ class Driver(ABC):
 
     # how long the agent on this kind of device may take to answer a request (slow targets raise it)
     reply_timeout_s: float = 5.0
+    # how long opening the agent waits for the device to answer at all (the recovery ladder shortens it)
+    answer_timeout_s: float = 10.0
 
     @property
     def real_time(self) -> bool:
@@ -39,6 +45,19 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def soft_reset(self) -> None:
+        """Ask the device's own software to restart it (NotImplementedError when the kind cannot)."""
+        raise NotImplementedError(f"{type(self).__name__} has no soft reset")
+
+    async def hard_reset(self) -> None:
+        """Reset the device through its reset line (NotImplementedError when its link has none)."""
+        raise NotImplementedError(f"{type(self).__name__} has no hard reset")
+
+    def machine_power(self) -> PowerDriver | None:
+        """The device's own supply when the bench runs the machine itself (QEMU); None for hardware, whose
+        power is the fleet file's `power` table."""
+        return None
 
     async def follow_console(self, emit: Callable[[str], None]) -> None:
         """Hand each line the device's own console prints, beyond what the agent link carries, to `emit` until

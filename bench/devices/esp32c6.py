@@ -24,7 +24,8 @@ from bench.agent.transport import SerialTransport
 from bench.bundles import micropython_bundle
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.esptool_link import flash_image, has_modem_lines
-from bench.devices.mpremote_deploy import deploy_files, request_bootloader
+from bench.devices.mpremote_deploy import deploy_files, request_bootloader, request_reset
+from bench.devices.serial_reset import can_hard_reset, hard_reset
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
@@ -186,12 +187,30 @@ class Esp32c6Driver(Driver):
         except (serial.SerialException, OSError, ValueError) as exc:
             raise DeviceUnreachable(f"device {self.device.name!r}: cannot open {link.url}: {exc}") from None
         try:
-            await in_own_thread(_start_agent, port)
+            await in_own_thread(_start_agent, port, self.answer_timeout_s)
         except BaseException:
             port.close()
             raise
         self._agent = SerialTransport(port, link.url)
         return self._agent
+
+    async def soft_reset(self) -> None:
+        """`machine.reset()` through the raw REPL (DeviceUnreachable when no REPL answers)."""
+        await self.close_agent()
+        link = self.link
+        if not await in_own_thread(request_reset, link.url, link.baud):
+            raise DeviceUnreachable(f"device {self.device.name!r}: no MicroPython REPL to ask for a reset")
+
+    async def hard_reset(self) -> None:
+        """Pulse EN over DTR/RTS with esptool's sequence (USB-Serial-JTAG timing on such a port)."""
+        await self.close_agent()
+        link = self.link
+        if not can_hard_reset(link.url):
+            raise NotImplementedError(f"{link.url} carries no DTR/RTS")
+        try:
+            await in_own_thread(hard_reset, link.url, usb_jtag=self.device.settings.usb == USB_SERIAL_JTAG or None)
+        except (OSError, serial.SerialException) as exc:
+            raise DeviceUnreachable(f"device {self.device.name!r}: hard reset on {link.url}: {exc}") from None
 
     def agent_sources(self) -> dict[str, Path]:
         """The agent's modules, all at the top of the board's filesystem."""
@@ -250,24 +269,24 @@ def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> N
         future.set_result(result)
 
 
-def _start_agent(port: serial.SerialBase) -> None:
+def _start_agent(port: serial.SerialBase, timeout_s: float = PROMPT_TIMEOUT_S) -> None:
     """On an open port: interrupt, enter the raw REPL, soft-reset (so every start has a fresh VM, as after a
     board reset), run the agent (blocking; run in a thread)."""
     port.write(b"\r\x03\x03")
     time.sleep(0.1)
     port.reset_input_buffer()
     port.write(b"\r\x01")
-    _read_until(port, RAW_PROMPT)
+    _read_until(port, RAW_PROMPT, timeout_s)
     port.write(b"\x04")
-    _read_until(port, b"soft reboot\r\n")
-    _read_until(port, RAW_PROMPT)
+    _read_until(port, b"soft reboot\r\n", timeout_s)
+    _read_until(port, RAW_PROMPT, timeout_s)
     port.write(AGENT_START + b"\x04")
-    _read_until(port, b"OK")
+    _read_until(port, b"OK", timeout_s)
 
 
-def _read_until(port: serial.SerialBase, marker: bytes) -> bytes:
+def _read_until(port: serial.SerialBase, marker: bytes, timeout_s: float = PROMPT_TIMEOUT_S) -> bytes:
     data = b""
-    deadline = time.monotonic() + PROMPT_TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     while not data.endswith(marker):
         if time.monotonic() > deadline:
             raise DeviceUnreachable(

@@ -170,6 +170,51 @@ def flash_image(
         _context.log = None
 
 
+@dataclass
+class ChipIdentity:
+    """What the ROM loader says about a board."""
+
+    chip: str  # esptool's name, e.g. "ESP32-C6"
+    mac: str
+    flash_size: int | None  # bytes, from the flash chip's JEDEC ID (None when it reports no known size)
+    flash_id: int
+
+
+def identify_chip(
+    url: str,
+    *,
+    reset: bool,
+    usb_serial_jtag: bool = False,
+    log_file: IO[str] | None = None,
+    connect_attempts: int = 2,
+) -> ChipIdentity:
+    """Connect to the ROM loader on `url` (with esptool's DTR/RTS reset when `reset`, its USB-Serial-JTAG
+    sequence on such a port; else the board must be in download mode already), read chip, MAC and flash size,
+    then boot the firmware again. Blocking."""
+    _install_logger()
+    _context.log = log_file
+    esp: ESPLoader | None = None
+    try:
+        port = open_port(url)
+        try:
+            mode = ("usb-reset" if usb_serial_jtag else "default-reset") if reset else "no-reset"
+            esp = detect_chip(port, ESPLoader.ESP_ROM_BAUD, mode, False, connect_attempts)
+        except BaseException:
+            port.close()
+            raise
+        mac = ":".join(f"{b:02x}" for b in esp.read_mac())
+        esp.flash_spi_attach(0)
+        flash_id = esp.flash_id()
+        size_id = (flash_id >> 16) & 0xFF
+        flash_size = 1 << size_id if 0x12 <= size_id <= 0x1A else None  # 256 KB .. 64 MB
+        _leave_loader(esp, reset, usb_serial_jtag)
+        return ChipIdentity(esp.CHIP_NAME, mac, flash_size, flash_id)
+    finally:
+        if esp is not None:
+            esp._port.close()
+        _context.log = None
+
+
 def has_modem_lines(url: str) -> bool:
     """False for links that carry no DTR/RTS (raw TCP): esptool cannot reset the chip through them."""
     return not url.startswith("socket://")

@@ -52,7 +52,7 @@ class LinuxAgentOpener:
         driver = LinuxDriver(device)
         self.drivers[device.name] = driver
         try:
-            session = await ResilientSession.open(driver)
+            session = await ResilientSession.open(driver, store=self.store, run_id=self.run_id)
             monitor = await driver.telemetry() if self.telemetry else None
         except BaseException:
             await driver.close()
@@ -75,6 +75,7 @@ class LinuxAgentOpener:
                     telemetry_errors=self.errors.get(device.name, []),
                     agent_restarts=session.restarts,
                     dropped_inputs=session.dropped_inputs,
+                    recoveries=[r.to_json() for r in session.recoveries],
                 )
             finally:
                 await session.close()

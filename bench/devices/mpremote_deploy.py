@@ -7,6 +7,7 @@ matches are not sent again.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,41 @@ def open_raw_repl(url: str, baud: int, log: IO[str] | None = None) -> SerialTran
                 transport.close()
             time.sleep(0.5 * (attempt + 1))
     raise DeployError(f"no MicroPython REPL on {url}: {last}")
+
+
+def micropython_version(url: str, baud: int, log: IO[str] | None = None) -> str | None:
+    """The MicroPython version running on the board (`sys.version`'s "MicroPython vX.Y.Z"), or None when no
+    MicroPython REPL answers."""
+    transport = None
+    try:
+        transport = SerialTransport(url, baudrate=baud)
+        transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
+        text = transport.exec("import sys\nprint(sys.version)").decode("utf-8", "replace")
+    except (TransportError, OSError) as exc:
+        _log(log, f"no MicroPython REPL on {url}: {exc}")
+        return None
+    finally:
+        if transport is not None:
+            transport.close()
+    match = re.search(r"MicroPython v?([0-9][^\s;,]*)", text)
+    return match[1] if match else text.strip() or None
+
+
+def request_reset(url: str, baud: int, log: IO[str] | None = None) -> bool:
+    """Ask MicroPython to reset the chip (`machine.reset()`, as `mpremote reset` does). False when no REPL answers."""
+    transport = None
+    try:
+        transport = SerialTransport(url, baudrate=baud)
+        transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
+        transport.exec_raw_no_follow("import machine\nmachine.reset()")
+        _log(log, "asked MicroPython for a reset (machine.reset())")
+        return True
+    except (TransportError, OSError) as exc:
+        _log(log, f"no MicroPython REPL to ask for a reset: {exc}")
+        return False
+    finally:
+        if transport is not None:
+            transport.close()
 
 
 def request_bootloader(url: str, baud: int, log: IO[str] | None = None) -> bool:

@@ -8,6 +8,7 @@ that transport. close_agent() shuts the guest down and always kills QEMU.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
 from bench.paths import default_log_dir
+from bench.power.protocol import PowerDriver, PowerError
+from bench.power.qmp import QmpPower, qmp
 
 SLIRP_HOST = "10.0.2.2"
 BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
@@ -211,6 +214,27 @@ class QemuArm64Driver(Driver):
         self.boot_s = (machine.ready_ns["agent-exit"] - machine.started_ns) / 1e9
         await machine.wait_exit(30.0)
         return json.loads(machine.status.selftest)
+
+    async def hard_reset(self) -> None:
+        """The machine's reset (QMP `system_reset`, then `cont` for a paused one). With -no-reboot QEMU leaves
+        instead of rebooting; the next `open_agent` boots it again."""
+        machine = self.machine
+        if machine is None or not machine.running:
+            return
+        if self.transport is not None:
+            await self.transport.close()
+            self.transport = None
+        with contextlib.suppress(PowerError):
+            await qmp(machine.qmp_path, "system_reset")
+            await qmp(machine.qmp_path, "cont")
+        await machine.wait_exit(5.0)
+
+    def machine_power(self) -> PowerDriver:
+        """The machine's own supply (QMP quit, boot), for the recovery ladder's power cycle."""
+        return QmpPower(self.device.name, self._qmp_socket, self.boot)
+
+    def _qmp_socket(self) -> Path | None:
+        return self.machine.qmp_path if self.machine is not None and self.machine.running else None
 
     async def follow_console(self, emit: Callable[[str], None]) -> None:
         """The guest's serial console (kernel, /init and the agent's stderr), this boot and the next ones."""

@@ -92,6 +92,11 @@ class QemuMachine:
         """The host side of the guest's virtio-serial control port."""
         return self._tmp / "ctl.sock"
 
+    @property
+    def qmp_path(self) -> Path:
+        """The machine's QMP socket (reset, pause, power: bench/power/qmp.py)."""
+        return self._tmp / "qmp.sock"
+
     def argv(self) -> list[str]:
         """The QEMU command line."""
         link = self.link
@@ -101,7 +106,7 @@ class QemuMachine:
             net += f",hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22"
         argv = [link.binary, "-M", link.machine, "-cpu", link.cpu, "-smp", str(link.smp), "-m", str(link.memory_mb)]
         argv += ["-kernel", str(self.kernel), "-initrd", str(self.initrd), "-append", self.cmdline]
-        argv += ["-no-reboot", "-nographic", "-monitor", "none"]
+        argv += ["-no-reboot", "-nographic", "-monitor", "none", "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
         argv += ["-netdev", net, "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci"]
         argv += ["-device", "virtio-serial-pci", "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off"]
         argv += ["-device", "virtserialport,chardev=ctl,name=bench.ctl"]

@@ -3,6 +3,10 @@
 session, restarts the frame loop with the same settings and carries on. Frame records keep counting
 (indices continue across restarts) and everything received before the fault is kept.
 
+When the device itself stops answering (no frame record for the device's `stall_s` and no answer to a
+ping, or the agent cannot be restarted over SSH), the recovery ladder (bench/health) takes over: power
+cycle, redeploy.
+
 It stands in for an `AgentSession` wherever a run holds one (e.g. `ReplayRun`).
 """
 
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
 from bench.agent.session import AgentError, AgentSession, FrameRecord
@@ -18,6 +22,10 @@ from bench.devices.linux import AgentFault, LinuxDriver
 from bench.errors import BenchError, DeviceUnreachable
 
 RECOVERY_CLOCK_PINGS = 8
+
+if TYPE_CHECKING:
+    from bench.health.ladder import RecoveryResult
+    from bench.results.store import ResultStore
 
 # Called with each agent session the run gets: the first one, and the new one after every recovery.
 SessionHook = Callable[[AgentSession], None]
@@ -37,7 +45,12 @@ class ResilientSession:
         *,
         max_restarts: int = 3,
         on_session: SessionHook | None = None,
+        store: ResultStore | None = None,
+        run_id: int | None = None,
     ) -> None:
+        self.store = store  # where the recovery ladder records what it did
+        self.run_id = run_id
+        self.recoveries: list[RecoveryResult] = []
         self.driver = driver
         self.inner = session
         self.max_restarts = max_restarts
@@ -127,32 +140,65 @@ class ResilientSession:
     async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
         """Frame records until the loop is stopped; across agent restarts, with indices continuing."""
         while True:
-            async for rec in self.inner.frames(timeout):
-                rec.i += self._index_offset
-                self._next_index = rec.i + 1
-                self._received += 1
-                yield rec
+            stalled = ""
+            try:
+                async for rec in self.inner.frames(timeout or self.driver.device.settings.stall_s):
+                    rec.i += self._index_offset
+                    self._next_index = rec.i + 1
+                    self._received += 1
+                    yield rec
+            except DeviceUnreachable as exc:
+                if not self._stopping and await still_answers(self.inner, self.driver.device.settings.stall_s):
+                    continue  # a slow frame loop, not a device that stopped answering
+                stalled = str(exc).splitlines()[0]
             if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
                 return
             if self._start_args.get("frames") and self._received >= self._start_args["frames"]:
                 return  # every frame of a bounded run arrived; only the `stopped` was lost
-            await self._recover()
+            if stalled:
+                await self._climb(f"frame loop stalled: {stalled}")
+            else:
+                await self._recover()
 
     async def _recover(self) -> None:
-        """The link ended mid-run: restart the agent if it died, open a new session, restart the loop."""
+        """The link ended mid-run: restart the agent if it died, open a new session, restart the loop; when
+        the device does not let the bench do that, climb the recovery ladder."""
         await self.inner.close()
         self._old_faults += self.inner.faults
-        if await self.driver.agent_survived():
-            self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
-        else:
-            self.restarts += 1
-            if self.restarts > self.max_restarts:
-                raise AgentGaveUp(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
-            await self.driver.restart_agent(
-                f"agent exited during the run after {self._next_index} frame(s); "
-                f"{self.dropped_inputs} input(s) dropped so far"
-            )
-        session = await self.driver.open_session()
+        try:
+            if await self.driver.agent_survived():
+                self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
+            else:
+                self.restarts += 1
+                if self.restarts > self.max_restarts:
+                    raise AgentGaveUp(f"device {self.device!r}: the agent died {self.restarts} times; giving up")
+                await self.driver.restart_agent(
+                    f"agent exited during the run after {self._next_index} frame(s); "
+                    f"{self.dropped_inputs} input(s) dropped so far"
+                )
+            session = await self.driver.open_session()
+        except DeviceUnreachable as exc:
+            await self._climb(f"transport dead: {str(exc).splitlines()[0]}")
+            return
+        await self._resume(session)
+
+    async def _climb(self, why: str) -> None:
+        """The device stopped answering: the recovery ladder, then carry on (DeviceUnreachable if it fails)."""
+        from bench.health.ladder import recover  # the ladder sits above the drivers it climbs with
+
+        await self.inner.close()
+        self._old_faults += self.inner.faults
+        result = await recover(
+            self.driver.device, f"{why} after {self._next_index} frame(s)", driver=self.driver, store=self.store,
+            run_id=self.run_id, keep_open=True,
+        )  # fmt: skip
+        self.recoveries.append(result)
+        if not result.recovered or result.session is None:
+            raise DeviceUnreachable(f"device {self.device!r}: {result.reason}")
+        await self._resume(result.session)
+
+    async def _resume(self, session: AgentSession) -> None:
+        """Continue the run on `session`: its clock synced, the frame loop restarted with what is still owed."""
         session.sent_ns = self.sent_ns
         self.inner = session
         if self.on_session is not None:
@@ -164,6 +210,17 @@ class ResilientSession:
         if args.get("frames"):  # a run of so many frames: the new loop owes what has not arrived yet
             args["frames"] = args["frames"] - self._received
         await start_fresh(session, args)
+
+
+async def still_answers(session: AgentSession, timeout_s: float) -> bool:
+    """Does the agent answer a ping within `timeout_s` (at least 2 s)? Tells a slow frame loop from a hang."""
+    if session.closed:
+        return False
+    try:
+        await session.request("ping", timeout=max(timeout_s, 2.0), b0=time.monotonic_ns())
+    except (BenchError, OSError, TimeoutError):
+        return False
+    return True
 
 
 async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:

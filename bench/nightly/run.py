@@ -16,6 +16,7 @@ from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fingerprint import configured_model_sha256, device_fingerprint
 from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
+from bench.health.records import HealthSummary, bad_devices, summary
 from bench.lab.acquire import lab_devices
 from bench.measure.host import HostNoiseMeter
 from bench.nightly.confirm import Confirmation, confirm_run
@@ -27,6 +28,7 @@ from bench.probe import probe_link
 from bench.provision.controls import BoardControls
 from bench.replay.agents import fleet_opener
 from bench.replay.service import ReplayResult, replay_fleet
+from bench.report.html import write_health
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, record_fingerprint, record_host
 from bench.results.store import ResultStore
@@ -63,13 +65,18 @@ class NightlyResult:
     dropped: dict[str, str] = field(default_factory=dict)  # device -> the stage that dropped it, and why
     runs: list[PublishedRun] = field(default_factory=list)
     replay_run_ids: dict[str, int] = field(default_factory=dict)  # session id -> run id
+    skipped: dict[str, str] = field(default_factory=dict)  # device -> why health left it out (marked bad)
+    health: list[HealthSummary] = field(default_factory=list)  # every selected device's state and MTBF
+    health_page: Path | None = None  # reports/health.html
     session_files: dict[str, Path] = field(default_factory=dict)  # session id -> file
     ota_run_id: int | None = None  # the run of the update and fault stages
     confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when no device was reachable, 1 on any failure or regression, else 0."""
+        """3 when no device was reachable (or all are marked bad), 1 on any failure or regression, else 0."""
+        if self.skipped and not self.stages:
+            return ExitCode.UNREACHABLE
         check = next((s for s in self.stages if s.name == "check"), None)
         if check is not None and check.devices and not any(o.ok for o in check.devices.values()):
             return ExitCode.UNREACHABLE
@@ -85,6 +92,9 @@ class NightlyResult:
             "logs": str(self.log_dir),
             "stages": [s.to_json() for s in self.stages],
             "dropped": self.dropped,
+            "skipped": self.skipped,
+            "health": [h.to_json() for h in self.health],
+            "health_page": str(self.health_page) if self.health_page else None,
             "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
         }
@@ -127,7 +137,11 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
         ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
     ]
-    async with lab_devices(opts.devices) as held, virtual_fleet(held.devices) as (devices, running):
+    bad = bad_devices(opts.store, [d.name for d in opts.devices])
+    for name, state in bad.items():
+        result.skipped[name] = f"marked bad since {state.since}: {state.reason} (`hilbench fleet health --fix`)"
+    wanted = [d for d in opts.devices if d.name not in bad]
+    async with lab_devices(wanted) as held, virtual_fleet(held.devices) as (devices, running):
         for name, stage in stages:
             if name in opts.skip or not devices:
                 continue
@@ -155,6 +169,10 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         opts.store.finish_run(result.ota_run_id, "ok" if ota_ok else "failed")
     result.runs = publish_runs(
         opts.store, result.replay_run_ids, opts.reports_dir, result.confirmations, result.ota_run_id
+    )
+    result.health = [summary(opts.store, d.name) for d in opts.devices]
+    result.health_page = write_health(
+        opts.reports_dir, result.started, [h.to_json() for h in result.health], result.skipped
     )
     return result
 

@@ -9,8 +9,10 @@ from typing import Any
 from bench.agent.endpoint import AgentEndpoint, OpenAgent
 from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
+from bench.devices.base import Driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
+from bench.health.session import RecoveringSession
 from bench.kinds import load
 from bench.results.store import ResultStore
 
@@ -27,9 +29,15 @@ async def deploy(device: Device, log_dir: Path | None = None) -> None:
         raise BenchError(f"device {device.name}: deploy step {failed.step} failed: {failed.detail}")
 
 
-def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> OpenAgent:
+def driver_opener(
+    log_dir: Path | None = None,
+    deploy_first: bool = False,
+    store: ResultStore | None = None,
+    run_id: int | None = None,
+) -> OpenAgent:
     """An OpenAgent that uses the device's driver: optionally deploy (agent and model), then
-    `open_agent()` and an AgentSession on the transport."""
+    `open_agent()` and an AgentSession on the transport. With a results `store`, the session is a
+    RecoveringSession: a device that stops answering is recovered by the ladder (recorded with `run_id`)."""
 
     async def open_agent(device: Device) -> AgentEndpoint:
         if not has_driver(device.kind):
@@ -37,6 +45,8 @@ def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> Op
         if deploy_first:
             await deploy(device, log_dir)
         driver = driver_for(device, log_dir=log_dir)
+        if store is not None:
+            return await _recovering(device, driver, store, run_id, log_dir)
         try:
             transport = await driver.open_agent()
             log = log_dir / f"{device.name}.agent.log" if log_dir else None
@@ -57,11 +67,32 @@ def driver_opener(log_dir: Path | None = None, deploy_first: bool = False) -> Op
     return open_agent
 
 
+async def _recovering(
+    device: Device, driver: Driver, store: ResultStore, run_id: int | None, log_dir: Path | None
+) -> AgentEndpoint:
+    session = await RecoveringSession.open(
+        device, driver, store=store, run_id=run_id, log_dir=log_dir, stall_s=device.settings.stall_s
+    )
+
+    async def close() -> None:
+        try:
+            if run_id is not None and session.recoveries:
+                store.update_device(
+                    run_id, device.name, recoveries=[r.to_json() for r in session.recoveries],
+                    dropped_inputs=session.dropped_inputs,
+                )  # fmt: skip
+        finally:
+            await session.close()
+            await driver.close_agent()
+
+    return AgentEndpoint(session, close)
+
+
 def fleet_opener(store: ResultStore, run_id: int, log_dir: Path | None = None, deploy_first: bool = False) -> OpenAgent:
     """The opener `hilbench replay` and the nightly stage use: a kind with its own opener in the registry
     (Linux boards: board telemetry and bench-side faults stored with run `run_id`) through that, every
     other kind through `driver_opener`."""
-    generic = driver_opener(log_dir, deploy_first)
+    generic = driver_opener(log_dir, deploy_first, store, run_id)
     openers: dict[str, Any] = {}  # one opener per opener class, shared by the devices that use it
 
     async def open_agent(device: Device) -> AgentEndpoint:

@@ -159,6 +159,10 @@ class ReplayRun:
         """Stop the frame loop, collect the last records, stats and a closing clock sync."""
         session = run.endpoint.session
         run.end_ns = time.monotonic_ns()
+        lost = _failure(run.collector)
+        if lost is not None:  # the device stopped answering and could not be brought back (what came is kept)
+            run.status, run.detail = "failed", lost
+            return
         try:
             await session.stop()
             if run.collector is not None:
@@ -166,7 +170,7 @@ class ReplayRun:
             run.stats.append(await session.stats())
             run.clock = await session.sync_clock(CLOCK_PINGS)
         except Exception as exc:  # measure what arrived anyway
-            run.status, run.detail = "failed", f"stopping: {type(exc).__name__}: {exc}"
+            run.status, run.detail = "failed", _failure(run.collector) or f"stopping: {type(exc).__name__}: {exc}"
         if run.status == "running":
             await self._cold_starts(run)
         if run.track is not None and run.track.failed:
@@ -243,3 +247,11 @@ class ReplayRun:
                 await run.collector
         if run.endpoint is not None:
             await run.endpoint.close()
+
+
+def _failure(task: asyncio.Task | None) -> str | None:
+    """Why a finished frame collector failed (None while it runs or when it ended cleanly)."""
+    if task is None or not task.done() or task.cancelled() or task.exception() is None:
+        return None
+    exc = task.exception()
+    return str(exc) if isinstance(exc, BenchError) else f"{type(exc).__name__}: {exc}"

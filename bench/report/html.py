@@ -131,6 +131,15 @@ def write_index(reports_dir: Path, index: list[dict] | None = None) -> Path:
     return path
 
 
+def write_health(reports_dir: Path, started: str, health: list[dict], skipped: dict[str, str]) -> Path:
+    """(Re)write reports/health.html: each device's state, failures, recoveries and MTBF (the nightly's)."""
+    path = reports_dir / "health.html"
+    reports_dir.mkdir(parents=True, exist_ok=True)
+    page = _ENV.get_template("health.html.j2").render(started=started, health=health, skipped=skipped, css=_css())
+    _atomic_write(path, page)
+    return path
+
+
 def _relink_for_top_level(page: str) -> str:
     """latest.html lives one level above runs/: fix its link to the index."""
     return page.replace('href="../index.html"', 'href="index.html"')

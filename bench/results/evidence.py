@@ -11,6 +11,8 @@ from typing import Any
 from bench.results.store import ResultStore
 from bench.results.verdict import Verdict, Window
 
+HISTORY_RUNS = 20  # accepted runs whose spread a verdict may use when it is wider than the window's
+
 
 def record_host(store: ResultStore, run_id: int, noise: dict[str, Any]) -> None:
     """The bench host's identity and noise during run `run_id`."""
@@ -68,7 +70,8 @@ def window(
     store: ResultStore, session: str, device: str, measurement: str, *, before: int, size: int, pinned: int | None
 ) -> Window:
     """The last `size` accepted runs of `session` on `device` before run `before` (or up to and including the
-    `pinned` run) that have `measurement`, with its values, oldest first."""
+    `pinned` run) that have `measurement`, with its values, oldest first; plus the values of the last
+    HISTORY_RUNS such runs (the spread of a heavy-tailed figure needs more than five)."""
     last, op = (pinned, "<=") if pinned is not None else (before, "<")
     rows = store.db.execute(
         "SELECT m.run_id, m.value FROM measurements m"
@@ -76,7 +79,9 @@ def window(
         " JOIN runs r ON r.id = m.run_id"
         f" WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND b.accepted = 1 AND m.run_id {op} ?"
         " AND m.value IS NOT NULL ORDER BY m.run_id DESC LIMIT ?",
-        (device, measurement, session, last, size),
+        (device, measurement, session, last, max(size, HISTORY_RUNS)),
     ).fetchall()
     rows.reverse()
-    return Window(tuple(int(r[0]) for r in rows), tuple(float(r[1]) for r in rows), size, pinned)
+    recent = rows[-size:]
+    history = tuple(float(r[1]) for r in rows) if len(rows) > size else ()
+    return Window(tuple(int(r[0]) for r in recent), tuple(float(r[1]) for r in recent), size, pinned, history)

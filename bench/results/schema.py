@@ -132,4 +132,19 @@ TABLES = [
         why TEXT NOT NULL DEFAULT '',
         PRIMARY KEY (run_id, device))""",
     "CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, device)",
+    # device health (bench/health): the state of each device, and every failure and recovery over the history
+    """CREATE TABLE IF NOT EXISTS device_health (
+        device TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        since TEXT NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS device_events (
+        id INTEGER PRIMARY KEY,
+        device TEXT NOT NULL,
+        at TEXT NOT NULL,
+        event TEXT NOT NULL,
+        step TEXT,
+        seconds REAL,
+        run_id INTEGER,
+        detail TEXT NOT NULL DEFAULT '')""",
 ]

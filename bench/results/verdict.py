@@ -76,6 +76,7 @@ class Window:
     values: tuple[float, ...]
     needed: int  # how many runs make a full window
     pinned: int | None = None  # the run a named baseline pins the window to
+    history: tuple[float, ...] = ()  # the same figure over a longer run of accepted runs (the window's included)
 
 
 def judge(
@@ -109,27 +110,35 @@ def judge(
         return Verdict(status=UNCHANGED, reason="baseline mean is zero; no relative change", **verdict)
     effect = (value / mean - 1.0) * 100.0
     worse_effect = effect if rule.worse == "higher" else -effect
-    p = one_sided_p(base, value, towards_higher=effect >= 0)
+    longer = np.asarray(window.history, dtype=float) if window.history else None
+    p = one_sided_p(base, value, towards_higher=effect >= 0, history=longer)
     verdict.update(effect_pct=effect, p_value=p)
     status, reason = _decide(rule, worse_effect, p, mean, spread or 0.0, base.size, unit)
     return Verdict(status=status, reason=reason, **verdict)
 
 
-def one_sided_p(window: np.ndarray, value: float, *, towards_higher: bool) -> float:
+def one_sided_p(window: np.ndarray, value: float, *, towards_higher: bool, history: np.ndarray | None = None) -> float:
     """p-value of `value` being as far from the window's runs as observed, in its direction: Student's t-test
     with the run as a group of one (pooled variance = the window's), on logarithms when every value is positive
-    (timings and sizes vary by a factor from run to run, not by a fixed amount). A window without spread gives
-    0 or 1."""
-    if float(np.std(window)) == 0.0:
+    (timings and sizes vary by a factor from run to run, not by a fixed amount). When a longer `history` of
+    accepted runs spreads wider than the window, its spread (and degrees of freedom) is used instead: five quiet
+    runs in a row must not make an ordinary outlier of a heavy-tailed figure (P99 latency) "significant".
+    A window without spread (and no wider history) gives 0 or 1."""
+    history = window if history is None or history.size <= window.size else history
+    if float(np.std(window)) == 0.0 and float(np.std(history)) == 0.0:
         same = value == float(window[0])
         return 1.0 if same else 0.0
-    if value > 0 and bool(np.all(window > 0)):
-        window, value = np.log(window), float(np.log(value))
-    # scipy.stats.ttest_ind(window, [value]) computes the same; written out it costs 40x less, which the
-    # synthetic-history tests (tens of thousands of verdicts) need
+    if value > 0 and bool(np.all(window > 0)) and bool(np.all(history > 0)):
+        window, history, value = np.log(window), np.log(history), float(np.log(value))
+    # scipy.stats.ttest_ind(window, [value]) computes the same for the window's own spread; written out it costs
+    # 40x less, which the synthetic-history tests (tens of thousands of verdicts) need
     n = window.size
-    t = (value - float(window.mean())) / (float(window.std(ddof=1)) * math.sqrt(1.0 + 1.0 / n))
-    return float(stats.t.sf(t, n - 1) if towards_higher else stats.t.cdf(t, n - 1))
+    spread, df = float(window.std(ddof=1)), n - 1
+    wider = float(history.std(ddof=1))
+    if wider > spread:
+        spread, df = wider, history.size - 1
+    t = (value - float(window.mean())) / (spread * math.sqrt(1.0 + 1.0 / n))
+    return float(stats.t.sf(t, df) if towards_higher else stats.t.cdf(t, df))
 
 
 def _decide(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
 from bench.devices.base import Driver
@@ -251,8 +252,7 @@ class DeviceAgent:
         return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
 
     async def _replay(self, session_file: Path, speed: float | None) -> Replayed:
-        from bench.agent.endpoint import AgentEndpoint
-        from bench.replay.service import replay_fleet
+        from bench.replay.service import replay_fleet  # the replayer and its store: only when a test replays
 
         if self.replayed:
             await self.restart()

@@ -13,6 +13,7 @@ from bench.fleet import Device, Link
 from bench.kinds import KINDS
 from bench.paths import cache_root
 from bench.provision.controls import BoardControls
+from bench.virtual.usb_hubs import plug, unplug
 
 
 class VirtualDevice(Protocol):
@@ -25,7 +26,8 @@ class VirtualDevice(Protocol):
         """Stop serving and release every process and port."""
 
     def urls(self) -> dict[str, str]:
-        """Every way to reach it (e.g. rfc2217, socket, pty for a board; ssh for a Linux device)."""
+        """Every way to reach it (e.g. rfc2217, socket, pty for a board; ssh for a Linux device), and
+        `control`: its control API (power off/on, hang), which its hub port switches."""
 
 
 def state_dir() -> Path:
@@ -68,8 +70,14 @@ async def virtual_fleet(
             if isinstance(link, BaseException):
                 raise link
             running[name] = vdev
+        for dev in wanted:
+            if dev.name in running:
+                plug(state_dir(), dev, running[dev.name].urls().get("control"))
         by_name = dict(zip(stand_ins, links, strict=True))
         resolved = [d.with_link(by_name[d.name]) if d.name in by_name else d for d in devices]
         yield resolved, running
     finally:
+        for dev in devices:
+            if dev.name in running:
+                unplug(state_dir(), dev)
         await asyncio.gather(*(v.stop() for v in running.values()), return_exceptions=True)

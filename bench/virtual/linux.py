@@ -28,6 +28,7 @@ from bench.fleet import Device, SshLink
 from bench.links.ssh import free_local_port
 from bench.procs import stop_process
 from bench.virtual.arm64_board import VirtualArm64Board
+from bench.virtual.control import control_url, serve_control
 
 SSHD = "/usr/sbin/sshd"
 TOOLS = Path(__file__).resolve().parent / "linux_tools"
@@ -94,6 +95,8 @@ class VirtualLinuxDevice:
         self.port: int | None = None
         self._sshd: asyncio.subprocess.Process | None = None
         self._sysfs_task: asyncio.Task | None = None
+        self._control: asyncio.Server | None = None
+        self.powered = False
 
     # -- layout -------------------------------------------------------------------------------------
 
@@ -198,9 +201,14 @@ Subsystem sftp internal-sftp
                 break
         else:
             raise BenchError(f"virtual {self.device.name}: sshd did not start: {last}")
+        self._boot_services()
+        self._control = await serve_control(self._handle)
+        return self.link()
+
+    def _boot_services(self) -> None:
+        self.powered = True
         if self.profile.telemetry == "sysfs-vcgencmd":
             self._sysfs_task = asyncio.create_task(self._sysfs_loop())
-        return self.link()
 
     async def _start_sshd(self, port: int) -> str:
         """Start sshd on `port`; return "" when it answers, else its error text."""
@@ -232,22 +240,79 @@ Subsystem sftp internal-sftp
         )
 
     def urls(self) -> dict[str, str]:
-        """Every way to reach the device."""
-        return {"ssh": f"ssh://{getpass.getuser()}@127.0.0.1:{self.port}"} if self.port else {}
+        """Every way to reach the device: ssh, and its control API (power, hang)."""
+        urls = {"ssh": f"ssh://{getpass.getuser()}@127.0.0.1:{self.port}"} if self.port else {}
+        if self._control is not None:
+            urls["control"] = control_url(self._control)
+        return urls
 
     async def stop(self) -> None:
-        """Stop sshd, its sessions and every process still running from the device's folder (power off)."""
+        """Power off for good: stop the control API too, and forget the port."""
+        if self._control is not None:
+            self._control.close()
+            self._control = None
+        await self.power_off()
+        self.port = None
+
+    async def power_off(self) -> None:
+        """Cut the supply: sshd, its sessions and every process running from the device's folder die at once."""
         if self._sysfs_task is not None:
             self._sysfs_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sysfs_task
             self._sysfs_task = None
         self.drop_connections()
+        if self._sshd is not None and self._sshd.returncode is None:
+            self._sshd.kill()  # no clean shutdown without power (also when it was stopped by a hang)
         await self._stop_sshd()
         for pid in processes_in(self.root):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        self.port = None
+        self.powered = False
+
+    async def power_on(self) -> None:
+        """Apply power: the board boots and its sshd listens again on the same address (no agent runs)."""
+        if self.powered:
+            return
+        if self.port is None:
+            raise BenchError(f"virtual {self.device.name} was never started")
+        error = await self._start_sshd(self.port)
+        if error:
+            raise BenchError(f"virtual {self.device.name}: sshd did not come back: {error}")
+        self._boot_services()
+
+    def hang(self) -> int:
+        """Freeze the board (a kernel lock-up): sshd, its sessions and the device's processes stop (SIGSTOP)
+        and answer nothing until a power cycle. Returns how many processes froze."""
+        frozen = set(processes_in(self.root))
+        if self._sshd is not None:
+            frozen |= {self._sshd.pid, *_descendants(self._sshd.pid)}
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return len(frozen)
+
+    async def control(self, op: str) -> dict:
+        """One control API request, in-process (the same handler the TCP API serves)."""
+        return await self._handle({"op": op})
+
+    async def _handle(self, request: dict) -> dict:
+        op = request.get("op")
+        try:
+            if op == "power_off":
+                await self.power_off()
+            elif op == "power_on":
+                await self.power_on()
+            elif op == "power_cycle":
+                await self.power_off()
+                await self.power_on()
+            elif op == "hang":
+                return {"ok": True, "frozen": self.hang()}
+            elif op != "status":
+                return {"ok": False, "error": f"unknown op {op!r}; ops: power_off power_on power_cycle hang status"}
+        except BenchError as exc:
+            return {"ok": False, "error": str(exc)}
+        return {"ok": True, "power": "on" if self.powered else "off"}
 
     async def _stop_sshd(self) -> None:
         proc, self._sshd = self._sshd, None
@@ -260,14 +325,8 @@ Subsystem sftp internal-sftp
         connection's sshd processes and its sessions die at once. Returns how many connections were cut."""
         if self._sshd is None:
             return 0
-        parents = _process_parents()
-        connections = [pid for pid, ppid in parents if ppid == self._sshd.pid]
-        doomed = set(connections)
-        grew = True
-        while grew:  # every descendant of a connection process
-            more = {pid for pid, ppid in parents if ppid in doomed} - doomed
-            grew = bool(more)
-            doomed |= more
+        connections = [pid for pid, ppid in _process_parents() if ppid == self._sshd.pid]
+        doomed = _descendants(self._sshd.pid)
         for pid in doomed:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -316,6 +375,18 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def _descendants(root_pid: int) -> set[int]:
+    """Every process below `root_pid`."""
+    parents = _process_parents()
+    found = {pid for pid, ppid in parents if ppid == root_pid}
+    grew = True
+    while grew:
+        more = {pid for pid, ppid in parents if ppid in found} - found
+        grew = bool(more)
+        found |= more
+    return found
 
 
 def _process_parents() -> list[tuple[int, int]]:

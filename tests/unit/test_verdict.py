@@ -54,11 +54,13 @@ def test_unchanged_runs_raise_at_most_one_percent_false_alarms_per_metric(rule: 
     assert _rate(rule, cv, 0.0, SUSPECTED, trials) <= 0.01 + 3 * (0.01 * 0.99 / trials) ** 0.5  # 1% + 3 MC errors
 
 
-# Run-to-run noise of the per-run figures measured on the virtual fleet (9 unchanged reduced nightlies of
-# tests/bench/bench_verdicts.py on the shared 2-core host, docs/report.md): first-frame time of c6-a 2.6%
-# (pi5-1: 29%, one cold start per run and one outlier at 107 ms against ~52 ms); the agents' memory
-# high-water mark 0.0% (c6-a) and 0.15% (pi5-1).
+# Run-to-run noise of the per-run figures measured on the virtual fleet (unchanged reduced nightlies of
+# tests/bench/bench_verdicts.py on the shared, fully loaded 2-core host; docs/report.md): c6-a's session-start
+# first frame 2.6-3.5%; the median of 10 cold starts 12-15% (each includes a signature check in pure-Python
+# MicroPython or a TFLite parse, on CPUs other jobs kept 85-90% busy); the agents' memory high-water mark
+# 0.0% (c6-a) and 0.15% (pi5-1).
 FIRST_FRAME_CV = 0.026
+COLD_START_CV = 0.145
 MEMORY_CV = 0.0015
 
 
@@ -69,6 +71,9 @@ def test_the_products_effect_sizes_are_caught_at_the_measured_noise() -> None:
     assert _rate("memory_peak", MEMORY_CV, 1.58 / 1.42 - 1, SUSPECTED) >= 0.99
     # an effect at the floor is caught about half the time (the floor is where "worse" starts)
     assert 0.3 <= _rate("first_frame_ms", 0.01, 0.15, SUSPECTED) <= 0.7
+    # what the loaded development host gives: cold-start medians that vary by 14.5% from run to run hide +19%
+    # (seen in under 10% of nights); a quiet bench host is needed for the +15% first-frame check
+    assert _rate("first_frame_ms", COLD_START_CV, 21.7 / 18.2 - 1, SUSPECTED) < 0.1
     # below the floor is never a regression, however clear
     assert _rate("memory_peak", MEMORY_CV, 0.05, SUSPECTED) == 0.0
 
@@ -144,3 +149,15 @@ def test_first_frame_needs_ten_cold_starts() -> None:
     rule = RULES.rule("first_frame_ms")
     assert rule.measurement == "first_frame_p50" and rule.min_samples == 10
     assert judge(rule, "c6-a", 120.0, 1, _window([100, 101, 99, 100.5, 99.5]), "ms").status == NOT_ENOUGH
+
+
+def test_a_longer_history_that_spreads_wider_keeps_five_quiet_runs_from_crying_wolf() -> None:
+    # P99 latency of a virtual board (ms): five quiet runs, but the last 20 accepted runs varied far more
+    rule = RULES.rule("latency_p99")
+    quiet = [40.9, 36.1, 36.8, 47.0, 48.8]
+    history = (64.6, 100.9, 40.2, 28.4, 229.8, *quiet)
+    alone = judge(rule, "pi5-1", 119.7, 9000, _window(quiet))
+    assert alone.status == SUSPECTED  # the window alone says "significant"
+    wide = Window((6, 7, 8, 9, 10), tuple(quiet), RUNS, history=history)
+    assert judge(rule, "pi5-1", 119.7, 9000, wide).status == UNCHANGED
+    assert judge(rule, "pi5-1", 900.0, 9000, wide).status == SUSPECTED  # a real jump still stands out

@@ -46,6 +46,8 @@ class Mode(enum.Enum):
     DOWNLOAD = "download"  # ROM serial loader (or the stub after an upload)
     APP = "app"  # MicroPython running
     BOOT_LOOP = "boot-loop"  # no valid image at 0x0
+    OFF = "off"  # no supply (the bench's USB hub port or relay switched it off)
+    HUNG = "hung"  # the firmware stopped answering (a lock-up); a reset or power cycle ends it
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,8 @@ class Board:
         self._watchdog_ms = 0
         self._baud = ROM_BAUD
         self._rx_free = self._tx_free = 0.0
+        self.powered = True
+        self.stuck = False  # a lock-up that survives resets and power cycles, until `repair()`
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -118,13 +122,40 @@ class Board:
 
     async def power_on(self) -> None:
         """Apply power: boot from flash."""
+        self.powered = True
         await self.reset(download=False, cause="poweron")
+
+    async def power_off(self) -> None:
+        """Remove power: nothing runs, the UART is silent and DTR/RTS do nothing until `power_on()`."""
+        self._cancel_latch()
+        await self.hold_reset()
+        self.powered = False
+        self.mode = Mode.OFF
+        self.events.append("power off")
+
+    async def hang(self, *, stuck: bool = False) -> None:
+        """Lock the firmware up: no output, input ignored. Ended by a reset, unless `stuck` (then by `repair()`)."""
+        await self._stop_task()
+        self.stuck = self.stuck or stuck
+        self.mode = Mode.HUNG
+        self.events.append("hung" + (" (stuck)" if stuck else ""))
+
+    def repair(self) -> None:
+        """Clear a stuck lock-up; the board stays as it is until its next reset."""
+        self.stuck = False
+        self.events.append("repaired")
 
     async def reset(self, *, download: bool, cause: str = "poweron") -> None:
         """Pulse EN; boot into ROM download mode (`download`) or from flash."""
         self._usb_held = None
         await self.hold_reset()
+        if not self.powered or self.stuck:
+            await self._dead()
+            return
         self._start(self._boot(download, cause))
+
+    async def _dead(self) -> None:
+        self.mode = Mode.OFF if not self.powered else Mode.HUNG
 
     async def hold_reset(self) -> None:
         """Pull EN low: stop whatever runs, until the next reset."""
@@ -141,7 +172,11 @@ class Board:
         self.events.append("reset held")
 
     def set_lines(self, dtr: bool, rts: bool) -> None:
-        """The host's DTR/RTS, as the board's USB personality wires them to the chip."""
+        """The host's DTR/RTS, as the board's USB personality wires them to the chip (nothing without power, or
+        on a stuck board)."""
+        if not self.powered or self.stuck:
+            self._lines = (dtr, rts)
+            return
         if self.config.usb == USB_SERIAL_JTAG:
             self._usb_lines(dtr, rts)
         else:
@@ -265,6 +300,8 @@ class Board:
 
     def _watchdog_expired(self) -> None:
         self._watchdog = None
+        if not self.powered or self.stuck:
+            return
         self.events.append("task watchdog expired")
         self.write(watchdog_text())
         self._enter_reset()

@@ -1,7 +1,8 @@
 """The bench's control API for a virtual board (JSON lines over TCP): what a lab's relay and USB hub would do.
 
-Requests: {"op": "power_cycle" | "hold_reset" | "boot" | "download" | "status" | "log"}; every reply
-is {"ok": true, ...} or {"ok": false, "error": "..."}.
+Requests: {"op": "power_cycle" | "power_off" | "power_on" | "hold_reset" | "boot" | "download" | "hang" |
+"hang_stuck" | "repair" | "status" | "log"}; every reply is {"ok": true, ...} or {"ok": false, "error": "..."}.
+`hang` locks the firmware up until the next reset; `hang_stuck` until `repair` (a board no ladder brings back).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import socket
 from typing import Any
 
+from bench.virtual.control import serve_control
 from bench.virtual.esp32c6.board import Board
 
 
@@ -18,6 +20,14 @@ async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
     op = request.get("op")
     if op == "power_cycle":
         await board.power_on()
+    elif op == "power_off":
+        await board.power_off()
+    elif op == "power_on":
+        await board.power_on()
+    elif op in ("hang", "hang_stuck"):
+        await board.hang(stuck=op == "hang_stuck")
+    elif op == "repair":
+        board.repair()
     elif op == "hold_reset":
         await board.hold_reset()
     elif op == "boot":
@@ -27,28 +37,19 @@ async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
     elif op == "log":
         return {"ok": True, "log": board.log.decode("utf-8", "replace")}
     elif op != "status":
-        return {"ok": False, "error": f"unknown op {op!r}; ops: power_cycle hold_reset boot download status log"}
-    return {"ok": True, "mode": board.mode.value, "events": board.events[-50:]}
+        ops = "power_cycle power_off power_on hold_reset boot download hang hang_stuck repair status log"
+        return {"ok": False, "error": f"unknown op {op!r}; ops: {ops}"}
+    return {
+        "ok": True,
+        "mode": board.mode.value,
+        "power": "on" if board.powered else "off",
+        "events": board.events[-50:],
+    }
 
 
 async def start_control(board: Board, host: str) -> asyncio.Server:
     """Serve the control API on a free port."""
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while line := await reader.readline():
-                try:
-                    reply = await _handle(board, json.loads(line))
-                except (ValueError, AttributeError) as exc:
-                    reply = {"ok": False, "error": f"bad request: {exc}"}
-                writer.write(json.dumps(reply).encode() + b"\n")
-                await writer.drain()
-        except ConnectionError:
-            pass
-        finally:
-            writer.close()
-
-    return await asyncio.start_server(serve, host, 0)
+    return await serve_control(lambda request: _handle(board, request), host)
 
 
 def control_request(url: str, op: str, timeout_s: float = 10.0) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+"""Power through the lab's own commands: a relay board's script, a PDU's CLI, `pdudaemon`, `snmpset` ...
+
+    power = { driver = "command", on = "relay 3 on", off = "relay 3 off", status = "relay 3 status" }
+
+Each command runs with `sh -c` and $HILBENCH_DEVICE set to the device's name. `status` (optional) must
+print `on` or `off`; without it the state is `unknown`. `cycle` (optional) replaces off + wait + on.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+from bench.power.protocol import PowerDriver, PowerState, run_tool
+
+
+class CommandPower(PowerDriver):
+    """Shell commands that switch (and optionally read) the device's supply."""
+
+    FIELDS: ClassVar[dict[str, type]] = {"on": str, "off": str, "status": str, "cycle": str, "timeout_s": float}
+    REQUIRED: ClassVar[tuple[str, ...]] = ("on", "off")
+
+    @property
+    def where(self) -> str:
+        return f"command {self.spec.options['on']!r}"
+
+    async def _run(self, which: str) -> str:
+        env = {**os.environ, "HILBENCH_DEVICE": self.device}
+        return await run_tool(
+            ["sh", "-c", str(self.spec.options[which])],
+            what=f"device {self.device!r}: power {which} command",
+            timeout_s=float(self.spec.options.get("timeout_s", 30.0)),
+            env=env,
+        )
+
+    async def on(self) -> None:
+        """Run the `on` command."""
+        await self._run("on")
+
+    async def off(self) -> None:
+        """Run the `off` command."""
+        await self._run("off")
+
+    async def cycle(self, off_s: float | None = None) -> None:
+        """The `cycle` command when given, else off, wait, on."""
+        if "cycle" in self.spec.options:
+            await self._run("cycle")
+        else:
+            await super().cycle(off_s)
+
+    async def status(self) -> PowerState:
+        """The `status` command's first word (`on`/`off`), or unknown without one."""
+        if "status" not in self.spec.options:
+            return PowerState.UNKNOWN
+        words = (await self._run("status")).strip().lower().split()
+        first = words[0] if words else ""
+        return PowerState(first) if first in ("on", "off") else PowerState.UNKNOWN

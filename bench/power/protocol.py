@@ -1,0 +1,95 @@
+"""The one power protocol every power backend implements: on, off, cycle, status.
+
+A backend is a class with the fleet-file fields it takes (`FIELDS`, name -> type, and which are
+`REQUIRED`) and four coroutines. A new backend (a PDU's API, a QEMU guest) subclasses `PowerDriver`,
+implements `on`, `off` and `status`, and registers itself in `bench.power.BACKENDS`; `cycle` comes for free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from bench.errors import BenchError
+
+DEFAULT_OFF_S = 2.0  # how long a power cycle leaves the device without power (caps drain, USB re-enumerates)
+
+
+class PowerState(enum.StrEnum):
+    """What a power backend says about the device's supply."""
+
+    ON = "on"
+    OFF = "off"
+    UNKNOWN = "unknown"  # the backend cannot read it back (e.g. a relay script without a status command)
+
+
+class PowerError(BenchError):
+    """A power backend failed (its tool is missing, exited non-zero or timed out)."""
+
+
+@dataclass(frozen=True)
+class PowerSpec:
+    """A device's `power = { driver = ..., ... }` table, validated against its backend's fields."""
+
+    driver: str
+    options: dict[str, Any] = field(default_factory=dict)
+    off_s: float = DEFAULT_OFF_S
+    base_dir: Path = Path(".")  # the fleet file's folder: relative paths in options resolve against it
+
+
+class PowerDriver(ABC):
+    """Switches one device's power. Same class for a real hub port and a virtual board's."""
+
+    FIELDS: ClassVar[dict[str, type]] = {}  # fleet-file fields besides `driver` and `off_s`
+    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, device: str, spec: PowerSpec) -> None:
+        self.device = device
+        self.spec = spec
+
+    @property
+    def where(self) -> str:
+        """How the backend reaches the supply, for messages (e.g. `uhubctl hub 1-1 port 2`)."""
+        return self.spec.driver
+
+    @abstractmethod
+    async def on(self) -> None:
+        """Switch the supply on."""
+
+    @abstractmethod
+    async def off(self) -> None:
+        """Switch the supply off."""
+
+    @abstractmethod
+    async def status(self) -> PowerState:
+        """Read the supply's state back."""
+
+    async def cycle(self, off_s: float | None = None) -> None:
+        """Off, wait (`off_s`, default the spec's), on."""
+        await self.off()
+        await asyncio.sleep(self.spec.off_s if off_s is None else off_s)
+        await self.on()
+
+
+async def run_tool(argv: list[str], *, what: str, timeout_s: float = 30.0, env: dict[str, str] | None = None) -> str:
+    """Run a power tool; its stdout, or PowerError with its stderr (missing tool, exit code, timeout)."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env
+        )
+    except OSError as exc:
+        raise PowerError(f"{what}: cannot run {argv[0]}: {exc.strerror}", hint=f"is {argv[0]} installed?") from None
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise PowerError(f"{what}: {argv[0]} did not finish within {timeout_s:g} s") from None
+    if proc.returncode != 0:
+        text = (err or out).decode("utf-8", "replace").strip().splitlines()
+        raise PowerError(f"{what}: {argv[0]} exited {proc.returncode}: {text[-1] if text else 'no output'}")
+    return out.decode("utf-8", "replace")
