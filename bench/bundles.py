@@ -10,7 +10,7 @@ from bench import signing
 from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_file
-from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WIRE_MODULE
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 
 HOST_AGENT_PORT = 7700
 
@@ -21,7 +21,16 @@ PORTABLE = [
     (MICROPYTHON_DIR / "npcfeat.py", "npcfeat.py"),
     (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
 ]
-HOST_FILES = ["npc_agent.py", "npc_models.py", "npc_verify.py", "npc_links.py", "npc_update.py", "npc_bspatch.py"]
+HOST_FILES = [
+    "npc_agent.py",
+    "npc_models.py",
+    "npc_verify.py",
+    "npc_links.py",
+    "npc_update.py",
+    "npc_bspatch.py",
+    "npc_grpc.py",
+]
+GRPC_MESSAGES = (PACKAGE_DIR / "ota" / "npcota_pb.py", "npcota_pb.py")  # the gRPC update channel's messages
 OPTIONAL = [(MICROPYTHON_DIR / "p256.py", "p256.py")]  # verifier for targets without `cryptography`
 
 
@@ -56,9 +65,10 @@ def host_bundle(
     pubkey_path: Path = signing.DEV_PUBLIC_KEY,
 ) -> list[tuple[Path, str]]:
     """The files of the host/ agent for `device`: agent modules, the portable modules, the trusted public
-    key, the device's model (`settings['model']`) and its signed manifest (written to `out_dir`)."""
+    key, the device's model (`settings.model`) and its signed manifest (written to `out_dir`)."""
     files = [(HOST_DIR / name, name) for name in HOST_FILES]
     files += PORTABLE
+    files.append(GRPC_MESSAGES)
     files += [(src, dest) for src, dest in OPTIONAL if src.is_file()]
     files.append((Path(pubkey_path), "trusted.pub.pem"))
     try:

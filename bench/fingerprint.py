@@ -13,7 +13,7 @@ from typing import Any
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
 from bench.devices.esp32c6 import DEFAULT_FIRMWARE
 from bench.fleet import Device
-from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
 FIELDS = {
@@ -61,10 +61,13 @@ def device_fingerprint(
 
 def agent_bundle_hash(device: Device) -> str:
     """sha256 over the reference agent's source files the bench deploys to this kind of device (short)."""
-    mcu = device.kind_info.family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
+    family = device.kind_info.family
+    mcu = family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
     folder = MICROPYTHON_DIR if mcu else HOST_DIR
     files = [p for p, _ in PORTABLE + OPTIONAL]
     files += sorted(folder.glob("*.py")) if mcu else [folder / f for f in HOST_FILES]
+    if family == "browser":  # web pages run the JS agent (docs/web.md)
+        files = [*sorted((WEB_DIR / "agent").glob("*.js")), WEB_DIR / "index.html", WEB_DIR / "package-lock.json"]
     digest = hashlib.sha256()
     for path in files:
         if path.is_file():

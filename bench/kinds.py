@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bench.errors import ConfigError
-from bench.links.spec import Link, LinkType, QemuLink, SerialLink, SshLink
+from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
+
+UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
 
 # numeric settings that make no sense at zero or below (checked wherever a kind has them; a memory limit
 # of 0 means none)
@@ -39,6 +41,7 @@ class Settings:
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = "127.0.0.1"  # where the device reaches the bench's update server (QEMU: the driver's)
     voice: str = "auto"  # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
+    update_channel: str = "coap"  # one of UPDATE_CHANNELS: coap, grpc (Linux-class boards), websocket (web)
     stall_s: float = 5.0  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
 
     def replace(self, **changes: Any) -> Settings:
@@ -48,10 +51,12 @@ class Settings:
     def problems(self) -> list[tuple[str, str]]:
         """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
         file and device. Kinds with more fields extend this (call super)."""
-        found = [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
+        out = [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
+        if self.update_channel not in UPDATE_CHANNELS:
+            out.append(("update_channel", f"must be one of {', '.join(UPDATE_CHANNELS)}"))
         if self.voice not in VOICE_CHOICES:
-            found.append(("voice", f"must be one of {', '.join(VOICE_CHOICES)}"))
-        return found
+            out.append(("voice", f"must be one of {', '.join(VOICE_CHOICES)}"))
+        return out
 
 
 # How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
@@ -111,6 +116,14 @@ class Arm64ImageSettings(Settings):
     fps_target: int = 30
     memory_limit_mb: int = 256
     stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
+
+
+@dataclass(frozen=True)
+class WebSettings(Settings):
+    """A browser page running the web agent (LiteRT.js on WASM)."""
+
+    memory_limit_mb: int = 256  # WASM heap a model in probation may grow to
+    update_channel: str = "websocket"
 
 
 @dataclass(frozen=True)
@@ -254,5 +267,15 @@ register(
         Arm64ImageSettings,
         driver="bench.devices.qemu_arm64:QemuArm64Driver",
         image=True,
+    )
+)
+register(
+    Kind(
+        "web",
+        "a browser page (headless Chromium) running the web agent: LiteRT.js on WASM, WebSocket link",
+        BrowserLink,
+        WebSettings,
+        driver="bench.devices.web:WebDriver",
+        virtual="bench.virtual.web:VirtualBrowser",
     )
 )

@@ -47,6 +47,7 @@ def data_root() -> Path:
 ROOT = data_root()
 HOST_DIR = ROOT / "host"  # the host agent (Linux boards, the ARM64 image)
 MICROPYTHON_DIR = ROOT / "micropython"  # the MicroPython agent and the portable modules both agents share
+WEB_DIR = ROOT / "web"  # the web agent (JS), its page and npm lockfile; `npm ci` there puts LiteRT.js in node_modules
 FIRMWARE_DIR = ROOT / "firmware"  # the virtual ESP32-C6 firmware and the image recipes, one folder per kind
 FIXTURES_DIR = ROOT / "fixtures"
 MODELS_DIR = FIXTURES_DIR / "models"

@@ -41,6 +41,8 @@ VERSION = "0.1.0"
 CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
 if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
     CAPS += ["update-coap", "delta-bsdiff"]
+    if importlib.util.find_spec("grpc") is not None and importlib.util.find_spec("google.protobuf") is not None:
+        CAPS += ["update-grpc"]  # npc_grpc: the `grpc` update channel
 # in the models folder: the model the last `load`/`update` switched to, run at start. The deploy bundle
 # ships one naming the deployed model, so a flash (which re-sends changed files) resets it.
 CURRENT = "current.json"

@@ -150,7 +150,12 @@ async def fetch(
 ) -> Path:
     """Fetch `url` into `part` block by block, resuming from what `part` already holds; return `part`.
 
-    Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume)."""
+    Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume).
+    A `grpc://` URL is fetched over the gRPC update channel instead (npc_grpc), with the same resume rule."""
+    if url.startswith("grpc://"):
+        import npc_grpc  # deployed flat beside the agent; needs grpcio and protobuf
+
+        return await npc_grpc.fetch(url, part, stats)
     meta_path = part.with_name(part.name + ".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
     szx = BLOCK_SZX

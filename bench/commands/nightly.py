@@ -25,6 +25,7 @@ from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
 from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
+from bench.report.build import outcome_of
 from bench.results.baseline import get_baseline
 from bench.results.store import DEFAULT_STORE, open_store
 from bench.results.thresholds import load_thresholds
@@ -180,10 +181,14 @@ def _print(result: NightlyResult) -> None:
         if run.session == OTA_SESSION:
             out.print(f"updates and faults (run {run.run_id}): report {run.page}", highlight=False)
             continue
-        verdict = (
-            f"[red]{len(run.regressions)} regression(s)[/red]" if run.regressions else "[green]no regression[/green]"
-        )
-        out.print(f"session {run.session} (run {run.run_id}): {verdict}" + (f"; {run.note}" if run.note else ""))
+        outcome = outcome_of(run.verdicts)
+        if run.regressions:
+            verdict = f"[red]{len(run.regressions)} regression(s)[/red]"
+        elif outcome == "pass":
+            verdict = "[green]no regression[/green]" + (f"; {run.note}" if run.note else "")
+        else:  # nothing was judged: saying "no regression" would claim a check that did not happen
+            verdict = f"not judged ({run.note or outcome})"
+        out.print(f"session {run.session} (run {run.run_id}): {verdict}")
         for v in run.regressions:
             out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
         for v in run.with_status("not reproduced"):

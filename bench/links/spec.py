@@ -307,6 +307,8 @@ class QemuLink:
         raise DeviceUnreachable(f"device {device.name!r}: a QEMU machine is not reached through a lab place")
 
 
-Link = SerialLink | SshLink | QemuLink
-LinkType = type[SerialLink] | type[SshLink] | type[QemuLink]
-LINK_TYPES: tuple[LinkType, ...] = (SerialLink, SshLink, QemuLink)
+from bench.links.browser import BrowserLink  # noqa: E402  (it imports this module's ProbeResult when probing)
+
+Link = SerialLink | SshLink | QemuLink | BrowserLink
+LinkType = type[SerialLink] | type[SshLink] | type[QemuLink] | type[BrowserLink]
+LINK_TYPES: tuple[LinkType, ...] = (SerialLink, SshLink, QemuLink, BrowserLink)

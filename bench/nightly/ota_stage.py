@@ -20,8 +20,8 @@ from bench.fleet import Device
 from bench.measure.faults import fault_event
 from bench.models import fleet_formats
 from bench.nightly.stages import DeviceOutcome
-from bench.ota.rollout import DeviceUpdate, bind_address, device_base_url, server_host_for, update_device
-from bench.ota.server import UpdateServer
+from bench.ota import channels
+from bench.ota.rollout import DeviceUpdate, bind_address, server_host_for, update_device
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
 from bench.paths import MODELS_DIR
@@ -110,19 +110,21 @@ class _Agent:
         with contextlib.suppress(Exception):
             await self.driver.close_agent()
 
-    def base_url(self, port: int) -> str:
-        return device_base_url(port, server_host_for(self.device, self.driver))
+    def base_url(self, ports: dict[str, int]) -> str:
+        channel = channels.channel_of(self.device)
+        return channels.base_url(channel, ports[channel], server_host_for(self.device, self.driver))
 
 
 async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work) -> dict[str, DeviceOutcome]:
-    """Serve `store` and run `work(agent, port)` on every device at once."""
+    """Serve `store` on the devices' update channels and run `work(agent, ports)` on every device at once."""
     hosts = [d.settings.ota_server_host for d in devices]
-    async with UpdateServer(store, host=bind_address(hosts)) as server:
+    wanted = {channels.channel_of(d) for d in devices}
+    async with channels.serve(store, wanted, bind_address(hosts)) as ports:
 
         async def one(device: Device) -> tuple[str, DeviceOutcome]:
             try:
                 async with _Agent(device, log_dir) as agent:
-                    return device.name, await work(agent, server.port)
+                    return device.name, await work(agent, ports)
             except BenchError as exc:
                 return device.name, DeviceOutcome(False, f"cannot reach the agent: {exc}")
 
@@ -139,13 +141,13 @@ async def update_stage(
     """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run."""
     store, manifests = build_store(log_dir / "ota-store")
 
-    async def work(agent: _Agent, port: int) -> DeviceOutcome:
+    async def work(agent: _Agent, ports: dict[str, int]) -> DeviceOutcome:
         manifest = manifests.get((_format(agent.device), "v2"))
         if manifest is None:
             return DeviceOutcome(True, f"no {_format(agent.device)} model to update to", skipped=True)
         timing = timing_named(agent.device.settings.ota_timing)
         update = await update_device(
-            agent.session, store, manifest, agent.base_url(port), timing=timing, want_delta=True
+            agent.session, store, manifest, agent.base_url(ports), timing=timing, want_delta=True
         )
         if run_id is not None:
             results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
@@ -158,7 +160,10 @@ def _update_text(u: DeviceUpdate) -> str:
     if not u.ok:
         return u.detail + (" (previous model kept)" if u.kept_previous else " (model state unknown!)")
     mode = "delta" if u.delta else "full"
-    return f"{u.target} {mode}: {u.bytes} B in {u.blocks} blocks, {u.transfer_ms:.0f} ms, switch {u.switch_ms:.1f} ms"
+    return (
+        f"{u.target} {mode} over {u.channel}: {u.bytes} B in {u.blocks} blocks, {u.transfer_ms:.0f} ms, "
+        f"switch {u.switch_ms:.1f} ms"
+    )
 
 
 async def fault_suite(
@@ -168,7 +173,7 @@ async def fault_suite(
     it ran before. Faults are kept with the run."""
     store, manifests = build_store(log_dir / "ota-store")
 
-    async def work(agent: _Agent, port: int) -> DeviceOutcome:
+    async def work(agent: _Agent, ports: dict[str, int]) -> DeviceOutcome:
         session = agent.session
         timing = timing_named(agent.device.settings.ota_timing)
         cases: dict[str, dict[str, Any]] = {}
@@ -183,7 +188,7 @@ async def fault_suite(
                 manifest = manifests.get((fmt, case.name))
             if manifest is None:
                 continue
-            update = await update_device(session, store, manifest, agent.base_url(port), timing=timing)
+            update = await update_device(session, store, manifest, agent.base_url(ports), timing=timing)
             try:
                 fault = await session.next_fault(timeout=FAULT_WAIT_S)
             except BenchError:

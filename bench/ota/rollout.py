@@ -15,8 +15,9 @@ from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
+from bench.ota import channels
 from bench.ota.impair import Impairment, ImpairmentProxy
-from bench.ota.server import UpdateServer, delta_segment, model_path
+from bench.ota.server import delta_segment, model_path
 from bench.ota.store import ModelStore
 from bench.ota.timing import LinkTiming, timing_named
 
@@ -33,6 +34,7 @@ class DeviceUpdate:
     previous: dict[str, Any] | None = None  # the model the agent ran before
     running: dict[str, Any] | None = None  # the model the agent runs now (from its hello after the update)
     delta: bool = False
+    channel: str = "coap"  # the update channel that carried it (bench/ota/channels.py)
     blocks: int = 0
     bytes: int = 0
     retransmits: int = 0
@@ -125,6 +127,13 @@ async def update_device(
             result.ok, result.running, result.checked = True, result.previous, True
             result.detail = "already running this version"
             return result
+        scheme = base_url.partition("://")[0]
+        channel = next((c for c, sch in channels.SCHEMES.items() if sch == scheme), "coap")
+        result.channel = channel
+        if channels.CAPS[channel] not in hello.get("caps", []):
+            result.running, result.checked = result.previous, True
+            result.detail = f"the agent has no {channels.CAPS[channel]} (update_channel {channel}): not updated"
+            return result
         base_version, algo, note = plan(store, manifest, hello, want_delta)
         if note:
             result.notes.append(note)
@@ -182,7 +191,7 @@ def manifests_for(devices: list[Device], store: ModelStore, spec: str) -> dict[s
 
 
 async def _update_one(
-    device: Device, store: ModelStore, manifest: dict[str, Any], port: int, *, want_delta: bool
+    device: Device, store: ModelStore, manifest: dict[str, Any], ports: dict[str, int], *, want_delta: bool
 ) -> DeviceUpdate:
     """Open the device's agent through its driver, update it, close."""
     if not has_driver(device.kind):
@@ -195,7 +204,8 @@ async def _update_one(
             await driver.close_agent()
         return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}", checked=False)
     try:
-        base_url = device_base_url(port, server_host_for(device, driver))
+        channel = channels.channel_of(device)
+        base_url = channels.base_url(channel, ports[channel], server_host_for(device, driver))
         timing = timing_named(device.settings.ota_timing)
         return await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
     finally:
@@ -219,14 +229,14 @@ async def update_devices(
     devices that reach the bench over loopback)."""
     manifests = manifests_for(devices, store, spec)
     hosts = [d.settings.ota_server_host for d in devices]
-    async with UpdateServer(store, host=bind_address(hosts)) as server, contextlib.AsyncExitStack() as stack:
-        port = server.port
-        if impairment is not None:
-            proxy = await stack.enter_async_context(ImpairmentProxy(("127.0.0.1", server.port), impairment))
-            port = proxy.port
+    wanted = {channels.channel_of(d) for d in devices}
+    async with channels.serve(store, wanted, bind_address(hosts)) as ports, contextlib.AsyncExitStack() as stack:
+        if impairment is not None and "coap" in ports:  # the impairment proxy is for CoAP datagrams
+            proxy = await stack.enter_async_context(ImpairmentProxy(("127.0.0.1", ports["coap"]), impairment))
+            ports = {**ports, "coap": proxy.port}
 
         async def one(device: Device) -> DeviceUpdate:
-            result = await _update_one(device, store, manifests[device.name], port, want_delta=want_delta)
+            result = await _update_one(device, store, manifests[device.name], ports, want_delta=want_delta)
             if on_done is not None:
                 on_done(result)
             return result

@@ -79,7 +79,7 @@ def build_report(
         "outcome": {
             "regressions": len(regressions),
             "regressed_devices": sorted({v.device for v in regressions}),
-            "verdict": _outcome(verdicts),
+            "verdict": outcome_of(verdicts),
             "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
             "collecting": sorted({v.reason for v in verdicts if v.status == COLLECTING}),
@@ -111,12 +111,13 @@ def build_report(
             }
         )
         base_device = baseline.devices.get(name) if baseline else None
-        report.plots[name] = device_plots(device, base_device, data["devices"][-1]["trend"])
+        icount = data["devices"][-1]["icount"]
+        report.plots[name] = device_plots(device, base_device, data["devices"][-1]["trend"], icount=icount)
     return report
 
 
-def _outcome(verdicts: list[Verdict]) -> str:
-    """regression, pass, collecting baseline, or no baseline."""
+def outcome_of(verdicts: list[Verdict]) -> str:
+    """regression, pass, collecting baseline, or no baseline: what a run's verdicts add up to."""
     if any(v.status == REGRESSION for v in verdicts):
         return "regression"
     judged = (IMPROVED, UNCHANGED, INCONCLUSIVE, NOT_REPRODUCED)
@@ -153,11 +154,18 @@ def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
             "from_window_start": first == 0 and len(trend) > 1}  # fmt: skip
 
 
-def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict]) -> dict[str, str]:
-    """The SVG plots of one device."""
+MIN_RATE_WINDOWS = 3  # an FPS-over-time plot of fewer 1 s windows is a dot, not a trend
+
+
+def device_plots(
+    device: DeviceRun, baseline: DeviceRun | None, trend: list[dict], *, icount: bool = False
+) -> dict[str, str]:
+    """The SVG plots of one device. On an icount guest the bench-clock plots (decision latency) are left out and
+    the frame plots' time axis is the guest's clock."""
     plots: dict[str, str] = {}
     frames = device.frames
-    latency = device.series(LATENCY_MS)
+    latency = None if icount else device.series(LATENCY_MS)
+    time_axis = "guest-clock time since run start (s)" if icount else "time since run start (s)"
     if latency is not None and len(latency):
         lines = [svg.Line(*cdf_points(latency.values), label="this run")]
         base_latency = baseline.series(LATENCY_MS) if baseline is not None else None
@@ -177,7 +185,7 @@ def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict
         plots["frame_interval"] = svg.render(
             svg.Plot(
                 "Frame interval over time",
-                "time since run start (s)",
+                time_axis,
                 "frame interval (ms)",
                 bands=[svg.Band(t, low, high, label="min-max per bucket")],
                 lines=[svg.Line(t, mean, label="mean per bucket")],
@@ -185,24 +193,28 @@ def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict
             )
         )
         t, fps = rate_per_window(frames.t_s)
+    if frames is not None and t.size >= MIN_RATE_WINDOWS:
         plots["fps"] = svg.render(
             svg.Plot(
                 "FPS over time",
-                "time since run start (s)",
+                time_axis,
                 "frames per second (FPS)",
                 lines=[svg.Line(t, fps, label="FPS (1 s windows)")],
                 markers=fault_markers(device),
                 y_range=(0.0, float(np.max(fps)) * 1.1 if fps.size else 1.0),
             )
         )
-    if device.faults:
-        end = float(device.frames.t_s[-1]) if frames is not None and len(frames) else max(f.t_s for f in device.faults)
-        events = [(f.t_s, f.kind, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip()) for f in device.faults]
-        plots["faults"] = svg.timeline("Fault timeline", events, end)
+    timed = [f for f in device.faults if f.t_s is not None]  # a fault nobody timed has no place on a time axis
+    if timed:
+        end = float(device.frames.t_s[-1]) if frames is not None and len(frames) else max(f.t_s for f in timed)
+        events = [(f.t_s, f.kind, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip()) for f in timed]
+        if end > 0:
+            plots["faults"] = svg.timeline("Fault timeline", events, end)
     plots.update(telemetry_plots(device))
     if len(trend) >= 2:
         x = np.arange(len(trend), dtype=float)
         ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
+    if len(trend) >= 2 and not icount:
         series = [("latency_p50_ms", "P50"), ("latency_p95_ms", "P95"), ("latency_p99_ms", "P99")]
         plots["trend_latency"] = svg.render(
             svg.Plot(
@@ -216,6 +228,7 @@ def device_plots(device: DeviceRun, baseline: DeviceRun | None, trend: list[dict
                 ],
             )
         )
+    if len(trend) >= 2:
         plots["trend_fps"] = svg.render(
             svg.Plot(
                 f"FPS over the last {len(trend)} runs",
@@ -286,7 +299,11 @@ def telemetry_plots(device: DeviceRun) -> dict[str, str]:
 
 def fault_markers(device: DeviceRun) -> list[svg.Marker]:
     """Vertical markers for the device's faults, titled with what happened."""
-    return [svg.Marker(f.t_s, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip()) for f in device.faults]
+    return [
+        svg.Marker(f.t_s, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip())
+        for f in device.faults
+        if f.t_s is not None
+    ]
 
 
 def _column(trend: list[dict], key: str) -> np.ndarray:

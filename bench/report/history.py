@@ -43,6 +43,8 @@ def _summary(device: str, kind: str, m: dict[str, tuple[float | None, int | None
         latency_p50_ms=value("decision_latency_p50", US_TO_MS),
         latency_p95_ms=value("decision_latency_p95", US_TO_MS),
         latency_p99_ms=value("decision_latency_p99", US_TO_MS),
+        inference_n=m.get("inference_latency_p50", (None, 0))[1] or 0,
+        inference_p50_ms=value("inference_latency_p50", US_TO_MS),
         frames=count("frames"),
         fps=value("fps"),
         low_1pct_fps=value("fps_1pct_low"),
@@ -51,7 +53,11 @@ def _summary(device: str, kind: str, m: dict[str, tuple[float | None, int | None
         deadline_budget_ms=value("decision_budget"),
         deadline_misses=count("decision_deadline_misses"),
         stutters=count("stutters"),
-        first_frame_ms=value("first_frame"),
+        # the judged figure (median of the cold starts), else the session start's one sample (older runs)
+        first_frame_n=m.get("first_frame_p50", (None, None))[1] or (1 if value("first_frame") is not None else 0),
+        first_frame_ms=value("first_frame_p50", US_TO_MS)
+        if value("first_frame_p50") is not None
+        else value("first_frame"),
         memory_peak_mb=value("mem_peak", B_TO_MB),
         faults=count("faults"),
         ota_transfers=0,

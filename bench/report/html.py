@@ -14,6 +14,8 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from bench.report.build import Report
+from bench.report.measures import NOUNS, count_text, measure_rows
+from bench.results.judge import ICOUNT
 from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
@@ -26,6 +28,8 @@ def num(value: float | None, unit: str, digits: int | None = None) -> str:
     µs in ms, bytes in kB/MB."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "—"
+    if value == 0:  # "0.000 ms" reads as a rounded measurement; zero is zero
+        return f"0 {UNIT_SYMBOLS.get(unit, unit)}"
     value, unit = readable(float(value), unit)
     if digits is None:
         digits = 0 if abs(value) >= 100 else 1 if abs(value) >= 10 else 2 if abs(value) >= 0.1 else 3
@@ -63,12 +67,26 @@ def _verdict_counts(device: dict) -> str:
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "no baseline"
 
 
+# the overview's columns: (short header, measures row key)
+OVERVIEW = (
+    ("latency P50", "latency_p50"), ("latency P99", "latency_p99"), ("FPS", "fps"), ("1% low", "low_1pct_fps"),
+    ("jitter (std)", "jitter_std"), ("deadline misses", "deadline_misses"),
+)  # fmt: skip
+
+
+def _overview_rows(device: dict) -> list[dict]:
+    rows = {r["key"]: r for r in measure_rows(device)}
+    return [rows[key] for _, key in OVERVIEW]
+
+
 def render_html(report: Report) -> str:
     """The report as one self-contained HTML document."""
     template = _ENV.get_template("report.html.j2")
     return template.render(
         data=report.data, run=report.data["run"], plots=report.plots, css=_css(),
         num=num, pct=pct, pval=pval, ptext=ptext, mark=_mark, verdict_counts=_verdict_counts,
+        measure_rows=measure_rows, overview_rows=_overview_rows, overview_headers=[h for h, _ in OVERVIEW],
+        count_text=count_text, noun=lambda metric: NOUNS.get(metric, "observations"), icount_reason=ICOUNT,
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from bench.results.runview import (
     FIRST_FRAME_MS,
     FRAME_DEVIATION_US,
     FRAME_INTERVAL_MS,
+    INFERENCE_MS,
     LATENCY_MS,
     MEMORY_PEAK_MB,
     DeviceRun,
@@ -31,6 +32,8 @@ class DeviceSummary:
     latency_p50_ms: float | None
     latency_p95_ms: float | None
     latency_p99_ms: float | None
+    inference_n: int
+    inference_p50_ms: float | None  # t1 - t0 on the device clock
     frames: int
     fps: float | None  # 1 / mean frame time
     low_1pct_fps: float | None  # 1 / P99 frame time
@@ -39,7 +42,8 @@ class DeviceSummary:
     deadline_budget_ms: float | None
     deadline_misses: int
     stutters: int  # frames longer than 2.5x the moving average
-    first_frame_ms: float | None  # median over the run's first-frame samples
+    first_frame_n: int
+    first_frame_ms: float | None  # median over the run's first-frame samples (cold starts)
     memory_peak_mb: float | None
     faults: int
     ota_transfers: int
@@ -95,6 +99,7 @@ def summarize(device: DeviceRun) -> DeviceSummary:
     else:
         misses = int(np.count_nonzero(latency > budget)) if budget else 0
     first = device.series(FIRST_FRAME_MS)
+    inference = _finite(device.series(INFERENCE_MS))
     memory = device.series(MEMORY_PEAK_MB)
     return DeviceSummary(
         device=device.name,
@@ -103,6 +108,8 @@ def summarize(device: DeviceRun) -> DeviceSummary:
         latency_p50_ms=p50,
         latency_p95_ms=p95,
         latency_p99_ms=p99,
+        inference_n=int(inference.size),
+        inference_p50_ms=percentiles(inference, (0.5,))[0],
         frames=len(frames) if frames is not None else 0,
         fps=fps,
         low_1pct_fps=low,
@@ -111,6 +118,7 @@ def summarize(device: DeviceRun) -> DeviceSummary:
         deadline_budget_ms=budget,
         deadline_misses=misses,
         stutters=stutters,
+        first_frame_n=len(first) if first else 0,
         first_frame_ms=percentiles(first.values, (0.5,))[0] if first else None,
         memory_peak_mb=float(np.max(memory.values)) if memory and len(memory) else None,
         faults=len(device.faults),

@@ -28,7 +28,7 @@ def ota_record(update: Any) -> dict[str, Any]:
     """The JSON kept for one `bench.ota.rollout.DeviceUpdate` (anything with its fields)."""
     data = update.to_json() if hasattr(update, "to_json") else dict(update)
     keep = ("ok", "target", "previous", "running", "delta", "blocks", "bytes", "retransmits", "transfer_ms",
-            "verify_ms", "switch_ms", "detail", "kept_previous")  # fmt: skip
+            "verify_ms", "switch_ms", "detail", "kept_previous", "channel")  # fmt: skip
     return {k: data.get(k) for k in keep}
 
 
@@ -61,4 +61,5 @@ def _transfer(r: dict[str, Any]) -> OtaTransfer:
         verify_ms=float(r.get("verify_ms") or 0.0),
         switch_ms=float(r.get("switch_ms") or 0.0),
         result=result,
+        channel=str(r.get("channel") or "coap"),
     )

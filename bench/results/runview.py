@@ -55,7 +55,7 @@ class TimeSeries:
 class FaultEvent:
     """Something that went wrong (or was injected) on a device, and how the device came out of it."""
 
-    t_s: float
+    t_s: float | None  # since the run's first frame; None when nobody timed it (e.g. a refused update)
     kind: str  # e.g. "bad-signature", "oom", "panic", "rollback", "link-lost"
     detail: str = ""
     outcome: str = ""  # e.g. "rejected, old model kept", "rolled back in 412 ms"
@@ -76,6 +76,7 @@ class OtaTransfer:
     switch_ms: float  # atomic switch
     result: str  # "ok", or what went wrong and whether the old model kept running
     t_s: float | None = None  # when, s since the run started, if known
+    channel: str = "coap"  # the update channel: coap, grpc, websocket
 
 
 @dataclass

@@ -157,8 +157,12 @@ def _decide(
 
 
 def not_applicable(verdict: Verdict, why: str) -> Verdict:
-    """A verdict that cannot mean anything on this device (e.g. bench-clock latency of an icount guest)."""
-    return replace(verdict, status=NOT_APPLICABLE, reason=f"not applicable: {why}")
+    """A verdict that cannot mean anything on this device (e.g. bench-clock latency of an icount guest). It carries
+    no figures: a number next to "not applicable" would read as a measurement."""
+    return replace(
+        verdict, status=NOT_APPLICABLE, reason=f"not applicable: {why}", baseline_value=None, run_value=None,
+        effect_pct=None, p_value=None, spread=None, confirm_value=None,
+    )  # fmt: skip
 
 
 def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:

@@ -29,6 +29,7 @@ from bench.results.runview import (
     TimeSeries,
 )
 from bench.results.store import ResultStore
+from bench.units import figure
 
 # stored histogram name -> (RunView source, target unit)
 HISTOGRAM_SOURCES = {
@@ -150,12 +151,12 @@ def _fault(f, first_t0_us: int | None, first_rx_ns: int | None = None) -> FaultE
     elif f.t_fault_bench_ns is not None and first_rx_ns is not None:  # seen by the bench (agent exit, link loss)
         t_s = (f.t_fault_bench_ns - first_rx_ns) / 1e9
     else:
-        t_s = 0.0
+        t_s = None
     outcome = []
     if f.rollback_us is not None:
-        outcome.append(f"rolled back to v{f.prev_version} in {f.rollback_us / 1000:.0f} ms")
+        outcome.append(f"rolled back to v{f.prev_version} in {figure(f.rollback_us, 'us')}")
     if f.since_switch_ms is not None:
-        outcome.append(f"{f.since_switch_ms:.0f} ms after the switch to v{f.model_version}")
+        outcome.append(f"{figure(f.since_switch_ms, 'ms')} after the switch to v{f.model_version}")
     return FaultEvent(
         t_s=t_s, kind=f.kind, detail=" ".join(x for x in (f.cause, f.detail) if x), outcome="; ".join(outcome)
     )

@@ -171,3 +171,28 @@ class MicroPythonAgent(AgentUnderTest):
     def vm_argv(self) -> list[str]:
         # the VM's default heap: the scheduler scenarios keep every slot they produce for the comparison
         return [MICROPYTHON, "-c", "import sys; exec(open(sys.argv[1]).read())"]
+
+
+class WebAgent(AgentUnderTest):
+    """web/ in a page of a headless Chromium (bench.web.stdio_agent bridges its WebSocket link to stdio), with
+    the web kind's memory limit on LiteRT.js's WASM heap (256 MB)."""
+
+    kind = "web"
+    model_ext = "tflite"
+    crash_model = "npc-fault-crash-int8"  # LiteRT.js's WASM build returns garbage; the agent's output check faults
+    oom_model = "npc-fault-arena-int8"  # ~460 MB of WASM heap at its first inference
+    broken_model = "npc-fault-broken-int8"
+    mem_limit_mb = 256
+
+    def __init__(self, folder: Path) -> None:
+        from bench.web.deploy import deploy_storage
+
+        super().__init__(folder)
+        deploy_storage(folder, MODELS / "npc-policy-int8.tflite", mem_limit_mb=self.mem_limit_mb)
+
+    def argv(self) -> list[str]:
+        return [sys.executable, "-m", "bench.web.stdio_agent", "--storage", str(self.folder)]
+
+    def vm_argv(self) -> list[str]:
+        # the scheduler is JavaScript: the same scenario, ported, on web/agent/npcsched.js under Node
+        return [shutil.which("node") or "node", str(ROOT / "web" / "tools" / "sched_scenario.mjs")]

@@ -47,7 +47,10 @@ def test_the_wheel_carries_what_the_paths_module_finds(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     data = {n.split("/data/share/npc-hil-bench/", 1)[1] for n in names if "/data/share/npc-hil-bench/" in n}
     tracked = subprocess.run(
-        ["git", "ls-files", "host", "micropython", "fixtures", "firmware"], cwd=REPO, check=True, capture_output=True
+        ["git", "ls-files", "host", "micropython", "web", "fixtures", "firmware"],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
     )
     wanted = set(tracked.stdout.decode().split())  # every shipped file of the checkout
     assert {"fixtures/fleets/virtual.toml", "host/npc_agent.py", "firmware/esp32c6/virtual-micropython.bin"} <= wanted
@@ -72,6 +75,7 @@ def test_pip_install_then_nightly_from_another_folder(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=1200,
+        env={**os.environ, "HILBENCH_STATE_DIR": str(tmp_path / "state")},  # its own boards: others' stay as they are
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)

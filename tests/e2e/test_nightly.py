@@ -28,10 +28,13 @@ def short_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return session
 
 
-def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, short_session: Path) -> None:
+def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
+    tmp_path: Path, short_session: Path
+) -> None:
     results = tmp_path / "results.sqlite"
+    devices = {"c6-b", "pi5-1", "web-1"}
     proc = run(
-        "nightly", "--device", "c6-b", "--device", "pi5-1", "--session", str(short_session),
+        "nightly", "--device", "c6-b", "--device", "pi5-1", "--device", "web-1", "--session", str(short_session),
         "--reports", str(tmp_path / "reports"), "--results", str(results), "--json",
     )  # fmt: skip
     summary = json.loads(proc.stdout)
@@ -39,17 +42,23 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     assert list(stages) == ["check", "flash", "replay", "confirm", "update", "faults"], proc.stderr
     for name, stage in stages.items():
         assert stage["ok"], f"{name}: {stage}"
-        assert set(stage["devices"]) == {"c6-b", "pi5-1"}
+        assert set(stage["devices"]) == devices
     assert proc.returncode == ExitCode.OK, proc.stderr
-    cases = stages["faults"]["devices"]["pi5-1"]["data"]["cases"]
-    assert set(cases) == {"forged-signature", "crash", "out-of-memory", "broken-weights"}
-    assert all(c["kept_model"] and c["fault"] for c in cases.values())
-    assert stages["update"]["devices"]["pi5-1"]["data"]["delta"] is True  # the host agent patches deltas
+    for name in ("pi5-1", "web-1"):
+        cases = stages["faults"]["devices"][name]["data"]["cases"]
+        assert set(cases) == {"forged-signature", "crash", "out-of-memory", "broken-weights"}
+        assert all(c["kept_model"] and c["fault"] for c in cases.values())
+    assert {c["fault"]["kind"] for c in cases.values()} == {"signature", "rollback", "parse"}  # web: two rollbacks
+    updates = stages["update"]["devices"]
+    assert updates["pi5-1"]["data"]["delta"] is True  # the host agent patches deltas
+    # the bundled pi5-1 is an aarch64 guest whose image has no grpcio yet: it updates over CoAP
+    assert updates["pi5-1"]["data"]["channel"] == "coap"
+    assert updates["web-1"]["data"]["channel"] == "websocket" and updates["web-1"]["data"]["delta"] is True
 
     (published,) = summary["runs"]
     page = Path(published["report"])
     html = page.read_text()
-    assert "c6-b" in html and "pi5-1" in html
+    assert "c6-b" in html and "pi5-1" in html and "web-1" in html
     assert (tmp_path / "reports" / "latest.html").is_file()
     assert published["note"] == "collecting baseline (0 of 5)"
     assert published["regressions"] == [] and published["verdicts"]
@@ -58,12 +67,13 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     run_id = published["run_id"]
     frames = dict(db.execute("SELECT device, COUNT(*) FROM frames WHERE run_id = ? GROUP BY device", (run_id,)))
     # pi5-1 is an aarch64 guest under icount: its clock, and so its frame loop, runs slower than wall time
-    assert frames["c6-b"] > 50 and frames["pi5-1"] > 20
+    assert frames["c6-b"] > 50 and frames["pi5-1"] > 20 and frames["web-1"] > 200
     ota_run = summary["ota_run"]["run_id"]  # updates and faults in their own run: session plots stay 8 s long
     assert ota_run != run_id and Path(summary["ota_run"]["report"]).is_file()
-    assert db.execute("SELECT COUNT(*) FROM faults WHERE run_id = ?", (run_id,)).fetchone()[0] == 0
+    replay_faults = db.execute("SELECT * FROM faults WHERE run_id = ?", (run_id,)).fetchall()
+    assert replay_faults == []
     faults = dict(db.execute("SELECT device, COUNT(*) FROM faults WHERE run_id = ? GROUP BY device", (ota_run,)))
-    assert faults["c6-b"] >= 4 and faults["pi5-1"] >= 4
+    assert faults["c6-b"] >= 4 and faults["pi5-1"] >= 4 and faults["web-1"] >= 4
     info = json.loads(
         db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (ota_run,)).fetchone()[0]
     )
@@ -78,7 +88,8 @@ def test_nightly_runs_every_stage_on_a_board_and_a_linux_device(tmp_path: Path, 
     host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
     assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
     accepted = dict(db.execute("SELECT device, accepted FROM baseline_members WHERE run_id = ?", (run_id,)))
-    assert accepted == {"c6-b": 1, "pi5-1": 1}
+    assert accepted == {"c6-b": 1, "pi5-1": 1, "web-1": 1}
+    assert json.loads(prints["web-1"])["runtime"].startswith("litert.js")
 
 
 def test_a_second_night_starts_each_device_from_its_configured_model(tmp_path: Path, short_session: Path) -> None:

@@ -3,6 +3,7 @@ full and delta updates, a forged model refused, a cut transfer resumed; the old 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from collections.abc import Iterator
@@ -26,11 +27,12 @@ V1, V2 = MODELS / "npc-policy-int8.tflite", MODELS / "npc-policy-int8-v2.tflite"
 
 @pytest.fixture(scope="module")
 def pi() -> Iterator[RunningBoard]:
-    """A virtual Pi 5 with the host agent deployed, running npc-policy v1 (its kind's default model)."""
+    """A virtual Pi 5 with the host agent deployed, running npc-policy v1 (its kind's default model), updated
+    over CoAP (this module's channel; the bundled fleet's pi5-1 uses gRPC)."""
     with virtual_board("pi5") as running:
         steps = running.loop.run(LinuxDriver(running.device).flash(), timeout_s=120)
         assert all(s.ok for s in steps), steps
-        yield running
+        yield dataclasses.replace(running, device=running.device.with_settings(update_channel="coap"))
 
 
 @pytest.fixture

@@ -149,3 +149,33 @@ def test_settings_fields_are_checked(tmp_path: Path, field: str, value: str, exp
     path = write(tmp_path, f'[[device]]\nname = "a"\nkind = "esp32c6"\nport = "/dev/x"\n{field} = {value}\n')
     with pytest.raises(ConfigError, match=expected):
         load_fleet(path)
+
+
+def test_web_devices_are_reached_by_a_browser_and_choose_their_update_channel(tmp_path: Path) -> None:
+    from bench.links.browser import BrowserLink
+
+    fleet = load_fleet(
+        write(
+            tmp_path,
+            '[[device]]\nname = "w"\nkind = "web"\ndevtools = "ws://127.0.0.1:9222/devtools/browser/x"\n'
+            '[[device]]\nname = "p"\nkind = "pi5"\nssh = "u@h"\nupdate_channel = "grpc"\n',
+        )
+    )
+    web, pi = fleet.devices
+    assert isinstance(web.link, BrowserLink) and web.link.devtools.endswith("/browser/x")
+    assert web.settings.update_channel == "websocket" and pi.settings.update_channel == "grpc"
+    assert load_fleet(None).select(kinds=["web"])[0].virtual  # the bundled fleet has one, started by the bench
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('kind = "web"', "missing link: field 'devtools'"),
+        ('kind = "web"\ndevtools = "http://h:9222"', "is not a ws:// DevTools URL"),
+        ('kind = "pi5"\nssh = "u@h"\nupdate_channel = "carrier-pigeon"', "field 'update_channel'"),
+        ('kind = "web"\nport = "/dev/x"\nvirtual = true', "web devices are reached by browser, not serial"),
+    ],
+)
+def test_web_and_channel_mistakes_name_the_field(tmp_path: Path, body: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_fleet(write(tmp_path, f'[[device]]\nname = "a"\n{body}\n'))

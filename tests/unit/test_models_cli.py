@@ -18,7 +18,7 @@ def test_list_names_the_kind_defaults():
     proc = hilbench("fixtures", "--json")
     assert proc.returncode == 0, proc.stderr
     rows = {r["file"]: r for r in json.loads(proc.stdout)}
-    assert rows["npc-policy-int8.npcm"]["kinds"] == ["esp32c6", "pi5", "switch-arm64"]
+    assert rows["npc-policy-int8.npcm"]["kinds"] == ["esp32c6", "pi5", "switch-arm64", "web"]
     assert rows["npc-policy-large-int8.tflite"]["layers"] == "48-256-256-128-8"
 
 

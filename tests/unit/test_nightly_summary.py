@@ -38,3 +38,15 @@ def test_summary_fits_80_columns_with_the_whole_fleet() -> None:
     table = [line for line in text.splitlines() if "│" in line or "┃" in line]
     assert table and all(len(line) <= 80 for line in table)
     assert "FAILED" in text and "REGRESSION c6-a first-frame time" in text
+
+
+def test_a_session_still_collecting_its_baseline_is_not_called_free_of_regressions() -> None:
+    rule = load_thresholds().rule("first_frame_ms")
+    collecting = judge(rule, "pi5-1", 100.0, 10, Window((1, 2), (100.0, 101.0), 5), "ms")
+    result = NightlyResult("20261201-020000", Path("reports/nightly-20261201-020000"), [])
+    result.runs = [PublishedRun("combat-0000", 7, "window", None, [collecting], collecting.reason)]
+    with out.capture() as captured:
+        _print(result)
+    text = captured.get()
+    assert "combat-0000 (run 7): not judged (collecting baseline (2 of 5))" in text
+    assert "no regression" not in text

@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 from bench.report.build import HistoryPoint, build_report
-from bench.report.html import render_html, write_report
+from bench.report.html import num, render_html, write_report
 from bench.report.summary import summarize
+from bench.results.runview import FaultEvent
 from bench.results.thresholds import load_thresholds
-from bench.results.verdict import Window, judge, settle
+from bench.results.verdict import Window, judge, not_applicable, settle
 from tests.synthetic_runs import synthetic_run
 
 
@@ -55,7 +56,7 @@ def test_report_is_self_contained_and_marks_only_what_a_verdict_says() -> None:
     p99 = next(v for v in orin["verdicts"] if v["metric"] == "latency_p99")
     assert p99["status"] == "regression" and p99["p_value"] < 0.01 and p99["n_run"] > 2000
     # evidence is in the page: runs in the window, samples, threshold
-    assert f"{p99['n_baseline']} / {p99['n_run']} (min 662)" in sections["orin-1"]
+    assert f"{p99['n_baseline']} runs in the window; {p99['n_run']:,} inputs (needs 662)" in sections["orin-1"]
     assert "+20.0 %" in sections["orin-1"]
 
 
@@ -64,7 +65,8 @@ def test_every_summary_number_carries_a_unit() -> None:
     table = re.search(r'<table class="num summary">(.*?)</table>', page, re.S).group(1)
     values = re.findall(r'<td(?! class="txt")[^>]*>([^<]*\d[^<]*)</td>', table)
     assert values
-    unitless = [v for v in values if not re.search(r"(ms|µs|FPS|MB|kB|frames|inputs|events|transfers|@)", v)]
+    units = r"(ms|µs|FPS|MB|kB|frames?|inputs?|inferences?|cold starts?|events?|transfers?|@)"
+    unitless = [v for v in values if not re.search(units, v)]
     assert unitless == []
 
 
@@ -113,5 +115,105 @@ def test_bench_clock_latency_of_an_icount_guest_is_not_applicable() -> None:
     run = synthetic_run("run-0003", "2026-11-30T02:00:00Z", frames=500)
     page = render_html(build_report(run, clocks={"switch-1": "icount"}))
     sections = dict(re.findall(r'<section class="device" id="dev-([^"]+)">(.*?)</section>', page, re.S))
-    assert sections["switch-1"].count("n/a (icount)") == 4  # P50, P95, P99, deadline misses
-    assert "n/a (icount)" not in sections["pi5-1"]
+    table = re.search(r'<table class="num summary">(.*?)</table>', sections["switch-1"], re.S).group(1)
+    rows = {re.sub(r"<[^>]+>", "", m[0]): re.sub(r"<[^>]+>", "", m[1]) for m in re.findall(
+        r'<tr><td class="txt">(.*?)</td>\s*(<td.*?</td>)', table, re.S)}  # fmt: skip
+    bench_clock = ("decision latency P50", "decision latency P95", "decision latency P99", "deadline misses",
+                   "first-frame time (median of cold starts)")  # fmt: skip
+    assert all(rows[label] == "n/a" for label in bench_clock), rows
+    assert rows["FPS (1 / mean frame time)"].endswith("FPS")  # device clock: shown, labelled with its clock
+    assert "guest (icount)" in table and "QEMU runs this guest with -icount" in sections["switch-1"]
+    assert "n/a" not in sections["pi5-1"].split("<h3>")[0]
+
+
+def _verdict_row(section: str, title: str) -> list[str]:
+    """The cells (tags stripped) of the verdict row whose metric is `title`."""
+    table = re.search(r'<table class="num verdicts">(.*?)</table>', section, re.S).group(1)
+    for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        if cells and cells[0] == title:
+            return cells
+    raise AssertionError(f"no verdict row {title!r}")
+
+
+def test_a_not_applicable_verdict_shows_no_figure() -> None:
+    rules = load_thresholds()
+    run = synthetic_run("run-0004", "2026-11-30T02:00:00Z", frames=500)
+    window = Window((1, 2, 3, 4, 5), (29e3, 29.1e3, 28.9e3, 29e3, 29.2e3), 5)
+    verdict = not_applicable(judge(rules.rule("latency_p99"), "switch-1", 7_176_000.0, 9391, window, "us"), "icount")
+    assert (verdict.run_value, verdict.baseline_value, verdict.spread, verdict.p_value) == (None, None, None, None)
+    page = render_html(build_report(run, verdicts=[verdict], clocks={"switch-1": "icount"}))
+    section = re.search(r'id="dev-switch-1">(.*?)</section>', page, re.S).group(1)
+    cells = _verdict_row(section, "decision latency P99")
+    assert cells[1:4] == ["not applicable", "n/a", "n/a"]
+    assert "7,176" not in section and "0.000" not in section
+
+
+def test_verdict_counts_say_what_they_count() -> None:
+    rules = load_thresholds()
+    run = synthetic_run("run-0005", "2026-11-30T02:00:00Z", frames=500)
+    first = judge(rules.rule("first_frame_ms"), "c6-a", 18_200.0, 10, Window((1, 2), (18e3, 18.4e3), 5), "us")
+    page = render_html(build_report(run, verdicts=[first]))
+    section = re.search(r'id="dev-c6-a">(.*?)</section>', page, re.S).group(1)
+    cells = _verdict_row(section, "first-frame time (median of cold starts)")
+    assert "2 runs in the window; 10 cold starts (needs 10)" in cells
+
+
+def test_measures_and_verdicts_share_labels_and_clocks() -> None:
+    rules = load_thresholds()
+    run = synthetic_run("run-0006", "2026-11-30T02:00:00Z", frames=500)
+    window = Window((1,), (100.0,), 5)
+    verdicts = [judge(rules.rule(name), "pi5-1", 100.0, 1000, window, "") for name in ("memory_peak", "fps")]
+    page = render_html(build_report(run, verdicts=verdicts))
+    section = re.search(r'id="dev-pi5-1">(.*?)</section>', page, re.S).group(1)
+    measures = re.search(r'<table class="num summary">(.*?)</table>', section, re.S).group(1)
+    for rule in ("memory_peak", "fps"):
+        title = rules.rule(rule).title
+        assert f'<td class="txt">{title}</td>' in measures, title
+        _verdict_row(section, title)
+    row = re.search(r"FPS \(1 / mean frame time\)</td>(.*?)</tr>", measures, re.S).group(1)
+    assert row.strip().endswith('<td class="txt">device</td>')
+
+
+def test_icount_guest_plots_leave_out_the_bench_clock_and_label_the_guest_clock() -> None:
+    run = synthetic_run("run-0007", "2026-11-30T02:00:00Z", frames=500)
+    report = build_report(run, clocks={"switch-1": "icount"})
+    assert "latency_cdf" not in report.plots["switch-1"] and "latency_cdf" in report.plots["pi5-1"]
+    assert "guest-clock time since run start (s)" in report.plots["switch-1"]["frame_interval"]
+
+
+def test_a_fps_plot_of_one_window_is_left_out_and_untimed_faults_have_no_time() -> None:
+    run = synthetic_run("run-0008", "2026-11-30T02:00:00Z", frames=20)  # under 1 s of frames
+    device = run.devices["c6-a"]
+    device.faults = [FaultEvent(None, "signature", "does not verify", "")]
+    report = build_report(run)
+    assert "fps" not in report.plots["c6-a"] and "faults" not in report.plots["c6-a"]
+    section = re.search(r'id="dev-c6-a">(.*?)</section>', render_html(report), re.S).group(1)
+    faults = section.split("<h3>Faults</h3>")[1].split("</table>")[0]
+    assert "<th>time</th>" not in faults and "0.00 s" not in faults
+
+
+def test_zero_and_sub_millisecond_values_read_right() -> None:
+    assert num(0.0, "ms") == "0 ms"
+    assert num(0.0004, "ms") == "0.40 µs"
+    run = synthetic_run("run-0009", "2026-11-30T02:00:00Z", frames=500)
+    page = render_html(build_report(run))
+    assert "&lt; 1 µs" in page  # the synthetic OTA switch of 0.0 ms: below the device's timer tick
+    assert "0.000 ms" not in page
+
+
+def test_the_index_names_each_runs_session_and_the_update_run_is_not_missing_a_baseline(tmp_path: Path) -> None:
+    session = synthetic_run("run-s", "2026-11-01T02:00:00Z", frames=200, with_events=False)
+    session.meta["session"] = "combat-0000"
+    updates = synthetic_run("run-u", "2026-11-01T02:05:00Z", frames=200)
+    updates.label, updates.meta["session"] = "ota", "update-and-faults"
+    write_report(build_report(session), tmp_path)
+    write_report(build_report(updates), tmp_path)
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", (tmp_path / "index.html").read_text(), re.S)
+    cells = [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)] for r in rows]
+    by_run = {c[0]: c for c in cells if c}
+    assert by_run["run-s"][2] == "combat-0000" and by_run["run-s"][-1] == "no baseline"
+    assert by_run["run-u"][2] == "update-and-faults"
+    assert by_run["run-u"][-1] == "updates and faults: no performance verdicts"
+    page = (tmp_path / "runs" / "run-u.html").read_text()
+    assert '<table class="num summary">' not in page and "Verdicts against the baseline" not in page

@@ -1,0 +1,79 @@
+"""A browser reached over its DevTools endpoint: the link of web devices. The bench opens the device's page
+in it and watches it; the page talks to the bench over a WebSocket."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from bench.errors import ConfigError, DeviceUnreachable
+from bench.fields import typed
+
+if TYPE_CHECKING:
+    from bench.links.spec import FleetEntry, ProbeResult
+
+
+@dataclass(frozen=True)
+class BrowserLink:
+    """A Chromium's DevTools WebSocket URL (`ws://HOST:PORT/devtools/browser/ID`)."""
+
+    family: ClassVar[str] = "browser"
+    fields: ClassVar[frozenset[str]] = frozenset({"devtools"})
+    lab_classes: ClassVar[tuple[str, ...]] = ()
+
+    devtools: str
+
+    @classmethod
+    def parse(cls, entry: FleetEntry) -> BrowserLink | None:
+        """The link of a fleet device (None when optional and not given)."""
+        url = typed(entry.raw, "devtools", str, entry.where, None)
+        if url is None:
+            if entry.optional:
+                return None
+            raise ConfigError(
+                f"{entry.where}: missing link: field 'devtools'",
+                hint='give devtools = "ws://HOST:9222/devtools/browser/ID" (chromium --remote-debugging-port=9222), '
+                "or set virtual = true",
+            )
+        if not url.startswith(("ws://", "wss://")):
+            raise ConfigError(f"{entry.where}: field 'devtools': {url!r} is not a ws:// DevTools URL")
+        return cls(devtools=url)
+
+    def describe(self) -> str:
+        """The link as a person would write it."""
+        return f"devtools {self.devtools}"
+
+    @property
+    def bytes_per_s(self) -> float | None:
+        """None: a WebSocket is not the bottleneck."""
+        return None
+
+    async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
+        """Does the browser answer on its DevTools endpoint."""
+        from bench.links.spec import ProbeResult
+        from bench.web.browser import connect
+
+        try:
+            cdp = await connect(self.devtools, timeout_s)
+        except DeviceUnreachable as exc:
+            return ProbeResult(False, str(exc))
+        try:
+            version = await asyncio.wait_for(cdp.call("Browser.getVersion"), timeout_s)
+        finally:
+            await cdp.close()
+        return ProbeResult(True, f"{version.get('product', 'browser')} at {self.devtools}")
+
+    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
+        """Browsers are not exported."""
+        raise ConfigError("a browser device is driven by the bench host itself and cannot be exported")
+
+    @classmethod
+    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
+        """Browsers are not exported."""
+        raise ConfigError(f"{where}: kind {device.kind} runs on the bench host itself and cannot be exported")
+
+    @classmethod
+    def from_lab(cls, device: Any, params: dict[str, Any]) -> BrowserLink:
+        """Never: a browser has no lab place."""
+        raise DeviceUnreachable(f"device {device.name!r}: a browser is not reached through a lab place")

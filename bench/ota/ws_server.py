@@ -1,0 +1,75 @@
+"""The update server for web devices: the model store over WebSockets (one connection per resource).
+
+The page connects to `ws://HOST:PORT/models/...`, sends `{"offset": N}`, and gets `{"size", "etag"}`, the
+bytes from N in binary messages of CHUNK bytes, then `{"done": true}`; `{"error": ...}` when there is no
+such resource. A transfer cut short resumes from the byte offset the page kept."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+
+import websockets
+from websockets.asyncio.server import ServerConnection
+
+from bench.ota.resources import lookup
+from bench.ota.store import ModelStore
+
+CHUNK = 16 * 1024
+
+
+@dataclass
+class WsServed:
+    """What was served per path: transfers started, bytes sent, offsets resumed from."""
+
+    transfers: int = 0
+    bytes: int = 0
+    offsets: list[int] = field(default_factory=list)
+
+
+class WsUpdateServer:
+    """`async with WsUpdateServer(store) as srv: srv.port`."""
+
+    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.chunk = chunk
+        self.served: dict[str, WsServed] = {}
+        self.cut_after: int | None = None  # tests: close each transfer after this many bytes
+        self._server = None
+
+    async def __aenter__(self) -> WsUpdateServer:
+        self._server = await websockets.serve(self._serve, self.host, self.port, compression=None)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    async def _serve(self, conn: ServerConnection) -> None:
+        path = conn.request.path.lstrip("/") if conn.request else ""
+        with contextlib.suppress(websockets.ConnectionClosed, ValueError, TypeError, KeyError):
+            offset = int(json.loads(await conn.recv())["offset"])
+            res = lookup(self.store, path)
+            if res is None:
+                await conn.send(json.dumps({"error": f"no {path} in the model store"}))
+                return
+            counts = self.served.setdefault(path, WsServed())
+            counts.transfers += 1
+            counts.offsets.append(offset)
+            await conn.send(json.dumps({"size": len(res.data), "etag": res.etag}))
+            sent = 0
+            for at in range(max(0, offset), len(res.data), self.chunk):
+                if self.cut_after is not None and sent >= self.cut_after:
+                    await conn.close()
+                    return
+                piece = res.data[at : at + self.chunk]
+                await conn.send(piece)
+                sent += len(piece)
+                counts.bytes += len(piece)
+            await conn.send(json.dumps({"done": True}))
+            await conn.wait_closed()

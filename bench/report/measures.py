@@ -1,0 +1,91 @@
+"""The per-device measures table: one row per figure with its label, value, what its count counts and the clock it
+is on. The overview and the verdict table use the same labels and count nouns, so a figure reads the same
+everywhere; on a QEMU guest in icount mode a bench-clock figure is "n/a" with the reason, never a number."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.results.judge import ICOUNT
+
+BENCH = "bench"
+DEVICE = "device"
+GUEST_ICOUNT = "guest (icount)"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure of the measures table. `metric` is the thresholds rule judging it ("" when none)."""
+
+    key: str
+    label: str
+    field: str  # DeviceSummary field with the value
+    unit: str
+    count_field: str  # DeviceSummary field with the number of observations behind it
+    noun: str  # what is counted
+    clock: str  # BENCH, DEVICE or "" (no clock: a size or a count of events)
+    metric: str = ""
+
+
+# labels of judged figures match the bundled thresholds' titles (fixtures/baselines/default.toml)
+ROWS = (
+    Row("latency_p50", "decision latency P50", "latency_p50_ms", "ms", "latency_n", "inputs", BENCH, "latency_p50"),
+    Row("latency_p95", "decision latency P95", "latency_p95_ms", "ms", "latency_n", "inputs", BENCH),
+    Row("latency_p99", "decision latency P99", "latency_p99_ms", "ms", "latency_n", "inputs", BENCH, "latency_p99"),
+    Row("deadline_misses", "deadline misses", "deadline_misses", "inputs", "latency_n", "inputs", BENCH),
+    Row("inference_p50", "inference time P50 (device clock)", "inference_p50_ms", "ms", "inference_n",
+        "inferences", DEVICE, "inference_p50"),
+    Row("fps", "FPS (1 / mean frame time)", "fps", "FPS", "frames", "frames", DEVICE, "fps"),
+    Row("low_1pct_fps", "1% low FPS (1 / P99 frame time)", "low_1pct_fps", "FPS", "frames", "frames", DEVICE,
+        "low_1pct_fps"),
+    Row("jitter_std", "frame jitter (std of t0 - due)", "jitter_std_us", "µs", "frames", "frames", DEVICE,
+        "jitter_std"),
+    Row("jitter_p99", "frame jitter P99 (of |t0 - due|)", "jitter_p99_us", "µs", "frames", "frames", DEVICE),
+    Row("stutters", "stutters (frame time > 2.5× moving average)", "stutters", "frames", "frames", "frames", DEVICE),
+    Row("first_frame", "first-frame time (median of cold starts)", "first_frame_ms", "ms", "first_frame_n",
+        "cold starts", BENCH, "first_frame_ms"),
+    Row("memory_peak", "memory peak (agent high-water mark)", "memory_peak_mb", "MB", "", "agent reports", "",
+        "memory_peak"),
+)  # fmt: skip
+
+# what a verdict's observation count counts, per thresholds metric
+NOUNS = {row.metric: row.noun for row in ROWS if row.metric}
+
+
+def clock_label(row: Row, icount: bool) -> str:
+    """The clock a row's figure is on, as the table shows it."""
+    if row.clock == DEVICE and icount:
+        return GUEST_ICOUNT
+    return row.clock or "—"
+
+
+def not_applicable(row: Row, icount: bool) -> str | None:
+    """Why the row's figure means nothing on this device, or None."""
+    return ICOUNT if icount and row.clock == BENCH else None
+
+
+def measure_rows(device: dict) -> list[dict]:
+    """The rows of one device (its report data: summary, verdicts, icount) ready for the template."""
+    summary, icount = device["summary"], device["icount"]
+    titles = {v["metric"]: v["title"] for v in device["verdicts"]}
+    return [
+        {
+            "key": row.key,
+            "label": titles.get(row.metric, row.label),
+            "metric": row.metric,
+            "value": summary.get(row.field),
+            "unit": row.unit,
+            "count": summary.get(row.count_field) if row.count_field else None,
+            "noun": row.noun,
+            "clock": clock_label(row, icount),
+            "na": not_applicable(row, icount),
+        }
+        for row in ROWS
+    ]
+
+
+def count_text(n: int | None, noun: str) -> str:
+    """ "9,391 inputs", "1 cold start"."""
+    if n is None:
+        return "—"
+    return f"{n:,} {noun[:-1] if n == 1 and noun.endswith('s') else noun}"

@@ -1,0 +1,188 @@
+"""The page server: serves the web agent's page, LiteRT.js and each web device's storage over HTTP, and takes
+each page's WebSocket link to the bench.
+
+HTTP (a stdlib server in a thread): `/web/...` the page and agent modules, `/litert/...` LiteRT.js and its WASM
+builds, `/dev/NAME/...` the device's storage folder (GET; PUT under `models/` for what the agent records).
+Responses carry COOP/COEP headers: a cross-origin-isolated page gets 5 us performance.now() resolution
+(100 us otherwise). WebSocket (`websockets`): `/agent/NAME` is device NAME's protocol link.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import websockets
+from websockets.asyncio.server import ServerConnection
+
+from bench.errors import DeviceUnreachable
+from bench.web.assets import content_type, static_file
+
+ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
+MAX_PUT = 64 * 1024 * 1024
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _HttpServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the page server is not a web site."""
+
+    def _send(self, status: int, body: bytes = b"", ctype: str = "text/plain") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in ISOLATION.items():
+            self.send_header(k, v)
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _device_file(self, path: str) -> Path | None:
+        parts = path.split("/", 3)  # "", "dev", NAME, rest
+        if len(parts) < 4 or parts[1] != "dev" or parts[2] not in self.server.folders:
+            return None
+        base = self.server.folders[parts[2]].resolve()
+        target = (base / parts[3]).resolve()
+        return target if base in target.parents else None
+
+    def do_GET(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        if path.startswith("/dev/"):
+            target = self._device_file(path)
+            if target is None or not target.is_file():
+                self._send(HTTPStatus.NOT_FOUND, b"no such file\n")
+                return
+            self._send(HTTPStatus.OK, target.read_bytes(), content_type(target))
+            return
+        found = static_file(path)
+        if found is None:
+            self._send(HTTPStatus.NOT_FOUND, b"no such file\n")
+            return
+        self._send(HTTPStatus.OK, *found)
+
+    do_HEAD = do_GET
+
+    def do_PUT(self) -> None:
+        path = unquote(urlsplit(self.path).path)
+        target = self._device_file(path)
+        length = int(self.headers.get("Content-Length") or 0)
+        if target is None or "models" not in path.split("/")[3:4] or length > MAX_PUT:
+            self._send(HTTPStatus.FORBIDDEN, b"only the device's models/ folder is writable\n")
+            return
+        data = self.rfile.read(length)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+        self._send(HTTPStatus.NO_CONTENT)
+
+
+class _HttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    folders: dict[str, Path]
+
+
+class PageServer:
+    """HTTP + WebSocket server on loopback for the pages of the web devices of one bench process."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.http: _HttpServer | None = None
+        self.thread: threading.Thread | None = None
+        self.ws = None
+        self.folders: dict[str, Path] = {}
+        self.links: dict[str, asyncio.Queue[ServerConnection]] = {}
+
+    async def start(self) -> None:
+        """Bind both servers on free ports."""
+        self.http = _HttpServer((self.host, 0), _Handler)
+        self.http.folders = self.folders
+        self.thread = threading.Thread(target=self.http.serve_forever, name="web-pages", daemon=True)
+        self.thread.start()
+        self.ws = await websockets.serve(self._on_link, self.host, 0, max_size=1 << 20, compression=None)
+
+    async def stop(self) -> None:
+        """Close both servers."""
+        if self.ws is not None:
+            self.ws.close()
+            await self.ws.wait_closed()
+            self.ws = None
+        if self.http is not None:
+            await asyncio.to_thread(self.http.shutdown)
+            self.http.server_close()
+            self.http = None
+
+    async def __aenter__(self) -> PageServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def http_base(self) -> str:
+        assert self.http is not None
+        return f"http://{self.host}:{self.http.server_address[1]}"
+
+    @property
+    def ws_base(self) -> str:
+        assert self.ws is not None
+        return f"ws://{self.host}:{self.ws.sockets[0].getsockname()[1]}"
+
+    def add_device(self, name: str, folder: Path) -> str:
+        """Serve `folder` as device `name`'s storage; returns the URL of its page."""
+        self.folders[name] = Path(folder)
+        self.links.setdefault(name, asyncio.Queue())
+        return f"{self.http_base}/web/index.html?link={self.ws_base}/agent/{name}&store=/dev/{name}/"
+
+    async def _on_link(self, conn: ServerConnection) -> None:
+        name = conn.request.path.rsplit("/", 1)[-1] if conn.request else ""
+        queue = self.links.get(name)
+        if not conn.request or not conn.request.path.startswith("/agent/") or queue is None:
+            await conn.close(1008, "no such device")
+            return
+        queue.put_nowait(conn)
+        await conn.wait_closed()
+
+    async def accept(self, name: str, timeout: float) -> WebSocketTransport:
+        """The next link from device `name`'s page, or DeviceUnreachable after `timeout` s."""
+        try:
+            conn = await asyncio.wait_for(self.links[name].get(), timeout)
+        except TimeoutError:
+            raise DeviceUnreachable(f"web device {name}: its page did not connect within {timeout:.0f} s") from None
+        return WebSocketTransport(conn, f"ws-page:{name}")
+
+
+class WebSocketTransport:
+    """A page's link: one WebSocket text message per protocol line (bench.agent.transport's interface)."""
+
+    def __init__(self, conn: ServerConnection, name: str) -> None:
+        self.conn = conn
+        self.name = name
+
+    async def send(self, data: bytes) -> None:
+        try:
+            for line in data.decode().splitlines():
+                await self.conn.send(line)
+        except websockets.ConnectionClosed as exc:
+            raise DeviceUnreachable(f"agent {self.name}: the page's link closed: {exc}") from None
+
+    async def readline(self) -> bytes:
+        try:
+            msg = await self.conn.recv()
+        except websockets.ConnectionClosed:
+            return b""
+        text = msg if isinstance(msg, str) else msg.decode(errors="replace")
+        return text.rstrip("\n").encode() + b"\n"
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.conn.close()

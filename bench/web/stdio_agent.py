@@ -1,0 +1,74 @@
+"""A web device as one local process speaking the protocol on stdin/stdout: a page server, a headless
+Chromium, the device's page, and its WebSocket link bridged to stdio. The conformance suite starts the web
+agent this way, like the other agents.
+
+    python -m bench.web.stdio_agent --storage DIR [--log FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from pathlib import Path
+
+from bench.errors import BenchError
+from bench.web.browser import Browser
+from bench.web.pages import PageServer
+
+NAME = "stdio"
+
+
+async def bridge(storage: Path, log: Path | None, connect_timeout: float) -> int:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=1 << 16)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    out = sys.stdout.buffer
+
+    def console(text: str) -> None:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    async with PageServer() as pages, Browser(log) as browser:
+        url = pages.add_device(NAME, storage)
+        assert browser.cdp is not None
+        page = await browser.cdp.open_page(url, console)
+        try:
+            link = await pages.accept(NAME, connect_timeout)
+        except BenchError as exc:
+            console(f"stdio_agent: {exc}")
+            return 3
+
+        async def to_page() -> None:
+            while line := await reader.readline():
+                await link.send(line)
+
+        async def from_page() -> None:
+            while line := await link.readline():
+                out.write(line)
+                out.flush()
+
+        up = asyncio.create_task(to_page())
+        down = asyncio.create_task(from_page())
+        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (up, down):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BenchError):
+                await task
+        await link.close()
+        await page.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="stdio_agent", description=__doc__.splitlines()[0])
+    p.add_argument("--storage", type=Path, required=True, help="the device's storage folder (bench.web.deploy)")
+    p.add_argument("--log", type=Path, help="Chromium's own output goes here")
+    p.add_argument("--connect-timeout", type=float, default=60.0, help="seconds for the page to connect")
+    args = p.parse_args(argv)
+    return asyncio.run(bridge(args.storage, args.log, args.connect_timeout))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

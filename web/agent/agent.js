@@ -1,0 +1,434 @@
+// The NPC reference agent for the web target (docs/protocol.md), in a page of a browser: LiteRT.js on
+// WebAssembly runs the model, requestAnimationFrame is the display clock, a WebSocket to the bench is the link.
+// The JavaScript twin of host/npc_agent.py.
+//
+// The page is opened as index.html?link=ws://HOST:PORT/agent/NAME&store=/dev/NAME/ : `store` is the device's
+// storage on its origin (agent.json, trusted.pub.pem, models/), `link` where the bench listens.
+
+import * as wire from "./wire.js";
+import * as npcsched from "./npcsched.js";
+import { Features, N_FEATURES } from "./npcfeat.js";
+import { ModelManager, PROBATION_US, loadRuntime, nowUs } from "./models.js";
+import { Refused, Verifier } from "./verify.js";
+import { fetchUpdate } from "./update.js";
+
+const AGENT = "npc-web";
+const VERSION = "0.1.0";
+const CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer", "update-ws", "delta-bsdiff-zlib"];
+const CURRENT = "current.json";
+const SPIN_US = 1000; // sleep until this close to a deadline, then spin (timers are ~1 ms late)
+const MAX_UNDELIVERED = 16;
+const FRAME_SLACK_US = 4000; // an animation frame this close before a VSync tick waits for it by timer
+
+const params = new URLSearchParams(location.search);
+const STORE = new URL(params.get("store") || "./", location.href);
+const LINK = params.get("link");
+
+const storeUrl = (path) => new URL(path, STORE).href;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const nextFrame = () => new Promise((r) => requestAnimationFrame(r));
+// a hidden page gets no animation frames: then a timer stands in for the display (the stats say how many)
+const frameOrTimer = (ms) =>
+  Promise.race([nextFrame().then((ts) => ts), sleep(ms).then(() => null)]);
+
+async function sleepUntil(tUs) {
+  for (;;) {
+    const rem = tUs - nowUs();
+    if (rem <= 0) return;
+    if (rem > SPIN_US) await sleep((rem - SPIN_US) / 1000);
+    else {
+      while (nowUs() < tUs);
+      return;
+    }
+  }
+}
+
+class Agent {
+  constructor(verifier, config, runtime) {
+    this.config = config;
+    this.runtime = runtime;
+    this.link = null;
+    this.undelivered = [];
+    this.models = new ModelManager(verifier, (m) => this.broadcast(m), (config.mem_limit_mb || 0) * 1048576, (m) => this.remember(m));
+    this.features = new Features();
+    this.loop = null;
+    this.stopping = false;
+    this.loading = false;
+    this.last = [null, null];
+    this.errors = Object.fromEntries(wire.ERROR_CODES.map((c) => [c, 0]));
+    this.counts = { frames: 0, inferences: 0, inputs: 0 };
+    this.raf = { n: 0, sum: 0, sumSq: 0, prev: null }; // rAF intervals, for FPS and jitter under the browser's clock
+    this.handlers = {
+      hello: this.onHello, ping: this.onPing, load: this.onLoad, start: this.onStart, stop: this.onStop,
+      in: this.onInput, stats: this.onStats, infer: this.onInfer, update: this.onUpdate, shutdown: this.onShutdown,
+    };
+    this.boot = [];
+    this.writes = Promise.resolve();
+  }
+
+  // -- link ------------------------------------------------------------------------------------------
+
+  send(line) {
+    if (this.link && this.link.readyState === WebSocket.OPEN) this.link.send(line);
+  }
+
+  broadcast(msg) {
+    const line = wire.encode(msg);
+    if ((!this.link || this.link.readyState !== WebSocket.OPEN) && msg.t === "fault" && this.undelivered.length < MAX_UNDELIVERED) {
+      this.undelivered.push(line);
+    }
+    this.send(line);
+  }
+
+  connect() {
+    const ws = new WebSocket(LINK);
+    ws.onopen = () => {
+      this.link = ws;
+      for (const text of this.boot) ws.send(text + "\n");
+      ws.send(wire.encode(this.helloMsg()));
+      for (const line of this.undelivered) ws.send(line);
+      this.undelivered = [];
+    };
+    ws.onmessage = (ev) => this.handleLine(String(ev.data), nowUs());
+    ws.onclose = () => {
+      if (this.link === ws) this.link = null;
+      if (!this.exited) setTimeout(() => this.connect(), 300); // the bench may come back
+    };
+  }
+
+  helloMsg() {
+    const cur = this.models.current;
+    return {
+      t: "hello", proto: wire.PROTO, agent: AGENT, version: VERSION,
+      platform: `web-${navigator.userAgent.match(/(HeadlessChrome|Chrome|Chromium|Firefox)\/[\d.]+/)?.[0] ?? "browser"}`,
+      runtime: this.models.runtimeName, verifier: this.models.verifier.name,
+      model: cur ? cur.info : null, caps: CAPS,
+    };
+  }
+
+  async handleLine(text, rxUs) {
+    for (const line of text.split("\n")) {
+      if (line) await this.handleOne(line, rxUs);
+    }
+  }
+
+  async handleOne(line, rxUs) {
+    if (!line.startsWith("~")) return;
+    let msg;
+    try {
+      msg = wire.decode(line);
+    } catch (exc) {
+      const code = exc instanceof wire.WireError ? exc.code : "bad_frame";
+      this.errors[code]++;
+      this.send(wire.encode(wire.error(code, exc.message, exc.id ?? null)));
+      return;
+    }
+    const handler = this.handlers[msg.t];
+    const id = msg.id ?? null;
+    if (!handler) {
+      this.errors.unknown_type++;
+      this.send(wire.encode(wire.error("unknown_type", `no message type '${msg.t}'`, id)));
+      return;
+    }
+    let reply;
+    try {
+      reply = await handler.call(this, msg, rxUs);
+    } catch (exc) {
+      if (exc instanceof Refused) reply = wire.error("refused", `${exc.kind}: ${exc.detail}`, id);
+      else if (exc instanceof TypeError || exc instanceof RangeError) {
+        reply = wire.error("bad_field", `${exc.name}: ${exc.message}`, id);
+      } else reply = wire.error("internal", `${exc.name}: ${exc.message}`, id);
+    }
+    if (reply) {
+      if (reply.t === "error") this.errors[reply.code] = (this.errors[reply.code] || 0) + 1;
+      this.send(wire.encode(reply));
+    }
+  }
+
+  // -- requests --------------------------------------------------------------------------------------
+
+  async onHello(msg) {
+    return wire.reply(msg, "hello", this.helloMsg());
+  }
+
+  async onPing(msg, rxUs) {
+    return wire.reply(msg, "pong", { b0: msg.b0 ?? null, d: rxUs });
+  }
+
+  async readStored(path) {
+    const res = await fetch(storeUrl("models/" + path), { cache: "no-store" });
+    if (!res.ok) throw new Refused("parse", `cannot read ${path}: HTTP ${res.status}`);
+    return new Uint8Array(await res.arrayBuffer());
+  }
+
+  async onLoad(msg) {
+    if (typeof msg.path !== "string" || !msg.manifest || typeof msg.manifest !== "object") {
+      throw new TypeError("load needs a string path and a manifest object");
+    }
+    const manifest = { ...msg.manifest };
+    if ("sig" in msg && !("sig" in manifest)) manifest.sig = msg.sig;
+    if (this.loading) return wire.error("busy", "a load is in progress", msg.id);
+    this.loading = true;
+    let model;
+    let verifyUs;
+    try {
+      const t0 = nowUs();
+      const data = await this.readStored(msg.path);
+      model = await this.models.checkAndParse(data, manifest);
+      verifyUs = nowUs() - t0;
+    } catch (exc) {
+      if (exc instanceof Refused) this.models.refuse(exc, manifest);
+      throw exc;
+    } finally {
+      this.loading = false;
+    }
+    model.source = msg.path;
+    const switchUs = this.models.switch(model);
+    setTimeout(() => this.warmUp(), 0);
+    await this.writes;
+    return wire.reply(msg, "loaded", { model: model.info, verify_us: verifyUs, switch_us: switchUs });
+  }
+
+  async onUpdate(msg) {
+    if (typeof msg.url !== "string" || !msg.manifest || typeof msg.manifest !== "object") {
+      throw new TypeError("update needs a string url and a manifest object");
+    }
+    if (!/^wss?:/.test(msg.url)) return wire.error("refused", `transfer: this agent updates over ws:// only, not ${msg.url}`, msg.id);
+    const manifest = { ...msg.manifest };
+    if (this.loading) return wire.error("busy", "a load is in progress", msg.id);
+    this.loading = true;
+    let model;
+    let figures;
+    let verifyUs;
+    try {
+      const current = this.models.current ? this.models.current.data : null;
+      const got = await fetchUpdate(msg.url, manifest, this.models.verifier, { delta: !!msg.delta, current });
+      figures = got.figures;
+      const t0 = nowUs();
+      model = await this.models.checkAndParse(got.data, manifest);
+      verifyUs = nowUs() - t0;
+      await this.store(`updates/${manifest.name}-${manifest.version}.tflite`, got.data);
+    } catch (exc) {
+      if (exc instanceof Refused) this.models.refuse(exc, manifest);
+      throw exc;
+    } finally {
+      this.loading = false;
+    }
+    model.source = `updates/${manifest.name}-${manifest.version}.tflite`;
+    const switchUs = this.models.switch(model);
+    setTimeout(() => this.warmUp(), 0);
+    await this.writes;
+    return wire.reply(msg, "updated", { model: model.info, ...figures, verify_us: verifyUs, switch_us: switchUs });
+  }
+
+  /** Write a file into the device's storage (the bench's page server accepts PUT under models/). */
+  async store(path, body) {
+    try {
+      await fetch(storeUrl("models/" + path), { method: "PUT", body });
+    } catch {
+      // storage unavailable: the agent still runs, and starts as deployed
+    }
+  }
+
+  /** Record the current model (after a switch or a rollback) for the next start; writes go in order, and
+   *  replies to load/update and shutdown wait for them, as the host agent writes before it replies. */
+  remember(model) {
+    if (!model.source) return;
+    const record = JSON.stringify({ path: model.source, manifest: model.manifest });
+    this.writes = this.writes.then(() => this.store(CURRENT, record));
+  }
+
+  warmUp() {
+    if (this.models.current) this.models.infer(this.features.vector()).catch(() => {});
+  }
+
+  async onStart(msg) {
+    if (this.loop) return wire.error("busy", "the frame loop is already running", msg.id);
+    if (!this.models.current) return wire.error("not_loaded", "no model loaded", msg.id);
+    const fps = Math.trunc(msg.fps ?? 60);
+    const vsyncHz = Math.trunc(msg.vsync_hz ?? fps);
+    const sched = new npcsched.Scheduler(fps, vsyncHz, Math.trunc(msg.key_every ?? 1));
+    this.stopping = false;
+    this.loop = this.frameLoop(sched, Math.trunc(msg.frames ?? 0)).finally(() => (this.loop = null));
+    return wire.reply(msg, "ack");
+  }
+
+  async onStop(msg) {
+    this.stopping = true;
+    if (this.loop) await this.loop;
+    return wire.reply(msg, "ack");
+  }
+
+  async onInput(msg) {
+    try {
+      this.features.add(msg.ch, msg.ts, msg.d, Number.isInteger(msg.seq) ? msg.seq : -1);
+    } catch (exc) {
+      this.errors.bad_field++;
+      return wire.error("bad_field", `input: ${exc.message}`);
+    }
+    this.counts.inputs++;
+    return null;
+  }
+
+  async onStats(msg) {
+    this.models.inProbation();
+    const r = this.raf;
+    const mean = r.n ? r.sum / r.n : 0;
+    const raf = r.n ? { raf_frames: r.n, raf_interval_us: Math.round(mean), raf_jitter_us: Math.round(Math.sqrt(Math.max(0, r.sumSq / r.n - mean * mean))) } : {};
+    return wire.reply(msg, "stats", {
+      ...this.counts, ...this.models.memory(), ...this.models.counts, ...raf, timer_frames: this.timerFrames || 0,
+      errors: Object.fromEntries(Object.entries(this.errors).filter(([, v]) => v)),
+    });
+  }
+
+  async onInfer(msg) {
+    if (!Array.isArray(msg.x) || msg.x.length !== N_FEATURES || !msg.x.every((v) => typeof v === "number")) {
+      throw new TypeError(`x needs ${N_FEATURES} numbers`);
+    }
+    if (!this.models.current) return wire.error("not_loaded", "no model loaded", msg.id);
+    const t0 = nowUs();
+    const [y, model] = await this.models.infer(msg.x);
+    const us = nowUs() - t0;
+    const act = y.indexOf(Math.max(...y));
+    return wire.reply(msg, "result", { y: y.map((v) => +v.toFixed(6)), act, p: +y[act].toFixed(6), us, model: model.version });
+  }
+
+  async onShutdown(msg) {
+    this.stopping = true;
+    if (this.loop) await this.loop;
+    await this.writes;
+    this.exited = true;
+    setTimeout(() => this.link && this.link.close(), 50);
+    return wire.reply(msg, "bye");
+  }
+
+  // -- the frame loop: rAF is the display clock ---------------------------------------------------------
+
+  noteRaf(tsMs) {
+    const r = this.raf;
+    if (r.prev !== null) {
+      const d = (tsMs - r.prev) * 1000;
+      r.n++;
+      r.sum += d;
+      r.sumSq += d * d;
+    }
+    r.prev = tsMs;
+  }
+
+  async frameLoop(sched, frames) {
+    // VSyncs on a grid at vsync_hz anchored to a rAF timestamp: at the browser's own rate they are its
+    // frames; the grid keeps the VSync timestamps exact (docs/protocol.md), rAF paces when they are taken.
+    this.raf.prev = null;
+    const first = await frameOrTimer(100);
+    const origin = Math.floor((first ?? performance.now()) * 1000) + sched.vsyncUs;
+    const clock = new npcsched.VsyncClock(sched.vsyncHz, origin);
+    let taken = 0;
+    const waitFrame = async () => {
+      const ts = await frameOrTimer(sched.vsyncUs / 1000 + 20);
+      if (ts === null) this.timerFrames = (this.timerFrames || 0) + 1;
+      else this.noteRaf(ts);
+    };
+    for (;;) {
+      const more = !this.stopping && (frames === 0 || taken < frames);
+      const nxt = sched.nextDue();
+      if (nxt === null && !more) break;
+      if (nxt !== null && (!more || nxt.due <= clock.nextTick())) {
+        await sleepUntil(nxt.due);
+        await this.runSlot(sched, nxt); // one inference at a time, as on the other agents
+      } else {
+        // the display clock: each VSync is taken in a browser animation frame at or after it (one that comes a
+        // little early waits for the tick); ticks more than a period behind are caught up at once
+        const tick = clock.nextTick();
+        if (tick > nowUs() - sched.vsyncUs) await waitFrame();
+        if (tick - nowUs() > FRAME_SLACK_US) continue; // a slower display than the browser's: a later frame
+        await sleepUntil(tick);
+        if (this.stopping) continue;
+        const slot = sched.onVsync(clock.take());
+        taken++;
+        if (slot.skip) this.emitFrame(slot, null);
+      }
+    }
+    this.broadcast({ t: "stopped", frames: taken, inferences: sched.inferences, skipped: sched.skipped, late: sched.late });
+  }
+
+  async runSlot(sched, slot) {
+    sched.begin(slot, nowUs());
+    let version = null;
+    try {
+      const [y, model] = await this.models.infer(this.features.vector());
+      const act = y.indexOf(Math.max(...y));
+      this.last = [act, +y[act].toFixed(4)];
+      version = model.version;
+    } catch {
+      this.last = [null, null]; // reported as a fault by the model manager
+    }
+    sched.finish(slot, nowUs());
+    this.counts.inferences++;
+    this.emitFrame(slot, version);
+  }
+
+  emitFrame(slot, version) {
+    this.counts.frames++;
+    const rec = {
+      t: "frame", i: slot.i, vsync: slot.vsync, due: slot.due, ran: slot.t0 !== null,
+      act: this.last[0], p: this.last[1], seq: this.features.seq, skip: slot.skip, late: slot.late, q: slot.q,
+    };
+    if (slot.t0 !== null) Object.assign(rec, { t0: slot.t0, t1: slot.t1, model: version });
+    this.broadcast(rec);
+  }
+}
+
+async function readJson(path) {
+  const res = await fetch(storeUrl(path), { cache: "no-store" });
+  if (!res.ok) throw new Error(`${path}: HTTP ${res.status}`);
+  return res.json();
+}
+
+async function main() {
+  const config = await readJson("agent.json");
+  const pem = await (await fetch(storeUrl("trusted.pub.pem"), { cache: "no-store" })).text();
+  const verifier = await Verifier.fromPem(pem);
+  const runtime = await loadRuntime(new URL(config.wasm_dir, location.href).href, config.litert_version);
+  const agent = new Agent(verifier, config, runtime);
+  window.npcAgent = agent;
+  agent.boot.push(`${AGENT} ${VERSION} (${navigator.userAgent}, ${runtime}, verifier webcrypto)`);
+  let saved = null;
+  try {
+    saved = await readJson("models/" + CURRENT);
+  } catch {}
+  try {
+    const data = await agent.readStored(config.model);
+    const model = await agent.models.checkAndParse(data, config.manifest);
+    model.source = config.model;
+    agent.models.switch(model);
+    agent.boot.push(`model ${config.manifest.name} v${config.manifest.version} loaded`);
+  } catch (exc) {
+    agent.boot.push(`model ${config.model} not loaded: ${exc.kind || exc.name}: ${exc.detail || exc.message}`);
+  }
+  if (saved && saved.manifest && typeof saved.path === "string") {
+    const cur = agent.models.current;
+    if (!cur || cur.manifest.sha256 !== saved.manifest.sha256) {
+      try {
+        const model = await agent.models.checkAndParse(await agent.readStored(saved.path.split("/models/").pop()), saved.manifest);
+        model.source = saved.path.split("/models/").pop();
+        agent.models.switch(model);
+        await agent.models.infer(agent.features.vector()).catch(() => {});
+        agent.boot.push(
+          agent.models.current === model
+            ? `remembered model ${saved.manifest.name} v${saved.manifest.version} loaded`
+            : `remembered model v${saved.manifest.version} rolled back at start (see the fault)`,
+        );
+      } catch (exc) {
+        agent.boot.push(`remembered model not loaded: ${exc.kind || exc.name}: ${exc.detail || exc.message}`);
+      }
+    }
+  }
+  agent.boot.forEach((line) => console.log(line));
+  agent.connect();
+  setInterval(() => agent.models.inProbation(), PROBATION_US / 3000); // release a previous model once probation ends
+}
+
+main().catch((exc) => {
+  console.error(`npc-web: cannot start: ${exc.message}`);
+  document.title = "npc-web failed";
+});
