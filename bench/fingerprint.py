@@ -24,13 +24,19 @@ FIELDS = {
     "platform": "platform",
     "agent_bundle": "agent bundle",
     "firmware_sha256": "firmware sha256",
+    "os_image": "OS image sha256",
+    "os_kernel": "kernel",
+    "os_release": "OS",
     "git_rev": "bench git rev",
     "host": "bench host",
 }
 
 
-def device_fingerprint(device: Device, hello: dict[str, Any], *, git_rev: str | None, host: str) -> dict[str, Any]:
-    """The fingerprint of `device` from the agent's hello message (its `agent` info in the results store)."""
+def device_fingerprint(
+    device: Device, hello: dict[str, Any], *, git_rev: str | None, host: str, os: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The fingerprint of `device` from the agent's hello message (its `agent` info in the results store), and
+    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint)."""
     model = hello.get("model") or {}
     label = f"{model.get('name', '?')}@{model.get('version', '?')} ({model.get('format', '?')})"
     out: dict[str, Any] = {
@@ -46,6 +52,10 @@ def device_fingerprint(device: Device, hello: dict[str, Any], *, git_rev: str | 
         "git_rev": git_rev,
         "host": host,
     }
+    if os:
+        out["os_image"] = os.get("image_sha256")
+        out["os_kernel"] = os.get("kernel_release")
+        out["os_release"] = (os.get("os_release") or {}).get("PRETTY_NAME")
     return out
 
 

@@ -19,6 +19,7 @@ from bench.devices.base import Driver, Progress, StepResult
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device
 from bench.kinds import driven
+from bench.provision.controls import BoardControls
 
 DEFAULT_ATTEMPTS = 3
 DEFAULT_BACKOFF_S = 2.0
@@ -53,8 +54,16 @@ class DeviceFlash:
 ProgressFactory = Callable[[Device], Progress]
 
 
-def make_driver(device: Device, log_dir: Path, firmware: Path | None) -> Driver:
-    """The device's driver, given `firmware` when its kind flashes firmware images."""
+def make_driver(
+    device: Device,
+    log_dir: Path,
+    firmware: Path | None,
+    os: bool = False,
+    controls: BoardControls | None = None,
+    force_os: bool = False,
+) -> Driver:
+    """The device's driver, given `firmware` when its kind flashes firmware images, and for a board with a
+    `[device.os]` table whether to write its OS (`os`) and its power/storage `controls`."""
     if not has_driver(device.kind):
         raise ConfigError(
             f"device {device.name!r}: kind {device.kind!r} has no driver",
@@ -63,6 +72,8 @@ def make_driver(device: Device, log_dir: Path, firmware: Path | None) -> Driver:
     kwargs: dict[str, Any] = {"log_dir": log_dir}
     if firmware is not None and "firmware" in inspect.signature(device.kind_info.driver_class()).parameters:
         kwargs["firmware"] = firmware
+    if device.os is not None:
+        kwargs.update(os=os, controls=controls, force_os=force_os)
     return driver_for(device, **kwargs)
 
 
@@ -79,6 +90,9 @@ async def flash_device(
     firmware: Path | None = None,
     attempts: int = DEFAULT_ATTEMPTS,
     backoff_s: float = DEFAULT_BACKOFF_S,
+    os: bool = False,
+    controls: BoardControls | None = None,
+    force_os: bool = False,
 ) -> DeviceFlash:
     """Flash one device, retrying failed attempts with exponential backoff; never raises."""
     started = time.monotonic()
@@ -87,7 +101,7 @@ async def flash_device(
     steps: list[StepResult] = []
     attempt = 0
     try:
-        driver = make_driver(device, log_dir, firmware)
+        driver = make_driver(device, log_dir, firmware, os, controls, force_os)
     except ConfigError as exc:
         return DeviceFlash(device.name, device.kind, False, 0, 0.0, str(exc))
     try:
@@ -130,10 +144,26 @@ async def flash_devices(
     firmware: Path | None = None,
     attempts: int = DEFAULT_ATTEMPTS,
     backoff_s: float = DEFAULT_BACKOFF_S,
+    os: bool = False,
+    force_os: bool = False,
+    boards: dict[str, BoardControls] | None = None,
 ) -> list[DeviceFlash]:
-    """Flash all `devices` in parallel; results in the order given."""
+    """Flash all `devices` in parallel; results in the order given. `os`: write Linux boards' OS images
+    where their fingerprint differs; `boards`: power/storage controls by device name (virtual boards';
+    real ones take theirs from the fleet)."""
+    boards = boards or {}
     jobs = [
-        flash_device(d, log_dir, progress_for(d), firmware=firmware, attempts=attempts, backoff_s=backoff_s)
+        flash_device(
+            d,
+            log_dir,
+            progress_for(d),
+            firmware=firmware,
+            attempts=attempts,
+            backoff_s=backoff_s,
+            os=os,
+            controls=boards.get(d.name),
+            force_os=force_os,
+        )
         for d in devices
     ]
     return list(await asyncio.gather(*jobs))

@@ -12,6 +12,7 @@ from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
 from bench.kinds import KINDS, Kind, SettingError, Settings, get_kind
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.os_spec import OsSpec, parse_os
 from bench.paths import FLEETS_DIR
 from bench.power import PowerSpec, parse_power
 
@@ -59,6 +60,7 @@ class Device:
     settings: Settings = None  # type: ignore[assignment]  # None: the kind's defaults; a mapping: those changed
     extra: dict[str, Any] = field(default_factory=dict)
     lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
+    os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
     power: PowerSpec | None = None  # how the bench switches its supply (bench/power), when the lab can
 
     def __post_init__(self) -> None:
@@ -319,8 +321,10 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
         )
         if "baud" in raw:
             extra["baud"] = typed(raw, "baud", int, where, None)
+    os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
     return Device(
         name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
         power=power,
+        os=os_spec,
     )  # fmt: skip

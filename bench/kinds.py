@@ -27,6 +27,8 @@ UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: 
 POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
             "telemetry_interval_ms")  # fmt: skip
 
+VOICE_CHOICES = ("auto", "voice", "voicef")
+
 
 class SettingError(ValueError):
     """A setting out of its range; `name` is the field (the fleet loader adds the file and device)."""
@@ -62,7 +64,8 @@ class Settings:
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
-    ota_server_host: str = named("127.0.0.1")  # where the device reaches the bench's update server
+    ota_server_host: str = named("127.0.0.1")  # where the device reaches the bench's update server (QEMU: the driver's)
+    voice: str = "auto"  # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
     update_channel: str = "coap"  # one of UPDATE_CHANNELS: coap, grpc (Linux-class boards), websocket (web)
     stall_s: float = 5.0  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
 
@@ -90,6 +93,8 @@ class Settings:
         out = [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
         if self.update_channel not in UPDATE_CHANNELS:
             out.append(("update_channel", f"must be one of {', '.join(UPDATE_CHANNELS)}"))
+        if self.voice not in VOICE_CHOICES:
+            out.append(("voice", f"must be one of {', '.join(VOICE_CHOICES)}"))
         return out
 
 
@@ -123,6 +128,8 @@ class LinuxSettings(Settings):
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
     memory_limit_mb: int = ranged(512, 0, 1_048_576)
+    agent_start_timeout_s: float = ranged(20.0, 1, 3600)  # agent started -> listening (imports numpy, tflite)
+    reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
 
 
 @dataclass(frozen=True)
@@ -272,7 +279,8 @@ register(
         SshLink,
         JetsonSettings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:virtual_jetson",
+        virtual="bench.virtual.linux:virtual_jetson",  # an aarch64 guest with [device.os], else loopback sshd
+        image=True,  # its OS disk image (firmware/<kind>/recipe.toml)
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_JETSON,
     )
@@ -284,7 +292,8 @@ register(
         SshLink,
         Pi5Settings,
         driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:virtual_pi5",
+        virtual="bench.virtual.linux:virtual_pi5",  # an aarch64 guest with [device.os], else loopback sshd
+        image=True,  # its OS disk image (firmware/<kind>/recipe.toml)
         opener="bench.devices.linux_endpoint:LinuxAgentOpener",
         runtime_hint=_LINUX_HINT_PI,
     )

@@ -13,6 +13,9 @@ async def probe_link(device: Device, timeout_s: float = 3.0) -> ProbeResult:
     if device.link is None:
         return ProbeResult(False, "virtual device not started (no link)")
     try:
-        return await device.link.probe(device.kind, timeout_s)
+        result = await device.link.probe(device.kind, timeout_s)
     except TimeoutError:
-        return ProbeResult(False, f"no answer within {timeout_s:g} s")
+        result = ProbeResult(False, f"no answer within {timeout_s:g} s")
+    if not result.reachable and device.os is not None:  # blank or broken OS: `flash --os` writes its image
+        return ProbeResult(True, f"{result.detail}; its OS image will be written (flash --os)")
+    return result

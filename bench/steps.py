@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 # progress(done, total, what): drivers report long work through this.
 Progress = Callable[[int, int, str], None]
@@ -23,4 +24,4 @@ class StepResult:
     detail: str = ""
     skipped: bool = False  # already up to date
     seconds: float = 0.0
-    figures: dict[str, float] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)  # numbers; an OS step adds its fingerprint

@@ -11,6 +11,20 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (many QEMU guest boots)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short."""
+    if config.getoption("--run-slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep leases and virtual-device state of the test run away from the user's."""

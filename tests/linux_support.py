@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from bench.fleet import Device, load_fleet
 from bench.loop_thread import LoopThread
@@ -23,10 +25,25 @@ class RunningBoard:
     loop: LoopThread
 
 
+def loopback(device: Device) -> Device:
+    """The bundled fleet's virtual Linux board as the fast loopback-sshd stand-in instead of an aarch64 guest
+    (no OS image, the kind's default settings: none of the guests' allowances). For tests of the SSH path."""
+    return dataclasses.replace(device, os=None, settings=device.kind_info.defaults())
+
+
+def loopback_fleet(path: Path, kinds: tuple[str, ...] = LINUX_KINDS) -> Path:
+    """A fleet file at `path` with the bundled fleet's boards of `kinds` as loopback stand-ins."""
+    body = "".join(
+        f'[[device]]\nname = "{d.name}"\nkind = "{d.kind}"\nvirtual = true\n' for d in load_fleet() if d.kind in kinds
+    )
+    path.write_text(body)
+    return path
+
+
 @contextlib.contextmanager
 def virtual_board(kind: str) -> Iterator[RunningBoard]:
-    """Start the bundled fleet's virtual board of `kind`; stop it (and everything it runs) afterwards."""
-    device = next(d for d in load_fleet() if d.kind == kind)
+    """Start the bundled fleet's virtual board of `kind` (loopback sshd); stop it (and everything it runs)."""
+    device = loopback(next(d for d in load_fleet() if d.kind == kind))
     loop = LoopThread()
     stand_in = make_virtual(device)
     assert isinstance(stand_in, VirtualLinuxDevice)

@@ -19,6 +19,7 @@ from bench.devices import has_driver
 from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
 from bench.lab.acquire import reachable_devices
+from bench.virtual import board_controls
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("flash", help="flash firmware and deploy the agent to the selected devices, in parallel")
     add_fleet_options(p)
     p.add_argument("--firmware", metavar="PATH", help="firmware image for boards that take one (ESP32-C6: at 0x0)")
+    p.add_argument(
+        "--os",
+        action="store_true",
+        help="Linux boards with [device.os]: write their OS image where the fingerprint differs",
+    )
+    p.add_argument("--reflash", action="store_true", help="with --os: write the OS image even when it matches")
     p.add_argument("--attempts", type=int_in(1, 100), default=DEFAULT_ATTEMPTS, help="tries per device (default 3)")
     add_device_options(p)
     p.add_argument(
@@ -47,11 +54,13 @@ def cmd_flash(args: argparse.Namespace) -> int:
     if firmware is not None and not firmware.is_file():
         raise ConfigError(f"--firmware {firmware}: no such file")
     log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
+    if args.reflash and not args.os:
+        raise ConfigError("--reflash only goes with --os")
     trust.check(devices)
     if args.reset_model:
         devices = reset_model(devices)
     with held_devices(devices, "flash", args.lease_wait):
-        results = asyncio.run(_run(devices, log_dir, firmware, args.attempts, show=not args.json))
+        results = asyncio.run(_run(devices, log_dir, firmware, args, show=not args.json))
     if args.json:
         emit_json({"ok": all(r.ok for r in results), "logs": str(log_dir), "devices": [r.as_dict() for r in results]})
     else:
@@ -62,11 +71,13 @@ def cmd_flash(args: argparse.Namespace) -> int:
     return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
 
 
-async def _run(devices, log_dir: Path, firmware: Path | None, attempts: int, *, show: bool) -> list[DeviceFlash]:
+async def _run(
+    devices, log_dir: Path, firmware: Path | None, args: argparse.Namespace, *, show: bool
+) -> list[DeviceFlash]:
     columns = (TextColumn("{task.fields[device]:<12}"), TextColumn("{task.description:<9}"), BarColumn(),
                TaskProgressColumn(), TimeElapsedColumn())  # fmt: skip
     with Progress(*columns, console=err, disable=not show, transient=False) as bars:
-        async with reachable_devices(devices) as (resolved, _running):
+        async with reachable_devices(devices) as (resolved, running):
             tasks = {d.name: bars.add_task("waiting", device=d.name, total=None) for d in resolved}
 
             def progress_for(device):
@@ -77,7 +88,10 @@ async def _run(devices, log_dir: Path, firmware: Path | None, attempts: int, *, 
 
                 return update
 
-            results = await flash_devices(resolved, log_dir, progress_for, firmware=firmware, attempts=attempts)
+            results = await flash_devices(
+                resolved, log_dir, progress_for, firmware=firmware, attempts=args.attempts,
+                os=args.os, force_os=args.reflash, boards=board_controls(running),
+            )  # fmt: skip
             for r in results:
                 bars.update(tasks[r.name], description="ok" if r.ok else "FAILED", completed=1, total=1)
             return results

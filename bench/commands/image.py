@@ -83,3 +83,7 @@ def _print(image: BuiltImage, as_json: bool) -> None:
         f"  initrd {image.initrd_bytes / 1e6:.1f} MB (rootfs {image.rootfs_bytes / 1e6:.1f} MB)"
         f"  sha256 {image.initrd_sha256[:16]}"
     )
+    if image.format == "disk":
+        size = f"{image.disk_bytes / 1e6:.0f} MB sparse"
+        out.print(f"  disk {image.disk} ({size}), bmap {image.bmap.name}", soft_wrap=True)
+        out.print(f"  sha256 {image.disk_sha256}  (pin it as \\[device.os] sha256)", soft_wrap=True)

@@ -21,14 +21,15 @@ from typing import Any
 
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.deploy import Files, deploy
+from bench.devices.linux_os import check_os, provision_os
 from bench.devices.linux_runtime import RuntimeReport, check_runtime, install_hint
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.fleet import Device, SshLink
 from bench.links.ssh import SshConnection, quote
+from bench.provision.controls import BoardControls, fleet_controls
 from bench.telemetry import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
-AGENT_START_TIMEOUT_S = 20.0
 PORT_FILE = "agent.port"  # the agent writes its loopback port here, in the deploy folder
 
 
@@ -96,9 +97,23 @@ class AgentProcess:
 class LinuxDriver(Driver):
     """Jetson Orin NX / Raspberry Pi 5 over SSH (real boards and virtual ones alike)."""
 
-    def __init__(self, device: Device, log_dir: Path | None = None, bundle: AgentBundle | None = None) -> None:
+    def __init__(
+        self,
+        device: Device,
+        log_dir: Path | None = None,
+        bundle: AgentBundle | None = None,
+        *,
+        os: bool = False,
+        controls: BoardControls | None = None,
+        force_os: bool = False,
+    ) -> None:
         super().__init__(device, log_dir)
         self._bundle = bundle
+        self.write_os = os  # flash() provisions the OS ([device.os]) when the fingerprint differs
+        self.force_os = force_os
+        self.controls = controls
+        self.start_timeout_s = float(device.settings.agent_start_timeout_s)
+        self.reply_timeout_s = float(device.settings.reply_timeout_s)
         if not isinstance(device.link, SshLink):
             raise ConfigError(
                 f"device {device.name!r}: no SSH link",
@@ -122,7 +137,9 @@ class LinuxDriver(Driver):
     async def connection(self) -> SshConnection:
         """The device's SSH connection, opened on first use (DeviceUnreachable names the device)."""
         if self._conn is None:
-            self._conn = SshConnection(self.device.name, self.link, on_event=self._on_ssh_event)
+            # a board slower to answer (reply_timeout_s) also gets longer before its connection counts as dropped
+            alive = max(2.0, self.reply_timeout_s / 3)
+            self._conn = SshConnection(self.device.name, self.link, alive_interval_s=alive, on_event=self._on_ssh_event)
         await self._conn.ensure_connected()
         return self._conn
 
@@ -171,8 +188,14 @@ class LinuxDriver(Driver):
         )
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
-        """Connect, check the runtime, deploy the agent bundle and model. Stops at the first failed step."""
+        """With a `[device.os]` table: the OS first (`provision_os` when `os` was asked, else a fingerprint
+        check). Then connect, check the runtime, deploy the agent bundle and model. Stops at the first failed
+        step."""
         steps: list[StepResult] = []
+        if self.device.os is not None:
+            steps.append(await self.os_step(progress))
+            if not steps[-1].ok:
+                return steps
         progress(0, 3, "connect")
         started = time.monotonic()
         await self.connection()
@@ -197,6 +220,14 @@ class LinuxDriver(Driver):
         progress(3, 3, "done")
         return steps
 
+    async def os_step(self, progress: Progress = no_progress) -> StepResult:
+        """Provision the OS (when asked) or only compare the board's fingerprint with the fleet's image."""
+        log = self.log_dir / f"{self.device.name}.log" if self.log_dir else None
+        if not self.write_os:
+            return await check_os(self, progress)
+        controls = self.controls or fleet_controls(self.device, log)
+        return await provision_os(self, controls, progress, log=log, force=self.force_os)
+
     # -- agent process ------------------------------------------------------------------------------
 
     async def start_agent(self) -> AgentProcess:
@@ -218,7 +249,7 @@ class LinuxDriver(Driver):
         """Wait until the agent wrote its port file and accepts on that port; return the port."""
         waiter = (
             "import os, socket, sys, time\n"
-            f"end = time.time() + {AGENT_START_TIMEOUT_S}\n"
+            f"end = time.time() + {self.start_timeout_s}\n"
             "while time.time() < end:\n"
             "    try: state = open('/proc/%d/stat' % " + str(pid) + ").read().rsplit(')', 1)[1].split()[0]\n"
             "    except OSError: state = 'Z'\n"
@@ -230,13 +261,13 @@ class LinuxDriver(Driver):
             "print('timeout')\n"
         )
         command = f'cd "{self.folder}" && {quote(self.python)} -c {quote(waiter)}'
-        state = (await conn.run(command, timeout_s=AGENT_START_TIMEOUT_S + 10)).text.strip()
+        state = (await conn.run(command, timeout_s=self.start_timeout_s + 10)).text.strip()
         if state.isdigit():
             return int(state)
         log = await self.agent_log()
         raise BenchError(
             f"device {self.device.name!r}: the agent "
-            + ("exited at start" if state == "exited" else f"did not listen within {AGENT_START_TIMEOUT_S:g} s")
+            + ("exited at start" if state == "exited" else f"did not listen within {self.start_timeout_s:g} s")
             + (f"; its log ends: {log.strip().splitlines()[-1]}" if log.strip() else ""),
             hint=f"see {self.folder}/agent.log on the device",
         )

@@ -63,8 +63,13 @@ class QemuMachine:
         initrd: Path,
         cmdline: str,
         log_path: Path,
+        *,
+        ssh_port: int | None = None,
+        disk: Path | None = None,
     ) -> None:
         self.name = name
+        self.ssh_port = ssh_port  # host port forwarded to the guest's sshd (Linux-board guests)
+        self.disk = disk  # raw disk image attached as virtio-blk (the board's storage)
         self.link = link
         self.kernel = kernel
         self.initrd = initrd
@@ -97,12 +102,17 @@ class QemuMachine:
         link = self.link
         net = f"user,id=n0,hostfwd=tcp:127.0.0.1:{self.agent_port}-:{GUEST_AGENT_PORT}"
         net += f",hostfwd=udp:127.0.0.1:{self.coap_port}-:{GUEST_COAP_PORT}"
+        if self.ssh_port is not None:
+            net += f",hostfwd=tcp:127.0.0.1:{self.ssh_port}-:22"
         argv = [link.binary, "-M", link.machine, "-cpu", link.cpu, "-smp", str(link.smp), "-m", str(link.memory_mb)]
         argv += ["-kernel", str(self.kernel), "-initrd", str(self.initrd), "-append", self.cmdline]
         argv += ["-no-reboot", "-nographic", "-monitor", "none", "-qmp", f"unix:{self.qmp_path},server=on,wait=off"]
         argv += ["-netdev", net, "-device", "virtio-net-pci,netdev=n0", "-device", "virtio-rng-pci"]
         argv += ["-device", "virtio-serial-pci", "-chardev", f"socket,id=ctl,path={self.ctl_path},server=on,wait=off"]
         argv += ["-device", "virtserialport,chardev=ctl,name=bench.ctl"]
+        if self.disk is not None:
+            argv += ["-drive", f"file={self.disk},format=raw,if=none,id=disk0,cache=writeback"]
+            argv += ["-device", "virtio-blk-pci,drive=disk0"]
         if link.timing == "icount":
             argv += ["-icount", "shift=0"]
         return argv

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.errors import BenchError
-from bench.image import rootfs
-from bench.image.cpio import write_cpio
-from bench.image.fetch import fetch_debs, fetch_wheel
-from bench.image.guest_files import guest_files
+from bench.image import disk, rootfs
+from bench.image.cpio import write_archive
+from bench.image.disk import BMAP_NAME, DISK_NAME
+from bench.image.fetch import fetch_debs, fetch_wheel, sha256_file
+from bench.image.guest_files import board_files, guest_files
 from bench.image.recipe import Recipe, load_recipe, recipe_path
 from bench.paths import cache_root
 from bench.steps import Progress, no_progress
@@ -42,6 +41,10 @@ class BuiltImage:
     rootfs_bytes: int
     built: bool  # False when the cached image was reused
     seconds: float
+    format: str = "initramfs"
+    disk_sha256: str = ""  # disk images: the sha256 a fleet pins ([device.os] sha256)
+    disk_bytes: int = 0
+    fingerprint: dict[str, object] | None = None  # disk images: what the booted OS reports (bench.provision)
 
     @property
     def kernel(self) -> Path:
@@ -53,10 +56,26 @@ class BuiltImage:
         """The initramfs QEMU loads with -initrd."""
         return self.folder / INITRD_NAME
 
+    @property
+    def disk(self) -> Path:
+        """Disk images: the raw ext4 image written to the board's storage."""
+        return self.folder / DISK_NAME
+
+    @property
+    def bmap(self) -> Path:
+        """Disk images: the image's block map (bmaptool), with a sha256 per mapped range."""
+        return self.folder / BMAP_NAME
+
+    def artefacts(self) -> tuple[Path, ...]:
+        """The files the build made (what must exist for the cached build to count)."""
+        return (self.disk, self.bmap) if self.format == "disk" else (self.kernel, self.initrd)
+
     def as_dict(self) -> dict[str, object]:
         """JSON-ready fields (paths as strings)."""
         data = asdict(self)
-        data.update(folder=str(self.folder), kernel=str(self.kernel), initrd=str(self.initrd))
+        data.update(folder=str(self.folder))
+        names = ("disk", "bmap") if self.format == "disk" else ("kernel", "initrd")
+        data.update({name: str(getattr(self, name)) for name in names})
         return data
 
 
@@ -66,8 +85,12 @@ def images_root() -> Path:
 
 
 def kind_recipe(kind: str) -> Recipe:
-    """The recipe for image `kind`, with the guest files (agent bundle, model, keys) it carries."""
-    return load_recipe(recipe_path(kind), guest_files(kind))
+    """The recipe for image `kind`, with the bench's files it carries: the agent bundle, model and key for
+    a console image; a disk image gets only its board's stand-in profile (the agent is deployed over SSH,
+    so agent changes never force a reflash)."""
+    path = recipe_path(kind)
+    plain = load_recipe(path)
+    return load_recipe(path, board_files(plain.profile) if plain.format == "disk" else guest_files(kind))
 
 
 def image_folder(recipe: Recipe, root: Path | None = None) -> Path:
@@ -122,36 +145,16 @@ def build_image(
             step(f"unpacked {wheel.name}")
         out = work / "out"
         out.mkdir()
-        _take_kernel(recipe, root_dir, out / KERNEL_NAME)
-        rootfs.add_links(recipe, root_dir)
-        rootfs.trim(recipe, root_dir)
-        _write_boot_config(recipe, root_dir)
-        rootfs.place(
-            {"init": recipe.init, "opt/npc/selftest.py": recipe.selftest, **recipe.extra_files},
-            root_dir,
-            executable={"init"},
-        )
-        step("trimmed")
-        rootfs.precompile(recipe, root_dir)
-        step("precompiled .pyc")
-        rootfs.finish(root_dir, recipe.source_date_epoch)
-        rootfs_bytes = sum(p.stat().st_size for p in root_dir.rglob("*") if p.is_file() and not p.is_symlink())
-        _archive(recipe, root_dir, out / INITRD_NAME)
-        step("archived")
-        image = BuiltImage(
-            name=recipe.name,
-            folder=folder,
-            digest=recipe.digest(),
-            kernel_release=recipe.kernel_release,
-            cmdline=recipe.cmdline,
-            initrd_sha256=_sha256(out / INITRD_NAME),
-            kernel_sha256=_sha256(out / KERNEL_NAME),
-            initrd_bytes=(out / INITRD_NAME).stat().st_size,
-            kernel_bytes=(out / KERNEL_NAME).stat().st_size,
-            rootfs_bytes=rootfs_bytes,
-            built=True,
-            seconds=round(time.monotonic() - started, 1),
-        )
+        if recipe.format == "disk":
+            fields = disk.build(recipe, root_dir, work, out)
+            image = BuiltImage(
+                name=recipe.name, folder=folder, digest=recipe.digest(), kernel_release=recipe.kernel_release,
+                cmdline=recipe.cmdline, built=True, seconds=round(time.monotonic() - started, 1), **fields,
+            )  # fmt: skip
+            step("disk image written")
+        else:
+            image = _build_initramfs(recipe, root_dir, out, folder, started)
+            step("archived")
         (out / MANIFEST_NAME).write_text(json.dumps(image.as_dict(), indent=2) + "\n", encoding="utf-8")
         if folder.exists():
             other = None if force else _read_manifest(folder, built=False, seconds=0.0)
@@ -162,6 +165,37 @@ def build_image(
     prune(folder.parent, keep=folder)
     step("done")
     return image
+
+
+def _build_initramfs(recipe: Recipe, root_dir: Path, out: Path, folder: Path, started: float) -> BuiltImage:
+    """Kernel + initramfs (the console image): the whole root folder becomes the initramfs."""
+    _take_kernel(recipe, root_dir, out / KERNEL_NAME)
+    rootfs.add_links(recipe, root_dir)
+    rootfs.trim(recipe, root_dir)
+    rootfs.write_boot_config(recipe, root_dir)
+    rootfs.place(
+        {"init": recipe.init, "opt/npc/selftest.py": recipe.selftest, **recipe.extra_files},
+        root_dir,
+        executable={"init"},
+    )
+    rootfs.precompile(recipe, root_dir)
+    rootfs.finish(root_dir, recipe.source_date_epoch)
+    rootfs_bytes = sum(p.stat().st_size for p in root_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    write_archive(recipe, root_dir, out / INITRD_NAME)
+    return BuiltImage(
+        name=recipe.name,
+        folder=folder,
+        digest=recipe.digest(),
+        kernel_release=recipe.kernel_release,
+        cmdline=recipe.cmdline,
+        initrd_sha256=sha256_file(out / INITRD_NAME),
+        kernel_sha256=sha256_file(out / KERNEL_NAME),
+        initrd_bytes=(out / INITRD_NAME).stat().st_size,
+        kernel_bytes=(out / KERNEL_NAME).stat().st_size,
+        rootfs_bytes=rootfs_bytes,
+        built=True,
+        seconds=round(time.monotonic() - started, 1),
+    )
 
 
 def prune(kind_dir: Path, keep: Path, others: int = KEEP_OTHER_BUILDS) -> list[Path]:
@@ -178,8 +212,10 @@ def prune(kind_dir: Path, keep: Path, others: int = KEEP_OTHER_BUILDS) -> list[P
 
 
 def intact(image: BuiltImage) -> bool:
-    """The kernel and initrd on disk still have the sha256 the build recorded."""
-    return _sha256(image.kernel) == image.kernel_sha256 and _sha256(image.initrd) == image.initrd_sha256
+    """The built files still have the sha256 the build recorded."""
+    if image.format == "disk":
+        return sha256_file(image.disk) == image.disk_sha256 and image.bmap.is_file()
+    return sha256_file(image.kernel) == image.kernel_sha256 and sha256_file(image.initrd) == image.initrd_sha256
 
 
 def _take_kernel(recipe: Recipe, root_dir: Path, dest: Path) -> None:
@@ -190,48 +226,15 @@ def _take_kernel(recipe: Recipe, root_dir: Path, dest: Path) -> None:
     shutil.rmtree(root_dir / "boot")
 
 
-def _write_boot_config(recipe: Recipe, root_dir: Path) -> None:
-    """What /init reads: the module load order, as full paths."""
-    etc = root_dir / "etc" / "npc"
-    etc.mkdir(parents=True, exist_ok=True)
-    base = f"/lib/modules/{recipe.kernel_release}/kernel"
-    (etc / "modules").write_text("".join(f"{base}/{m}\n" for m in recipe.modules), encoding="utf-8")
-
-
-def _archive(recipe: Recipe, root_dir: Path, dest: Path) -> None:
-    raw = dest.with_suffix(".cpio")
-    with raw.open("wb") as out:
-        write_cpio(root_dir, out, recipe.source_date_epoch, {"dev/console": (5, 1), "dev/null": (1, 3)})
-    if recipe.compression == "none":
-        raw.rename(dest)
-        return
-    try:
-        proc = subprocess.run(["lz4", "-l", "-q", "-f", str(raw), str(dest)], capture_output=True, text=True)
-    except FileNotFoundError:
-        raise BenchError("lz4 is not installed", hint="apt-get install lz4 (or set compression = 'none')") from None
-    if proc.returncode != 0:
-        raise BenchError(f"lz4 failed: {proc.stderr.strip()}")
-    raw.unlink()
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _read_manifest(folder: Path, *, built: bool, seconds: float) -> BuiltImage | None:
     try:
         data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not (folder / KERNEL_NAME).is_file() or not (folder / INITRD_NAME).is_file():
-        return None
     fields = {k: data[k] for k in BuiltImage.__dataclass_fields__ if k in data}
     fields.update(folder=folder, built=built, seconds=seconds)
     try:
-        return BuiltImage(**fields)
+        image = BuiltImage(**fields)
     except TypeError:
         return None
+    return image if all(p.is_file() for p in image.artefacts()) else None

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from bench.errors import BenchError
+from bench.image.recipe import Recipe
 
 _CHUNK = 1 << 20
 
@@ -56,3 +60,20 @@ def write_cpio(root: Path, out: BinaryIO, mtime: int, char_devices: dict[str, tu
             out.write(b"\0" * (-st.st_size % 4))
     out.write(_header(0, 0, 1, 0, 0, b"TRAILER!!!", (0, 0)))
     return ino
+
+
+def write_archive(recipe: Recipe, root_dir: Path, dest: Path) -> None:
+    """The initramfs at `dest`: `root_dir` as a cpio, compressed as the recipe says (lz4 legacy frame)."""
+    raw = dest.with_suffix(".cpio")
+    with raw.open("wb") as out:
+        write_cpio(root_dir, out, recipe.source_date_epoch, {"dev/console": (5, 1), "dev/null": (1, 3)})
+    if recipe.compression == "none":
+        raw.rename(dest)
+        return
+    try:
+        proc = subprocess.run(["lz4", "-l", "-q", "-f", str(raw), str(dest)], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise BenchError("lz4 is not installed", hint="apt-get install lz4 (or set compression = 'none')") from None
+    if proc.returncode != 0:
+        raise BenchError(f"lz4 failed: {proc.stderr.strip()}")
+    raw.unlink()

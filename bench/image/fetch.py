@@ -74,7 +74,8 @@ def fetch_debs(recipe: Recipe, downloads: Path) -> dict[str, Path]:
     return {n: p for n, p in found.items() if p is not None}
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """A file's sha256, hex."""
     h = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 20):
@@ -87,12 +88,12 @@ def fetch_wheel(wheel: Wheel, python_version: str, downloads: Path) -> Path:
     folder = downloads / "wheels"
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"{wheel.name.replace('-', '_')}-{wheel.version}-"
-    hits = [p for p in folder.glob(f"{stem}*.whl") if _sha256(p) == wheel.sha256]
+    hits = [p for p in folder.glob(f"{stem}*.whl") if sha256_file(p) == wheel.sha256]
     if not hits:
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:"]
         cmd += ["--platform", wheel.platform, "--python-version", python_version, "--implementation", "cp"]
         _run([*cmd, "-d", str(folder), f"{wheel.name}=={wheel.version}"], None, f"pip download {wheel.name}")
-        hits = [p for p in folder.glob(f"{stem}*.whl") if _sha256(p) == wheel.sha256]
+        hits = [p for p in folder.glob(f"{stem}*.whl") if sha256_file(p) == wheel.sha256]
     if not hits:
         raise BenchError(
             f"wheel {wheel.name} {wheel.version} ({wheel.platform}): no download matches sha256 {wheel.sha256}",

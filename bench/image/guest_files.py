@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from cryptography.hazmat.primitives import hashes
@@ -12,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.kinds import get_kind
+from bench.kinds import get_kind, load
 from bench.models import guess_name_and_format
 from bench.paths import MODELS_DIR as FIXTURE_MODELS
 from bench.paths import cache_root
@@ -65,3 +66,16 @@ def guest_files(kind: str) -> dict[str, Path]:
         f"{MODELS_DIR}/{manifest.name}": manifest,
         **agent_files(kind, manifest.parent / "bundle"),
     }
+
+
+def board_files(profile: str | None) -> dict[str, Path]:
+    """What a Linux-board disk image carries of the bench's own: the board profile ("module:NAME", e.g.
+    bench.virtual.linux:PI5, the one home of those figures) its stand-in telemetry tools read."""
+    if profile is None:
+        return {}
+    data = json.dumps(asdict(load(profile)), sort_keys=True, indent=1).encode() + b"\n"
+    path = cache_root() / "guest-files" / f"{profile.rpartition(':')[2].lower()}-profile.json"
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return {"usr/lib/npc-board/profile.json": path}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
-from bench.paths import FIRMWARE_DIR
+from bench.paths import FIRMWARE_DIR, PACKAGE_DIR
 
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
 BUILDER_VERSION = "2"
@@ -18,6 +18,9 @@ BUILDER_VERSION = "2"
 _PKG_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _COMPRESSIONS = ("lz4", "none")
+FORMATS = ("initramfs", "disk")  # kernel + initramfs booted directly, or a disk image with /boot inside
+PACKAGE_PREFIX = "package:"  # [files] sources shipped inside the bench package (bench/...)
+_PATH_FIELDS = ("init", "selftest", "boot_init")  # [image] fields naming files beside their recipe
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,12 @@ class Recipe:
     links: dict[str, str]
     trim: tuple[str, ...]
     extra_files: dict[str, Path] = field(default_factory=dict)
+    format: str = "initramfs"
+    disk_mb: int = 0  # disk images: the filesystem's size (the file is sparse)
+    boot_init: Path | None = None  # disk images: /init of the small boot initramfs that mounts the disk
+    files: dict[str, Path] = field(default_factory=dict)  # the recipe's own files: image path -> host file
+    chain: tuple[Path, ...] = ()  # the recipe files read, base first (`extends`)
+    profile: str | None = None  # "module:NAME" of the board profile its stand-in telemetry tools read
 
     @property
     def kernel_package(self) -> str:
@@ -67,8 +76,10 @@ class Recipe:
         """sha256 over the builder version, the recipe file and every file it puts in the image."""
         h = hashlib.sha256()
         h.update(f"builder {BUILDER_VERSION}\n".encode())
-        own = [("recipe", self.path), ("init", self.init), ("selftest", self.selftest)]
-        for label, path in [*own, *sorted(self.extra_files.items())]:
+        own = [("recipe", p) for p in self.chain or (self.path,)]
+        own += [("init", self.init), ("selftest", self.selftest)]
+        own += [("boot_init", self.boot_init)] if self.boot_init else []
+        for label, path in [*own, *sorted(self.files.items()), *sorted(self.extra_files.items())]:
             h.update(f"{label}\n".encode())
             h.update(hashlib.sha256(Path(path).read_bytes()).digest())
         return h.hexdigest()
@@ -81,12 +92,7 @@ def recipe_path(kind: str) -> Path:
 
 def load_recipe(path: Path, extra_files: dict[str, Path] | None = None) -> Recipe:
     """Read and validate a recipe file; `extra_files` (image path -> host file) are added to the image."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"image recipe {path} does not exist", hint="kinds with images: switch-arm64") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data, chain = _read_chain(path, ())
     where = str(path)
     image = _section(data, "image", where)
     apt = _section(data, "apt", where)
@@ -104,9 +110,19 @@ def load_recipe(path: Path, extra_files: dict[str, Path] | None = None) -> Recip
     wheels = tuple(_wheel(raw, f"{where}: [[wheel]] #{i + 1}") for i, raw in enumerate(data.get("wheel", [])))
     files = {}
     for key in ("init", "selftest"):
-        files[key] = path.parent / _field(image, key, str, f"{where}: [image]")
+        files[key] = Path(_field(image, key, str, f"{where}: [image]"))
         if not files[key].is_file():
             raise ConfigError(f"{where}: [image] field {key!r}: {files[key]} does not exist")
+    fmt = image.get("format", "initramfs")
+    if fmt not in FORMATS:
+        raise ConfigError(f"{where}: [image] field 'format': {fmt!r}", hint="use 'initramfs' or 'disk'")
+    boot_init = Path(image["boot_init"]) if "boot_init" in image else None
+    if fmt == "disk" and (boot_init is None or not boot_init.is_file()):
+        raise ConfigError(f"{where}: [image] field 'boot_init': a disk image needs an existing boot init script")
+    own_files = {dest: Path(src) for dest, src in _section_opt(data, "files", where).items()}
+    for dest, src in own_files.items():
+        if not src.is_file():
+            raise ConfigError(f"{where}: [files] {dest!r}: {src} does not exist")
     for dest, src in (extra_files or {}).items():
         if not Path(src).is_file():
             raise ConfigError(f"{where}: image file {dest}: source {src} does not exist")
@@ -129,7 +145,64 @@ def load_recipe(path: Path, extra_files: dict[str, Path] | None = None) -> Recip
         links=dict(data.get("links", {})),
         trim=tuple(_section(data, "trim", where).get("remove", [])),
         extra_files={k: Path(v) for k, v in (extra_files or {}).items()},
+        format=fmt,
+        disk_mb=_field(image, "disk_mb", int, f"{where}: [image]") if fmt == "disk" else 0,
+        boot_init=boot_init,
+        files=own_files,
+        chain=chain,
+        profile=image.get("profile"),
     )
+
+
+def _read_chain(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    """The recipe at `path` merged over the one it `extends` (tables merge, lists extend, values override);
+    file names in it made absolute, relative to the file that names them. Returns (data, files base first)."""
+    path = path.resolve()
+    if path in seen:
+        raise ConfigError(f"image recipe {path}: 'extends' loops back to itself")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"image recipe {path} does not exist", hint=f"recipes live in {FIRMWARE_DIR}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    image = data.get("image", {})
+    for key in _PATH_FIELDS:
+        if isinstance(image.get(key), str):
+            image[key] = str(path.parent / image[key])
+    if isinstance(data.get("files"), dict):
+        data["files"] = {k: str(_file_source(path, v)) for k, v in data["files"].items()}
+    base = image.pop("extends", None)
+    if base is None:
+        return data, (path,)
+    merged, chain = _read_chain(path.parent / base, (*seen, path))
+    return _merge(merged, data), (*chain, path)
+
+
+def _file_source(recipe: Path, value: str) -> Path:
+    """A [files] source: relative to the recipe, or "package:PATH" inside the bench package (its tools)."""
+    if value.startswith(PACKAGE_PREFIX):
+        return PACKAGE_DIR / value.removeprefix(PACKAGE_PREFIX)
+    return recipe.parent / value
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        elif isinstance(value, list) and isinstance(out.get(key), list):
+            out[key] = out[key] + [v for v in value if v not in out[key]]
+        else:
+            out[key] = value
+    return out
+
+
+def _section_opt(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = data.get(name, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: [{name}] must be a table")
+    return value
 
 
 def _section(data: dict[str, Any], name: str, where: str) -> dict[str, Any]:

@@ -109,3 +109,11 @@ def finish(root: Path, mtime: int) -> None:
         for name in dirnames + filenames:
             os.utime(Path(dirpath) / name, (mtime, mtime), follow_symlinks=False)
     os.utime(root, (mtime, mtime))
+
+
+def write_boot_config(recipe: Recipe, root_dir: Path) -> None:
+    """What /init reads: the module load order, as full paths."""
+    etc = root_dir / "etc" / "npc"
+    etc.mkdir(parents=True, exist_ok=True)
+    base = f"/lib/modules/{recipe.kernel_release}/kernel"
+    (etc / "modules").write_text("".join(f"{base}/{m}\n" for m in recipe.modules), encoding="utf-8")

@@ -133,7 +133,8 @@ class SshLink:
     """An SSH endpoint with key authentication."""
 
     family: ClassVar[str] = "ssh"
-    fields: ClassVar[frozenset[str]] = frozenset({"ssh", "key", "host_key", "known_hosts", "python"})
+    # `os`: the [device.os] table of a Linux board's OS image (bench.os_spec)
+    fields: ClassVar[frozenset[str]] = frozenset({"ssh", "key", "host_key", "known_hosts", "python", "os"})
     lab_classes: ClassVar[tuple[str, ...]] = ("NetworkService",)
 
     user: str

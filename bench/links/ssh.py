@@ -119,6 +119,7 @@ class SshConnection:
     device: str
     link: SshLink
     connect_timeout_s: float = 8.0
+    alive_interval_s: float = 2.0  # ServerAliveInterval; three unanswered probes drop the connection
     backoff: Backoff = field(default_factory=Backoff)
     on_event: Callable[[ConnectionEvent], None] | None = None
     events: list[ConnectionEvent] = field(default_factory=list)
@@ -163,7 +164,7 @@ class SshConnection:
             "-o",
             f"ConnectTimeout={max(1, int(self.connect_timeout_s))}",
             "-o",
-            "ServerAliveInterval=2",
+            f"ServerAliveInterval={max(1, round(self.alive_interval_s))}",
             "-o",
             "ServerAliveCountMax=3",
             "-o",

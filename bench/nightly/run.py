@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fingerprint import configured_model_sha256, device_fingerprint
-from bench.flashing import ProgressFactory, flash_devices
+from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
 from bench.health.records import HealthSummary, bad_devices, summary
 from bench.lab.acquire import lab_devices
@@ -25,6 +25,7 @@ from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.paths import ROOT
 from bench.probe import probe_link
+from bench.provision.controls import BoardControls
 from bench.replay.agents import fleet_opener
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
@@ -34,7 +35,7 @@ from bench.results.runview import UPDATE_RUN_KIND
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import NOT_REPRODUCED, REGRESSION
-from bench.virtual import virtual_fleet
+from bench.virtual import board_controls, virtual_fleet
 
 CONFIRM_STATES = (REGRESSION, NOT_REPRODUCED)
 STAGE_NAMES = ("check", "flash", "replay", "confirm", "update", "faults")
@@ -131,7 +132,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     result.log_dir.mkdir(parents=True, exist_ok=True)
     stages: list[tuple[str, Callable[[list[Device]], Awaitable[dict[str, DeviceOutcome]]]]] = [
         ("check", _check),
-        ("flash", lambda devs: _flash(devs, result.log_dir, show)),
+        ("flash", lambda devs: _flash(devs, result.log_dir, show, board_controls(running))),
         ("replay", lambda devs: _replay(devs, opts, result)),
         ("confirm", lambda devs: _confirm(devs, opts, result)),
         ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
@@ -141,7 +142,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     for name, state in bad.items():
         result.skipped[name] = f"marked bad since {state.since}: {state.reason} (`hilbench fleet health --fix`)"
     wanted = [d for d in opts.devices if d.name not in bad]
-    async with lab_devices(wanted) as held, virtual_fleet(held.devices) as (devices, _running):
+    async with lab_devices(wanted) as held, virtual_fleet(held.devices) as (devices, running):
         for name, stage in stages:
             if name in opts.skip or not devices:
                 continue
@@ -213,17 +214,31 @@ async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:
     return {d.name: DeviceOutcome(p.reachable, p.detail) for d, p in zip(devices, probes, strict=True)}
 
 
-async def _flash(devices: list[Device], log_dir: Path, show: NightlyProgress) -> dict[str, DeviceOutcome]:
-    flashed = await flash_devices(devices, log_dir, show.flash_bars())
+async def _flash(
+    devices: list[Device], log_dir: Path, show: NightlyProgress, boards: dict[str, BoardControls]
+) -> dict[str, DeviceOutcome]:
+    flashed = await flash_devices(devices, log_dir, show.flash_bars(), os=True, boards=boards)
     return {
         f.name: DeviceOutcome(
             f.ok,
             f.reason or ("up to date" if f.up_to_date else "; ".join(f"{s.step}: {s.detail}" for s in f.steps)),
             skipped=f.up_to_date,
-            data={"seconds": round(f.seconds, 2), "attempts": f.attempts},
+            data={"seconds": round(f.seconds, 2), "attempts": f.attempts, **_os_fingerprint(f)},
         )
         for f in flashed
     }
+
+
+def _flashed_os(result: NightlyResult) -> dict[str, Any]:
+    """Device -> OS fingerprint, from this nightly's flash stage."""
+    flash = next((s for s in result.stages if s.name == "flash"), None)
+    return {n: o.data["os"] for n, o in flash.devices.items() if "os" in o.data} if flash else {}
+
+
+def _os_fingerprint(flashed: DeviceFlash) -> dict[str, object]:
+    """A Linux board's OS fingerprint after the flash stage (its `os` step), to keep with the run."""
+    step = next((s for s in flashed.steps if s.step == "os"), None)
+    return {"os": step.figures["fingerprint"]} if step is not None and "fingerprint" in step.figures else {}
 
 
 async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
@@ -266,7 +281,8 @@ async def replay_session(
     infos = {d.name: d.info for d in opts.store.devices(replay.run_id)}
     for device in devices:
         hello = infos.get(device.name, {}).get("agent") or {}
-        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host)
+        os_fp = _flashed_os(result).get(device.name)  # Linux boards: the OS the flash stage found or wrote
+        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=os_fp)
         record_fingerprint(opts.store, replay.run_id, device.name, fp)
     return replay
 

@@ -145,6 +145,8 @@ class ReplayRun:
     def _voice_choice(self, dev: Device) -> VoiceChoice:
         if self.voice != "auto":
             return VoiceChoice(VoiceMode(self.voice), "chosen with --voice")
+        if dev.settings.voice != "auto":
+            return VoiceChoice(VoiceMode(dev.settings.voice), "the device's voice setting in the fleet")
         return choose_voice_mode(self.plan, link_bytes_per_s(dev.link), self.speed or 1.0)
 
     async def _collect(self, run: DeviceRun) -> None:

@@ -12,6 +12,7 @@ from typing import Protocol
 from bench.fleet import Device, Link
 from bench.kinds import KINDS
 from bench.paths import cache_root
+from bench.provision.controls import BoardControls
 from bench.virtual.usb_hubs import plug, unplug
 
 
@@ -45,6 +46,11 @@ def has_virtual(kind: str) -> bool:
 def make_virtual(device: Device) -> VirtualDevice:
     """A (not yet started) virtual device for `device`."""
     return device.kind_info.virtual_class()(device, state_dir() / device.name)
+
+
+def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls]:
+    """Power and storage controls of the running stand-ins that have them (virtual Linux boards), by name."""
+    return {name: v.controls() for name, v in running.items() if callable(getattr(v, "controls", None))}
 
 
 @contextlib.asynccontextmanager

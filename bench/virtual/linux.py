@@ -28,6 +28,7 @@ from bench.fleet import Device, SshLink
 from bench.links.ssh import free_local_port
 from bench.procs import DIE_WITH_BENCH, stop_process
 from bench.reaper import processes_in
+from bench.virtual.arm64_board import VirtualArm64Board
 from bench.virtual.control import control_url, serve_control
 
 SSHD = "/usr/sbin/sshd"
@@ -50,6 +51,14 @@ class LinuxProfile:
     zones: tuple[tuple[str, float], ...]  # name, offset from the modelled temperature
     idle_mw: int = 0
     mw_per_load: int = 0
+    # As a QEMU guest (bench.virtual.arm64_board): the core QEMU 7.2 models closest to the board's, and
+    # the guest's size (kept small: the bundled fleet runs three aarch64 guests on a 2-core host).
+    guest_cpu: str = "cortex-a76"
+    guest_smp: int = 2
+    guest_memory_mb: int = 1024
+    # icount (-icount shift=0): the guest's clock follows the instructions it runs, so a guest starved on a
+    # shared host falls behind in wall time, not in its own frame schedule (realtime: plain TCG)
+    guest_timing: str = "icount"
 
 
 JETSON_ORIN_NX = LinuxProfile(
@@ -61,6 +70,9 @@ JETSON_ORIN_NX = LinuxProfile(
     zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
     idle_mw=4800,
     mw_per_load=9000,
+    # Orin's Cortex-A78AE is not in QEMU 7.2; its nearest there is the Cortex-A76: the A78's direct
+    # predecessor with the same Armv8.2-A feature set (LSE atomics, fp16, dot product, RCpc).
+    guest_cpu="cortex-a76",
 )
 PI5 = LinuxProfile(
     telemetry="sysfs-vcgencmd",
@@ -69,6 +81,7 @@ PI5 = LinuxProfile(
     idle_c=48.0,
     c_per_load=30.0,
     zones=(("cpu-thermal", 0.0),),
+    guest_cpu="cortex-a76",  # the Pi 5's own core (BCM2712: 4x Cortex-A76)
 )
 
 
@@ -394,11 +407,19 @@ def _process_parents() -> list[tuple[int, int]]:
     return out
 
 
-def virtual_jetson(device: Device, state: Path) -> VirtualLinuxDevice:
+def linux_board(device: Device, state: Path, profile: LinuxProfile) -> VirtualLinuxDevice | VirtualArm64Board:
+    """A virtual Linux board: an aarch64 QEMU guest when the fleet gives it an OS image to boot
+    (`[device.os]`), else the faster loopback sshd (the bench host's own Python, x86_64)."""
+    if device.os is not None:
+        return VirtualArm64Board(device, state, profile)
+    return VirtualLinuxDevice(device, state, profile)
+
+
+def virtual_jetson(device: Device, state: Path) -> VirtualLinuxDevice | VirtualArm64Board:
     """A virtual Jetson Orin NX (the `virtual` of its kind registry entry)."""
-    return VirtualLinuxDevice(device, state, JETSON_ORIN_NX)
+    return linux_board(device, state, JETSON_ORIN_NX)
 
 
-def virtual_pi5(device: Device, state: Path) -> VirtualLinuxDevice:
+def virtual_pi5(device: Device, state: Path) -> VirtualLinuxDevice | VirtualArm64Board:
     """A virtual Raspberry Pi 5 (the `virtual` of its kind registry entry)."""
-    return VirtualLinuxDevice(device, state, PI5)
+    return linux_board(device, state, PI5)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sys
 import tempfile
@@ -62,7 +63,7 @@ async def one(device, frames: int) -> None:
 
 
 async def main(frames: int) -> None:
-    devices = [d for d in load_fleet() if d.kind in ("jetson-orin-nx", "pi5")]
+    devices = [dataclasses.replace(d, os=None) for d in load_fleet() if d.kind in ("jetson-orin-nx", "pi5")]  # loopback
     async with virtual_fleet(devices) as (resolved, _running):
         for dev in resolved:
             await one(dev, frames)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import shlex
 import statistics
@@ -57,7 +58,7 @@ async def line_rtts(port: int, n: int) -> list[float]:
 
 
 async def main(n: int) -> None:
-    device = next(d for d in load_fleet() if d.kind == "pi5")
+    device = dataclasses.replace(next(d for d in load_fleet() if d.kind == "pi5"), os=None)  # loopback stand-in
     async with virtual_fleet([device]) as (resolved, _running):
         dev = resolved[0]
         conn = SshConnection(dev.name, dev.link)

@@ -25,6 +25,7 @@ from bench.results.store import open_store
 from bench.results.view_adapter import load_run
 from bench.virtual import virtual_fleet
 from tests.conftest import REPO
+from tests.linux_support import loopback
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +48,7 @@ async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> No
 
 def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
     plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/combat.mcap"), wire.encode), SECONDS)
-    devices = [d for d in load_fleet() if d.kind in ("jetson-orin-nx", "pi5")]
+    devices = [loopback(d) for d in load_fleet() if d.kind in ("jetson-orin-nx", "pi5")]
     store = open_store(tmp_path / "results.sqlite")
     run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
     loop = LoopThread()
@@ -91,7 +92,7 @@ def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
 
 def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -> None:
     plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/dialogue.mcap"), wire.encode), SECONDS)
-    devices = [d for d in load_fleet() if d.kind == "pi5"]
+    devices = [loopback(d) for d in load_fleet() if d.kind == "pi5"]
     store = open_store(tmp_path / "results.sqlite")
     run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
     loop = LoopThread()
@@ -132,7 +133,7 @@ def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -
 
 def test_ssh_cut_mid_replay_reconnects_and_the_run_is_kept(tmp_path: Path) -> None:
     plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/exploration.mcap"), wire.encode), SECONDS)
-    devices = [d for d in load_fleet() if d.kind == "jetson-orin-nx"]
+    devices = [loopback(d) for d in load_fleet() if d.kind == "jetson-orin-nx"]
     store = open_store(tmp_path / "results.sqlite")
     run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
     loop = LoopThread()

@@ -51,7 +51,8 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
     assert {c["fault"]["kind"] for c in cases.values()} == {"signature", "rollback", "parse"}  # web: two rollbacks
     updates = stages["update"]["devices"]
     assert updates["pi5-1"]["data"]["delta"] is True  # the host agent patches deltas
-    assert updates["pi5-1"]["data"]["channel"] == "grpc"  # the bundled fleet's pi5-1 updates over gRPC
+    # the bundled pi5-1 is an aarch64 guest whose image has no grpcio yet: it updates over CoAP
+    assert updates["pi5-1"]["data"]["channel"] == "coap"
     assert updates["web-1"]["data"]["channel"] == "websocket" and updates["web-1"]["data"]["delta"] is True
 
     (published,) = summary["runs"]
@@ -65,7 +66,8 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
     db = sqlite3.connect(results)
     run_id = published["run_id"]
     frames = dict(db.execute("SELECT device, COUNT(*) FROM frames WHERE run_id = ? GROUP BY device", (run_id,)))
-    assert frames["c6-b"] > 50 and frames["pi5-1"] > 100 and frames["web-1"] > 200
+    # pi5-1 is an aarch64 guest under icount: its clock, and so its frame loop, runs slower than wall time
+    assert frames["c6-b"] > 50 and frames["pi5-1"] > 20 and frames["web-1"] > 200
     ota_run = summary["ota_run"]["run_id"]  # updates and faults in their own run: session plots stay 8 s long
     assert ota_run != run_id and Path(summary["ota_run"]["report"]).is_file()
     replay_faults = db.execute("SELECT * FROM faults WHERE run_id = ?", (run_id,)).fetchall()
@@ -80,7 +82,9 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
     prints = dict(db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,)))
     c6 = json.loads(prints["c6-b"])
     assert c6["virtual"] is True and len(c6["model_sha256"]) == 64 and len(c6["firmware_sha256"]) == 64
-    assert json.loads(prints["pi5-1"])["runtime"].startswith("ai-edge-litert")
+    pi = json.loads(prints["pi5-1"])  # an aarch64 guest running the bench's own OS image
+    assert pi["runtime"].startswith("tflite-runtime") and pi["platform"] == "linux-aarch64"
+    assert len(pi["os_image"]) == 64 and pi["os_kernel"].endswith("-arm64")
     host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
     assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
     accepted = dict(db.execute("SELECT device, accepted FROM baseline_members WHERE run_id = ?", (run_id,)))

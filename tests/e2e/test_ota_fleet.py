@@ -21,6 +21,7 @@ from bench.ota.store import ModelStore
 from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.virtual import virtual_fleet
 from tests.conftest import REPO
+from tests.linux_support import loopback
 
 pytestmark = pytest.mark.e2e
 MODELS = REPO / "fixtures" / "models"
@@ -38,7 +39,7 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
     (tmp_path / "npc-policy-int8-v2.npcm").write_bytes(finetuned)
     store.publish(v1, key, name="npc-policy", fmt="npcm-int8")
     v2_npcm = store.publish(tmp_path / "npc-policy-int8-v2.npcm", key, name="npc-policy", fmt="npcm-int8").manifest
-    devices = [d for d in load_fleet() if d.name in ("c6-a", "pi5-1")]
+    devices = [loopback(d) if d.os else d for d in load_fleet() if d.name in ("c6-a", "pi5-1")]
 
     async def run():
         async with virtual_fleet(devices) as (resolved, _):

@@ -16,6 +16,7 @@ from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.results import open_store
 from tests.conftest import REPO, hilbench
+from tests.linux_support import loopback_fleet
 
 
 def _env() -> dict[str, str]:
@@ -29,8 +30,8 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
     write_session(session, synth_session("dialogue", 21, duration_s=3.0))
     store_path = tmp_path / "results.sqlite"
     run = subprocess.run(
-        hilbench("replay", "--device", "pi5-1", "--session", str(session), "--results", str(store_path),
-                 "--deploy", "--json"),
+        hilbench("replay", "--fleet", str(loopback_fleet(tmp_path / "fleet.toml", ("pi5",))), "--device", "pi5-1",
+                 "--session", str(session), "--results", str(store_path), "--deploy", "--json"),
         cwd=REPO, capture_output=True, text=True, timeout=600, env=_env(),
     )  # fmt: skip
     assert run.returncode == ExitCode.OK, run.stderr[-3000:]
