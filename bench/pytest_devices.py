@@ -30,6 +30,7 @@ from bench.testkit.console import DeviceConsole
 from bench.testkit.crash import decode_crash
 from bench.testkit.ota import TestOta
 from bench.testkit.recovery import LADDER, DeviceBroken, RecoveryStep, recover, without_device
+from bench.trust import run_signing_key
 
 BRING_UP_TIMEOUT_S = 900.0  # a first flash of a board plus a QEMU boot on a loaded host
 USED = pytest.StashKey[list[tuple[DeviceAgent, int]]]()  # the test's agents and their console start index
@@ -48,7 +49,7 @@ class AgentPool:
         self.loop = devices_pool.loop
         self.log_root = log_root
         hosts = [d.settings.ota_server_host for d in fleet]
-        self.ota = TestOta(log_root / "_session", hosts)
+        self.ota = TestOta(log_root / "_session", hosts, run_signing_key(list(fleet)))
         self.agents: dict[str, DeviceAgent] = {}
         self.broken: dict[str, str] = {}  # device name -> the one line that says why
         self.notes: dict[str, list[str]] = {}  # device name -> what getting it ready took, for the next test's console

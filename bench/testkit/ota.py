@@ -15,7 +15,7 @@ from bench.ota.rollout import bind_address
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.results.store import ResultStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
+from bench.signing import load_private_key
 
 
 class TestOta:
@@ -23,8 +23,9 @@ class TestOta:
 
     __test__ = False  # not a test class, whatever pytest's name patterns say
 
-    def __init__(self, root: Path, hosts: list[str]) -> None:
+    def __init__(self, root: Path, hosts: list[str], signing_key: Path) -> None:
         self.root = root
+        self.signing_key = signing_key  # the fleet's signing key (bench.trust), as the nightly signs with
         self.hosts = hosts  # where the session's devices reach the bench (their ota_server_host)
         self._server: UpdateServer | None = None
         self._results: ResultStore | None = None
@@ -46,8 +47,8 @@ class TestOta:
         return manifests[fmt, case]
 
     def resolve(self, model: str | Path | dict[str, Any], device: Device) -> dict[str, Any]:
-        """A manifest for `model`: a manifest as is, a file path (published, signed with the dev key), a case
-        name of `manifest()`, or NAME@VERSION from the store."""
+        """A manifest for `model`: a manifest as is, a file path (published, signed with the fleet's signing
+        key), a case name of `manifest()`, or NAME@VERSION from the store."""
         if isinstance(model, dict):
             return model
         if isinstance(model, Path):
@@ -57,8 +58,8 @@ class TestOta:
         return self.manifest(model, device)
 
     def _published(self, model: Path) -> dict[str, Any]:
-        """The store's manifest of the file `model` (published as the next version, signed with the dev key, unless
-        a version with the same bytes is there already)."""
+        """The store's manifest of the file `model` (published as the next version, signed with the fleet's
+        signing key, unless a version with the same bytes is there already)."""
         _name, fmt = guess_name_and_format(model)
         try:
             sha = hashlib.sha256(model.read_bytes()).hexdigest()
@@ -68,7 +69,7 @@ class TestOta:
         for version in store.versions(FAMILY, fmt) if fmt in store.formats(FAMILY) else []:
             if (manifest := store.manifest(FAMILY, version, fmt))["sha256"] == sha:
                 return manifest
-        return store.publish(model, load_private_key(DEV_PRIVATE_KEY), name=FAMILY, fmt=fmt).manifest
+        return store.publish(model, load_private_key(self.signing_key), name=FAMILY, fmt=fmt).manifest
 
     async def port(self) -> int:
         """The update server's UDP port (started on first call)."""
@@ -96,5 +97,5 @@ class TestOta:
 
     def _store(self) -> tuple[ModelStore, dict]:
         if self._built is None:
-            self._built = build_store(self.root / "ota-store")
+            self._built = build_store(self.root / "ota-store", self.signing_key)
         return self._built
