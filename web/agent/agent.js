@@ -65,7 +65,6 @@ class Agent {
     this.boot = [];
     this.writes = Promise.resolve();
     this.rx = ""; // the line being received: its first MAX_LINE + 1 characters at most
-
   }
 
   // -- link ------------------------------------------------------------------------------------------
@@ -86,6 +85,7 @@ class Agent {
     const ws = new WebSocket(LINK);
     ws.onopen = () => {
       this.link = ws;
+      this.rx = ""; // a line cut off with the previous link is not continued on this one
       for (const text of this.boot) ws.send(text + "\n");
       ws.send(wire.encode(this.helloMsg()));
       for (const line of this.undelivered) ws.send(line);
