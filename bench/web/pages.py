@@ -10,6 +10,7 @@ Responses carry COOP/COEP headers: a cross-origin-isolated page gets 5 us perfor
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import threading
 from http import HTTPStatus
@@ -162,16 +163,19 @@ class PageServer:
 
 
 class WebSocketTransport:
-    """A page's link: one WebSocket text message per protocol line (bench.agent.transport's interface)."""
+    """A page's link (bench.agent.transport's interface): bytes to the page go as they come, newlines
+    included (the page reads a stream, as a serial agent does, and bounds its lines itself); each text
+    message from the page is one protocol line."""
 
     def __init__(self, conn: ServerConnection, name: str) -> None:
         self.conn = conn
         self.name = name
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a piece may end inside a character
 
     async def send(self, data: bytes) -> None:
         try:
-            for line in data.decode().splitlines():
-                await self.conn.send(line)
+            if text := self.utf8.decode(data):
+                await self.conn.send(text)
         except websockets.ConnectionClosed as exc:
             raise DeviceUnreachable(f"agent {self.name}: the page's link closed: {exc}") from None
 

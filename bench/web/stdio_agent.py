@@ -18,11 +18,12 @@ from bench.web.browser import Browser
 from bench.web.pages import PageServer
 
 NAME = "stdio"
+CHUNK = 1 << 16
 
 
 async def bridge(storage: Path, log: Path | None, connect_timeout: float) -> int:
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=1 << 16)
+    reader = asyncio.StreamReader(limit=CHUNK)
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     out = sys.stdout.buffer
 
@@ -40,9 +41,9 @@ async def bridge(storage: Path, log: Path | None, connect_timeout: float) -> int
             console(f"stdio_agent: {exc}")
             return 3
 
-        async def to_page() -> None:
-            while line := await reader.readline():
-                await link.send(line)
+        async def to_page() -> None:  # bytes as they come: the page bounds its lines (a 1 MB line is its business)
+            while chunk := await reader.read(CHUNK):
+                await link.send(chunk)
 
         async def from_page() -> None:
             while line := await link.readline():

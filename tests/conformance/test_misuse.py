@@ -95,3 +95,24 @@ def test_load_never_reads_outside_the_models_folder(agent, path: str) -> None:
     assert err.code == "refused" and "models folder" in err.detail, err.detail
     assert digest not in str(err.reply)  # nothing about the file is revealed
     assert hello["model"]["version"] == 1  # the running model is kept
+
+
+@pytest.mark.parametrize(
+    "path", ["..%2fsecret.bin", "%2e%2e/secret.bin", "..\\secret.bin", "x/%2e%2e%2f..%2fsecret.bin"]
+)
+def test_the_web_agent_reads_no_storage_file_outside_models(tmp_path, path: str) -> None:
+    """The page fetches models from its storage server, which decodes %-escapes: a file in the storage
+    folder but outside models/ (which that server would serve) is refused before it is asked for."""
+    from tests.conformance.harness import WebAgent
+
+    agent = WebAgent(tmp_path / "agent")
+    (agent.folder / "secret.bin").write_bytes(b"not a model either")
+    _, manifest = agent.deploy("npc-policy-int8-v2", 2)
+
+    async def body(s: AgentSession):
+        with pytest.raises(AgentError) as err:
+            await s.load(path, {**manifest, "sha256": "0" * 64})
+        return err.value
+
+    err = agent.run(body)
+    assert err.code == "refused" and "models folder" in err.detail, err.detail

@@ -73,6 +73,46 @@ def test_features_are_bit_identical_to_npcfeat():
         assert vec == f.vector()
 
 
+def _check(f) -> str | None:
+    try:
+        f()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def test_out_of_range_values_are_refused_as_by_npcfeat():
+    """The same inputs and values are refused (with the same messages, but for how a float is printed)."""
+    x48 = [0.1] * 51
+    inputs = [
+        ["gaze", 1, [1e308, 0, 1]],
+        ["gaze", 1, [0.5, -0.2, 1]],
+        ["gaze", 1e13, [0, 0, 1]],
+        ["gaze", 1, [0, 0]],
+        ["voicef", 1, [0, 0, "x", 1]],
+        ["voicef", 1, [0, 0, "1.5", True]],
+        ["mocap", 1, [-2e6, *x48[1:]]],
+        ["mocap", 1, x48],
+        ["event", 1, {"context": {"hp_ratio": 1e99}}],
+        ["event", 1, {"context": [1]}],
+        ["event", 1, {"action": "talk", "context": {"hp_ratio": 0.5, "aggro_level": 1}}],
+        ["smell", 1, [1]],
+    ]
+    nums = [[1e308, -1e6, 1e6], ["a", 0, 1], [" 2.5 ", 0, 3], ["inf", 0, 3], [None, 0, 1], [-1e12, -1e12, 1e12]]
+    wholes = [[59.5, 1, 1000], [60, 1, 1000], [0, 1, 1000], [1e9, 0, 1e9], [1000.0, 1, 1000], [1001, 1, 1000]]
+    got = node({"op": "checks", "inputs": inputs, "numbers": nums, "wholes": wholes})
+    want_inputs = [_check(lambda c=c: npcfeat.Features().add(*c)) for c in inputs]
+    want_numbers = [_check(lambda n=n: npcfeat.number(n[0], "v", n[1], n[2])) for n in nums]
+    want_wholes = [_check(lambda n=n: npcfeat.whole(n[0], "v", n[1], n[2])) for n in wholes]
+    assert [g is None for g in got["inputs"]] == [w is None for w in want_inputs], (got, want_inputs)
+    assert [g is None for g in got["numbers"] + got["wholes"]] == [w is None for w in want_numbers + want_wholes]
+    for g, w in zip(
+        got["inputs"] + got["numbers"] + got["wholes"], want_inputs + want_numbers + want_wholes, strict=True
+    ):
+        if w is not None:
+            assert g.split(":")[0] == w.split(":")[0] and g.split(" ")[-1] == w.split(" ")[-1], (g, w)
+
+
 def test_canonical_bytes_match_the_signer():
     manifests = [
         {"name": "npc-policy", "version": 3, "sha256": "ab" * 32, "size": 9824, "format": "tflite-int8", "sig": "x"},

@@ -7,7 +7,7 @@
 
 import * as wire from "./wire.js";
 import * as npcsched from "./npcsched.js";
-import { Features, N_FEATURES } from "./npcfeat.js";
+import { Features, N_FEATURES, numbers, whole } from "./npcfeat.js";
 import { ModelManager, PROBATION_US, loadRuntime, nowUs } from "./models.js";
 import { Refused, Verifier } from "./verify.js";
 import { fetchUpdate } from "./update.js";
@@ -64,6 +64,7 @@ class Agent {
     };
     this.boot = [];
     this.writes = Promise.resolve();
+    this.rx = ""; // the line being received: its first MAX_LINE + 1 characters at most
   }
 
   // -- link ------------------------------------------------------------------------------------------
@@ -84,12 +85,13 @@ class Agent {
     const ws = new WebSocket(LINK);
     ws.onopen = () => {
       this.link = ws;
+      this.rx = ""; // a line cut off with the previous link is not continued on this one
       for (const text of this.boot) ws.send(text + "\n");
       ws.send(wire.encode(this.helloMsg()));
       for (const line of this.undelivered) ws.send(line);
       this.undelivered = [];
     };
-    ws.onmessage = (ev) => this.handleLine(String(ev.data), nowUs());
+    ws.onmessage = (ev) => this.receive(String(ev.data), nowUs());
     ws.onclose = () => {
       if (this.link === ws) this.link = null;
       if (!this.exited) setTimeout(() => this.connect(), 300); // the bench may come back
@@ -106,8 +108,23 @@ class Agent {
     };
   }
 
-  async handleLine(text, rxUs) {
-    for (const line of text.split("\n")) {
+  /** Bytes from the link, as a stream (a message may carry part of a line, or several): each line ends at a
+   *  newline; of a line longer than a protocol line only its first MAX_LINE + 1 characters are kept (the decoder
+   *  answers that with one `bad_frame`) and the rest is read away, so a huge line never has to fit in memory. */
+  async receive(text, rxUs) {
+    const lines = [];
+    let start = 0;
+    for (;;) {
+      const nl = text.indexOf("\n", start);
+      const end = nl < 0 ? text.length : nl;
+      const room = wire.MAX_LINE + 1 - this.rx.length;
+      if (room > 0) this.rx += text.slice(start, Math.min(end, start + room));
+      if (nl < 0) break;
+      lines.push(this.rx);
+      this.rx = "";
+      start = nl + 1;
+    }
+    for (const line of lines) {
       if (line) await this.handleOne(line, rxUs);
     }
   }
@@ -155,15 +172,36 @@ class Agent {
     return wire.reply(msg, "pong", { b0: msg.b0 ?? null, d: rxUs });
   }
 
+  /** The URL of the file `path` names inside the models folder; Refused (saying nothing of the file) otherwise.
+   *  The storage server decodes %-escapes, so the decoded path must stay inside the folder too. */
+  modelUrl(path) {
+    const root = new URL(storeUrl("models/"));
+    let url = null;
+    try {
+      const u = typeof path === "string" && path ? new URL(path.replaceAll("\\", "/"), root) : null;
+      const plain = u ? decodeURIComponent(u.pathname) : "";
+      const inside = plain.startsWith(root.pathname) && plain.length > root.pathname.length;
+      const dots = plain.split(/[\\/]/).some((seg) => seg === "." || seg === "..");
+      if (u && u.origin === root.origin && !u.search && !u.hash && inside && !dots) url = u.href;
+    } catch {
+      // a malformed %-escape: not a file name this agent reads
+    }
+    if (!url) {
+      const shown = typeof path === "string" ? `'${path}'` : JSON.stringify(path ?? null);
+      throw new Refused("parse", `path ${shown}: not a file in the models folder`);
+    }
+    return url;
+  }
+
   async readStored(path) {
-    const res = await fetch(storeUrl("models/" + path), { cache: "no-store" });
+    const res = await fetch(this.modelUrl(path), { cache: "no-store" });
     if (!res.ok) throw new Refused("parse", `cannot read ${path}: HTTP ${res.status}`);
     return new Uint8Array(await res.arrayBuffer());
   }
 
   async onLoad(msg) {
-    if (typeof msg.path !== "string" || !msg.manifest || typeof msg.manifest !== "object") {
-      throw new TypeError("load needs a string path and a manifest object");
+    if (!msg.manifest || typeof msg.manifest !== "object" || Array.isArray(msg.manifest)) {
+      throw new TypeError("load needs a manifest object");
     }
     const manifest = { ...msg.manifest };
     if ("sig" in msg && !("sig" in manifest)) manifest.sig = msg.sig;
@@ -245,11 +283,13 @@ class Agent {
   async onStart(msg) {
     if (this.loop) return wire.error("busy", "the frame loop is already running", msg.id);
     if (!this.models.current) return wire.error("not_loaded", "no model loaded", msg.id);
-    const fps = Math.trunc(msg.fps ?? 60);
-    const vsyncHz = Math.trunc(msg.vsync_hz ?? fps);
-    const sched = new npcsched.Scheduler(fps, vsyncHz, Math.trunc(msg.key_every ?? 1));
+    const fps = whole(msg.fps ?? 60, "fps", 1, npcsched.MAX_HZ);
+    const vsyncHz = whole(msg.vsync_hz ?? fps, "vsync_hz", 1, npcsched.MAX_HZ);
+    const keyEvery = whole(msg.key_every ?? 1, "key_every", 1, npcsched.MAX_HZ);
+    const frames = whole(msg.frames ?? 0, "frames", 0, npcsched.MAX_FRAMES);
+    const sched = new npcsched.Scheduler(fps, vsyncHz, keyEvery);
     this.stopping = false;
-    this.loop = this.frameLoop(sched, Math.trunc(msg.frames ?? 0)).finally(() => (this.loop = null));
+    this.loop = this.frameLoop(sched, frames).finally(() => (this.loop = null));
     return wire.reply(msg, "ack");
   }
 
@@ -263,8 +303,7 @@ class Agent {
     try {
       this.features.add(msg.ch, msg.ts, msg.d, Number.isInteger(msg.seq) ? msg.seq : -1);
     } catch (exc) {
-      this.errors.bad_field++;
-      return wire.error("bad_field", `input: ${exc.message}`);
+      return wire.error("bad_field", `input: ${exc.message}`); // counted with every error reply
     }
     this.counts.inputs++;
     return null;
@@ -282,12 +321,10 @@ class Agent {
   }
 
   async onInfer(msg) {
-    if (!Array.isArray(msg.x) || msg.x.length !== N_FEATURES || !msg.x.every((v) => typeof v === "number")) {
-      throw new TypeError(`x needs ${N_FEATURES} numbers`);
-    }
+    const x = numbers(msg.x, "x", N_FEATURES);
     if (!this.models.current) return wire.error("not_loaded", "no model loaded", msg.id);
     const t0 = nowUs();
-    const [y, model] = await this.models.infer(msg.x);
+    const [y, model] = await this.models.infer(x);
     const us = nowUs() - t0;
     const act = y.indexOf(Math.max(...y));
     return wire.reply(msg, "result", { y: y.map((v) => +v.toFixed(6)), act, p: +y[act].toFixed(6), us, model: model.version });

@@ -9,6 +9,55 @@ const VOICE_HZ = 100;
 const MOCAP_HZ = 90;
 const PCM_RATE = 16000;
 const MOCAP_SCALE_M = 2.0;
+export const VALUE_BOUND = 1e6; // no input value or feature is anywhere near this; beyond it a value is a sender's bug
+const TS_BOUND_MS = 1e12; // session time: about 31 years
+const DECIMAL = /^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$/;
+
+/** Python's %g, for messages the same as the other agents'. */
+function fmtG(v) {
+  if (v === 0) return "0";
+  const exp = Math.floor(Math.log10(Math.abs(v)));
+  if (exp < -4 || exp >= 6) {
+    const [m, e] = v.toExponential(5).split("e");
+    const mant = m.replace(/\.?0+$/, "");
+    return `${mant}e${e[0]}${e.slice(1).padStart(2, "0")}`;
+  }
+  return String(+v.toPrecision(6));
+}
+
+/** Python's %r of a JSON value, for messages. */
+function repr(v) {
+  if (typeof v === "string") return `'${v}'`;
+  if (typeof v === "number") return Number.isNaN(v) ? "nan" : v === Infinity ? "inf" : v === -Infinity ? "-inf" : String(v);
+  if (typeof v === "boolean") return v ? "True" : "False";
+  return v === null || v === undefined ? "None" : JSON.stringify(v);
+}
+
+/** `value` as a number in [low, high], as Python's float() takes it; RangeError naming `name` otherwise (NaN and
+ *  the infinities too), which the agent answers with `bad_field`: a value like 1e308 must never reach a model. */
+export function number(value, name, low = -VALUE_BOUND, high = VALUE_BOUND) {
+  let v;
+  if (typeof value === "number") v = value;
+  else if (typeof value === "boolean") v = +value;
+  else if (typeof value === "string" && DECIMAL.test(value)) v = Number(value.trim());
+  else if (typeof value === "string" && /^\s*[+-]?(inf|infinity|nan)\s*$/i.test(value)) v = NaN;
+  else throw new RangeError(`${name}: ${repr(value)} is not a number`);
+  if (!(low <= v && v <= high)) throw new RangeError(`${name}: ${repr(value)} is out of range [${fmtG(low)}, ${fmtG(high)}]`);
+  return v;
+}
+
+/** `value` as an integer in [low, high] (a number with a fraction is refused); RangeError otherwise. */
+export function whole(value, name, low, high) {
+  const v = number(value, name, low, high);
+  if (!Number.isInteger(v)) throw new RangeError(`${name}: ${repr(value)} is not a whole number`);
+  return v;
+}
+
+/** `count` numbers (see `number`) from the array `values`. */
+export function numbers(values, name, count) {
+  if (!Array.isArray(values) || values.length !== count) throw new RangeError(`${name} needs ${count} numbers`);
+  return values.map((v) => number(v, name));
+}
 
 function b64bytes(s) {
   if (typeof s !== "string") throw new TypeError("voice needs base64 PCM");
@@ -80,11 +129,6 @@ function mocapSummary(d) {
   ];
 }
 
-const num = (v) => {
-  if (typeof v !== "number") throw new TypeError("expected a number, got " + typeof v);
-  return v;
-};
-
 export class Features {
   constructor(windowMs = WINDOW_MS, maxPerChannel = 64) {
     Object.assign(this, { windowMs, maxPerChannel });
@@ -105,26 +149,30 @@ export class Features {
 
   /** Add one input; throws (TypeError/RangeError naming the problem) on malformed data. */
   add(ch, ts, d, seq = -1) {
-    ts = num(ts);
+    ts = number(ts, "ts", -TS_BOUND_MS, TS_BOUND_MS);
     if (ch === "voice") {
       const f = voiceFeatures(b64bytes(d));
       this.push(this.voice, [ts, f[0], f[1], f[2], f[3]]);
     } else if (ch === "voicef") {
-      if (!Array.isArray(d) || d.length !== 4) throw new RangeError("voicef needs [rms, zcr, pitch_hz, voiced]");
-      this.push(this.voice, [ts, num(d[0]), num(d[1]), num(d[2]), num(d[3])]);
+      const v = numbers(d, "voicef [rms, zcr, pitch_hz, voiced]", 4);
+      this.push(this.voice, [ts, v[0], v[1], v[2], v[3]]);
     } else if (ch === "gaze") {
-      if (!Array.isArray(d) || d.length !== 3) throw new RangeError("gaze needs [x, y, confidence]");
-      this.push(this.gaze, [ts, num(d[0]), num(d[1]), num(d[2])]);
+      const g = numbers(d, "gaze [x, y, confidence]", 3);
+      this.push(this.gaze, [ts, g[0], g[1], g[2]]);
     } else if (ch === "mocap") {
-      if (!Array.isArray(d) || d.length !== 51) throw new RangeError("mocap needs 51 floats (17 joints x [x, y, z])");
-      this.push(this.mocap, [ts, mocapSummary(d.map((v) => num(v) / MOCAP_SCALE_M))]);
+      const v = numbers(d, "mocap (17 joints x [x, y, z])", 51);
+      this.push(this.mocap, [ts, mocapSummary(v.map((x) => x / MOCAP_SCALE_M))]);
     } else if (ch === "action" || ch === "event") {
       if (d === null || typeof d !== "object" || Array.isArray(d)) {
         throw new TypeError("an event is an object {action, target_id, context: {hp_ratio, aggro_level}}");
       }
       const idx = ACTIONS.includes(d.action) ? ACTIONS.indexOf(d.action) : ACTIONS.length - 1;
       const ctx = d.context || {};
-      const item = [ts, idx, num(ctx.hp_ratio ?? 1.0), num(ctx.aggro_level ?? 0.0), d.target_id ?? null];
+      if (ctx === null || typeof ctx !== "object" || Array.isArray(ctx)) {
+        throw new TypeError("an event's context is an object {hp_ratio, aggro_level}");
+      }
+      const hp = number(ctx.hp_ratio ?? 1.0, "hp_ratio");
+      const item = [ts, idx, hp, number(ctx.aggro_level ?? 0.0, "aggro_level"), d.target_id ?? null];
       this.push(this.events, item);
       this.lastEvent = item;
     } else {

@@ -4,6 +4,8 @@
 export const DEBOUNCE_US = 8000;
 export const PUSH_US = 16000;
 export const MAX_QUEUE = 2;
+export const MAX_HZ = 1000; // frame and vsync rates above this are a sender's bug (a frame period under 1 ms)
+export const MAX_FRAMES = 1000000000;
 
 export class Slot {
   constructor(i, vsync, due, key, skip, q) {
@@ -13,8 +15,8 @@ export class Slot {
 
 export class Scheduler {
   constructor(fps, vsyncHz, keyEvery = 1, debounceUs = DEBOUNCE_US, pushUs = PUSH_US, maxQueue = MAX_QUEUE) {
-    if (fps <= 0 || vsyncHz <= 0 || keyEvery < 1 || maxQueue < 1) {
-      throw new RangeError("fps and vsync_hz must be > 0, key_every and max_queue >= 1");
+    if (!(fps > 0 && fps <= MAX_HZ && vsyncHz > 0 && vsyncHz <= MAX_HZ) || !(keyEvery >= 1) || !(maxQueue >= 1)) {
+      throw new RangeError(`fps and vsync_hz must be in 1..${MAX_HZ}, key_every and max_queue >= 1`);
     }
     Object.assign(this, { fps, vsyncHz, keyEvery, debounceUs, pushUs, maxQueue });
     this.frameUs = Math.floor(1000000 / fps);

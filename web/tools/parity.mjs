@@ -1,7 +1,7 @@
 // Runs the web agent's pure modules under Node for tests/unit/test_web_agent_js.py, which compares them with
 // their Python twins. Reads one JSON request on stdin, prints one JSON answer.
 import { readFileSync } from "node:fs";
-import { Features } from "../agent/npcfeat.js";
+import { Features, number, whole } from "../agent/npcfeat.js";
 import { canonicalBytes, derToRaw } from "../agent/verify.js";
 import * as wire from "../agent/wire.js";
 import { applyPatch } from "../agent/patch.js";
@@ -16,6 +16,20 @@ if (req.op === "features") {
     seq.forEach(([ch, ts, d], k) => f.add(ch, ts, d, k));
     return f.vector();
   });
+} else if (req.op === "checks") {
+  const check = (f) => {
+    try {
+      f();
+      return null;
+    } catch (exc) {
+      return exc.message;
+    }
+  };
+  out = {
+    inputs: req.inputs.map(([ch, ts, d]) => check(() => new Features().add(ch, ts, d))),
+    numbers: req.numbers.map(([v, low, high]) => check(() => number(v, "v", low, high))),
+    wholes: req.wholes.map(([v, low, high]) => check(() => whole(v, "v", low, high))),
+  };
 } else if (req.op === "canonical") {
   out = req.manifests.map((m) => new TextDecoder().decode(canonicalBytes(m)));
 } else if (req.op === "encode") {
