@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.fleet import Device, load_fleet
 from bench.loop_thread import LoopThread
-from bench.virtual import make_virtual
 from bench.virtual.linux import VirtualLinuxDevice
 
 LINUX_KINDS = ("jetson-orin-nx", "pi5")
@@ -42,15 +42,17 @@ def loopback_fleet(path: Path, kinds: tuple[str, ...] = LINUX_KINDS) -> Path:
 
 @contextlib.contextmanager
 def virtual_board(kind: str) -> Iterator[RunningBoard]:
-    """Start the bundled fleet's virtual board of `kind` (loopback sshd); stop it (and everything it runs)."""
+    """Start the bundled fleet's virtual board of `kind` (loopback sshd) as a blank board in a folder of its own
+    (other tests' deploys to the shared board state do not leak in); stop it (and everything it runs)."""
     device = loopback(next(d for d in load_fleet() if d.kind == kind))
     loop = LoopThread()
-    stand_in = make_virtual(device)
-    assert isinstance(stand_in, VirtualLinuxDevice)
-    try:
-        link = loop.run(stand_in.start(), timeout_s=60)
-        yield RunningBoard(device.with_link(link), stand_in, loop)
-    finally:
-        with contextlib.suppress(Exception):
-            loop.run(stand_in.stop(), timeout_s=30)
-        loop.close()
+    with tempfile.TemporaryDirectory(prefix="hilbench-board-") as state:
+        stand_in = device.kind_info.virtual_class()(device, Path(state) / device.name)
+        assert isinstance(stand_in, VirtualLinuxDevice)
+        try:
+            link = loop.run(stand_in.start(), timeout_s=60)
+            yield RunningBoard(device.with_link(link), stand_in, loop)
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run(stand_in.stop(), timeout_s=30)
+            loop.close()
