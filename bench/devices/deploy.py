@@ -75,7 +75,9 @@ async def deploy(conn: SshConnection, folder: str, files: Files) -> DeployResult
             refuse_key_downgrade(conn.device, name, wanted[name], have.get(name) not in (None, want_hash[name]))
     changed = {name: data for name, data in wanted.items() if have.get(name) != want_hash[name]}
     if changed:
-        await conn.run(f'mkdir -p "{folder}" && tar -xf - -C "{folder}"', input=_tar(changed), timeout_s=300)
+        # sync: the files are on the board's storage before the deploy says so (a power cut or a killed
+        # guest right after must not leave a truncated agent behind)
+        await conn.run(f'mkdir -p "{folder}" && tar -xf - -C "{folder}" && sync', input=_tar(changed), timeout_s=300)
         after = await remote_hashes(conn, folder, sorted(changed))
         bad = [name for name in changed if after.get(name) != want_hash[name]]
         if bad:

@@ -95,7 +95,10 @@ def test_micropython_agent_cut_resume_loss_and_rollback(tmp_path: Path) -> None:
     assert not cut.ok and cut.kept_previous and "transfer" in cut.detail and cut.running["version"] == 1
     total = -(-store.manifest("npc-policy", 2)["size"] // 1024)
     assert lossy.ok and lossy.running["version"] == 2 and lossy.resumed_from == 3 and lossy.blocks == total - 3
-    assert not oom.ok and oom.kept_previous and "rolled back" in oom.detail and oom.running["version"] == 2
+    # a model over the memory limit is rolled back after its switch, or refused when it does not even parse in
+    # the heap (the agent's own footprint decides which): either way the running model is kept
+    assert not oom.ok and oom.kept_previous and oom.running["version"] == 2
+    assert "rolled back" in oom.detail or "refused: oom" in oom.detail, oom.detail
 
 
 def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> None:

@@ -76,5 +76,5 @@ def test_a_nightly_killed_at_a_stage_leaves_nothing_behind(
         cwd=REPO, capture_output=True, text=True, timeout=600,
         env={**os.environ, "HILBENCH_STATE_DIR": str(killed.state)},
     )  # fmt: skip
-    assert after.returncode == 0, after.stderr[-3000:]
+    assert after.returncode == 0, after.stderr[-3000:] + after.stdout[-3000:]
     assert {d["name"]: d["status"] for d in json.loads(after.stdout)["devices"]} == dict.fromkeys(DEVICES, "ok")
