@@ -48,7 +48,8 @@ def agent_files(kind: str, scratch: Path) -> dict[str, Path]:
     manifest is signed with a random nonce; `guest_files` adds the model with a deterministic one)."""
     from bench.bundles import host_bundle
 
-    device = Device(name=f"{kind}-image", kind=kind, link=None)
+    # A guest image only ever boots under QEMU: a virtual device, which may trust the development key.
+    device = Device(name=f"{kind}-image", kind=kind, link=None, virtual=True)
     return {f"{AGENT_DIR}/{dest}": Path(src) for src, dest in host_bundle(device, scratch) if "/" not in dest}
 
 

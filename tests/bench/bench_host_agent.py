@@ -106,7 +106,8 @@ async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict
         argv = [*host.argv(), "--spin-us", str(spin_us)]
         argv[argv.index("--model") + 1] = str(host.models_dir / f"{model}.tflite")
         argv[argv.index("--manifest") + 1] = str(host.models_dir / f"{model}.json")
-        (host.models_dir / "current.json").unlink()  # no remembered model: the command line's --model runs
+        # no remembered model: the command line's --model runs
+        (host.models_dir / "current.json").unlink(missing_ok=True)
         if model != "npc-policy-int8":
             from bench import signing
 

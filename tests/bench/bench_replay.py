@@ -101,7 +101,7 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     settings = {"model": "npc-policy-int8", "memory_limit_mb": 256, "fps_target": 30, "vsync_hz": 60}
-    devices = [Device(f"host-{k}", "pi5", None, settings=settings) for k in range(args.sinks)]
+    devices = [Device(f"host-{k}", "pi5", None, virtual=True, settings=settings) for k in range(args.sinks)]
     procs, ports = [], {}
     try:
         for dev in devices:

@@ -124,6 +124,7 @@ class HostAgent(AgentUnderTest):
             name="conformance-host",
             kind="pi5",
             link=None,
+            virtual=True,
             settings={"model": "npc-policy-int8", "memory_limit_mb": self.mem_limit_mb},
         )
         for src, dest in bundles.host_bundle(device, folder / ".manifests"):
@@ -161,7 +162,7 @@ class MicroPythonAgent(AgentUnderTest):
 
         super().__init__(folder)
         esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
-        device = Device(name="conformance-mpy", kind="esp32c6", link=None, settings=esp.settings)
+        device = Device(name="conformance-mpy", kind="esp32c6", link=None, virtual=True, settings=esp.settings)
         copy_bundle(bundles.micropython_bundle(device, folder / ".bundle"), folder)
         self.command = agent_command(ESP32C6_HEAP)
 
