@@ -131,10 +131,11 @@ def host_agent_command(
     return argv
 
 
-def loaded_model(device: Device, key_path: Path = signing.DEV_PRIVATE_KEY) -> tuple[str, dict[str, Any]]:
+def loaded_model(device: Device, key_path: Path | None = None) -> tuple[str, dict[str, Any]]:
     """(path on the device, signed manifest) of the model the bench deploys to `device`, as the agent's `load`
     takes them: a cold start loads it again (MicroPython agent: path from its root; host agent: from its models
-    folder)."""
+    folder). Signed with `key_path`, by default the device's configured signing key (bench.trust)."""
+    key_path = key_path or trust.signing_key(device)
     model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
     on_board = device.kind_info.family == "serial"  # MicroPython boards keep models under models/ of their root
     fmt = fmt if on_board else guess_name_and_format(model)[1]  # as micropython_bundle / host_bundle sign it
