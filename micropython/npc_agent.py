@@ -228,7 +228,9 @@ class Agent:
         manifest = dict(msg["manifest"])
         if "sig" in msg and "sig" not in manifest:
             manifest["sig"] = msg["sig"]
-        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {})
+        if msg.get("cold") and self.loop is not None:
+            return wire.error("busy", "a cold load needs the frame loop stopped", msg.get("id"))
+        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {}, bool(msg.get("cold")))
 
     def on_update(self, msg, rx_us):
         """Fetch a model over CoAP Block2 into models/ (whole, or as a bsdiff4-zlib delta applied to the running
@@ -301,11 +303,15 @@ class Agent:
             else:
                 self.on_vsync()
 
-    def switch_to(self, msg, reply_type, path, manifest, figures):
-        """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up."""
+    def switch_to(self, msg, reply_type, path, manifest, figures, cold=False):
+        """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up.
+        `cold`: release the models in RAM first (Models.cold_check_and_parse)."""
         t0 = self.clock.now()
         try:
-            model = self.models.check_and_parse(path, manifest)
+            if cold:
+                model = self.models.cold_check_and_parse(path, manifest)
+            else:
+                model = self.models.check_and_parse(path, manifest)
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise

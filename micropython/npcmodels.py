@@ -87,6 +87,22 @@ class Models:
             )
         return Loaded(net, manifest, path)
 
+    def cold_check_and_parse(self, path, manifest):
+        """`check_and_parse` as a cold start: the models in RAM are released first, so the load runs on a heap
+        that holds no model, as at boot (back-to-back loads beside the running model and its rollback target
+        fragmented a 300 KB heap into MemoryError). A refused cold load parses the released model again from
+        its file, verified as any load, so the running model is kept (its probation is not restarted)."""
+        was = self.current
+        kept = (was.path, was.manifest) if was is not None else None
+        self.current = self.prev = was = None
+        gc.collect()
+        try:
+            return self.check_and_parse(path, manifest)
+        except Refused:
+            if kept is not None:
+                self.current = self.check_and_parse(kept[0], kept[1])
+            raise
+
     def _parse(self, path, size):
         """Parse the model file. On a MemoryError the rollback target of a model still in probation is
         released first (the switch that follows would drop it anyway) and the parse tried once more."""

@@ -245,10 +245,15 @@ class AgentSession:
         """A device timestamp on the bench clock (needs `sync_clock` first)."""
         return self.clock.to_bench_ns(device_us)
 
-    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    async def load(
+        self, path: str, manifest: dict[str, Any], timeout: float = 60.0, *, cold: bool = False
+    ) -> dict[str, Any]:
         """Switch to the model file `path` on the device, described by the signed `manifest`.
+        `cold`: a cold start (the agent may release the models it holds first; the frame loop must be stopped).
         On refusal raises AgentError (code `refused`); the matching fault is in `faults`."""
         fields: dict[str, Any] = {"path": path, "manifest": manifest}
+        if cold:
+            fields["cold"] = True
         if "sig" in manifest:
             fields["sig"] = manifest["sig"]
         reply = await self.request("load", timeout=timeout, **fields)

@@ -16,12 +16,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from bench.agent.clock import ClockSync
+from bench.agent.relay import RelayedSession
 from bench.agent.session import AgentError, AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.errors import BenchError, DeviceUnreachable
-
-RECOVERY_CLOCK_PINGS = 8
 
 if TYPE_CHECKING:
     from bench.health.ladder import RecoveryResult
@@ -35,7 +33,7 @@ class AgentGaveUp(BenchError):
     """The agent died more often than a run allows."""
 
 
-class ResilientSession:
+class ResilientSession(RelayedSession):
     """An AgentSession look-alike over a LinuxDriver that restarts the agent when it dies mid-run."""
 
     def __init__(
@@ -48,21 +46,14 @@ class ResilientSession:
         store: ResultStore | None = None,
         run_id: int | None = None,
     ) -> None:
+        super().__init__(session)
         self.store = store  # where the recovery ladder records what it did
         self.run_id = run_id
         self.recoveries: list[RecoveryResult] = []
         self.driver = driver
-        self.inner = session
         self.max_restarts = max_restarts
         self.on_session = on_session
-        self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
-        self.dropped_inputs = 0
         self.restarts = 0
-        self._old_faults: list[dict[str, Any]] = []
-        self._start_args: dict[str, Any] | None = None
-        self._stopping = False
-        self._index_offset = 0
-        self._next_index = 0
         self._received = 0  # frame records so far, from every agent process
 
     @classmethod
@@ -73,67 +64,10 @@ class ResilientSession:
             resilient.on_session(resilient.inner)
         return resilient
 
-    # -- what a run reads --------------------------------------------------------------------------
-
-    @property
-    def info(self) -> dict[str, Any]:
-        """The current agent's hello."""
-        return self.inner.info
-
-    @property
-    def clock(self) -> ClockSync:
-        """The current session's clock mapping (the device clock is the same across agent restarts)."""
-        return self.inner.clock
-
-    @property
-    def faults(self) -> list[dict[str, Any]]:
-        """`fault` messages from every agent process of the run."""
-        return self._old_faults + self.inner.faults
-
     @property
     def device(self) -> str:
         """The device name."""
         return self.driver.device.name
-
-    # -- requests ----------------------------------------------------------------------------------
-
-    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockSync:
-        """Clock exchanges with the current agent."""
-        return await self.inner.sync_clock(n, interval)
-
-    async def start(self, **kwargs: Any) -> dict[str, Any]:
-        """Start the frame loop (remembered, to restart it after a recovery)."""
-        self._start_args = kwargs
-        self._stopping = False
-        return await self.inner.start(**kwargs)
-
-    async def stop(self, timeout: float | None = None) -> dict[str, Any]:
-        """Stop the frame loop."""
-        self._stopping = True
-        return await self.inner.stop(timeout)
-
-    async def stats(self) -> dict[str, Any]:
-        """The current agent's stats."""
-        return await self.inner.stats()
-
-    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-        """Have the current agent load a model file on the device (a cold start)."""
-        return await self.inner.load(path, manifest, timeout)
-
-    async def send_raw(self, data: bytes) -> int:
-        """Send bytes; while the agent is being recovered the input is dropped (and counted), not an error."""
-        if self.inner.closed:
-            self.dropped_inputs += 1
-            return time.monotonic_ns()
-        try:
-            return await self.inner.send_raw(data)
-        except DeviceUnreachable:
-            self.dropped_inputs += 1
-            return time.monotonic_ns()
-
-    async def close(self) -> None:
-        """Close the current session."""
-        await self.inner.close()
 
     # -- frames ------------------------------------------------------------------------------------
 
@@ -143,10 +77,8 @@ class ResilientSession:
             stalled = ""
             try:
                 async for rec in self.inner.frames(timeout or self.driver.device.settings.stall_s):
-                    rec.i += self._index_offset
-                    self._next_index = rec.i + 1
                     self._received += 1
-                    yield rec
+                    yield self._numbered(rec)
             except DeviceUnreachable as exc:
                 if not self._stopping and await still_answers(self.inner, self.driver.device.settings.stall_s):
                     continue  # a slow frame loop, not a device that stopped answering
@@ -163,8 +95,7 @@ class ResilientSession:
     async def _recover(self) -> None:
         """The link ended mid-run: restart the agent if it died, open a new session, restart the loop; when
         the device does not let the bench do that, climb the recovery ladder."""
-        await self.inner.close()
-        self._old_faults += self.inner.faults
+        await self._retire()
         try:
             if await self.driver.agent_survived():
                 self.driver.faults.append(AgentFault(time.monotonic_ns(), "agent-link-lost", "the agent kept running"))
@@ -186,8 +117,7 @@ class ResilientSession:
         """The device stopped answering: the recovery ladder, then carry on (DeviceUnreachable if it fails)."""
         from bench.health.ladder import recover  # the ladder sits above the drivers it climbs with
 
-        await self.inner.close()
-        self._old_faults += self.inner.faults
+        await self._retire()
         result = await recover(
             self.driver.device, f"{why} after {self._next_index} frame(s)", driver=self.driver, store=self.store,
             run_id=self.run_id, keep_open=True,
@@ -199,12 +129,9 @@ class ResilientSession:
 
     async def _resume(self, session: AgentSession) -> None:
         """Continue the run on `session`: its clock synced, the frame loop restarted with what is still owed."""
-        session.sent_ns = self.sent_ns
-        self.inner = session
+        await self._adopt(session)
         if self.on_session is not None:
             self.on_session(session)
-        await session.sync_clock(RECOVERY_CLOCK_PINGS)
-        self._index_offset = self._next_index
         assert self._start_args is not None
         args = dict(self._start_args)
         if args.get("frames"):  # a run of so many frames: the new loop owes what has not arrived yet

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from bench.agent.clock import ClockSync
+from bench.agent.relay import RelayedSession
 from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.base import Driver
 from bench.devices.resilient import start_fresh, still_answers
@@ -28,12 +28,11 @@ from bench.fleet import Device
 from bench.health.ladder import RecoveryResult, recover
 from bench.results.store import ResultStore
 
-RECOVERY_CLOCK_PINGS = 8
 DEFAULT_STALL_S = 5.0
 _DEVICE_TIMES = ("due", "t0", "t1")
 
 
-class RecoveringSession:
+class RecoveringSession(RelayedSession):
     """An AgentSession look-alike over any driver that recovers the device when it stops answering."""
 
     def __init__(
@@ -48,25 +47,17 @@ class RecoveringSession:
         max_recoveries: int = 3,
         log_dir: Path | None = None,
     ) -> None:
+        super().__init__(session)
         self.device_info = device
         self.driver = driver
-        self.inner = session
         self.store = store
         self.run_id = run_id
         self.stall_s = stall_s
         self.max_recoveries = max_recoveries
         self.log_dir = log_dir
-        self.sent_ns: dict[int, int] = session.sent_ns
         self.recoveries: list[RecoveryResult] = []
-        self.dropped_inputs = 0
-        self._old_faults: list[dict[str, Any]] = []
-        self._start_args: dict[str, Any] | None = None
-        self._stopping = False
-        self._recovering = False
         self._idle = asyncio.Event()  # set while no recovery runs
         self._idle.set()
-        self._index_offset = 0
-        self._next_index = 0
         self._domain: ClockSync | None = None  # the first session's clock, once a recovery changed the device's
 
     @classmethod
@@ -98,19 +89,9 @@ class RecoveringSession:
     # -- what a run reads --------------------------------------------------------------------------
 
     @property
-    def info(self) -> dict[str, Any]:
-        """The current agent's hello."""
-        return self.inner.info
-
-    @property
     def clock(self) -> ClockSync:
         """The run's clock mapping: the first session's once a recovery reset the device's clock."""
         return self._domain or self.inner.clock
-
-    @property
-    def faults(self) -> list[dict[str, Any]]:
-        """`fault` messages from every agent session of the run."""
-        return self._old_faults + self.inner.faults
 
     @property
     def device(self) -> str:
@@ -119,47 +100,13 @@ class RecoveringSession:
 
     # -- requests ----------------------------------------------------------------------------------
 
-    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockSync:
-        """Clock exchanges with the current agent; the run's mapping (see `clock`)."""
-        await self.inner.sync_clock(n, interval)
-        return self.clock
-
-    async def start(self, **kwargs: Any) -> dict[str, Any]:
-        """Start the frame loop (remembered, to restart it after a recovery)."""
-        self._start_args = kwargs
-        self._stopping = False
-        return await self.inner.start(**kwargs)
-
     async def stop(self, timeout: float | None = None) -> dict[str, Any]:
         """Stop the frame loop (after a recovery under way has finished)."""
         await self._idle.wait()
         self._stopping = True
         if self.recoveries and not self.recoveries[-1].recovered:
             raise DeviceUnreachable(f"device {self.device!r}: {self.recoveries[-1].reason}")
-        return await self.inner.stop(timeout)
-
-    async def stats(self) -> dict[str, Any]:
-        """The current agent's stats."""
-        return await self.inner.stats()
-
-    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-        """Load a model on the current agent."""
-        return await self.inner.load(path, manifest, timeout)
-
-    async def send_raw(self, data: bytes) -> int:
-        """Send bytes; while the device is being recovered the input is dropped (and counted), not an error."""
-        if self._recovering or self.inner.closed:
-            self.dropped_inputs += 1
-            return time.monotonic_ns()
-        try:
-            return await self.inner.send_raw(data)
-        except DeviceUnreachable:
-            self.dropped_inputs += 1
-            return time.monotonic_ns()
-
-    async def close(self) -> None:
-        """Close the current session."""
-        await self.inner.close()
+        return await super().stop(timeout)
 
     # -- frames ------------------------------------------------------------------------------------
 
@@ -169,9 +116,7 @@ class RecoveringSession:
             try:
                 async for rec in self.inner.frames(timeout or self.stall_s):
                     self._to_run_clock(rec)
-                    rec.i += self._index_offset
-                    self._next_index = rec.i + 1
-                    yield rec
+                    yield self._numbered(rec)
                 why = "transport dead: the link ended before the frame loop was stopped"
             except DeviceUnreachable as exc:
                 if not self._stopping and await still_answers(self.inner, self.stall_s):
@@ -197,8 +142,7 @@ class RecoveringSession:
         self._idle.clear()
         try:
             old_clock = self.clock
-            await self.inner.close()
-            self._old_faults += self.inner.faults
+            await self._retire()
             why = f"{why} after {self._next_index} frame(s)"
             result = await recover(
                 self.device_info, why, driver=self.driver, store=self.store, run_id=self.run_id, keep_open=True,
@@ -207,14 +151,10 @@ class RecoveringSession:
             self.recoveries.append(result)
             if not result.recovered or result.session is None:
                 raise DeviceUnreachable(f"device {self.device!r}: {result.reason}")
-            session = result.session
-            session.sent_ns = self.sent_ns
-            self.inner = session
-            await session.sync_clock(RECOVERY_CLOCK_PINGS)
+            await self._adopt(result.session)
             self._domain = old_clock
-            self._index_offset = self._next_index
             assert self._start_args is not None
-            await start_fresh(session, self._start_args)
+            await start_fresh(result.session, self._start_args)
         finally:
             self._recovering = False
             self._idle.set()

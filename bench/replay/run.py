@@ -189,7 +189,7 @@ class ReplayRun:
             path, manifest = loaded_model(run.device)
             for _ in range(COLD_STARTS):
                 sent_ns = time.monotonic_ns()
-                await session.load(path, manifest)
+                await session.load(path, manifest, cold=True)
                 await session.start(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms)
                 first = None
                 async for rec in session.frames(timeout=COLD_START_TIMEOUT_S):

@@ -56,6 +56,28 @@ def test_refused_models_never_run_and_the_old_one_keeps_running(agent, tamper, k
     assert np.max(np.abs(np.array(res["y"]) - want)) <= 1 / 256 + 1e-6
 
 
+def test_cold_starts_back_to_back_and_a_refused_one_keeps_the_model(agent):
+    """Ten cold loads in a row (the nightly's first-frame figure), each followed by a decision: none runs out
+    of memory (the MicroPython agent frees its models first), and a refused cold load leaves the model running."""
+    path, manifest = agent.deploy("npc-policy-int8-v2", 2)
+    bad_path, bad_manifest = agent.deploy("npc-policy-int8", 3, tamper="bytes")
+
+    async def body(s: AgentSession):
+        versions = []
+        for _ in range(10):
+            versions.append((await s.load(path, manifest, cold=True))["model"]["version"])
+            await s.start(fps=30, vsync_hz=30, frames=2)
+            versions += [r.model for r in [r async for r in s.frames(timeout=10)] if r.ran]
+        with pytest.raises(AgentError) as err:
+            await s.load(bad_path, bad_manifest, cold=True)
+        return versions, err.value.code, s.faults, await s.hello(), await s.infer(X)
+
+    versions, code, faults, info, res = agent.run(body)
+    assert versions and set(versions) == {2}
+    assert code == "refused" and [f["kind"] for f in faults] == ["hash"]
+    assert info["model"]["version"] == 2 and res["model"] == 2
+
+
 def test_unparsable_and_missing_models_are_refused(agent):
     path, manifest = agent.deploy(agent.broken_model, 5)
 

@@ -45,7 +45,7 @@ class StandInAgent:
         self.faults: list[dict[str, Any]] = [{"kind": "crash", "cause": "exception", "t_switch": 5, "t_fault": 9}]
         self.sent_ns: dict[int, int] = {}
         self.lines: list[bytes] = []
-        self.loads: list[tuple[str, str]] = []
+        self.loads: list[tuple[str, str, bool]] = []
         self.fps = fps
         self._queue: asyncio.Queue = asyncio.Queue()
         self._loop: asyncio.Task | None = None
@@ -79,8 +79,10 @@ class StandInAgent:
     async def stats(self) -> dict[str, Any]:
         return {"t": "stats", "mem": 10, "mem_peak": 4242}
 
-    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
-        self.loads.append((path, manifest["sha256"]))
+    async def load(
+        self, path: str, manifest: dict[str, Any], timeout: float = 60.0, *, cold: bool = False
+    ) -> dict[str, Any]:
+        self.loads.append((path, manifest["sha256"], cold))
         await asyncio.sleep(0.02)  # reading, verifying and parsing the model
         return {"t": "loaded"}
 
@@ -151,6 +153,7 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     assert set(store.histograms(run_id, "uart-1")) >= {"decision_latency", "inference_latency", "replay_send_error"}
     # after the session: 10 cold starts (the model the bench deployed, loaded again, then the frame loop started)
     assert agents["uart-1"].loads[0][0] == "models/npc-policy-int8.npcm" and len(agents["uart-1"].loads) == 10
+    assert all(cold for _, _, cold in agents["uart-1"].loads)  # cold starts: the agent may free its models first
     assert agents["tcp-1"].loads[0][0].endswith(".tflite") and "/" not in agents["tcp-1"].loads[0][0]
     cold = ms["first_frame_p50"]
     assert cold.samples == 10 and 20_000 < cold.value < 1_000_000  # load 20 ms + up to a frame period, in us

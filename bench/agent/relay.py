@@ -1,0 +1,111 @@
+"""The part every recovering session wrapper shares: an AgentSession look-alike that forwards to the agent
+session of the moment (`inner`), which the wrapper replaces when it brings the agent back. Frame indices keep
+counting across sessions, faults of the closed sessions are kept, and inputs sent while no session can take
+them are dropped and counted. How a wrapper recovers is its own (bench.devices.resilient: restart a Linux
+agent; bench.health.session: the recovery ladder for any driver)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.agent.clock import ClockSync
+from bench.agent.session import AgentSession, FrameRecord
+from bench.errors import DeviceUnreachable
+
+RECOVERY_CLOCK_PINGS = 8  # clock exchanges with each session after a recovery
+
+
+class RelayedSession:
+    """Forwards the session protocol to `inner`; subclasses swap `inner` with `_adopt` when they recover."""
+
+    def __init__(self, session: AgentSession) -> None:
+        self.inner = session
+        self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
+        self.dropped_inputs = 0
+        self._old_faults: list[dict[str, Any]] = []
+        self._start_args: dict[str, Any] | None = None
+        self._stopping = False
+        self._recovering = False
+        self._index_offset = 0
+        self._next_index = 0
+
+    # -- what a run reads --------------------------------------------------------------------------
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The current agent's hello."""
+        return self.inner.info
+
+    @property
+    def clock(self) -> ClockSync:
+        """The run's clock mapping (the current session's)."""
+        return self.inner.clock
+
+    @property
+    def faults(self) -> list[dict[str, Any]]:
+        """`fault` messages from every agent session of the run."""
+        return self._old_faults + self.inner.faults
+
+    # -- requests ----------------------------------------------------------------------------------
+
+    async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockSync:
+        """Clock exchanges with the current agent; the run's mapping (see `clock`)."""
+        await self.inner.sync_clock(n, interval)
+        return self.clock
+
+    async def start(self, **kwargs: Any) -> dict[str, Any]:
+        """Start the frame loop (remembered, to restart it after a recovery)."""
+        self._start_args = kwargs
+        self._stopping = False
+        return await self.inner.start(**kwargs)
+
+    async def stop(self, timeout: float | None = None) -> dict[str, Any]:
+        """Stop the frame loop."""
+        self._stopping = True
+        return await self.inner.stop(timeout)
+
+    async def stats(self) -> dict[str, Any]:
+        """The current agent's stats."""
+        return await self.inner.stats()
+
+    async def load(
+        self, path: str, manifest: dict[str, Any], timeout: float = 60.0, *, cold: bool = False
+    ) -> dict[str, Any]:
+        """Have the current agent load a model file on the device (`cold`: a cold start)."""
+        return await self.inner.load(path, manifest, timeout, cold=cold)
+
+    async def send_raw(self, data: bytes) -> int:
+        """Send bytes; while the agent is being recovered the input is dropped (and counted), not an error."""
+        if self._recovering or self.inner.closed:
+            self.dropped_inputs += 1
+            return time.monotonic_ns()
+        try:
+            return await self.inner.send_raw(data)
+        except DeviceUnreachable:
+            self.dropped_inputs += 1
+            return time.monotonic_ns()
+
+    async def close(self) -> None:
+        """Close the current session."""
+        await self.inner.close()
+
+    # -- for the subclasses --------------------------------------------------------------------------
+
+    def _numbered(self, rec: FrameRecord) -> FrameRecord:
+        """`rec` with its index continuing those of the sessions before."""
+        rec.i += self._index_offset
+        self._next_index = rec.i + 1
+        return rec
+
+    async def _retire(self) -> None:
+        """Close the current session, keeping its faults."""
+        await self.inner.close()
+        self._old_faults += self.inner.faults
+
+    async def _adopt(self, session: AgentSession) -> None:
+        """Carry on with `session`: it shares the input send times, its clock is synced, indices continue."""
+        session.sent_ns = self.sent_ns
+        self.inner = session
+        await session.sync_clock(RECOVERY_CLOCK_PINGS)
+        self._index_offset = self._next_index
