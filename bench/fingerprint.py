@@ -48,7 +48,7 @@ def device_fingerprint(
         "agent_bundle": agent_bundle_hash(device),
         "firmware_sha256": firmware_sha256(device),
         "virtual": device.virtual,
-        "clock": getattr(device.link, "timing", None) or "real time",  # QEMU: "realtime" or "icount"
+        "clock": device_clock(device, hello),
         "git_rev": git_rev,
         "host": host,
     }
@@ -57,6 +57,16 @@ def device_fingerprint(
         out["os_kernel"] = os.get("kernel_release")
         out["os_release"] = (os.get("os_release") or {}).get("PRETTY_NAME")
     return out
+
+
+def device_clock(device: Device, hello: dict[str, Any]) -> str:
+    """The clock a device runs on: "icount" or "realtime" for an emulated machine, else "real time". From the
+    link (a QEMU console), or from the `/qemu-<timing>` the agent's platform names (an emulated board behind SSH)."""
+    timing = getattr(device.link, "timing", None)
+    platform = str(hello.get("platform") or "")
+    if not timing and "/qemu-" in platform:
+        timing = platform.rsplit("/qemu-", 1)[1]
+    return timing or "real time"
 
 
 def agent_bundle_hash(device: Device) -> str:

@@ -50,10 +50,18 @@ MAX_UNDELIVERED = 16
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
 
 
-def platform_name() -> str:
-    """`linux-<machine>`, plus `/<NPC_PLATFORM_TAG>` when set: the ARM64 image's /init sets qemu-realtime or
-    qemu-icount, so every figure says which timing mode it came from."""
+def platform_name(cmdline: str = "/proc/cmdline") -> str:
+    """`linux-<machine>`, plus `/qemu-<timing>` on an emulated machine, so every figure says which clock it came
+    from: NPC_PLATFORM_TAG when set (the ARM64 console image's /init), else `npc_timing=` on the kernel
+    command line (the virtual boards' boot firmware puts it there; a real board has none)."""
     tag = os.environ.get("NPC_PLATFORM_TAG")
+    if not tag:
+        try:
+            with open(cmdline, encoding="ascii", errors="replace") as f:
+                words = f.read().split()
+        except OSError:
+            words = []
+        tag = next(("qemu-" + w.split("=", 1)[1] for w in words if w.startswith("npc_timing=")), "")
     return "linux-" + platform.machine() + ("/" + tag if tag else "")
 
 

@@ -85,7 +85,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     outcome = published.report.data["outcome"]
     out.print(f"report: {published.page}")
     if outcome["collecting"]:
-        out.print("; ".join(outcome["collecting"]) + ": verdicts start when the window is full")
+        out.print(outcome["collecting"] + ": verdicts start when the window is full")
     for device in published.report.data["devices"]:
         for v in device["verdicts"]:
             if v["status"] not in (REGRESSION, IMPROVED):

@@ -9,7 +9,7 @@ from typing import Any
 from bench.nightly.confirm import Confirmation
 from bench.report.publish import publish_run
 from bench.results.store import ResultStore
-from bench.results.verdict import COLLECTING, INCONCLUSIVE, NOT_REPRODUCED, Verdict
+from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, Verdict, collecting_summary
 
 
 @dataclass
@@ -66,7 +66,5 @@ def publish_runs(
     for session, run_id in reversed(list(run_ids.items())):
         out = publish_run(store, run_id, reports_dir=reports_dir)
         verdicts = confirmations[session].verdicts if session in confirmations else list(out.verdicts)
-        collecting = sorted({v.reason for v in verdicts if v.status == COLLECTING})
-        note = collecting[0] if collecting else ""
-        published.append(PublishedRun(session, run_id, "window", out.page, verdicts, note))
+        published.append(PublishedRun(session, run_id, "window", out.page, verdicts, collecting_summary(verdicts)))
     return list(reversed(published))  # the update-and-faults run last

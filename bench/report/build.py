@@ -19,6 +19,7 @@ from bench.results.verdict import (
     REGRESSION,
     UNCHANGED,
     Verdict,
+    collecting_summary,
 )
 from bench.results.view_adapter import TO_UNIT
 
@@ -83,7 +84,7 @@ def build_report(
             "verdict": outcome_of(verdicts),
             "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
-            "collecting": sorted({v.reason for v in verdicts if v.status == COLLECTING}),
+            "collecting": collecting_summary(verdicts),
         },
         "changes": what_changed or {},
         "host": host or {},

@@ -12,10 +12,11 @@ B_TO_MB = 1e-6
 
 
 def load_history(
-    store: ResultStore, *, up_to: int, kind: str | None = None, limit: int = TREND_RUNS
+    store: ResultStore, *, up_to: int, kind: str | None = None, session: str | None = None, limit: int = TREND_RUNS
 ) -> list[HistoryPoint]:
-    """The `limit` runs up to and including run `up_to` (of the same `kind` if given), oldest first."""
-    rows = [r for r in store.runs(kind=kind) if r.id <= up_to][:limit]
+    """The `limit` runs up to and including run `up_to` (of the same `kind` and `session` if given), oldest
+    first: a trend across sessions would plot a combat run next to a dialogue run as if one had regressed."""
+    rows = [r for r in store.runs(kind=kind) if r.id <= up_to and (session is None or r.session == session)][:limit]
     points = []
     for run in reversed(rows):
         by_device: dict[str, dict[str, tuple[float | None, int | None]]] = {}

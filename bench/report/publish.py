@@ -78,7 +78,7 @@ def publish_run(
         verdicts=verdicts,
         baseline=base,
         baseline_name=baseline_name if compare_run is None and pinned is not None else None,
-        history=load_history(store, up_to=run_id, kind=run.label or None),  # trends over runs of the same kind
+        history=load_history(store, up_to=run_id, kind=run.label or None, session=run.meta.get("session")),
         thresholds_file=str(rules.path),
         what_changed=what_changed(store, run_id, verdicts, pinned),
         host=host_of(store, run_id),

@@ -10,6 +10,8 @@ A regression also needs the effect-size floor of the rule. Every verdict carries
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -199,3 +201,25 @@ def settle(verdict: Verdict) -> Verdict:
 
 def _p_text(p: float) -> str:
     return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
+
+
+def collecting_summary(verdicts: Iterable[Verdict]) -> str:
+    """The verdicts still collecting their baseline, in one short line: "collecting baseline (1 of 5)", or with
+    the devices that have fewer runs named, "collecting baseline (1 of 5; web-1 0 of 5)". A device counts with
+    its least-filled metric. "" when nothing is collecting."""
+    least: dict[str, tuple[int, str]] = {}
+    for v in verdicts:
+        found = _COUNT.search(v.reason) if v.status == COLLECTING else None
+        if found and (v.device not in least or int(found[2]) < least[v.device][0]):
+            least[v.device] = (int(found[2]), found[1] + found[3])
+    if not least:
+        return ""
+    groups: dict[str, list[str]] = {}
+    for device, (_, text) in sorted(least.items()):
+        groups.setdefault(text, []).append(device)
+    common = max(groups, key=lambda text: len(groups[text]))
+    others = [f"{', '.join(devices)} {text}" for text, devices in groups.items() if text != common]
+    return f"{COLLECTING} ({'; '.join([common, *others])})"
+
+
+_COUNT = re.compile(r"\(((\d+) of \d+)\)(.*)$")  # "(2 of 5)" and what follows (" up to pinned run 3")

@@ -108,7 +108,9 @@ class VirtualArm64Board:
             with self.console_log.open("a", encoding="utf-8") as log:
                 log.write(f"# power on: no boot: {self.boot_error}\n")
             return
-        cmdline = (boot / "cmdline.txt").read_text(encoding="utf-8").strip()
+        # The board's boot firmware adds what it knows of the machine to the kernel command line, as a Pi's
+        # firmware does: here the emulated clock, which the agent reports in its hello (icount: guest time).
+        cmdline = (boot / "cmdline.txt").read_text(encoding="utf-8").strip() + f" npc_timing={self.qemu.timing}"
         self.machine = QemuMachine(self.device.name, self.qemu, boot / "vmlinuz", boot / "initrd.img", cmdline,
                                    self.console_log, ssh_port=self.ssh_port, disk=self.disk)  # fmt: skip
         await self.machine.start()

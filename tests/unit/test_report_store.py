@@ -97,7 +97,7 @@ def test_the_first_runs_collect_a_baseline(stored: tuple[Path, int]) -> None:
         first = publish_run(store, 1, reports_dir=None)
         third = publish_run(store, 3, reports_dir=None)
     assert first.report.data["outcome"]["verdict"] == "collecting baseline"
-    assert first.report.data["outcome"]["collecting"] == ["collecting baseline (0 of 5)"]
+    assert first.report.data["outcome"]["collecting"] == "collecting baseline (0 of 5)"
     assert third.exit_code == ExitCode.OK
     assert {v.reason for v in third.verdicts if v.status == "collecting baseline"} == {"collecting baseline (2 of 5)"}
 
@@ -129,6 +129,17 @@ def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int
     summary = points[0].summaries["orin-1"]
     assert summary.latency_n > 2000 and 2.0 < summary.latency_p50_ms < 4.5
     assert summary.memory_peak_mb == 1420.0 and summary.faults == 1
+
+
+def test_history_keeps_to_one_session(stored: tuple[Path, int]) -> None:
+    path, last = stored
+    with open_store(path) as store:
+        other = store.begin_run("nightly", bench="synthetic", session="dialogue")
+        store.finish_run(other, "ok")
+        combat = load_history(store, up_to=other, session="synthetic")
+        dialogue = load_history(store, up_to=other, session="dialogue")
+    assert [p.run_id for p in combat] == [str(r) for r in range(1, last + 1)]
+    assert [p.run_id for p in dialogue] == [str(other)]
 
 
 def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> None:

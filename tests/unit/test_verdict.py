@@ -161,3 +161,20 @@ def test_a_longer_history_that_spreads_wider_keeps_five_quiet_runs_from_crying_w
     wide = Window((6, 7, 8, 9, 10), tuple(quiet), RUNS, history=history)
     assert judge(rule, "pi5-1", 119.7, 9000, wide).status == UNCHANGED
     assert judge(rule, "pi5-1", 900.0, 9000, wide).status == SUSPECTED  # a real jump still stands out
+
+
+def test_collecting_summary_names_only_the_devices_behind() -> None:
+    from bench.results.verdict import COLLECTING, Verdict, collecting_summary
+
+    def v(device: str, reason: str) -> Verdict:
+        return Verdict(
+            device=device, metric="fps", title="FPS", unit="FPS", status=COLLECTING, baseline_value=None,
+            run_value=60.0, effect_pct=None, threshold_pct=5.0, worse="lower", p_value=None, alpha=0.01, test="t",
+            n_baseline=0, n_run=100, min_samples=100, spread=None, baseline_runs=(), reason=reason,
+        )  # fmt: skip
+
+    same = [v(d, "collecting baseline (1 of 5)") for d in ("c6-a", "c6-b", "orin-1", "pi5-1")]
+    assert collecting_summary(same) == "collecting baseline (1 of 5)"
+    mixed = [*same, v("web-1", "collecting baseline (0 of 5)"), v("c6-a", "collecting baseline (0 of 5)")]
+    assert collecting_summary(mixed) == "collecting baseline (1 of 5; c6-a, web-1 0 of 5)"
+    assert collecting_summary([]) == ""

@@ -1,0 +1,39 @@
+"""Which clock a device's figures come from: reported by the device (its agent's platform), not assumed."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.fingerprint import device_clock
+from bench.fleet import Device
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "suffix"),
+    [
+        ("console=ttyAMA0 root=/dev/vda1 npc_timing=icount", "/qemu-icount"),
+        ("console=ttyAMA0 npc_timing=realtime quiet", "/qemu-realtime"),
+        ("console=ttyAMA0 root=/dev/mmcblk0p2 rootwait", ""),  # a real board's firmware adds no such word
+    ],
+)
+def test_the_host_agent_names_an_emulated_clock_from_the_kernel_command_line(tmp_path, monkeypatch, cmdline, suffix):
+    from npc_agent import platform_name
+
+    monkeypatch.delenv("NPC_PLATFORM_TAG", raising=False)
+    path = tmp_path / "cmdline"
+    path.write_text(cmdline + "\n")
+    assert platform_name(str(path)).endswith(suffix)
+    assert "/" not in platform_name(str(tmp_path / "missing"))
+
+
+def test_the_fingerprint_clock_follows_what_the_agent_reports() -> None:
+    board = Device("orin-1", "jetson-orin-nx", None, virtual=True)
+    assert device_clock(board, {"platform": "linux-aarch64/qemu-icount"}) == "icount"
+    assert device_clock(board, {"platform": "linux-aarch64"}) == "real time"
+    assert device_clock(board, {}) == "real time"
