@@ -111,6 +111,10 @@ class Esp32c6Settings(Settings):
 
     fps_target: int = ranged(20, 1, 1000)
     vsync_hz: int = ranged(20, 1, 1000)
+    # Two frame periods at 20 FPS: an input waits up to one 50 ms period for the next decision slot, and the
+    # decision may take most of one (published mean inference 24.6 ms). The design's 50 ms end-to-end budget
+    # cannot be met at this frame rate by construction (docs/pytest.md, "Findings"), so it is not this kind's.
+    decision_budget_ms: int = ranged(100, 1, 60_000)
     model_format: str = "npcm-int8"  # fixtures/models/<model>.npcm, converted from the .tflite
     baud: int = ranged(921600, 300, 12_000_000)
     flash_size: int = ranged(8 * 1024 * 1024, 1024 * 1024, 128 * 1024 * 1024)

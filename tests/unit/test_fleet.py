@@ -52,7 +52,7 @@ timing = "icount"
     )
     c6, pi, sw = fleet.devices
     assert c6.link == SerialLink("rfc2217://127.0.0.1:4000", 921600)
-    assert c6.settings.fps_target == 30 and c6.settings.decision_budget_ms == 50
+    assert c6.settings.fps_target == 30 and c6.settings.decision_budget_ms == 100  # two periods at 20 FPS
     assert isinstance(pi.link, SshLink) and pi.link.port == 22 and pi.link.key == tmp_path / "keys" / "id"
     assert isinstance(sw.link, QemuLink) and sw.link.timing == "icount" and sw.link.image == tmp_path / "img"
 
