@@ -12,6 +12,7 @@ from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
 from bench.kinds import KINDS, Kind, SettingError, Settings, get_kind
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.models import is_model_path
 from bench.os_spec import OsSpec, parse_os
 from bench.paths import FLEETS_DIR
 from bench.power import PowerSpec, parse_power
@@ -262,6 +263,18 @@ def _table(value: Any, path: Path, where: str) -> dict[str, Any]:
     return value
 
 
+def _file_settings(values: dict[str, Any], base_dir: Path) -> dict[str, str]:
+    """Settings naming a file (a team's model, a firmware image), taken from the fleet file's folder as every
+    path in it is, not from wherever the bench was started."""
+    out = {}
+    model, firmware = values.get("model"), values.get("firmware")
+    if isinstance(model, str) and is_model_path(model):
+        out["model"] = str(resolve_path(model, base_dir))
+    if isinstance(firmware, str) and firmware:
+        out["firmware"] = str(resolve_path(firmware, base_dir))
+    return out
+
+
 def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     where = f"{path}: device #{index + 1}"
     if not isinstance(raw, dict):
@@ -295,8 +308,9 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     tags = typed(raw, "tags", list, where, [])
     if not all(isinstance(t, str) for t in tags):
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
+    values = {key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw}
     try:
-        settings = info.settings(**{key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw})
+        settings = info.settings(**{**values, **_file_settings(values, base_dir)})
     except SettingError as exc:
         raise ConfigError(f"{where}: field {exc.name!r}: {exc}") from None
     python = typed(raw, "python", str, where, None)

@@ -23,11 +23,16 @@ POLICY_LAYERS: dict[str, tuple[int, ...]] = {
 }
 
 
+def is_model_path(name: str) -> bool:
+    """Whether a device's `model` names a file (a team's .tflite) rather than a bundled fixture."""
+    return name.endswith(".tflite") or "/" in name
+
+
 def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) -> Path:
     """The fixture file for model `name` (e.g. `npc-policy-int8`) with extension `ext` (`tflite` or `npcm`).
     `name` may also be the path of a team's own .tflite file (`hilbench nightly --model FILE`, or a fleet
     device's `model`): its .npcm is converted from it when asked for."""
-    if name.endswith(".tflite") or "/" in name:
+    if is_model_path(name):
         return own_model(Path(name), ext)
     path = Path(models_dir) / f"{name}.{ext}"
     if not path.is_file():

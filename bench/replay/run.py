@@ -15,6 +15,7 @@ from typing import Any
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.bundles import loaded_model
 from bench.errors import BenchError, DeviceUnreachable
+from bench.fingerprint import device_clock
 from bench.fleet import Device
 from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
@@ -185,6 +186,10 @@ class ReplayRun:
         session = run.endpoint.session
         clock = run.clock or session.clock
         s = run.device.settings
+        if device_clock(run.device, session.info) == "icount":
+            why = "no cold starts: the device's clock is emulated (QEMU -icount); bench-clock start times mean nothing"
+            self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)
+            return
         try:
             path, manifest = loaded_model(run.device)
             for _ in range(COLD_STARTS):
@@ -200,7 +205,10 @@ class ReplayRun:
                 async for _ in session.frames(timeout=COLD_START_TIMEOUT_S):  # the rest, up to `stopped`
                     pass
                 if first is not None:
-                    run.cold_starts_ms.append((clock.to_bench_ns(first.t1) - sent_ns) / 1e6)
+                    took_ms = (clock.to_bench_ns(first.t1) - sent_ns) / 1e6
+                    if took_ms <= 0:  # the clock mapping is off: a figure of 0 would pass for a fast start
+                        raise BenchError(f"first decision {took_ms:.1f} ms before the load request (clock mapping)")
+                    run.cold_starts_ms.append(took_ms)
         except Exception as exc:  # the session's own figures stand; say why there are no cold starts
             why = f"cold starts stopped after {len(run.cold_starts_ms)}: {type(exc).__name__}: {exc}"
             self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)

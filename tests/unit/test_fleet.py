@@ -179,3 +179,19 @@ def test_web_devices_are_reached_by_a_browser_and_choose_their_update_channel(tm
 def test_web_and_channel_mistakes_name_the_field(tmp_path: Path, body: str, expected: str) -> None:
     with pytest.raises(ConfigError, match=expected):
         load_fleet(write(tmp_path, f'[[device]]\nname = "a"\n{body}\n'))
+
+
+def test_a_teams_model_and_firmware_paths_are_taken_from_the_fleet_files_folder(tmp_path: Path, monkeypatch) -> None:
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    fleet_file = lab / "fleet.toml"
+    fleet_file.write_text(
+        '[[device]]\nname = "c6"\nkind = "esp32c6"\nport = "rfc2217://127.0.0.1:4000"\n'
+        'model = "models/ours.tflite"\nfirmware = "fw/micropython.bin"\n'
+        '[[device]]\nname = "pi"\nkind = "pi5"\nssh = "bench@10.1.2.3"\nmodel = "npc-policy-int8"\n'
+    )
+    monkeypatch.chdir(tmp_path)  # started from elsewhere: the paths still point next to the fleet file
+    c6, pi = load_fleet(fleet_file).devices
+    assert c6.settings.model == str(lab / "models" / "ours.tflite")
+    assert c6.settings.firmware == str(lab / "fw" / "micropython.bin")
+    assert pi.settings.model == "npc-policy-int8"  # a bundled fixture's name stays a name
