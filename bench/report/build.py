@@ -58,6 +58,7 @@ def build_report(
     what_changed: dict[str, list[str]] | None = None,
     host: dict | None = None,
     clocks: dict[str, str] | None = None,
+    virtual: frozenset[str] = frozenset(),
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -104,6 +105,7 @@ def build_report(
                 "name": name,
                 "kind": device.kind,
                 "icount": icount,
+                "virtual": name in virtual,  # its telemetry is the stand-in's model, not silicon
                 "summary": without_bench_clock(summaries[name].to_dict()) if icount else summaries[name].to_dict(),
                 "verdicts": [{**v.to_dict(), "since": worse_since(v, trend)} for v in device_verdicts],
                 "faults": [vars(f) for f in device.faults],

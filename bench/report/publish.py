@@ -73,6 +73,7 @@ def publish_run(
         verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
     shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
     base: RunView | None = load_run(store, shown, frames=False) if shown else None
+    prints = fingerprints(store, run_id)
     report = build_report(
         run,
         verdicts=verdicts,
@@ -82,7 +83,8 @@ def publish_run(
         thresholds_file=str(rules.path),
         what_changed=what_changed(store, run_id, verdicts, pinned),
         host=host_of(store, run_id),
-        clocks={device: fp.get("clock", "") for device, fp in fingerprints(store, run_id).items()},
+        clocks={device: fp.get("clock", "") for device, fp in prints.items()},
+        virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
     )
     page = None
     if reports_dir is not None:

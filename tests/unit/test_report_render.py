@@ -250,3 +250,17 @@ def test_the_measures_table_shows_the_stored_figure_the_verdict_judges() -> None
     figures = (summary.latency_p99_ms, summary.memory_peak_mb, summary.first_frame_ms)
     assert figures == pytest.approx((42.6, 70.9, 42.3))
     assert summarize(run.devices["pi5-1"]).latency_p99_ms != 42.6  # no stored figure: from the samples
+
+
+def test_a_virtual_devices_telemetry_says_it_is_not_silicon() -> None:
+    import numpy as np
+
+    from bench.results.runview import TimeSeries
+
+    run = synthetic_run("run-0011", "2026-11-30T02:00:00Z", frames=500)
+    for device in run.devices.values():
+        device.telemetry["temp_c"] = TimeSeries("degC", np.array([0.0, 1.0]), np.array([45.0, 46.0]))
+    page = render_html(build_report(run, virtual=frozenset({"orin-1"})))
+    sections = dict(re.findall(r'<section class="device" id="dev-([^"]+)">(.*?)</section>', page, re.S))
+    assert "not measurements of the board's silicon" in sections["orin-1"]
+    assert all("silicon" not in body for name, body in sections.items() if name != "orin-1")
