@@ -263,12 +263,15 @@ def _table(value: Any, path: Path, where: str) -> dict[str, Any]:
     return value
 
 
-def _file_settings(values: dict[str, Any], base_dir: Path) -> dict[str, str]:
+def _file_settings(values: dict[str, Any], base_dir: Path, where: str) -> dict[str, str]:
     """Settings naming a file (a team's model, a firmware image), taken from the fleet file's folder as every
     path in it is, not from wherever the bench was started."""
     out = {}
     model, firmware = values.get("model"), values.get("firmware")
     if isinstance(model, str) and is_model_path(model):
+        if not model.endswith(".tflite"):
+            hint = "name a bundled model (fixtures/models) or give the path of your .tflite"
+            raise ConfigError(f"{where}: field 'model': {model!r} is a path but not a .tflite file", hint=hint)
         out["model"] = str(resolve_path(model, base_dir))
     if isinstance(firmware, str) and firmware:
         out["firmware"] = str(resolve_path(firmware, base_dir))
@@ -310,7 +313,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
     values = {key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw}
     try:
-        settings = info.settings(**{**values, **_file_settings(values, base_dir)})
+        settings = info.settings(**{**values, **_file_settings(values, base_dir, where)})
     except SettingError as exc:
         raise ConfigError(f"{where}: field {exc.name!r}: {exc}") from None
     python = typed(raw, "python", str, where, None)

@@ -16,6 +16,7 @@ from tests.esp32c6_support import REPO, Board, virtual_c6
 
 pytestmark = pytest.mark.e2e
 sys.path.insert(0, str(REPO / "firmware" / "esp32c6"))
+FIRMWARE = REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"  # fleet paths are the fleet file's: absolute
 from make_virtual_firmware import build  # noqa: E402
 
 
@@ -29,7 +30,7 @@ def fleet_file(path: Path, boards: list[Board]) -> Path:
             'kind = "esp32c6"',
             f'port = "{board.urls["rfc2217"]}"',
         ]
-        lines += [f'mac = "{board.device.extra["mac"]}"', 'firmware = "firmware/esp32c6/virtual-micropython.bin"', ""]
+        lines += [f'mac = "{board.device.extra["mac"]}"', f'firmware = "{FIRMWARE}"', ""]
     path.write_text("\n".join(lines))
     return path
 

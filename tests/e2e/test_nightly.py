@@ -83,7 +83,8 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
     c6 = json.loads(prints["c6-b"])
     assert c6["virtual"] is True and len(c6["model_sha256"]) == 64 and len(c6["firmware_sha256"]) == 64
     pi = json.loads(prints["pi5-1"])  # an aarch64 guest running the bench's own OS image
-    assert pi["runtime"].startswith("tflite-runtime") and pi["platform"] == "linux-aarch64"
+    assert pi["runtime"].startswith("tflite-runtime") and pi["platform"] == "linux-aarch64/qemu-icount"
+    assert pi["clock"] == "icount"  # the guest's boot firmware says so; its bench-clock figures are n/a
     assert len(pi["os_image"]) == 64 and pi["os_kernel"].endswith("-arm64")
     host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
     assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
