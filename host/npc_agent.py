@@ -48,6 +48,9 @@ if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
 CURRENT = "current.json"
 MAX_UNDELIVERED = 16
 SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
+# asyncio's selector waits in whole milliseconds, rounded up (epoll), so a sleep ends up to 1 ms after it was asked
+# to: a spinning wait asks this much earlier, or its wake lands past the deadline, with no spin and no warm-up
+SELECTOR_TICK_US = 1000
 
 
 def platform_name(cmdline: str = "/proc/cmdline") -> str:
@@ -66,13 +69,17 @@ def platform_name(cmdline: str = "/proc/cmdline") -> str:
 
 
 async def sleep_until(t_us: int, spin_us: int = SPIN_US, warm=None) -> None:
-    """Wait until the device clock reaches `t_us`; `warm()` runs once as the spin begins."""
+    """Wait until the device clock reaches `t_us`: sleep, yield to the loop for up to a selector tick (inputs are
+    still read), then spin the last `spin_us` (none when it is 0); `warm()` runs once as the spin begins."""
+    early = spin_us + SELECTOR_TICK_US if spin_us > 0 else 0
     while True:
         rem = t_us - now_us()
         if rem <= 0:
             return
-        if rem > spin_us:
-            await asyncio.sleep((rem - spin_us) / 1e6)
+        if rem > early:
+            await asyncio.sleep((rem - early) / 1e6)
+        elif rem > spin_us:
+            await asyncio.sleep(0)
         else:
             if warm is not None:
                 warm()
