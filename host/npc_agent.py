@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if HERE not in sys.path:  # `python -I`/`-P` leave the script's folder off sys.path
@@ -35,6 +36,9 @@ import npcsched
 from npc_links import serve_stdio, serve_tcp
 from npc_models import ModelManager, now_us
 from npc_verify import Refused, Verifier
+
+if TYPE_CHECKING:
+    import numpy as np
 
 AGENT = "npc-host"
 VERSION = "0.1.0"
@@ -86,6 +90,12 @@ async def sleep_until(t_us: int, spin_us: int = SPIN_US, warm=None) -> None:
             while now_us() < t_us:
                 pass
             return
+
+
+def decision(y: np.ndarray) -> tuple[int, float]:
+    """The action a model's output `y` picks and its probability, as a frame record reports them."""
+    act = int(y.argmax())
+    return act, round(float(y[act]), 4)
 
 
 class Agent:
@@ -385,20 +395,19 @@ class Agent:
     def warm_caches(self) -> None:
         """Just before a decision is due: run the decision path once and drop the result, so the code and data
         it touches are in the CPU caches again after the frame's sleep (cold, the same work took ~8x longer on
-        a busy machine). The decision itself is computed afresh at its deadline, from the inputs of then. Not for a
-        model in probation: an untrusted model runs under the watchdog only."""
+        a busy machine), argmax and rounding included. The decision itself is computed afresh at its deadline, from
+        the inputs of then. Not for a model in probation: an untrusted model runs under the watchdog only."""
         model = self.models.current
         if model is not None and not self.models.in_probation():
             with contextlib.suppress(Exception):  # faults are the real decision's to report
-                model.infer(self.features.vector())
+                decision(model.infer(self.features.vector()))
 
     def run_slot(self, sched, slot) -> None:
         t0 = now_us()
         sched.begin(slot, t0)
         try:
             y, model = self.models.infer(self.features.vector())
-            act = int(y.argmax())
-            self.last = (act, round(float(y[act]), 4))
+            self.last = decision(y)
             version = model.version
         except Exception:  # reported as a fault by the model manager; the frame records no decision
             version = None
