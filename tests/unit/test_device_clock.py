@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -12,6 +14,15 @@ from bench.fleet import Device
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
+
+
+def host_agent_module() -> ModuleType:
+    """host/npc_agent.py, loaded from its file: `import npc_agent` may find micropython/npc_agent.py, imported
+    under that name by an earlier test."""
+    spec = importlib.util.spec_from_file_location("host_npc_agent", ROOT / "host" / "npc_agent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize(
@@ -23,8 +34,7 @@ sys.path[:0] = [str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "m
     ],
 )
 def test_the_host_agent_names_an_emulated_clock_from_the_kernel_command_line(tmp_path, monkeypatch, cmdline, suffix):
-    from npc_agent import platform_name
-
+    platform_name = host_agent_module().platform_name
     monkeypatch.delenv("NPC_PLATFORM_TAG", raising=False)
     path = tmp_path / "cmdline"
     path.write_text(cmdline + "\n")
