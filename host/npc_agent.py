@@ -404,7 +404,7 @@ class Agent:
         )
 
     def warm_caches(self) -> None:
-        """Just before a decision is due: run the decision path once and drop the result, so the code and data
+        """Just before a decision is due: run the decision path and drop the result, so the code and data
         it touches are in the CPU caches again after the frame's sleep (cold, the same work took ~8x longer on
         a busy machine), argmax and rounding included. The decision itself is computed afresh at its deadline, from
         the inputs of then. Not for a model in probation: an untrusted model runs under the watchdog only."""
