@@ -7,7 +7,7 @@ import asyncio
 import dataclasses
 import os
 import signal
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,14 +19,14 @@ from bench.devices.linux_endpoint import LinuxAgentOpener
 from bench.fleet import Device, load_fleet
 from bench.loop_thread import LoopThread
 from bench.replay.plan import Plan, build_plan
-from bench.replay.run import ReplayRun
+from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import read_session
 from bench.report.build import build_report
 from bench.report.html import render_html
 from bench.results.store import ResultStore, open_store
 from bench.results.view_adapter import load_run
 from bench.steps import StepResult
-from bench.virtual import virtual_fleet
+from bench.virtual import VirtualDevice, virtual_fleet
 from tests.conftest import REPO
 from tests.linux_support import loopback
 
@@ -77,6 +77,28 @@ async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> No
     raise AssertionError(f"{device}: no frames stored")
 
 
+def replay_with_fault(
+    plan: Plan,
+    devices: list[Device],
+    store: ResultStore,
+    run_id: int,
+    fault: Callable[[dict[str, VirtualDevice], LinuxAgentOpener], None],
+) -> tuple[list[DeviceRun], LinuxAgentOpener]:
+    """Replay `plan` into the one virtual device in `devices` (flashed first) and, once its frames flow, call
+    `fault` with the running stand-ins and the agent opener; the replay's runs and the opener."""
+
+    async def go() -> tuple[list[DeviceRun], LinuxAgentOpener]:
+        async with virtual_fleet(devices) as (resolved, running):
+            await flash(resolved[0])
+            opener = LinuxAgentOpener(store, run_id)
+            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
+            await frames_flowing(store, run_id, resolved[0].name)
+            fault(running, opener)
+            return await replay, opener
+
+    return on_loop_thread(go())
+
+
 def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
     plan, devices, store, run_id = begin_replay(tmp_path, "combat", ("jetson-orin-nx", "pi5"))
 
@@ -112,19 +134,11 @@ def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
 
 def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -> None:
     plan, devices, store, run_id = begin_replay(tmp_path, "dialogue", ("pi5",))
-    killed: list[int] = []
 
-    async def go():
-        async with virtual_fleet(devices) as (resolved, _running):
-            await flash(resolved[0])
-            opener = LinuxAgentOpener(store, run_id)
-            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
-            await frames_flowing(store, run_id, "pi5-1")
-            killed.append(opener.drivers["pi5-1"].agent.pid)
-            os.kill(killed[0], signal.SIGKILL)  # as the OOM killer would
-            return await replay
+    def kill_agent(_running: dict[str, VirtualDevice], opener: LinuxAgentOpener) -> None:
+        os.kill(opener.drivers["pi5-1"].agent.pid, signal.SIGKILL)  # as the OOM killer would
 
-    runs = on_loop_thread(go())
+    runs, _opener = replay_with_fault(plan, devices, store, run_id, kill_agent)
     assert runs[0].status == "ok", runs[0].detail
     frames = list(store.frames(run_id, "pi5-1"))
     indices = [f.i for f in frames]
@@ -143,16 +157,10 @@ def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -
 def test_ssh_cut_mid_replay_reconnects_and_the_run_is_kept(tmp_path: Path) -> None:
     plan, devices, store, run_id = begin_replay(tmp_path, "exploration", ("jetson-orin-nx",))
 
-    async def go():
-        async with virtual_fleet(devices) as (resolved, running):
-            await flash(resolved[0])
-            opener = LinuxAgentOpener(store, run_id)
-            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
-            await frames_flowing(store, run_id, "orin-1")
-            assert running["orin-1"].drop_connections() >= 1
-            return await replay, opener
+    def cut_ssh(running: dict[str, VirtualDevice], _opener: LinuxAgentOpener) -> None:
+        assert running["orin-1"].drop_connections() >= 1
 
-    runs, opener = on_loop_thread(go())
+    runs, opener = replay_with_fault(plan, devices, store, run_id, cut_ssh)
     assert runs[0].status == "ok", runs[0].detail
     kinds = [f.kind for _, f in store.faults(run_id, "orin-1") if f.cause == "bench"]
     assert {"ssh-dropped", "ssh-reconnected", "agent-link-lost"} <= set(kinds) and "agent-exit" not in kinds
