@@ -265,6 +265,23 @@ def of_family(link: type[Link]) -> list[str]:
     return [k.name for k in KINDS.values() if k.link is link]
 
 
+def _linux_board(name: str, board: str, settings: type[Settings], virtual: str, runtime_hint: str) -> Kind:
+    """A Linux board reached over SSH: the Linux driver and agent opener, an OS disk image from its recipe
+    (firmware/<kind>/recipe.toml), and `bench.virtual.linux:<virtual>` as its stand-in (an aarch64 guest with
+    [device.os], else loopback sshd)."""
+    return Kind(
+        name,
+        f"{board} over SSH",
+        SshLink,
+        settings,
+        driver="bench.devices.linux:LinuxDriver",
+        virtual=f"bench.virtual.linux:{virtual}",
+        image=True,
+        opener="bench.devices.linux_endpoint:LinuxAgentOpener",
+        runtime_hint=runtime_hint,
+    )
+
+
 register(
     Kind(
         "esp32c6",
@@ -276,32 +293,8 @@ register(
         chip="ESP32-C6",
     )
 )
-register(
-    Kind(
-        "jetson-orin-nx",
-        "NVIDIA Jetson Orin NX over SSH",
-        SshLink,
-        JetsonSettings,
-        driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:virtual_jetson",  # an aarch64 guest with [device.os], else loopback sshd
-        image=True,  # its OS disk image (firmware/<kind>/recipe.toml)
-        opener="bench.devices.linux_endpoint:LinuxAgentOpener",
-        runtime_hint=_LINUX_HINT_JETSON,
-    )
-)
-register(
-    Kind(
-        "pi5",
-        "Raspberry Pi 5 over SSH",
-        SshLink,
-        Pi5Settings,
-        driver="bench.devices.linux:LinuxDriver",
-        virtual="bench.virtual.linux:virtual_pi5",  # an aarch64 guest with [device.os], else loopback sshd
-        image=True,  # its OS disk image (firmware/<kind>/recipe.toml)
-        opener="bench.devices.linux_endpoint:LinuxAgentOpener",
-        runtime_hint=_LINUX_HINT_PI,
-    )
-)
+register(_linux_board("jetson-orin-nx", "NVIDIA Jetson Orin NX", JetsonSettings, "virtual_jetson", _LINUX_HINT_JETSON))
+register(_linux_board("pi5", "Raspberry Pi 5", Pi5Settings, "virtual_pi5", _LINUX_HINT_PI))
 register(
     Kind(
         "switch-arm64",

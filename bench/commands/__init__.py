@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from bench import trust
 from bench.commands.values import seconds
@@ -52,6 +52,18 @@ def add_device_options(parser: argparse.ArgumentParser) -> None:
         "--lease-wait", type=seconds, default=DEFAULT_LEASE_WAIT_S, metavar="S",
         help=f"wait up to S s for a device another bench run holds, then exit 3 (default {DEFAULT_LEASE_WAIT_S:g})",
     )  # fmt: skip
+
+
+def add_device_command(
+    sub: argparse._SubParsersAction, name: str, summary: str, func: Callable[[argparse.Namespace], int]
+) -> argparse.ArgumentParser:
+    """Subcommand `name` (`summary` in the help), run by `func`, that selects fleet devices and touches them:
+    fleet, filter and device options; the caller adds its own options to the parser returned."""
+    p = sub.add_parser(name, help=summary)
+    add_fleet_options(p)
+    add_device_options(p)
+    p.set_defaults(func=func)
+    return p
 
 
 @contextlib.contextmanager

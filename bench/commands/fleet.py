@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_command, add_fleet_options, held_devices, selected_devices
 from bench.console import emit_json, err, out
 from bench.devices import has_driver
 from bench.discovery import append_entries, discover, new_entries
@@ -32,22 +32,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = fsub.add_parser("list", help="list the fleet's devices")
     add_fleet_options(p)
     p.set_defaults(func=cmd_list)
-    p = fsub.add_parser("check", help="probe every device through its link (exit 3 if any is unreachable)")
-    add_fleet_options(p)
-    add_device_options(p)
-    p.set_defaults(func=cmd_check)
+    add_device_command(fsub, "check", "probe every device through its link (exit 3 if any is unreachable)", cmd_check)
     p = fsub.add_parser("leases", help="show which bench process holds which device")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_leases)
-    p = fsub.add_parser(
-        "health", help="check that devices answer; --fix runs the recovery ladder (exit 3 if one is bad)"
+    p = add_device_command(
+        fsub, "health", "check that devices answer; --fix runs the recovery ladder (exit 3 if one is bad)", cmd_health
     )
-    add_fleet_options(p)
-    add_device_options(p)
     p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
     p.add_argument("--results", metavar="PATH", help="results store (default: fleet [bench] results, else reports/)")
     p.add_argument("--logs", metavar="DIR", help="device logs of the check (default: none)")
-    p.set_defaults(func=cmd_health)
     p = fsub.add_parser("discover", help="find the ESP boards plugged into this host and print fleet entries")
     p.add_argument("--write", metavar="FILE", help="add the new boards to this fleet file (none twice: by MAC)")
     p.add_argument("--json", action="store_true")

@@ -8,7 +8,7 @@ import shutil
 
 from rich.table import Table
 
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_command, held_devices, selected_devices
 from bench.commands.values import float_in
 from bench.console import emit_json, out
 from bench.devices.linux import LinuxDriver
@@ -23,21 +23,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `linux` command group."""
     linux = sub.add_parser("linux", help="Linux boards over SSH (Jetson Orin NX, Raspberry Pi 5)")
     lsub = linux.add_subparsers(dest="linux_command", required=True)
-    p = lsub.add_parser("check", help="connect over SSH and check Python and the tflite runtime (exit 3: unreachable)")
-    add_fleet_options(p)
-    add_device_options(p)
-    p.set_defaults(func=cmd_check)
-    p = lsub.add_parser("pin", help="print the devices' SSH host keys as fleet-file lines to pin them")
-    add_fleet_options(p)
-    add_device_options(p)
-    p.set_defaults(func=cmd_pin)
-    p = lsub.add_parser("telemetry", help="sample temperature, CPU frequency, throttling and memory for a while")
-    add_fleet_options(p)
-    add_device_options(p)
+    check = "connect over SSH and check Python and the tflite runtime (exit 3: unreachable)"
+    add_device_command(lsub, "check", check, cmd_check)
+    add_device_command(lsub, "pin", "print the devices' SSH host keys as fleet-file lines to pin them", cmd_pin)
+    telemetry = "sample temperature, CPU frequency, throttling and memory for a while"
+    p = add_device_command(lsub, "telemetry", telemetry, cmd_telemetry)
     p.add_argument(
         "--seconds", type=float_in(0.0, 86400.0, low_open=True), default=5.0, help="how long to sample (default 5)"
     )
-    p.set_defaults(func=cmd_telemetry)
 
 
 def _linux_devices(args: argparse.Namespace) -> list[Device]:

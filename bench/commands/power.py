@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_command, held_devices, selected_devices
 from bench.commands.values import float_in
 from bench.console import emit_json, out
 from bench.errors import BenchError, ConfigError, ExitCode
@@ -21,14 +21,13 @@ ACTIONS = ("on", "off", "cycle", "status")
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `power` command."""
-    p = sub.add_parser("power", help="switch devices' power (uhubctl hub port, relay/PDU command, labgrid place)")
+    p = add_device_command(
+        sub, "power", "switch devices' power (uhubctl hub port, relay/PDU command, labgrid place)", cmd_power
+    )
     p.add_argument("action", choices=ACTIONS)
-    add_fleet_options(p)
-    add_device_options(p)
     p.add_argument(
         "--off-s", type=float_in(0.0, 3600.0), metavar="S", help="cycle: seconds without power (default: the fleet's)"
     )
-    p.set_defaults(func=cmd_power)
 
 
 async def _one(device: Device, action: str, off_s: float | None) -> dict[str, Any]:

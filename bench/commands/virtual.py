@@ -9,7 +9,7 @@ import signal
 import sys
 from dataclasses import replace
 
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_command, held_devices, selected_devices
 from bench.console import out
 from bench.errors import ConfigError, ExitCode
 from bench.virtual import has_virtual, virtual_fleet
@@ -19,10 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `virtual` command group."""
     virtual = sub.add_parser("virtual", help="virtual devices (real-protocol stand-ins for boards)")
     vsub = virtual.add_subparsers(dest="virtual_command", required=True)
-    p = vsub.add_parser("up", help="start the fleet's virtual devices; print their URLs; serve until Ctrl-C")
-    add_fleet_options(p)
-    add_device_options(p)
-    p.set_defaults(func=cmd_up)
+    add_device_command(vsub, "up", "start the fleet's virtual devices; print their URLs; serve until Ctrl-C", cmd_up)
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -60,58 +61,56 @@ def open_raw_repl(url: str, baud: int, log: IO[str] | None = None) -> SerialTran
     raise DeployError(f"no MicroPython REPL on {url}: {last}")
 
 
-def micropython_version(url: str, baud: int, log: IO[str] | None = None) -> str | None:
-    """The MicroPython version running on the board (`sys.version`'s "MicroPython vX.Y.Z"), or None when no
-    MicroPython REPL answers."""
+@contextmanager
+def _raw_repl_no_reset(url: str, baud: int) -> Iterator[SerialTransport]:
+    """The board's raw REPL without a soft reset (giving up after 3 s), closed on leaving."""
     transport = None
     try:
         transport = SerialTransport(url, baudrate=baud)
         transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
-        text = transport.exec("import sys\nprint(sys.version)").decode("utf-8", "replace")
-    except (TransportError, OSError) as exc:
-        _log(log, f"no MicroPython REPL on {url}: {exc}")
-        return None
+        yield transport
     finally:
         if transport is not None:
             transport.close()
+
+
+def micropython_version(url: str, baud: int, log: IO[str] | None = None) -> str | None:
+    """The MicroPython version running on the board (`sys.version`'s "MicroPython vX.Y.Z"), or None when no
+    MicroPython REPL answers."""
+    try:
+        with _raw_repl_no_reset(url, baud) as transport:
+            text = transport.exec("import sys\nprint(sys.version)").decode("utf-8", "replace")
+    except (TransportError, OSError) as exc:
+        _log(log, f"no MicroPython REPL on {url}: {exc}")
+        return None
     match = re.search(r"MicroPython v?([0-9][^\s;,]*)", text)
     return match[1] if match else text.strip() or None
 
 
+def _ask_machine(url: str, baud: int, call: str, what: str, log: IO[str] | None, settle_s: float = 0.0) -> bool:
+    """Run `machine.<call>()` on the board without waiting for an answer (the chip resets), then wait
+    `settle_s`. False when no REPL answers."""
+    try:
+        with _raw_repl_no_reset(url, baud) as transport:
+            transport.exec_raw_no_follow(f"import machine\nmachine.{call}()")
+            _log(log, f"asked MicroPython for {what} (machine.{call}())")
+            if settle_s:
+                time.sleep(settle_s)
+            return True
+    except (TransportError, OSError) as exc:
+        _log(log, f"no MicroPython REPL to ask for {what}: {exc}")
+        return False
+
+
 def request_reset(url: str, baud: int, log: IO[str] | None = None) -> bool:
     """Ask MicroPython to reset the chip (`machine.reset()`, as `mpremote reset` does). False when no REPL answers."""
-    transport = None
-    try:
-        transport = SerialTransport(url, baudrate=baud)
-        transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
-        transport.exec_raw_no_follow("import machine\nmachine.reset()")
-        _log(log, "asked MicroPython for a reset (machine.reset())")
-        return True
-    except (TransportError, OSError) as exc:
-        _log(log, f"no MicroPython REPL to ask for a reset: {exc}")
-        return False
-    finally:
-        if transport is not None:
-            transport.close()
+    return _ask_machine(url, baud, "reset", "a reset", log)
 
 
 def request_bootloader(url: str, baud: int, log: IO[str] | None = None) -> bool:
     """Ask MicroPython to enter the ROM download mode (`machine.bootloader()`, as `mpremote bootloader`
     does). False when no REPL answers (the board may already be in download mode, or boot-looping)."""
-    transport = None
-    try:
-        transport = SerialTransport(url, baudrate=baud)
-        transport.enter_raw_repl(soft_reset=False, timeout_overall=3)
-        transport.exec_raw_no_follow("import machine\nmachine.bootloader()")
-        _log(log, "asked MicroPython for the bootloader (machine.bootloader())")
-        time.sleep(0.3)  # the chip resets into the ROM loader
-        return True
-    except (TransportError, OSError) as exc:
-        _log(log, f"no MicroPython REPL to ask for the bootloader: {exc}")
-        return False
-    finally:
-        if transport is not None:
-            transport.close()
+    return _ask_machine(url, baud, "bootloader", "the bootloader", log, settle_s=0.3)  # it resets into the ROM loader
 
 
 def board_sha256(transport: SerialTransport, path: str) -> bytes | None:

@@ -137,6 +137,28 @@ class QuantLayer:
     shift: np.ndarray
 
 
+def quant_layer(
+    w: np.ndarray, w_scale: np.ndarray, b: np.ndarray, in_q: tuple[float, int], out_q: tuple[float, int], relu: bool
+) -> QuantLayer:
+    """The layer of int8 weights `w` (one scale per output in `w_scale`) and int32 bias `b` between activations
+    at `in_q` and `out_q` (scale, zero point), with its requantization computed in double from the scales, as
+    the runtimes do."""
+    (in_scale, in_zp), (out_scale, out_zp) = in_q, out_q
+    pairs = [quantize_multiplier(in_scale * float(s) / out_scale) for s in w_scale]
+    return QuantLayer(
+        w=w,
+        w_scale=w_scale,
+        b=b,
+        in_scale=in_scale,
+        in_zp=in_zp,
+        out_scale=out_scale,
+        out_zp=out_zp,
+        relu=relu,
+        multiplier=np.array([m for m, _ in pairs], dtype=np.int64),
+        shift=np.array([s for _, s in pairs], dtype=np.int64),
+    )
+
+
 @dataclass(frozen=True)
 class QuantMLP:
     """A full-integer int8 MLP: int8 input at (in_scale, in_zp), int8 softmax output at 1/256, -128."""
@@ -168,20 +190,6 @@ def quantize_policy(mlp: FloatMLP, calibration: np.ndarray) -> QuantMLP:
         w_q = np.clip(np.round(layer.w / w_scale[:, None]), -127, 127).astype(np.int8)
         bias_scale = in_scale * w_scale
         b_q = np.round(layer.b / bias_scale).astype(np.int32)
-        pairs = [quantize_multiplier(in_scale * s / out_scale) for s in w_scale]
-        layers.append(
-            QuantLayer(
-                w=w_q,
-                w_scale=w_scale,
-                b=b_q,
-                in_scale=in_scale,
-                in_zp=in_zp,
-                out_scale=out_scale,
-                out_zp=out_zp,
-                relu=layer.relu,
-                multiplier=np.array([m for m, _ in pairs], dtype=np.int64),
-                shift=np.array([s for _, s in pairs], dtype=np.int64),
-            )
-        )
+        layers.append(quant_layer(w_q, w_scale, b_q, (in_scale, in_zp), (out_scale, out_zp), layer.relu))
         in_scale, in_zp = out_scale, out_zp
     return QuantMLP(tuple(layers))

@@ -14,7 +14,7 @@ import numpy as np
 import tflite
 
 from bench.errors import ConfigError
-from bench.models.policy import QuantLayer, QuantMLP, quantize_multiplier
+from bench.models.policy import QuantLayer, QuantMLP, quant_layer
 
 _NP = {tflite.TensorType.INT8: np.int8, tflite.TensorType.INT32: np.int32, tflite.TensorType.FLOAT32: np.float32}
 
@@ -107,8 +107,8 @@ def parse_int8_policy(data: bytes, source: str = "<bytes>") -> Int8Policy:
     while k < len(ops) and r.opcode(ops[k]) == tflite.BuiltinOperator.FULLY_CONNECTED:
         op = ops[k]
         x, w_idx, b_idx = (op.Inputs(j) for j in range(3))
-        in_scale, in_zp = r.int8_tensor(x)
-        out_scale, out_zp = r.int8_tensor(op.Outputs(0))
+        in_q = r.int8_tensor(x)
+        out_q = r.int8_tensor(op.Outputs(0))
         w = r.constant(w_idx).astype(np.int8)
         b = r.constant(b_idx).astype(np.int32)
         w_scale, _ = r.quant(w_idx)
@@ -120,22 +120,7 @@ def parse_int8_policy(data: bytes, source: str = "<bytes>") -> Int8Policy:
             r.fail(
                 f"layer {len(layers)}: takes {w.shape[1]} inputs but the previous layer gives {layers[-1].w.shape[0]}"
             )
-        # The runtimes compute the requantization in double from the stored float32 scales.
-        pairs = [quantize_multiplier(in_scale * float(s) / out_scale) for s in w_scale]
-        layers.append(
-            QuantLayer(
-                w=w,
-                w_scale=w_scale,
-                b=b,
-                in_scale=in_scale,
-                in_zp=in_zp,
-                out_scale=out_scale,
-                out_zp=out_zp,
-                relu=r.fc_relu(op),
-                multiplier=np.array([m for m, _ in pairs], dtype=np.int64),
-                shift=np.array([s for _, s in pairs], dtype=np.int64),
-            )
-        )
+        layers.append(quant_layer(w, w_scale, b, in_q, out_q, r.fc_relu(op)))
         k += 1
     if not layers:
         r.fail("no int8 FULLY_CONNECTED layers")

@@ -16,6 +16,7 @@ from typing import Any
 import aiocoap
 
 from bench.errors import ConfigError
+from bench.lifecycle import StartStop
 
 MAX_PENDING = 4096  # datagrams held for delay or reordering; beyond this they are dropped (and counted)
 MAX_CLIENTS = 64
@@ -90,7 +91,7 @@ class _Side(asyncio.DatagramProtocol):
         self.on_datagram(data, addr)
 
 
-class ImpairmentProxy:
+class ImpairmentProxy(StartStop):
     """`async with ImpairmentProxy(("127.0.0.1", server_port), Impairment(loss=0.01)) as proxy: proxy.port`."""
 
     def __init__(self, upstream: tuple[str, int], impairment: Impairment, listen_host: str = "127.0.0.1") -> None:
@@ -128,13 +129,6 @@ class ImpairmentProxy:
         for _, _, timer in self._held.values():
             timer.cancel()
         self._held.clear()
-
-    async def __aenter__(self) -> ImpairmentProxy:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     @property
     def base_url(self) -> str:

@@ -39,6 +39,7 @@ from aiocoap.numbers.types import ACK
 from aiocoap.optiontypes import BlockOption
 
 from bench.errors import ConfigError
+from bench.lifecycle import StartStop
 from bench.ota.store import ModelStore
 
 DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
@@ -265,7 +266,7 @@ def _json_blob(doc: dict) -> Blob:
     return Blob(hashlib.sha256(data).hexdigest(), len(data), JSON, data=data)
 
 
-class UpdateServer:
+class UpdateServer(StartStop):
     """The update server on one UDP port; `async with UpdateServer(store) as srv: srv.base_url`."""
 
     def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, max_szx: int = MAX_SZX) -> None:
@@ -298,13 +299,6 @@ class UpdateServer:
         if self._ctx is not None:
             await self._ctx.shutdown()
             self._ctx = None
-
-    async def __aenter__(self) -> UpdateServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     @property
     def base_url(self) -> str:

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench.errors import BenchError
+from bench.lifecycle import StartStop
 from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
 
@@ -75,7 +76,7 @@ def summarize(samples: list[Sample]) -> dict[str, dict[str, float]]:
     }
 
 
-class TelemetryMonitor:
+class TelemetryMonitor(StartStop):
     """Samples a device's telemetry in the background between `start()` and `stop()`."""
 
     def __init__(self, connection: SshConnection, source: str, interval_s: float = 0.5) -> None:
@@ -109,13 +110,6 @@ class TelemetryMonitor:
                 await task
         await self._end_proc()
         return list(self.samples)
-
-    async def __aenter__(self) -> TelemetryMonitor:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def _end_proc(self) -> None:
         proc, self._proc = self._proc, None

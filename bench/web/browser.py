@@ -20,6 +20,7 @@ from typing import Any
 import websockets
 
 from bench.errors import ConfigError, DeviceUnreachable
+from bench.lifecycle import StartStop
 from bench.procs import stop_process
 
 # closed network: nothing in the background may try to reach out; a fresh profile per browser
@@ -163,7 +164,7 @@ class Page:
             self.cdp.listeners.remove(self.event)
 
 
-class Browser:
+class Browser(StartStop):
     """A headless Chromium with a fresh profile, driven over its DevTools WebSocket."""
 
     def __init__(self, log_path: Path | None = None) -> None:
@@ -220,10 +221,3 @@ class Browser:
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
             self.profile = None
-
-    async def __aenter__(self) -> Browser:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()

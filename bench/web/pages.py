@@ -22,6 +22,7 @@ import websockets
 from websockets.asyncio.server import ServerConnection
 
 from bench.errors import DeviceUnreachable
+from bench.lifecycle import StartStop
 from bench.web.assets import content_type, static_file
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
@@ -91,7 +92,7 @@ class _HttpServer(ThreadingHTTPServer):
     folders: dict[str, Path]
 
 
-class PageServer:
+class PageServer(StartStop):
     """HTTP + WebSocket server on loopback for the pages of the web devices of one bench process."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
@@ -120,13 +121,6 @@ class PageServer:
             await asyncio.to_thread(self.http.shutdown)
             self.http.server_close()
             self.http = None
-
-    async def __aenter__(self) -> PageServer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     @property
     def http_base(self) -> str:

@@ -7,34 +7,65 @@ import asyncio
 import dataclasses
 import os
 import signal
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 from bench.agent import wire
 from bench.devices import driver_for
 from bench.devices.linux_endpoint import LinuxAgentOpener
-from bench.fleet import load_fleet
+from bench.fleet import Device, load_fleet
 from bench.loop_thread import LoopThread
 from bench.replay.plan import Plan, build_plan
-from bench.replay.run import ReplayRun
+from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import read_session
 from bench.report.build import build_report
 from bench.report.html import render_html
-from bench.results.store import open_store
+from bench.results.store import ResultStore, open_store
 from bench.results.view_adapter import load_run
-from bench.virtual import virtual_fleet
+from bench.steps import StepResult
+from bench.virtual import VirtualDevice, virtual_fleet
 from tests.conftest import REPO
 from tests.linux_support import loopback
 
 pytestmark = pytest.mark.e2e
 
 SECONDS = 3
+T = TypeVar("T")
 
 
 def first_seconds(plan: Plan, seconds: float) -> Plan:
     limit = int(seconds * 1e9)
     return dataclasses.replace(plan, inputs=[p for p in plan.inputs if p.offset_ns < limit], duration_ns=limit)
+
+
+def begin_replay(tmp_path: Path, session: str, kinds: tuple[str, ...]) -> tuple[Plan, list[Device], ResultStore, int]:
+    """The first SECONDS of fixture `session`, the bundled fleet's devices of `kinds` on loopback, a fresh
+    results store and the replay run begun in it."""
+    plan = first_seconds(build_plan(read_session(REPO / f"fixtures/sessions/{session}.mcap"), wire.encode), SECONDS)
+    devices = [loopback(d) for d in load_fleet() if d.kind in kinds]
+    store = open_store(tmp_path / "results.sqlite")
+    return plan, devices, store, store.begin_run("replay", session=plan.session_id, speed=1.0)
+
+
+async def flash(device: Device) -> list[StepResult]:
+    """Flash `device` (deploy its agent) and close the driver."""
+    driver = driver_for(device)
+    try:
+        return await driver.flash()
+    finally:
+        await driver.close()
+
+
+def on_loop_thread(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on a fresh loop thread (up to 180 s) and close it."""
+    loop = LoopThread()
+    try:
+        return loop.run(coro, timeout_s=180)
+    finally:
+        loop.close()
 
 
 async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> None:
@@ -46,29 +77,40 @@ async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> No
     raise AssertionError(f"{device}: no frames stored")
 
 
+def replay_with_fault(
+    plan: Plan,
+    devices: list[Device],
+    store: ResultStore,
+    run_id: int,
+    fault: Callable[[dict[str, VirtualDevice], LinuxAgentOpener], None],
+) -> tuple[list[DeviceRun], LinuxAgentOpener]:
+    """Replay `plan` into the one virtual device in `devices` (flashed first) and, once its frames flow, call
+    `fault` with the running stand-ins and the agent opener; the replay's runs and the opener."""
+
+    async def go() -> tuple[list[DeviceRun], LinuxAgentOpener]:
+        async with virtual_fleet(devices) as (resolved, running):
+            await flash(resolved[0])
+            opener = LinuxAgentOpener(store, run_id)
+            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
+            await frames_flowing(store, run_id, resolved[0].name)
+            fault(running, opener)
+            return await replay, opener
+
+    return on_loop_thread(go())
+
+
 def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
-    plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/combat.mcap"), wire.encode), SECONDS)
-    devices = [loopback(d) for d in load_fleet() if d.kind in ("jetson-orin-nx", "pi5")]
-    store = open_store(tmp_path / "results.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
-    loop = LoopThread()
+    plan, devices, store, run_id = begin_replay(tmp_path, "combat", ("jetson-orin-nx", "pi5"))
 
     async def go():
         async with virtual_fleet(devices) as (resolved, _running):
             for dev in resolved:
-                driver = driver_for(dev)
-                try:
-                    assert all(step.ok for step in await driver.flash())
-                finally:
-                    await driver.close()
+                assert all(step.ok for step in await flash(dev))
             opener = LinuxAgentOpener(store, run_id)
             runs = await ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute()
             return runs, opener
 
-    try:
-        runs, opener = loop.run(go(), timeout_s=180)
-    finally:
-        loop.close()
+    runs, opener = on_loop_thread(go())
     store.finish_run(run_id, "finished")
     assert {r.device.name: r.status for r in runs} == {"orin-1": "ok", "pi5-1": "ok"}, [r.detail for r in runs]
 
@@ -91,31 +133,12 @@ def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
 
 
 def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -> None:
-    plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/dialogue.mcap"), wire.encode), SECONDS)
-    devices = [loopback(d) for d in load_fleet() if d.kind == "pi5"]
-    store = open_store(tmp_path / "results.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
-    loop = LoopThread()
-    killed: list[int] = []
+    plan, devices, store, run_id = begin_replay(tmp_path, "dialogue", ("pi5",))
 
-    async def go():
-        async with virtual_fleet(devices) as (resolved, _running):
-            driver = driver_for(resolved[0])
-            try:
-                await driver.flash()
-            finally:
-                await driver.close()
-            opener = LinuxAgentOpener(store, run_id)
-            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
-            await frames_flowing(store, run_id, "pi5-1")
-            killed.append(opener.drivers["pi5-1"].agent.pid)
-            os.kill(killed[0], signal.SIGKILL)  # as the OOM killer would
-            return await replay
+    def kill_agent(_running: dict[str, VirtualDevice], opener: LinuxAgentOpener) -> None:
+        os.kill(opener.drivers["pi5-1"].agent.pid, signal.SIGKILL)  # as the OOM killer would
 
-    try:
-        runs = loop.run(go(), timeout_s=180)
-    finally:
-        loop.close()
+    runs, _opener = replay_with_fault(plan, devices, store, run_id, kill_agent)
     assert runs[0].status == "ok", runs[0].detail
     frames = list(store.frames(run_id, "pi5-1"))
     indices = [f.i for f in frames]
@@ -132,29 +155,12 @@ def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -
 
 
 def test_ssh_cut_mid_replay_reconnects_and_the_run_is_kept(tmp_path: Path) -> None:
-    plan = first_seconds(build_plan(read_session(REPO / "fixtures/sessions/exploration.mcap"), wire.encode), SECONDS)
-    devices = [loopback(d) for d in load_fleet() if d.kind == "jetson-orin-nx"]
-    store = open_store(tmp_path / "results.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
-    loop = LoopThread()
+    plan, devices, store, run_id = begin_replay(tmp_path, "exploration", ("jetson-orin-nx",))
 
-    async def go():
-        async with virtual_fleet(devices) as (resolved, running):
-            driver = driver_for(resolved[0])
-            try:
-                await driver.flash()
-            finally:
-                await driver.close()
-            opener = LinuxAgentOpener(store, run_id)
-            replay = asyncio.create_task(ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute())
-            await frames_flowing(store, run_id, "orin-1")
-            assert running["orin-1"].drop_connections() >= 1
-            return await replay, opener
+    def cut_ssh(running: dict[str, VirtualDevice], _opener: LinuxAgentOpener) -> None:
+        assert running["orin-1"].drop_connections() >= 1
 
-    try:
-        runs, opener = loop.run(go(), timeout_s=180)
-    finally:
-        loop.close()
+    runs, opener = replay_with_fault(plan, devices, store, run_id, cut_ssh)
     assert runs[0].status == "ok", runs[0].detail
     kinds = [f.kind for _, f in store.faults(run_id, "orin-1") if f.cause == "bench"]
     assert {"ssh-dropped", "ssh-reconnected", "agent-link-lost"} <= set(kinds) and "agent-exit" not in kinds

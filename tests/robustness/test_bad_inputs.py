@@ -91,6 +91,13 @@ FLEETS = {
     "wronglink": DEVICE + 'ssh = "u@h:22"\n',
 }
 
+
+def publish_int8(model: str) -> list[str]:
+    """`model publish MODEL` as tflite-int8 named m, signed with the test key, into {tmp}/st."""
+    options = ["--key", "{key}", "--name", "m", "--format", "tflite-int8", "--store", "{tmp}/st"]
+    return ["model", "publish", model, *options]
+
+
 # fmt: off
 # (id, argv, exit code, words the message must contain)
 CASES = [
@@ -168,42 +175,8 @@ CASES = [
     ("keys name ..", ["keys", "gen", "--name", "../x", "--out", "{tmp}/k"], 2, ["--name"]),
     ("keys name empty", ["keys", "gen", "--name", "", "--out", "{tmp}/k"], 2, ["--name"]),
     ("keys out unwritable", ["keys", "gen", "--out", "{file}/k"], 2, ["file"]),
-    (
-        "publish binary",
-        [
-            "model",
-            "publish",
-            "{bin}",
-            "--key",
-            "{key}",
-            "--name",
-            "m",
-            "--format",
-            "tflite-int8",
-            "--store",
-            "{tmp}/st",
-        ],
-        2,
-        ["bin"],
-    ),
-    (
-        "publish truncated",
-        [
-            "model",
-            "publish",
-            "{cut_tflite}",
-            "--key",
-            "{key}",
-            "--name",
-            "m",
-            "--format",
-            "tflite-int8",
-            "--store",
-            "{tmp}/st",
-        ],
-        2,
-        ["cut.tflite", "corrupt"],
-    ),
+    ("publish binary", publish_int8("{bin}"), 2, ["bin"]),
+    ("publish truncated", publish_int8("{cut_tflite}"), 2, ["cut.tflite", "corrupt"]),
     (
         "publish wrong shape",
         ["model", "publish", str(MODELS / "npc-fault-arena-int8.tflite"), "--key", "{key}", "--store", "{tmp}/st"],

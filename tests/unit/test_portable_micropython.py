@@ -1,5 +1,6 @@
 """The portable modules give the same results under the real MicroPython unix VM as under CPython."""
 
+import inspect
 import json
 import shutil
 import subprocess
@@ -19,41 +20,12 @@ from bench.agent import wire  # noqa: E402
 
 MICROPYTHON = shutil.which("micropython") or str(Path(sys.executable).with_name("micropython"))
 
+# MicroPython's side: the modules as top-level imports, then `portable_results` (its source, below) run on them
 SCRIPT = r"""
 import sys, json
 sys.path.append(ROOT + "/bench/agent")
 sys.path.append(ROOT + "/micropython")
 import wire, npcsched, npcfeat, npcrecords
-out = {}
-msg = {"t": "frame", "i": 3, "p": 0.5, "ran": True, "d": [1, -2, 3.25]}
-out["line"] = wire.encode({"t": "x", "id": 4}).decode()
-out["decoded"] = wire.decode(LINE)
-try:
-    wire.decode(LINE[:-4] + "0000")
-except wire.WireError as e:
-    out["err"] = [e.code, e.id]
-out["soft"] = wire._crc32_soft(b"hello world")
-f = npcfeat.Features()
-for ch, ts, d in INPUTS:
-    f.add(ch, ts, d)
-out["vec"] = f.vector()
-s = npcsched.Scheduler(60, 144, key_every=2)
-c = npcsched.VsyncClock(144, 5)
-slots = []
-for k in range(12):
-    sl = s.on_vsync(c.take())
-    if sl.due is not None and k % 3 == 0:
-        s.begin(sl, sl.due + 100)
-        s.finish(sl, sl.due + 200)
-    slots.append([sl.i, sl.vsync, sl.due, sl.skip, sl.q, sl.late])
-out["slots"] = slots
-out["records"] = [
-    npcrecords.frame_record(sl, 3, 0.25, 17, 2),
-    npcrecords.refused_record("signature", "bad", 99, {"name": "m", "version": 4, "x": 1}, 2),
-    npcrecords.model_fault_record("oom", 3, "MemoryError: x", 120),
-    npcrecords.rollback_record("crash", 3, 2, 100, 110, 120, 7, "boom"),
-]
-print(json.dumps(out))
 """
 
 INPUTS = [
@@ -67,7 +39,9 @@ INPUTS = [
 ]
 
 
-def cpython_results(line):
+def portable_results(line, inputs):
+    """What the portable modules give for a wire `line` and feature `inputs`; the same source runs under both
+    VMs (MicroPython gets it through inspect.getsource, so keep it to what MicroPython parses)."""
     out = {"line": wire.encode({"t": "x", "id": 4}).decode(), "decoded": wire.decode(line)}
     try:
         wire.decode(line[:-4] + "0000")
@@ -75,7 +49,7 @@ def cpython_results(line):
         out["err"] = [e.code, e.id]
     out["soft"] = wire._crc32_soft(b"hello world")
     f = npcfeat.Features()
-    for ch, ts, d in INPUTS:
+    for ch, ts, d in inputs:
         f.add(ch, ts, d)
     out["vec"] = f.vector()
     s = npcsched.Scheduler(60, 144, key_every=2)
@@ -101,12 +75,12 @@ def cpython_results(line):
 def test_same_results_under_micropython():
     line = wire.encode({"t": "frame", "i": 3, "p": 0.5, "ran": True, "d": [1, -2, 3.25]}).decode().rstrip("\n")
     prelude = f"ROOT = {str(ROOT)!r}\nLINE = {line!r}\nINPUTS = {json.dumps(INPUTS)}\n"
-    proc = subprocess.run(
-        [MICROPYTHON, "-c", prelude + SCRIPT], capture_output=True, text=True, timeout=60, check=False
-    )
+    run = "print(json.dumps(portable_results(LINE, INPUTS)))\n"
+    script = prelude + SCRIPT + inspect.getsource(portable_results) + run
+    proc = subprocess.run([MICROPYTHON, "-c", script], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     mpy = json.loads(proc.stdout)
-    cpy = cpython_results(line)
+    cpy = portable_results(line, INPUTS)
     # key order may differ between the VMs; each side decodes the other's line
     assert wire.decode(mpy["line"]) == wire.decode(cpy["line"]) == {"t": "x", "id": 4}
     assert mpy["decoded"] == cpy["decoded"] and mpy["err"] == cpy["err"] == ["bad_frame", None]
