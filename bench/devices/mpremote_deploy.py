@@ -10,7 +10,7 @@ import hashlib
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO
@@ -63,7 +63,8 @@ def open_raw_repl(url: str, baud: int, log: IO[str] | None = None) -> SerialTran
 
 @contextmanager
 def _raw_repl_no_reset(url: str, baud: int) -> Iterator[SerialTransport]:
-    """The board's raw REPL without a soft reset (giving up after 3 s), closed on leaving."""
+    """The board's raw REPL without a soft reset (giving up after 3 s), closed on leaving. A close that fails
+    (the chip was just told to reset, and its USB port may be gone) is not the request's failure."""
     transport = None
     try:
         transport = SerialTransport(url, baudrate=baud)
@@ -71,7 +72,8 @@ def _raw_repl_no_reset(url: str, baud: int) -> Iterator[SerialTransport]:
         yield transport
     finally:
         if transport is not None:
-            transport.close()
+            with suppress(TransportError, OSError):
+                transport.close()
 
 
 def micropython_version(url: str, baud: int, log: IO[str] | None = None) -> str | None:
