@@ -119,6 +119,7 @@ def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: Built
     assert not qemu_alive(driver.machine.pid)
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the guest-panic test above shows a dead guest detected by default
 def test_qemu_killed_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
     driver = QemuArm64Driver(switch_device(), tmp_path)
 
@@ -224,6 +225,7 @@ def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: P
     assert bad.returncode == 2 and b"no image recipe for kind 'jetson'" in bad.stderr
 
 
+@pytest.mark.slow  # opt-in (--run-slow): a rare host condition; every other guest test boots
 def test_boot_retries_when_a_forwarded_port_was_taken(
     tmp_path: Path, arm64_image: BuiltImage, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -22,6 +22,7 @@ from tests.esp32c6_support import FIRMWARE, REPO, mpremote, preflash, virtual_c6
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the nightly e2e and the lab test flash boards through the same command
 def test_hilbench_flash_two_board_fleet(tmp_path: Path) -> None:
     state = tmp_path / "state"
     env = {**os.environ, "HILBENCH_STATE_DIR": str(state)}

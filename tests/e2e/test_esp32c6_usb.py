@@ -27,7 +27,8 @@ def wait_for_log(board: Board, text: str, after: int, timeout_s: float = 15.0) -
         time.sleep(0.2)
 
 
-@pytest.mark.parametrize("usb", [UART_BRIDGE, USB_SERIAL_JTAG])
+# the UART bridge is the personality every other ESP32-C6 test flashes through: opt-in here (--run-slow)
+@pytest.mark.parametrize("usb", [pytest.param(UART_BRIDGE, marks=pytest.mark.slow), USB_SERIAL_JTAG])
 def test_bare_esptool_then_mpremote_on_each_usb_personality(usb: str, tmp_path: Path) -> None:
     with virtual_c6(tmp_path / "state", mac=MAC, usb=usb) as board:
         assert board.wait_mode("boot-loop")["mode"] == "boot-loop"  # blank flash: the ROM's invalid-header loop

@@ -262,6 +262,7 @@ def test_pytest_plugin_runs_device_tests_on_a_lab_place(lab: Lab, tmp_path: Path
     assert lab.places()["ci-c6-b"]["acquired"] is None  # released at the end of the session
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the lease-wait path is also covered by tests/robustness/test_leases_cli.py
 def test_a_busy_place_is_waited_for_until_the_deadline_then_named(lab: Lab, tmp_path: Path) -> None:
     async def scenario() -> None:
         async with _holding(lab, "ci-c6-a"):
@@ -295,6 +296,7 @@ def test_a_busy_place_is_waited_for_until_the_deadline_then_named(lab: Lab, tmp_
     asyncio.run(scenario())
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the janitor and SIGTERM place tests below run by default
 def test_an_exporter_restarting_mid_run_is_reacquired_on_its_new_port(lab: Lab, tmp_path: Path) -> None:
     fleet = load_fleet(lab.fleet)
 

@@ -233,6 +233,7 @@ def test_micropython_crash_is_decoded_into_the_reports(pytester: pytest.Pytester
     assert "micropython/npc_agent.py" in extras
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the whole hil/ suite; the fixtures it uses are tested above by default
 def test_the_device_suite_passes_on_a_virtual_linux_board(pytester: pytest.Pytester) -> None:
     """The representative part of `pytest hil/` in the default run: its checks on one virtual Pi 5. Decision
     latency (on the bench clock) is left to `pytest hil/`: a shared CI host's load spikes would decide it."""

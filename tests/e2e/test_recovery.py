@@ -103,6 +103,7 @@ def test_a_board_hung_mid_replay_is_recovered_and_the_run_goes_on(tmp_path: Path
     store.close()
 
 
+@pytest.mark.slow  # opt-in (--run-slow): 70 s of a full failing ladder; the hung-board recovery above runs by default
 def test_a_board_that_never_recovers_is_marked_bad_and_fleet_health_fix_brings_it_back(tmp_path: Path) -> None:
     path = fleet_file(tmp_path, "c6-s", "60:55:f9:c6:30:02")
     fleet = load_fleet(path)

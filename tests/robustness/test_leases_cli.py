@@ -99,6 +99,7 @@ def test_two_flashes_of_one_board_run_one_after_the_other(tmp_path: Path) -> Non
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # opt-in (--run-slow): two flashes of one board, above, show the same wait by default
 def test_a_flash_waits_for_a_replay_to_release_the_board(tmp_path: Path) -> None:
     holder = _holder("c6-a", 4)
     try:
