@@ -54,6 +54,7 @@ class Models:
         self.emit = emit
         self.current = None
         self.prev = None
+        self.spare = None  # npcnn.Buffers: arrays the next model of the running one's shapes is read into
         self.t_switch = 0
         self.counts = {"loads": 0, "refused": 0, "faults": 0, "rollbacks": 0}
         self.infer_us_last = 0
@@ -94,6 +95,8 @@ class Models:
         its file, verified as any load, so the running model is kept (its probation is not restarted)."""
         was = self.current
         kept = (was.path, was.manifest) if was is not None else None
+        if was is not None and self.spare is None:
+            self.spare = npcnn.Buffers.of(was.net)
         self.current = self.prev = was = None
         gc.collect()
         try:
@@ -108,15 +111,21 @@ class Models:
         released first (the switch that follows would drop it anyway) and the parse tried once more."""
         for attempt in (0, 1):
             gc.collect()
+            reuse, self.spare = self.spare, None
+            kept = reuse.count() if reuse is not None else 0
             try:
-                return npcnn.load(path)
-            except MemoryError:
+                return npcnn.load(path, reuse=reuse)
+            except MemoryError as exc:
                 if attempt or self.prev is None:
                     gc.collect()
-                    raise Refused("oom", "MemoryError while loading %s (%d B)" % (path, size))
+                    raise Refused("oom", "MemoryError while loading %s (%d B): %s" % (path, size, exc))
+                self.spare = npcnn.Buffers.of(self.prev.net)
                 self.prev = None
             except npcnn.ModelError as exc:
                 raise Refused("parse", "%s: %s" % (path, exc))
+            finally:
+                if reuse is not None and reuse.count() == kept:  # another shape: nothing was taken
+                    self.spare = self.spare or reuse
 
     def refuse(self, exc, manifest):
         """Report a refused load (the running model is untouched)."""
@@ -132,6 +141,8 @@ class Models:
         self.current = model
         self.t_switch = self.clock.now()
         self.counts["loads"] += 1
+        if self.spare is None and self.prev is None:  # the first model: its spare arrays, on a young heap
+            self.spare = npcnn.Buffers.like(model.net)
         gc.collect()
         switch_us = self.t_switch - t
         if self.on_current is not None:
@@ -144,9 +155,19 @@ class Models:
             return False
         if self.clock.now() - self.t_switch < PROBATION_US:
             return True
+        self._recycle(self.prev.net)
         self.prev = None
         gc.collect()
         return False
+
+    def _recycle(self, net):
+        """Keep a released model's arrays for the next parse when it has the running model's shapes (the
+        likely next model); drop a spare of other shapes."""
+        running = npcnn.shapes(self.current.net) if self.current is not None else None
+        if running and npcnn.shapes(net) == running:
+            self.spare = npcnn.Buffers.of(net)
+        elif self.spare is not None and self.spare.shapes != running:
+            self.spare = None
 
     def _run(self, model, x):
         t0 = self.clock.now()
@@ -183,6 +204,7 @@ class Models:
             prev = self.prev
             self.current = prev
             self.prev = None
+            self._recycle(cur.net)
             cur = cur.version
             gc.collect()
             rollback_us = self.clock.now() - t_fault

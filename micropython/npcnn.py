@@ -76,14 +76,70 @@ class Layer:
         self.w = None
 
 
+def shapes(model):
+    """The (inputs, outputs) of each layer of `model`: models with equal shapes can share arrays."""
+    return tuple((layer.n_in, layer.n_out) for layer in getattr(model, "layers", ()))
+
+
+class Buffers:
+    """Arrays kept for the next model of the same shapes to be read into. A heap fragmented by hours of
+    inputs can hold many kB free yet no contiguous block for a layer's weights (a 3 KB allocation failed with
+    170 KB free); reading into arrays that already exist needs none."""
+
+    def __init__(self, model_shapes):
+        self.shapes = model_shapes
+        self._free = {}
+
+    @classmethod
+    def of(cls, model):
+        """The arrays of `model`, a model nothing runs any more."""
+        pool = cls(shapes(model))
+        for layer in getattr(model, "layers", ()):
+            pool.put("i", layer.bias)
+            pool.put("i", layer.mult)
+            pool.put("b", layer.shift)
+            pool.put("w", layer.w)
+        if getattr(model, "_acc", None) is not None:
+            pool.put("i", model._acc)
+        return pool
+
+    @classmethod
+    def like(cls, model):
+        """New arrays of `model`'s shapes (allocated while the heap is young: at the agent's first model)."""
+        pool = cls(shapes(model))
+        for n_in, n_out in pool.shapes:
+            pool.put("i", array("i", bytes(4 * n_out)))
+            pool.put("i", array("i", bytes(4 * n_out)))
+            pool.put("b", array("b", bytes(n_out)))
+            pool.put("w", bytearray(n_in * n_out))
+        if pool.shapes:
+            width = max(n_out for _, n_out in pool.shapes)
+            pool.put("i", array("i", bytes(4 * width)))
+        return pool
+
+    def put(self, kind, buf):
+        """Keep `buf` ("i": int32 array, "b": int8 array, "w": weights bytearray)."""
+        self._free.setdefault((kind, len(buf)), []).append(buf)
+
+    def take(self, kind, count):
+        """A kept array of `count` items, or None."""
+        kept = self._free.get((kind, count))
+        return kept.pop() if kept else None
+
+    def count(self):
+        """How many arrays are kept."""
+        return sum(len(v) for v in self._free.values())
+
+
 class Model:
     """A parsed .npcm model. Weights are read-only once loaded; `infer` allocates no model state.
 
     `source` is the model's bytes or a binary file opened for reading; from a file, each section is
     read straight into its array, so loading needs little more RAM than the model itself."""
 
-    def __init__(self, source, native=True):
+    def __init__(self, source, native=True, reuse=None):
         self._native = _fc_acc_native if native else None
+        self._reuse = reuse  # a Buffers whose arrays this model's are read into when sizes match
         f = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else source
         self.file_bytes = 0
         head = self._read(f, 16)
@@ -127,7 +183,8 @@ class Model:
         self.n_actions = layers[-1].n_out if self.action_map is None else len(self.action_map)
         self.weight_bytes = sum(len(x.w) + 9 * x.n_out for x in layers)
         width = max(x.n_out for x in layers)
-        self._acc = array("i", bytes(4 * width))  # scratch for the native kernel
+        self._acc = self._take("i", width) or array("i", bytes(4 * width))  # scratch for the native kernel
+        self._reuse = None
 
     def _read(self, f, n):
         data = f.read(n) if n else b""
@@ -136,17 +193,24 @@ class Model:
         self.file_bytes += n
         return data
 
+    def _take(self, kind, count):
+        return self._reuse.take(kind, count) if self._reuse is not None else None
+
+    def _read_into(self, f, buf, n):
+        if f.readinto(buf) != n:
+            raise ModelError("needs %d bytes at offset %d, the file ends" % (n, self.file_bytes))
+        self.file_bytes += n
+        return buf
+
     def _weights(self, f, count):
         # int8 weights as stored (two's complement bytes), read in place: no second copy of the biggest array
-        w = bytearray(count)
-        if f.readinto(w) != count:
-            raise ModelError("needs %d bytes at offset %d, the file ends" % (count, self.file_bytes))
-        self.file_bytes += count
-        return w
+        return self._read_into(f, self._take("w", count) or bytearray(count), count)
 
     def _array(self, f, typecode, count):
-        # little-endian raw bytes into an array (both CPython and MicroPython copy a bytes initializer verbatim)
-        return array(typecode, self._read(f, count * (4 if typecode == "i" else 1)))
+        # little-endian raw bytes into an array (both CPython and MicroPython copy raw bytes verbatim)
+        n = count * (4 if typecode == "i" else 1)
+        kept = self._take(typecode, count)
+        return self._read_into(f, kept, n) if kept is not None else array(typecode, self._read(f, n))
 
     def quantize(self, features):
         """Float features -> int8 input values (a list): clip(round(x / scale) + zp, -128, 127)."""
@@ -226,7 +290,8 @@ class Model:
         return best, (probs[best] - SOFTMAX_ZERO_POINT) * SOFTMAX_SCALE, probs
 
 
-def load(path, native=True):
-    """Read and parse the .npcm file at `path` (MemoryError when it does not fit the heap)."""
+def load(path, native=True, reuse=None):
+    """Read and parse the .npcm file at `path` (MemoryError when it does not fit the heap), into the arrays
+    of `reuse` (a Buffers) where their sizes match."""
     with open(path, "rb") as f:
-        return Model(f, native)
+        return Model(f, native, reuse)
