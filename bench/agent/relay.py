@@ -6,12 +6,18 @@ agent; bench.health.session: the recovery ladder for any driver)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
-from typing import Any
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
 from bench.agent.session import AgentSession, FrameRecord
 from bench.errors import DeviceUnreachable
+
+if TYPE_CHECKING:
+    from bench.health.ladder import RecoveryResult
 
 RECOVERY_CLOCK_PINGS = 8  # clock exchanges with each session after a recovery
 
@@ -27,6 +33,9 @@ class RelayedSession:
         self._start_args: dict[str, Any] | None = None
         self._stopping = False
         self._recovering = False
+        self._idle = asyncio.Event()  # set while no recovery runs
+        self._idle.set()
+        self.recoveries: list[RecoveryResult] = []  # what the recovery ladder did, in order
         self._index_offset = 0
         self._next_index = 0
 
@@ -60,9 +69,18 @@ class RelayedSession:
         self._stopping = False
         return await self.inner.start(**kwargs)
 
+    @property
+    def device(self) -> str:
+        """The device name."""
+        raise NotImplementedError
+
     async def stop(self, timeout: float | None = None) -> dict[str, Any]:
-        """Stop the frame loop."""
+        """Stop the frame loop, after a recovery under way has finished (a replay's inputs can end while the
+        ladder is still bringing the device back); DeviceUnreachable with the ladder's reason if it failed."""
+        await self._idle.wait()
         self._stopping = True
+        if self.recoveries and not self.recoveries[-1].recovered:
+            raise DeviceUnreachable(f"device {self.device!r}: {self.recoveries[-1].reason}")
         return await self.inner.stop(timeout)
 
     async def stats(self) -> dict[str, Any]:
@@ -91,6 +109,17 @@ class RelayedSession:
         await self.inner.close()
 
     # -- for the subclasses --------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _recovery(self) -> AsyncIterator[None]:
+        """While the agent is brought back: inputs are dropped and counted, and `stop` waits."""
+        self._recovering = True
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._recovering = False
+            self._idle.set()
 
     def _numbered(self, rec: FrameRecord) -> FrameRecord:
         """`rec` with its index continuing those of the sessions before."""

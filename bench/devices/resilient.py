@@ -22,7 +22,6 @@ from bench.devices.linux import AgentFault, LinuxDriver
 from bench.errors import BenchError, DeviceUnreachable
 
 if TYPE_CHECKING:
-    from bench.health.ladder import RecoveryResult
     from bench.results.store import ResultStore
 
 # Called with each agent session the run gets: the first one, and the new one after every recovery.
@@ -49,7 +48,6 @@ class ResilientSession(RelayedSession):
         super().__init__(session)
         self.store = store  # where the recovery ladder records what it did
         self.run_id = run_id
-        self.recoveries: list[RecoveryResult] = []
         self.driver = driver
         self.max_restarts = max_restarts
         self.on_session = on_session
@@ -87,10 +85,11 @@ class ResilientSession(RelayedSession):
                 return
             if self._start_args.get("frames") and self._received >= self._start_args["frames"]:
                 return  # every frame of a bounded run arrived; only the `stopped` was lost
-            if stalled:
-                await self._climb(f"frame loop stalled: {stalled}")
-            else:
-                await self._recover()
+            async with self._recovery():
+                if stalled:
+                    await self._climb(f"frame loop stalled: {stalled}")
+                else:
+                    await self._recover()
 
     async def _recover(self) -> None:
         """The link ended mid-run: restart the agent if it died, open a new session, restart the loop; when

@@ -12,11 +12,9 @@ with DeviceUnreachable (and is marked bad by the ladder).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 from bench.agent.clock import ClockSync
 from bench.agent.relay import RelayedSession
@@ -55,9 +53,6 @@ class RecoveringSession(RelayedSession):
         self.stall_s = stall_s
         self.max_recoveries = max_recoveries
         self.log_dir = log_dir
-        self.recoveries: list[RecoveryResult] = []
-        self._idle = asyncio.Event()  # set while no recovery runs
-        self._idle.set()
         self._domain: ClockSync | None = None  # the first session's clock, once a recovery changed the device's
 
     @classmethod
@@ -98,16 +93,6 @@ class RecoveringSession(RelayedSession):
         """The device name."""
         return self.device_info.name
 
-    # -- requests ----------------------------------------------------------------------------------
-
-    async def stop(self, timeout: float | None = None) -> dict[str, Any]:
-        """Stop the frame loop (after a recovery under way has finished)."""
-        await self._idle.wait()
-        self._stopping = True
-        if self.recoveries and not self.recoveries[-1].recovered:
-            raise DeviceUnreachable(f"device {self.device!r}: {self.recoveries[-1].reason}")
-        return await super().stop(timeout)
-
     # -- frames ------------------------------------------------------------------------------------
 
     async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
@@ -138,9 +123,7 @@ class RecoveringSession(RelayedSession):
         """The device stopped answering mid-run: climb the ladder, reopen, restart the frame loop."""
         if len(self.recoveries) >= self.max_recoveries:
             raise DeviceUnreachable(f"device {self.device!r}: {why}; already recovered {len(self.recoveries)} times")
-        self._recovering = True
-        self._idle.clear()
-        try:
+        async with self._recovery():
             old_clock = self.clock
             await self._retire()
             why = f"{why} after {self._next_index} frame(s)"
@@ -155,9 +138,6 @@ class RecoveringSession(RelayedSession):
             self._domain = old_clock
             assert self._start_args is not None
             await start_fresh(result.session, self._start_args)
-        finally:
-            self._recovering = False
-            self._idle.set()
 
 
 def _first_line(exc: BaseException) -> str:
