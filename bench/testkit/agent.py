@@ -25,7 +25,7 @@ from bench.fleet import Device
 from bench.kinds import Settings
 from bench.loop_thread import LoopThread
 from bench.models import kind_model
-from bench.ota.rollout import DeviceUpdate, device_base_url, server_host_for, update_device
+from bench.ota.rollout import DeviceUpdate, channel_url, update_device
 from bench.ota.timing import timing_named
 from bench.provision.controls import BoardControls
 from bench.testkit.console import DeviceConsole
@@ -107,16 +107,17 @@ class DeviceAgent:
         return self._run(self._session().stats())
 
     def update(self, model: str | Path | dict[str, Any], *, delta: bool = False) -> DeviceUpdate:
-        """Update the agent over CoAP through the bench's update server and check the result through its hello.
-        `model`: a model file (signed with the dev key and published as the next version), a manifest already
+        """Update the agent over its update channel (`update_channel`: CoAP, WebSocket or gRPC) through the
+        bench's update server, as the nightly's update stage does, and check the result through its hello.
+        `model`: a model file (signed with the fleet's key, published as the next version), a manifest already
         published in `ota.store`, or a name from `ota.manifest(...)` ("v1", "v2", "forged-v2", "crash", ...).
         Never raises for a device-side failure: see the returned record's `ok`, `detail`, `kept_previous`."""
         manifest = self.ota.resolve(model, self.device)
         return self._run(self._update(manifest, delta), timeout_s=900)
 
     def load_model(self, path: str | Path) -> DeviceUpdate:
-        """Switch the agent to the model file `path` (signed with the dev key, sent over CoAP); BenchError if the
-        agent refused it or did not switch."""
+        """Switch the agent to the model file `path` (signed with the fleet's signing key, sent over its update
+        channel); BenchError if the agent refused it or did not switch."""
         result = self.update(Path(path))
         if not result.ok:
             raise BenchError(f"device {self.name}: model {path} not loaded: {result.detail}")
@@ -265,8 +266,7 @@ class DeviceAgent:
             await driver.follow_console(lambda text: self.console.feed(text, "device"))
 
     async def _update(self, manifest: dict[str, Any], delta: bool) -> DeviceUpdate:
-        port = await self.ota.port()
-        base_url = device_base_url(port, server_host_for(self.device, self.driver))
+        base_url = channel_url(self.device, self.driver, await self.ota.ports(self.device))
         timing = timing_named(self.settings.ota_timing)
         return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
 
