@@ -1,7 +1,9 @@
 """pytest fixtures that hand a test a ready device: `agent`, `console`, `devices`; crash reports on failure.
 
 - `agent`: the test's device (parametrized like `device`, `@pytest.mark.kinds(...)` applies) brought up to
-  date once per session (flashed/deployed only when out of date), its agent running and a session open:
+  date once per session (flashed/deployed only when out of date; a board with a `[device.os]` table gets its
+  OS image written first when its fingerprint is unreadable or differs, as `hilbench flash --os` does; each
+  stage is a line in pytest's log and the first test's console), its agent running and a session open:
   `agent.hello()`, `infer(x)`, `load_model(path)`, `update(model, delta=)`, `replay(file, speed=)`, `stats()`.
   The agent stays up for the session; before each test it must answer a hello, else it is recovered (the
   `hil_recovery_ladder` fixture: restart the agent, then redeploy); after a failed test it is restarted anyway.
@@ -63,7 +65,9 @@ class AgentPool:
             agent = self.agents.get(device.name)
             if agent is None:
                 resolved = self.devices_pool.get(device)
-                agent = DeviceAgent(resolved, self.loop, self.log_root / "_session" / device.name, self.ota)
+                log_dir = self.log_root / "_session" / device.name
+                controls = self.devices_pool.controls(device.name)
+                agent = DeviceAgent(resolved, self.loop, log_dir, self.ota, controls)
                 self.agents[device.name] = agent
             notes = self.loop.run(_prepare(agent, ladder), timeout_s=BRING_UP_TIMEOUT_S)
         except DeviceBroken as exc:
@@ -95,7 +99,7 @@ async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[s
     if agent.session is None:
         try:
             await agent.bring_up()
-            return [f"ready: {', '.join(agent.deploy_steps)}"]
+            return [*agent.deploy_log, f"ready: {', '.join(agent.deploy_steps)}"]
         except BenchError as exc:
             cause = without_device(exc, agent.name)
     elif agent.suspect:

@@ -24,7 +24,8 @@ from bench.fleet import Device, Fleet, load_fleet
 from bench.lab.acquire import lab_devices
 from bench.leases import LeaseSet
 from bench.loop_thread import LoopThread
-from bench.virtual import has_virtual, make_virtual
+from bench.provision.controls import BoardControls
+from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual
 
 pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices")  # record_measurement; agent, console, devices
 
@@ -96,7 +97,7 @@ class _DevicePool:
         self.leases = LeaseSet(holder="pytest")
         self.lease_wait_s = lease_wait_s
         self.resolved: dict[str, Device] = {}
-        self.running: list[object] = []
+        self.running: dict[str, VirtualDevice] = {}  # started stand-ins by device name
         self.places: list[contextlib.AbstractAsyncContextManager] = []  # held labgrid places
 
     def get(self, device: Device) -> Device:
@@ -110,13 +111,18 @@ class _DevicePool:
             elif device.virtual and has_virtual(device.kind):
                 stand_in = make_virtual(device)
                 link = self.loop.run(stand_in.start())
-                self.running.append(stand_in)
+                self.running[device.name] = stand_in
                 device = device.with_link(link)
             self.resolved[device.name] = device
         return self.resolved[device.name]
 
+    def controls(self, name: str) -> BoardControls | None:
+        """The power/storage controls of device `name`'s virtual stand-in (None: a real board's come from the
+        fleet file), for writing its OS as `hilbench flash --os` does."""
+        return board_controls(self.running).get(name)
+
     def close(self) -> None:
-        for stand_in in self.running:
+        for stand_in in self.running.values():
             with contextlib.suppress(Exception):
                 self.loop.run(stand_in.stop(), timeout_s=30)
         for held in self.places:

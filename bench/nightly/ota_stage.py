@@ -21,7 +21,7 @@ from bench.measure.faults import fault_event
 from bench.models import fleet_formats
 from bench.nightly.stages import DeviceOutcome
 from bench.ota import channels
-from bench.ota.rollout import DeviceUpdate, bind_address, server_host_for, update_device
+from bench.ota.rollout import DeviceUpdate, bind_address, channel_url, update_device
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
 from bench.paths import MODELS_DIR
@@ -112,8 +112,7 @@ class _Agent:
             await self.driver.close_agent()
 
     def base_url(self, ports: dict[str, int]) -> str:
-        channel = channels.channel_of(self.device)
-        return channels.base_url(channel, ports[channel], server_host_for(self.device, self.driver))
+        return channel_url(self.device, self.driver, ports)
 
 
 async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work) -> dict[str, DeviceOutcome]:

@@ -75,6 +75,13 @@ def server_host_for(device: Device, driver: object | None) -> str:
     return str(getattr(driver, "host_address", None) or device.settings.ota_server_host)
 
 
+def channel_url(device: Device, driver: object | None, ports: dict[str, int]) -> str:
+    """The base URL of `device`'s update channel (its `update_channel`), as the device reaches the bench;
+    `ports`: the port each served channel listens on."""
+    channel = channels.channel_of(device)
+    return channels.base_url(channel, ports[channel], server_host_for(device, driver))
+
+
 def bind_address(hosts: list[str]) -> str:
     """127.0.0.1 when every device reaches the bench over loopback (QEMU's 10.0.2.2 included), else all
     interfaces."""
@@ -204,9 +211,8 @@ async def _update_one(
             await driver.close_agent()
         return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}", checked=False)
     try:
-        channel = channels.channel_of(device)
-        base_url = channels.base_url(channel, ports[channel], server_host_for(device, driver))
         timing = timing_named(device.settings.ota_timing)
+        base_url = channel_url(device, driver, ports)
         return await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
     finally:
         await session.close()

@@ -10,24 +10,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
-from bench.devices import driver_for, has_driver
+from bench.devices import has_driver
 from bench.devices.base import Driver
 from bench.errors import BenchError, ConfigError
+from bench.flashing import make_driver
 from bench.fleet import Device
 from bench.kinds import Settings
 from bench.loop_thread import LoopThread
 from bench.models import kind_model
-from bench.ota.rollout import DeviceUpdate, device_base_url, server_host_for, update_device
+from bench.ota.rollout import DeviceUpdate, channel_url, update_device
 from bench.ota.timing import timing_named
+from bench.provision.controls import BoardControls
 from bench.testkit.console import DeviceConsole
 from bench.testkit.ota import TestOta
 
+log = logging.getLogger(__name__)
 HEALTH_TIMEOUT_S = 5.0  # a hello must come back this fast (kinds with slower agents get their driver's timeout)
 
 
@@ -46,8 +50,11 @@ class DeviceAgent:
     """A device's agent session for tests: `hello()`, `infer(x)`, `load_model(path)`, `update(model)`,
     `replay(session)`, `stats()`; `console` is the device's console."""
 
-    def __init__(self, device: Device, loop: LoopThread, log_dir: Path, ota: TestOta) -> None:
+    def __init__(
+        self, device: Device, loop: LoopThread, log_dir: Path, ota: TestOta, controls: BoardControls | None = None
+    ) -> None:
         self.device = device
+        self.controls = controls  # a virtual board's power/storage for writing its OS (None: the fleet file's)
         self.loop = loop
         self.log_dir = log_dir
         self.ota = ota
@@ -58,6 +65,7 @@ class DeviceAgent:
         self.suspect = False  # a test failed on it: start the agent afresh before the next test
         self.replayed = False  # this agent process has had a session replayed into it
         self.deploy_steps: list[str] = []  # what the last deploy did, per step ("firmware: up to date", ...)
+        self.deploy_log: list[str] = []  # the last deploy's progress, a line per stage ("flash: os: booting", ...)
         self._follower: asyncio.Task[None] | None = None
         self._own_manifest: dict[str, Any] | None = None  # the device's own model, published for switching back
 
@@ -99,16 +107,17 @@ class DeviceAgent:
         return self._run(self._session().stats())
 
     def update(self, model: str | Path | dict[str, Any], *, delta: bool = False) -> DeviceUpdate:
-        """Update the agent over CoAP through the bench's update server and check the result through its hello.
-        `model`: a model file (signed with the dev key and published as the next version), a manifest already
+        """Update the agent over its update channel (`update_channel`: CoAP, WebSocket or gRPC) through the
+        bench's update server, as the nightly's update stage does, and check the result through its hello.
+        `model`: a model file (signed with the fleet's key, published as the next version), a manifest already
         published in `ota.store`, or a name from `ota.manifest(...)` ("v1", "v2", "forged-v2", "crash", ...).
         Never raises for a device-side failure: see the returned record's `ok`, `detail`, `kept_previous`."""
         manifest = self.ota.resolve(model, self.device)
         return self._run(self._update(manifest, delta), timeout_s=900)
 
     def load_model(self, path: str | Path) -> DeviceUpdate:
-        """Switch the agent to the model file `path` (signed with the dev key, sent over CoAP); BenchError if the
-        agent refused it or did not switch."""
+        """Switch the agent to the model file `path` (signed with the fleet's signing key, sent over its update
+        channel); BenchError if the agent refused it or did not switch."""
         result = self.update(Path(path))
         if not result.ok:
             raise BenchError(f"device {self.name}: model {path} not loaded: {result.detail}")
@@ -140,10 +149,13 @@ class DeviceAgent:
         await self.open()
 
     async def deploy(self) -> None:
-        """Flash/deploy through the driver: only what is out of date is written."""
+        """Flash/deploy through the driver: only what is out of date is written. A board with a `[device.os]`
+        table gets its OS image written first when its fingerprint is unreadable or differs, as the nightly's
+        flash stage does."""
         await self.close()
         driver = self._driver()
-        steps = await driver.flash()
+        self.deploy_log = []
+        steps = await driver.flash(self._progress)
         with contextlib.suppress(Exception):
             await driver.close_agent()
         self.deploy_steps = [f"{s.step}: {'up to date' if s.skipped else s.detail}" for s in steps]
@@ -237,17 +249,24 @@ class DeviceAgent:
         return self.session
 
     def _driver(self) -> Driver:
-        if self.driver is None:
-            self.driver = driver_for(self.device, log_dir=self.log_dir)
+        if self.driver is None:  # as the nightly's flash stage makes it: the OS written where out of date
+            self.log_dir.mkdir(parents=True, exist_ok=True)  # the driver's log (bmaptool's output, ...) goes here
+            self.driver = make_driver(self.device, self.log_dir, None, os=True, controls=self.controls)
         return self.driver
+
+    def _progress(self, _done: int, _total: int, what: str) -> None:
+        """A flash/deploy progress report: a log line (pytest's log) each time the stage changes."""
+        line = f"flash: {what}"
+        if not self.deploy_log or self.deploy_log[-1] != line:
+            self.deploy_log.append(line)
+            log.info("device %s: %s", self.name, line)
 
     async def _follow(self, driver: Driver) -> None:
         with contextlib.suppress(BenchError, OSError):
             await driver.follow_console(lambda text: self.console.feed(text, "device"))
 
     async def _update(self, manifest: dict[str, Any], delta: bool) -> DeviceUpdate:
-        port = await self.ota.port()
-        base_url = device_base_url(port, server_host_for(self.device, self.driver))
+        base_url = channel_url(self.device, self.driver, await self.ota.ports(self.device))
         timing = timing_named(self.settings.ota_timing)
         return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
 

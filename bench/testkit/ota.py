@@ -1,8 +1,10 @@
-"""The bench services a pytest session shares between devices: the CoAP update server with its model store
-(the nightly's store: v1, v2, forged signatures and the fault fixtures) and a results store for replays."""
+"""The bench services a pytest session shares between devices: the update servers of the devices' update
+channels (CoAP, WebSocket, gRPC: bench/ota/channels.py) with their model store (the nightly's store: v1, v2,
+forged signatures and the fault fixtures) and a results store for replays."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -11,8 +13,8 @@ from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.models import guess_name_and_format
 from bench.nightly.ota_stage import FAMILY, build_store
+from bench.ota import channels
 from bench.ota.rollout import bind_address
-from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.results.store import ResultStore
 from bench.signing import load_private_key
@@ -27,7 +29,8 @@ class TestOta:
         self.root = root
         self.signing_key = signing_key  # the fleet's signing key (bench.trust), as the nightly signs with
         self.hosts = hosts  # where the session's devices reach the bench (their ota_server_host)
-        self._server: UpdateServer | None = None
+        self._servers = contextlib.AsyncExitStack()
+        self._ports: dict[str, int] = {}  # served update channel -> its port
         self._results: ResultStore | None = None
         self._built: tuple[ModelStore, dict] | None = None
 
@@ -71,13 +74,14 @@ class TestOta:
                 return manifest
         return store.publish(model, load_private_key(self.signing_key), name=FAMILY, fmt=fmt).manifest
 
-    async def port(self) -> int:
-        """The update server's UDP port (started on first call)."""
-        if self._server is None:
-            server = UpdateServer(self.store, host=bind_address(self.hosts))
-            await server.start()
-            self._server = server
-        return self._server.port
+    async def ports(self, device: Device) -> dict[str, int]:
+        """The served update channels and their ports, `device`'s own channel (its `update_channel`) started
+        on first use."""
+        channel = channels.channel_of(device)
+        if channel not in self._ports:
+            served = channels.serve(self.store, {channel}, bind_address(self.hosts))
+            self._ports.update(await self._servers.enter_async_context(served))
+        return self._ports
 
     def results(self) -> ResultStore:
         """The session's results store (SQLite, beside the logs)."""
@@ -87,10 +91,9 @@ class TestOta:
         return self._results
 
     async def close(self) -> None:
-        """Stop the server and close the results store."""
-        if self._server is not None:
-            await self._server.stop()
-            self._server = None
+        """Stop the servers and close the results store."""
+        self._ports = {}
+        await self._servers.aclose()
         if self._results is not None:
             self._results.close()
             self._results = None
