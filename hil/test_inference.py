@@ -1,6 +1,7 @@
 """Inference on the device matches the reference on fixture inputs: int8 bit-exact against the runtime whose
 arithmetic the agent runs (tflite-micro for MicroPython's kernels, the bench's ai-edge-litert for TFLite
-agents), float32 within 1e-5 of the float reference."""
+agents of the same build; another TFLite build within one quantisation step), float32 within 1e-5 of the
+float reference."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import hashlib
 from functools import cache
 from pathlib import Path
 
+import ai_edge_litert
 import numpy as np
 import pytest
 
@@ -34,6 +36,9 @@ def running_tflite(agent) -> Path:
     if path is None:
         pytest.skip(f"device {agent.name}: runs a model that is not a fixture (sha256 {sha[:12]}): no reference")
     return path.with_suffix(".tflite")
+
+
+REFERENCE_RUNTIME = "ai-edge-litert " + getattr(ai_edge_litert, "__version__", "?")  # as the host agent names it
 
 
 def reference_int8(model: Path, x_q: np.ndarray, runtime: str) -> np.ndarray:
@@ -74,11 +79,17 @@ def test_int8_inference_is_bit_exact(agent, record_measurement):
         micros.append(res["us"])
     got = np.array(got)
     record_measurement("infer_time_median", float(np.median(micros)), "us", samples=micros)
-    differ = int((got != want).sum())
+    differ, steps = int((got != want).sum()), int(np.abs(got - want).max())
     record_measurement("int8_outputs_differing", differ, "count")
-    assert differ == 0, (
+    record_measurement("int8_max_steps_off", steps, "count")
+    # Bit-exact where the reference is the same arithmetic: tflite-micro for the MicroPython kernels, the same
+    # TFLite build for a host agent. Another TFLite build (e.g. tflite-runtime's aarch64 kernels on a Jetson)
+    # rounds some products differently: one quantisation step is the most it may be off.
+    allowed = 0 if "npcnn" in runtime or runtime == REFERENCE_RUNTIME else 1
+    assert steps <= allowed, (
         f"device {agent.name} ({runtime}): {differ} of {want.size} int8 outputs differ from the reference "
-        f"(max {np.abs(got - want).max()} steps) on {model.name}"
+        f"({REFERENCE_RUNTIME if allowed else 'same arithmetic'}), max {steps} steps (allowed {allowed}) "
+        f"on {model.name}"
     )
 
 

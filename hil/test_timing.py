@@ -7,7 +7,7 @@ FPS_TOLERANCE = 0.05
 
 
 def test_decision_latency_within_budget(agent, replayed, record_measurement):
-    if not agent.driver.real_time:
+    if agent.clock == "icount":
         pytest.skip(f"device {agent.name}: its clock is emulated (QEMU -icount), bench-clock latency is not its own")
     budget_ms = float(agent.settings.decision_budget_ms)
     p99_ms = replayed.median("decision_latency_p99") / 1000

@@ -24,12 +24,6 @@ class Driver(ABC):
     # how long opening the agent waits for the device to answer at all (the recovery ladder shortens it)
     answer_timeout_s: float = 10.0
 
-    @property
-    def real_time(self) -> bool:
-        """The device's clock runs at wall-clock pace (False: an emulator whose guest time is virtual, so
-        bench-clock latencies measure the emulation, not the device)."""
-        return True
-
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
         self.log_dir = log_dir

@@ -94,11 +94,6 @@ class QemuArm64Driver(Driver):
         """'realtime' (plain TCG) or 'icount' (-icount shift=0: deterministic); label every figure with it."""
         return self.link.timing
 
-    @property
-    def real_time(self) -> bool:
-        """False under -icount: the guest clock follows executed instructions, not the wall clock."""
-        return self.link.timing != "icount"
-
     def platform(self) -> dict[str, object]:
         """How the figures from this device were produced."""
         link = self.link

@@ -20,6 +20,7 @@ from bench.agent.session import AgentSession
 from bench.devices import has_driver
 from bench.devices.base import Driver
 from bench.errors import BenchError, ConfigError
+from bench.fingerprint import device_clock
 from bench.flashing import make_driver
 from bench.fleet import Device
 from bench.kinds import Settings
@@ -93,6 +94,13 @@ class DeviceAgent:
         return f"<DeviceAgent {self.name} ({self.kind})>"
 
     # -- for tests (sync) --------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> str:
+        """The clock its figures are on, as the device reports it (bench.fingerprint.device_clock): "icount"
+        for an emulator whose guest time is virtual (bench-clock latencies measure the emulation), else
+        "realtime" or "real time"."""
+        return device_clock(self.device, self.hello())
 
     def hello(self) -> dict[str, Any]:
         """The agent's hello: agent, version, platform, runtime, model, caps."""
