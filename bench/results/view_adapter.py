@@ -157,6 +157,8 @@ def _fault(f, first_t0_us: int | None, first_rx_ns: int | None = None) -> FaultE
         outcome.append(f"rolled back to v{f.prev_version} in {figure(f.rollback_us, 'us')}")
     if f.since_switch_ms is not None:
         outcome.append(f"{figure(f.since_switch_ms, 'ms')} after the switch to v{f.model_version}")
+    if f.rollback_us is None and f.t_switch_us is None and f.prev_version is not None:  # refused before a switch
+        outcome.append(f"refused, v{f.prev_version} kept running")
     return FaultEvent(
         t_s=t_s, kind=f.kind, detail=" ".join(x for x in (f.cause, f.detail) if x), outcome="; ".join(outcome)
     )

@@ -227,3 +227,16 @@ def test_a_virtual_devices_timing_is_inconclusive_only_on_a_host_busier_than_for
     if status == "inconclusive":
         assert p50.reason.startswith("inconclusive: bench host busy (other processes 95% of 2 CPUs")
         assert published.exit_code == ExitCode.OK
+
+
+def test_a_refused_load_says_the_running_model_was_kept() -> None:
+    from types import SimpleNamespace
+
+    from bench.results.view_adapter import _fault
+
+    refused = SimpleNamespace(kind="signature", cause="", detail="bad sig", model_version=2, prev_version=1,
+                              t_switch_us=None, t_fault_us=None, t_fault_bench_ns=None, since_switch_ms=None,
+                              rollback_us=None)  # fmt: skip
+    rolled = SimpleNamespace(**{**vars(refused), "kind": "rollback", "t_switch_us": 10, "rollback_us": 300.0})
+    assert _fault(refused, None).outcome == "refused, v1 kept running"
+    assert _fault(rolled, None).outcome == "rolled back to v1 in 300 µs"
