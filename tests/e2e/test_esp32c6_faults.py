@@ -69,6 +69,7 @@ def test_wrong_chip_image_is_refused_before_touching_the_board(tmp_path: Path) -
         assert board.control("status")["events"] == before  # no reset, no download mode: untouched
 
 
+@pytest.mark.slow  # opt-in (--run-slow): a board killed mid-write, above, is flashed back by default
 def test_blank_flash_boot_loops_until_flashed(tmp_path: Path) -> None:
     with virtual_c6(tmp_path / "state", name="c6-blank") as board:
         assert board.wait_mode("boot-loop")["mode"] == "boot-loop"

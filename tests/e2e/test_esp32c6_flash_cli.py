@@ -48,6 +48,7 @@ def test_hilbench_flash_two_board_fleet(tmp_path: Path) -> None:
         assert entry["steps"][0]["detail"].endswith("up to date")
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the nightly e2e flashes a board and talks to its agent by default
 def test_driver_flashes_then_talks_to_the_micropython_agent(tmp_path: Path) -> None:
     """flash() then open_agent(): `npc_agent.run()` from the raw REPL answers protocol lines on the same link."""
     with virtual_c6(tmp_path / "state", name="c6-a") as board:

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.e2e
 MODELS = REPO / "fixtures" / "models"
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the nightly e2e's update stage sends each format by default
 def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
     store = ModelStore(tmp_path / "store")
     key = load_private_key(DEV_PRIVATE_KEY)

@@ -53,6 +53,7 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # opt-in (--run-slow): the nightly e2e replays voice features into c6-b by default
 def test_replay_into_the_virtual_esp32c6_sends_voice_features(tmp_path: Path) -> None:
     session = tmp_path / "combat.mcap"
     write_session(session, synth_session("combat", 22, duration_s=3.0))

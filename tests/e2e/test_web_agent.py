@@ -29,6 +29,7 @@ def web_agent(tmp_path):
     return Unlimited(tmp_path / "web")
 
 
+@pytest.mark.slow  # opt-in (--run-slow): the nightly e2e's fault stage rolls the web agent back from an oom by default
 def test_a_model_the_wasm_heap_cannot_hold_is_rolled_back(web_agent):
     model = web_agent.models_dir / "npc-wasm-oom-int8.tflite"
     model.write_bytes(serialize(int8_graph(policy("npc-policy", 1)[1], batch=WASM_OOM_BATCH), "FAULT: WASM OOM"))
