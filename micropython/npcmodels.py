@@ -142,7 +142,10 @@ class Models:
         self.t_switch = self.clock.now()
         self.counts["loads"] += 1
         if self.spare is None and self.prev is None:  # the first model: its spare arrays, on a young heap
-            self.spare = npcnn.Buffers.like(model.net)
+            try:
+                self.spare = npcnn.Buffers.like(model.net)
+            except MemoryError:  # a model this large leaves no room for a spare: the next load allocates anew
+                self.spare = None
         gc.collect()
         switch_us = self.t_switch - t
         if self.on_current is not None:
@@ -222,7 +225,7 @@ class Models:
         """MemoryError when the live heap is above the memory limit (checked during probation)."""
         if self.mem_limit and hasattr(gc, "mem_alloc"):
             gc.collect()
-            used = gc.mem_alloc()
+            used = gc.mem_alloc() - (self.spare.nbytes if self.spare is not None else 0)  # the model's, not the reserve
             if used > self.mem_limit:
                 raise MemoryError("heap in use %d B over the limit of %d B" % (used, self.mem_limit))
 

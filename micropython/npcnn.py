@@ -88,6 +88,7 @@ class Buffers:
 
     def __init__(self, model_shapes):
         self.shapes = model_shapes
+        self.nbytes = 0  # of the arrays kept
         self._free = {}
 
     @classmethod
@@ -120,11 +121,15 @@ class Buffers:
     def put(self, kind, buf):
         """Keep `buf` ("i": int32 array, "b": int8 array, "w": weights bytearray)."""
         self._free.setdefault((kind, len(buf)), []).append(buf)
+        self.nbytes += len(buf) * (4 if kind == "i" else 1)
 
     def take(self, kind, count):
         """A kept array of `count` items, or None."""
         kept = self._free.get((kind, count))
-        return kept.pop() if kept else None
+        if not kept:
+            return None
+        self.nbytes -= count * (4 if kind == "i" else 1)
+        return kept.pop()
 
     def count(self):
         """How many arrays are kept."""

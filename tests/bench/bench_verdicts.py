@@ -103,9 +103,8 @@ def inject_first_frame(repo: Path, store: Path, devices: list[str]) -> str:
     patch(repo / HOST_AGENT, "        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))",
           f"        await asyncio.sleep({host_ms / 1000:.4f})\n"
           "        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))")  # fmt: skip
-    patch(repo / MPY_AGENT, "        self.loop = FrameLoop(sched, self.clock, int(msg.get(\"frames\", 0)))",
-          f"        __import__('time').sleep_ms({int(mcu_ms)})\n"
-          "        self.loop = FrameLoop(sched, self.clock, int(msg.get(\"frames\", 0)))")  # fmt: skip
+    patch(repo / MPY_AGENT, "        self.loop = FrameLoop(",
+          f"        __import__('time').sleep_ms({int(mcu_ms)})\n        self.loop = FrameLoop(")  # fmt: skip
     return f"host agent waits {host_ms:.0f} ms, MicroPython agent {int(mcu_ms)} ms"
 
 
