@@ -107,25 +107,29 @@ class Models:
             raise
 
     def _parse(self, path, size):
-        """Parse the model file. On a MemoryError the rollback target of a model still in probation is
-        released first (the switch that follows would drop it anyway) and the parse tried once more."""
+        """Parse the model file into the spare arrays where their sizes match. On a MemoryError whatever does
+        not run is let go (the rollback target of a model in probation: the switch that follows would drop it
+        anyway; a spare of other shapes) and the parse is tried once more, into the rollback target's arrays
+        when the spare's shapes were the new model's."""
+        reuse, self.spare = self.spare, None
         for attempt in (0, 1):
             gc.collect()
-            reuse, self.spare = self.spare, None
             kept = reuse.count() if reuse is not None else 0
             try:
-                return npcnn.load(path, reuse=reuse)
+                model = npcnn.load(path, reuse=reuse)
             except MemoryError as exc:
-                if attempt or self.prev is None:
+                if attempt:
                     gc.collect()
                     raise Refused("oom", "MemoryError while loading %s (%d B): %s" % (path, size, exc))
-                self.spare = npcnn.Buffers.of(self.prev.net)
+                same_shapes = reuse is None or reuse.count() != kept
+                reuse = npcnn.Buffers.of(self.prev.net) if self.prev is not None and same_shapes else None
                 self.prev = None
+                continue
             except npcnn.ModelError as exc:
                 raise Refused("parse", "%s: %s" % (path, exc))
-            finally:
-                if reuse is not None and reuse.count() == kept:  # another shape: nothing was taken
-                    self.spare = self.spare or reuse
+            if reuse is not None and reuse.count() == kept:  # another shape: nothing was taken, keep it
+                self.spare = reuse
+            return model
 
     def refuse(self, exc, manifest):
         """Report a refused load (the running model is untouched)."""

@@ -73,7 +73,6 @@ def test_write_and_read_without_stub(board: Board, tmp_path: Path) -> None:
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 
-@pytest.mark.slow  # opt-in (--run-slow): the nightly and the flash CLI tests flash over RFC 2217 by default
 def test_flash_over_rfc2217_resets_into_micropython(board: Board) -> None:
     """Classic DTR/RTS auto-reset into download mode, write, hard reset: the board runs the new firmware."""
     port = board.urls["rfc2217"]
