@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import grpc
 
 from bench.errors import ConfigError
+from bench.lifecycle import StartStop
 from bench.ota.npcota_pb import SERVICE, Chunk, FetchRequest
 from bench.ota.resources import lookup
 from bench.ota.store import ModelStore
@@ -28,7 +29,7 @@ class GrpcServed:
     offsets: list[int] = field(default_factory=list)
 
 
-class GrpcUpdateServer:
+class GrpcUpdateServer(StartStop):
     """`async with GrpcUpdateServer(store) as srv: srv.port`."""
 
     def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
@@ -40,7 +41,8 @@ class GrpcUpdateServer:
         self.cut_after: int | None = None  # tests: abort each call after this many bytes
         self._server: grpc.aio.Server | None = None
 
-    async def __aenter__(self) -> GrpcUpdateServer:
+    async def start(self) -> GrpcUpdateServer:
+        """Listen (on a free port when `port` is 0) and serve the store."""
         server = grpc.aio.server()
         handler = grpc.unary_stream_rpc_method_handler(
             self._fetch, request_deserializer=FetchRequest.FromString, response_serializer=Chunk.SerializeToString
@@ -54,7 +56,8 @@ class GrpcUpdateServer:
         self._server = server
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
+        """Stop serving."""
         if self._server is not None:
             await self._server.stop(grace=1)
             self._server = None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import websockets
 from websockets.asyncio.server import ServerConnection
 
+from bench.lifecycle import StartStop
 from bench.ota.resources import lookup
 from bench.ota.store import ModelStore
 
@@ -28,7 +29,7 @@ class WsServed:
     offsets: list[int] = field(default_factory=list)
 
 
-class WsUpdateServer:
+class WsUpdateServer(StartStop):
     """`async with WsUpdateServer(store) as srv: srv.port`."""
 
     def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
@@ -40,12 +41,14 @@ class WsUpdateServer:
         self.cut_after: int | None = None  # tests: close each transfer after this many bytes
         self._server = None
 
-    async def __aenter__(self) -> WsUpdateServer:
+    async def start(self) -> WsUpdateServer:
+        """Listen (on a free port when `port` is 0) and serve the store."""
         self._server = await websockets.serve(self._serve, self.host, self.port, compression=None)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def stop(self) -> None:
+        """Stop serving."""
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
