@@ -48,8 +48,10 @@ class Repl:
         write: Callable[[bytes], None],
         banner: str,
         on_watchdog: Callable[[int | None], None] = lambda timeout_ms: None,
+        vfs_bytes: int = 0,
     ) -> None:
         self.root = root
+        self.vfs_bytes = vfs_bytes
         self.mac = mac
         self.write = write
         self.banner = banner
@@ -69,7 +71,7 @@ class Repl:
         cause = reset_cause
         try:
             while True:
-                self._vm = MicroPythonVM(self.root, self.mac, cause, self.write, self.on_watchdog)
+                self._vm = MicroPythonVM(self.root, self.mac, cause, self.write, self.on_watchdog, self.vfs_bytes)
                 await self._vm.start()
                 try:
                     await self._boot_scripts()

@@ -59,8 +59,10 @@ class MicroPythonVM:
         reset_cause: int,
         on_output: Callable[[bytes], None],
         on_watchdog: Callable[[int | None], None] = lambda timeout_ms: None,
+        vfs_bytes: int = 0,
     ) -> None:
         self.root = root
+        self.vfs_bytes = vfs_bytes  # the filesystem's size (the chip's vfs partition); 0: unbounded
         self.mac = mac
         self.reset_cause = reset_cause
         self.on_output = on_output
@@ -111,6 +113,7 @@ class MicroPythonVM:
             stderr=subprocess.STDOUT,
             pass_fds=(code_r, ctl_w),
             start_new_session=True,
+            env={**os.environ, "HILBENCH_VFS_BYTES": str(self.vfs_bytes)},
         )
         os.close(code_r)
         os.close(ctl_w)
