@@ -109,7 +109,7 @@ class Repl:
         while not run.done():
             if self._pending and not interrupted:
                 data = bytes(self._pending)
-                cut = data.find(CTRL_C)
+                cut = data.find(vm.interrupt_char) if vm.interrupt_char >= 0 else -1  # micropython.kbd_intr
                 if cut < 0:
                     self._pending.clear()
                     vm.send_stdin(data)

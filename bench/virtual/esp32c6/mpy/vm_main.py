@@ -13,10 +13,12 @@ _root, _in_fd, _out_fd, _mac, _cause, _shim = sys.argv[1:7]
 sys.path.insert(0, _shim)
 import board_machine  # noqa: E402
 import board_os  # noqa: E402
+import board_stdio  # noqa: E402
 
 _ctl_in = open("/proc/self/fd/" + _in_fd, "rb")  # noqa: SIM115 (open for the VM's lifetime)
 _ctl_out = open("/proc/self/fd/" + _out_fd, "wb")  # noqa: SIM115
 board_machine.setup(bytes(int(_mac[i : i + 2], 16) for i in range(0, 12, 2)), _ctl_out, int(_cause))
+board_stdio.install()
 sys.modules["machine"] = board_machine
 sys.modules["os"] = sys.modules["uos"] = board_os  # the unix port's os (system, getenv, VfsPosix) is not reachable
 _capacity = int(os.getenv("HILBENCH_VFS_BYTES") or 0)  # the chip's vfs partition (bench.virtual.esp32c6.flash)
