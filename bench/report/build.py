@@ -21,7 +21,7 @@ from bench.results.verdict import (
     Verdict,
     collecting_summary,
 )
-from bench.results.view_adapter import TO_UNIT
+from bench.units import convert
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 
@@ -151,7 +151,8 @@ def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
         return None
     factor = verdict.threshold_pct / 100
     higher = verdict.worse == "higher"
-    to_trend = TO_UNIT.get((verdict.unit, "ms"), 1.0) if field.endswith("_ms") else 1.0  # stored unit -> trend's
+    # stored unit -> trend's
+    to_trend = convert(1.0, verdict.unit, "ms") if field.endswith("_ms") and verdict.unit else 1.0
     limit = verdict.baseline_value * to_trend * (1 + factor if higher else 1 - factor)
     worse = [p.get(field) is not None and (p[field] >= limit if higher else p[field] <= limit) for p in trend]
     if not worse or not worse[-1]:

@@ -38,7 +38,7 @@ min_samples = 662
     [
         (("threshold_pct = 10", 'threshold_pct = "ten"'), "metrics.lat.threshold_pct must be a number"),
         (('worse = "higher"', 'worse = "up"'), "metrics.lat.worse = 'up' is not one of"),
-        (('measurement = "decision_latency_p99"', "measurement = 3"), "metrics.lat.measurement must name a stored"),
+        (('measurement = "decision_latency_p99"', "measurement = 3"), "metrics.lat.measurement = 3 is not a stored"),
         (("min_samples = 662", "min_samples = 0"), "metrics.lat.min_samples = 0 must be at least 1"),
         (("baseline_runs = 7", "baseline_runs = 2"), "defaults.baseline_runs = 2 must be at least 3"),
         (('worse = "higher"\n', ""), "metrics.lat.worse is missing"),
