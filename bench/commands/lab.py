@@ -128,7 +128,7 @@ def cmd_exporter_config(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one bench host until SIGINT/SIGTERM."""
     from bench.lab.serve import serve_host
-    from bench.virtual import state_dir
+    from bench.paths import state_dir
 
     fleet = _lab_fleet(args)
     config = Path(args.config) if args.config else state_dir() / f"exporter-{args.host}.yaml"
