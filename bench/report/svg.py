@@ -16,6 +16,8 @@ WIDTH, HEIGHT = 640, 220
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 62, 12, 12, 38
 # Neutral series colours: red and green are kept for verdicts.
 PALETTE = ("#2f5d9e", "#8a8a8a", "#7b4fa0", "#c07a12", "#1d8a99")
+REGRESSION, IMPROVED = "#c62828", "#2e7d32"  # verdict colours: only where a verdict says so
+DRIFT = REGRESSION  # a drift is a regression; its marks are rings and change-point lines, not dots
 
 
 @dataclass

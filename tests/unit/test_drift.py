@@ -12,6 +12,7 @@ import pytest
 
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
+from bench.report.publish import publish_run
 from bench.results.drift import find_drift
 from bench.results.evidence import DRIFT_WHY, membership
 from bench.results.store import open_store
@@ -134,3 +135,12 @@ def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(
         later = verdicts[first + 1 :]
         assert later and all(u.status == REGRESSION for u in later)
         assert all(max(u.baseline_runs) < v.drift_since for u in later)
+        # the report: the drift's trend plot marks the change point, --json carries where it starts
+        published = publish_run(store, runs[first], reports_dir=tmp_path / "reports", thresholds=rules)
+    (device,) = published.report.data["devices"]
+    (shown,) = device["verdicts"]
+    assert shown["drift_since"] == v.drift_since and shown["since"]["run_id"] == str(v.drift_since)
+    plot = published.report.plots["pi5-1"]["trend_drift_inference_p50"]
+    assert f"drift since run {v.drift_since} ({v.drift_nights} nights" in plot
+    assert published.exit_code == 1
+    assert plot in (tmp_path / "reports" / "runs" / f"{runs[first]}.html").read_text()
