@@ -239,7 +239,7 @@ class SparkPoint:
     mark: str = ""  # "", "regression", "drift", "not reproduced", "inconclusive"
 
 
-SPARK_W, SPARK_H, SPARK_AXIS = 200, 58, 12  # a history cell; the bottom SPARK_AXIS px are its time axis
+SPARK_W, SPARK_H, SPARK_AXIS = 150, 58, 12  # a history cell; the bottom SPARK_AXIS px are its time axis
 
 
 def spark(
