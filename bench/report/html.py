@@ -207,7 +207,9 @@ def _cell_view(cell: Cell, grid: SessionGrid) -> dict:
     label = f"{cell.device} {cell.rule.title} over the last {len(grid.nights)} nights"
     spark = svg.spark(points, label=label, change_points=sorted(starts.items()), failures=failures, ticks=ticks,
                       slots=len(grid.nights))  # fmt: skip
-    text = num(latest.value, cell.unit) if latest else "no figure"
+    shown = [p.value for p in cell.points if p.value is not None]
+    spread = f" ({num(min(shown), cell.unit)} to {num(max(shown), cell.unit)})" if len(shown) >= 2 else ""
+    text = num(latest.value, cell.unit) + spread if latest else "no figure"
     newest = cell.points[-1] if cell.points else None
     mark = "" if newest is None else _MARKS.get(newest.status, "")
     if mark == "regression" and newest is not None and newest.drift_since is not None:
