@@ -21,13 +21,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.report.chromium import check_page  # noqa: E402
-from bench.report.html import run_file_stem, write_index  # noqa: E402
-from bench.report.nights import load_grids  # noqa: E402
-from bench.report.publish import publish_run  # noqa: E402
-from bench.results.store import open_store  # noqa: E402
-from bench.results.thresholds import load_thresholds  # noqa: E402
-from tests.nightly_history import Plan, write_history  # noqa: E402
+from bench.report.chromium import check_page
+from bench.report.html import run_file_stem, write_index
+from bench.report.nights import load_grids
+from bench.report.publish import publish_run
+from bench.results.store import open_store
+from bench.results.thresholds import load_thresholds
+from tests.nightly_history import Plan, write_history
 
 DEVICES = ("c6-a", "orin-1", "pi5-1", "switch-1")
 

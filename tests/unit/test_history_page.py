@@ -35,6 +35,6 @@ def test_the_index_shows_each_sessions_grid_with_its_marks(tmp_path: Path) -> No
     assert f'href="runs/{ids[-1]}.html"' in page  # every point links to its run
     assert f"drift since run {creep.drifts[0].drift_since}: drift: inference time P50" in page  # change point line
     assert 'stroke="#c62828" stroke-width="1.8"' in page  # drift nights are red rings
-    assert re.search(r'<title>run \d+: c6-a failed: link lost mid-replay</title>', page)  # the failed night's cross
+    assert re.search(r"<title>run \d+: c6-a failed: link lost mid-replay</title>", page)  # the failed night's cross
     assert "model sha256 00000000… -&gt; " in page  # a fingerprint change as a tick on the time axis
-    assert 'n/a: not on this device' in page
+    assert "n/a: not on this device" in page
