@@ -287,7 +287,7 @@ def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
         ticks = [(float(i), p[-10:]) for i, p in enumerate(ids) if i % max(1, len(ids) // 6) == 0]
         plots[f"trend_drift_{v.metric}"] = svg.render(
             svg.Plot(
-                f"{v.title} over the last {len(trend)} runs: {since}", "run", f"{v.title} ({unit})".replace(" ()", ""),
+                f"{v.title} over the last {len(trend)} runs: {since}", "run", f"{v.title.split(' (')[0]} ({unit})",
                 lines=lines, markers=[svg.Marker(at, since, svg.DRIFT)], x_ticks=ticks,
             )
         )  # fmt: skip
