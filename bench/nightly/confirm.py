@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bench.fleet import Device
-from bench.results.evidence import accept, record_verdicts
+from bench.results.evidence import accept, leave_window, record_verdicts
 from bench.results.judge import acceptance, judge_run
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import SUSPECTED, Verdict, confirmed, settle
+from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, confirmed, settle
 from bench.units import figure
 
 # replay(session file, devices, run kind) -> the new run's id
@@ -49,7 +49,8 @@ async def confirm_run(
     pinned: int | None = None,
 ) -> Confirmation:
     """Judge run `run_id`, replay its suspected regressions (when `replay` is given), store the final verdicts
-    and which devices join later baselines."""
+    and which devices join later baselines. The nights of a confirmed drift, tonight's included, leave the
+    baseline windows (a window that held them would absorb the drift)."""
     first = judge_run(store, run_id, thresholds, pinned=pinned)
     suspects = {v.device for v in first if v.status == SUSPECTED}
     result = Confirmation(run_id, [settle(v) for v in first])
@@ -77,6 +78,10 @@ async def confirm_run(
     for dev in store.devices(run_id):
         ok, why = acceptance(result.verdicts, dev.name, dev.status)
         accept(store, run_id, dev.name, ok, why)
+    session = store.run(run_id).session or ""
+    for v in result.verdicts:
+        if v.status == REGRESSION and v.drift_since is not None:
+            leave_window(store, session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}")
     return result
 
 
