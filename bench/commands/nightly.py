@@ -24,6 +24,7 @@ from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
+from bench.outcomes import FailureClass
 from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
 from bench.report.build import outcome_of
@@ -175,6 +176,8 @@ def _print(result: NightlyResult) -> None:
                 cells.append("-")
             elif not o.ok:
                 cells.append("[red]FAILED[/red]")
+            elif o.outcome is not None and o.outcome.passed_on_retry:
+                cells.append("[yellow]retry ok[/yellow]")
             else:
                 cells.append("skip" if o.skipped else _word(stage.name, o.detail))
         table.add_row(d, *cells)
@@ -199,6 +202,9 @@ def _print(result: NightlyResult) -> None:
         if busy:
             out.print(f"  inconclusive (bench host busy): {', '.join(busy)}", highlight=False)
         out.print(f"  report {run.page}", highlight=False)
+    for name, outcome in sorted(result.outcomes().items()):
+        if outcome.cls != FailureClass.PASS or outcome.passed_on_retry:
+            out.print(f"[yellow]{name}[/yellow]: {outcome.label}", highlight=False)
     for name, why in result.dropped.items():
         out.print(f"[yellow]{name}[/yellow] left the run at {why}", highlight=False)
     for name, why in result.skipped.items():

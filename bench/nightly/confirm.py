@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from bench.fleet import Device
+from bench.outcomes import FailureClass, Outcome
 from bench.results.evidence import accept, record_verdicts
 from bench.results.judge import acceptance, judge_run
 from bench.results.store import ResultStore
@@ -30,6 +31,11 @@ class Confirmation:
     confirm_run: int | None = None
     control: str | None = None
 
+    def merged(self, other: Confirmation) -> Confirmation:
+        """This session run's verdicts with those of `other` (the retry of its infrastructure failures)."""
+        return Confirmation(self.run_id, self.verdicts + other.verdicts, self.confirm_run or other.confirm_run,
+                            self.control or other.control)  # fmt: skip
+
 
 def pick_control(devices: list[Device], suspects: set[str]) -> Device | None:
     """An unchanged device to replay alongside the suspects: same kind as a suspect if possible."""
@@ -47,10 +53,12 @@ async def confirm_run(
     replay: Replay | None,
     *,
     pinned: int | None = None,
+    judged: list[str] | None = None,
 ) -> Confirmation:
-    """Judge run `run_id`, replay its suspected regressions (when `replay` is given), store the final verdicts
-    and which devices join later baselines."""
-    first = judge_run(store, run_id, thresholds, pinned=pinned)
+    """Judge run `run_id` (only the `judged` devices, if given: a device whose run failed on the bench's side has
+    figures of a hang, not of the product), replay its suspected regressions (when `replay` is given), store the
+    final verdicts and which devices join later baselines (none whose run did not pass: bench.outcomes)."""
+    first = judge_run(store, run_id, thresholds, pinned=pinned, devices=judged)
     suspects = {v.device for v in first if v.status == SUSPECTED}
     result = Confirmation(run_id, [settle(v) for v in first])
     if suspects and replay is not None:
@@ -76,6 +84,9 @@ async def confirm_run(
     record_verdicts(store, run_id, result.verdicts)
     for dev in store.devices(run_id):
         ok, why = acceptance(result.verdicts, dev.name, dev.status)
+        outcome = Outcome.from_json(dev.info["outcome"]) if dev.info.get("outcome") else None
+        if ok and outcome is not None and outcome.cls != FailureClass.PASS:
+            ok, why = False, outcome.label
         accept(store, run_id, dev.name, ok, why)
     return result
 

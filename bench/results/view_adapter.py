@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.measure.histogram import Histogram
+from bench.outcomes import FailureClass
 from bench.results.ota_results import ota_transfers
 from bench.results.runview import (
     FIRST_FRAME_MS,
@@ -75,6 +76,7 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
                     device.model_versions.append(label)
         if dev.status not in ("ok", "running", "done", "finished"):
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
+        device.notes += outcome_notes(dev.info)
         device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
         if dev.info.get("dropped_inputs"):
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
@@ -94,6 +96,18 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
                 device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
         view.devices[dev.name] = device
     return view
+
+
+def outcome_notes(info: dict) -> list[str]:
+    """The device's failure class in the run (bench.outcomes), when it is not a plain pass, and its retry's."""
+    notes = []
+    stored = info.get("outcome")
+    if stored and (stored.get("class") != FailureClass.PASS or stored.get("passed_on_retry")):
+        notes.append(f"outcome: {stored.get('label')}")
+    retry = info.get("retry")
+    if retry:
+        notes.append(f"retried in run {retry['run_id']}: {retry['outcome']['label']}")
+    return notes
 
 
 def histogram_values(hist: Histogram) -> np.ndarray:
