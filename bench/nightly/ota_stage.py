@@ -24,7 +24,7 @@ from bench.ota import channels
 from bench.ota.rollout import DeviceUpdate, bind_address, channel_url, update_device
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
-from bench.outcomes import PASS, Outcome, class_of, infrastructure, product
+from bench.outcomes import Outcome, class_of
 from bench.paths import MODELS_DIR
 from bench.results.ota_results import ota_record
 from bench.results.store import ResultStore
@@ -153,17 +153,9 @@ async def update_stage(
         )
         if run_id is not None:
             results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
-        return DeviceOutcome(update.ok, _update_text(update), data=update.to_json(), outcome=update_outcome(update))
+        return DeviceOutcome(update.ok, _update_text(update), data=update.to_json(), outcome=update.outcome)
 
     return await _served(devices, log_dir, store, work)
-
-
-def update_outcome(u: DeviceUpdate) -> Outcome:
-    """A model update's failure class: a pass; a product failure when the device answered but refused or rolled
-    back the (good) model; an infrastructure failure when the bench could not tell (the agent was not reached)."""
-    if u.ok:
-        return PASS
-    return product(_update_text(u)) if u.checked else infrastructure(_update_text(u))
 
 
 def _update_text(u: DeviceUpdate) -> str:

@@ -264,7 +264,7 @@ async def _flash(
             f.reason or ("up to date" if f.up_to_date else "; ".join(f"{s.step}: {s.detail}" for s in f.steps)),
             skipped=f.up_to_date,
             data={"seconds": round(f.seconds, 2), "attempts": f.attempts, **_os_fingerprint(f)},
-            outcome=None if f.ok else infrastructure(f"flash failed: {f.reason}"),
+            outcome=f.outcome,
         )
         for f in flashed
     }
