@@ -342,20 +342,38 @@ async def replay_session(
 ) -> ReplayResult:
     """Replay one session into `devices` and store the run with the bench host's noise and each device's
     fingerprint."""
+    return await recorded_replay(
+        devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
+        kind=kind, os_of=_flashed_os(result),
+    )  # fmt: skip
+
+
+async def recorded_replay(
+    devices: list[Device],
+    path: Path,
+    store: ResultStore,
+    log_dir: Path,
+    *,
+    speed: float | None,
+    bench: str,
+    kind: str,
+    os_of: dict[str, Any] | None = None,
+) -> ReplayResult:
+    """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
+    host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""
     rev = git_rev()
     meter = HostNoiseMeter()
     replay = await replay_fleet(
-        devices, path, opts.store, make_opener=lambda run_id: fleet_opener(opts.store, run_id, result.log_dir),
-        speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")), git_rev=rev, kind=kind,
+        devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir),
+        speed=speed, bench=bench, git_rev=rev, kind=kind,
     )  # fmt: skip
     noise = meter.stop()
-    record_host(opts.store, replay.run_id, noise.to_json())
-    infos = {d.name: d.info for d in opts.store.devices(replay.run_id)}
+    record_host(store, replay.run_id, noise.to_json())
+    infos = {d.name: d.info for d in store.devices(replay.run_id)}
     for device in devices:
         hello = infos.get(device.name, {}).get("agent") or {}
-        os_fp = _flashed_os(result).get(device.name)  # Linux boards: the OS the flash stage found or wrote
-        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=os_fp)
-        record_fingerprint(opts.store, replay.run_id, device.name, fp)
+        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=(os_of or {}).get(device.name))
+        record_fingerprint(store, replay.run_id, device.name, fp)
     return replay
 
 
