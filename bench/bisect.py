@@ -10,6 +10,7 @@ good end and the bad end are assumed, each step halves the range of untested bui
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -200,3 +201,13 @@ async def bisect(
 
 class BisectError(BenchError):
     """The bisection cannot start (its good end did not deploy)."""
+
+
+def offer(device: str, session_file: str, metric: str, revs: tuple[str | None, str | None]) -> str:
+    """The `hilbench bisect` command a report of a confirmed regression offers to copy: over the git range between
+    the baseline's and the run's bench revisions when both are known and differ, else over a folder of builds."""
+    base = ["hilbench", "bisect", "--device", device, "--session", session_file, "--metric", metric]
+    good, bad = revs
+    if good and bad and good != bad:
+        return shlex.join([*base, "--git", f"{good}..{bad}", "--build", "BUILD-CMD"])
+    return shlex.join([*base, "--series", "BUILDS-DIR"])

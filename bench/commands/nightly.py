@@ -196,6 +196,8 @@ def _print(result: NightlyResult) -> None:
         out.print(f"session {run.session} (run {run.run_id}): {verdict}")
         for v in run.regressions:
             out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
+        for device, command in run.bisect.items():
+            out.print(f"  first bad build on {device}: {command}", highlight=False)
         for v in run.with_status("not reproduced"):
             out.print(f"  not reproduced: {v.device} {v.title}: {v.reason}", highlight=False)
         busy = sorted({v.device for v in run.with_status("inconclusive")})
