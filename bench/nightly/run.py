@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.artefacts import ArtefactStore, keep_deployed
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fingerprint import configured_model_sha256, device_fingerprint
 from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
@@ -362,6 +363,7 @@ async def recorded_replay(
     """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
     host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""
     rev = git_rev()
+    artefacts = ArtefactStore.of(store)
     meter = HostNoiseMeter()
     replay = await replay_fleet(
         devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir),
@@ -374,6 +376,10 @@ async def recorded_replay(
         hello = infos.get(device.name, {}).get("agent") or {}
         fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=(os_of or {}).get(device.name))
         record_fingerprint(store, replay.run_id, device.name, fp)
+        kept = keep_deployed(artefacts, device)  # enough to put the device back to this fingerprint later
+        if fp.get("os_image"):
+            kept["OS image"] = fp["os_image"]  # an id: the image itself is the fleet's
+        store.update_device(replay.run_id, device.name, artefacts=kept)
     return replay
 
 
