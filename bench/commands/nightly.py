@@ -196,6 +196,9 @@ def _print(result: NightlyResult) -> None:
         out.print(f"session {run.session} (run {run.run_id}): {verdict}")
         for v in run.regressions:
             out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
+        causes = result.confirmations[run.session].causes if run.session in result.confirmations else {}
+        for device, cause in causes.items():
+            out.print(f"  {device}: {cause}", highlight=False)
         for device, command in run.bisect.items():
             out.print(f"  first bad build on {device}: {command}", highlight=False)
         for v in run.with_status("not reproduced"):

@@ -7,7 +7,7 @@ reproduced", with both figures and the control device's. Verdicts and baseline m
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.fleet import Device
 from bench.outcomes import FailureClass, Outcome
@@ -30,11 +30,12 @@ class Confirmation:
     verdicts: list[Verdict]
     confirm_run: int | None = None
     control: str | None = None
+    causes: dict[str, str] = field(default_factory=dict)  # device -> what caused its regression (attribution)
 
     def merged(self, other: Confirmation) -> Confirmation:
         """This session run's verdicts with those of `other` (the retry of its infrastructure failures)."""
         return Confirmation(self.run_id, self.verdicts + other.verdicts, self.confirm_run or other.confirm_run,
-                            self.control or other.control)  # fmt: skip
+                            self.control or other.control, {**self.causes, **other.causes})  # fmt: skip
 
 
 def pick_control(devices: list[Device], suspects: set[str]) -> Device | None:

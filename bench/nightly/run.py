@@ -20,6 +20,7 @@ from bench.fleet import Device, Fleet
 from bench.health.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.lab.acquire import lab_devices
 from bench.measure.host import HostNoiseMeter
+from bench.nightly.attribution import attribute, regressions_of
 from bench.nightly.confirm import Confirmation, confirm_run
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
@@ -29,7 +30,7 @@ from bench.outcomes import exit_code as outcome_exit_code
 from bench.paths import ROOT
 from bench.probe import probe_link
 from bench.provision.controls import BoardControls
-from bench.replay.agents import fleet_opener
+from bench.replay.agents import deploy, fleet_opener
 from bench.replay.run import DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
@@ -119,6 +120,7 @@ class NightlyResult:
             "health": [h.to_json() for h in self.health],
             "outcomes": {name: o.to_json() for name, o in sorted(self.outcomes().items())},
             "retries": self.retries,
+            "causes": {s: c.causes for s, c in self.confirmations.items() if c.causes},
             "health_page": str(self.health_page) if self.health_page else None,
             "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
@@ -392,6 +394,33 @@ def _model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
     return ""
 
 
+async def _attribute(
+    done: Confirmation, session: str, devices: list[Device], opts: NightlyOptions, result: NightlyResult
+) -> None:
+    """Name the cause of each confirmed regression: the only fingerprint change, or by replays with each changed
+    component put back (bench.nightly.attribution); the device gets its configured set back afterwards."""
+    path = result.session_files[session]
+
+    async def replay(devs: list[Device]) -> int:
+        return (await replay_session(devs, path, opts, result, "attribution")).run_id
+
+    async def put_on(device: Device) -> None:
+        await deploy(device, result.log_dir)
+
+    for name, regression in regressions_of(done.verdicts).items():
+        device = next((d for d in devices if d.name == name), None)
+        if device is None:
+            continue
+        found = await attribute(opts.store, done.run_id, regression, device, _thresholds(opts), replay, put_on,
+                                pinned=_pinned(opts))  # fmt: skip
+        if found is None:
+            continue
+        done.causes[name] = found.text
+        opts.store.update_device(done.run_id, name, cause=found.to_json())
+        if found.runs:
+            await put_on(device)  # back to what the fleet configures, for the stages after this one
+
+
 async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
     """Judge every session run; replay each suspected regression (and a control device) before reporting it."""
     outcomes = {d.name: DeviceOutcome(True, "nothing to confirm") for d in devices}
@@ -414,6 +443,7 @@ async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyR
             )  # fmt: skip
             done = done.merged(again)
         result.confirmations[session] = done
+        await _attribute(done, session, live, opts, result)
         for d in live:
             mine = [v for v in done.verdicts if v.device == d.name and v.status in CONFIRM_STATES]
             if mine:

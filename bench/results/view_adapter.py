@@ -99,11 +99,15 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
 
 
 def outcome_notes(info: dict) -> list[str]:
-    """The device's failure class in the run (bench.outcomes), when it is not a plain pass, and its retry's."""
+    """The device's failure class in the run (bench.outcomes) when it is not a plain pass, the cause of its
+    regression (bench.nightly.attribution) and its retry's class."""
     notes = []
     stored = info.get("outcome")
     if stored and (stored.get("class") != FailureClass.PASS or stored.get("passed_on_retry")):
         notes.append(f"outcome: {stored.get('label')}")
+    cause = info.get("cause")
+    if cause and cause.get("text"):
+        notes.append(str(cause["text"]))
     retry = info.get("retry")
     if retry:
         notes.append(f"retried in run {retry['run_id']}: {retry['outcome']['label']}")
