@@ -71,3 +71,43 @@ def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failur
     with contextlib.closing(sqlite3.connect(results)) as db:
         steps = [r[0] for r in db.execute("SELECT step FROM device_events WHERE event = 'recovered'")]
     assert outcome["label"].removeprefix("infrastructure: recovered by ") == steps[-1]
+
+
+@pytest.mark.slow  # opt-in: a whole reduced nightly with a hang, a recovery and a retry (about 3 minutes)
+def test_a_nightly_board_hung_mid_replay_is_infrastructure_and_passes_on_retry(tmp_path: Path) -> None:
+    from bench.replay.session import write_session
+    from bench.replay.synth import synth_session
+
+    session = tmp_path / "s.mcap"
+    write_session(session, synth_session("combat", 11, duration_s=12.0))
+    results, reports = tmp_path / "r.sqlite", tmp_path / "reports"
+    argv = hilbench("nightly", "--device", "c6-a", "--session", str(session), "--results", str(results),
+                    "--reports", str(reports), "--skip", "update", "--skip", "faults", "--json")  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stopped: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while _frames(results) < 40 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stopped = _vm_pids(os.environ["HILBENCH_STATE_DIR"], "c6-a")
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert stopped, "no VM process for c6-a"
+    doc = json.loads(stdout[stdout.index('{\n  "started"') :])
+    outcome = doc["outcomes"]["c6-a"]
+    assert outcome["passed_on_retry"], outcome
+    assert outcome["first_try"].startswith("infrastructure: recovered by "), outcome
+    assert proc.returncode == 0 and doc["exit_code"] == 0, stderr[-2000:]
+    assert doc["retries"], doc["retries"]
+    (health,) = [h for h in doc["health"] if h["device"] == "c6-a"]
+    assert health["passed_on_retry"] == 1
+    page = (reports / "health.html").read_text()
+    assert "passed on retry" in page
