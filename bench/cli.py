@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "bench.commands.update",
     "bench.commands.session",
     "bench.commands.replay",
+    "bench.commands.bisect",
     "bench.commands.linux",
     "bench.commands.image",
     "bench.commands.flash",

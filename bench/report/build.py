@@ -59,6 +59,7 @@ def build_report(
     host: dict | None = None,
     clocks: dict[str, str] | None = None,
     virtual: frozenset[str] = frozenset(),
+    bisect: dict[str, str] | None = None,
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -86,6 +87,7 @@ def build_report(
             "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
             "collecting": collecting_summary(verdicts),
+            "bisect": bisect or {},  # device -> the `hilbench bisect` command to copy
         },
         "changes": what_changed or {},
         "host": host or {},
