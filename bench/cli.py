@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "bench.commands.virtual",
     "bench.commands.lab",
     "bench.commands.power",
+    "bench.commands.doctor",
 ]
 
 
