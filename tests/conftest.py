@@ -25,6 +25,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.programs("bmaptool", ...)`: the manifest programs the test needs (tests/requires.py)."""
+    from tests.requires import require_program
+
+    for mark in item.iter_markers("programs"):
+        for name in mark.args:
+            require_program(name)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep leases and virtual-device state of the test run away from the user's."""
@@ -44,10 +53,12 @@ def hilbench(*args: str) -> list[str]:
 @pytest.fixture(scope="session")
 def pg_server():
     """URL of a PostgreSQL server for this test run ($HILBENCH_TEST_PG_URL, else a throwaway one)."""
-    from tests.postgres_support import available, postgres_server
+    from tests.postgres_support import postgres_server
+    from tests.requires import require_program
 
-    if not available():
-        pytest.skip("PostgreSQL server not installed (apt-get install postgresql)")
+    if not os.environ.get("HILBENCH_TEST_PG_URL"):
+        require_program("initdb")
+        require_program("pg_ctl")
     with postgres_server() as url:
         yield url
 
