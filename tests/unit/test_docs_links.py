@@ -27,7 +27,7 @@ def test_the_pattern_catches_a_machine_path():
     assert outside_paths("noise figures in (`/work/shared/docs/verdict-noise-facts.md`)") == [
         "/work/shared/docs/verdict-noise-facts.md"
     ]
-    assert outside_paths("storage = \"/dev/disk/by-id/x\"; workdir = \"/opt/nvidia/L4T\"; ~/work/x") == []
+    assert outside_paths('storage = "/dev/disk/by-id/x"; workdir = "/opt/nvidia/L4T"; ~/work/x') == []
 
 
 def test_no_doc_cites_a_path_outside_the_repository():
