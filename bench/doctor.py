@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench.fleet import Device, Fleet
 from bench.os_spec import BUILD
-from bench.paths import WEB_DIR, cache_root
+from bench.paths import DISTRIBUTION, WEB_DIR, cache_root
 from bench.programs import Program, load_manifest, version_tuple
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -141,7 +141,11 @@ def check_python() -> list[Finding]:
     findings.append(Finding("python", OK if ok else FAIL, f"{sys.executable} {version}",
                             "" if ok else "PYTHON=python3.11 .ci/setup"))  # fmt: skip
     missing = []
-    for requirement in importlib.metadata.requires("npc-hil-bench") or []:
+    try:
+        requirements = importlib.metadata.requires(DISTRIBUTION) or []
+    except importlib.metadata.PackageNotFoundError:
+        requirements, missing = [], [f"{DISTRIBUTION} itself (not installed in this venv)"]
+    for requirement in requirements:
         if "extra ==" in requirement:
             continue
         name = requirement.split(";")[0].split("[")[0]

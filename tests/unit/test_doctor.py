@@ -76,3 +76,18 @@ def test_check_stage_fails_the_device_naming_the_package(tmp_path, monkeypatch):
 def test_bad_selection_is_a_usage_error(args):
     proc = subprocess.run(hilbench("doctor", *args), cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "error:" in proc.stderr
+
+
+def test_pyserial_shadowed_by_another_serial_module_is_named(tmp_path, monkeypatch):
+    import serial
+
+    from bench.doctor import _check_pyserial
+
+    assert _check_pyserial().status == "ok"  # .ci/setup installs plain pyserial last
+    fork = tmp_path / "serial" / "__init__.py"
+    fork.parent.mkdir()
+    fork.write_text("# pyserial-labgrid's copy\n__version__ = '3.5.0.2'\n")
+    monkeypatch.setattr(serial, "__file__", str(fork))
+    shadowed = _check_pyserial()
+    assert shadowed.status == FAIL and "pyserial-labgrid" in shadowed.detail
+    assert "--force-reinstall --no-deps pyserial==3.5" in shadowed.fix
