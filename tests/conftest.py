@@ -36,13 +36,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Keep leases and virtual-device state of the test run away from the user's. Each pytest-xdist worker
-    has its own (its own basetemp), even when the caller set the variables: the workers start the same
-    virtual devices, which must not share leases or state folders."""
+    """Keep leases, virtual-device state and the default model store of the test run away from the user's.
+    Each pytest-xdist worker has its own (its own basetemp), even when the caller set the variables: the
+    workers start the same virtual devices, which must not share leases or state folders."""
     base = tmp_path_factory.mktemp("hilbench-state")
     put = os.environ.__setitem__ if os.environ.get("PYTEST_XDIST_WORKER") else os.environ.setdefault
     put("HILBENCH_LEASE_DIR", str(base / "leases"))
     put("HILBENCH_STATE_DIR", str(base / "virtual"))
+    put("HILBENCH_OTA_STORE", str(base / "ota-store"))  # `hilbench model publish` numbers versions in its store
     # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.trust);
     # tests/robustness/test_trust.py runs without this
     os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
