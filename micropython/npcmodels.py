@@ -72,10 +72,7 @@ class Models:
             raise Refused("parse", "cannot read %s: %s" % (path, exc))
         if digest != manifest.get("sha256") or size != manifest.get("size", size):
             raise Refused("hash", "%s: sha256 %s (%d B) does not match the manifest" % (path, digest, size))
-        if self.key is None:
-            raise Refused("signature", "no trusted key (trust.key) on this device")
-        if not npcsig.verify_manifest(manifest, self.key):
-            raise Refused("signature", "signature does not verify with the trusted key")
+        self.check_signature(manifest)
         fmt = manifest.get("format", "npcm-int8")
         if not str(fmt).startswith("npcm"):
             raise Refused("parse", "format %r is not an .npcm model" % fmt)
@@ -87,6 +84,13 @@ class Models:
                 % (N_FEATURES, N_ACTIONS, net.n_features, net.n_actions),
             )
         return Loaded(net, manifest, path)
+
+    def check_signature(self, manifest):
+        """Refused("signature") unless `manifest` is signed by the trusted key."""
+        if self.key is None:
+            raise Refused("signature", "no trusted key (trust.key) on this device")
+        if not isinstance(manifest, dict) or not npcsig.verify_manifest(manifest, self.key):
+            raise Refused("signature", "signature does not verify with the trusted key")
 
     def cold_check_and_parse(self, path, manifest):
         """`check_and_parse` as a cold start: the models in RAM are released first, so the load runs on a heap
