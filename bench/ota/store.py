@@ -19,6 +19,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.ota.delta import ALGOS, delta_manifest, make_patch
 from bench.paths import cache_root
 from bench.signing import model_manifest, sign_manifest
@@ -173,10 +174,7 @@ class ModelStore:
             raise ConfigError(f"model name {name!r}: use lowercase letters, digits, '.', '_' and '-'")
         if not NAME_RE.match(fmt):
             raise ConfigError(f"model format {fmt!r}: use lowercase letters, digits, '.', '_' and '-'")
-        try:
-            data = Path(model).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"model {model}: cannot read: {exc.strerror}") from None
+        data = read_input(model, "model")
         if not data:
             raise ConfigError(f"model {model}: file is empty")
         versions = self.versions(name, fmt)
@@ -190,6 +188,29 @@ class ModelStore:
             raise ConfigError(f"model {model}: identical to the published {name}@{previous['version']} ({fmt})")
         manifest = sign_manifest(manifest, key)
         tmp = self.root / name / fmt / f".{version}.tmp"
+        try:
+            delta = self._write_version(tmp, data, manifest, previous, key)
+            tmp.rename(self.root / name / fmt / str(version))  # a version appears whole or not at all
+        except OSError as exc:
+            raise ConfigError(
+                f"model store {self.root}: cannot write {name}@{version}: {exc.strerror or exc}",
+                hint="give a writable --store with free space",
+                file=str(self.root),
+            ) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return Published(manifest, delta)
+
+    def _write_version(
+        self,
+        tmp: Path,
+        data: bytes,
+        manifest: dict[str, Any],
+        previous: dict[str, Any] | None,
+        key: ec.EllipticCurvePrivateKey,
+    ) -> dict[str, Any] | None:
+        """The version's files written into `tmp`; the signed delta from `previous` (None for a first one)."""
+        name, fmt = manifest["name"], manifest["format"]
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         (tmp / "model.bin").write_bytes(data)
@@ -203,8 +224,7 @@ class ModelStore:
                 stem = delta_stem(previous["version"], algo)
                 (tmp / f"{stem}.bsdiff").write_bytes(patch)
                 (tmp / f"{stem}.json").write_text(json.dumps(delta, indent=2) + "\n")
-        tmp.rename(self.root / name / fmt / str(version))  # a version appears whole or not at all
-        return Published(manifest, delta)
+        return delta
 
     def listing(self) -> list[dict[str, Any]]:
         """Every version with its deltas, for `ota serve` and `--json`."""
