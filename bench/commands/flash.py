@@ -46,7 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_flash(args: argparse.Namespace) -> int:
-    """Flash the selection; exit 3 if a device could not be reached, else 1 if any device failed."""
+    """Flash the selection; exit 2 if a device's input was refused before it was touched (an image the fleet
+    does not pin, a bmap that does not describe its image), else 3 if a device could not be reached, else 1
+    if any device failed."""
     _fleet, devices = selected_devices(args)
     devices = [d for d in devices if has_driver(d.kind)]
     if not devices:
@@ -67,6 +69,8 @@ def cmd_flash(args: argparse.Namespace) -> int:
     else:
         out.print(_table(results))
         out.print(f"logs: {log_dir}")
+    if any(r.refused for r in results):
+        return ExitCode.USAGE
     if any(r.unreachable for r in results):
         return ExitCode.UNREACHABLE
     return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
