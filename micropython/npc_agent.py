@@ -346,13 +346,14 @@ class Agent:
     def switch_to(self, msg, reply_type, path, manifest, figures, cold=False, store_as=None):
         """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up.
         `cold`: release the models in RAM first (Models.cold_check_and_parse). `store_as`: a verified model is
-        moved there first (an update, from updates/ into models/); a refused one is deleted."""
+        moved there first (an update, from updates/ into models/, its manifest's signature checked before the
+        transfer); a refused one is deleted."""
         t0 = self.clock.now()
         try:
             if cold:
                 model = self.models.cold_check_and_parse(path, manifest)
             else:
-                model = self.models.check_and_parse(path, manifest)
+                model = self.models.check_and_parse(path, manifest, signed=store_as is not None)
             if store_as is not None:
                 _replace(path, store_as)
                 model.path = store_as
