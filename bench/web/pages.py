@@ -8,7 +8,8 @@ sent in a request line, so never in a log); its raw path must be plain segments 
 `%`-escapes, backslashes or absolute parts) that resolve inside the device's models folder, and its body what
 that file holds (a .tflite model or the current-model record). The trust key is never writable.
 Responses carry COOP/COEP headers: a cross-origin-isolated page gets 5 us performance.now() resolution
-(100 us otherwise). WebSocket (`websockets`): `/agent/NAME` is device NAME's protocol link.
+(100 us otherwise). WebSocket (`websockets`): `/agent/NAME?token=...` is device NAME's protocol link (the same
+token: another local process cannot pose as the device's page).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import websockets
 from websockets.asyncio.server import ServerConnection
@@ -202,10 +203,12 @@ class PageServer(StartStop):
         return f"{self.http_base}/web/index.html?{query}#token={self.tokens[name]}"
 
     async def _on_link(self, conn: ServerConnection) -> None:
-        name = conn.request.path.rsplit("/", 1)[-1] if conn.request else ""
-        queue = self.links.get(name)
-        if not conn.request or not conn.request.path.startswith("/agent/") or queue is None:
-            await conn.close(1008, "no such device")
+        split = urlsplit(conn.request.path if conn.request else "")
+        name = split.path.removeprefix("/agent/")
+        queue = self.links.get(name) if split.path.startswith("/agent/") else None
+        given = parse_qs(split.query).get("token", [""])[0]
+        if queue is None or not hmac.compare_digest(given.encode(), self.tokens.get(name, "").encode()):
+            await conn.close(1008, "no such device")  # an unknown device or no token: not the device's page
             return
         queue.put_nowait(conn)
         await conn.wait_closed()

@@ -161,3 +161,29 @@ def test_junk_puts_are_refused_and_change_nothing(served, tmp_path):
         assert code in (400, 411, 413)
     assert _tree(tmp_path) == before
     assert not os.listdir(tmp_path / "outside")
+
+
+def test_only_the_devices_page_opens_its_link(tmp_path):
+    """Another local process cannot pose as device a's page on the bench's link (it would feed the bench
+    frames and replies in the device's name): without a's token the link is closed at once."""
+    import websockets
+
+    deploy_storage(tmp_path / "a", MODEL)
+
+    async def main() -> list:
+        async with PageServer() as pages:
+            url = pages.add_device("a", tmp_path / "a")
+            link = f"{pages.ws_base}/agent/a"
+            got = []
+            for candidate in (link, f"{link}?token=", f"{link}?token=guess", f"{link}?token={_token(url)}x"):
+                async with websockets.connect(candidate) as ws:
+                    with pytest.raises(websockets.ConnectionClosed) as err:
+                        await asyncio.wait_for(ws.recv(), 5)
+                    got.append(err.value.rcvd.code if err.value.rcvd else None)
+            assert pages.links["a"].empty()
+            async with websockets.connect(f"{link}?token={_token(url)}"):
+                accepted = await pages.accept("a", 5)  # the page's own link is taken
+            await accepted.close()
+            return got
+
+    assert asyncio.run(main()) == [1008] * 4

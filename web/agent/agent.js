@@ -85,7 +85,9 @@ class Agent {
   }
 
   connect() {
-    const ws = new WebSocket(LINK);
+    const link = new URL(LINK);
+    link.searchParams.set("token", TOKEN); // the bench takes the link only with the device's token
+    const ws = new WebSocket(link.href);
     ws.onopen = () => {
       this.link = ws;
       this.rx = ""; // a line cut off with the previous link is not continued on this one
