@@ -246,7 +246,9 @@ def _key_file(raw: dict[str, Any], key: str, where: str, base_dir: Path) -> Path
             check_file(file, "key")
         except ConfigError as exc:
             raise ConfigError(
-                f"{where}: field {key!r}: {exc.message}", hint="make one with `hilbench keys gen`", file=str(file),
+                f"{where}: field {key!r}: {exc.message}",
+                hint="make one with `hilbench keys gen`",
+                file=str(file),
                 field=key,
             ) from None
     return file
