@@ -25,6 +25,12 @@ from bench.paths import cache_root
 from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+VERSION_RE = re.compile(r"^(0|[1-9][0-9]{0,8})$")  # a version (or delta base) as a path segment: plain digits
+
+
+def version_of(segment: str) -> int | None:
+    """The version a path segment names (`7`), or None for anything else (`+7`, ` 7`, `07`, `\u0667`, `..`)."""
+    return int(segment) if isinstance(segment, str) and VERSION_RE.match(segment) else None
 
 
 def default_store_dir() -> Path:
@@ -61,7 +67,7 @@ class ModelStore:
     def formats(self, name: str) -> list[str]:
         """The formats `name` is published in."""
         base = self.root / name
-        if not base.is_dir():
+        if not NAME_RE.match(name) or not base.is_dir():
             return []
         return sorted(p.name for p in base.iterdir() if p.is_dir() and self.versions(name, p.name))
 
@@ -84,14 +90,25 @@ class ModelStore:
         """The published versions of `name` in `fmt`, oldest first."""
         if fmt is None:
             fmt = self.format_of(name, None) if self.formats(name) else ""
-        base = self.root / name / fmt if fmt else None
+        base = self.root / name / fmt if fmt and NAME_RE.match(name) and NAME_RE.match(fmt) else None
         if base is None or not base.is_dir():
             return []
         return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit() and (p / "manifest.json").is_file())
 
     def version_dir(self, name: str, version: int, fmt: str | None = None) -> Path:
-        """Where version `version` of `name` in `fmt` lives."""
-        return self.root / name / self.format_of(name, fmt) / str(version)
+        """Where version `version` of `name` in `fmt` lives: a ConfigError when a name, format or version
+        breaks the store's rules or the folder resolves outside the store (a symbolic link out of it), so no
+        caller can be led out of the store (`..`, `/abs`, `a\\b`)."""
+        fmt = self.format_of(name, fmt) if NAME_RE.match(name) else fmt
+        if not NAME_RE.match(name) or not isinstance(fmt, str) or not NAME_RE.match(fmt):
+            raise ConfigError(f"model store {self.root}: {name!r} / {fmt!r} is not a model name and format")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ConfigError(f"model store {self.root}: {version!r} is not a version")
+        path = self.root / name / fmt / str(version)
+        root = self.root.resolve()
+        if path.exists() and root not in path.resolve().parents:
+            raise ConfigError(f"model store {self.root}: {name}/{fmt}/{version} resolves outside the store")
+        return path
 
     def blob_path(self, name: str, version: int, fmt: str | None = None) -> Path:
         """The model file of a version."""
