@@ -407,3 +407,36 @@ def test_giants_are_not_read(files: dict[str, str]) -> None:
 
 def test_at_least_sixty_cases() -> None:
     assert len(CASES) >= 60
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    """A 12 KiB tmpfs: a disk that fills at once (needs root to mount; skipped otherwise)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_full_disk_is_a_named_error_and_leaves_no_temp_files(files: dict[str, str], full_disk: Path) -> None:
+    """Issue 31 case 11: a report, a session and a model written to a full disk: exit 2 naming the folder, and
+    no `.N.html.PID.tmp`, 0-byte `.mcap` or `.1.tmp/` left behind."""
+    large = str(MODELS / "npc-policy-large-int8.tflite")
+    cases = [
+        ["report", "--results", files["store"], "--out", str(full_disk / "r")],
+        ["session", "synth", "--scenario", "combat", "--duration", "20", "--out", str(full_disk / "s")],
+        ["model", "publish", large, "--key", KEY, "--name", "m", "--format", "tflite-int8", "--store", str(full_disk)],
+    ]
+    run = subprocess.run([sys.executable, "-m", "tests.robustness.cli_batch"], input=json.dumps(cases), cwd=REPO,
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "300"})  # fmt: skip
+    results = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r["code"] for r in results] == [2, 2, 2], results
+    for r in results:
+        assert "Traceback" not in r["stderr"] and str(full_disk) in r["stderr"], r["stderr"]
+    left = [str(p.relative_to(full_disk)) for p in full_disk.rglob("*")
+            if ".tmp" in p.name or (p.suffix == ".mcap" and p.stat().st_size == 0)]  # fmt: skip
+    assert not left
