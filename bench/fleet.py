@@ -103,7 +103,12 @@ class Fleet:
             if dev.name == name:
                 return dev
         known = ", ".join(d.name for d in self.devices) or "(none)"
-        raise ConfigError(f"{self.path}: no device named {name!r}", hint=f"devices in this fleet: {known}")
+        raise ConfigError(
+            f"{self.path}: no device named {name!r}",
+            hint=f"devices in this fleet: {known}",
+            file=str(self.path),
+            device=name,
+        )
 
     def select(
         self,

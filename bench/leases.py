@@ -130,6 +130,7 @@ class LeaseSet:
                     f"device {device!r} is busy: {current.describe()}"
                     + (f"; waited {wait_s:g} s" if wait_s > 0 else ""),
                     hint="wait for that run to finish (--lease-wait S waits longer), or pick another device",
+                    device=device,
                 )
             time.sleep(0.2)
 
