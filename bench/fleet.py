@@ -277,6 +277,12 @@ def _file_settings(values: dict[str, Any], base_dir: Path, where: str) -> dict[s
         out["model"] = str(resolve_path(model, base_dir))
     if isinstance(firmware, str) and firmware:
         out["firmware"] = str(resolve_path(firmware, base_dir))
+    for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
+        if Path(file).exists():
+            try:
+                check_file(file, key)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: field {key!r}: {exc.message}", file=file, field=key) from None
     return out
 
 

@@ -82,6 +82,10 @@ def _special_files(tmp: Path, made: dict[str, str], put) -> None:
     """FIFOs, a socket, sparse giants, hostile sessions, TOML and stores (issue 31 cases 7-12)."""
     os.mkfifo(tmp / "fifo")
     made["fifo"] = str(tmp / "fifo")
+    os.mkfifo(tmp / "fifo.tflite")
+    made["fifo_tflite"] = str(tmp / "fifo.tflite")
+    put("fleet-fifomodel.toml", DEVICE + f'model = "{tmp / "fifo.tflite"}"\n')
+    put("fleet-fifofirmware.toml", DEVICE + f'firmware = "{tmp / "fifo"}"\n')
     with socket.socket(socket.AF_UNIX) as sock:  # the socket file stays after close
         sock.bind(str(tmp / "sock"))
     made["sock"] = str(tmp / "sock")
@@ -295,6 +299,10 @@ CASES = [
             ("convert", ["model", "convert"], ["{tmp}/x.npcm"]),
         ]
     ],
+    ("nightly model fifo", ["nightly", "--model", "{fifo_tflite}"], 2, ["fifo.tflite", "FIFO"]),
+    ("nightly fleet model fifo", ["nightly", "--fleet", "{fleet-fifomodel_toml}"], 2, ["'model'", "FIFO"]),
+    ("flash fleet model fifo", ["flash", "--fleet", "{fleet-fifomodel_toml}"], 2, ["fifo.tflite", "FIFO"]),
+    ("flash fleet firmware fifo", ["flash", "--fleet", "{fleet-fifofirmware_toml}"], 2, ["'firmware'", "FIFO"]),
     ("fleet 1 GB", ["fleet", "list", "--fleet", "{sparse}"], 2, ["{sparse}", "limit"]),
     ("thresholds 1 GB", ["report", "--results", "{store}", "--thresholds", "{sparse}"], 2, ["{sparse}", "limit"]),
     ("key 1 GB", [*publish_int8(str(MODELS / "npc-policy-int8.tflite"))[:3], "--key", "{sparse}"], 2,
