@@ -134,8 +134,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = Path(args.config) if args.config else state_dir() / f"exporter-{args.host}.yaml"
 
     def ready(urls: dict[str, str]) -> None:
-        if args.json:
-            emit_json({"host": args.host, "config": str(config), "devices": urls})
+        if args.json:  # a server's stdout is JSON lines, one per event
+            sys.stdout.write(json.dumps({"host": args.host, "config": str(config), "devices": urls}) + "\n")
         else:
             for name, url in urls.items():
                 out.print(f"[bold]{name}[/bold] {url}", highlight=False)
