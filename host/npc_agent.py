@@ -228,7 +228,8 @@ class Agent:
         """The file `path` names inside the models folder; Refused (saying nothing of the file) otherwise."""
         root = os.path.realpath(self.models_dir)
         full = os.path.realpath(os.path.join(root, path)) if isinstance(path, str) and path else root
-        if not isinstance(path, str) or not full.startswith(root + os.sep):
+        if not isinstance(path, str) or not full.startswith(root + os.sep) or full.lower().endswith(".json"):
+            # a .json (the agent's own current.json, a manifest) is no model: its hash must not be revealed
             raise Refused("parse", f"path {path!r}: not a file in the models folder")
         return full
 
@@ -256,6 +257,7 @@ class Agent:
             import npc_update
         except ImportError as exc:  # a target without aiocoap
             return wire.error("internal", f"no CoAP update support on this agent: {exc}", msg.get("id"))
+        timing = npc_update.Timing.from_json(msg.get("coap"))  # a bad value is bad_field before anything is fetched
         self.loading = True
         try:
             if self.coap is None:
@@ -272,7 +274,7 @@ class Agent:
                     Path(self.updates_dir),
                     delta=bool(msg.get("delta")),
                     current=current,
-                    timing=npc_update.Timing.from_json(msg.get("coap")),
+                    timing=timing,
                 )
             except npc_update.UpdateFailed as exc:
                 raise Refused(exc.kind, str(exc)) from None

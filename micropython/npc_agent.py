@@ -245,6 +245,8 @@ class Agent:
         it); nothing else is read."""
         folder = os.getcwd().rstrip("/") + "/models/"
         parts = path.split("/")
+        if path.lower().endswith(".json"):  # current.json, manifests: no model, and their hash is not revealed
+            raise Refused("parse", "path %r: not a file in the models folder" % path)
         if path.startswith(folder) and ".." not in parts:
             return path
         if not path or path.startswith("/") or ".." in parts or path.rstrip("/") == "models":

@@ -187,7 +187,8 @@ class Agent {
       const plain = u ? decodeURIComponent(u.pathname) : "";
       const inside = plain.startsWith(root.pathname) && plain.length > root.pathname.length;
       const dots = plain.split(/[\\/]/).some((seg) => seg === "." || seg === "..");
-      if (u && u.origin === root.origin && !u.search && !u.hash && inside && !dots) url = u.href;
+      const record = plain.toLowerCase().endsWith(".json"); // the agent's current.json, manifests: no model
+      if (u && u.origin === root.origin && !u.search && !u.hash && inside && !dots && !record) url = u.href;
     } catch {
       // a malformed %-escape: not a file name this agent reads
     }
