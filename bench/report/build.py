@@ -21,7 +21,7 @@ from bench.results.verdict import (
     Verdict,
     collecting_summary,
 )
-from bench.units import convert
+from bench.units import convert, factor
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 
@@ -280,7 +280,10 @@ def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
         x, y = np.arange(len(trend), dtype=float), _column(trend, field)
         at = float(ids.index(str(v.drift_since))) if str(v.drift_since) in ids else 0.0
         unit = next((u for end, u in TREND_AXES.items() if field.endswith(end)), "")
-        to_trend = TO_UNIT.get((v.unit, unit), 1.0)
+        try:
+            to_trend = factor(v.unit, unit)
+        except ValueError:  # a figure with no time or size unit (FPS, a count) is plotted as stored
+            to_trend = 1.0
         lines = [svg.Line(x, y, label=v.title)]
         if v.baseline_value is not None:
             level = v.baseline_value * to_trend

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import shutil
 import subprocess
 import tomllib
 from pathlib import Path
