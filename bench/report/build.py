@@ -21,7 +21,7 @@ from bench.results.verdict import (
     Verdict,
     collecting_summary,
 )
-from bench.results.view_adapter import TO_UNIT
+from bench.units import convert, factor
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 
@@ -59,6 +59,7 @@ def build_report(
     host: dict | None = None,
     clocks: dict[str, str] | None = None,
     virtual: frozenset[str] = frozenset(),
+    bisect: dict[str, str] | None = None,
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -86,6 +87,7 @@ def build_report(
             "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
             "collecting": collecting_summary(verdicts),
+            "bisect": bisect or {},  # device -> the `hilbench bisect` command to copy
         },
         "changes": what_changed or {},
         "host": host or {},
@@ -162,7 +164,8 @@ def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
         return None
     factor = verdict.threshold_pct / 100
     higher = verdict.worse == "higher"
-    to_trend = TO_UNIT.get((verdict.unit, "ms"), 1.0) if field.endswith("_ms") else 1.0  # stored unit -> trend's
+    # stored unit -> trend's
+    to_trend = convert(1.0, verdict.unit, "ms") if field.endswith("_ms") and verdict.unit else 1.0
     limit = verdict.baseline_value * to_trend * (1 + factor if higher else 1 - factor)
     worse = [p.get(field) is not None and (p[field] >= limit if higher else p[field] <= limit) for p in trend]
     if not worse or not worse[-1]:
@@ -277,7 +280,10 @@ def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
         x, y = np.arange(len(trend), dtype=float), _column(trend, field)
         at = float(ids.index(str(v.drift_since))) if str(v.drift_since) in ids else 0.0
         unit = next((u for end, u in TREND_AXES.items() if field.endswith(end)), "")
-        to_trend = TO_UNIT.get((v.unit, unit), 1.0)
+        try:
+            to_trend = factor(v.unit, unit)
+        except ValueError:  # a figure with no time or size unit (FPS, a count) is plotted as stored
+            to_trend = 1.0
         lines = [svg.Line(x, y, label=v.title)]
         if v.baseline_value is not None:
             level = v.baseline_value * to_trend
