@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
-from bench.devices.esp32c6 import DEFAULT_FIRMWARE
 from bench.fleet import Device
-from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
+from bench.paths import ESP32C6_DEFAULT_FIRMWARE, HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
 FIELDS = {
@@ -95,7 +94,7 @@ def firmware_sha256(device: Device) -> str | None:
     configured = getattr(device.settings, "firmware", None)
     if configured is None:
         return None
-    path = Path(configured) if configured else DEFAULT_FIRMWARE
+    path = Path(configured) if configured else ESP32C6_DEFAULT_FIRMWARE
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

@@ -103,7 +103,12 @@ class Fleet:
             if dev.name == name:
                 return dev
         known = ", ".join(d.name for d in self.devices) or "(none)"
-        raise ConfigError(f"{self.path}: no device named {name!r}", hint=f"devices in this fleet: {known}")
+        raise ConfigError(
+            f"{self.path}: no device named {name!r}",
+            hint=f"devices in this fleet: {known}",
+            file=str(self.path),
+            device=name,
+        )
 
     def select(
         self,
@@ -272,6 +277,12 @@ def _file_settings(values: dict[str, Any], base_dir: Path, where: str) -> dict[s
         out["model"] = str(resolve_path(model, base_dir))
     if isinstance(firmware, str) and firmware:
         out["firmware"] = str(resolve_path(firmware, base_dir))
+    for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
+        if Path(file).exists():
+            try:
+                check_file(file, key)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: field {key!r}: {exc.message}", file=file, field=key) from None
     return out
 
 
@@ -317,8 +328,6 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     if python is not None and not _PYTHON_RE.match(python):
         raise ConfigError(f"{where}: field 'python': {python!r} is not a path to a Python interpreter",
                           hint="e.g. python3 or /usr/bin/python3 (no spaces or shell characters)")  # fmt: skip
-    for key, problem in settings.problems():
-        raise ConfigError(f"{where}: field {key!r}: {problem}, got {getattr(settings, key)!r}")
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")

@@ -68,24 +68,18 @@ class FrameRecord:
     late: bool
     q: int
     model: int | None
-    rx_ns: int  # bench monotonic_ns at receipt
-    input_ns: int | None = None  # bench time the input `seq` was sent, when this session sent it
+    rx_ns: int  # bench monotonic_ns at receipt (decision latency: bench.measure.latency, from the send times)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_msg(cls, msg: dict[str, Any], rx_ns: int, input_ns: int | None = None) -> FrameRecord:
+    def from_msg(cls, msg: dict[str, Any], rx_ns: int) -> FrameRecord:
         """Build from a decoded `frame` message (missing optional fields become None/defaults)."""
-        return cls(**frame_fields(msg), rx_ns=rx_ns, input_ns=input_ns, raw=msg)
+        return cls(**frame_fields(msg), rx_ns=rx_ns, raw=msg)
 
     @property
     def infer_us(self) -> int | None:
         """Inference time on the device, when inference ran."""
         return self.t1 - self.t0 if self.ran and self.t0 is not None and self.t1 is not None else None
-
-    @property
-    def latency_ns(self) -> int | None:
-        """Input replayed -> decision received, on the bench clock (when the input came from this session)."""
-        return self.rx_ns - self.input_ns if self.input_ns is not None else None
 
 
 class AgentSession:
@@ -384,8 +378,7 @@ class AgentSession:
             return
         if t == "frame":
             try:
-                seq = int(msg.get("seq", -1))
-                self._frames.put_nowait(FrameRecord.from_msg(msg, rx_ns, self.sent_ns.get(seq)))
+                self._frames.put_nowait(FrameRecord.from_msg(msg, rx_ns))
             except (KeyError, TypeError, ValueError):
                 self.framing_errors += 1
                 self._note(f"[bench] malformed frame record: {msg!r}")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.fleet import Device
+from bench.links.probe_result import ProbeResult
 from bench.steps import Progress, StepResult, no_progress
 
 if TYPE_CHECKING:
@@ -39,6 +40,12 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def probe(self, timeout_s: float) -> ProbeResult:
+        """Does the device answer on its link, without talking to its agent (default: the link type's probe)."""
+        if self.device.link is None:
+            return ProbeResult(False, "virtual device not started (no link)")
+        return await self.device.link.probe(self.device.kind, timeout_s)
 
     async def soft_reset(self) -> None:
         """Ask the device's own software to restart it (NotImplementedError when the kind cannot)."""

@@ -19,6 +19,7 @@ from bench.devices.qemu_machine import GUEST_AGENT_PORT, GuestFault, QemuMachine
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
+from bench.links.probe_result import ProbeResult
 from bench.paths import default_log_dir
 from bench.power.protocol import PowerDriver, PowerError
 from bench.power.qmp import QmpPower, qmp
@@ -82,6 +83,17 @@ class QemuArm64Driver(Driver):
         self.transport = None
         self.boot_s: float | None = None  # QEMU start -> agent answering hello (or selftest done)
         self._console_followers: list[Callable[[str], None]] = []  # passed on to every machine booted
+
+    async def probe(self, timeout_s: float) -> ProbeResult:
+        """QEMU and the image: the fleet's, or the one built from the kind's recipe in the bench cache."""
+        result = await super().probe(timeout_s)
+        if not result.reachable or self.link.image is not None:
+            return result
+        binary = result.detail.split(";")[0]
+        image = cached_image(self.device.kind)
+        if image is None:  # the bench builds it itself (flash stage, `hilbench image build`): still usable
+            return ProbeResult(True, f"{binary}; image not built yet (`hilbench flash` builds it)")
+        return ProbeResult(True, f"{binary}, built image {image.folder} ({self.link.timing})")
 
     @property
     def host_address(self) -> str:

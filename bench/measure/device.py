@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.measure.catalogue import metric
 from bench.measure.faults import FaultEvent, fault_counts, fault_event
 from bench.measure.frames import frame_timing
-from bench.measure.histogram import Histogram
+from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
 from bench.measure.records import DeviceClock, FrameLike
@@ -23,20 +24,23 @@ class DeviceMeasurements:
     histograms: list[Histogram] = field(default_factory=list)
     faults: list[FaultEvent] = field(default_factory=list)
 
-    def add(self, name: str, unit: str, value: float | None, **kw: Any) -> None:
-        """Append one Measurement."""
-        self.measurements.append(Measurement(name, unit, value, **kw))
+    def add(self, name: str, value: float | None, **kw: Any) -> None:
+        """Append the Measurement of catalogue entry `name`, in the entry's unit, described by its rule unless
+        `description` says more."""
+        entry = metric(name)
+        kw.setdefault("description", entry.rule)
+        self.measurements.append(Measurement(name, entry.unit, value, **kw))
 
-    def add_distribution(self, hist: Histogram, description: str) -> None:
+    def add_distribution(self, hist: Histogram) -> None:
         """Keep `hist` and add its P50/P90/P95/P99/max as measurements (flagged when too few samples)."""
         self.histograms.append(hist)
         s = hist.summary()
-        for key in ("p50", "p90", "p95", "p99", "max"):
-            pct = f"p{key[1:]}"
-            flags = tuple(f for f in s.flags if f.endswith(f"_{pct}") or f == "no_samples")
-            self.add(
-                f"{hist.name}_{key}", hist.unit, getattr(s, key), samples=s.count, flags=flags, description=description
-            )
+        for key in DISTRIBUTION_KEYS:
+            name = f"{hist.name}_{key}"
+            if metric(name).unit != hist.unit:
+                raise ValueError(f"{hist.name} is in {hist.unit}; the catalogue stores {name} in {metric(name).unit}")
+            flags = tuple(f for f in s.flags if f.endswith(f"_p{key[1:]}") or f == "no_samples")
+            self.add(name, getattr(s, key), samples=s.count, flags=flags)
 
     def get(self, name: str) -> Measurement:
         """The measurement called `name` (KeyError if absent)."""
@@ -68,53 +72,48 @@ def measure_device(
     `start_ns` (bench time the frame loop was started), the first-frame time of the session start; and the
     cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements)."""
     out = DeviceMeasurements()
-    out.add_distribution(inference_latency(frames), "inference time t1 - t0 on the device clock")
+    out.add_distribution(inference_latency(frames))
     decision = decision_latency(frames, sent_ns, clock, budget_ms, end_ns)
-    out.add_distribution(decision.histogram, "input sent -> decision (t1 on the bench clock)")
-    out.add("decision_deadline_misses", "count", decision.misses, samples=decision.decided + decision.undecided,
+    out.add_distribution(decision.histogram)
+    out.add("decision_deadline_misses", decision.misses, samples=decision.decided + decision.undecided,
             description=f"inputs decided later than {budget_ms:g} ms, or not at all")  # fmt: skip
-    out.add("decision_budget", "ms", budget_ms)
-    out.add("inputs_undecided", "count", decision.undecided)
-    out.add("decision_clock_inconsistent", "count", decision.clock_inconsistent,
-            description="decisions that mapped to before their input was sent (clock offset error)")  # fmt: skip
+    out.add("decision_budget", budget_ms)
+    out.add("inputs_undecided", decision.undecided)
+    out.add("decision_clock_inconsistent", decision.clock_inconsistent)
 
     first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
     if start_ns is not None:
         value = (clock.to_bench_ns(first.t1) - start_ns) / 1e6 if first is not None else None
-        out.add("first_frame", "ms", _r(value, 3), description="start request sent -> end of the first inference")
+        out.add("first_frame", _r(value, 3))
     if cold_starts_ms:
-        cold = Histogram("first_frame", "us").record_all(round(v * 1000) for v in cold_starts_ms)
-        out.add_distribution(cold, "cold start: model load request sent -> end of the first inference")
+        out.add_distribution(Histogram("first_frame", "us").record_all(round(v * 1000) for v in cold_starts_ms))
     timing = frame_timing(frames)
     out.histograms += [timing.frame_time, timing.deviation]
-    out.add("frames", "count", timing.frames)
-    out.add("inferences", "count", timing.inferences)
-    out.add("fps", "FPS", _r(timing.fps, 3), samples=timing.inferences, description="1 / mean frame time")
-    out.add("fps_1pct_low", "FPS", _r(timing.low_1pct_fps, 3), samples=max(0, timing.inferences - 1),
-            flags=_few(timing.inferences - 1, 99.0), description="1 / P99 frame time")  # fmt: skip
-    out.add("frame_jitter_std", "us", _r(timing.jitter_std_us, 1), samples=timing.inferences,
-            description="std of t0 - due")  # fmt: skip
-    out.add("frame_jitter_p99", "us", timing.jitter_p99_us, samples=timing.inferences,
-            flags=_few(timing.inferences, 99.0), description="P99 of |t0 - due|")  # fmt: skip
-    out.add("stutters", "count", timing.stutters, description="frame time > 2.5x moving average of 30")
-    out.add("skipped_frames", "count", timing.skipped)
-    out.add("late_frames", "count", timing.late)
+    out.add("frames", timing.frames)
+    out.add("inferences", timing.inferences)
+    out.add("fps", _r(timing.fps, 3), samples=timing.inferences)
+    out.add("fps_1pct_low", _r(timing.low_1pct_fps, 3), samples=max(0, timing.inferences - 1),
+            flags=_few(timing.inferences - 1, 99.0))  # fmt: skip
+    out.add("frame_jitter_std", _r(timing.jitter_std_us, 1), samples=timing.inferences)
+    out.add("frame_jitter_p99", timing.jitter_p99_us, samples=timing.inferences, flags=_few(timing.inferences, 99.0))
+    out.add("stutters", timing.stutters, samples=timing.inferences)
+    out.add("skipped_frames", timing.skipped)
+    out.add("late_frames", timing.late)
 
     peaks = [s["mem_peak"] for s in stats if isinstance(s.get("mem_peak"), int | float)]
-    out.add("mem_peak", "B", max(peaks) if peaks else None, samples=len(peaks))
+    out.add("mem_peak", max(peaks) if peaks else None, samples=len(peaks))
 
     out.faults = [fault_event(dict(f), clock) for f in faults]
     counts = fault_counts(out.faults)
-    out.add("faults", "count", len(out.faults))
+    out.add("faults", len(out.faults))
     for kind in sorted(counts):
-        out.add(f"faults_{kind}", "count", counts[kind])
+        out.add(f"faults_{kind}", counts[kind])
     rollbacks = [f.rollback_us for f in out.faults if f.rollback_us is not None]
     if rollbacks:
-        out.add("rollback_time_max", "us", max(rollbacks), samples=len(rollbacks))
+        out.add("rollback_time_max", max(rollbacks), samples=len(rollbacks))
 
     if send_errors_ns is not None:
-        hist = Histogram("replay_send_error", "ns").record_all(send_errors_ns)
-        out.add_distribution(hist, "replayer: actual - scheduled send time")
+        out.add_distribution(Histogram("replay_send_error", "ns").record_all(send_errors_ns))
     return out
 
 

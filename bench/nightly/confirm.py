@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 
 from bench.fleet import Device
 from bench.outcomes import FailureClass, Outcome
-from bench.results.evidence import accept, record_verdicts
+from bench.results.evidence import accept, leave_window, record_verdicts
 from bench.results.judge import acceptance, judge_run
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import SUSPECTED, Verdict, confirmed, settle
+from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, confirmed, settle
 from bench.units import figure
 
 # replay(session file, devices, run kind) -> the new run's id
@@ -58,7 +58,9 @@ async def confirm_run(
 ) -> Confirmation:
     """Judge run `run_id` (only the `judged` devices, if given: a device whose run failed on the bench's side has
     figures of a hang, not of the product), replay its suspected regressions (when `replay` is given), store the
-    final verdicts and which devices join later baselines (none whose run did not pass: bench.outcomes)."""
+    final verdicts and which devices join later baselines (none whose run did not pass: bench.outcomes). The
+    nights of a confirmed drift, tonight's included, leave the baseline windows (a window that held them would
+    absorb the drift)."""
     first = judge_run(store, run_id, thresholds, pinned=pinned, devices=judged)
     suspects = {v.device for v in first if v.status == SUSPECTED}
     result = Confirmation(run_id, [settle(v) for v in first])
@@ -89,6 +91,10 @@ async def confirm_run(
         if ok and outcome is not None and outcome.cls != FailureClass.PASS:
             ok, why = False, outcome.label
         accept(store, run_id, dev.name, ok, why)
+    session = store.run(run_id).session or ""
+    for v in result.verdicts:
+        if v.status == REGRESSION and v.drift_since is not None:
+            leave_window(store, session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}")
     return result
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.artefacts import ArtefactStore, keep_deployed
+from bench.doctor import device_problems
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fingerprint import configured_model_sha256, device_fingerprint
 from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
@@ -250,11 +251,21 @@ def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult)
 
 
 async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:
+    """Each device's link is probed, and the host has the programs it needs (`hilbench doctor`'s check)."""
     probes = await asyncio.gather(*(probe_link(d) for d in devices))
-    return {
-        d.name: DeviceOutcome(p.reachable, p.detail, outcome=None if p.reachable else infrastructure(p.detail))
-        for d, p in zip(devices, probes, strict=True)
-    }
+    outcomes = {}
+    for device, probe in zip(devices, probes, strict=True):
+        missing = await asyncio.to_thread(device_problems, device)
+        if missing:
+            detail = "; ".join(f"{f.detail} (fix: {f.fix})" for f in missing)
+            outcomes[device.name] = DeviceOutcome(
+                False, detail, data={"missing": [f.check for f in missing]}, outcome=infrastructure(detail)
+            )
+        else:
+            outcomes[device.name] = DeviceOutcome(
+                probe.reachable, probe.detail, outcome=None if probe.reachable else infrastructure(probe.detail)
+            )
+    return outcomes
 
 
 async def _flash(

@@ -264,8 +264,8 @@ class ReplayRun:
             start_ns=run.start_ns,
             cold_starts_ms=run.cold_starts_ms,
         )
-        run.result.add("inputs_sent", "count", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
-        run.result.add("input_bytes", "B", run.track.sent_bytes, description=f"as {run.track.mode} lines")
+        run.result.add("inputs_sent", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
+        run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)

@@ -17,6 +17,7 @@ from bench.fingerprint import changes
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
+from bench.report.nights import load_grids
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, host_of, stored_verdicts
 from bench.results.judge import judge_run
@@ -93,7 +94,7 @@ def publish_run(
     page = None
     if reports_dir is not None:
         page = (
-            write_report(report, reports_dir)
+            write_report(report, reports_dir, grids=load_grids(store, rules))
             if compare_run is None
             else write_comparison(report, reports_dir, str(compare_run))
         )

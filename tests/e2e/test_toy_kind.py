@@ -22,7 +22,8 @@ from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fields import resolve_path, typed
 from bench.kinds import KINDS, Kind, Settings, register
-from bench.links.spec import FleetEntry, ProbeResult
+from bench.links.probe_result import ProbeResult
+from bench.links.spec import FleetEntry
 from bench.paths import SESSIONS_DIR
 from tests.conftest import REPO
 
