@@ -24,12 +24,14 @@ COMMAND_MODULES = [
     "bench.commands.update",
     "bench.commands.session",
     "bench.commands.replay",
+    "bench.commands.bisect",
     "bench.commands.linux",
     "bench.commands.image",
     "bench.commands.flash",
     "bench.commands.virtual",
     "bench.commands.lab",
     "bench.commands.power",
+    "bench.commands.doctor",
 ]
 
 

@@ -19,6 +19,7 @@ from bench.devices.base import Driver, Progress, StepResult
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device
 from bench.kinds import driven
+from bench.outcomes import PASS, Outcome, infrastructure
 from bench.provision.controls import BoardControls
 
 DEFAULT_ATTEMPTS = 3
@@ -44,10 +45,19 @@ class DeviceFlash:
         """True when nothing had to be written."""
         return self.ok and all(s.skipped for s in self.steps)
 
+    @property
+    def outcome(self) -> Outcome:
+        """The failure class (bench.outcomes): a flash or OS write that failed, or a device that could not be
+        reached for it, is an infrastructure failure."""
+        if self.ok:
+            return PASS
+        return infrastructure(f"{'link lost' if self.unreachable else 'flash failed'}: {self.reason}")
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         data = asdict(self)
         data["up_to_date"] = self.up_to_date
+        data["outcome"] = self.outcome.to_json()
         return data
 
 

@@ -43,8 +43,9 @@ class BrowserLink:
         return cls(devtools=url)
 
     def describe(self) -> str:
-        """The link as a person would write it."""
-        return f"devtools {self.devtools}"
+        """The link as a person would write it, its path left out (a bench-started browser's holds its token)."""
+        scheme, _, rest = self.devtools.partition("://")
+        return f"devtools {scheme}://{rest.split('/', 1)[0]}/…"
 
     @property
     def bytes_per_s(self) -> float | None:

@@ -6,10 +6,20 @@ bench.nightly.confirm), and decides which device runs join later baselines."""
 from __future__ import annotations
 
 from bench.measure.host import HostNoise
-from bench.results.evidence import fingerprints, host_of, window
+from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
+from bench.results.evidence import fingerprints, host_of, series, window
 from bench.results.store import ResultStore
-from bench.results.thresholds import Thresholds
-from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, Verdict, host_busy, judge, not_applicable
+from bench.results.thresholds import MetricRule, Thresholds
+from bench.results.verdict import (
+    INCONCLUSIVE,
+    REGRESSION,
+    SUSPECTED,
+    UNCHANGED,
+    Verdict,
+    host_busy,
+    judge,
+    not_applicable,
+)
 
 ICOUNT = (
     "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, so a "
@@ -44,8 +54,10 @@ def judge_run(
     devices: list[str] | None = None,
 ) -> list[Verdict]:
     """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
-    (default: this run) or at the `pinned` run. A suspected regression of a host-timed metric on a virtual device
-    while the bench host was busier than during its baseline runs is INCONCLUSIVE."""
+    (default: this run) or at the `pinned` run. A night the window passes is suspected when the whole series of
+    judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
+    move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
+    during its baseline runs is INCONCLUSIVE."""
     row = store.run(run_id)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
@@ -64,6 +76,8 @@ def judge_run(
                 before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
             )  # fmt: skip
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
+            if verdict.status == UNCHANGED and pinned is None and m is not None and m.value is not None:
+                verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
             if rule.bench_clock and prints.get(dev.name, {}).get("clock") == "icount":
                 verdict = not_applicable(verdict, ICOUNT)
             elif virtual and rule.host_timed and verdict.status == SUSPECTED:
@@ -71,6 +85,16 @@ def judge_run(
                 verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
+
+
+def drift_check(
+    store: ResultStore, session: str, rule: MetricRule, verdict: Verdict, run_id: int, value: float, before: int
+) -> Verdict:
+    """`verdict` (a night the window passed) as a suspected drift when the series of judged nights before run
+    `before`, with `value` (run `run_id`'s) as its newest, drifted; else unchanged."""
+    ids, values = series(store, session, verdict.device, rule.measurement, before=before, limit=SERIES_NIGHTS)
+    found = find_drift(rule, [*ids, run_id], [*values, value], verdict.n_baseline)
+    return as_drift(verdict, found) if found else verdict
 
 
 def acceptance(verdicts: list[Verdict], device: str, status: str) -> tuple[bool, str]:

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from bench.measure.histogram import Histogram, histogram_values
+from bench.outcomes import FailureClass
 from bench.results.ota_results import ota_transfers
 from bench.results.runview import (
     FIRST_FRAME_MS,
@@ -73,6 +74,7 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
                     device.model_versions.append(label)
         if dev.status not in ("ok", "running", "done", "finished"):
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
+        device.notes += outcome_notes(dev.info)
         device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
         if dev.info.get("dropped_inputs"):
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
@@ -107,6 +109,22 @@ def add_stored(device: DeviceRun, measurements: Iterable[StoredFigure], histogra
         value, stored_unit = device.scalars.get(name, (None, ""))
         if source not in device.samples and value is not None:
             device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
+
+
+def outcome_notes(info: dict) -> list[str]:
+    """The device's failure class in the run (bench.outcomes) when it is not a plain pass, the cause of its
+    regression (bench.nightly.attribution) and its retry's class."""
+    notes = []
+    stored = info.get("outcome")
+    if stored and (stored.get("class") != FailureClass.PASS or stored.get("passed_on_retry")):
+        notes.append(f"outcome: {stored.get('label')}")
+    cause = info.get("cause")
+    if cause and cause.get("text"):
+        notes.append(str(cause["text"]))
+    retry = info.get("retry")
+    if retry:
+        notes.append(f"retried in run {retry['run_id']}: {retry['outcome']['label']}")
+    return notes
 
 
 def _frames(store: ResultStore, run_id: int, device: str) -> tuple[FrameTrace | None, int | None, list[int]]:

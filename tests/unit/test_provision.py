@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import shutil
 import subprocess
 import tomllib
 from pathlib import Path
@@ -22,7 +21,7 @@ from bench.provision.bmap import BmapMismatch, read_bmap, verify_written, write_
 from bench.provision.controls import BoardControls
 from bench.provision.fingerprint import Fingerprint, differences, parse_fingerprint
 
-pytestmark = pytest.mark.skipif(shutil.which("bmaptool") is None, reason="bmap-tools not installed")
+pytestmark = pytest.mark.programs("bmaptool")
 
 
 @pytest.fixture

@@ -76,6 +76,9 @@ def test_publish_judges_against_the_window_of_accepted_runs_and_writes_the_repor
     page = published.page.read_text()
     assert published.page == tmp_path / "runs" / f"{last}.html"
     assert "Regression:" in page and "orin-1" in page
+    offer = published.report.data["outcome"]["bisect"]["orin-1"]  # the first bad build, a command to copy
+    assert offer.startswith("hilbench bisect --device orin-1 --session ") and "--metric latency_p" in offer
+    assert "hilbench bisect --device orin-1" in page
     assert (tmp_path / "latest.html").exists() and f"runs/{last}.html" in (tmp_path / "index.html").read_text()
     trend = next(d for d in published.report.data["devices"] if d["name"] == "orin-1")["trend"]
     assert [p["run_id"] for p in trend] == [str(r) for r in range(1, last + 1)]
