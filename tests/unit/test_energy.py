@@ -55,7 +55,7 @@ def test_pmic_read_adc_sums_current_times_voltage() -> None:
     want = (0.0527 * 3.310944 + 0.71556 * 0.8823745 + 0.18837 * 1.106222) * 1000
     assert pmic_power_mw(PMIC) == pytest.approx(want)
     with pytest.raises(MeterError):
-        pmic_power_mw("error=1 error_msg=\"Command not registered\"")
+        pmic_power_mw('error=1 error_msg="Command not registered"')
 
 
 def test_hwmon_files(tmp_path: Path) -> None:
