@@ -11,7 +11,7 @@ from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
 from bench.inputs import check_file, load_toml
 from bench.kinds import KINDS, Kind, SettingError, Settings, get_kind
-from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.models import is_model_path
 from bench.os_spec import OsSpec, parse_os
 from bench.paths import FLEETS_DIR
@@ -331,7 +331,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
-    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", 115200))
+    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", DEFAULT_BAUD))
     link = info.link.parse(entry)
     if lab is not None:  # jobs reach it through the place; `ssh` says where its bench host's exporter finds it
         lab = replace(lab, local=link)

@@ -23,6 +23,7 @@ from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, 
 
 UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
 
+DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
 VOICE_CHOICES = ("auto", "voice", "voicef")
 
 
@@ -67,7 +68,7 @@ class Settings:
 
     fps_target: int = ranged(60, 1, 1000)
     vsync_hz: int = ranged(60, 1, 1000)
-    decision_budget_ms: int = ranged(50, 1, 60_000)
+    decision_budget_ms: int = ranged(DECISION_BUDGET_MS, 1, 60_000)
     model: str = named("npc-policy-int8", or_path=True)  # fixtures/models/<model>.<format's extension>
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
@@ -77,6 +78,7 @@ class Settings:
     voice: str = chosen("auto", VOICE_CHOICES)
     update_channel: str = chosen("coap", UPDATE_CHANNELS)  # coap, grpc (Linux-class boards), websocket (web)
     stall_s: float = ranged(5.0, 0.1, 3600)  # no frame record this long mid-run: the device stopped answering
+    reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Keep the checks of every field a subclass overrides with a plain default; refuse a number without a range."""
@@ -139,6 +141,7 @@ class Esp32c6Settings(Settings):
     baud: int = ranged(921600, 300, 12_000_000)
     flash_size: int = ranged(8 * 1024 * 1024, 1024 * 1024, 128 * 1024 * 1024)
     memory_limit_kb: int = ranged(160, 0, 512)  # live MicroPython heap the agent may use (of ~300 KB free)
+    reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
     firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
@@ -153,7 +156,6 @@ class LinuxSettings(Settings):
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
     memory_limit_mb: int = ranged(512, 0, 1_048_576)
     agent_start_timeout_s: float = ranged(20.0, 1, 3600)  # agent started -> listening (imports numpy, tflite)
-    reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class Arm64ImageSettings(Settings):
     fps_target: int = ranged(30, 1, 1000)
     memory_limit_mb: int = ranged(256, 0, 1_048_576)
     stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
+    reply_timeout_s: float = 30.0  # TCG emulation (3x slower guest clock under icount) on a shared host
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,7 @@ class WebSettings(Settings):
 
     memory_limit_mb: int = ranged(256, 0, 1_048_576)  # WASM heap a model in probation may grow to
     update_channel: str = "websocket"
+    reply_timeout_s: float = 15.0  # LiteRT.js on WASM in a loaded browser
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from bench.agent import wire
 from bench.agent.clock import ClockSync
 from bench.agent.transport import LineTransport
 from bench.errors import BenchError, DeviceUnreachable, ProductFailure
+from bench.kinds import DECISION_BUDGET_MS
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -273,7 +274,7 @@ class AgentSession:
         return reply
 
     async def start(
-        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0
+        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = DECISION_BUDGET_MS, frames: int = 0
     ) -> dict[str, Any]:
         """Start the frame loop; frame records then arrive through `frames()`."""
         self.last_stopped = None

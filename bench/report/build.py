@@ -155,7 +155,7 @@ TREND_AXES = {"_ms": "ms", "_mb": "MB", "_us": "µs", "fps": "FPS"}  # trend fie
 def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
     """For a regression: the first run of the unbroken streak, ending with this run, in which the metric was worse
     than the baseline by at least the threshold (its point estimate, from the trend). None when not applicable."""
-    if verdict.status == REGRESSION and verdict.drift_since is not None:  # a drift says where it starts
+    if verdict.status == REGRESSION and verdict.is_drift:  # a drift says where it starts
         first = next((p for p in trend if p["run_id"] == str(verdict.drift_since)), None)
         return {"run_id": str(verdict.drift_since), "started_at": first["started_at"] if first else "",
                 "runs": verdict.drift_nights, "from_window_start": False}  # fmt: skip
