@@ -10,6 +10,7 @@ from bench.energy.ppk2 import Ppk2Meter
 from bench.energy.protocol import Meter, MeterError
 from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter
 from bench.energy.spec import EnergySpec, HwmonSettings
+from bench.links.spec import SshLink
 from bench.links.ssh import SshConnection
 
 ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link
@@ -22,16 +23,20 @@ def needs_connection(spec: EnergySpec) -> bool:
 
 def meter_for(device: Any, connection: SshConnection | None = None) -> Meter | None:
     """The (not yet started) meter of a fleet device; None without an `energy` table. `connection` is the
-    device's SSH connection, for meters read on the device."""
+    device's SSH connection, for meters read on the device (one of its own over the device's SSH link when
+    not given)."""
     spec: EnergySpec | None = getattr(device, "energy", None)
     if spec is None:
         return None
     if needs_connection(spec):
+        owns = connection is None and isinstance(getattr(device, "link", None), SshLink)
+        if owns:
+            connection = SshConnection(device.name, device.link)
         if connection is None:
             raise MeterError(f"device {device.name!r}: meter {spec.driver!r} is read over SSH; the device has none",
                              hint="use a bench-side meter (ppk2, joulescope, hwmon with on = \"bench\")")  # fmt: skip
         cls = ON_DEVICE.get(spec.driver, DeviceHwmonMeter)
-        return cls(device.name, spec, connection)
+        return cls(device.name, spec, connection, owns=owns)
     if spec.driver == "ppk2":
         return Ppk2Meter(device.name, spec)
     if spec.driver == "joulescope":

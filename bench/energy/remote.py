@@ -18,9 +18,10 @@ BLOCK_END = "@end"
 class RemoteMeter(Meter):
     """A meter whose readings a command on the device prints (one line or one `@end`-terminated block each)."""
 
-    def __init__(self, device: str, spec: EnergySpec, connection: SshConnection) -> None:
+    def __init__(self, device: str, spec: EnergySpec, connection: SshConnection, *, owns: bool = False) -> None:
         super().__init__(device, spec)
         self.connection = connection
+        self.owns = owns  # the meter opened the connection itself, and closes it
         self._proc = None
 
     @property
@@ -63,6 +64,8 @@ class RemoteMeter(Meter):
         if proc is not None and proc.returncode is None:
             proc.terminate()
             await proc.wait()
+        if self.owns:
+            await self.connection.close()
 
 
 class TegrastatsMeter(RemoteMeter):
