@@ -45,7 +45,10 @@ def _distribution(hist: str, unit: str, clock: str, title: str, rule: str, p50: 
     return out
 
 
-ENERGY_RULE = f"meter energy over each inference window t0..t1 mapped to the bench clock; n/a when {SLOW_RULE}"
+ENERGY_RULE = (
+    f"meter energy over each inference window t0..t1 mapped to the bench clock (or attributed from the"
+    f" span around it, bench/measure/energy.py); n/a when {SLOW_RULE}"
+)
 _ENTRIES = [
     *_distribution("decision_latency", "us", BENCH, "decision latency",
                    "input sent -> decision (t1 on the bench clock)"),

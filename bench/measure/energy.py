@@ -6,9 +6,15 @@ interpolated. Each inference frame's window t0..t1 (device clock, mapped through
 mapping) is integrated: energy per decision (its P50 and P99), mean power while inferring, and while idle (the
 rest of the measured span). Energy per session is the whole measured span.
 
-The honest rule for slow meters: a meter whose samples are longer than a quarter of the median inference window
-cannot tell one decision's energy from the idle time around it, so only energy per session and mean power are
-given, with the flag `meter_too_slow_for_decisions` (tegrastats at 1 s, the PMIC, most hwmon sensors).
+How fine the meter is decides the method, and the flags say which was used:
+- samples at most a quarter of the median inference window: each window is integrated directly;
+- samples at most a quarter of the median decision period (window to window): `attributed` -- each decision
+  gets the span from the midpoint of the idle gap before it to the midpoint of the gap after it; the idle power
+  P_idle is fitted by least squares over those spans (energy = P_idle x idle time + P_inf x window time), and a
+  decision's energy is its span's energy minus P_idle x the span's idle time. A window shorter than the meter's
+  sample is then still measured, from how much more its span drew than idling would have;
+- coarser (tegrastats at 1 s, the PMIC, most hwmon sensors): one sample holds many decisions, so only energy per
+  session and mean power are given, with the flag `meter_too_slow_for_decisions`.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from bench.measure.samples import too_few_flags
 
 SAMPLES_PER_WINDOW = 4  # a meter resolves decisions when its sample is at most a quarter of the median window
 TOO_SLOW = "meter_too_slow_for_decisions"
-SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median inference window"
+ATTRIBUTED = "attributed"  # per-decision energy from spans around each window and a fitted idle power
+SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median decision period"
 
 
 class PowerLike(Protocol):
@@ -102,13 +109,20 @@ def energy_figures(
     base = dict(meter=meter, period_s=period_s, session_mj=session, mean_mw=mean_mw, span_s=span_ns / 1e9)
     if not windows:
         return EnergyFigures(decisions=0, flags=("no_measured_decisions",), **base)  # type: ignore[arg-type]
-    median_ns = statistics.median(b - a for a, b in windows)
-    if period_s * 1e9 * SAMPLES_PER_WINDOW > median_ns:
-        return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW,), windows_ns=windows, **base)  # type: ignore[arg-type]
-    each = [whole.energy_mj(a, b) for a, b in windows]
-    busy_ns = sum(b - a for a, b in windows)
-    inferring = sum(each)
-    idle_ns = span_ns - busy_ns
+    windows.sort()
+    sample_ns = period_s * 1e9 * SAMPLES_PER_WINDOW
+    method: tuple[str, ...] = ()
+    if sample_ns <= statistics.median(b - a for a, b in windows):
+        each = [whole.energy_mj(a, b) for a, b in windows]
+        busy_ns = sum(b - a for a, b in windows)
+        idle_mw = (session - sum(each)) / ((span_ns - busy_ns) / 1e9) if span_ns > busy_ns else None
+    else:
+        spans = _spans(windows, whole)
+        if len(spans) < 3 or sample_ns > statistics.median(hi - lo for lo, hi, _w in spans):
+            return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW,), windows_ns=windows, **base)  # type: ignore[arg-type]
+        each, idle_mw = _attributed(spans, whole)
+        busy_ns = sum(w for _lo, _hi, w in spans)
+        method = (ATTRIBUTED,)
     arr = np.array(each)
     return EnergyFigures(
         decisions=len(each),
@@ -116,9 +130,30 @@ def energy_figures(
         p50_mj=float(np.percentile(arr, 50, method="inverted_cdf")),
         p99_mj=float(np.percentile(arr, 99, method="inverted_cdf")),
         mean_mj=float(arr.mean()),
-        inferring_mw=inferring / (busy_ns / 1e9) if busy_ns > 0 else None,
-        idle_mw=(session - inferring) / (idle_ns / 1e9) if idle_ns > 0 else None,
-        flags=too_few_flags(len(each), (99.0,)),
+        inferring_mw=sum(each) / (busy_ns / 1e9) if busy_ns > 0 else None,
+        idle_mw=idle_mw,
+        flags=method + too_few_flags(len(each), (99.0,)),
         windows_ns=windows,
         **base,  # type: ignore[arg-type]
     )
+
+
+def _spans(windows: list[tuple[int, int]], whole: Integrator) -> list[tuple[float, float, float]]:
+    """(start, end, window time) of each inner decision's span: from the middle of the idle gap before its window
+    to the middle of the gap after it (the first and last decisions, with one side open, are left out)."""
+    out = []
+    for prev, (a, b), nxt in zip(windows, windows[1:], windows[2:], strict=False):
+        lo, hi = (prev[1] + a) / 2, (b + nxt[0]) / 2
+        if prev[1] <= a and b <= nxt[0] and whole.covers(lo, hi):
+            out.append((lo, hi, float(b - a)))
+    return out
+
+
+def _attributed(spans: list[tuple[float, float, float]], whole: Integrator) -> tuple[list[float], float]:
+    """Each span's decision energy (mJ) and the fitted idle power (mW): least squares of span energy on idle time
+    and window time."""
+    energy = np.array([whole.energy_mj(lo, hi) for lo, hi, _w in spans])
+    window_s = np.array([w for _lo, _hi, w in spans]) / 1e9
+    idle_s = np.array([hi - lo for lo, hi, _w in spans]) / 1e9 - window_s
+    (idle_mw, _inferring_mw), *_ = np.linalg.lstsq(np.column_stack([idle_s, window_s]), energy, rcond=None)
+    return [float(e) for e in energy - idle_mw * idle_s], float(idle_mw)

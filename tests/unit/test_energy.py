@@ -12,11 +12,12 @@ from bench.energy.hwmon import BenchHwmonMeter
 from bench.energy.meters import meter_for
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, pmic_rails, read_jls, tegrastats_power_mw
 from bench.energy.protocol import MeterError, PowerSample
+from bench.energy.remote import TegrastatsMeter
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
 from bench.errors import ConfigError
 from bench.fleet import parse_fleet
 from bench.measure.device import DeviceMeasurements, add_energy
-from bench.measure.energy import TOO_SLOW, Integrator, energy_figures
+from bench.measure.energy import ATTRIBUTED, TOO_SLOW, Integrator, energy_figures
 from bench.measure.records import Frame, OffsetClock
 
 # tegrastats as printed by a Jetson Orin Nano (JetPack 6) and a Jetson Nano (JetPack 4)
@@ -123,8 +124,13 @@ def test_energy_table_is_validated_naming_file_device_and_field(tmp_path: Path) 
 def test_meter_registry_needs_ssh_for_on_device_meters(tmp_path: Path) -> None:
     fleet = parse_fleet({"device": [{"name": "orin", "kind": "jetson-orin-nx", "ssh": "npc@10.0.0.2",
                                      "energy": {"driver": "tegrastats"}}]}, tmp_path / "f.toml")  # fmt: skip
+    meter = meter_for(fleet.devices[0])
+    assert isinstance(meter, TegrastatsMeter) and meter.owns  # over a connection of its own to the device
+    assert meter.command() == "exec tegrastats --interval 1000"
+    c6 = parse_fleet({"device": [{"name": "c6", "kind": "esp32c6", "port": "/dev/ttyUSB0",
+                                  "energy": {"driver": "pmic"}}]}, tmp_path / "f.toml")  # fmt: skip
     with pytest.raises(MeterError, match="SSH"):
-        meter_for(fleet.devices[0])
+        meter_for(c6.devices[0])
     assert isinstance(parse_energy({"driver": "hwmon", "power": "p"}, "w", tmp_path).settings, HwmonSettings)
 
 
@@ -155,6 +161,22 @@ def test_energy_per_decision_from_windows_on_the_bench_clock() -> None:
     assert out.get("energy_per_decision_p50").unit == "mJ"
     assert "test meter" in out.get("energy_per_decision_p50").description
     assert out.get("energy_budget_exceeded").value == 50
+
+
+def test_a_meter_coarser_than_the_window_attributes_each_decision() -> None:
+    # truth in 0.1 ms steps: 1 ms inference at 500 mW every 40 ms, 100 mW between; the meter averages 10 ms
+    fine = np.full(400 * 100, 100.0)
+    starts = [k * 400 + 53 + (k % 7) * 20 for k in range(100)]  # windows land anywhere in a meter sample
+    for s0 in starts:
+        fine[s0 : s0 + 10] = 500.0
+    coarse = fine.reshape(-1, 100).mean(axis=1)
+    samples = _samples(list(coarse), dt_ns=10_000_000)
+    frames = [Frame(i=k, vsync=k, ran=True, t0=s0 * 100, t1=s0 * 100 + 1_000) for k, s0 in enumerate(starts)]
+    fig = energy_figures(samples, frames, OffsetClock(0), "virtual PPK2", 0.010)
+    assert ATTRIBUTED in fig.flags and fig.decisions == 98  # the first and last have an open side
+    assert fig.p50_mj == pytest.approx(0.5, rel=0.02)  # 500 mW x 1 ms
+    assert fig.idle_mw == pytest.approx(100.0, rel=0.01)
+    assert fig.inferring_mw == pytest.approx(500.0, rel=0.02)
 
 
 def test_a_slow_meter_gives_session_energy_only_and_says_so() -> None:
