@@ -10,7 +10,9 @@ from bench.energy.protocol import PowerSample
 from bench.results.store import ResultStore
 
 POWER_NAME = "meter_power_mw"
+WINDOWS_NAME = "meter_inferring"  # 1 inside an inference window t0..t1 (bench clock), 0 outside: the plot's shading
 MAX_POINTS = 4000
+MAX_WINDOWS = 2000
 
 
 def thin(samples: Sequence[PowerSample], max_points: int = MAX_POINTS) -> list[PowerSample]:
@@ -25,7 +27,17 @@ def thin(samples: Sequence[PowerSample], max_points: int = MAX_POINTS) -> list[P
     return out
 
 
-def add_power(store: ResultStore, run_id: int, device: str, samples: Sequence[PowerSample]) -> int:
-    """Store `samples` of `device` (thinned); how many rows were written."""
+def add_power(
+    store: ResultStore,
+    run_id: int,
+    device: str,
+    samples: Sequence[PowerSample],
+    windows: Sequence[tuple[int, int]] = (),
+) -> int:
+    """Store `samples` of `device` (thinned) and its inference windows (the first MAX_WINDOWS, as steps); how many
+    rows were written."""
     rows = [(s.t_ns, POWER_NAME, round(s.power_mw, 3), "mW", "meter") for s in thin(samples)]
+    for a, b in list(windows)[:MAX_WINDOWS]:
+        rows += [(a - 1, WINDOWS_NAME, 0.0, "", "meter"), (a, WINDOWS_NAME, 1.0, "", "meter"),
+                 (b, WINDOWS_NAME, 1.0, "", "meter"), (b + 1, WINDOWS_NAME, 0.0, "", "meter")]  # fmt: skip
     return store.add_telemetry(run_id, device, rows)

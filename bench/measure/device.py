@@ -132,8 +132,9 @@ def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | N
                         ("energy_per_decision_mean", fig.mean_mj)):  # fmt: skip
         own = tuple(f for f in flags if not f.startswith("too_few_samples_for_p") or name.endswith("p99"))
         out.add(name, _r(value, 4), samples=n, flags=own, description=f"{metric(name).rule}; {meter}")
+    method = tuple(f for f in flags if not f.startswith("too_few_samples_for_p"))
     for name, value in (("power_inferring", fig.inferring_mw), ("power_idle", fig.idle_mw)):
-        out.add(name, _r(value, 2), samples=n, flags=flags, description=f"{metric(name).rule}; {meter}")
+        out.add(name, _r(value, 2), samples=n, flags=method, description=f"{metric(name).rule}; {meter}")
     span = f"{meter}; over {fig.span_s:.1f} s"
     out.add("energy_session", _r(fig.session_mj, 2), description=f"{metric('energy_session').rule}; {span}")
     out.add("power_mean", _r(fig.mean_mw, 2), description=f"{metric('power_mean').rule}; {span}")

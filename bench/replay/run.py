@@ -67,6 +67,7 @@ class DeviceRun:
     power: list[PowerSample] = field(default_factory=list)  # what the meter took
     meter_error: str = ""
     meter_stopped: bool = False
+    energy: EnergyFigures | None = None  # what the meter's samples give, once measured
 
     @property
     def recovery_steps(self) -> list[str | None]:
@@ -287,6 +288,7 @@ class ReplayRun:
         name = run.device.name
         self._store_inputs(run)
         clock = run.clock or session.clock  # the opening sync, when the closing one failed
+        run.energy = self._energy(run, clock)
         run.result = measure_device(
             run.frames,
             sent_ns=run.track.sent_by_seq(self.plan),
@@ -298,7 +300,7 @@ class ReplayRun:
             send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
             start_ns=run.start_ns,
             cold_starts_ms=run.cold_starts_ms,
-            energy=self._energy(run, clock),
+            energy=run.energy,
             energy_budget_mj=run.device.energy.budget_mj if run.device.energy is not None else None,
         )
         run.result.add("inputs_sent", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
@@ -307,7 +309,7 @@ class ReplayRun:
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)
         if run.power:
-            add_power(self.store, self.run_id, name, run.power)
+            add_power(self.store, self.run_id, name, run.power, run.energy.windows_ns if run.energy else ())
         self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
         self.store.update_device(self.run_id, name, status=run.status, detail=run.detail, outcome=run.outcome.to_json())
 
