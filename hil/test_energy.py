@@ -1,0 +1,35 @@
+"""Energy: a decision stays within the device's `energy_budget_mj` (fleet file), measured by its power meter over
+the same short replays as the timing tests; and the meter reads a plausible, non-zero power while the agent runs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+
+def test_decision_energy_within_budget(agent, replayed, record_measurement):
+    energy = agent.device.energy
+    if energy is None or energy.budget_mj is None:
+        pytest.skip(f"device {agent.name}: no energy_budget_mj in the fleet file")
+    p50 = [r.values.get("energy_per_decision_p50") for r in replayed.runs]
+    if any(v is None for v in p50):
+        pytest.skip(f"device {agent.name}: its meter ({energy.driver}) gives no energy per decision (too slow, or "
+                    "it failed: see the run's report)")  # fmt: skip
+    record_measurement("energy_per_decision_p50", replayed.median("energy_per_decision_p50"), "mJ",
+                       samples=replayed.each("energy_per_decision_p50"))  # fmt: skip
+    over = sum(replayed.each("energy_budget_exceeded"))
+    p99 = replayed.median("energy_per_decision_p99")
+    assert over == 0, (
+        f"device {agent.name}: {over:g} decision(s) over the energy budget of {energy.budget_mj:g} mJ "
+        f"(P50 {replayed.median('energy_per_decision_p50'):.3f} mJ, P99 {p99:.3f} mJ)"
+    )
+
+
+def test_meter_reads_the_running_device(agent, power_meter, record_measurement):
+    with power_meter.measure() as reading:
+        time.sleep(1.0)
+    record_measurement("power_mean", reading.mean_mw, "mW")
+    record_measurement("energy_1s", reading)
+    assert reading.samples, f"device {agent.name}: no meter samples in 1 s"
+    assert reading.mean_mw > 0, f"device {agent.name}: the meter read no power from a running device"
