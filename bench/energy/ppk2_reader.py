@@ -4,7 +4,8 @@
 
 ppk2-api decodes each of the PPK2's 100 000 samples a second in Python; in the bench's own process that work
 would hold the interpreter lock against the replayer's timing, so it runs here. The first line is JSON
-(`{"ok": true, "hw": ...}` or `{"error": ...}`); then one line per bin: `END_NS DT_NS CURRENT_UA`, END_NS on the
+(`{"ok": true, "hw": ...}` or `{"error": ...}`); then one line per bin: `@ END_NS DT_NS CURRENT_UA` (ppk2-api prints
+its own remarks to stdout too; those lines have no `@`), END_NS on the
 bench clock (CLOCK_MONOTONIC, shared by every process of the host). The PPK2 samples on its own crystal, so
 sample k is placed at t_first + k x 10 us, t_first taken from when the first samples arrived.
 """
@@ -19,6 +20,18 @@ import time
 
 SAMPLE_NS = 10_000  # 100 kS/s
 POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
+
+
+def quiet(ppk) -> None:
+    """Stop a measurement an earlier reader left running and drop its samples, so the metadata reply is read
+    alone (ppk2-api decodes whatever is waiting as text)."""
+    ppk.stop_measuring()
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if not ppk.ser.in_waiting:
+            return
+        ppk.ser.reset_input_buffer()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,7 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # pyserial's SerialException, or OSError for a missing port
         print(json.dumps({"error": f"cannot open {args.port}: {exc}"}), flush=True)
         return 3
-    if not ppk.get_modifiers():
+    quiet(ppk)
+    try:
+        found = ppk.get_modifiers()
+    except UnicodeDecodeError:  # samples still streaming from an earlier measurement that was never stopped
+        found = None
+    if not found:
         print(json.dumps({"error": f"{args.port}: no PPK2 answered (no calibration metadata)"}), flush=True)
         return 3
     if args.mode == "source":
@@ -67,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         while len(pending) >= per_bin:
             chunk, pending = pending[:per_bin], pending[per_bin:]
             index += per_bin
-            lines.append(f"{first_ns + index * SAMPLE_NS} {per_bin * SAMPLE_NS} {sum(chunk) / per_bin:.3f}")
+            lines.append(f"@ {first_ns + index * SAMPLE_NS} {per_bin * SAMPLE_NS} {sum(chunk) / per_bin:.3f}")
         if lines:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()

@@ -44,7 +44,7 @@ def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls
     return {name: v.controls() for name, v in running.items() if callable(getattr(v, "controls", None))}
 
 
-def _with_meter(device: Device, stand_in: VirtualDevice) -> Device:
+def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
     """The device with its meter's port filled in when the stand-in serves a virtual one of that driver (the
     virtual ESP32-C6's PPK2) and the fleet file names no port."""
     spec = device.energy
@@ -75,7 +75,7 @@ async def virtual_fleet(
             if dev.name in running:
                 plug(state_dir(), dev, running[dev.name].urls().get("control"))
         by_name = dict(zip(stand_ins, links, strict=True))
-        resolved = [_with_meter(d.with_link(by_name[d.name]), running[d.name]) if d.name in by_name else d
+        resolved = [with_meter(d.with_link(by_name[d.name]), running[d.name]) if d.name in by_name else d
                     for d in devices]  # fmt: skip
         yield resolved, running
     finally:
