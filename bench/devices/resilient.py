@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bench.agent.relay import RelayedSession, start_fresh, still_answers
 from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
-from bench.errors import BenchError, DeviceUnreachable, ProductFailure
+from bench.errors import DeviceUnreachable, ProductFailure
 
 if TYPE_CHECKING:
     from bench.results.store import ResultStore

@@ -280,7 +280,7 @@ def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
         x, y = np.arange(len(trend), dtype=float), _column(trend, field)
         at = float(ids.index(str(v.drift_since))) if str(v.drift_since) in ids else 0.0
         unit = next((u for end, u in TREND_AXES.items() if field.endswith(end)), "")
-        to_trend = TO_UNIT.get((v.unit, unit), 1.0)
+        to_trend = convert(1.0, v.unit, unit) if v.unit and unit not in ("", "FPS") else 1.0
         lines = [svg.Line(x, y, label=v.title)]
         if v.baseline_value is not None:
             level = v.baseline_value * to_trend
