@@ -10,6 +10,7 @@ from typing import Any
 from bench import signing, trust
 from bench.errors import ConfigError
 from bench.fleet import Device
+from bench.kinds import MICROPYTHON_AGENT
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_family, model_file
 from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 
@@ -128,7 +129,7 @@ def loaded_model(device: Device, key_path: Path | None = None) -> tuple[str, dic
     folder). Signed with `key_path`, by default the device's configured signing key (bench.trust)."""
     key_path = key_path or trust.signing_key(device)
     model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
-    on_board = device.kind_info.family == "serial"  # MicroPython boards keep models under models/ of their root
+    on_board = device.kind_info.runtime == MICROPYTHON_AGENT  # the MicroPython agent keeps models under models/
     fmt = fmt if on_board else guess_name_and_format(model)[1]  # as micropython_bundle / host_bundle sign it
     family = model_family(model)
     manifest = signing.sign_manifest(

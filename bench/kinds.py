@@ -21,6 +21,9 @@ from typing import Any, Literal
 from bench.errors import ConfigError
 from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
 
+# the agent a kind's devices run (which files are deployed and hashed: bench.bundles, bench.fingerprint)
+HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT = "host", "micropython", "web"
+RUNTIMES = (HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT)
 UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
 
 DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
@@ -207,6 +210,11 @@ class Kind:
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
     chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
+    runtime: str = HOST_AGENT  # its agent: host/ (Python), micropython/ or web/agent/ (one of RUNTIMES)
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"kind {self.name!r}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
 
     @property
     def family(self) -> str:
@@ -310,6 +318,7 @@ register(
         driver="bench.devices.esp32c6:Esp32c6Driver",
         virtual="bench.virtual.esp32c6:VirtualEsp32c6",
         chip="ESP32-C6",
+        runtime=MICROPYTHON_AGENT,
     )
 )
 register(_linux_board("jetson-orin-nx", "NVIDIA Jetson Orin NX", JetsonSettings, "virtual_jetson", _LINUX_HINT_JETSON))
@@ -332,5 +341,6 @@ register(
         WebSettings,
         driver="bench.devices.web:WebDriver",
         virtual="bench.virtual.web:VirtualBrowser",
+        runtime=WEB_AGENT,
     )
 )
