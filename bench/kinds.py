@@ -54,10 +54,16 @@ def chosen(default: str, choices: tuple[str, ...]) -> Any:
     return field(default=default, metadata={"choices": choices})
 
 
-def named(default: str, *, or_path: bool = False) -> Any:
+def named(default: str, *, or_path: str = "") -> Any:
     """A setting that becomes part of a file name: letters, digits, '.', '_', '-' only (no '/', no '..');
-    with `or_path` also an absolute path without '..' (a model file under test)."""
+    with `or_path` (a file suffix) also a path: a value with a '/' or that suffix names a file, which the
+    fleet loader takes from the fleet file's folder (a model file under test)."""
     return field(default=default, metadata={"name": True, "or_path": or_path})
+
+
+def file_path(default: str = "") -> Any:
+    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder."""
+    return field(default=default, metadata={"path": True})
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,7 @@ class Settings:
     fps_target: int = ranged(60, 1, 1000)
     vsync_hz: int = ranged(60, 1, 1000)
     decision_budget_ms: int = ranged(DECISION_BUDGET_MS, 1, 60_000)
-    model: str = named("npc-policy-int8", or_path=True)  # fixtures/models/<model>.<format's extension>
+    model: str = named("npc-policy-int8", or_path=".tflite")  # fixtures/models/<model>.<format's extension>
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
@@ -147,7 +153,7 @@ class Esp32c6Settings(Settings):
     reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
-    firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
+    firmware: str = file_path()  # image flashed at 0x0 ("" = firmware/esp32c6/virtual-micropython.bin)
 
 
 @dataclass(frozen=True)
@@ -174,7 +180,7 @@ class Pi5Settings(LinuxSettings):
 class JetsonSettings(LinuxSettings):
     """An NVIDIA Jetson Orin NX."""
 
-    model: str = named("npc-policy-large-int8", or_path=True)
+    model: str = named("npc-policy-large-int8", or_path=".tflite")
 
 
 @dataclass(frozen=True)
