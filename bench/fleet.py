@@ -102,7 +102,12 @@ class Fleet:
             if dev.name == name:
                 return dev
         known = ", ".join(d.name for d in self.devices) or "(none)"
-        raise ConfigError(f"{self.path}: no device named {name!r}", hint=f"devices in this fleet: {known}")
+        raise ConfigError(
+            f"{self.path}: no device named {name!r}",
+            hint=f"devices in this fleet: {known}",
+            file=str(self.path),
+            device=name,
+        )
 
     def select(
         self,
@@ -275,6 +280,12 @@ def _file_settings(settings: type[Settings], values: dict[str, Any], base_dir: P
             out[f.name] = str(resolve_path(value, base_dir))
         elif f.metadata.get("path"):
             out[f.name] = str(resolve_path(value, base_dir))
+    for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
+        if Path(file).exists():
+            try:
+                check_file(file, key)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: field {key!r}: {exc.message}", file=file, field=key) from None
     return out
 
 

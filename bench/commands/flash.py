@@ -16,7 +16,7 @@ from bench.commands import add_device_options, add_fleet_options, held_devices, 
 from bench.commands.values import int_in
 from bench.console import emit_json, err, out
 from bench.devices import has_driver
-from bench.errors import ConfigError
+from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
 from bench.inputs import check_file
 from bench.lab.acquire import reachable_devices
@@ -47,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_flash(args: argparse.Namespace) -> int:
-    """Flash the selection; exit 3 when a device's flash failed (an infrastructure failure: bench.outcomes)."""
+    """Flash the selection; exit 2 if a device's input was refused before it was touched (an image the fleet
+    does not pin, a bmap that does not describe its image), else by the devices' failure classes (bench.outcomes:
+    3 when only infrastructure failed)."""
     _fleet, devices = selected_devices(args)
     devices = [d for d in devices if has_driver(d.kind)]
     if not devices:
@@ -68,6 +70,8 @@ def cmd_flash(args: argparse.Namespace) -> int:
     else:
         out.print(_table(results))
         out.print(f"logs: {log_dir}")
+    if any(r.refused for r in results):
+        return ExitCode.USAGE
     return exit_code(r.outcome for r in results)
 
 

@@ -21,7 +21,7 @@ from bench.results.verdict import (
     Verdict,
     collecting_summary,
 )
-from bench.units import convert
+from bench.units import convert, factor
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 
@@ -155,7 +155,7 @@ TREND_AXES = {"_ms": "ms", "_mb": "MB", "_us": "µs", "fps": "FPS"}  # trend fie
 def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
     """For a regression: the first run of the unbroken streak, ending with this run, in which the metric was worse
     than the baseline by at least the threshold (its point estimate, from the trend). None when not applicable."""
-    if verdict.status == REGRESSION and verdict.drift_since is not None:  # a drift says where it starts
+    if verdict.status == REGRESSION and verdict.is_drift:  # a drift says where it starts
         first = next((p for p in trend if p["run_id"] == str(verdict.drift_since)), None)
         return {"run_id": str(verdict.drift_since), "started_at": first["started_at"] if first else "",
                 "runs": verdict.drift_nights, "from_window_start": False}  # fmt: skip
@@ -280,7 +280,10 @@ def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
         x, y = np.arange(len(trend), dtype=float), _column(trend, field)
         at = float(ids.index(str(v.drift_since))) if str(v.drift_since) in ids else 0.0
         unit = next((u for end, u in TREND_AXES.items() if field.endswith(end)), "")
-        to_trend = convert(1.0, v.unit, unit) if v.unit and unit not in ("", "FPS") else 1.0
+        try:
+            to_trend = factor(v.unit, unit)
+        except ValueError:  # a figure with no time or size unit (FPS, a count) is plotted as stored
+            to_trend = 1.0
         lines = [svg.Line(x, y, label=v.title)]
         if v.baseline_value is not None:
             level = v.baseline_value * to_trend

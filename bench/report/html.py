@@ -236,6 +236,11 @@ def _css() -> Markup:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """`path` replaced whole by `text`, or left as it was: the temporary file goes on any error (a full disk)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
