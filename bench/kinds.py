@@ -68,6 +68,9 @@ class Settings:
     voice: str = "auto"  # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
     update_channel: str = "coap"  # one of UPDATE_CHANNELS: coap, grpc (Linux-class boards), websocket (web)
     stall_s: float = 5.0  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
+    # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
+    # the bench's time, from the start; 0: the session's own length (at the replay's speed)
+    replay_budget_s: float = ranged(0, 0, 3600)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -12,6 +12,7 @@ from bench.measure.histogram import Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
 from bench.measure.records import DeviceClock, FrameLike
+from bench.measure.replay_timing import CLOCK_LABELS, SEED_ALIGNMENT_MS, ReplayTiming, release_error
 from bench.measure.samples import too_few_flags
 
 
@@ -53,52 +54,41 @@ class DeviceMeasurements:
 def measure_device(
     frames: Sequence[FrameLike],
     *,
-    sent_ns: Mapping[int, int],
     clock: DeviceClock,
     budget_ms: float,
-    end_ns: int | None = None,
+    timing: ReplayTiming,
     stats: Iterable[Mapping[str, Any]] = (),
     faults: Iterable[Mapping[str, Any]] = (),
-    send_errors_ns: Sequence[int] | None = None,
-    start_ns: int | None = None,
     cold_starts_ms: Sequence[float] = (),
 ) -> DeviceMeasurements:
-    """All metrics of one device from its frame records, the replayed inputs' send times (seq -> ns),
-    its clock mapping, `stats` messages and `fault` messages; plus the replayer's send errors and, with
-    `start_ns` (bench time the frame loop was started), the first-frame time of the session start; and the
-    cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements)."""
+    """All metrics of one device from its frame records, its replay's input times (`timing`: bench send times, or
+    due times on the device's own clock), its clock mapping (`clock`: fault times on the bench clock), `stats`
+    and `fault` messages; the replay's fidelity and extent; the first-frame time of the session start; and the
+    cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements). Latency and
+    first-frame figures are left out when `timing.clock` is None (no clock they would mean anything on)."""
     out = DeviceMeasurements()
     out.add_distribution(inference_latency(frames), "inference time t1 - t0 on the device clock")
-    decision = decision_latency(frames, sent_ns, clock, budget_ms, end_ns)
-    out.add_distribution(decision.histogram, "input sent -> decision (t1 on the bench clock)")
-    out.add("decision_deadline_misses", "count", decision.misses, samples=decision.decided + decision.undecided,
-            description=f"inputs decided later than {budget_ms:g} ms, or not at all")  # fmt: skip
-    out.add("decision_budget", "ms", budget_ms)
-    out.add("inputs_undecided", "count", decision.undecided)
-    out.add("decision_clock_inconsistent", "count", decision.clock_inconsistent,
-            description="decisions that mapped to before their input was sent (clock offset error)")  # fmt: skip
-
-    first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
-    if start_ns is not None:
-        value = (clock.to_bench_ns(first.t1) - start_ns) / 1e6 if first is not None else None
-        out.add("first_frame", "ms", _r(value, 3), description="start request sent -> end of the first inference")
+    if timing.clock is not None:
+        _latency(out, frames, timing, budget_ms)
     if cold_starts_ms:
         cold = Histogram("first_frame", "us").record_all(round(v * 1000) for v in cold_starts_ms)
-        out.add_distribution(cold, "cold start: model load request sent -> end of the first inference")
-    timing = frame_timing(frames)
-    out.histograms += [timing.frame_time, timing.deviation]
-    out.add("frames", "count", timing.frames)
-    out.add("inferences", "count", timing.inferences)
-    out.add("fps", "FPS", _r(timing.fps, 3), samples=timing.inferences, description="1 / mean frame time")
-    out.add("fps_1pct_low", "FPS", _r(timing.low_1pct_fps, 3), samples=max(0, timing.inferences - 1),
-            flags=_few(timing.inferences - 1, 99.0), description="1 / P99 frame time")  # fmt: skip
-    out.add("frame_jitter_std", "us", _r(timing.jitter_std_us, 1), samples=timing.inferences,
+        where = CLOCK_LABELS.get(timing.clock or "", "")
+        out.add_distribution(cold, f"cold start: model load request -> end of the first inference ({where})")
+    _fidelity(out, frames, timing)
+    ft = frame_timing(frames)
+    out.histograms += [ft.frame_time, ft.deviation]
+    out.add("frames", "count", ft.frames)
+    out.add("inferences", "count", ft.inferences)
+    out.add("fps", "FPS", _r(ft.fps, 3), samples=ft.inferences, description="1 / mean frame time")
+    out.add("fps_1pct_low", "FPS", _r(ft.low_1pct_fps, 3), samples=max(0, ft.inferences - 1),
+            flags=_few(ft.inferences - 1, 99.0), description="1 / P99 frame time")  # fmt: skip
+    out.add("frame_jitter_std", "us", _r(ft.jitter_std_us, 1), samples=ft.inferences,
             description="std of t0 - due")  # fmt: skip
-    out.add("frame_jitter_p99", "us", timing.jitter_p99_us, samples=timing.inferences,
-            flags=_few(timing.inferences, 99.0), description="P99 of |t0 - due|")  # fmt: skip
-    out.add("stutters", "count", timing.stutters, description="frame time > 2.5x moving average of 30")
-    out.add("skipped_frames", "count", timing.skipped)
-    out.add("late_frames", "count", timing.late)
+    out.add("frame_jitter_p99", "us", ft.jitter_p99_us, samples=ft.inferences,
+            flags=_few(ft.inferences, 99.0), description="P99 of |t0 - due|")  # fmt: skip
+    out.add("stutters", "count", ft.stutters, description="frame time > 2.5x moving average of 30")
+    out.add("skipped_frames", "count", ft.skipped)
+    out.add("late_frames", "count", ft.late)
 
     peaks = [s["mem_peak"] for s in stats if isinstance(s.get("mem_peak"), int | float)]
     out.add("mem_peak", "B", max(peaks) if peaks else None, samples=len(peaks))
@@ -112,10 +102,57 @@ def measure_device(
     if rollbacks:
         out.add("rollback_time_max", "us", max(rollbacks), samples=len(rollbacks))
 
-    if send_errors_ns is not None:
-        hist = Histogram("replay_send_error", "ns").record_all(send_errors_ns)
-        out.add_distribution(hist, "replayer: actual - scheduled send time")
     return out
+
+
+def _latency(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming, budget_ms: float) -> None:
+    """Decision latency, deadline misses and the session start's first-frame time, on `timing.clock`."""
+    clock = timing.latency_clock
+    decision = decision_latency(frames, timing.inputs_ns, clock, budget_ms, timing.end_ns)
+    if timing.clock == "device":
+        what = "input due -> decision (t1), both on the device clock"
+    else:
+        what = "input sent -> decision (t1 on the bench clock)"
+    out.add_distribution(decision.histogram, what)
+    out.add("decision_deadline_misses", "count", decision.misses, samples=decision.decided + decision.undecided,
+            description=f"inputs decided later than {budget_ms:g} ms, or not at all")  # fmt: skip
+    out.add("decision_budget", "ms", budget_ms)
+    out.add("inputs_undecided", "count", decision.undecided)
+    out.add("decision_clock_inconsistent", "count", decision.clock_inconsistent,
+            description="decisions that mapped to before their input was sent (clock offset error)")  # fmt: skip
+    if timing.start_ns is not None:
+        first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
+        value = (clock.to_bench_ns(first.t1) - timing.start_ns) / 1e6 if first is not None else None
+        out.add("first_frame", "ms", _r(value, 3),
+                description=f"start request -> end of the first inference ({CLOCK_LABELS[timing.clock]})")  # fmt: skip
+
+
+def _fidelity(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming) -> None:
+    """How faithfully and how much of the session reached the device: the send error (bench clock) or release
+    error (device clock) against the seed's alignment, the part of the session played, and the frames and
+    inferences its schedule gives for that part."""
+    alignment = f"the seed aligns modalities within +-{SEED_ALIGNMENT_MS} ms"
+    if timing.send_errors_ns is not None:
+        hist = Histogram("replay_send_error", "ns").record_all(timing.send_errors_ns)
+        out.add_distribution(hist, f"replayer: actual - scheduled send time (bench clock); {alignment}")
+    if timing.clock == "device":
+        released = release_error(frames, timing.inputs_ns)
+        out.add_distribution(
+            released.histogram, f"input reached an inference after the first one at or past its due time "
+            f"(device clock); {alignment}",
+        )  # fmt: skip
+        out.add("replay_released_early", "count", released.early, description="inputs used before they were due")
+    out.add("replay_session", "s", round(timing.session_s, 3), description="the session's length")
+    if timing.covered_s is not None:
+        where = CLOCK_LABELS.get(timing.clock or "", "bench clock")
+        out.add("replay_covered", "s", round(timing.covered_s, 3),
+                description=f"session time played from the start ({where})"
+                + ("; the device's time budget ended it" if timing.budget_hit else ""))  # fmt: skip
+    if timing.loop_s is not None:
+        out.add("frames_scheduled", "count", round(timing.loop_s * timing.vsync_hz),
+                description="display frames its schedule gives while the frame loop ran")  # fmt: skip
+        out.add("inferences_scheduled", "count", round(timing.loop_s * timing.fps),
+                description="inferences its schedule gives while the frame loop ran")  # fmt: skip
 
 
 def _r(value: float | None, digits: int) -> float | None:
