@@ -282,7 +282,8 @@ async def replay_session(
     for device in devices:
         hello = infos.get(device.name, {}).get("agent") or {}
         os_fp = _flashed_os(result).get(device.name)  # Linux boards: the OS the flash stage found or wrote
-        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=os_fp)
+        latency = infos.get(device.name, {}).get("latency_clock", "bench")
+        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=os_fp, latency_clock=latency)
         record_fingerprint(opts.store, replay.run_id, device.name, fp)
     return replay
 

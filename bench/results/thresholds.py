@@ -32,6 +32,8 @@ class MetricRule:
     alpha: float  # one-sided significance of the run against the spread of the baseline runs
     host_timed: bool = True  # a virtual device's figure moves with bench-host load ("inconclusive" when busy)
     bench_clock: bool = False  # measured on the bench's clock: meaningless for a guest on a virtual clock (icount)
+    replay_paced: bool = False  # depends on when the replay's inputs arrived: inconclusive when the replay was off pace
+    icount_threshold_pct: float | None = None  # the floor on a QEMU -icount guest (instruction-counted: tiny spread)
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     return Thresholds(file, rules, runs, HostRules(busy, margin))
 
 
-_RULE_FIELDS = {"title", "measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "bench_clock"}
+_RULE_FIELDS = {"title", "measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "bench_clock",
+                "replay_paced", "icount_threshold_pct"}  # fmt: skip
 
 
 def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRule:
@@ -109,7 +112,8 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
     measurement = body["measurement"]
     if not isinstance(measurement, str) or not measurement:
         raise ConfigError(f"{file}: {where}.measurement must name a stored measurement (e.g. decision_latency_p50)")
-    flags = {key: body.get(key, default) for key, default in (("host_timed", True), ("bench_clock", False))}
+    defaults = (("host_timed", True), ("bench_clock", False), ("replay_paced", False))
+    flags = {key: body.get(key, default) for key, default in defaults}
     for key, value in flags.items():
         if not isinstance(value, bool):
             raise ConfigError(f"{file}: {where}.{key} must be true or false, not {value!r}")
@@ -123,6 +127,10 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
         alpha=_number(body.get("alpha", alpha), file, f"{where}.alpha", low=0.0, high=0.5, open_low=True),
         host_timed=flags["host_timed"],
         bench_clock=flags["bench_clock"],
+        replay_paced=flags["replay_paced"],
+        icount_threshold_pct=None
+        if body.get("icount_threshold_pct") is None
+        else _number(body["icount_threshold_pct"], file, f"{where}.icount_threshold_pct", low=0.0, high=1000.0),
     )
 
 
