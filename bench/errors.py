@@ -17,9 +17,25 @@ class BenchError(Exception):
 
     exit_code: ExitCode = ExitCode.FAILED
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        hint: str | None = None,
+        file: str | None = None,
+        field: str | None = None,
+        device: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.hint = hint
+        self.file = file  # what the error is about, for `--json` (bench.cli): the file, field and device named
+        self.field = field
+        self.device = device
+
+    @property
+    def message(self) -> str:
+        """The message without its hint."""
+        return super().__str__()
 
     def __str__(self) -> str:
         text = super().__str__()

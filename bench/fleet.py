@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
+from bench.inputs import check_file, load_toml
 from bench.kinds import KINDS, Kind, SettingError, Settings, get_kind
 from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.models import is_model_path
@@ -126,18 +126,7 @@ class Fleet:
 def load_fleet(path: str | Path | None = None) -> Fleet:
     """Read and validate a fleet file (the bundled virtual fleet when `path` is None)."""
     fleet_path = Path(path) if path is not None else DEFAULT_FLEET
-    try:
-        text = fleet_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"fleet file {fleet_path} does not exist", hint="pass --fleet PATH") from None
-    except OSError as exc:
-        raise ConfigError(f"fleet file {fleet_path}: cannot read: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"fleet file {fleet_path}: not UTF-8 text", hint="a fleet file is TOML") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{fleet_path}: not valid TOML: {exc}") from None
+    data = load_toml(fleet_path, "fleet file", hint="a fleet file is TOML with [[device]] tables")
     return parse_fleet(data, fleet_path)
 
 
@@ -252,8 +241,14 @@ def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:
 def _key_file(raw: dict[str, Any], key: str, where: str, base_dir: Path) -> Path | None:
     """A key file named by field `key` (bench.trust): it must exist."""
     file = resolve_path(typed(raw, key, str, where, None), base_dir)
-    if file is not None and not file.is_file():
-        raise ConfigError(f"{where}: field {key!r}: {file} does not exist", hint="make one with `hilbench keys gen`")
+    if file is not None:
+        try:
+            check_file(file, "key")
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{where}: field {key!r}: {exc.message}", hint="make one with `hilbench keys gen`", file=str(file),
+                field=key,
+            ) from None
     return file
 
 

@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.paths import KEYS_DIR
 
 DEV_PRIVATE_KEY = KEYS_DIR / "dev-model-signing.key.pem"
@@ -44,8 +45,8 @@ def save_key_pair(key: ec.EllipticCurvePrivateKey, private_path: Path, public_pa
 def load_private_key(path: Path) -> ec.EllipticCurvePrivateKey:
     """A P-256 private key from a PEM file, or a ConfigError naming the file."""
     try:
-        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
-    except (OSError, ValueError, TypeError) as exc:
+        key = serialization.load_pem_private_key(read_input(path, "key"), password=None)
+    except (ValueError, TypeError) as exc:
         raise ConfigError(f"signing key {path}: cannot load: {exc}", hint="make one with `hilbench keys gen`") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey) or key.curve.name != "secp256r1":
         raise ConfigError(f"signing key {path}: not an ECDSA P-256 key")
@@ -55,8 +56,8 @@ def load_private_key(path: Path) -> ec.EllipticCurvePrivateKey:
 def load_public_key(path: Path) -> ec.EllipticCurvePublicKey:
     """A P-256 public key from a PEM file, or a ConfigError naming the file."""
     try:
-        key = serialization.load_pem_public_key(Path(path).read_bytes())
-    except (OSError, ValueError) as exc:
+        key = serialization.load_pem_public_key(read_input(path, "key"))
+    except ValueError as exc:
         raise ConfigError(f"public key {path}: cannot load: {exc}") from None
     if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != "secp256r1":
         raise ConfigError(f"public key {path}: not an ECDSA P-256 key")
@@ -88,7 +89,7 @@ def verify_manifest(manifest: dict[str, Any], key: ec.EllipticCurvePublicKey) ->
 
 def model_manifest(path: Path, name: str, version: int, fmt: str) -> dict[str, Any]:
     """An unsigned manifest for the model file at `path`."""
-    data = Path(path).read_bytes()
+    data = read_input(path, "model")
     return {
         "name": name,
         "version": version,

@@ -101,15 +101,27 @@ def voice_features(pcm):
     return [rms, zcr, pitch, voiced]
 
 
+def lsum(values):
+    """The sum of `values` added left to right, one rounding per addition.
+
+    CPython 3.12 made the built-in sum() of floats compensated (Neumaier), while CPython 3.11, MicroPython
+    and JavaScript add plainly; this loop is the one order every agent uses, so features and softmax agree
+    to the last bit on every supported interpreter."""
+    total = 0
+    for v in values:
+        total += v
+    return total
+
+
 def _mean(values):
-    return sum(values) / len(values) if values else 0.0
+    return lsum(values) / len(values) if values else 0.0
 
 
 def _std(values):
     if len(values) < 2:
         return 0.0
     m = _mean(values)
-    return math.sqrt(sum([(v - m) * (v - m) for v in values]) / len(values))
+    return math.sqrt(lsum([(v - m) * (v - m) for v in values]) / len(values))
 
 
 def _mocap_summary(d):
@@ -230,12 +242,12 @@ class Features:
         if v:
             n = len(v)
             _, rms, zcr, pitch, voiced = zip(*v)  # noqa: B905 (MicroPython has no strict=)
-            m = sum(rms) / n
+            m = lsum(rms) / n
             out[0] = m
             out[1] = max(rms)
-            out[2] = sum(zcr) / n
-            out[3] = sum(pitch) / n / 500.0
-            out[4] = sum(voiced) / n
+            out[2] = lsum(zcr) / n
+            out[3] = lsum(pitch) / n / 500.0
+            out[4] = lsum(voiced) / n
             out[5] = rms[-1]
             out[6] = rms[-1] - m
             out[7] = n / (VOICE_HZ * secs)
@@ -243,15 +255,15 @@ class Features:
         if g:
             n = len(g)
             _, xs, ys, conf, steps = zip(*g)  # noqa: B905
-            out[8] = sum(xs) / n
-            out[9] = sum(ys) / n
+            out[8] = lsum(xs) / n
+            out[9] = lsum(ys) / n
             out[10] = _std(xs)
             out[11] = _std(ys)
-            out[12] = sum(conf) / n
+            out[12] = lsum(conf) / n
             out[13] = xs[-1]
             out[14] = ys[-1]
             if n > 1:
-                dist = sum(steps[1:])  # left to right, as the steps were walked
+                dist = lsum(steps[1:])  # left to right, as the steps were walked
                 span = max(g[-1][0] - g[0][0], 1.0)
                 out[15] = dist / span * 100.0
         mo = self._recent(self.mocap)
@@ -260,7 +272,7 @@ class Features:
             _, rows, lws, rws = zip(*mo)  # noqa: B905
             cols = list(zip(*rows))  # noqa: B905
             for j in range(14):
-                out[16 + j] = sum(cols[j]) / n
+                out[16 + j] = lsum(cols[j]) / n
             if n > 1:
                 first = rows[0]
                 last = rows[-1]
@@ -268,8 +280,8 @@ class Features:
                 out[30] = (last[14] - first[14]) / span
                 out[31] = (last[15] - first[15]) / span
                 out[32] = (last[16] - first[16]) / span
-                out[33] = sum(lws[1:]) / span
-                out[34] = sum(rws[1:]) / span
+                out[33] = lsum(lws[1:]) / span
+                out[34] = lsum(rws[1:]) / span
             out[35] = n / (MOCAP_HZ * secs)
         last = self.last_event
         if last is not None:
@@ -282,7 +294,7 @@ class Features:
         if ev:
             n = len(ev)
             _, _, _, aggro, targets = zip(*ev)  # noqa: B905
-            out[44] = sum(aggro) / n
+            out[44] = lsum(aggro) / n
             out[46] = n / 10.0
             t0 = targets[0]
             out[47] = 1.0 if any(t != t0 for t in targets) else 0.0

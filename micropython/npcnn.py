@@ -11,6 +11,8 @@ import struct
 from array import array
 from math import exp
 
+from npcfeat import lsum
+
 try:
     from npcnn_viper import copy32 as _copy32
     from npcnn_viper import fc_acc as _fc_acc_native
@@ -276,7 +278,7 @@ class Model:
         scale = last.out_scale
         top = max(logits_q)
         exps = [exp((q - top) * scale) for q in logits_q]
-        total = sum(exps)
+        total = lsum(exps)
         probs = []
         for e in exps:
             q = round_half_away(e / total / SOFTMAX_SCALE) + SOFTMAX_ZERO_POINT

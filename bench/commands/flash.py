@@ -18,6 +18,7 @@ from bench.console import emit_json, err, out
 from bench.devices import has_driver
 from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
+from bench.inputs import check_file
 from bench.lab.acquire import reachable_devices
 from bench.virtual import board_controls
 
@@ -51,8 +52,8 @@ def cmd_flash(args: argparse.Namespace) -> int:
     if not devices:
         raise ConfigError("no selected device has a driver that can flash it")
     firmware = Path(args.firmware) if args.firmware else None
-    if firmware is not None and not firmware.is_file():
-        raise ConfigError(f"--firmware {firmware}: no such file")
+    if firmware is not None:
+        check_file(firmware, "firmware", hint="pass --firmware PATH to an ESP32-C6 image")
     log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.reflash and not args.os:
         raise ConfigError("--reflash only goes with --os")

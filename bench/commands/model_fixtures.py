@@ -75,10 +75,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
     """Write the .npcm form of an int8 .tflite."""
-    if not args.tflite.is_file():
-        raise ConfigError(f"model {args.tflite}: no such file")
     data = npcm.convert(args.tflite)
-    args.npcm.write_bytes(data)
+    try:
+        args.npcm.write_bytes(data)
+    except OSError as exc:
+        hint = "give a writable path in a folder that exists"
+        raise ConfigError(f"{args.npcm}: cannot write: {exc.strerror}", hint=hint, file=str(args.npcm)) from None
     result = {"npcm": str(args.npcm), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     if args.json:
         emit_json(result)

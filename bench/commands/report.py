@@ -53,9 +53,12 @@ def run_id_arg(value: str | None, what: str) -> int | None:
     if value is None:
         return None
     try:
-        return int(value)
+        run_id = int(value)
     except ValueError:
         raise ConfigError(f"{what} {value!r}: run ids are numbers (see the reports index)") from None
+    if not 0 < run_id < 2**63:  # a store's row ids are 64-bit
+        raise ConfigError(f"{what} {value}: no such run (run ids are 1 to {2**63 - 1})", hint="see the reports index")
+    return run_id
 
 
 def latest_or(store: ResultStore, value: str) -> int:

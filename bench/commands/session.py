@@ -36,7 +36,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help="seconds (default: the scenario's)",
     )
-    p.add_argument("--out", type=Path, default=SESSIONS_DIR, metavar="DIR", help=f"output directory ({SESSIONS_DIR})")
+    p.add_argument(
+        "--out", type=Path, default=Path("sessions"), metavar="DIR",
+        help=f"output directory (default: ./sessions; the committed fixtures are rewritten with --out {SESSIONS_DIR})",
+    )  # fmt: skip
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_synth)
 

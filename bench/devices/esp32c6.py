@@ -29,6 +29,7 @@ from bench.devices.serial_reset import can_hard_reset, hard_reset
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
+from bench.inputs import read_input
 from bench.kinds import USB_SERIAL_JTAG
 from bench.paths import FIRMWARE_DIR, ROOT
 
@@ -46,10 +47,7 @@ class FirmwareRefused(ConfigError):
 
 def check_firmware(path: Path) -> bytes:
     """The bytes of `path` if it is a valid ESP32-C6 image; FirmwareRefused otherwise."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"firmware {path}: cannot read: {exc.strerror}", hint="pass --firmware PATH") from None
+    data = read_input(path, "firmware", hint="pass --firmware PATH")
     try:
         parse_image(data, chip_id=ESP32C6_CHIP_ID)
     except ImageError as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.kinds import KINDS, Settings, get_kind
 from bench.paths import MODELS_DIR
 
@@ -53,10 +54,7 @@ def own_model(path: Path, ext: str) -> Path:
     hint = "give the path of a .tflite file"
     if tflite.suffix != ".tflite":
         raise ConfigError(f"model {tflite}: not a .tflite file", hint=hint)
-    try:
-        data = tflite.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"model {tflite}: cannot read: {exc.strerror}", hint=hint) from None
+    data = read_input(tflite, "model", hint=hint)
     if data[4:8] != b"TFL3":
         raise ConfigError(f"model {tflite}: not a TFLite model (no TFL3 file identifier)", hint="give a .tflite file")
     if ext == "tflite":

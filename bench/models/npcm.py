@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.models.policy import QuantLayer, QuantMLP
 from bench.models.tflite_read import Int8Policy, parse_int8_policy
 
@@ -53,7 +54,7 @@ def encode(policy: Int8Policy) -> bytes:
 
 def convert(tflite_path: Path) -> bytes:
     """Convert an int8 policy .tflite file to .npcm bytes (a ConfigError naming the file if it does not fit)."""
-    return convert_bytes(Path(tflite_path).read_bytes(), str(tflite_path))
+    return convert_bytes(read_input(tflite_path, "model"), str(tflite_path))
 
 
 def convert_bytes(data: bytes, tflite_path: str = "<bytes>") -> bytes:

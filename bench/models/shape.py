@@ -8,16 +8,14 @@ from pathlib import Path
 import tflite
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.models import ACTIONS, FEATURES, FORMAT_EXT, npcm
 
 
 def check_model(path: Path, fmt: str) -> None:
     """ConfigError naming the file when it is not a `fmt` policy model with input [1, FEATURES] and output
     [1, ACTIONS] (a truncated or wrong-shaped file is refused here, not only on the device)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"model {path}: cannot read: {exc.strerror}") from None
+    data = read_input(path, "model")
     if FORMAT_EXT.get(fmt) == "npcm":
         policy = npcm.decode(data, str(path))
         shapes = ((1, policy.mlp.layers[0].w.shape[1]), (1, policy.mlp.layers[-1].w.shape[0]))

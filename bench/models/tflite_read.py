@@ -14,6 +14,7 @@ import numpy as np
 import tflite
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.models.policy import QuantLayer, QuantMLP, quant_layer
 
 _NP = {tflite.TensorType.INT8: np.int8, tflite.TensorType.INT32: np.int32, tflite.TensorType.FLOAT32: np.float32}
@@ -91,10 +92,7 @@ class _Reader:
 
 def read_int8_policy(path: Path) -> Int8Policy:
     """The int8 policy in the .tflite file at `path`, or a ConfigError saying what does not fit."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"model {path}: cannot read: {exc.strerror}") from None
+    data = read_input(path, "model")
     return parse_int8_policy(data, str(path))
 
 

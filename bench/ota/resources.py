@@ -1,15 +1,18 @@
 """What an update server serves, looked up in the model store: the model files, their signed manifests, the
 deltas and their manifests, by the paths of docs/protocol.md (`models/NAME/FORMAT/VERSION[/...]`). The
-WebSocket and gRPC channels read the store through this."""
+WebSocket and gRPC channels read the store through this; all three channels check a path with `segments`
+(the store's name rule on every segment, nothing decoded), so `..`, `%2e%2e`, `a\\b` or `/abs` never name a
+file (issue 31)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.errors import ConfigError
-from bench.ota.store import ModelStore
+from bench.ota.store import NAME_RE, ModelStore, version_of
 
 DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}
 
@@ -31,25 +34,56 @@ def _json(doc: dict) -> Resource:
     return Resource(data, hashlib.sha256(data).hexdigest())
 
 
+@dataclass(frozen=True)
+class Segments:
+    """A served path taken apart: `NAME/FORMAT/VERSION`, then nothing (the model), `manifest`, or a delta
+    (`algo` from its segment, `base` version) with or without `manifest`."""
+
+    name: str
+    fmt: str
+    version: int
+    manifest: bool = False
+    algo: str | None = None
+    base: int | None = None
+
+
+def segments(parts: Sequence[str]) -> Segments | None:
+    """The resource that path segments `parts` (after `models/`) name, when every segment follows the store's
+    rules (names and formats `NAME_RE`, versions plain digits, the known keywords); None otherwise."""
+    if len(parts) < 3 or not all(isinstance(p, str) for p in parts):
+        return None
+    name, fmt, version, *rest = parts
+    v = version_of(version)
+    if not NAME_RE.match(name) or not NAME_RE.match(fmt) or v is None:
+        return None
+    if not rest or rest == ["manifest"]:
+        return Segments(name, fmt, v, manifest=bool(rest))
+    base = version_of(rest[1]) if len(rest) in (2, 3) else None
+    if rest[0] in DELTA_PATHS and base is not None and rest[2:] in ([], ["manifest"]):
+        return Segments(name, fmt, v, manifest=len(rest) == 3, algo=DELTA_PATHS[rest[0]], base=base)
+    return None
+
+
 def lookup(store: ModelStore, path: str) -> Resource | None:
-    """The resource at `path` (`models/...`, no leading slash), or None."""
-    parts = path.strip("/").split("/")
-    if parts[:1] != ["models"]:
+    """The resource at `path` (`models/...`, one optional leading slash), or None."""
+    parts = path.removeprefix("/").split("/")
+    seg = segments(parts[1:]) if parts[:1] == ["models"] else None
+    if seg is None:
         return None
     try:
-        name, fmt, version, *rest = parts[1:]
-        v = int(version)
-        if rest == []:
-            return Resource(store.blob_path(name, v, fmt).read_bytes(), store.manifest(name, v, fmt)["sha256"])
-        if rest == ["manifest"]:
-            return _json(store.manifest(name, v, fmt))
-        if len(rest) in (2, 3) and rest[0] in DELTA_PATHS:
-            algo = DELTA_PATHS[rest[0]]
-            dm = store.delta_manifest(name, v, int(rest[1]), fmt, algo)
-            if dm is not None and rest[2:] == ["manifest"]:
-                return _json(dm)
-            if dm is not None and len(rest) == 2:
-                return Resource(store.delta_path(name, v, int(rest[1]), fmt, algo).read_bytes(), dm["patch_sha256"])
+        if seg.algo is None and not seg.manifest:
+            data = store.blob_path(seg.name, seg.version, seg.fmt).read_bytes()
+            return Resource(data, store.manifest(seg.name, seg.version, seg.fmt)["sha256"])
+        if seg.algo is None:
+            return _json(store.manifest(seg.name, seg.version, seg.fmt))
+        assert seg.base is not None
+        dm = store.delta_manifest(seg.name, seg.version, seg.base, seg.fmt, seg.algo)
+        if dm is None:
+            return None
+        if seg.manifest:
+            return _json(dm)
+        return Resource(
+            store.delta_path(seg.name, seg.version, seg.base, seg.fmt, seg.algo).read_bytes(), dm["patch_sha256"]
+        )
     except (ValueError, OSError, ConfigError):
         return None
-    return None

@@ -40,9 +40,9 @@ from aiocoap.optiontypes import BlockOption
 
 from bench.errors import ConfigError
 from bench.lifecycle import StartStop
+from bench.ota.resources import DELTA_PATHS, segments
 from bench.ota.store import ModelStore
 
-DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}  # path segment -> delta container
 # critical options this server understands (If-Match, Uri-Host, If-None-Match, Uri-Port, Uri-Path, Uri-Query,
 # Accept, Block2, Block1); any other critical (odd-numbered) option is answered 4.02 Bad Option
 KNOWN_CRITICAL = frozenset({1, 3, 5, 7, 11, 15, 17, 23, 27})
@@ -187,9 +187,12 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         cached = self._cache.get(parts)
         if cached is not None and now - cached[2] < REVALIDATE_S:
             return cached[1]
+        seg = segments(parts)
+        if seg is None:
+            raise error.NotFound(f"no {'/'.join(parts)} in the model store")
         try:
-            stamp = self.store.version_dir(parts[0], int(parts[2]), parts[1]).stat().st_mtime_ns
-        except (IndexError, ValueError, OSError):
+            stamp = self.store.version_dir(seg.name, seg.version, seg.fmt).stat().st_mtime_ns
+        except (ConfigError, OSError):
             stamp = None
         if cached is not None and stamp is not None and cached[0] == stamp and _unchanged(cached[1]):
             self._cache[parts] = (stamp, cached[1], now)
@@ -200,24 +203,25 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
         return blob
 
     def _lookup(self, parts: tuple[str, ...]) -> Blob:
-        """The blob a path names, or 4.04."""
+        """The blob path segments `parts` (after `models/`) name, checked by `segments`, or 4.04."""
+        store = self.store
+        seg = segments(parts)
         try:
-            name, fmt, version, *rest = parts
-            v = int(version)
-            if rest == []:
-                path = self.store.blob_path(name, v, fmt)
-                sha = self.store.manifest(name, v, fmt)["sha256"]
+            if seg is None:
+                raise ValueError("not a path of the store")
+            if seg.algo is None and not seg.manifest:
+                path = store.blob_path(seg.name, seg.version, seg.fmt)
+                sha = store.manifest(seg.name, seg.version, seg.fmt)["sha256"]
                 return Blob(sha, path.stat().st_size, OCTET_STREAM, path=path)
-            if rest == ["manifest"]:
-                return _json_blob(self.store.manifest(name, v, fmt))
-            if len(rest) in (2, 3) and rest[0] in DELTA_PATHS:
-                algo = DELTA_PATHS[rest[0]]
-                dm = self.store.delta_manifest(name, v, int(rest[1]), fmt, algo)
-                if dm is not None and rest[2:] == ["manifest"]:
-                    return _json_blob(dm)
-                if dm is not None and len(rest) == 2:
-                    path = self.store.delta_path(name, v, int(rest[1]), fmt, algo)
-                    return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
+            if seg.algo is None:
+                return _json_blob(store.manifest(seg.name, seg.version, seg.fmt))
+            assert seg.base is not None
+            dm = store.delta_manifest(seg.name, seg.version, seg.base, seg.fmt, seg.algo)
+            if dm is not None and seg.manifest:
+                return _json_blob(dm)
+            if dm is not None:
+                path = store.delta_path(seg.name, seg.version, seg.base, seg.fmt, seg.algo)
+                return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
         except (ValueError, OSError, ConfigError):
             pass
         raise error.NotFound(f"no {'/'.join(parts)} in the model store")

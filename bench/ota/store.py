@@ -19,11 +19,18 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.errors import ConfigError
+from bench.inputs import read_input
 from bench.ota.delta import ALGOS, delta_manifest, make_patch
 from bench.paths import cache_root
 from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+VERSION_RE = re.compile(r"^(0|[1-9][0-9]{0,8})$")  # a version (or delta base) as a path segment: plain digits
+
+
+def version_of(segment: str) -> int | None:
+    """The version a path segment names (`7`), or None for anything else (`+7`, ` 7`, `07`, `\u0667`, `..`)."""
+    return int(segment) if isinstance(segment, str) and VERSION_RE.match(segment) else None
 
 
 def default_store_dir() -> Path:
@@ -60,7 +67,7 @@ class ModelStore:
     def formats(self, name: str) -> list[str]:
         """The formats `name` is published in."""
         base = self.root / name
-        if not base.is_dir():
+        if not NAME_RE.match(name) or not base.is_dir():
             return []
         return sorted(p.name for p in base.iterdir() if p.is_dir() and self.versions(name, p.name))
 
@@ -83,14 +90,25 @@ class ModelStore:
         """The published versions of `name` in `fmt`, oldest first."""
         if fmt is None:
             fmt = self.format_of(name, None) if self.formats(name) else ""
-        base = self.root / name / fmt if fmt else None
+        base = self.root / name / fmt if fmt and NAME_RE.match(name) and NAME_RE.match(fmt) else None
         if base is None or not base.is_dir():
             return []
         return sorted(int(p.name) for p in base.iterdir() if p.name.isdigit() and (p / "manifest.json").is_file())
 
     def version_dir(self, name: str, version: int, fmt: str | None = None) -> Path:
-        """Where version `version` of `name` in `fmt` lives."""
-        return self.root / name / self.format_of(name, fmt) / str(version)
+        """Where version `version` of `name` in `fmt` lives: a ConfigError when a name, format or version
+        breaks the store's rules or the folder resolves outside the store (a symbolic link out of it), so no
+        caller can be led out of the store (`..`, `/abs`, `a\\b`)."""
+        fmt = self.format_of(name, fmt) if NAME_RE.match(name) else fmt
+        if not NAME_RE.match(name) or not isinstance(fmt, str) or not NAME_RE.match(fmt):
+            raise ConfigError(f"model store {self.root}: {name!r} / {fmt!r} is not a model name and format")
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ConfigError(f"model store {self.root}: {version!r} is not a version")
+        path = self.root / name / fmt / str(version)
+        root = self.root.resolve()
+        if path.exists() and root not in path.resolve().parents:
+            raise ConfigError(f"model store {self.root}: {name}/{fmt}/{version} resolves outside the store")
+        return path
 
     def blob_path(self, name: str, version: int, fmt: str | None = None) -> Path:
         """The model file of a version."""
@@ -156,10 +174,7 @@ class ModelStore:
             raise ConfigError(f"model name {name!r}: use lowercase letters, digits, '.', '_' and '-'")
         if not NAME_RE.match(fmt):
             raise ConfigError(f"model format {fmt!r}: use lowercase letters, digits, '.', '_' and '-'")
-        try:
-            data = Path(model).read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"model {model}: cannot read: {exc.strerror}") from None
+        data = read_input(model, "model")
         if not data:
             raise ConfigError(f"model {model}: file is empty")
         versions = self.versions(name, fmt)
@@ -173,6 +188,29 @@ class ModelStore:
             raise ConfigError(f"model {model}: identical to the published {name}@{previous['version']} ({fmt})")
         manifest = sign_manifest(manifest, key)
         tmp = self.root / name / fmt / f".{version}.tmp"
+        try:
+            delta = self._write_version(tmp, data, manifest, previous, key)
+            tmp.rename(self.root / name / fmt / str(version))  # a version appears whole or not at all
+        except OSError as exc:
+            raise ConfigError(
+                f"model store {self.root}: cannot write {name}@{version}: {exc.strerror or exc}",
+                hint="give a writable --store with free space",
+                file=str(self.root),
+            ) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return Published(manifest, delta)
+
+    def _write_version(
+        self,
+        tmp: Path,
+        data: bytes,
+        manifest: dict[str, Any],
+        previous: dict[str, Any] | None,
+        key: ec.EllipticCurvePrivateKey,
+    ) -> dict[str, Any] | None:
+        """The version's files written into `tmp`; the signed delta from `previous` (None for a first one)."""
+        name, fmt = manifest["name"], manifest["format"]
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         (tmp / "model.bin").write_bytes(data)
@@ -186,8 +224,7 @@ class ModelStore:
                 stem = delta_stem(previous["version"], algo)
                 (tmp / f"{stem}.bsdiff").write_bytes(patch)
                 (tmp / f"{stem}.json").write_text(json.dumps(delta, indent=2) + "\n")
-        tmp.rename(self.root / name / fmt / str(version))  # a version appears whole or not at all
-        return Published(manifest, delta)
+        return delta
 
     def listing(self) -> list[dict[str, Any]]:
         """Every version with its deltas, for `ota serve` and `--json`."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.fleet import Link
 from bench.replay.channels import CHANNELS
-from bench.replay.session import Session
+from bench.replay.session import BadSessionMessage, Session
 from bench.replay.voice_features import voice_features
 
 # Replayed inputs may use at most this share of a byte-limited link's bench->device direction (a UART is
@@ -67,7 +67,14 @@ def build_plan(session: Session, encode: Callable[[dict[str, Any]], bytes]) -> P
         else:
             spec = CHANNELS[msg.channel]
             d = [round(v, spec.wire_decimals) for v in msg.value] if spec.floats else msg.value
-            line = encode({**base, "ch": msg.channel, "d": d})
+            try:
+                line = encode({**base, "ch": msg.channel, "d": d})
+            except ValueError as exc:  # over the protocol's line limit: the agent could never read it
+                raise BadSessionMessage(
+                    f"{session.path or session.session_id}: {msg.channel} message #{seq} at {msg.ts_ns} ns: {exc}",
+                    hint="an event must fit one protocol line; shorten it or record the session again",
+                    file=str(session.path) if session.path else None,
+                ) from None
             lines = {VoiceMode.PCM: line, VoiceMode.FEATURES: line}
         inputs.append(PlannedInput(msg.ts_ns - start, seq, msg.channel, lines))
     duration = session.messages[-1].ts_ns - start if session.messages else 0

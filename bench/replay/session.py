@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mcap.exceptions import RecordLengthLimitExceeded
 from mcap.reader import make_reader
+from mcap.records import Chunk
+from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
 
 from bench.errors import ConfigError
+from bench.inputs import InputError, open_input
 from bench.replay.channels import BY_TOPIC, CHANNELS, EVENT_SCHEMA, PayloadError
 
 FORMAT_PROFILE = "npc-session"
 FORMAT_VERSION = "1"
 LIBRARY = "npc-hil-bench session writer 1"  # fixed, so a file's bytes do not depend on the mcap version
+CHUNK_LIMIT = 64 * 1024 * 1024
+"""The largest MCAP record (a chunk, inflated or not) a session may hold; the writer's chunks are 256 KiB."""
+MAX_GAP_S = 60.0
+"""The longest silence between two messages of a session; a longer one is refused (a replay would wait it)."""
 
 
 class SessionError(ConfigError):
@@ -77,6 +86,14 @@ class Session:
 def write_session(path: Path, session: Session) -> None:
     """Write `session` as an MCAP file (zstd chunks, indexed, one metadata record `session`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        _write(path, session)
+    except BaseException:  # a full disk or an interrupt leaves no partial .mcap behind
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _write(path: Path, session: Session) -> None:
     with path.open("wb") as fh:
         writer = Writer(fh, compression=CompressionType.ZSTD, chunk_size=256 * 1024)
         writer.start(profile=FORMAT_PROFILE, library=LIBRARY)
@@ -102,23 +119,21 @@ def write_session(path: Path, session: Session) -> None:
         writer.finish()
 
 
-def read_session(path: str | Path) -> Session:
+def read_session(path: str | Path, *, max_gap_s: float = MAX_GAP_S) -> Session:
     """Read and validate a session file; SessionError subclasses name what is wrong and where."""
     path = Path(path)
     try:
-        fh = path.open("rb")
-    except FileNotFoundError:
-        raise SessionNotFound(
-            f"session file {path} does not exist", hint="make one with `hilbench session synth`"
-        ) from None
-    except OSError as exc:
-        raise SessionNotFound(f"session file {path}: cannot read: {exc.strerror}") from None
+        fh = open_input(path, "session file", hint="make one with `hilbench session synth`")
+    except InputError as exc:
+        raise SessionNotFound(exc.message, hint=exc.hint, file=str(path)) from None
     with fh:
         head = fh.read(8)
         if head != b"\x89MCAP0\r\n":
             raise NotASession(f"{path}: not an MCAP file (bad magic bytes)", hint="sessions are MCAP files")
         fh.seek(0)
         try:
+            _check_record_sizes(fh, path)
+            fh.seek(0)
             reader = make_reader(fh, validate_crcs=True)  # a flipped byte in a chunk is refused, not replayed
             header = reader.get_header()
             if header.profile != FORMAT_PROFILE:
@@ -137,10 +152,43 @@ def read_session(path: str | Path) -> Session:
             ) from None
     if not messages:
         raise BadSessionMessage(f"{path}: the session holds no messages")
+    _check_gaps(messages, path, max_gap_s)
     session_id = meta.pop("id", path.stem)
     scenario = meta.pop("scenario", "")
     meta.pop("format_version", None)
     return Session(session_id=session_id, scenario=scenario, messages=messages, meta=meta, path=path)
+
+
+def _check_record_sizes(fh: Any, path: Path) -> None:
+    """SessionTruncated when a record, or a chunk once inflated, is over CHUNK_LIMIT: read without inflating
+    anything (a 200 MB event zstd-packed into 50 KB is refused before it takes 200 MB)."""
+    records = StreamReader(fh, emit_chunks=True, record_size_limit=CHUNK_LIMIT).records
+    try:
+        for record in records:
+            if isinstance(record, Chunk) and record.uncompressed_size > CHUNK_LIMIT:
+                raise BadSessionMessage(
+                    f"{path}: a chunk inflates to {record.uncompressed_size} bytes, over the {CHUNK_LIMIT >> 20} MiB"
+                    " limit for a session chunk",
+                    hint="an event this large cannot be replayed; record the session again",
+                )
+    except RecordLengthLimitExceeded:
+        raise BadSessionMessage(
+            f"{path}: a record is over the {CHUNK_LIMIT >> 20} MiB limit for a session record",
+            hint="an event this large cannot be replayed; record the session again",
+        ) from None
+
+
+def _check_gaps(messages: list[SessionMessage], path: Path, max_gap_s: float) -> None:
+    """BadSessionMessage naming the first silence longer than `max_gap_s` between two messages."""
+    limit_ns = int(max_gap_s * 1e9)
+    for before, after in itertools.pairwise(messages):
+        gap = after.ts_ns - before.ts_ns
+        if gap > limit_ns:
+            raise BadSessionMessage(
+                f"{path}: a gap of {gap / 1e9:.6g} s after {before.channel} at {before.ts_ns} ns, over the"
+                f" {max_gap_s:g} s limit",
+                hint="a replay would wait that long; cut the session or record it again",
+            )
 
 
 def _session_metadata(reader: Any, path: Path) -> dict[str, str]:

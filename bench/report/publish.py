@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import ExitCode
+from bench.errors import ConfigError, ExitCode
 from bench.fingerprint import changes
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
@@ -68,7 +68,9 @@ def publish_run(
     pinned = compare_run
     if pinned is None and baseline_name:
         named = get_baseline(store, baseline_name)
-        pinned = named.run_id if named and named.run_id != run_id else None
+        if named is None:
+            raise ConfigError(f"--baseline {baseline_name}: no such baseline", hint="see `hilbench baseline list`")
+        pinned = named.run_id if named.run_id != run_id else None
     verdicts = stored_verdicts(store, run_id) if pinned is None else []
     if not verdicts and run.label != UPDATE_RUN_KIND:  # the update-and-faults run has no performance figures to judge
         verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]

@@ -16,6 +16,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from bench.errors import ConfigError
+from bench.inputs import check_file
+
 _INSERT_OR_RE = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)", re.IGNORECASE)
 _SCHEMA_LOCK = 0x6869_6C62  # pg_advisory_xact_lock key of the bench's schema creation ("hilb")
 
@@ -38,7 +41,12 @@ def is_postgres(location: str) -> bool:
 def connect_sqlite(path: Path, ddl: list[str], meta_sql: str, meta_params: tuple) -> sqlite3.Connection:
     """Open (and create) the SQLite store at `path`; WAL so readers never block the writer."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    existed = path.exists()
+    if existed:
+        check_file(path, "results store", hint="--results names an SQLite file (or a postgresql:// URL)")
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    if existed:
+        _check_integrity(db, path)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")  # durable across a killed process, not a power cut
     db.execute("PRAGMA busy_timeout=5000")
@@ -46,6 +54,22 @@ def connect_sqlite(path: Path, ddl: list[str], meta_sql: str, meta_params: tuple
         db.execute(statement)
     db.execute(meta_sql, meta_params)
     return db
+
+
+def _check_integrity(db: sqlite3.Connection, path: Path) -> None:
+    """ConfigError naming the store and SQLite's first complaint when `quick_check` finds it damaged (a store
+    with a corrupt page must not be reported from, nor have a baseline set on it)."""
+    try:
+        first = db.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        first = str(exc)
+    if first != "ok":
+        db.close()
+        raise ConfigError(
+            f"results store {path} is corrupt: integrity_check: {first}",
+            hint="restore it from a backup, or start a new one with --results NEW.sqlite",
+            file=str(path),
+        )
 
 
 def postgres_ddl(sql: str) -> str:

@@ -7,12 +7,12 @@ file and the field.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.inputs import load_toml
 from bench.paths import BASELINES_DIR
 
 DEFAULT_THRESHOLDS = BASELINES_DIR / "default.toml"
@@ -64,16 +64,7 @@ class Thresholds:
 def load_thresholds(path: str | Path | None = None) -> Thresholds:
     """Read and validate a thresholds file (default: the bundled one)."""
     file = Path(path) if path else DEFAULT_THRESHOLDS
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: thresholds file not found", hint="pass an existing file to --thresholds") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{file}: not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{file}: not UTF-8 text", hint="a thresholds file is TOML") from None
-    except OSError as exc:
-        raise ConfigError(f"{file}: cannot read: {exc.strerror}") from None
+    data = load_toml(file, "thresholds file", hint="pass an existing TOML file to --thresholds")
     return parse_thresholds(data, file)
 
 
