@@ -149,6 +149,7 @@ class Replayer:
                 track.failed = f"input #{item.seq}: {exc}"
                 return
             track.sent_bytes += len(item.lines[track.mode])
+            self.done = max(self.done, index + 1)  # progress displays read it
         if not await until(last_ms + pace.tail_ms):
             track.budget_hit = track.failed is None
 
