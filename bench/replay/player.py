@@ -17,7 +17,8 @@ from bench.replay.plan import Plan, VoiceMode
 
 LEAD_NS = 20_000_000  # the first input is due this long after play() starts (time to get going)
 YIELD_EVERY = 32  # as fast as possible: give the event loop a turn every this many inputs
-LOOKAHEAD_MS = 500  # a device-clock sink gets inputs up to this much session time ahead of its clock
+LOOKAHEAD_MS = 2000  # a device-clock sink gets inputs up to this much session time ahead of its clock (slack for
+# a bench whose event loop lags behind on a loaded host: the agent holds them, so it sees them at the recorded rate)
 FEED_POLL_S = 0.005  # how often a device-clock feed looks at the device's clock (its newest frame record)
 
 
