@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from bench import signing, trust
@@ -39,15 +39,6 @@ def host_agent_sources() -> dict[str, Path]:
     """The host agent's code files: name in its flat folder -> source in this checkout."""
     files = [(HOST_DIR / name, name) for name in HOST_FILES] + PORTABLE + OPTIONAL
     return {dest: src for src, dest in files if src.is_file()}
-
-
-def deploy_name(device: str, name: str) -> str:
-    """`name` if it is a path inside the agent folder (relative, no `..`); else a ConfigError naming the device."""
-    path = PurePosixPath(name)
-    if not name or path.is_absolute() or ".." in path.parts or "\x00" in name:
-        raise ConfigError(f"device {device!r}: deploy path {name!r} must stay inside the agent folder",
-                          hint="use a relative name without '..'")  # fmt: skip
-    return name
 
 
 def reset_model(devices: list[Device]) -> list[Device]:

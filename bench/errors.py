@@ -58,3 +58,8 @@ class LeaseBusy(BenchError):
     """Another bench process holds the device."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+class ProductFailure(BenchError):
+    """The product failed, not the bench: the agent crashed, a model was refused or rolled back, the decision
+    budget was missed (bench.outcomes: a product failure, exit 1)."""

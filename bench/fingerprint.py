@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
-from bench.devices.esp32c6 import DEFAULT_FIRMWARE
 from bench.fleet import Device
-from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
+from bench.paths import ESP32C6_DEFAULT_FIRMWARE, HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
 FIELDS = {
@@ -79,6 +78,11 @@ def device_clock(device: Device, hello: dict[str, Any]) -> str:
 
 def agent_bundle_hash(device: Device) -> str:
     """sha256 over the reference agent's source files the bench deploys to this kind of device (short)."""
+    return agent_bundle_files(device)[0]
+
+
+def agent_bundle_files(device: Device) -> tuple[str, list[Path]]:
+    """The agent bundle's hash (sha256 over its source files, short) and the files, for this kind of device."""
     family = device.kind_info.family
     mcu = family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
     folder = MICROPYTHON_DIR if mcu else HOST_DIR
@@ -86,11 +90,11 @@ def agent_bundle_hash(device: Device) -> str:
     files += sorted(folder.glob("*.py")) if mcu else [folder / f for f in HOST_FILES]
     if family == "browser":  # web pages run the JS agent (docs/web.md)
         files = [*sorted((WEB_DIR / "agent").glob("*.js")), WEB_DIR / "index.html", WEB_DIR / "package-lock.json"]
+    present = [path for path in files if path.is_file()]
     digest = hashlib.sha256()
-    for path in files:
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+    for path in present:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16], present
 
 
 def firmware_sha256(device: Device) -> str | None:
@@ -98,7 +102,7 @@ def firmware_sha256(device: Device) -> str | None:
     configured = getattr(device.settings, "firmware", None)
     if configured is None:
         return None
-    path = Path(configured) if configured else DEFAULT_FIRMWARE
+    path = Path(configured) if configured else ESP32C6_DEFAULT_FIRMWARE
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

@@ -19,6 +19,7 @@ from bench.devices.base import Driver, Progress, StepResult
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device
 from bench.kinds import driven
+from bench.outcomes import PASS, Outcome, infrastructure
 from bench.provision.controls import BoardControls
 
 DEFAULT_ATTEMPTS = 3
@@ -38,16 +39,26 @@ class DeviceFlash:
     steps: list[StepResult] = field(default_factory=list)
     log: str | None = None
     unreachable: bool = False  # the last attempt could not reach the device at all
+    refused: bool = False  # bad input (a ConfigError: an unpinned image, a bmap that lies): nothing was touched
 
     @property
     def up_to_date(self) -> bool:
         """True when nothing had to be written."""
         return self.ok and all(s.skipped for s in self.steps)
 
+    @property
+    def outcome(self) -> Outcome:
+        """The failure class (bench.outcomes): a flash or OS write that failed, or a device that could not be
+        reached for it, is an infrastructure failure."""
+        if self.ok:
+            return PASS
+        return infrastructure(f"{'link lost' if self.unreachable else 'flash failed'}: {self.reason}")
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         data = asdict(self)
         data["up_to_date"] = self.up_to_date
+        data["outcome"] = self.outcome.to_json()
         return data
 
 
@@ -97,20 +108,20 @@ async def flash_device(
     """Flash one device, retrying failed attempts with exponential backoff; never raises."""
     started = time.monotonic()
     log_dir.mkdir(parents=True, exist_ok=True)
-    reason, unreachable = "", False
+    reason, unreachable, refused = "", False, False
     steps: list[StepResult] = []
     attempt = 0
     try:
         driver = make_driver(device, log_dir, firmware, os, controls, force_os)
     except ConfigError as exc:
-        return DeviceFlash(device.name, device.kind, False, 0, 0.0, str(exc))
+        return DeviceFlash(device.name, device.kind, False, 0, 0.0, str(exc), refused=True)
     try:
         for attempt in range(1, attempts + 1):
             _log(log_dir, device, f"attempt {attempt}/{attempts}")
             try:
                 steps = await driver.flash(progress)
             except ConfigError as exc:  # bad input (e.g. an image for another chip): retrying cannot help
-                reason = str(exc)
+                reason, refused = str(exc), True
                 _log(log_dir, device, f"refused: {reason}")
                 break
             except DeviceUnreachable as exc:  # no answer on its link: retry, and say so if it stays that way
@@ -133,7 +144,7 @@ async def flash_device(
         if close is not None:
             await close()
     return DeviceFlash(device.name, device.kind, False, attempt, time.monotonic() - started, reason, steps,
-                       str(log_dir / f"{device.name}.log"), unreachable)  # fmt: skip
+                       str(log_dir / f"{device.name}.log"), unreachable, refused)  # fmt: skip
 
 
 async def flash_devices(

@@ -11,7 +11,7 @@ from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
 from bench.inputs import check_file, load_toml
 from bench.kinds import KINDS, Kind, SettingError, Settings, get_kind
-from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.models import is_model_path
 from bench.os_spec import OsSpec, parse_os
 from bench.paths import FLEETS_DIR
@@ -103,7 +103,12 @@ class Fleet:
             if dev.name == name:
                 return dev
         known = ", ".join(d.name for d in self.devices) or "(none)"
-        raise ConfigError(f"{self.path}: no device named {name!r}", hint=f"devices in this fleet: {known}")
+        raise ConfigError(
+            f"{self.path}: no device named {name!r}",
+            hint=f"devices in this fleet: {known}",
+            file=str(self.path),
+            device=name,
+        )
 
     def select(
         self,
@@ -246,7 +251,9 @@ def _key_file(raw: dict[str, Any], key: str, where: str, base_dir: Path) -> Path
             check_file(file, "key")
         except ConfigError as exc:
             raise ConfigError(
-                f"{where}: field {key!r}: {exc.message}", hint="make one with `hilbench keys gen`", file=str(file),
+                f"{where}: field {key!r}: {exc.message}",
+                hint="make one with `hilbench keys gen`",
+                file=str(file),
                 field=key,
             ) from None
     return file
@@ -270,6 +277,12 @@ def _file_settings(values: dict[str, Any], base_dir: Path, where: str) -> dict[s
         out["model"] = str(resolve_path(model, base_dir))
     if isinstance(firmware, str) and firmware:
         out["firmware"] = str(resolve_path(firmware, base_dir))
+    for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
+        if Path(file).exists():
+            try:
+                check_file(file, key)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: field {key!r}: {exc.message}", file=file, field=key) from None
     return out
 
 
@@ -315,12 +328,10 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     if python is not None and not _PYTHON_RE.match(python):
         raise ConfigError(f"{where}: field 'python': {python!r} is not a path to a Python interpreter",
                           hint="e.g. python3 or /usr/bin/python3 (no spaces or shell characters)")  # fmt: skip
-    for key, problem in settings.problems():
-        raise ConfigError(f"{where}: field {key!r}: {problem}, got {getattr(settings, key)!r}")
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
-    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", 115200))
+    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", DEFAULT_BAUD))
     link = info.link.parse(entry)
     if lab is not None:  # jobs reach it through the place; `ssh` says where its bench host's exporter finds it
         lab = replace(lab, local=link)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import math
 import re
 import typing
@@ -22,11 +23,7 @@ from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, 
 
 UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
 
-# numeric settings that make no sense at zero or below (checked wherever a kind has them; a memory limit
-# of 0 means none)
-POSITIVE = ("fps_target", "vsync_hz", "decision_budget_ms", "model_version", "baud", "flash_size",
-            "telemetry_interval_ms")  # fmt: skip
-
+DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
 VOICE_CHOICES = ("auto", "voice", "voicef")
 
 
@@ -41,9 +38,17 @@ class SettingError(ValueError):
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def ranged(default: int, low: int, high: int) -> Any:
+_CHECKS = ("range", "name", "pattern", "choices")  # the field metadata Settings.__post_init__ enforces
+
+
+def ranged(default: float, low: float, high: float) -> Any:
     """A numeric setting's field: its default and the range [low, high] a fleet file may set."""
     return field(default=default, metadata={"range": (low, high)})
+
+
+def chosen(default: str, choices: tuple[str, ...]) -> Any:
+    """A setting that is one of `choices`."""
+    return field(default=default, metadata={"choices": choices})
 
 
 def named(default: str, *, or_path: bool = False) -> Any:
@@ -55,29 +60,56 @@ def named(default: str, *, or_path: bool = False) -> Any:
 @dataclass(frozen=True)
 class Settings:
     """What every kind can set in the fleet file (fields of a [[device]] table besides name, kind, link).
-    Each number has a range and each name a safe form, checked when the settings are made (SettingError)."""
+    Each number has a range and each name a safe form, checked when the settings are made (SettingError).
+
+    The check is part of the field, and a kind cannot lose it: a subclass that overrides a field with a plain
+    default (`fps_target: int = 20`) keeps the base field's range, and a number with no range at all is refused
+    when the class is made (TypeError)."""
 
     fps_target: int = ranged(60, 1, 1000)
     vsync_hz: int = ranged(60, 1, 1000)
-    decision_budget_ms: int = ranged(50, 1, 60_000)
+    decision_budget_ms: int = ranged(DECISION_BUDGET_MS, 1, 60_000)
     model: str = named("npc-policy-int8", or_path=True)  # fixtures/models/<model>.<format's extension>
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
     ota_server_host: str = named("127.0.0.1")  # where the device reaches the bench's update server (QEMU: the driver's)
-    voice: str = "auto"  # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
-    update_channel: str = "coap"  # one of UPDATE_CHANNELS: coap, grpc (Linux-class boards), websocket (web)
-    stall_s: float = 5.0  # no frame record for this long mid-run: the device stopped answering (recovery ladder)
+    # what a replay sends it: auto (by link capacity), voice (16 kHz PCM) or voicef (features)
+    voice: str = chosen("auto", VOICE_CHOICES)
+    update_channel: str = chosen("coap", UPDATE_CHANNELS)  # coap, grpc (Linux-class boards), websocket (web)
+    stall_s: float = ranged(5.0, 0.1, 3600)  # no frame record this long mid-run: the device stopped answering
+    reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
     # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
     # the bench's time, from the start; 0: the session's own length (at the replay's speed)
-    replay_budget_s: float = ranged(0, 0, 3600)
+    replay_budget_s: float = ranged(0.0, 0.0, 3600)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Keep the checks of every field a subclass overrides with a plain default; refuse a number without a range."""
+        super().__init_subclass__(**kwargs)
+        inherited = {f.name: f for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
+                     for f in dataclasses.fields(base)}  # fmt: skip
+        for name, annotation in inspect.get_annotations(cls).items():
+            value = cls.__dict__.get(name, dataclasses.MISSING)
+            base = inherited.get(name)
+            own = value.metadata if isinstance(value, dataclasses.Field) else {}
+            if base is not None and not any(k in own for k in _CHECKS) and any(k in base.metadata for k in _CHECKS):
+                if isinstance(value, dataclasses.Field):
+                    value.metadata = base.metadata
+                else:
+                    setattr(cls, name, field(default=value, metadata=base.metadata))
+                own = base.metadata
+            if getattr(annotation, "__name__", annotation) in ("int", "float") and "range" not in own:
+                raise TypeError(f"{cls.__name__}.{name}: a numeric setting needs a range (ranged(default, low, high))")
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             low, high = f.metadata.get("range", (-math.inf, math.inf))
-            if isinstance(value, int | float) and not low <= value <= high:
+            if isinstance(value, int | float) and not isinstance(value, bool) and not low <= value <= high:
                 raise SettingError(f.name, f"{value!r} is out of range (must be {low} to {high})")
+            choices = f.metadata.get("choices")
+            if choices and value not in choices:
+                raise SettingError(f.name, f"{value!r} is not one of {', '.join(choices)}")
             if f.metadata.get("name") and (not _SAFE_NAME.match(value) or ".." in value):
                 path_ok = f.metadata.get("or_path") and value.startswith("/") and ".." not in value.split("/")
                 if not path_ok:
@@ -89,16 +121,6 @@ class Settings:
     def replace(self, **changes: Any) -> Settings:
         """A copy with `changes` applied."""
         return dataclasses.replace(self, **changes)
-
-    def problems(self) -> list[tuple[str, str]]:
-        """(field, what is wrong) for each value out of range; the fleet parser reports the first with the
-        file and device. Kinds with more fields extend this (call super)."""
-        out = [(name, "must be positive") for name in POSITIVE if getattr(self, name, 1) <= 0]
-        if self.update_channel not in UPDATE_CHANNELS:
-            out.append(("update_channel", f"must be one of {', '.join(UPDATE_CHANNELS)}"))
-        if self.voice not in VOICE_CHOICES:
-            out.append(("voice", f"must be one of {', '.join(VOICE_CHOICES)}"))
-        return out
 
 
 # How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
@@ -122,6 +144,7 @@ class Esp32c6Settings(Settings):
     baud: int = ranged(921600, 300, 12_000_000)
     flash_size: int = ranged(8 * 1024 * 1024, 1024 * 1024, 128 * 1024 * 1024)
     memory_limit_kb: int = ranged(160, 0, 512)  # live MicroPython heap the agent may use (of ~300 KB free)
+    reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
     firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
@@ -136,7 +159,6 @@ class LinuxSettings(Settings):
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
     memory_limit_mb: int = ranged(512, 0, 1_048_576)
     agent_start_timeout_s: float = ranged(20.0, 1, 3600)  # agent started -> listening (imports numpy, tflite)
-    reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
 
 
 @dataclass(frozen=True)
@@ -162,14 +184,16 @@ class Arm64ImageSettings(Settings):
     fps_target: int = ranged(30, 1, 1000)
     memory_limit_mb: int = ranged(256, 0, 1_048_576)
     stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
+    reply_timeout_s: float = 30.0  # TCG emulation (3x slower guest clock under icount) on a shared host
 
 
 @dataclass(frozen=True)
 class WebSettings(Settings):
     """A browser page running the web agent (LiteRT.js on WASM)."""
 
-    memory_limit_mb: int = 256  # WASM heap a model in probation may grow to
+    memory_limit_mb: int = ranged(256, 0, 1_048_576)  # WASM heap a model in probation may grow to
     update_channel: str = "websocket"
+    reply_timeout_s: float = 15.0  # LiteRT.js on WASM in a loaded browser
 
 
 @dataclass(frozen=True)
@@ -243,11 +267,6 @@ def register(kind: Kind) -> Kind:
     """Add `kind` to the registry (replacing one of the same name) and return it."""
     KINDS[kind.name] = kind
     return kind
-
-
-def unregister(name: str) -> None:
-    """Remove kind `name` from the registry (tests that register a toy kind)."""
-    KINDS.pop(name, None)
 
 
 def get_kind(name: str) -> Kind:

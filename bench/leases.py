@@ -15,6 +15,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -109,18 +110,27 @@ class LeaseSet:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def acquire(self, device: str, wait_s: float = 0.0) -> LeaseInfo:
-        """Take the lease on `device`, waiting up to `wait_s`; LeaseBusy names the holder otherwise."""
-        deadline = time.monotonic() + wait_s
+    def acquire(self, device: str, wait_s: float = 0.0, say: Callable[[str], None] | None = None) -> LeaseInfo:
+        """Take the lease on `device`, waiting up to `wait_s`; LeaseBusy names the holder otherwise. `say`
+        hears "waiting for DEVICE (held by ..., pid N) up to S s" when it has to wait, and again when it got it."""
+        start = time.monotonic()
+        deadline = start + wait_s
+        waited = False
         while True:
             current = self._try(device)
             if current is None:
+                if waited and say is not None:
+                    say(f"got {device} after waiting {time.monotonic() - start:.1f} s")
                 return self._held[device]
+            if not waited and wait_s > 0 and say is not None:
+                say(f"waiting for {device} (held by {current.holder}, pid {current.pid}) up to {wait_s:g} s")
+            waited = True
             if time.monotonic() >= deadline:
                 raise LeaseBusy(
                     f"device {device!r} is busy: {current.describe()}"
                     + (f"; waited {wait_s:g} s" if wait_s > 0 else ""),
                     hint="wait for that run to finish (--lease-wait S waits longer), or pick another device",
+                    device=device,
                 )
             time.sleep(0.2)
 

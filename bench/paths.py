@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+from bench.errors import ConfigError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 DISTRIBUTION = "npc-hil-bench"
@@ -49,6 +51,7 @@ HOST_DIR = ROOT / "host"  # the host agent (Linux boards, the ARM64 image)
 MICROPYTHON_DIR = ROOT / "micropython"  # the MicroPython agent and the portable modules both agents share
 WEB_DIR = ROOT / "web"  # the web agent (JS), its page and npm lockfile; `npm ci` there puts LiteRT.js in node_modules
 FIRMWARE_DIR = ROOT / "firmware"  # the virtual ESP32-C6 firmware and the image recipes, one folder per kind
+ESP32C6_DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"  # boots on virtual boards only
 FIXTURES_DIR = ROOT / "fixtures"
 MODELS_DIR = FIXTURES_DIR / "models"
 KEYS_DIR = FIXTURES_DIR / "keys"
@@ -65,8 +68,26 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench"
 
 
+def state_dir() -> Path:
+    """Where devices keep their persistent state (virtual devices' flash files, filesystems and keys; a web
+    device's origin storage): $HILBENCH_STATE_DIR, else the bench cache's `virtual/`."""
+    env = os.environ.get("HILBENCH_STATE_DIR")
+    path = Path(env) if env else cache_root() / "virtual"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def default_log_dir() -> Path:
     """Where a driver writes its logs when no run gave it a log folder."""
     path = cache_root() / "logs"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def deploy_name(device: str, name: str) -> str:
+    """`name` if it is a path inside the agent folder (relative, no `..`); else a ConfigError naming the device."""
+    path = PurePosixPath(name)
+    if not name or path.is_absolute() or ".." in path.parts or "\x00" in name:
+        raise ConfigError(f"device {device!r}: deploy path {name!r} must stay inside the agent folder",
+                          hint="use a relative name without '..'")  # fmt: skip
+    return name

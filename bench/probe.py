@@ -1,9 +1,12 @@
-"""Link-level probes: does a device's serial URL open, its SSH port answer, its QEMU image exist."""
+"""Probes before a run: does a device answer on its link (serial URL opens, SSH port answers, QEMU image there,
+browser on its DevTools endpoint), without talking to its agent. The kind's driver probes; a kind without one,
+its link type."""
 
 from __future__ import annotations
 
+from bench.devices import driver_for, has_driver
 from bench.fleet import Device
-from bench.links.spec import ProbeResult
+from bench.links.probe_result import ProbeResult
 
 __all__ = ["ProbeResult", "probe_link"]
 
@@ -13,7 +16,10 @@ async def probe_link(device: Device, timeout_s: float = 3.0) -> ProbeResult:
     if device.link is None:
         return ProbeResult(False, "virtual device not started (no link)")
     try:
-        result = await device.link.probe(device.kind, timeout_s)
+        if has_driver(device.kind):
+            result = await driver_for(device).probe(timeout_s)
+        else:
+            result = await device.link.probe(device.kind, timeout_s)
     except TimeoutError:
         result = ProbeResult(False, f"no answer within {timeout_s:g} s")
     if not result.reachable and device.os is not None:  # blank or broken OS: `flash --os` writes its image

@@ -9,6 +9,8 @@
   async bench code from a sync test), `record_measurement(name, value, unit, samples=None)` (from
   `bench.pytest_measure`: JUnit XML properties and pytest-html tables and plots).
 - `agent` / `console` / `devices` (ready devices, their consoles, crash reports): `bench.pytest_devices`.
+- Failure classes (an infrastructure failure is an ERROR naming the class) and `--quarantine FILE` (known-flaky
+  tests run and are reported, do not fail the session, with their pass/fail history): `bench.pytest_classes`.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from bench.fleet import Device, Fleet, load_fleet
 from bench.lab.acquire import lab_devices
 from bench.leases import LeaseSet
 from bench.loop_thread import LoopThread
+from bench.outcomes import class_of
 from bench.provision.controls import BoardControls
 from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual
 
-pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices")  # record_measurement; agent, console, devices
+# record_measurement; agent, console, devices; failure classes and --quarantine
+pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices", "bench.pytest_classes")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -156,8 +160,8 @@ def device(request: pytest.FixtureRequest, fleet: Fleet, _hilbench_pool: _Device
     """The device this test instance runs on, leased for the session and reachable through its link."""
     try:
         return _hilbench_pool.get(fleet.get(request.param))
-    except BenchError as exc:
-        pytest.fail(f"device {request.param}: {exc}", pytrace=False)
+    except BenchError as exc:  # a lease not obtained, a stand-in that did not start: the bench's side
+        pytest.fail(f"{class_of(exc)}: device {request.param}: {exc}", pytrace=False)
 
 
 @pytest.fixture

@@ -4,6 +4,22 @@ from __future__ import annotations
 
 _TIME_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
 _SIZE_B = {"B": 1.0, "kB": 1e3, "MB": 1e6, "GB": 1e9}
+_BINARY_B = {"KiB": 1024.0, "MiB": 1024.0**2}  # read, never shown
+
+
+def factor(unit: str, target: str) -> float:
+    """What a value in `unit` is multiplied by to be in `target` (ValueError when they measure different things)."""
+    if unit == target:
+        return 1.0
+    for table in (_TIME_US, {**_SIZE_B, **_BINARY_B}):
+        if unit in table and target in table:
+            return table[unit] / table[target]
+    raise ValueError(f"cannot convert {unit!r} to {target!r}")
+
+
+def convert(value: float | None, unit: str, target: str) -> float | None:
+    """`value` (in `unit`) in `target`; None stays None."""
+    return None if value is None else float(value) * factor(unit, target)
 
 
 def readable(value: float, unit: str) -> tuple[float, str]:

@@ -118,6 +118,8 @@ class Agent:
         self.links = set()
         self.models = ModelManager(verifier, self.broadcast, mem_limit, on_current=self.remember)
         self.models_dir = models_dir
+        # where a transfer lands until it is verified: beside the models folder, not in it
+        self.updates_dir = os.path.join(os.path.dirname(os.path.abspath(models_dir)), "updates")
         self.spin_us = spin_us
         self.features = npcfeat.Features()
         self.loop_task = None
@@ -232,7 +234,8 @@ class Agent:
         """The file `path` names inside the models folder; Refused (saying nothing of the file) otherwise."""
         root = os.path.realpath(self.models_dir)
         full = os.path.realpath(os.path.join(root, path)) if isinstance(path, str) and path else root
-        if not isinstance(path, str) or not full.startswith(root + os.sep):
+        if not isinstance(path, str) or not full.startswith(root + os.sep) or full.lower().endswith(".json"):
+            # a .json (the agent's own current.json, a manifest) is no model: its hash must not be revealed
             raise Refused("parse", f"path {path!r}: not a file in the models folder")
         return full
 
@@ -249,7 +252,9 @@ class Agent:
         return model, now_us() - t0
 
     async def on_update(self, msg, rx_us):
-        """Fetch a model over CoAP (npc_update), verify it, then switch as `load` does."""
+        """Fetch a model over CoAP (npc_update) into updates/ (beside the models folder), verify it there (hash,
+        signature, parse), and only then rename it into the models folder and switch as `load` does: a refused
+        update leaves every installed file as it was."""
         url = str(msg["url"])
         manifest = dict(msg["manifest"])
         if self.loading:
@@ -258,6 +263,7 @@ class Agent:
             import npc_update
         except ImportError as exc:  # a target without aiocoap
             return wire.error("internal", f"no CoAP update support on this agent: {exc}", msg.get("id"))
+        timing = npc_update.Timing.from_json(msg.get("coap"))  # a bad value is bad_field before anything is fetched
         self.loading = True
         try:
             if self.coap is None:
@@ -271,25 +277,39 @@ class Agent:
                     url,
                     manifest,
                     self.models.verifier.signed,
-                    Path(self.models_dir) / ".updates",
+                    Path(self.updates_dir),
                     delta=bool(msg.get("delta")),
                     current=current,
-                    timing=npc_update.Timing.from_json(msg.get("coap")),
+                    timing=timing,
                 )
             except npc_update.UpdateFailed as exc:
                 raise Refused(exc.kind, str(exc)) from None
             loop = asyncio.get_running_loop()
-            model = await loop.run_in_executor(None, self.models.check_and_parse, result.path.read_bytes(), manifest)
+            try:
+                model = await loop.run_in_executor(
+                    None, self.models.check_and_parse, result.path.read_bytes(), manifest
+                )
+                dest = self.update_path(manifest)
+                os.replace(result.path, dest)
+            except OSError as exc:
+                raise Refused("transfer", f"cannot store the update: {exc.strerror}") from None
+            finally:
+                result.path.unlink(missing_ok=True)  # refused, or already moved
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
         finally:
             self.loading = False
-        model.source = os.path.abspath(str(result.path))
+        model.source = dest
         switch_us = self.models.switch(model)
         asyncio.get_running_loop().call_soon(self._warm_up)
         fields = {"model": model.info, **result.figures(), "switch_us": switch_us}
         return wire.reply(msg, "updated", fields)
+
+    def update_path(self, manifest: dict) -> str:
+        """Where a verified update is stored: `models/NAME-VERSION.tflite` (the name reduced to [A-Za-z0-9_-])."""
+        name = "".join(c for c in str(manifest.get("name")) if c.isascii() and (c.isalnum() or c in "-_")) or "model"
+        return os.path.join(os.path.abspath(self.models_dir), f"{name}-{int(manifest['version'])}.tflite")
 
     def record_path(self, path: str) -> str:
         """`path` as the record stores it: relative to the models folder when inside it (as the deploy

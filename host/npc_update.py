@@ -46,10 +46,19 @@ class Timing:
         if not data:
             return cls()
         return cls(
-            float(data.get("ack_timeout_ms", 50)) / 1000,
-            float(data.get("ack_random_factor", 1.5)),
-            int(data.get("max_retransmit", 6)),
+            _bounded(data.get("ack_timeout_ms", 50), "ack_timeout_ms", 1, 60000) / 1000,
+            float(_bounded(data.get("ack_random_factor", 1.5), "ack_random_factor", 1, 4)),
+            int(_bounded(data.get("max_retransmit", 6), "max_retransmit", 0, 20, whole=True)),
         )
+
+
+def _bounded(value: Any, name: str, low: float, high: float, *, whole: bool = False) -> float:
+    """`value` when it is a number in [low, high] (the bench's own link-timing ranges, bench/ota/timing.py);
+    ValueError (answered `bad_field`) for 1e308, NaN, true or a string."""
+    ok = not isinstance(value, bool) and isinstance(value, int | float) and low <= value <= high
+    if not ok or (whole and value != int(value)):
+        raise ValueError(f"coap.{name}: {value!r} is outside {low:g}..{high:g}")
+    return value
 
 
 class _OneShot(TransportTuning):

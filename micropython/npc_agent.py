@@ -35,6 +35,8 @@ SPIN_US = 1500  # wait on stdin until this close to a deadline, then spin
 IDLE_MS = 1000  # longest wait on stdin (keeps the unwrapped clock fed)
 CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
+EEXIST = 17
+UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
 
 READ_CHUNK = 512  # bytes per UART read
 
@@ -45,6 +47,34 @@ def _mem_alloc():
 
 def _mem_free():
     return gc.mem_free() if hasattr(gc, "mem_free") else 0
+
+
+def _updates_dir():
+    """updates/ (made when missing): where transfers land until they are verified."""
+    try:  # noqa: SIM105 (MicroPython has no contextlib)
+        os.mkdir(UPDATES)
+    except OSError:  # it exists
+        pass
+    return UPDATES
+
+
+def _remove(path):
+    try:  # noqa: SIM105 (MicroPython has no contextlib)
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _replace(src, dest):
+    """Rename `src` to `dest`, over an existing `dest` (FAT will not rename over a file: it goes first, and
+    only then: a rename that fails for another reason leaves `dest` as it was)."""
+    try:
+        os.rename(src, dest)
+    except OSError as exc:
+        if exc.args[0] != EEXIST:
+            raise
+        os.remove(dest)
+        os.rename(src, dest)
 
 
 class Link:
@@ -215,6 +245,8 @@ class Agent:
         it); nothing else is read."""
         folder = os.getcwd().rstrip("/") + "/models/"
         parts = path.split("/")
+        if path.lower().endswith(".json"):  # current.json, manifests: no model, and their hash is not revealed
+            raise Refused("parse", "path %r: not a file in the models folder" % path)
         if path.startswith(folder) and ".." not in parts:
             return path
         if not path or path.startswith("/") or ".." in parts or path.rstrip("/") == "models":
@@ -233,20 +265,30 @@ class Agent:
         return self.switch_to(msg, "loaded", self.resolve(path), manifest, {}, bool(msg.get("cold")))
 
     def on_update(self, msg, rx_us):
-        """Fetch a model over CoAP Block2 into models/ (whole, or as a bsdiff4-zlib delta applied to the running
-        model: MicroPython has no bz2 for plain bsdiff4), then verify and switch as `load` does."""
+        """Fetch a model over CoAP Block2 (whole, or as a bsdiff4-zlib delta applied to the running model:
+        MicroPython has no bz2 for plain bsdiff4), verify it, and only then store it in models/ and switch as
+        `load` does. The manifest's signature is checked before any transfer; the transfer lands in updates/,
+        outside models/, streamed to flash block by block (the heap never holds the model twice); its hash,
+        signature and parse are checked there, and only a verified file is renamed into models/. A refused
+        update leaves every installed file as it was."""
         manifest = dict(msg["manifest"])
         url = msg["url"]
         name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
         path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
+        try:
+            self.models.check_signature(manifest)  # a forged manifest: nothing is fetched
+        except Refused as exc:
+            self.models.refuse(exc, manifest)
+            raise
+        tmp = _updates_dir() + path[len("models") :]
         import npccoap  # only when an update comes: it costs heap
 
         client = npccoap.Client(npccoap.Timing.from_json(msg.get("coap")))
         try:
             if msg.get("delta"):
-                fetched = self.fetch_delta(client, url, manifest, path)
+                fetched = self.fetch_delta(client, url, manifest, tmp)
             else:
-                fetched = client.fetch(url, path, manifest.get("sha256"), self.run_due)
+                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.run_due)
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
@@ -262,7 +304,7 @@ class Agent:
             figures[k] = fetched.get(k, 0)
         if msg.get("delta"):  # the model's size less what travelled (delta manifest and patch)
             figures["delta_saved"] = max(0, int(manifest.get("size", 0)) - figures["bytes"])
-        return self.switch_to(msg, "updated", path, manifest, figures)
+        return self.switch_to(msg, "updated", tmp, manifest, figures, store_as=path)
 
     def fetch_delta(self, client, url, manifest, path):
         """Fetch the signed delta manifest (`url`/manifest) and, once it checks out against the running model,
@@ -303,18 +345,30 @@ class Agent:
             else:
                 self.on_vsync()
 
-    def switch_to(self, msg, reply_type, path, manifest, figures, cold=False):
+    def switch_to(self, msg, reply_type, path, manifest, figures, cold=False, store_as=None):
         """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up.
-        `cold`: release the models in RAM first (Models.cold_check_and_parse)."""
+        `cold`: release the models in RAM first (Models.cold_check_and_parse). `store_as`: a verified model is
+        moved there first (an update, from updates/ into models/, its manifest's signature checked before the
+        transfer); a refused one is deleted."""
         t0 = self.clock.now()
         try:
             if cold:
                 model = self.models.cold_check_and_parse(path, manifest)
             else:
-                model = self.models.check_and_parse(path, manifest)
+                model = self.models.check_and_parse(path, manifest, signed=store_as is not None)
+            if store_as is not None:
+                _replace(path, store_as)
+                model.path = store_as
         except Refused as exc:
+            if store_as is not None:
+                _remove(path)
             self.models.refuse(exc, manifest)
             raise
+        except OSError as exc:  # the verified file could not be moved into models/ (a full or read-only flash)
+            _remove(path)
+            refused = Refused("transfer", "cannot store %s: %s" % (store_as, exc))
+            self.models.refuse(refused, manifest)
+            raise refused
         verify_us = self.clock.now() - t0
         self.note_memory()
         switch_us = self.models.switch(model)
@@ -329,11 +383,7 @@ class Agent:
         try:
             with open(CURRENT + ".tmp", "w") as f:
                 json.dump({"path": model.path, "manifest": model.manifest}, f)
-            try:
-                os.rename(CURRENT + ".tmp", CURRENT)
-            except OSError:  # FAT will not rename over an existing file
-                os.remove(CURRENT)
-                os.rename(CURRENT + ".tmp", CURRENT)
+            _replace(CURRENT + ".tmp", CURRENT)
         except OSError:
             pass  # a read-only board still runs; it just boots without a model
 

@@ -52,7 +52,20 @@ class Timing:
     def from_json(cls, data):
         """From the `coap` object of an `update` message (missing keys default)."""
         data = data or {}
-        return cls(data.get("ack_timeout_ms", 50), data.get("ack_random_factor", 1.5), data.get("max_retransmit", 6))
+        return cls(
+            _bounded(data.get("ack_timeout_ms", 50), "ack_timeout_ms", 1, 60000),
+            _bounded(data.get("ack_random_factor", 1.5), "ack_random_factor", 1, 4),
+            int(_bounded(data.get("max_retransmit", 6), "max_retransmit", 0, 20, whole=True)),
+        )
+
+
+def _bounded(value, name, low, high, whole=False):
+    """`value` when it is a number in [low, high] (the bench's own link-timing ranges, bench/ota/timing.py);
+    ValueError (answered `bad_field`) for 1e308, NaN, true or a string."""
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and low <= value <= high
+    if not ok or (whole and value != int(value)):
+        raise ValueError("coap.%s: %r is outside %g..%g" % (name, value, low, high))
+    return value
 
 
 def parse_url(url):

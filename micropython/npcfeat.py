@@ -44,6 +44,8 @@ TS_BOUND_MS = 1e12  # session time: about 31 years
 def number(value, name, low=-VALUE_BOUND, high=VALUE_BOUND):
     """`value` as a float in [low, high]; ValueError naming `name` otherwise (NaN and the infinities too),
     which the agents answer with `bad_field`: a value like 1e308 must never reach a model."""
+    if isinstance(value, bool):  # JSON true/false are not numbers, though float() takes them
+        raise ValueError("%s: %r is not a number" % (name, value))
     try:
         v = float(value)
     except (TypeError, ValueError, OverflowError):

@@ -62,8 +62,10 @@ class Models:
         self.infer_us_max = 0
         self.infer_n = 0
 
-    def check_and_parse(self, path, manifest):
-        """Everything before a switch (hash, signature, parse). Raises Refused."""
+    def check_and_parse(self, path, manifest, signed=False):
+        """Everything before a switch (hash, signature, parse). Raises Refused. `signed`: this very manifest
+        object passed `check_signature` already (an update checks it before the transfer; one ECDSA verify
+        costs the C6 far more than the hash)."""
         if not isinstance(manifest, dict):
             raise Refused("parse", "manifest is not an object")
         try:
@@ -72,10 +74,8 @@ class Models:
             raise Refused("parse", "cannot read %s: %s" % (path, exc))
         if digest != manifest.get("sha256") or size != manifest.get("size", size):
             raise Refused("hash", "%s: sha256 %s (%d B) does not match the manifest" % (path, digest, size))
-        if self.key is None:
-            raise Refused("signature", "no trusted key (trust.key) on this device")
-        if not npcsig.verify_manifest(manifest, self.key):
-            raise Refused("signature", "signature does not verify with the trusted key")
+        if not signed:
+            self.check_signature(manifest)
         fmt = manifest.get("format", "npcm-int8")
         if not str(fmt).startswith("npcm"):
             raise Refused("parse", "format %r is not an .npcm model" % fmt)
@@ -87,6 +87,13 @@ class Models:
                 % (N_FEATURES, N_ACTIONS, net.n_features, net.n_actions),
             )
         return Loaded(net, manifest, path)
+
+    def check_signature(self, manifest):
+        """Refused("signature") unless `manifest` is signed by the trusted key."""
+        if self.key is None:
+            raise Refused("signature", "no trusted key (trust.key) on this device")
+        if not isinstance(manifest, dict) or not npcsig.verify_manifest(manifest, self.key):
+            raise Refused("signature", "signature does not verify with the trusted key")
 
     def cold_check_and_parse(self, path, manifest):
         """`check_and_parse` as a cold start: the models in RAM are released first, so the load runs on a heap

@@ -25,12 +25,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """`@pytest.mark.programs("bmaptool", ...)`: the manifest programs the test needs (tests/requires.py)."""
+    from tests.requires import require_program
+
+    for mark in item.iter_markers("programs"):
+        for name in mark.args:
+            require_program(name)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Keep leases and virtual-device state of the test run away from the user's."""
+    """Keep leases, virtual-device state and the default model store of the test run away from the user's.
+    Each pytest-xdist worker has its own (its own basetemp), even when the caller set the variables: the
+    workers start the same virtual devices, which must not share leases or state folders."""
     base = tmp_path_factory.mktemp("hilbench-state")
-    os.environ.setdefault("HILBENCH_LEASE_DIR", str(base / "leases"))
-    os.environ.setdefault("HILBENCH_STATE_DIR", str(base / "virtual"))
+    put = os.environ.__setitem__ if os.environ.get("PYTEST_XDIST_WORKER") else os.environ.setdefault
+    put("HILBENCH_LEASE_DIR", str(base / "leases"))
+    put("HILBENCH_STATE_DIR", str(base / "virtual"))
+    put("HILBENCH_OTA_STORE", str(base / "ota-store"))  # `hilbench model publish` numbers versions in its store
     # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.trust);
     # tests/robustness/test_trust.py runs without this
     os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
@@ -44,10 +57,12 @@ def hilbench(*args: str) -> list[str]:
 @pytest.fixture(scope="session")
 def pg_server():
     """URL of a PostgreSQL server for this test run ($HILBENCH_TEST_PG_URL, else a throwaway one)."""
-    from tests.postgres_support import available, postgres_server
+    from tests.postgres_support import postgres_server
+    from tests.requires import require_program
 
-    if not available():
-        pytest.skip("PostgreSQL server not installed (apt-get install postgresql)")
+    if not os.environ.get("HILBENCH_TEST_PG_URL"):
+        require_program("initdb")
+        require_program("pg_ctl")
     with postgres_server() as url:
         yield url
 

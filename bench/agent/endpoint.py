@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bench.fleet import Device
+from bench.kinds import DECISION_BUDGET_MS
 
 
 class FrameLike(Protocol):
@@ -52,7 +53,7 @@ class AgentLike(Protocol):
         fps: int,
         vsync_hz: int,
         key_every: int = 1,
-        budget_ms: int = 50,
+        budget_ms: int = DECISION_BUDGET_MS,
         frames: int = 0,
         hold_ms: int | None = None,
     ) -> Any: ...

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
-from bench.agent.session import AgentSession, FrameRecord
-from bench.errors import DeviceUnreachable
+from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.errors import BenchError, DeviceUnreachable
 
 if TYPE_CHECKING:
     from bench.health.ladder import RecoveryResult
@@ -138,3 +138,28 @@ class RelayedSession:
         self.inner = session
         await session.sync_clock(RECOVERY_CLOCK_PINGS)
         self._index_offset = self._next_index
+
+
+async def still_answers(session: AgentSession, timeout_s: float) -> bool:
+    """Does the agent answer a ping within `timeout_s` (at least 2 s)? Tells a slow frame loop from a hang."""
+    if session.closed:
+        return False
+    try:
+        await session.request("ping", timeout=max(timeout_s, 2.0), b0=time.monotonic_ns())
+    except (BenchError, OSError, TimeoutError):
+        return False
+    return True
+
+
+async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:
+    """Start the frame loop; if a loop is still running (left by a session whose link dropped), stop it,
+    let its last records and its `stopped` go by, then start."""
+    try:
+        await session.start(**start_args)
+    except AgentError as exc:
+        if exc.code != "busy":
+            raise
+        await session.stop()
+        async for _stale in session.frames(timeout=drain_timeout_s):
+            pass
+        await session.start(**start_args)

@@ -13,13 +13,14 @@ from typing import Any
 from bench.agent import wire
 from bench.agent.clock import ClockSync
 from bench.agent.transport import LineTransport
-from bench.errors import BenchError, DeviceUnreachable
+from bench.errors import BenchError, DeviceUnreachable, ProductFailure
+from bench.kinds import DECISION_BUDGET_MS
 
 DEFAULT_TIMEOUT = 5.0
 
 
-class AgentError(BenchError):
-    """The agent answered a request with an `error` message."""
+class AgentError(ProductFailure):
+    """The agent answered a request with an `error` message (a product failure: bench.outcomes)."""
 
     def __init__(self, device: str, request: str, reply: dict[str, Any]) -> None:
         self.code = str(reply.get("code", "internal"))
@@ -68,24 +69,18 @@ class FrameRecord:
     late: bool
     q: int
     model: int | None
-    rx_ns: int  # bench monotonic_ns at receipt
-    input_ns: int | None = None  # bench time the input `seq` was sent, when this session sent it
+    rx_ns: int  # bench monotonic_ns at receipt (decision latency: bench.measure.latency, from the send times)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_msg(cls, msg: dict[str, Any], rx_ns: int, input_ns: int | None = None) -> FrameRecord:
+    def from_msg(cls, msg: dict[str, Any], rx_ns: int) -> FrameRecord:
         """Build from a decoded `frame` message (missing optional fields become None/defaults)."""
-        return cls(**frame_fields(msg), rx_ns=rx_ns, input_ns=input_ns, raw=msg)
+        return cls(**frame_fields(msg), rx_ns=rx_ns, raw=msg)
 
     @property
     def infer_us(self) -> int | None:
         """Inference time on the device, when inference ran."""
         return self.t1 - self.t0 if self.ran and self.t0 is not None and self.t1 is not None else None
-
-    @property
-    def latency_ns(self) -> int | None:
-        """Input replayed -> decision received, on the bench clock (when the input came from this session)."""
-        return self.rx_ns - self.input_ns if self.input_ns is not None else None
 
 
 class AgentSession:
@@ -284,7 +279,7 @@ class AgentSession:
         fps: int,
         vsync_hz: int,
         key_every: int = 1,
-        budget_ms: int = 50,
+        budget_ms: int = DECISION_BUDGET_MS,
         frames: int = 0,
         hold_ms: int | None = None,
     ) -> dict[str, Any]:
@@ -394,8 +389,7 @@ class AgentSession:
             return
         if t == "frame":
             try:
-                seq = int(msg.get("seq", -1))
-                self._frames.put_nowait(FrameRecord.from_msg(msg, rx_ns, self.sent_ns.get(seq)))
+                self._frames.put_nowait(FrameRecord.from_msg(msg, rx_ns))
             except (KeyError, TypeError, ValueError):
                 self.framing_errors += 1
                 self._note(f"[bench] malformed frame record: {msg!r}")

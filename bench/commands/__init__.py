@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator
 
 from bench import trust
 from bench.commands.values import seconds
+from bench.console import err
 from bench.fleet import Device, Fleet, load_fleet
 from bench.leases import LeaseSet
 
@@ -75,5 +76,5 @@ def held_devices(devices: list[Device], command: str, wait_s: float) -> Iterator
     bench hosts apart); the host serving them (`hilbench lab serve`) leases them locally."""
     with LeaseSet(holder=f"hilbench {command}") as leases:
         for name in sorted({d.name for d in devices if d.lab is None}):
-            leases.acquire(name, wait_s)
+            leases.acquire(name, wait_s, say=lambda line: err.print(line, highlight=False))
         yield leases

@@ -20,6 +20,7 @@ from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
 from bench.inputs import check_file
 from bench.lab.acquire import reachable_devices
+from bench.outcomes import exit_code
 from bench.virtual import board_controls
 
 
@@ -46,7 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_flash(args: argparse.Namespace) -> int:
-    """Flash the selection; exit 3 if a device could not be reached, else 1 if any device failed."""
+    """Flash the selection; exit 2 if a device's input was refused before it was touched (an image the fleet
+    does not pin, a bmap that does not describe its image), else by the devices' failure classes (bench.outcomes:
+    3 when only infrastructure failed)."""
     _fleet, devices = selected_devices(args)
     devices = [d for d in devices if has_driver(d.kind)]
     if not devices:
@@ -67,9 +70,9 @@ def cmd_flash(args: argparse.Namespace) -> int:
     else:
         out.print(_table(results))
         out.print(f"logs: {log_dir}")
-    if any(r.unreachable for r in results):
-        return ExitCode.UNREACHABLE
-    return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
+    if any(r.refused for r in results):
+        return ExitCode.USAGE
+    return exit_code(r.outcome for r in results)
 
 
 async def _run(
@@ -107,6 +110,6 @@ def _table(results: list[DeviceFlash]) -> Table:
             result = "[green]up to date[/green]" if r.up_to_date else "[green]flashed[/green]"
             detail = "; ".join(f"{s.step}: {s.detail}" for s in r.steps)
         else:
-            result, detail = "[red]FAILED[/red]", r.reason
+            result, detail = "[red]FAILED[/red]", r.outcome.label
         table.add_row(r.name, r.kind, result, str(r.attempts), f"{r.seconds:.1f}", detail)
     return table

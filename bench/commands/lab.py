@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.commands import add_device_options, add_fleet_options, held_devices
-from bench.console import emit_json, out
+from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
 from bench.fleet import Fleet, Link, SerialLink, SshLink, load_fleet
 from bench.lab.client import LabClient
@@ -22,6 +21,7 @@ from bench.lab.exporter import exporter_config, host_devices
 from bench.lab.identity import job_identity
 from bench.lab.janitor import sweep
 from bench.lab.sync import fleet_tag, sync_places
+from bench.stopping import StopSignals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -128,26 +128,27 @@ def cmd_exporter_config(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one bench host until SIGINT/SIGTERM."""
     from bench.lab.serve import serve_host
-    from bench.virtual import state_dir
+    from bench.paths import state_dir
 
     fleet = _lab_fleet(args)
     config = Path(args.config) if args.config else state_dir() / f"exporter-{args.host}.yaml"
 
     def ready(urls: dict[str, str]) -> None:
-        if args.json:
-            emit_json({"host": args.host, "config": str(config), "devices": urls})
+        if args.json:  # a server's stdout is JSON lines, one per event
+            sys.stdout.write(json.dumps({"host": args.host, "config": str(config), "devices": urls}) + "\n")
         else:
             for name, url in urls.items():
                 out.print(f"[bold]{name}[/bold] {url}", highlight=False)
             out.print(f"exporter {args.host} -> {fleet.lab['coordinator']} ({config}); Ctrl-C to stop")
         sys.stdout.flush()
 
+    def warn(line: str) -> None:
+        err.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
+
     async def run() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await serve_host(fleet, args.host, config, stop, address=args.address, on_ready=ready)
+        with StopSignals() as stop:
+            await serve_host(fleet, args.host, config, stop.event, address=args.address, on_ready=ready, warn=warn)
+            stop.raise_if_stopped()
 
     served = [replace(d, lab=None) for d in host_devices(fleet, args.host) if d.virtual]
     with held_devices(served, "lab serve", args.lease_wait):

@@ -24,6 +24,7 @@ from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
+from bench.outcomes import FailureClass
 from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
 from bench.report.build import outcome_of
@@ -175,6 +176,8 @@ def _print(result: NightlyResult) -> None:
                 cells.append("-")
             elif not o.ok:
                 cells.append("[red]FAILED[/red]")
+            elif o.outcome is not None and o.outcome.passed_on_retry:
+                cells.append("[yellow]retry ok[/yellow]")
             else:
                 cells.append("skip" if o.skipped else _word(stage.name, o.detail))
         table.add_row(d, *cells)
@@ -193,12 +196,20 @@ def _print(result: NightlyResult) -> None:
         out.print(f"session {run.session} (run {run.run_id}): {verdict}")
         for v in run.regressions:
             out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
+        causes = result.confirmations[run.session].causes if run.session in result.confirmations else {}
+        for device, cause in causes.items():
+            out.print(f"  {device}: {cause}", highlight=False)
+        for device, command in run.bisect.items():
+            out.print(f"  first bad build on {device}: {command}", highlight=False)
         for v in run.with_status("not reproduced"):
             out.print(f"  not reproduced: {v.device} {v.title}: {v.reason}", highlight=False)
         busy = sorted({v.device for v in run.with_status("inconclusive")})
         if busy:
             out.print(f"  inconclusive (bench host busy): {', '.join(busy)}", highlight=False)
         out.print(f"  report {run.page}", highlight=False)
+    for name, outcome in sorted(result.outcomes().items()):
+        if outcome.cls != FailureClass.PASS or outcome.passed_on_retry:
+            out.print(f"[yellow]{name}[/yellow]: {outcome.label}", highlight=False)
     for name, why in result.dropped.items():
         out.print(f"[yellow]{name}[/yellow] left the run at {why}", highlight=False)
     for name, why in result.skipped.items():

@@ -9,9 +9,11 @@ import sys
 
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import port
-from bench.console import out
+from bench.console import err, out
 from bench.errors import ExitCode
 from bench.ota.server import UpdateServer
+from bench.ota.store import ModelStore
+from bench.stopping import StopSignals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,16 +29,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serve until Ctrl-C (a normal stop: exit 0)."""
-    try:
-        asyncio.run(_serve(args))
-    except KeyboardInterrupt:
-        out.print("update server stopped")
+    """Serve until SIGINT, SIGTERM or SIGHUP (exit 128 + the signal, as every command)."""
+    asyncio.run(_serve(args))
     return ExitCode.OK
 
 
 async def _serve(args: argparse.Namespace) -> None:
     store = open_store(args)
+    with StopSignals() as stop:
+        await _serve_until(args, store, stop)
+        err.print("update server stopped")
+        stop.raise_if_stopped()
+
+
+async def _serve_until(args: argparse.Namespace, store: ModelStore, stop: StopSignals) -> None:
     async with UpdateServer(store, args.host, args.port) as server:
         models = [
             {
@@ -55,4 +61,4 @@ async def _serve(args: argparse.Namespace) -> None:
                 out.print(f"  {m['url']}  {m['format']} {m['size']} B  sha256 {m['sha256'][:16]}…")
             if not models:
                 out.print("  (no models yet: `hilbench model publish MODEL --key KEY`)")
-        await asyncio.Event().wait()
+        await stop.wait()

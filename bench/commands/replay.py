@@ -12,8 +12,10 @@ from rich.table import Table
 from bench import trust
 from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.console import emit_json, err, out
-from bench.errors import ConfigError, ExitCode
+from bench.errors import ConfigError
 from bench.lab.acquire import reachable_devices
+from bench.outcomes import FailureClass
+from bench.outcomes import exit_code as outcome_exit_code
 from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
@@ -89,7 +91,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         out.print(summary_table(result))
         for r in result.devices:
-            if r.detail:
+            outcome = r.outcome
+            if outcome.cls != FailureClass.PASS:
+                out.print(f"[yellow]{r.device.name}[/yellow]: {outcome.label}", highlight=False)
+            elif r.detail:
                 out.print(f"[yellow]{r.device.name}[/yellow]: {r.detail}")
         out.print(f"run {result.run_id} stored in {store.path}")
     return exit_code(result)
@@ -151,9 +156,11 @@ def summary_table(result: ReplayResult) -> Table:
         for name, _, scale, fmt in SUMMARY_COLUMNS:
             v = _value(r, name)
             cells.append("-" if v is None else fmt.format(v * scale))
-        colour = "green" if r.status == "ok" else "red"
+        outcome = r.outcome
+        colour = "green" if outcome.cls == FailureClass.PASS else "red"
         voice = str(r.track.mode) if r.track else "-"
-        table.add_row(r.device.name, f"[{colour}]{r.status}[/{colour}]", voice, *cells)
+        word = "ok" if outcome.cls == FailureClass.PASS else str(outcome.cls)
+        table.add_row(r.device.name, f"[{colour}]{word}[/{colour}]", voice, *cells)
     return table
 
 
@@ -173,6 +180,7 @@ def result_json(result: ReplayResult, store_path: Path) -> dict:
                 "kind": r.device.kind,
                 "status": r.status,
                 "detail": r.detail,
+                "outcome": r.outcome.to_json(),
                 "voice_mode": str(r.track.mode) if r.track else None,
                 "voice_reason": r.track.mode_reason if r.track else None,
                 "inputs_sent": r.track.sent if r.track else 0,
@@ -186,8 +194,6 @@ def result_json(result: ReplayResult, store_path: Path) -> dict:
 
 
 def exit_code(result: ReplayResult) -> int:
-    """0 all ok; 3 when a device could not be reached; 1 when one failed during the run."""
-    statuses = {r.status for r in result.devices}
-    if statuses == {"ok"}:
-        return ExitCode.OK
-    return ExitCode.UNREACHABLE if "unreachable" in statuses else ExitCode.FAILED
+    """By the devices' failure classes: 1 when the product failed on one, 3 when only infrastructure failed
+    (a device that stopped answering, also one the recovery ladder brought back), else 0."""
+    return outcome_exit_code(r.outcome for r in result.devices)

@@ -95,6 +95,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                 continue
             colour = "red" if v["status"] == REGRESSION else "green"
             since = f", since run {v['since']['run_id']}" if v.get("since") else ""
+            if v.get("drift_since") is not None:  # "drift: inference time P50 +31% since run 12 (7 nights), p = ..."
+                out.print(f"[red]regression[/red] {escape(device['name'])} {escape(v['reason'].split(';')[0])}")
+                continue
             out.print(
                 f"[{colour}]{v['status']}[/{colour}] {escape(device['name'])} {escape(v['title'])}: "
                 f"{v['effect_pct']:+.1f}% ({ptext(v['p_value'])}, {v['n_baseline']} baseline runs){since}"

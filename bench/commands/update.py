@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 
 from rich import box
 from rich.table import Table
@@ -12,11 +13,14 @@ from bench.commands import add_device_options, add_fleet_options, held_devices, 
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import percent
 from bench.console import emit_json, out
-from bench.errors import ConfigError, ExitCode
+from bench.errors import ConfigError
 from bench.lab.acquire import reachable_devices
 from bench.ota.impair import Impairment
 from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
 from bench.ota.timing import timing_named
+from bench.outcomes import exit_code
+from bench.results.store import DEFAULT_STORE
+from bench.results.store import open_store as open_results
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_fleet_options(p)
     p.add_argument("--model", required=True, metavar="NAME[@VERSION]", help="published model (default: latest)")
     p.add_argument("--delta", action="store_true", help="send a bsdiff4 delta where the device's model allows")
+    p.add_argument(
+        "--results",
+        metavar="PATH",
+        help=f"results store the device health goes to (default: the fleet's [bench] results, else {DEFAULT_STORE})",
+    )
     p.add_argument(
         "--loss", type=percent, default=0.0, metavar="PCT", help="drop PCT %% of datagrams (loopback impairment proxy)"
     )
@@ -35,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_update(args: argparse.Namespace) -> int:
     """Update every selected device; print one row per device."""
-    _, devices = selected_devices(args)
+    fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     store = open_store(args)
@@ -44,6 +53,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         timing_named(d.settings.ota_timing)
     impairment = Impairment(loss=args.loss / 100) if args.loss else None
     label = args.model
+    results_at = args.results or fleet.bench.get("results") or DEFAULT_STORE
     with (
         held_devices(devices, "update", args.lease_wait),
         out.status(f"updating {len(devices)} device(s) to {label}…") as status,
@@ -54,17 +64,22 @@ def cmd_update(args: argparse.Namespace) -> int:
             done.append(r.device)
             status.update(f"updating to {label}: {len(done)}/{len(devices)} done (last: {r.device})")
 
-        results = asyncio.run(_run(devices, store, args.model, args.delta, impairment, on_done))
+        results = asyncio.run(_run(devices, store, args.model, args.delta, impairment, on_done, results_at))
     if args.json:
         emit_json({"model": args.model, "manifests": manifests, "devices": [r.to_json() for r in results]})
     else:
         _print(results)
-    return ExitCode.OK if all(r.ok for r in results) else ExitCode.FAILED
+    return exit_code(r.outcome for r in results)
 
 
-async def _run(devices, store, spec, delta, impairment, on_done) -> list[DeviceUpdate]:
-    async with reachable_devices(devices) as (resolved, _):
-        return await update_devices(resolved, store, spec, want_delta=delta, impairment=impairment, on_done=on_done)
+async def _run(devices, store, spec, delta, impairment, on_done, results_at: str) -> list[DeviceUpdate]:
+    """Update the devices; one that does not answer is recovered by the ladder first (recorded in the results
+    store's device health, as the nightly's)."""
+    with contextlib.closing(open_results(results_at)) as results:
+        async with reachable_devices(devices) as (resolved, _):
+            return await update_devices(
+                resolved, store, spec, want_delta=delta, impairment=impairment, on_done=on_done, results=results
+            )
 
 
 def _version(model: dict | None) -> str:
@@ -87,7 +102,7 @@ def _print(results: list[DeviceUpdate]) -> None:
         elif r.kept_previous:
             verdict = f"[red]FAILED[/red] kept {_version(r.running)}"
         elif not r.checked:
-            verdict = "[red]FAILED[/red] unreached" if r.previous is None else "[bold red]FAILED unknown[/]"
+            verdict = "[red]infrastructure[/red] unreached" if r.previous is None else "[bold red]FAILED unknown[/]"
         else:
             verdict = f"[bold red]FAILED {change}![/]"
         transfer = f"{r.blocks} blk {r.bytes} B {r.retransmits} rtx {r.transfer_ms:.0f} ms"

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 from dataclasses import replace
 
 from bench.commands import add_device_command, held_devices, selected_devices
 from bench.console import out
 from bench.errors import ConfigError, ExitCode
+from bench.stopping import StopSignals
 from bench.virtual import has_virtual, virtual_fleet
 
 
@@ -35,10 +35,12 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 async def _serve(devices, *, as_json: bool) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    with StopSignals() as stop:
+        await _serve_until(devices, stop, as_json=as_json)
+        stop.raise_if_stopped()
+
+
+async def _serve_until(devices, stop: StopSignals, *, as_json: bool) -> None:
     async with virtual_fleet(devices) as (_resolved, running):
         for device in devices:
             urls = running[device.name].urls()

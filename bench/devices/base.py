@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.fleet import Device
+from bench.links.probe_result import ProbeResult
 from bench.steps import Progress, StepResult, no_progress
 
 if TYPE_CHECKING:
@@ -19,14 +20,17 @@ __all__ = ["Driver", "Progress", "StepResult", "no_progress"]
 class Driver(ABC):
     """How the bench uses one device of one kind. Same code path for real and virtual devices."""
 
-    # how long the agent on this kind of device may take to answer a request (slow targets raise it)
-    reply_timeout_s: float = 5.0
     # how long opening the agent waits for the device to answer at all (the recovery ladder shortens it)
     answer_timeout_s: float = 10.0
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
         self.log_dir = log_dir
+
+    @property
+    def reply_timeout_s(self) -> float:
+        """How long the agent on this device may take to answer a request: its kind's setting (fleet-settable)."""
+        return float(self.device.settings.reply_timeout_s)
 
     @abstractmethod
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
@@ -39,6 +43,12 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def probe(self, timeout_s: float) -> ProbeResult:
+        """Does the device answer on its link, without talking to its agent (default: the link type's probe)."""
+        if self.device.link is None:
+            return ProbeResult(False, "virtual device not started (no link)")
+        return await self.device.link.probe(self.device.kind, timeout_s)
 
     async def soft_reset(self) -> None:
         """Ask the device's own software to restart it (NotImplementedError when the kind cannot)."""

@@ -8,9 +8,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.bundles import deploy_name
 from bench.errors import BenchError
 from bench.links.ssh import SshConnection, quote
+from bench.paths import deploy_name
 from bench.trust import TRUST_FILES, refuse_key_downgrade
 
 # remote path (relative to the deploy folder) -> local file or bytes

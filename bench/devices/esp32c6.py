@@ -31,9 +31,9 @@ from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
 from bench.inputs import read_input
 from bench.kinds import USB_SERIAL_JTAG
-from bench.paths import FIRMWARE_DIR, ROOT
+from bench.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
 
-DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"
+DEFAULT_FIRMWARE = ESP32C6_DEFAULT_FIRMWARE
 FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"
 AGENT_START = b"import npc_agent\nnpc_agent.run()\n"
@@ -60,9 +60,6 @@ def check_firmware(path: Path) -> bytes:
 
 class Esp32c6Driver(Driver):
     """An ESP32-C6 with MicroPython on a serial link (real or virtual alike)."""
-
-    # pure-MicroPython P-256 verification of a model takes seconds on a 160 MHz RISC-V core
-    reply_timeout_s = 15.0
 
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)

@@ -16,7 +16,7 @@ from bench.errors import ConfigError, DeviceUnreachable
 from bench.image.build import build_image
 from bench.image.fetch import sha256_file
 from bench.os_spec import OsSpec
-from bench.provision.bmap import read_bmap, verify_written, write_image
+from bench.provision.bmap import check_against_image, read_bmap, verify_written, write_image
 from bench.provision.controls import BoardControls, run_command
 from bench.provision.fingerprint import Fingerprint, differences, read_fingerprint, write_marker
 from bench.steps import Progress, StepResult
@@ -158,7 +158,11 @@ async def _bmap_flash(name: str, image: OsImage, controls: BoardControls, log: P
     if controls.power is None:
         raise ConfigError(f"device {name!r}: [device.os] needs power_on and power_off commands to reflash the board")
     bmap = read_bmap(image.bmap)
-    await controls.power.off()
+    t0 = time.monotonic()
+    progress(2, 6, "os: check bmap")
+    figures["checked_bytes"] = await asyncio.to_thread(check_against_image, bmap, image.path, name)
+    figures["check_s"] = round(time.monotonic() - t0, 1)
+    await controls.power.off()  # only now: a bmap that lies is refused with the board still running
     target = await controls.storage.to_host()
     progress(2, 6, f"os: write {bmap.mapped_bytes / 1e6:.0f} MB")
     t0 = time.monotonic()

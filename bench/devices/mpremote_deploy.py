@@ -18,7 +18,7 @@ from typing import IO
 from mpremote.transport import TransportError
 from mpremote.transport_serial import SerialTransport
 
-from bench.bundles import deploy_name
+from bench.paths import deploy_name
 from bench.trust import TRUST_FILES, refuse_key_downgrade
 
 CHUNK = 512

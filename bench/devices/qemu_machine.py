@@ -22,6 +22,7 @@ from bench.fleet import QemuLink
 from bench.procs import DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
+BOOT_TIMEOUT_S = 180.0  # QEMU start -> guest up: TCG on a loaded 2-core host; icount boots are slower still
 GUEST_COAP_PORT = 5683
 # util-linux's setpriv sets PR_SET_PDEATHSIG and execs QEMU (kept across exec): the kernel SIGKILLs QEMU when
 # the bench process dies, however it dies. (A preexec_fn doing the same can deadlock in a threaded parent.)

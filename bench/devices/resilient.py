@@ -16,10 +16,10 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from bench.agent.relay import RelayedSession
-from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.agent.relay import RelayedSession, start_fresh, still_answers
+from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.linux import AgentFault, LinuxDriver
-from bench.errors import BenchError, DeviceUnreachable
+from bench.errors import DeviceUnreachable, ProductFailure
 
 if TYPE_CHECKING:
     from bench.results.store import ResultStore
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 SessionHook = Callable[[AgentSession], None]
 
 
-class AgentGaveUp(BenchError):
+class AgentGaveUp(ProductFailure):
     """The agent died more often than a run allows."""
 
 
@@ -136,28 +136,3 @@ class ResilientSession(RelayedSession):
         if args.get("frames"):  # a run of so many frames: the new loop owes what has not arrived yet
             args["frames"] = args["frames"] - self._received
         await start_fresh(session, args)
-
-
-async def still_answers(session: AgentSession, timeout_s: float) -> bool:
-    """Does the agent answer a ping within `timeout_s` (at least 2 s)? Tells a slow frame loop from a hang."""
-    if session.closed:
-        return False
-    try:
-        await session.request("ping", timeout=max(timeout_s, 2.0), b0=time.monotonic_ns())
-    except (BenchError, OSError, TimeoutError):
-        return False
-    return True
-
-
-async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:
-    """Start the frame loop; if a loop is still running (left by a session whose link dropped), stop it,
-    let its last records and its `stopped` go by, then start."""
-    try:
-        await session.start(**start_args)
-    except AgentError as exc:
-        if exc.code != "busy":
-            raise
-        await session.stop()
-        async for _stale in session.frames(timeout=drain_timeout_s):
-            pass
-        await session.start(**start_args)

@@ -7,6 +7,7 @@ serves a Chromium the bench started (virtual) and one started by hand with --rem
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from pathlib import Path
@@ -15,21 +16,20 @@ from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device
 from bench.links.browser import BrowserLink
+from bench.links.probe_result import ProbeResult
+from bench.paths import state_dir
 from bench.web.browser import Cdp, Page, connect
 from bench.web.pages import PageServer, WebSocketTransport
 
 
 def storage_dir(device: Device) -> Path:
     """The folder holding the device's origin storage (under the bench's state folder)."""
-    from bench.virtual import state_dir
-
     return state_dir() / device.name / "storage"
 
 
 class WebDriver(Driver):
     """A web device: one page in a browser."""
 
-    reply_timeout_s = 15.0
     connect_timeout_s = 60.0  # page load + LiteRT.js's WASM compile on a loaded 2-core machine
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
@@ -41,6 +41,18 @@ class WebDriver(Driver):
         self.cdp: Cdp | None = None
         self.page: Page | None = None
         self.transport: WebSocketTransport | None = None
+
+    async def probe(self, timeout_s: float) -> ProbeResult:
+        """Does the browser answer on its DevTools endpoint."""
+        try:
+            cdp = await connect(self.link.devtools, timeout_s)
+        except DeviceUnreachable as exc:
+            return ProbeResult(False, str(exc))
+        try:
+            version = await asyncio.wait_for(cdp.call("Browser.getVersion"), timeout_s)
+        finally:
+            await cdp.close()
+        return ProbeResult(True, f"{version.get('product', 'browser')} at {self.link.devtools}")
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Write the device's storage: agent settings, trusted key and the signed model, verified by hash."""

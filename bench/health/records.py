@@ -15,6 +15,7 @@ from bench.results.store import ResultStore
 GOOD, BAD = "good", "bad"
 # device_events.event values
 FAILURE, RECOVERED, UNRECOVERED, MARKED_BAD, MARKED_GOOD = "failure", "recovered", "unrecovered", "bad", "good"
+PASSED_ON_RETRY = "passed_on_retry"  # an infrastructure failure whose retry passed: the device's flakiness
 
 
 def _now() -> str:
@@ -46,6 +47,7 @@ class HealthSummary:
     unrecovered: int
     hours_observed: float | None  # from its first run (or first event) until now
     by_step: dict[str, int]  # which ladder step brought it back, how often
+    passed_on_retry: int = 0  # runs that failed on infrastructure and passed when retried (flakiness)
 
     @property
     def mtbf_h(self) -> float | None:
@@ -65,6 +67,7 @@ class HealthSummary:
             "recoveries": self.recoveries,
             "unrecovered": self.unrecovered,
             "recovered_by": self.by_step,
+            "passed_on_retry": self.passed_on_retry,
             "hours_observed": None if self.hours_observed is None else round(self.hours_observed, 3),
             "mtbf_h": None if self.mtbf_h is None else round(self.mtbf_h, 3),
         }
@@ -145,4 +148,5 @@ def summary(store: ResultStore, device: str, now: dt.datetime | None = None) -> 
         unrecovered=sum(e["event"] == UNRECOVERED for e in history),
         hours_observed=hours,
         by_step=by_step,
+        passed_on_retry=sum(e["event"] == PASSED_ON_RETRY for e in history),
     )

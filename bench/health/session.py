@@ -17,10 +17,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bench.agent.clock import ClockSync
-from bench.agent.relay import RelayedSession
+from bench.agent.relay import RelayedSession, start_fresh, still_answers
 from bench.agent.session import AgentSession, FrameRecord
 from bench.devices.base import Driver
-from bench.devices.resilient import start_fresh, still_answers
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fleet import Device
 from bench.health.ladder import RecoveryResult, recover

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.cachefiles import build_lock
 from bench.errors import BenchError
 from bench.image import disk, rootfs
 from bench.image.cpio import write_archive
@@ -116,6 +117,13 @@ def build_image(
     started = time.monotonic()
     recipe = kind_recipe(kind)
     folder = image_folder(recipe, root)
+    with build_lock(folder):  # one process builds a recipe; the others wait and take its build
+        return _build_locked(recipe, folder, started, downloads, force, progress)
+
+
+def _build_locked(
+    recipe: Recipe, folder: Path, started: float, downloads: Path | None, force: bool, progress: Progress
+) -> BuiltImage:
     if not force and (image := _read_manifest(folder, built=False, seconds=0.0)) is not None:
         if intact(image):
             progress(1, 1, f"cached {folder}")
@@ -131,8 +139,9 @@ def build_image(
         progress(done, steps, what)
 
     progress(0, steps, "downloading packages")
-    debs = fetch_debs(recipe, downloads)
-    wheels = [fetch_wheel(w, recipe.python_version, downloads) for w in recipe.wheels]
+    with build_lock(downloads):  # the download cache is shared by every recipe's build
+        debs = fetch_debs(recipe, downloads)
+        wheels = [fetch_wheel(w, recipe.python_version, downloads) for w in recipe.wheels]
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
         work = Path(tmp)

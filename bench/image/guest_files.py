@@ -11,6 +11,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from bench.cachefiles import write_if_changed
 from bench.errors import ConfigError
 from bench.fleet import Device
 from bench.kinds import get_kind, load
@@ -58,9 +59,7 @@ def guest_files(kind: str) -> dict[str, Path]:
     model = factory_model(kind)
     manifest = cache_root() / "guest-files" / f"{model.stem}.json"
     data = signed_manifest(model)
-    if not manifest.is_file() or manifest.read_bytes() != data:
-        manifest.parent.mkdir(parents=True, exist_ok=True)
-        manifest.write_bytes(data)
+    write_if_changed(manifest, data)  # whole or not at all: a parallel reader hashes it into the recipe digest
     return {
         KEY_PATH: DEV_PUBLIC_KEY,
         f"{MODELS_DIR}/{model.name}": model,
@@ -76,7 +75,5 @@ def board_files(profile: str | None) -> dict[str, Path]:
         return {}
     data = json.dumps(asdict(load(profile)), sort_keys=True, indent=1).encode() + b"\n"
     path = cache_root() / "guest-files" / f"{profile.rpartition(':')[2].lower()}-profile.json"
-    if not path.is_file() or path.read_bytes() != data:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    write_if_changed(path, data)
     return {"usr/lib/npc-board/profile.json": path}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.errors import ConfigError
+from bench.inputs import load_toml
 from bench.paths import FIRMWARE_DIR, PACKAGE_DIR
 
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
@@ -160,12 +160,7 @@ def _read_chain(path: Path, seen: tuple[Path, ...]) -> tuple[dict[str, Any], tup
     path = path.resolve()
     if path in seen:
         raise ConfigError(f"image recipe {path}: 'extends' loops back to itself")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"image recipe {path} does not exist", hint=f"recipes live in {FIRMWARE_DIR}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data = load_toml(path, "image recipe", hint=f"recipes live in {FIRMWARE_DIR}")
     image = data.get("image", {})
     for key in _PATH_FIELDS:
         if isinstance(image.get(key), str):

@@ -18,6 +18,22 @@ from bench.procs import stop_process, tied
 from bench.virtual import virtual_fleet
 
 RESTART_DELAY_S = 1.0
+PROBE_TIMEOUT_S = 3.0  # how long `lab serve` tries the coordinator before saying it is away
+
+
+async def coordinator_away(coordinator: str, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why the coordinator at HOST:PORT takes no TCP connection (None when it does)."""
+    host, _, port = coordinator.rpartition(":")
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host or "127.0.0.1", int(port)), timeout_s)
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    except TimeoutError:
+        return f"no answer in {timeout_s:g} s"
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
 
 
 def exporter_argv(coordinator: str, host: str, config: Path, address: str | None) -> list[str]:
@@ -37,8 +53,14 @@ async def serve_host(
     address: str | None = None,
     on_ready: Callable[[dict[str, str]], None] | None = None,
     log_path: Path | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve bench host `host` until `stop` is set."""
+    """Serve bench host `host` until `stop` is set; `warn` hears at once when the coordinator is away (the
+    exporter is started anyway and restarted until the coordinator answers)."""
+    coordinator = str(fleet.lab["coordinator"])
+    why = await coordinator_away(coordinator)
+    if why is not None and warn is not None:
+        warn(f"labgrid coordinator {coordinator} is not reachable ({why}); serving anyway, the exporter retries")
     devices = host_devices(fleet, host)
     # served here, so started here; boards listen on `address` so that other hosts reach them
     local = [replace(d, lab=None, extra={**d.extra, "listen": address} if address else d.extra)

@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import urlsplit
 
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fields import typed
+from bench.links.probe_result import ProbeResult
 
 if TYPE_CHECKING:
-    from bench.links.spec import FleetEntry, ProbeResult
+    from bench.links.spec import FleetEntry
 
 
 @dataclass(frozen=True)
@@ -41,8 +43,9 @@ class BrowserLink:
         return cls(devtools=url)
 
     def describe(self) -> str:
-        """The link as a person would write it."""
-        return f"devtools {self.devtools}"
+        """The link as a person would write it, its path left out (a bench-started browser's holds its token)."""
+        scheme, _, rest = self.devtools.partition("://")
+        return f"devtools {scheme}://{rest.split('/', 1)[0]}/…"
 
     @property
     def bytes_per_s(self) -> float | None:
@@ -50,19 +53,15 @@ class BrowserLink:
         return None
 
     async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
-        """Does the browser answer on its DevTools endpoint."""
-        from bench.links.spec import ProbeResult
-        from bench.web.browser import connect
-
+        """Does the DevTools endpoint's port accept a connection (the driver asks the browser itself:
+        WebDriver.probe)."""
+        url = urlsplit(self.devtools)
         try:
-            cdp = await connect(self.devtools, timeout_s)
-        except DeviceUnreachable as exc:
-            return ProbeResult(False, str(exc))
-        try:
-            version = await asyncio.wait_for(cdp.call("Browser.getVersion"), timeout_s)
-        finally:
-            await cdp.close()
-        return ProbeResult(True, f"{version.get('product', 'browser')} at {self.devtools}")
+            _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, url.port or 80), timeout_s)
+        except (OSError, TimeoutError) as exc:
+            return ProbeResult(False, f"DevTools endpoint {self.devtools} does not answer: {exc}")
+        writer.close()
+        return ProbeResult(True, f"DevTools port open at {self.devtools}")
 
     def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
         """Browsers are not exported."""

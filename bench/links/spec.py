@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fields import resolve_path, typed
+from bench.links.probe_result import ProbeResult
 
 _SSH_RE = re.compile(r"^(?P<user>[^@\s]+)@(?P<host>\[[^\]]+\]|[^:\s]+)(?::(?P<port>\d+))?$")
 _SERIAL_SCHEMES = ("rfc2217://", "socket://", "loop://", "/dev/")
@@ -21,12 +22,7 @@ _QEMU_KEYS = {"image", "timing", "smp", "memory_mb", "binary", "cpu", "machine"}
 _QEMU_TIMINGS = ("realtime", "icount")
 
 
-@dataclass
-class ProbeResult:
-    """Whether a device answered on its link, and what was seen."""
-
-    reachable: bool
-    detail: str
+DEFAULT_BAUD = 115200  # a serial link's speed when neither the fleet nor the kind sets one
 
 
 @dataclass(frozen=True)
@@ -38,7 +34,7 @@ class FleetEntry:
     kind: str
     optional: bool  # virtual or in a lab place: the link may be missing (the bench finds it itself)
     base_dir: Path  # the fleet file's folder, for relative paths
-    default_baud: int = 115200
+    default_baud: int = DEFAULT_BAUD
 
 
 @dataclass(frozen=True)
@@ -116,7 +112,7 @@ class SerialLink:
     @classmethod
     def from_lab(cls, device: Any, params: dict[str, Any]) -> SerialLink:
         """The link to `device` from the parameters of its place's published resource."""
-        baud = int(device.extra.get("baud") or params.get("speed") or getattr(device.settings, "baud", 115200))
+        baud = int(device.extra.get("baud") or params.get("speed") or getattr(device.settings, "baud", DEFAULT_BAUD))
         return cls(url=serial_url(params), baud=baud)
 
 
@@ -279,17 +275,13 @@ class QemuLink:
         return None
 
     async def probe(self, kind: str, timeout_s: float) -> ProbeResult:
-        """Are QEMU and the image there (the bench boots it when it needs it)."""
+        """Are QEMU and the given image there (the bench boots it when it needs it). An image built from the
+        kind's recipe is the driver's to find (QemuArm64Driver.probe)."""
         binary = shutil.which(self.binary)
         if binary is None:
             return ProbeResult(False, f"{self.binary} not found (install qemu-system-arm)")
-        if self.image is None:  # the image built from the kind's recipe, in the bench cache
-            from bench.image.build import cached_image
-
-            image = cached_image(kind)
-            if image is None:  # the bench builds it itself (flash stage, `hilbench image build`): still usable
-                return ProbeResult(True, f"{binary} found; image not built yet (`hilbench flash` builds it)")
-            return ProbeResult(True, f"{binary}, built image {image.folder} ({self.timing})")
+        if self.image is None:
+            return ProbeResult(True, f"{binary} found; image from the kind's recipe ({self.timing})")
         if not Path(self.image).exists():
             return ProbeResult(False, f"image {self.image} missing (hilbench image build {kind})")
         return ProbeResult(True, f"{binary}, image {self.image} ({self.timing})")
@@ -309,7 +301,7 @@ class QemuLink:
         raise DeviceUnreachable(f"device {device.name!r}: a QEMU machine is not reached through a lab place")
 
 
-from bench.links.browser import BrowserLink  # noqa: E402  (it imports this module's ProbeResult when probing)
+from bench.links.browser import BrowserLink  # noqa: E402  (the browser link is a link type too)
 
 Link = SerialLink | SshLink | QemuLink | BrowserLink
 LinkType = type[SerialLink] | type[SshLink] | type[QemuLink] | type[BrowserLink]

@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.measure.catalogue import metric
 from bench.measure.faults import FaultEvent, fault_counts, fault_event
 from bench.measure.frames import frame_timing
-from bench.measure.histogram import Histogram
+from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
 from bench.measure.records import DeviceClock, FrameLike
@@ -24,20 +25,25 @@ class DeviceMeasurements:
     histograms: list[Histogram] = field(default_factory=list)
     faults: list[FaultEvent] = field(default_factory=list)
 
-    def add(self, name: str, unit: str, value: float | None, **kw: Any) -> None:
-        """Append one Measurement."""
-        self.measurements.append(Measurement(name, unit, value, **kw))
+    def add(self, name: str, value: float | None, **kw: Any) -> None:
+        """Append the Measurement of catalogue entry `name`, in the entry's unit, described by its rule unless
+        `description` says more."""
+        entry = metric(name)
+        kw.setdefault("description", entry.rule)
+        self.measurements.append(Measurement(name, entry.unit, value, **kw))
 
-    def add_distribution(self, hist: Histogram, description: str) -> None:
-        """Keep `hist` and add its P50/P90/P95/P99/max as measurements (flagged when too few samples)."""
+    def add_distribution(self, hist: Histogram, description: str | None = None) -> None:
+        """Keep `hist` and add its P50/P90/P95/P99/max as measurements (flagged when too few samples), described
+        by the catalogue's rule unless `description` says more."""
         self.histograms.append(hist)
         s = hist.summary()
-        for key in ("p50", "p90", "p95", "p99", "max"):
-            pct = f"p{key[1:]}"
-            flags = tuple(f for f in s.flags if f.endswith(f"_{pct}") or f == "no_samples")
-            self.add(
-                f"{hist.name}_{key}", hist.unit, getattr(s, key), samples=s.count, flags=flags, description=description
-            )
+        for key in DISTRIBUTION_KEYS:
+            name = f"{hist.name}_{key}"
+            if metric(name).unit != hist.unit:
+                raise ValueError(f"{hist.name} is in {hist.unit}; the catalogue stores {name} in {metric(name).unit}")
+            flags = tuple(f for f in s.flags if f.endswith(f"_p{key[1:]}") or f == "no_samples")
+            extra = {"description": description} if description else {}
+            self.add(name, getattr(s, key), samples=s.count, flags=flags, **extra)
 
     def get(self, name: str) -> Measurement:
         """The measurement called `name` (KeyError if absent)."""
@@ -67,7 +73,7 @@ def measure_device(
     cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements). Latency and
     first-frame figures are left out when `timing.clock` is None (no clock they would mean anything on)."""
     out = DeviceMeasurements()
-    out.add_distribution(inference_latency(frames), "inference time t1 - t0 on the device clock")
+    out.add_distribution(inference_latency(frames))
     if timing.clock is not None:
         _latency(out, frames, timing, budget_ms)
     if cold_starts_ms:
@@ -77,30 +83,28 @@ def measure_device(
     _fidelity(out, frames, timing)
     ft = frame_timing(frames)
     out.histograms += [ft.frame_time, ft.deviation]
-    out.add("frames", "count", ft.frames)
-    out.add("inferences", "count", ft.inferences)
-    out.add("fps", "FPS", _r(ft.fps, 3), samples=ft.inferences, description="1 / mean frame time")
-    out.add("fps_1pct_low", "FPS", _r(ft.low_1pct_fps, 3), samples=max(0, ft.inferences - 1),
-            flags=_few(ft.inferences - 1, 99.0), description="1 / P99 frame time")  # fmt: skip
-    out.add("frame_jitter_std", "us", _r(ft.jitter_std_us, 1), samples=ft.inferences,
-            description="std of t0 - due")  # fmt: skip
-    out.add("frame_jitter_p99", "us", ft.jitter_p99_us, samples=ft.inferences,
-            flags=_few(ft.inferences, 99.0), description="P99 of |t0 - due|")  # fmt: skip
-    out.add("stutters", "count", ft.stutters, description="frame time > 2.5x moving average of 30")
-    out.add("skipped_frames", "count", ft.skipped)
-    out.add("late_frames", "count", ft.late)
+    out.add("frames", ft.frames)
+    out.add("inferences", ft.inferences)
+    out.add("fps", _r(ft.fps, 3), samples=ft.inferences)
+    out.add("fps_1pct_low", _r(ft.low_1pct_fps, 3), samples=max(0, ft.inferences - 1),
+            flags=_few(ft.inferences - 1, 99.0))  # fmt: skip
+    out.add("frame_jitter_std", _r(ft.jitter_std_us, 1), samples=ft.inferences)
+    out.add("frame_jitter_p99", ft.jitter_p99_us, samples=ft.inferences, flags=_few(ft.inferences, 99.0))
+    out.add("stutters", ft.stutters, samples=ft.inferences)
+    out.add("skipped_frames", ft.skipped)
+    out.add("late_frames", ft.late)
 
     peaks = [s["mem_peak"] for s in stats if isinstance(s.get("mem_peak"), int | float)]
-    out.add("mem_peak", "B", max(peaks) if peaks else None, samples=len(peaks))
+    out.add("mem_peak", max(peaks) if peaks else None, samples=len(peaks))
 
     out.faults = [fault_event(dict(f), clock) for f in faults]
     counts = fault_counts(out.faults)
-    out.add("faults", "count", len(out.faults))
+    out.add("faults", len(out.faults))
     for kind in sorted(counts):
-        out.add(f"faults_{kind}", "count", counts[kind])
+        out.add(f"faults_{kind}", counts[kind])
     rollbacks = [f.rollback_us for f in out.faults if f.rollback_us is not None]
     if rollbacks:
-        out.add("rollback_time_max", "us", max(rollbacks), samples=len(rollbacks))
+        out.add("rollback_time_max", max(rollbacks), samples=len(rollbacks))
 
     return out
 
@@ -109,28 +113,26 @@ def _latency(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: Repla
     """Decision latency, deadline misses and the session start's first-frame time, on `timing.clock`."""
     clock = timing.latency_clock
     decision = decision_latency(frames, timing.inputs_ns, clock, budget_ms, timing.end_ns)
-    if timing.clock == "device":
-        what = "input due -> decision (t1), both on the device clock"
-    else:
-        what = "input sent -> decision (t1 on the bench clock)"
-    out.add_distribution(decision.histogram, what)
-    out.add("decision_deadline_misses", "count", decision.misses, samples=decision.decided + decision.undecided,
+    on_device = timing.clock == "device"
+    out.add_distribution(
+        decision.histogram, "input due -> decision (t1), both on the device clock" if on_device else None
+    )
+    out.add("decision_deadline_misses", decision.misses, samples=decision.decided + decision.undecided,
             description=f"inputs decided later than {budget_ms:g} ms, or not at all")  # fmt: skip
-    out.add("decision_budget", "ms", budget_ms)
-    out.add("inputs_undecided", "count", decision.undecided)
-    out.add("decision_clock_inconsistent", "count", decision.clock_inconsistent,
-            description="decisions that mapped to before their input was sent (clock offset error)")  # fmt: skip
+    out.add("decision_budget", budget_ms)
+    out.add("inputs_undecided", decision.undecided)
+    out.add("decision_clock_inconsistent", decision.clock_inconsistent)
     if timing.start_ns is not None:
         first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
         value = (clock.to_bench_ns(first.t1) - timing.start_ns) / 1e6 if first is not None else None
-        out.add("first_frame", "ms", _r(value, 3),
+        out.add("first_frame", _r(value, 3),
                 description=f"start request -> end of the first inference ({CLOCK_LABELS[timing.clock]})")  # fmt: skip
 
 
 def _fidelity(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming) -> None:
     """How faithfully and how much of the session reached the device: the send error (bench clock) or release
     error (device clock) against the seed's alignment, the part of the session played, and the frames and
-    inferences its schedule gives for that part."""
+    inferences its schedule gives while the frame loop ran."""
     alignment = f"the seed aligns modalities within +-{SEED_ALIGNMENT_MS} ms"
     if timing.send_errors_ns is not None:
         hist = Histogram("replay_send_error", "ns").record_all(timing.send_errors_ns)
@@ -141,18 +143,16 @@ def _fidelity(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: Repl
             released.histogram, f"input reached an inference after the first one at or past its due time "
             f"(device clock); {alignment}",
         )  # fmt: skip
-        out.add("replay_released_early", "count", released.early, description="inputs used before they were due")
-    out.add("replay_session", "s", round(timing.session_s, 3), description="the session's length")
+        out.add("replay_released_early", released.early)
+    out.add("replay_session", round(timing.session_s, 3))
     if timing.covered_s is not None:
         where = CLOCK_LABELS.get(timing.clock or "", "bench clock")
-        out.add("replay_covered", "s", round(timing.covered_s, 3),
+        out.add("replay_covered", round(timing.covered_s, 3),
                 description=f"session time played from the start ({where})"
                 + ("; the device's time budget ended it" if timing.budget_hit else ""))  # fmt: skip
     if timing.loop_s is not None:
-        out.add("frames_scheduled", "count", round(timing.loop_s * timing.vsync_hz),
-                description="display frames its schedule gives while the frame loop ran")  # fmt: skip
-        out.add("inferences_scheduled", "count", round(timing.loop_s * timing.fps),
-                description="inferences its schedule gives while the frame loop ran")  # fmt: skip
+        out.add("frames_scheduled", round(timing.loop_s * timing.vsync_hz))
+        out.add("inferences_scheduled", round(timing.loop_s * timing.fps))
 
 
 def _r(value: float | None, digits: int) -> float | None:

@@ -24,6 +24,7 @@ from bench.measure.records import FrameLike
 STUTTER_FACTOR = 2.5
 STUTTER_WINDOW = 30
 STUTTER_MIN_HISTORY = 5
+STUTTER_RULE = f"frame time > {STUTTER_FACTOR:g}x moving average of {STUTTER_WINDOW}"  # the one wording
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 
+import numpy as np
 from hdrh.histogram import HdrHistogram
 
 from bench.measure.samples import too_few_flags
 
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+# the stored statistics of a distribution: measurement suffix -> percentile (100 = max)
+DISTRIBUTION_KEYS = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "max": 100.0}
 SIGNIFICANT_DIGITS = 3  # values kept within 0.1%
 HIGHEST = 3_600_000_000_000  # an hour in ns: the largest value any unit here needs
 
@@ -54,9 +57,23 @@ class Histogram:
         self.hdr.record_value(v)
 
     def record_all(self, values: Iterable[float]) -> Histogram:
-        """Add every value; returns self."""
-        for v in values:
-            self.record(v)
+        """Add every value; returns self. One hdrh call per bucket (its per-value call is ~30 us in Python), with the
+        bucket's smallest and largest value so that min and max stay exact."""
+        v = np.rint(np.fromiter(values, dtype=float)).astype(np.int64)
+        self.clamped += int(np.count_nonzero(v < 0))
+        v = np.sort(np.maximum(v, 0))
+        if not v.size:
+            return self
+        hdr = self.hdr
+        bits = np.frexp((v | hdr.sub_bucket_mask).astype(float))[1]  # bit length (exact below 2**53)
+        bucket = bits - hdr.unit_magnitude - (hdr.sub_bucket_half_count_magnitude + 1)
+        index = ((bucket + 1) << hdr.sub_bucket_half_count_magnitude) + (v >> (bucket + hdr.unit_magnitude))
+        starts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]])
+        ends = np.r_[starts[1:], v.size] - 1
+        for first, last in zip(starts.tolist(), ends.tolist(), strict=True):
+            if last > first:
+                hdr.record_value(int(v[first]), last - first)
+            hdr.record_value(int(v[last]))
         return self
 
     @property
@@ -78,7 +95,7 @@ class Histogram:
             unit=self.unit,
             count=n,
             min=float(self.hdr.get_min_value()),
-            mean=round(float(self.hdr.get_mean_value()), 3),
+            mean=round(_mean(self.hdr), 3),
             p50=float(pct[50.0]),
             p90=float(pct[90.0]),
             p95=float(pct[95.0]),
@@ -95,3 +112,32 @@ class Histogram:
     def decode(cls, name: str, unit: str, encoded: str | bytes) -> Histogram:
         """The histogram `encode` produced."""
         return cls(name, unit, HdrHistogram.decode(encoded))
+
+
+def _buckets(hdr: HdrHistogram) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lowest value, width and count of every filled bucket. Vectorised over the counts array (iterating hdrh in
+    Python is ~100x slower)."""
+    filled = min(hdr.counts_len, hdr.encoder.payload.counts_len)  # decoded histograms may be truncated
+    counts = np.ctypeslib.as_array(hdr.counts)[:filled].astype(np.int64)
+    index = np.flatnonzero(counts)
+    half_magnitude, half = hdr.sub_bucket_half_count_magnitude, hdr.sub_bucket_half_count
+    bucket = (index >> half_magnitude) - 1
+    sub = (index & (half - 1)) + half
+    low_bucket = bucket < 0
+    sub[low_bucket] -= half
+    bucket[low_bucket] = 0
+    shift = bucket + hdr.unit_magnitude
+    return sub << shift, np.left_shift(1, shift), counts[index]
+
+
+def histogram_values(hist: Histogram) -> np.ndarray:
+    """The recorded values of an HDR histogram, each at its bucket's highest equivalent value (within 0.1%),
+    in ascending order."""
+    lowest, width, counts = _buckets(hist.hdr)
+    return np.repeat((lowest + width - 1).astype(float), counts)
+
+
+def _mean(hdr: HdrHistogram) -> float:
+    """The mean of the recorded values at their buckets' median equivalent values (as hdrh's get_mean_value)."""
+    lowest, width, counts = _buckets(hdr)
+    return float(np.sum((lowest + (width >> 1)) * counts) / np.sum(counts))

@@ -46,7 +46,7 @@ def decision_latency(
     listening for frames (bench clock; default: the last decision seen)."""
     decisions = sorted((clock.to_bench_ns(r.t1), r.seq) for r in records if r.ran and r.t1 is not None and r.seq >= 0)
     inputs = sorted(sent_ns.items())
-    hist = Histogram("decision_latency", "us")
+    latencies_us: list[float] = []
     budget_ns = budget_ms * 1e6
     misses = decided = 0
     k = 0
@@ -55,12 +55,13 @@ def decision_latency(
         covered = max(covered, seq)
         while k < len(inputs) and inputs[k][0] <= covered:
             latency_ns = decided_at - inputs[k][1]
-            hist.record(latency_ns / 1000)
+            latencies_us.append(latency_ns / 1000)
             decided += 1
             if latency_ns > budget_ns:
                 misses += 1
             k += 1
     stop = end_ns if end_ns is not None else (decisions[-1][0] if decisions else 0)
+    hist = Histogram("decision_latency", "us").record_all(latencies_us)
     undecided = inputs[k:]
     misses += sum(1 for _, sent in undecided if stop - sent > budget_ns)
     return DecisionLatency(hist, budget_ms, misses, decided, len(undecided), hist.clamped)

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.cachefiles import write_atomic
 from bench.errors import ConfigError
 from bench.inputs import read_input
 from bench.kinds import KINDS, Settings, get_kind
@@ -71,8 +72,7 @@ def own_model(path: Path, ext: str) -> Path:
                 f"model {tflite}: cannot be converted to .npcm for MicroPython boards: {why}",
                 hint="MCU kinds run int8 fully-connected policies; leave them out with --kind or --device",
             ) from None
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_bytes(converted)
+        write_atomic(out, converted)  # another bench process may read it meanwhile
     return out
 
 

@@ -12,9 +12,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.bundles import deploy_name
 from bench.errors import ConfigError
-from bench.paths import MICROPYTHON_DIR, WIRE_MODULE
+from bench.paths import MICROPYTHON_DIR, WIRE_MODULE, deploy_name
 from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 
 AGENT_MODULES = (

@@ -7,14 +7,15 @@ reproduced", with both figures and the control device's. Verdicts and baseline m
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench.fleet import Device
-from bench.results.evidence import accept, record_verdicts
+from bench.outcomes import FailureClass, Outcome
+from bench.results.evidence import accept, leave_window, record_verdicts
 from bench.results.judge import acceptance, judge_run
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import SUSPECTED, Verdict, confirmed, settle
+from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, confirmed, settle
 from bench.units import figure
 
 # replay(session file, devices, run kind) -> the new run's id
@@ -29,6 +30,12 @@ class Confirmation:
     verdicts: list[Verdict]
     confirm_run: int | None = None
     control: str | None = None
+    causes: dict[str, str] = field(default_factory=dict)  # device -> what caused its regression (attribution)
+
+    def merged(self, other: Confirmation) -> Confirmation:
+        """This session run's verdicts with those of `other` (the retry of its infrastructure failures)."""
+        return Confirmation(self.run_id, self.verdicts + other.verdicts, self.confirm_run or other.confirm_run,
+                            self.control or other.control, {**self.causes, **other.causes})  # fmt: skip
 
 
 def pick_control(devices: list[Device], suspects: set[str]) -> Device | None:
@@ -47,10 +54,14 @@ async def confirm_run(
     replay: Replay | None,
     *,
     pinned: int | None = None,
+    judged: list[str] | None = None,
 ) -> Confirmation:
-    """Judge run `run_id`, replay its suspected regressions (when `replay` is given), store the final verdicts
-    and which devices join later baselines."""
-    first = judge_run(store, run_id, thresholds, pinned=pinned)
+    """Judge run `run_id` (only the `judged` devices, if given: a device whose run failed on the bench's side has
+    figures of a hang, not of the product), replay its suspected regressions (when `replay` is given), store the
+    final verdicts and which devices join later baselines (none whose run did not pass: bench.outcomes). The
+    nights of a confirmed drift, tonight's included, leave the baseline windows (a window that held them would
+    absorb the drift)."""
+    first = judge_run(store, run_id, thresholds, pinned=pinned, devices=judged)
     suspects = {v.device for v in first if v.status == SUSPECTED}
     result = Confirmation(run_id, [settle(v) for v in first])
     if suspects and replay is not None:
@@ -76,7 +87,14 @@ async def confirm_run(
     record_verdicts(store, run_id, result.verdicts)
     for dev in store.devices(run_id):
         ok, why = acceptance(result.verdicts, dev.name, dev.status)
+        outcome = Outcome.from_json(dev.info["outcome"]) if dev.info.get("outcome") else None
+        if ok and outcome is not None and outcome.cls != FailureClass.PASS:
+            ok, why = False, outcome.label
         accept(store, run_id, dev.name, ok, why)
+    session = store.run(run_id).session or ""
+    for v in result.verdicts:
+        if v.status == REGRESSION and v.is_drift:
+            leave_window(store, session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}")
     return result
 
 

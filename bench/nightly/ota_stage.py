@@ -24,6 +24,7 @@ from bench.ota import channels
 from bench.ota.rollout import DeviceUpdate, bind_address, channel_url, update_device
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
+from bench.outcomes import Outcome, class_of
 from bench.paths import MODELS_DIR
 from bench.results.ota_results import ota_record
 from bench.results.store import ResultStore
@@ -126,7 +127,8 @@ async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work)
                 async with _Agent(device, log_dir) as agent:
                     return device.name, await work(agent, ports)
             except BenchError as exc:
-                return device.name, DeviceOutcome(False, f"cannot reach the agent: {exc}")
+                detail = f"cannot reach the agent: {exc}"
+                return device.name, DeviceOutcome(False, detail, outcome=Outcome(class_of(exc), detail))
 
         return dict(await asyncio.gather(*(one(d) for d in devices)))
 
@@ -151,7 +153,7 @@ async def update_stage(
         )
         if run_id is not None:
             results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
-        return DeviceOutcome(update.ok, _update_text(update), data=update.to_json())
+        return DeviceOutcome(update.ok, _update_text(update), data=update.to_json(), outcome=update.outcome)
 
     return await _served(devices, log_dir, store, work)
 

@@ -22,6 +22,7 @@ class PublishedRun:
     page: Path | None
     verdicts: list[Verdict] = field(default_factory=list)
     note: str = ""
+    bisect: dict[str, str] = field(default_factory=dict)  # device -> `hilbench bisect` command for its regression
 
     @property
     def regressions(self) -> list[Verdict]:
@@ -44,6 +45,7 @@ class PublishedRun:
             "not_reproduced": [v.to_dict() for v in self.with_status(NOT_REPRODUCED)],
             "inconclusive": [v.to_dict() for v in self.with_status(INCONCLUSIVE)],
             "verdicts": [v.to_dict() for v in self.verdicts],
+            "bisect": self.bisect,
         }
 
 
@@ -66,5 +68,8 @@ def publish_runs(
     for session, run_id in reversed(list(run_ids.items())):
         out = publish_run(store, run_id, reports_dir=reports_dir)
         verdicts = confirmations[session].verdicts if session in confirmations else list(out.verdicts)
-        published.append(PublishedRun(session, run_id, "window", out.page, verdicts, collecting_summary(verdicts)))
+        offers = dict(out.report.data["outcome"].get("bisect", {}))
+        published.append(
+            PublishedRun(session, run_id, "window", out.page, verdicts, collecting_summary(verdicts), offers)
+        )
     return list(reversed(published))  # the update-and-faults run last

@@ -12,21 +12,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.artefacts import ArtefactStore, keep_deployed
+from bench.doctor import device_problems
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.fingerprint import configured_model_sha256, device_fingerprint
 from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.fleet import Device, Fleet
-from bench.health.records import HealthSummary, bad_devices, summary
+from bench.health.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.lab.acquire import lab_devices
 from bench.measure.host import HostNoiseMeter
+from bench.nightly.attribution import attribute, regressions_of
 from bench.nightly.confirm import Confirmation, confirm_run
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.outcomes import PASS, FailureClass, Outcome, infrastructure, product, worst
+from bench.outcomes import exit_code as outcome_exit_code
 from bench.paths import ROOT
 from bench.probe import probe_link
 from bench.provision.controls import BoardControls
-from bench.replay.agents import fleet_opener
+from bench.replay.agents import deploy, fleet_opener
+from bench.replay.run import DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
@@ -34,7 +40,7 @@ from bench.results.evidence import fingerprints, record_fingerprint, record_host
 from bench.results.runview import UPDATE_RUN_KIND
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
-from bench.results.verdict import NOT_REPRODUCED, REGRESSION
+from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
 from bench.virtual import board_controls, virtual_fleet
 
 CONFIRM_STATES = (REGRESSION, NOT_REPRODUCED)
@@ -72,18 +78,36 @@ class NightlyResult:
     session_files: dict[str, Path] = field(default_factory=dict)  # session id -> file
     ota_run_id: int | None = None  # the run of the update and fault stages
     confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
+    retries: dict[str, int] = field(default_factory=dict)  # session id -> the run that retried infrastructure failures
+
+    def outcomes(self) -> dict[str, Outcome]:
+        """Each device's failure class over the whole nightly (bench.outcomes): the worst of its stages' and
+        of its final verdicts (a confirmed regression, an inconclusive one)."""
+        per: dict[str, list[Outcome]] = {}
+        for stage in self.stages:
+            for name, o in stage.devices.items():
+                per.setdefault(name, []).append(stage_outcome(stage.name, o))
+        for conf in self.confirmations.values():
+            for v in conf.verdicts:
+                if v.status == REGRESSION:
+                    per.setdefault(v.device, []).append(Outcome(FailureClass.REGRESSION, f"{v.title}: {v.reason}"))
+                elif v.status == INCONCLUSIVE:
+                    per.setdefault(v.device, []).append(Outcome(FailureClass.INCONCLUSIVE, f"{v.title}: {v.reason}"))
+        return {name: worst(found) for name, found in per.items()}
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when no device was reachable (or all are marked bad), 1 on any failure or regression, else 0."""
+        """3 when no device was reachable (or all are marked bad); else by the devices' failure classes: 1 on a
+        regression or product failure (or a stage that failed as a whole), 3 when only infrastructure failed,
+        else 0 (also for a device that passed on retry)."""
         if self.skipped and not self.stages:
             return ExitCode.UNREACHABLE
         check = next((s for s in self.stages if s.name == "check"), None)
         if check is not None and check.devices and not any(o.ok for o in check.devices.values()):
             return ExitCode.UNREACHABLE
-        if any(not s.ok for s in self.stages) or any(r.regressions for r in self.runs):
+        if any(s.error for s in self.stages) or any(r.regressions for r in self.runs):
             return ExitCode.FAILED
-        return ExitCode.OK
+        return outcome_exit_code(self.outcomes().values())
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready summary."""
@@ -95,10 +119,27 @@ class NightlyResult:
             "dropped": self.dropped,
             "skipped": self.skipped,
             "health": [h.to_json() for h in self.health],
+            "outcomes": {name: o.to_json() for name, o in sorted(self.outcomes().items())},
+            "retries": self.retries,
+            "causes": {s: c.causes for s, c in self.confirmations.items() if c.causes},
             "health_page": str(self.health_page) if self.health_page else None,
             "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
         }
+
+
+INFRA_STAGES = ("check", "flash")  # a device that fails these failed on the bench's side
+
+
+def stage_outcome(stage: str, outcome: DeviceOutcome) -> Outcome:
+    """A stage's device outcome as a failure class: its own when the stage set one; else a pass when it worked,
+    an infrastructure failure in the link check and flashing, a product failure in the other stages."""
+    if outcome.outcome is not None:
+        return outcome.outcome
+    if outcome.ok:
+        return PASS
+    reason = f"{stage}: {outcome.detail}"
+    return infrastructure(reason) if stage in INFRA_STAGES else product(reason)
 
 
 class NightlyProgress:
@@ -210,8 +251,21 @@ def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult)
 
 
 async def _check(devices: list[Device]) -> dict[str, DeviceOutcome]:
+    """Each device's link is probed, and the host has the programs it needs (`hilbench doctor`'s check)."""
     probes = await asyncio.gather(*(probe_link(d) for d in devices))
-    return {d.name: DeviceOutcome(p.reachable, p.detail) for d, p in zip(devices, probes, strict=True)}
+    outcomes = {}
+    for device, probe in zip(devices, probes, strict=True):
+        missing = await asyncio.to_thread(device_problems, device)
+        if missing:
+            detail = "; ".join(f"{f.detail} (fix: {f.fix})" for f in missing)
+            outcomes[device.name] = DeviceOutcome(
+                False, detail, data={"missing": [f.check for f in missing]}, outcome=infrastructure(detail)
+            )
+        else:
+            outcomes[device.name] = DeviceOutcome(
+                probe.reachable, probe.detail, outcome=None if probe.reachable else infrastructure(probe.detail)
+            )
+    return outcomes
 
 
 async def _flash(
@@ -224,6 +278,7 @@ async def _flash(
             f.reason or ("up to date" if f.up_to_date else "; ".join(f"{s.step}: {s.detail}" for s in f.steps)),
             skipped=f.up_to_date,
             data={"seconds": round(f.seconds, 2), "attempts": f.attempts, **_os_fingerprint(f)},
+            outcome=f.outcome,
         )
         for f in flashed
     }
@@ -242,6 +297,9 @@ def _os_fingerprint(flashed: DeviceFlash) -> dict[str, object]:
 
 
 async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
+    """Replay every session into the devices still in the run. A device whose replay failed on the bench's side
+    (link lost, board hung, also when the ladder brought it back) is replayed once more on its own; one that then
+    passes stays in the run, "passed on retry", with the retry's figures."""
     outcomes: dict[str, DeviceOutcome] = {}
     for path in opts.sessions:
         live = [d for d in devices if outcomes.get(d.name, DeviceOutcome(True)).ok]
@@ -250,19 +308,47 @@ async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyRe
         replay = await replay_session(live, path, opts, result, "replay")
         result.replay_run_ids[replay.session_id] = replay.run_id
         result.session_files[replay.session_id] = path
-        for run in replay.devices:
-            prev = outcomes.get(run.device.name)
-            runs = [*(prev.data.get("runs", []) if prev else []), replay.run_id]
-            ok = run.status == "ok"
-            detail = f"{replay.session_id}: {run.status}" + (f" ({run.detail})" if run.detail else "")
-            wrong = _model_mismatch(opts.store, replay.run_id, run.device)
-            if ok and wrong:
-                ok, detail = False, f"{replay.session_id}: {wrong}"
-                opts.store.update_device(replay.run_id, run.device.name, status="failed", detail=wrong)
-            outcomes[run.device.name] = DeviceOutcome(
-                ok, detail if not ok else f"{len(runs)} session(s)", data={"runs": runs}
-            )
+        classes = {run.device.name: _replay_outcome(opts.store, replay.run_id, run) for run in replay.devices}
+        runs_of = {d.name: replay.run_id for d in live}
+        again = [d for d in live if classes[d.name].cls == FailureClass.INFRASTRUCTURE]
+        again = [d for d in again if d.name not in bad_devices(opts.store, [d.name])]  # the ladder gave up on it
+        if again:
+            retry = await replay_session(again, path, opts, result, "retry")
+            result.retries[replay.session_id] = retry.run_id
+            for run in retry.devices:
+                name = run.device.name
+                first, second = classes[name], _replay_outcome(opts.store, retry.run_id, run)
+                classes[name] = second.retried(first) if second.cls == FailureClass.PASS else second
+                runs_of[name] = retry.run_id
+                opts.store.update_device(retry.run_id, name, outcome=classes[name].to_json())
+                opts.store.update_device(
+                    replay.run_id, name, retry={"run_id": retry.run_id, "outcome": classes[name].to_json()}
+                )
+                if classes[name].passed_on_retry:
+                    record_event(opts.store, name, PASSED_ON_RETRY, run_id=retry.run_id, detail=first.label)
+        for d in live:
+            prev = outcomes.get(d.name)
+            runs = [*(prev.data.get("runs", []) if prev else []), runs_of[d.name]]
+            outcome = classes[d.name]
+            ok = outcome.cls == FailureClass.PASS
+            detail = f"{replay.session_id}: {outcome.label}" if not ok else f"{len(runs)} session(s)"
+            if outcome.passed_on_retry:
+                detail += f"; {replay.session_id} {outcome.label}"
+            if ok and not outcome.passed_on_retry and prev is not None and prev.outcome is not None:
+                outcome = prev.outcome  # an earlier session's "passed on retry" stays on record
+            outcomes[d.name] = DeviceOutcome(ok, detail, data={"runs": runs}, outcome=outcome)
     return outcomes
+
+
+def _replay_outcome(store: ResultStore, run_id: int, run: DeviceRun) -> Outcome:
+    """A device's class in a replay run: the run's own (bench.replay.run), or a product failure when it did not
+    run its configured model (refused or rolled back)."""
+    outcome = run.outcome
+    wrong = _model_mismatch(store, run_id, run.device) if outcome.cls == FailureClass.PASS else ""
+    if wrong:
+        outcome = product(f"{run.status}: {wrong}")
+        store.update_device(run_id, run.device.name, status="failed", detail=wrong, outcome=outcome.to_json())
+    return outcome
 
 
 async def replay_session(
@@ -270,21 +356,46 @@ async def replay_session(
 ) -> ReplayResult:
     """Replay one session into `devices` and store the run with the bench host's noise and each device's
     fingerprint."""
+    return await recorded_replay(
+        devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
+        kind=kind, os_of=_flashed_os(result),
+    )  # fmt: skip
+
+
+async def recorded_replay(
+    devices: list[Device],
+    path: Path,
+    store: ResultStore,
+    log_dir: Path,
+    *,
+    speed: float | None,
+    bench: str,
+    kind: str,
+    os_of: dict[str, Any] | None = None,
+) -> ReplayResult:
+    """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
+    host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""
     rev = git_rev()
+    artefacts = ArtefactStore.of(store)
     meter = HostNoiseMeter()
     replay = await replay_fleet(
-        devices, path, opts.store, make_opener=lambda run_id: fleet_opener(opts.store, run_id, result.log_dir),
-        speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")), git_rev=rev, kind=kind,
+        devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir),
+        speed=speed, bench=bench, git_rev=rev, kind=kind,
     )  # fmt: skip
     noise = meter.stop()
-    record_host(opts.store, replay.run_id, noise.to_json())
-    infos = {d.name: d.info for d in opts.store.devices(replay.run_id)}
+    record_host(store, replay.run_id, noise.to_json())
+    infos = {d.name: d.info for d in store.devices(replay.run_id)}
     for device in devices:
         hello = infos.get(device.name, {}).get("agent") or {}
-        os_fp = _flashed_os(result).get(device.name)  # Linux boards: the OS the flash stage found or wrote
         latency = infos.get(device.name, {}).get("latency_clock", "bench")
-        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=os_fp, latency_clock=latency)
-        record_fingerprint(opts.store, replay.run_id, device.name, fp)
+        fp = device_fingerprint(
+            device, hello, git_rev=rev, host=noise.host, os=(os_of or {}).get(device.name), latency_clock=latency
+        )
+        record_fingerprint(store, replay.run_id, device.name, fp)
+        kept = keep_deployed(artefacts, device)  # enough to put the device back to this fingerprint later
+        if fp.get("os_image"):
+            kept["OS image"] = fp["os_image"]  # an id: the image itself is the fleet's
+        store.update_device(replay.run_id, device.name, artefacts=kept)
     return replay
 
 
@@ -297,6 +408,33 @@ def _model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
     return ""
 
 
+async def _attribute(
+    done: Confirmation, session: str, devices: list[Device], opts: NightlyOptions, result: NightlyResult
+) -> None:
+    """Name the cause of each confirmed regression: the only fingerprint change, or by replays with each changed
+    component put back (bench.nightly.attribution); the device gets its configured set back afterwards."""
+    path = result.session_files[session]
+
+    async def replay(devs: list[Device]) -> int:
+        return (await replay_session(devs, path, opts, result, "attribution")).run_id
+
+    async def put_on(device: Device) -> None:
+        await deploy(device, result.log_dir)
+
+    for name, regression in regressions_of(done.verdicts).items():
+        device = next((d for d in devices if d.name == name), None)
+        if device is None:
+            continue
+        found = await attribute(opts.store, done.run_id, regression, device, _thresholds(opts), replay, put_on,
+                                pinned=_pinned(opts))  # fmt: skip
+        if found is None:
+            continue
+        done.causes[name] = found.text
+        opts.store.update_device(done.run_id, name, cause=found.to_json())
+        if found.runs:
+            await put_on(device)  # back to what the fleet configures, for the stages after this one
+
+
 async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
     """Judge every session run; replay each suspected regression (and a control device) before reporting it."""
     outcomes = {d.name: DeviceOutcome(True, "nothing to confirm") for d in devices}
@@ -305,12 +443,21 @@ async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyR
         return (await replay_session(devs, Path(path), opts, result, "confirm")).run_id
 
     for session, run_id in result.replay_run_ids.items():
-        live = [d for d in devices if d.name in {x.name for x in opts.store.devices(run_id)}]
+        in_run = {x.name: x for x in opts.store.devices(run_id)}
+        live = [d for d in devices if d.name in in_run]
+        retried = [d for d in live if in_run[d.name].info.get("retry")]
         done = await confirm_run(
             opts.store, run_id, str(result.session_files[session]), live, _thresholds(opts), replay,
-            pinned=_pinned(opts),
+            pinned=_pinned(opts), judged=[d.name for d in live if d not in retried],
         )  # fmt: skip
+        if retried and session in result.retries:  # judged on the figures of their retry
+            again = await confirm_run(
+                opts.store, result.retries[session], str(result.session_files[session]), retried,
+                _thresholds(opts), replay, pinned=_pinned(opts),
+            )  # fmt: skip
+            done = done.merged(again)
         result.confirmations[session] = done
+        await _attribute(done, session, live, opts, result)
         for d in live:
             mine = [v for v in done.verdicts if v.device == d.name and v.status in CONFIRM_STATES]
             if mine:

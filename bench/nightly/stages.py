@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from bench.outcomes import Outcome
+
 
 @dataclass
 class DeviceOutcome:
@@ -14,6 +16,7 @@ class DeviceOutcome:
     detail: str = ""
     skipped: bool = False
     data: dict[str, Any] = field(default_factory=dict)
+    outcome: Outcome | None = None  # the failure class (bench.outcomes); None: the stage's default for `ok`
 
 
 @dataclass
@@ -37,5 +40,11 @@ class StageResult:
             "ok": self.ok,
             "seconds": round(self.seconds, 3),
             "error": self.error,
-            "devices": {k: asdict(v) for k, v in self.devices.items()},
+            "devices": {k: _device_json(v) for k, v in self.devices.items()},
         }
+
+
+def _device_json(outcome: DeviceOutcome) -> dict[str, Any]:
+    data = asdict(outcome)
+    data["outcome"] = outcome.outcome.to_json() if outcome.outcome is not None else None
+    return data

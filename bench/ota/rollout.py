@@ -15,11 +15,14 @@ from bench.agent.session import AgentSession
 from bench.devices import driver_for, has_driver
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
+from bench.health.ladder import recover
 from bench.ota import channels
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.server import delta_segment, model_path
 from bench.ota.store import ModelStore
 from bench.ota.timing import LinkTiming, timing_named
+from bench.outcomes import PASS, Outcome, infrastructure, product
+from bench.results.store import ResultStore
 
 DELTA_CAPS = {"delta-bsdiff": "bsdiff4", "delta-bsdiff-zlib": "bsdiff4-zlib"}  # agent cap -> delta container
 
@@ -53,9 +56,18 @@ class DeviceUpdate:
         """True when a failed update left the device on the model it ran before (checked through its hello)."""
         return not self.ok and self.checked and _same_model(self.previous, self.running)
 
+    @property
+    def outcome(self) -> Outcome:
+        """The failure class (bench.outcomes): a pass; a product failure when the device answered but refused or
+        rolled back the model; an infrastructure failure when the bench could not tell (the agent not reached)."""
+        if self.ok:
+            return PASS
+        why = self.detail + (" (previous model kept)" if self.kept_previous else "")
+        return product(why) if self.checked else infrastructure(why)
+
     def to_json(self) -> dict[str, Any]:
         """As JSON-ready data."""
-        return {**asdict(self), "kept_previous": self.kept_previous}
+        return {**asdict(self), "kept_previous": self.kept_previous, "outcome": self.outcome.to_json()}
 
 
 def _same_model(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -198,22 +210,37 @@ def manifests_for(devices: list[Device], store: ModelStore, spec: str) -> dict[s
 
 
 async def _update_one(
-    device: Device, store: ModelStore, manifest: dict[str, Any], ports: dict[str, int], *, want_delta: bool
+    device: Device,
+    store: ModelStore,
+    manifest: dict[str, Any],
+    ports: dict[str, int],
+    *,
+    want_delta: bool,
+    results: ResultStore | None = None,
 ) -> DeviceUpdate:
-    """Open the device's agent through its driver, update it, close."""
+    """Open the device's agent through its driver (climbing the recovery ladder when it does not answer, recorded
+    in `results`' device health), update it, close."""
     if not has_driver(device.kind):
         return DeviceUpdate(device.name, detail=f"no driver for kind {device.kind}", checked=False)
     driver = driver_for(device)
+    recovered_by = None
     try:
         session = await AgentSession.open(await driver.open_agent(), device=device.name, timeout=driver.reply_timeout_s)
-    except BenchError as exc:
+    except (BenchError, OSError, TimeoutError) as exc:
         with contextlib.suppress(BenchError, OSError):
             await driver.close_agent()
-        return DeviceUpdate(device.name, detail=f"cannot reach the agent: {exc}", checked=False)
+        why = f"no hello before the update: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
+        recovery = await recover(device, why, driver=driver, store=results, keep_open=True)
+        if not recovery.recovered or recovery.session is None:
+            return DeviceUpdate(device.name, detail=f"cannot reach the agent: {recovery.reason}", checked=False)
+        session, recovered_by = recovery.session, recovery.step
     try:
         timing = timing_named(device.settings.ota_timing)
         base_url = channel_url(device, driver, ports)
-        return await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
+        result = await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
+        if recovered_by:
+            result.notes.append(f"the agent did not answer; the recovery ladder brought it back by {recovered_by}")
+        return result
     finally:
         await session.close()
         await driver.close_agent()
@@ -227,6 +254,7 @@ async def update_devices(
     want_delta: bool = False,
     impairment: Impairment | None = None,
     on_done: Callable[[DeviceUpdate], None] | None = None,
+    results: ResultStore | None = None,
 ) -> list[DeviceUpdate]:
     """Serve `store` and update every device (links resolved: real, or from `virtual_fleet`) concurrently to
     `spec` (NAME[@VERSION]) in the format each device runs.
@@ -242,7 +270,9 @@ async def update_devices(
             ports = {**ports, "coap": proxy.port}
 
         async def one(device: Device) -> DeviceUpdate:
-            result = await _update_one(device, store, manifests[device.name], ports, want_delta=want_delta)
+            result = await _update_one(
+                device, store, manifests[device.name], ports, want_delta=want_delta, results=results
+            )
             if on_done is not None:
                 on_done(result)
             return result

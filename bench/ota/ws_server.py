@@ -55,8 +55,11 @@ class WsUpdateServer(StartStop):
 
     async def _serve(self, conn: ServerConnection) -> None:
         path = conn.request.path.lstrip("/") if conn.request else ""
-        with contextlib.suppress(websockets.ConnectionClosed, ValueError, TypeError, KeyError):
-            offset = int(json.loads(await conn.recv())["offset"])
+        with contextlib.suppress(websockets.ConnectionClosed):
+            offset = _offset(await conn.recv())
+            if offset is None:
+                await conn.send(json.dumps({"error": 'bad request: send {"offset": N}, N a whole number >= 0'}))
+                return
             res = lookup(self.store, path)
             if res is None:
                 await conn.send(json.dumps({"error": f"no {path} in the model store"}))
@@ -76,3 +79,16 @@ class WsUpdateServer(StartStop):
                 counts.bytes += len(piece)
             await conn.send(json.dumps({"done": True}))
             await conn.wait_closed()
+
+
+def _offset(message: str | bytes) -> int | None:
+    """The byte offset a `{"offset": N}` request asks for; None for anything else (not JSON, nested too deeply,
+    not an object, N not a whole number >= 0 such as 1e400 or true)."""
+    try:
+        request = json.loads(message)
+    except (ValueError, RecursionError):
+        return None
+    offset = request.get("offset") if isinstance(request, dict) else None
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        return None
+    return offset

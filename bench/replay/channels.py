@@ -7,6 +7,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from bench.agent.wire import MAX_LINE
+
 VOICE_RATE_HZ = 16_000
 VOICE_CHUNK_MS = 10
 VOICE_CHUNK_SAMPLES = VOICE_RATE_HZ * VOICE_CHUNK_MS // 1000  # 160
@@ -16,6 +18,9 @@ MOCAP_JOINT_NAMES = (
     "pelvis", "r_hip", "r_knee", "r_ankle", "l_hip", "l_knee", "l_ankle", "spine", "thorax",
     "neck", "head", "l_shoulder", "l_elbow", "l_wrist", "r_shoulder", "r_elbow", "r_wrist",
 )  # fmt: skip
+
+EVENT_MAX_BYTES = MAX_LINE - 128
+"""The largest JSON action/event payload: it must fit one agent protocol line with the `in` frame around it."""
 
 EVENT_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -75,6 +80,8 @@ class ChannelSpec:
             if len(payload) != 4 * self.floats:
                 raise PayloadError(f"{self.name} payload has {len(payload)} bytes, expected {4 * self.floats}")
             return struct.unpack(f"<{self.floats}f", payload)
+        if len(payload) > EVENT_MAX_BYTES:
+            raise PayloadError(f"{len(payload)} bytes, over the {EVENT_MAX_BYTES}-byte limit (one protocol line)")
         try:
             value = json.loads(payload)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

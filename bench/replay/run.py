@@ -21,6 +21,7 @@ from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import FrameLike, OffsetClock
 from bench.measure.replay_timing import ReplayTiming
+from bench.outcomes import PASS, FailureClass, Outcome, class_of, infrastructure, product, recovered
 from bench.replay.pacing import Pacer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
 from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
@@ -78,10 +79,37 @@ class DeviceRun:
     latency_clock: str | None = "bench"  # see latency_clock()
     epoch_us: int | None = None  # device-clock replay: device time of session time 0
     start_us: int | None = None  # device-clock replay: device time the agent received the start request
+    failure: FailureClass | None = None  # the class of what made the status "failed"/"unreachable"
+    recoveries_at_start: int = 0  # recoveries the agent session had before the frame loop started (at open)
 
     def device_now_us(self) -> int | None:
         """The newest device time the bench has heard of: the VSync of the last frame record."""
         return self.frames[-1].vsync if self.frames else None
+
+    @property
+    def recovery_steps(self) -> list[str | None]:
+        """The ladder step that brought the device back, one per recovery during this run."""
+        session = self.endpoint.session if self.endpoint is not None else None
+        mid_run = getattr(session, "recoveries", [])[self.recoveries_at_start :]
+        return [r.step for r in mid_run if r.recovered]
+
+    @property
+    def outcome(self) -> Outcome:
+        """The device's class in this run before any verdict: a device that stopped answering is never a pass,
+        also when the recovery ladder brought it back (its figures cover a hang, not the product)."""
+        if self.status in ("failed", "unreachable"):
+            return Outcome(self.failure or FailureClass.INFRASTRUCTURE, self.detail)
+        if self.status != "ok":
+            return infrastructure(f"replay {self.status}")
+        restarts = getattr(self.endpoint.session, "restarts", 0) if self.endpoint is not None else 0
+        if restarts:  # a Linux agent that died mid-run and was started again: the product crashed
+            return product(f"agent crashed during the run (restarted {restarts} time(s))")
+        steps = self.recovery_steps
+        return recovered(steps) if steps else PASS
+
+    def fail(self, detail: str, cls: FailureClass, status: str = "failed") -> None:
+        """Mark the device failed because `detail`, of failure class `cls`."""
+        self.status, self.detail, self.failure = status, detail, cls
 
 
 class _RecordingSink:
@@ -133,7 +161,7 @@ class ReplayRun:
             self._frames.close()
             for r in live:
                 if r.status == "running":
-                    r.status, r.detail = "failed", r.detail or "interrupted"
+                    r.fail(r.detail or "interrupted", FailureClass.INFRASTRUCTURE)
                     r.end_ns = r.end_ns or time.monotonic_ns()
                 self._measure(r)
         return self.runs
@@ -144,6 +172,7 @@ class ReplayRun:
         try:
             run.endpoint = await self.open_agent(dev)
             session = run.endpoint.session
+            run.recoveries_at_start = len(getattr(session, "recoveries", []))
             await session.sync_clock(CLOCK_PINGS)
             s = dev.settings
             run.latency_clock = latency_clock(dev, session.info)
@@ -157,9 +186,11 @@ class ReplayRun:
                 run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
             unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
-            run.status = "unreachable" if unreachable else "failed"
-            run.detail = str(exc) if isinstance(exc, BenchError | OSError) else f"{type(exc).__name__}: {exc}"
-            self.store.update_device(self.run_id, dev.name, status=run.status, detail=run.detail)
+            detail = str(exc) if isinstance(exc, BenchError | OSError) else f"{type(exc).__name__}: {exc}"
+            run.fail(detail, class_of(exc), "unreachable" if unreachable else "failed")
+            self.store.update_device(
+                self.run_id, dev.name, status=run.status, detail=run.detail, outcome=run.outcome.to_json()
+            )
             return
         choice = self._voice_choice(dev)
         seqs = [p.seq for p in self.plan.inputs]
@@ -196,7 +227,7 @@ class ReplayRun:
         run.end_ns = time.monotonic_ns()
         lost = _failure(run.collector)
         if lost is not None:  # the device stopped answering and could not be brought back (what came is kept)
-            run.status, run.detail = "failed", lost
+            run.fail(lost, _failure_class(run.collector))
             return
         try:
             await session.stop()
@@ -205,11 +236,13 @@ class ReplayRun:
             run.stats.append(await session.stats())
             run.clock = await session.sync_clock(CLOCK_PINGS)
         except Exception as exc:  # measure what arrived anyway
-            run.status, run.detail = "failed", _failure(run.collector) or f"stopping: {type(exc).__name__}: {exc}"
+            lost = _failure(run.collector)
+            cls = _failure_class(run.collector) if lost else class_of(exc)
+            run.fail(lost or f"stopping: {type(exc).__name__}: {exc}", cls)
         if run.status == "running":
             await self._cold_starts(run)
-        if run.track is not None and run.track.failed:
-            run.status, run.detail = "failed", run.track.failed
+        if run.track is not None and run.track.failed:  # the link stopped taking inputs
+            run.fail(f"link lost: {run.track.failed}", FailureClass.INFRASTRUCTURE)
         if run.status == "running":
             run.status = "ok"
 
@@ -265,13 +298,13 @@ class ReplayRun:
             cold_starts_ms=run.cold_starts_ms,
             timing=timing,
         )
-        run.result.add("inputs_sent", "count", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
-        run.result.add("input_bytes", "B", run.track.sent_bytes, description=f"as {run.track.mode} lines")
+        run.result.add("inputs_sent", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
+        run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)
         self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
-        self.store.update_device(self.run_id, name, status=run.status, detail=run.detail)
+        self.store.update_device(self.run_id, name, status=run.status, detail=run.detail, outcome=run.outcome.to_json())
 
     def _timing(self, run: DeviceRun, clock: ClockLike) -> ReplayTiming:
         """When each input was due or sent and how much of the session played, on the clock of `run`'s figures."""
@@ -322,6 +355,12 @@ class ReplayRun:
                 await run.collector
         if run.endpoint is not None:
             await run.endpoint.close()
+
+
+def _failure_class(task: asyncio.Task | None) -> FailureClass:
+    """The class of a finished frame collector's failure."""
+    exc = task.exception() if task is not None and task.done() and not task.cancelled() else None
+    return class_of(exc) if exc is not None else FailureClass.INFRASTRUCTURE
 
 
 def _failure(task: asyncio.Task | None) -> str | None:

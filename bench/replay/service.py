@@ -11,6 +11,7 @@ from pathlib import Path
 from bench.agent import wire
 from bench.agent.endpoint import OpenAgent
 from bench.fleet import Device
+from bench.outcomes import FailureClass
 from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.run import DeviceRun, ReplayRun
@@ -34,8 +35,9 @@ class ReplayResult:
 
     @property
     def status(self) -> str:
-        """ok when every device finished, else failed."""
-        return "ok" if all(d.status == "ok" for d in self.devices) else "failed"
+        """ok when every device passed (finished without the recovery ladder having to bring it back), else
+        failed: a device that stopped answering is never ok."""
+        return "ok" if all(d.outcome.cls == FailureClass.PASS for d in self.devices) else "failed"
 
 
 async def replay_fleet(

@@ -21,7 +21,7 @@ from bench.results.verdict import (
     Verdict,
     collecting_summary,
 )
-from bench.results.view_adapter import TO_UNIT
+from bench.units import convert, factor
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 
@@ -59,6 +59,7 @@ def build_report(
     host: dict | None = None,
     clocks: dict[str, str] | None = None,
     virtual: frozenset[str] = frozenset(),
+    bisect: dict[str, str] | None = None,
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -86,6 +87,7 @@ def build_report(
             "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
             "collecting": collecting_summary(verdicts),
+            "bisect": bisect or {},  # device -> the `hilbench bisect` command to copy
         },
         "changes": what_changed or {},
         "host": host or {},
@@ -121,6 +123,7 @@ def build_report(
         report.plots[name] = device_plots(
             device, base_device, data["devices"][-1]["trend"], icount=icount, guest=timing == GUEST_TIMING
         )
+        report.plots[name].update(drift_plots(device_verdicts, data["devices"][-1]["trend"]))
     return report
 
 
@@ -145,17 +148,28 @@ SINCE_FIELDS = {
     "latency_p50": "latency_p50_ms", "latency_p99": "latency_p99_ms", "fps": "fps", "low_1pct_fps": "low_1pct_fps",
     "first_frame_ms": "first_frame_ms",
 }  # fmt: skip
+# ...and the fields a drift's trend plot can draw (the same figure in the trend's unit)
+TREND_FIELDS = {
+    **SINCE_FIELDS, "inference_p50": "inference_p50_ms", "memory_peak": "memory_peak_mb",
+    "jitter_std": "jitter_std_us", "latency_p95": "latency_p95_ms",
+}  # fmt: skip
+TREND_AXES = {"_ms": "ms", "_mb": "MB", "_us": "µs", "fps": "FPS"}  # trend field ending -> its unit
 
 
 def worse_since(verdict: Verdict, trend: list[dict]) -> dict | None:
     """For a regression: the first run of the unbroken streak, ending with this run, in which the metric was worse
     than the baseline by at least the threshold (its point estimate, from the trend). None when not applicable."""
+    if verdict.status == REGRESSION and verdict.is_drift:  # a drift says where it starts
+        first = next((p for p in trend if p["run_id"] == str(verdict.drift_since)), None)
+        return {"run_id": str(verdict.drift_since), "started_at": first["started_at"] if first else "",
+                "runs": verdict.drift_nights, "from_window_start": False}  # fmt: skip
     field = SINCE_FIELDS.get(verdict.metric)
     if verdict.status != REGRESSION or field is None or not verdict.baseline_value:
         return None
     factor = verdict.threshold_pct / 100
     higher = verdict.worse == "higher"
-    to_trend = TO_UNIT.get((verdict.unit, "ms"), 1.0) if field.endswith("_ms") else 1.0  # stored unit -> trend's
+    # stored unit -> trend's
+    to_trend = convert(1.0, verdict.unit, "ms") if field.endswith("_ms") and verdict.unit else 1.0
     limit = verdict.baseline_value * to_trend * (1 + factor if higher else 1 - factor)
     worse = [p.get(field) is not None and (p[field] >= limit if higher else p[field] <= limit) for p in trend]
     if not worse or not worse[-1]:
@@ -255,6 +269,38 @@ def device_plots(
                 ],
             )
         )
+    return plots
+
+
+def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
+    """For each drift (a stored or suspected drift verdict): its figure over the trend's runs, with the change point
+    (the drift's first night) marked and the reference's mean drawn dashed up to it."""
+    plots = {}
+    for v in verdicts:
+        field = TREND_FIELDS.get(v.metric)
+        if v.drift_since is None or field is None or len(trend) < 2:
+            continue
+        ids = [p["run_id"] for p in trend]
+        x, y = np.arange(len(trend), dtype=float), _column(trend, field)
+        at = float(ids.index(str(v.drift_since))) if str(v.drift_since) in ids else 0.0
+        unit = next((u for end, u in TREND_AXES.items() if field.endswith(end)), "")
+        try:
+            to_trend = factor(v.unit, unit)
+        except ValueError:  # a figure with no time or size unit (FPS, a count) is plotted as stored
+            to_trend = 1.0
+        lines = [svg.Line(x, y, label=v.title)]
+        if v.baseline_value is not None:
+            level = v.baseline_value * to_trend
+            lines.append(svg.Line(np.array([0.0, at]), np.array([level, level]), label="reference mean",
+                                  color=svg.PALETTE[1], dashed=True))  # fmt: skip
+        since = f"drift since run {v.drift_since} ({v.drift_nights} nights, {v.effect_pct:+.0f}%)"
+        ticks = [(float(i), p[-10:]) for i, p in enumerate(ids) if i % max(1, len(ids) // 6) == 0]
+        plots[f"trend_drift_{v.metric}"] = svg.render(
+            svg.Plot(
+                f"{v.title} over the last {len(trend)} runs: {since}", "run", f"{v.title.split(' (')[0]} ({unit})",
+                lines=lines, markers=[svg.Marker(at, since, svg.DRIFT)], x_ticks=ticks,
+            )
+        )  # fmt: skip
     return plots
 
 

@@ -3,38 +3,26 @@ error log entries, and any request that left the file (a self-contained report m
 full-page screenshot.
 
 Talks the DevTools protocol over `--remote-debugging-pipe` (fds 3 and 4, NUL-separated JSON), so it needs
-no port and no extra package.
+no port and no extra package. Chromium is started by bench.web.chromium (an unprivileged user where the bench
+is root, its sandbox on where the kernel allows); the page is opened from a copy in its profile, which that
+user can read.
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
-import fcntl
 import json
 import os
 import select
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.errors import BenchError
-from bench.procs import tied
-
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--remote-debugging-pipe",
-)
+from bench.web import chromium
 
 
 @dataclass
@@ -48,25 +36,20 @@ class PageCheck:
     title: str = ""
 
 
-def find_chromium() -> str:
-    """The Chromium executable (Debian's `chromium` package)."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    raise BenchError("chromium not found", hint="install it: apt-get install -y chromium")
-
-
 def check_page(page: Path, screenshot: Path | None = None, *, width: int = 1400, timeout_s: float = 60.0) -> PageCheck:
     """Load `page` in a fresh headless Chromium profile; collect errors and foreign requests; screenshot it."""
-    url = page.resolve().as_uri()
-    with tempfile.TemporaryDirectory(prefix="hilbench-chromium-") as profile:
-        argv = [find_chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}"]
-        session = _Pipe(argv, Path(profile) / "stderr.log", timeout_s)
-        try:
-            return _load(session, url, screenshot, width)
-        finally:
-            session.close()
+    launch = chromium.prepare()
+    try:
+        url = launch.readable(page.resolve()).as_uri()
+        session = _Pipe(launch, launch.profile / "stderr.log", timeout_s)
+    except BaseException:
+        launch.cleanup()
+        raise
+    try:
+        return _load(session, url, screenshot, width)
+    finally:
+        session.close()
+        launch.cleanup()
 
 
 def _load(cdp: _Pipe, url: str, screenshot: Path | None, width: int) -> PageCheck:
@@ -117,29 +100,16 @@ def _classify(event: dict[str, Any], url: str, result: PageCheck) -> None:
 class _Pipe:
     """A Chromium process and its DevTools pipe."""
 
-    def __init__(self, argv: list[str], log: Path, timeout_s: float) -> None:
+    def __init__(self, launch: chromium.Launch, log: Path, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.log = log
-        to_chrome_r, self._to_chrome = os.pipe()
-        self._from_chrome, from_chrome_w = os.pipe()
-        # Chromium reads commands on fd 3 and writes replies on fd 4. Move the child's ends above 9 first so
-        # that placing them on 3 and 4 cannot overwrite one with the other.
-        high_r, high_w = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10), fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
-
-        def place_fds() -> None:
-            os.dup2(high_r, 3)
-            os.dup2(high_w, 4)
-
         with log.open("wb") as stderr:
             self.proc = subprocess.Popen(
-                tied(argv), pass_fds=(3, 4, high_r, high_w), preexec_fn=place_fds,
-                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+                **launch.spawn_kwargs(),  # type: ignore[arg-type]
             )  # fmt: skip
-        to_chrome_r, from_chrome_w = high_r, high_w
-        os.close(to_chrome_r)
-        os.close(from_chrome_w)
+        launch.started()
+        self._to_chrome, self._from_chrome = launch.take_pipe()
         self._buffer = b""
         self._next_id = 0
         self.events: list[dict[str, Any]] = []

@@ -15,10 +15,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
+from bench.report import svg
 from bench.report.build import Report
 from bench.report.measures import NOUNS, count_text, measure_rows
+from bench.report.nights import Cell, SessionGrid
 from bench.results.judge import ICOUNT
 from bench.results.runview import UPDATE_RUN_KIND
+from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
 from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
@@ -107,9 +110,12 @@ def run_file_stem(run_id: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
 
 
-def write_report(report: Report, reports_dir: Path, *, html: str | None = None) -> Path:
+def write_report(
+    report: Report, reports_dir: Path, *, html: str | None = None, grids: list[SessionGrid] | None = None
+) -> Path:
     """Write runs/<run>.html and .json, refresh latest.html (if this is the newest session
-    run: the update-and-faults run comes after the sessions but is not what "latest report" means) and index.html."""
+    run: the update-and-faults run comes after the sessions but is not what "latest report" means) and index.html
+    (with the history `grids` when given)."""
     runs_dir = reports_dir / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     stem = run_file_stem(report.run_id)
@@ -120,7 +126,7 @@ def write_report(report: Report, reports_dir: Path, *, html: str | None = None) 
     sessions = [e for e in index if e["run"]["label"] != UPDATE_RUN_KIND]  # latest.html is a session's run
     if (sessions or index) and (sessions or index)[0]["run"]["run_id"] == report.run_id:
         _atomic_write(reports_dir / "latest.html", _relink_for_top_level(page.read_text(encoding="utf-8")))
-    write_index(reports_dir, index)
+    write_index(reports_dir, index, grids)
     return page
 
 
@@ -155,12 +161,61 @@ def load_index(reports_dir: Path) -> list[dict]:
     return entries
 
 
-def write_index(reports_dir: Path, index: list[dict] | None = None) -> Path:
-    """(Re)write reports/index.html from the JSON files of the written reports."""
+def write_index(reports_dir: Path, index: list[dict] | None = None, grids: list[SessionGrid] | None = None) -> Path:
+    """(Re)write reports/index.html: the history grids (per session, device x judged metric over the last nights),
+    then every written report, newest first (from their JSON files)."""
     entries = load_index(reports_dir) if index is None else index
     path = reports_dir / "index.html"
-    _atomic_write(path, _ENV.get_template("index.html.j2").render(runs=entries, css=_css()))
+    views = [_grid_view(g) for g in grids or []]
+    _atomic_write(path, _ENV.get_template("index.html.j2").render(runs=entries, grids=views, css=_css()))
     return path
+
+
+def _grid_view(grid: SessionGrid) -> dict:
+    """A session's grid as the index template shows it: rows of devices, a cell per judged metric."""
+    rows = []
+    for device in grid.devices:
+        cells = []
+        for rule in grid.rules:
+            cell = grid.cells.get((device, rule.name))
+            cells.append(_cell_view(cell, grid) if cell else {"svg": "", "text": "no figure", "na": ""})
+        rows.append({"device": device, "cells": cells})
+    first, last = (grid.nights[0][1], grid.nights[-1][1]) if grid.nights else ("", "")
+    return {"session": grid.session or "(no session)", "rules": grid.rules, "rows": rows, "nights": len(grid.nights),
+            "first": first[:10], "last": last[:10]}  # fmt: skip
+
+
+_MARKS = {REGRESSION: "regression", NOT_REPRODUCED: "not reproduced", INCONCLUSIVE: "inconclusive"}
+
+
+def _cell_view(cell: Cell, grid: SessionGrid) -> dict:
+    if cell.not_applicable:
+        return {"svg": "", "text": "n/a", "na": cell.not_applicable}
+    index = {run_id: i for i, (run_id, _) in enumerate(grid.nights)}
+    points = []
+    for p in cell.points:
+        mark = "drift" if p.status == REGRESSION and p.drift_since is not None else _MARKS.get(p.status, "")
+        why = f" · {p.reason.split(';')[0]}" if mark else ""
+        title = f"run {p.run_id} · {p.started_at[:16]} · {num(p.value, cell.unit)}{why}"
+        points.append(svg.SparkPoint(p.value, f"runs/{run_file_stem(str(p.run_id))}.html", title, mark))
+    starts = {}
+    for p in cell.drifts:
+        at = index.get(p.drift_since, 0)  # a drift that began before the shown nights starts at the left edge
+        starts[at] = f"drift since run {p.drift_since}: {p.reason.split(';')[0]}"
+    failures = [(index[r], f"run {r}: {cell.device} {why}") for r, why in cell.failures.items() if r in index]
+    ticks = [(index[r], f"run {r}: " + "; ".join(what)) for r, what in cell.changes.items() if r in index]
+    latest = next((p for p in reversed(cell.points) if p.value is not None), None)
+    label = f"{cell.device} {cell.rule.title} over the last {len(grid.nights)} nights"
+    spark = svg.spark(points, label=label, change_points=sorted(starts.items()), failures=failures, ticks=ticks,
+                      slots=len(grid.nights))  # fmt: skip
+    shown = [p.value for p in cell.points if p.value is not None]
+    spread = f" ({num(min(shown), cell.unit)} to {num(max(shown), cell.unit)})" if len(shown) >= 2 else ""
+    text = num(latest.value, cell.unit) + spread if latest else "no figure"
+    newest = cell.points[-1] if cell.points else None
+    mark = "" if newest is None else _MARKS.get(newest.status, "")
+    if mark == "regression" and newest is not None and newest.drift_since is not None:
+        mark = "drift"
+    return {"svg": Markup(spark), "text": text, "na": "", "status": mark}
 
 
 def write_health(reports_dir: Path, started: str, health: list[dict], skipped: dict[str, str]) -> Path:
@@ -182,6 +237,11 @@ def _css() -> Markup:
 
 
 def _atomic_write(path: Path, text: str) -> None:
+    """`path` replaced whole by `text`, or left as it was: the temporary file goes on any error (a full disk)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.measure.catalogue import BENCH, DEVICE, Metric, metric
+from bench.report.summary import FIGURES
 from bench.results.judge import ICOUNT
 
-BENCH = "bench"
-DEVICE = "device"
 GUEST_ICOUNT = "guest (icount)"
 GUEST_CLOCK = "guest clock (icount)"  # a figure measured end to end on an icount guest's own clock
 EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest without icount (plain TCG)
@@ -29,38 +29,51 @@ def device_timing(clock: str | None, latency_clock: str | None) -> str:
 
 @dataclass(frozen=True)
 class Row:
-    """One figure of the measures table. `metric` is the thresholds rule judging it ("" when none)."""
+    """One figure of the measures table: a DeviceSummary field, titled and clocked by its catalogue entry.
+    `metric` is the thresholds rule judging it ("" when none); a count's `unit` is its noun."""
 
     key: str
-    label: str
     field: str  # DeviceSummary field with the value
-    unit: str
     count_field: str  # DeviceSummary field with the number of observations behind it
     noun: str  # what is counted
-    clock: str  # BENCH, DEVICE or "" (no clock: a size or a count of events)
     metric: str = ""
+    count: bool = False  # the figure is itself a count of `noun`
+
+    @property
+    def entry(self) -> Metric:
+        """The catalogue entry of the stored figure the row shows."""
+        return metric(FIGURES[self.field][0][0])
+
+    @property
+    def label(self) -> str:
+        """The figure's title (the catalogue's, as the verdicts use it)."""
+        return self.entry.title
+
+    @property
+    def unit(self) -> str:
+        """The unit the value is shown in (a count's noun)."""
+        return self.noun if self.count else {"us": "µs"}.get(FIGURES[self.field][1], FIGURES[self.field][1])
+
+    @property
+    def clock(self) -> str:
+        """BENCH, DEVICE or "" (a size or a count of events)."""
+        return self.entry.clock
 
 
-# labels of judged figures match the bundled thresholds' titles (fixtures/baselines/default.toml)
 ROWS = (
-    Row("latency_p50", "decision latency P50", "latency_p50_ms", "ms", "latency_n", "inputs", BENCH, "latency_p50"),
-    Row("latency_p95", "decision latency P95", "latency_p95_ms", "ms", "latency_n", "inputs", BENCH),
-    Row("latency_p99", "decision latency P99", "latency_p99_ms", "ms", "latency_n", "inputs", BENCH, "latency_p99"),
-    Row("deadline_misses", "deadline misses", "deadline_misses", "inputs", "latency_n", "inputs", BENCH),
-    Row("inference_p50", "inference time P50 (device clock)", "inference_p50_ms", "ms", "inference_n",
-        "inferences", DEVICE, "inference_p50"),
-    Row("fps", "FPS (1 / mean frame time)", "fps", "FPS", "frames", "frames", DEVICE, "fps"),
-    Row("low_1pct_fps", "1% low FPS (1 / P99 frame time)", "low_1pct_fps", "FPS", "frames", "frames", DEVICE,
-        "low_1pct_fps"),
-    Row("jitter_std", "frame jitter (std of t0 - due)", "jitter_std_us", "µs", "frames", "frames", DEVICE,
-        "jitter_std"),
-    Row("jitter_p99", "frame jitter P99 (of |t0 - due|)", "jitter_p99_us", "µs", "frames", "frames", DEVICE),
-    Row("stutters", "stutters (frame time > 2.5× moving average)", "stutters", "frames", "frames", "frames", DEVICE),
-    Row("first_frame", "first-frame time (median of cold starts)", "first_frame_ms", "ms", "first_frame_n",
-        "cold starts", BENCH, "first_frame_ms"),
-    Row("memory_peak", "memory peak (agent high-water mark)", "memory_peak_mb", "MB", "", "agent reports", "",
-        "memory_peak"),
-)  # fmt: skip
+    Row("latency_p50", "latency_p50_ms", "latency_n", "inputs", "latency_p50"),
+    Row("latency_p95", "latency_p95_ms", "latency_n", "inputs"),
+    Row("latency_p99", "latency_p99_ms", "latency_n", "inputs", "latency_p99"),
+    Row("deadline_misses", "deadline_misses", "latency_n", "inputs", count=True),
+    Row("inference_p50", "inference_p50_ms", "inference_n", "inferences", "inference_p50"),
+    Row("fps", "fps", "frames", "frames", "fps"),
+    Row("low_1pct_fps", "low_1pct_fps", "frames", "frames", "low_1pct_fps"),
+    Row("jitter_std", "jitter_std_us", "frames", "frames", "jitter_std"),
+    Row("jitter_p99", "jitter_p99_us", "frames", "frames"),
+    Row("stutters", "stutters", "frames", "frames", count=True),
+    Row("first_frame", "first_frame_ms", "first_frame_n", "cold starts", "first_frame_ms"),
+    Row("memory_peak", "memory_peak_mb", "", "agent reports", "memory_peak"),
+)
 
 # the summary fields measured on the bench's clock (n/a on an icount guest)
 BENCH_CLOCK_FIELDS = frozenset(row.field for row in ROWS if row.clock == BENCH)

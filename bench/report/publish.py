@@ -11,12 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bisect import offer
 from bench.errors import ConfigError, ExitCode
 from bench.fingerprint import changes
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
 from bench.report.measures import device_timing
+from bench.report.nights import load_grids
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, host_of, stored_verdicts
 from bench.results.judge import judge_run
@@ -88,15 +90,31 @@ def publish_run(
         host=host_of(store, run_id),
         clocks={device: device_timing(fp.get("clock"), fp.get("latency_clock")) for device, fp in prints.items()},
         virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
+        bisect=bisect_offers(store, run_id, verdicts),
     )
     page = None
     if reports_dir is not None:
         page = (
-            write_report(report, reports_dir)
+            write_report(report, reports_dir, grids=load_grids(store, rules))
             if compare_run is None
             else write_comparison(report, reports_dir, str(compare_run))
         )
     return Published(report, verdicts, page, shown or None)
+
+
+def bisect_offers(store: ResultStore, run_id: int, verdicts: list[Verdict]) -> dict[str, str]:
+    """device -> the `hilbench bisect` command that finds the first bad build of each confirmed regression (its
+    worst metric), over the git range from the newest baseline run's bench revision to this run's."""
+    row = store.run(run_id)
+    session_file = str(row.config.get("session_file") or "SESSION.mcap")
+    offers: dict[str, str] = {}
+    worst = sorted((v for v in verdicts if v.status == REGRESSION), key=lambda v: -(v.effect_pct or 0.0))
+    for v in worst:
+        if v.device in offers:
+            continue
+        base = store.run(max(v.baseline_runs)) if v.baseline_runs else None
+        offers[v.device] = offer(v.device, session_file, v.metric, (base.git_rev if base else None, row.git_rev))
+    return offers
 
 
 def what_changed(store: ResultStore, run_id: int, verdicts: list[Verdict], pinned: int | None) -> dict[str, list[str]]:

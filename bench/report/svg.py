@@ -7,6 +7,7 @@ more than a few thousand points.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
@@ -16,6 +17,8 @@ WIDTH, HEIGHT = 640, 220
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 62, 12, 12, 38
 # Neutral series colours: red and green are kept for verdicts.
 PALETTE = ("#2f5d9e", "#8a8a8a", "#7b4fa0", "#c07a12", "#1d8a99")
+REGRESSION, IMPROVED = "#c62828", "#2e7d32"  # verdict colours: only where a verdict says so
+DRIFT = REGRESSION  # a drift is a regression; its marks are rings and change-point lines, not dots
 
 
 @dataclass
@@ -224,3 +227,92 @@ def _extent(arrays: list[np.ndarray], pad: float = 0.0) -> tuple[float, float]:
         return low - 1.0, high + 1.0
     span = high - low
     return low - pad * span, high + pad * span
+
+
+@dataclass(frozen=True)
+class SparkPoint:
+    """One night in a history cell: its value (None: no figure), its link and hover text, and its mark."""
+
+    y: float | None
+    href: str
+    title: str
+    mark: str = ""  # "", "regression", "drift", "not reproduced", "inconclusive"
+
+
+SPARK_W, SPARK_H, SPARK_AXIS = 150, 58, 12  # a history cell; the bottom SPARK_AXIS px are its time axis
+
+
+def spark(
+    points: list[SparkPoint],
+    *,
+    label: str,
+    change_points: Sequence[tuple[int, str]] = (),
+    failures: Sequence[tuple[int, str]] = (),
+    ticks: Sequence[tuple[int, str]] = (),
+    slots: int | None = None,
+) -> str:
+    """A small series over nights (index = night): every point a link to its run; regressions filled red, drift
+    nights red rings, "not reproduced" and "inconclusive" grey rings; `change_points` (a drift's first night) as red
+    dashed lines, `failures` (the device's part did not finish) as orange crosses and `ticks` (fingerprint changes)
+    as short marks on the time axis. `slots` nights wide (default: the points')."""
+    n = max(slots or len(points), 2)
+    left, right, top, bottom = 3.0, SPARK_W - 3.0, 4.0, SPARK_H - SPARK_AXIS - 2.0
+    ys = [p.y for p in points if p.y is not None and math.isfinite(p.y)]
+    y0, y1 = (min(ys), max(ys)) if ys else (0.0, 1.0)
+    if y1 == y0:
+        y0, y1 = y0 - (abs(y0) * 0.05 or 1.0), y1 + (abs(y1) * 0.05 or 1.0)
+    pad = 0.08 * (y1 - y0)
+    y0, y1 = y0 - pad, y1 + pad
+
+    def sx(i: int) -> float:
+        return left + i / (n - 1) * (right - left)
+
+    def sy(v: float) -> float:
+        return bottom - (v - y0) / (y1 - y0) * (bottom - top)
+
+    axis = SPARK_H - SPARK_AXIS
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="spark" width="{SPARK_W}" height="{SPARK_H}" '
+        f'viewBox="0 0 {SPARK_W} {SPARK_H}" role="img" aria-label="{escape(label)}"><title>{escape(label)}</title>',
+        f'<line x1="{left}" x2="{right}" y1="{axis}" y2="{axis}" class="axis"/>',
+    ]
+    for i, title in change_points:
+        parts.append(
+            f'<line x1="{sx(i):.1f}" x2="{sx(i):.1f}" y1="{top - 2}" y2="{axis}" stroke="{DRIFT}" stroke-width="1.5" '
+            f'stroke-dasharray="3,2"><title>{escape(title)}</title></line>'
+        )
+    for i, title in ticks:
+        parts.append(
+            f'<line x1="{sx(i):.1f}" x2="{sx(i):.1f}" y1="{axis}" y2="{axis + 6}" stroke="{PALETTE[2]}" '
+            f'stroke-width="2"><title>{escape(title)}</title></line>'
+        )
+    for i, title in failures:
+        x, y = sx(i), axis + 7
+        cross = f"M{x - 3:.1f},{y - 3:.1f}l6,6m-6,0l6,-6"
+        parts.append(
+            f'<path d="{cross}" stroke="{PALETTE[3]}" stroke-width="1.8"><title>{escape(title)}</title></path>'
+        )
+    runs: list[list[str]] = [[]]  # polyline pieces: a night without a figure breaks the line
+    for i, p in enumerate(points):
+        if p.y is None or not math.isfinite(p.y):
+            runs.append([])
+        else:
+            runs[-1].append(f"{sx(i):.1f},{sy(p.y):.1f}")
+    for piece in runs:
+        if len(piece) >= 2:
+            parts.append(f'<polyline points="{" ".join(piece)}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.2"/>')
+    for i, p in enumerate(points):
+        if p.y is None or not math.isfinite(p.y):
+            continue
+        x, y = sx(i), sy(p.y)
+        if p.mark == "regression":
+            dot = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{REGRESSION}"/>'
+        elif p.mark == "drift":
+            dot = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="#fff" stroke="{DRIFT}" stroke-width="1.8"/>'
+        elif p.mark in ("not reproduced", "inconclusive"):
+            dot = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.2" fill="#fff" stroke="{PALETTE[1]}" stroke-width="1.5"/>'
+        else:
+            dot = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.8" fill="{PALETTE[0]}"/>'
+        parts.append(f'<a href="{escape(p.href)}"><title>{escape(p.title)}</title>{dot}</a>')
+    parts.append("</svg>")
+    return "".join(parts)

@@ -12,6 +12,7 @@ from bench.results.store import ResultStore
 from bench.results.verdict import Verdict, Window
 
 HISTORY_RUNS = 20  # accepted runs whose spread a verdict may use when it is wider than the window's
+DRIFT_WHY = "drift: "  # how a night that belongs to a detected drift says why it left the baseline window
 
 
 def record_host(store: ResultStore, run_id: int, noise: dict[str, Any]) -> None:
@@ -85,3 +86,32 @@ def window(
     recent = rows[-size:]
     history = tuple(float(r[1]) for r in rows) if len(rows) > size else ()
     return Window(tuple(int(r[0]) for r in recent), tuple(float(r[1]) for r in recent), size, pinned, history)
+
+
+def series(
+    store: ResultStore, session: str, device: str, measurement: str, *, before: int, limit: int
+) -> tuple[list[int], list[float]]:
+    """The last `limit` judged nights of `session` on `device` before run `before` that have `measurement`: the
+    accepted ones and those that left the window for belonging to a drift (a step regression's nights stay out),
+    as (run ids, values), oldest first. The series a drift is looked for in (bench.results.drift)."""
+    rows = store.db.execute(
+        "SELECT m.run_id, m.value FROM measurements m"
+        " JOIN baseline_members b ON b.run_id = m.run_id AND b.device = m.device"
+        " JOIN runs r ON r.id = m.run_id"
+        " WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND m.run_id < ?"
+        " AND (b.accepted = 1 OR b.why LIKE ?) AND m.value IS NOT NULL ORDER BY m.run_id DESC LIMIT ?",
+        (device, measurement, session, before, DRIFT_WHY + "%", limit),
+    ).fetchall()
+    rows.reverse()
+    return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
+
+
+def leave_window(store: ResultStore, session: str, device: str, since: int, up_to: int, why: str) -> int:
+    """Take the nights of `session` on `device` from run `since` to `up_to` (both included) out of later baseline
+    windows: they belong to a drift, and a window that held them would absorb it. Returns how many left."""
+    cur = store.db.execute(
+        "UPDATE baseline_members SET accepted = 0, why = ? WHERE device = ? AND run_id BETWEEN ? AND ?"
+        " AND run_id IN (SELECT id FROM runs WHERE COALESCE(session, '') = ?)",
+        (DRIFT_WHY + why, device, since, up_to, session),
+    )
+    return cur.rowcount

@@ -9,13 +9,15 @@ from dataclasses import replace
 
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
-from bench.results.evidence import fingerprints, host_of, window
+from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
+from bench.results.evidence import fingerprints, host_of, series, window
 from bench.results.store import ResultStore
-from bench.results.thresholds import Thresholds
+from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
     INCONCLUSIVE,
     REGRESSION,
     SUSPECTED,
+    UNCHANGED,
     Verdict,
     host_busy,
     judge,
@@ -68,8 +70,10 @@ def judge_run(
     devices: list[str] | None = None,
 ) -> list[Verdict]:
     """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
-    (default: this run) or at the `pinned` run. A suspected regression of a host-timed metric on a virtual device
-    while the bench host was busier than during its baseline runs is INCONCLUSIVE."""
+    (default: this run) or at the `pinned` run. A night the window passes is suspected when the whole series of
+    judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
+    move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
+    during its baseline runs is INCONCLUSIVE."""
     row = store.run(run_id)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
@@ -93,6 +97,8 @@ def judge_run(
                 before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
             )  # fmt: skip
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
+            if verdict.status == UNCHANGED and pinned is None and m is not None and m.value is not None:
+                verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
             if rule.bench_clock and icount and fp.get("latency_clock") != "device":
                 verdict = not_applicable(verdict, ICOUNT)
             elif rule.replay_paced and pace:
@@ -102,6 +108,16 @@ def judge_run(
                 verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
+
+
+def drift_check(
+    store: ResultStore, session: str, rule: MetricRule, verdict: Verdict, run_id: int, value: float, before: int
+) -> Verdict:
+    """`verdict` (a night the window passed) as a suspected drift when the series of judged nights before run
+    `before`, with `value` (run `run_id`'s) as its newest, drifted; else unchanged."""
+    ids, values = series(store, session, verdict.device, rule.measurement, before=before, limit=SERIES_NIGHTS)
+    found = find_drift(rule, [*ids, run_id], [*values, value], verdict.n_baseline)
+    return as_drift(verdict, found) if found else verdict
 
 
 def acceptance(verdicts: list[Verdict], device: str, status: str) -> tuple[bool, str]:

@@ -88,6 +88,7 @@ class DeviceRun:
     kind: str
     samples: dict[str, Samples] = field(default_factory=dict)
     scalars: dict[str, tuple[float | None, str]] = field(default_factory=dict)  # stored name -> (value, unit)
+    counts: dict[str, int | None] = field(default_factory=dict)  # stored name -> observations behind it
     frames: FrameTrace | None = None
     telemetry: dict[str, TimeSeries] = field(default_factory=dict)
     faults: list[FaultEvent] = field(default_factory=list)

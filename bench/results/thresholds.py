@@ -13,6 +13,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.inputs import load_toml
+from bench.measure.catalogue import BENCH, metric
 from bench.paths import BASELINES_DIR
 
 DEFAULT_THRESHOLDS = BASELINES_DIR / "default.toml"
@@ -24,14 +25,14 @@ class MetricRule:
     """How one metric is judged: which stored measurement, which direction is worse, and the thresholds."""
 
     name: str
-    title: str
-    measurement: str  # name of the stored per-run measurement (bench.measure.device): one definition
+    title: str  # the measurement's catalogue title
+    measurement: str  # name of the stored per-run measurement (bench/measure/catalogue.py): one definition
     worse: str  # "higher" or "lower"
     threshold_pct: float  # minimum effect size, percent change against the baseline runs' mean
     min_samples: int  # the run's measurement must rest on at least this many observations
     alpha: float  # one-sided significance of the run against the spread of the baseline runs
     host_timed: bool = True  # a virtual device's figure moves with bench-host load ("inconclusive" when busy)
-    bench_clock: bool = False  # measured on the bench's clock: meaningless for a guest on a virtual clock (icount)
+    bench_clock: bool = False  # on the bench's clock (the catalogue says): meaningless on an icount guest
     replay_paced: bool = False  # depends on when the replay's inputs arrived: inconclusive when the replay was off pace
     icount_threshold_pct: float | None = None  # the floor on a QEMU -icount guest (instruction-counted: tiny spread)
 
@@ -90,8 +91,8 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     return Thresholds(file, rules, runs, HostRules(busy, margin))
 
 
-_RULE_FIELDS = {"title", "measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "bench_clock",
-                "replay_paced", "icount_threshold_pct"}  # fmt: skip
+_RULE_FIELDS = {"measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "replay_paced",
+                "icount_threshold_pct"}  # fmt: skip
 
 
 def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRule:
@@ -101,27 +102,34 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
         if required not in body:
             raise ConfigError(f"{file}: {where}.{required} is missing")
     measurement = body["measurement"]
-    if not isinstance(measurement, str) or not measurement:
-        raise ConfigError(f"{file}: {where}.measurement must name a stored measurement (e.g. decision_latency_p50)")
-    defaults = (("host_timed", True), ("bench_clock", False), ("replay_paced", False))
-    flags = {key: body.get(key, default) for key, default in defaults}
+    try:
+        entry = metric(measurement) if isinstance(measurement, str) else None
+    except KeyError:
+        entry = None
+    if entry is None:
+        raise ConfigError(
+            f"{file}: {where}.measurement = {measurement!r} is not a stored measurement",
+            hint="name one of bench/measure/catalogue.py (e.g. decision_latency_p50)",
+        )
+    flags = {key: body.get(key, default) for key, default in (("host_timed", True), ("replay_paced", False))}
     for key, value in flags.items():
         if not isinstance(value, bool):
             raise ConfigError(f"{file}: {where}.{key} must be true or false, not {value!r}")
+    icount_floor = body.get("icount_threshold_pct")
     return MetricRule(
         name=name,
-        title=str(body.get("title", name)),
+        title=entry.title,
         measurement=measurement,
         worse=_choice(body["worse"], WORSE, file, f"{where}.worse"),
         threshold_pct=_number(body["threshold_pct"], file, f"{where}.threshold_pct", low=0.0, high=1000.0),
         min_samples=_integer(body.get("min_samples", 1), file, f"{where}.min_samples", low=1),
         alpha=_number(body.get("alpha", alpha), file, f"{where}.alpha", low=0.0, high=0.5, open_low=True),
         host_timed=flags["host_timed"],
-        bench_clock=flags["bench_clock"],
+        bench_clock=entry.clock == BENCH,
         replay_paced=flags["replay_paced"],
         icount_threshold_pct=None
-        if body.get("icount_threshold_pct") is None
-        else _number(body["icount_threshold_pct"], file, f"{where}.icount_threshold_pct", low=0.0, high=1000.0),
+        if icount_floor is None
+        else _number(icount_floor, file, f"{where}.icount_threshold_pct", low=0.0, high=1000.0),
     )
 
 

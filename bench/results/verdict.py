@@ -56,6 +56,13 @@ class Verdict:
     baseline_runs: tuple[int, ...]
     reason: str
     confirm_value: float | None = None  # the replay's value, when a suspected regression was replayed
+    drift_since: int | None = None  # a drift over the series (bench.results.drift): its first night
+    drift_nights: int | None = None  # ...and how many nights it spans, tonight's included
+
+    @property
+    def is_drift(self) -> bool:
+        """Whether this verdict is a drift over the series rather than tonight against the window."""
+        return self.drift_since is not None
 
     def to_dict(self) -> dict:
         """JSON-ready form (NaN becomes None)."""
@@ -152,9 +159,9 @@ def _decide(
     base = f"baseline {figure(mean, unit)} ± {figure(spread, unit)} over {n} runs"
     if big and significant:
         status = SUSPECTED if worse_effect > 0 else IMPROVED
-        return status, f"{abs(worse_effect):.1f}% {direction} (>= {rule.threshold_pct:g}%), p {_p_text(p)}; {base}"
+        return status, f"{abs(worse_effect):.1f}% {direction} (>= {rule.threshold_pct:g}%), p {p_text(p)}; {base}"
     if big:
-        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, within the runs' spread (p {_p_text(p)}); {base}"
+        return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, within the runs' spread (p {p_text(p)}); {base}"
     return UNCHANGED, f"{abs(worse_effect):.1f}% {direction}, below the {rule.threshold_pct:g}% floor; {base}"
 
 
@@ -207,7 +214,8 @@ def settle(verdict: Verdict) -> Verdict:
     return replace(verdict, status=REGRESSION) if verdict.status == SUSPECTED else verdict
 
 
-def _p_text(p: float) -> str:
+def p_text(p: float) -> str:
+    """A p-value after "p": '= 0.0012' or '< 0.0001'."""
     return "< 0.0001" if p < 1e-4 else f"= {p:.2g}"
 
 

@@ -3,16 +3,20 @@ store's data, in arrays and the units the report shows (ms, µs, MB).
 
 Sources: HDR histograms give the distributions the report plots (`decision_latency`, `inference_latency`,
 `frame_time`, `frame_deviation`, and, when a run stores them, `first_frame` and `mem_peak`); frame records
-give the per-frame timing the time plots show (interval between inference starts, t0 - due); scalar
-measurements, faults and device status come as stored; model updates from the device's info
-(`bench.results.ota_results`).
+give the per-frame trace the time plots show (interval between inference starts, t0 - due); scalar
+measurements (the figures, computed once by bench.measure), faults and device status come as stored; model
+updates from the device's info (`bench.results.ota_results`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Protocol
+
 import numpy as np
 
-from bench.measure.histogram import Histogram
+from bench.measure.histogram import Histogram, histogram_values
+from bench.outcomes import FailureClass
 from bench.results.ota_results import ota_transfers
 from bench.results.runview import (
     FIRST_FRAME_MS,
@@ -29,7 +33,7 @@ from bench.results.runview import (
     TimeSeries,
 )
 from bench.results.store import ResultStore
-from bench.units import figure
+from bench.units import factor, figure
 
 # stored histogram name -> (RunView source, target unit)
 HISTOGRAM_SOURCES = {
@@ -43,10 +47,6 @@ HISTOGRAM_SOURCES = {
 # stored scalar measurement -> RunView source, used when a run has no histogram of it (one sample). Memory peak is
 # the agent's own high-water mark (`mem_peak`), never the board's memory in use (telemetry, shown on its own).
 SCALAR_SOURCES = {"first_frame": (FIRST_FRAME_MS, "ms"), "mem_peak": (MEMORY_PEAK_MB, "MB")}
-TO_UNIT = {
-    ("ns", "ms"): 1e-6, ("us", "ms"): 1e-3, ("ms", "ms"): 1.0, ("s", "ms"): 1e3, ("ns", "us"): 1e-3, ("us", "us"): 1.0,
-    ("B", "MB"): 1e-6, ("kB", "MB"): 1e-3, ("KiB", "MB"): 1024e-6, ("MiB", "MB"): 1.048576, ("MB", "MB"): 1.0,
-}  # fmt: skip
 
 
 def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView:
@@ -56,17 +56,16 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
     meta = {k: str(v) for k, v in (("kind", row.kind), ("bench", row.bench), ("session", row.session),
                                    ("git", row.git_rev)) if v}  # fmt: skip
     view = RunView(run_id=str(row.id), started_at=row.started_at, status=row.status, label=row.kind, meta=meta)
-    scalars_by_device: dict[str, dict[str, tuple[float | None, str]]] = {}
+    measurements_by_device: dict[str, list] = {}
     for m in store.measurements(run_id):
-        scalars_by_device.setdefault(m.device, {})[m.name] = (m.value, m.unit)
+        measurements_by_device.setdefault(m.device, []).append(m)
     faults_by_device: dict[str, list] = {}
     for device, fault in store.faults(run_id):
         faults_by_device.setdefault(device, []).append(fault)
     for dev in store.devices(run_id):
-        scalars = scalars_by_device.get(dev.name, {})
         trace, first_t0_us, models = _frames(store, run_id, dev.name) if frames else (None, None, [])
-        device = DeviceRun(name=dev.name, kind=dev.kind, scalars=scalars, frames=trace)
-        device.decision_budget_ms = scalars.get("decision_budget", (None, ""))[0]
+        device = DeviceRun(name=dev.name, kind=dev.kind, frames=trace)
+        add_stored(device, measurements_by_device.get(dev.name, []), store.histograms(run_id, dev.name).values())
         device.ota = ota_transfers(dev.info)
         device.model_versions = [f"v{m}" for m in models]
         for update in device.ota:
@@ -75,43 +74,57 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
                     device.model_versions.append(label)
         if dev.status not in ("ok", "running", "done", "finished"):
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
+        device.notes += outcome_notes(dev.info)
         device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
         if dev.info.get("dropped_inputs"):
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
-        for name, hist in store.histograms(run_id, dev.name).items():
-            if name in HISTOGRAM_SOURCES:
-                source, unit = HISTOGRAM_SOURCES[name]
-                device.samples[source] = Samples(unit, histogram_values(hist) * _factor(hist.unit, unit, name))
-        if trace is not None:  # runs stored without frame-timing histograms
-            device.samples.setdefault(FRAME_INTERVAL_MS, Samples("ms", trace.interval_ms))
-            device.samples.setdefault(FRAME_DEVIATION_US, Samples("us", np.abs(trace.deviation_us)))
         first_rx_ns = _first_rx_ns(store, run_id, dev.name) if trace is not None else None
-        device.faults = [_fault(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
+        device.faults = [fault_event(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
         device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
-        for name, (source, unit) in SCALAR_SOURCES.items():
-            value, stored_unit = scalars.get(name, (None, ""))
-            if source not in device.samples and value is not None:
-                device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
         view.devices[dev.name] = device
     return view
 
 
-def histogram_values(hist: Histogram) -> np.ndarray:
-    """The recorded values of an HDR histogram, each at its bucket's highest equivalent value (within 0.1%),
-    in ascending order. Vectorised over the counts array (iterating hdrh in Python is ~100x slower)."""
-    hdr = hist.hdr
-    filled = min(hdr.counts_len, hdr.encoder.payload.counts_len)  # decoded histograms may be truncated
-    counts = np.ctypeslib.as_array(hdr.counts)[:filled].astype(np.int64)
-    index = np.flatnonzero(counts)
-    half_magnitude, half = hdr.sub_bucket_half_count_magnitude, hdr.sub_bucket_half_count
-    bucket = (index >> half_magnitude) - 1
-    sub = (index & (half - 1)) + half
-    low_bucket = bucket < 0
-    sub[low_bucket] -= half
-    bucket[low_bucket] = 0
-    shift = bucket + hdr.unit_magnitude
-    highest = (sub << shift) + (1 << shift) - 1
-    return np.repeat(highest.astype(float), counts[index])
+class StoredFigure(Protocol):
+    """A stored measurement as the view needs it (bench.measure's Measurement and the store's rows fit)."""
+
+    name: str
+    unit: str
+    value: float | None
+    samples: int | None
+
+
+def add_stored(device: DeviceRun, measurements: Iterable[StoredFigure], histograms: Iterable[Histogram]) -> None:
+    """Put a device's stored measurements (figures and their counts) and the sample series of its stored histograms
+    (those the report plots, in the units it shows) into `device`."""
+    for m in measurements:
+        device.scalars[m.name] = (m.value, m.unit)
+        device.counts[m.name] = m.samples
+    device.decision_budget_ms = device.scalars.get("decision_budget", (None, ""))[0]
+    for hist in histograms:
+        if hist.name in HISTOGRAM_SOURCES:
+            source, unit = HISTOGRAM_SOURCES[hist.name]
+            device.samples[source] = Samples(unit, histogram_values(hist) * _factor(hist.unit, unit, hist.name))
+    for name, (source, unit) in SCALAR_SOURCES.items():
+        value, stored_unit = device.scalars.get(name, (None, ""))
+        if source not in device.samples and value is not None:
+            device.samples[source] = Samples(unit, np.array([value * _factor(stored_unit, unit, name)]))
+
+
+def outcome_notes(info: dict) -> list[str]:
+    """The device's failure class in the run (bench.outcomes) when it is not a plain pass, the cause of its
+    regression (bench.nightly.attribution) and its retry's class."""
+    notes = []
+    stored = info.get("outcome")
+    if stored and (stored.get("class") != FailureClass.PASS or stored.get("passed_on_retry")):
+        notes.append(f"outcome: {stored.get('label')}")
+    cause = info.get("cause")
+    if cause and cause.get("text"):
+        notes.append(str(cause["text"]))
+    retry = info.get("retry")
+    if retry:
+        notes.append(f"retried in run {retry['run_id']}: {retry['outcome']['label']}")
+    return notes
 
 
 def _frames(store: ResultStore, run_id: int, device: str) -> tuple[FrameTrace | None, int | None, list[int]]:
@@ -145,7 +158,8 @@ def _first_rx_ns(store: ResultStore, run_id: int, device: str) -> int | None:
     return row[0] if row else None
 
 
-def _fault(f, first_t0_us: int | None, first_rx_ns: int | None = None) -> FaultEvent:
+def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = None) -> FaultEvent:
+    """A stored fault as the report shows it, timed from the device's first frame when known."""
     if f.t_fault_us is not None and first_t0_us is not None:
         t_s = (f.t_fault_us - first_t0_us) / 1e6
     elif f.t_fault_bench_ns is not None and first_rx_ns is not None:  # seen by the bench (agent exit, link loss)
@@ -166,8 +180,8 @@ def _fault(f, first_t0_us: int | None, first_rx_ns: int | None = None) -> FaultE
 
 def _factor(unit: str, target: str, name: str) -> float:
     try:
-        return TO_UNIT[(unit, target)]
-    except KeyError:
+        return factor(unit, target)
+    except ValueError:
         raise ValueError(f"stored {name} is in {unit!r}; the report cannot convert it to {target}") from None
 
 

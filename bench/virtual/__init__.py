@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Protocol
 
 from bench.fleet import Device, Link
 from bench.kinds import KINDS
-from bench.paths import cache_root
+from bench.paths import state_dir
 from bench.provision.controls import BoardControls
 from bench.virtual.usb_hubs import plug, unplug
 
@@ -28,14 +26,6 @@ class VirtualDevice(Protocol):
     def urls(self) -> dict[str, str]:
         """Every way to reach it (e.g. rfc2217, socket, pty for a board; ssh for a Linux device), and
         `control`: its control API (power off/on, hang), which its hub port switches."""
-
-
-def state_dir() -> Path:
-    """Where virtual devices keep their persistent state (flash files, filesystems, keys)."""
-    env = os.environ.get("HILBENCH_STATE_DIR")
-    path = Path(env) if env else cache_root() / "virtual"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def has_virtual(kind: str) -> bool:

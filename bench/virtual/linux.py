@@ -29,7 +29,7 @@ from bench.links.ssh import free_local_port
 from bench.procs import DIE_WITH_BENCH, stop_process
 from bench.reaper import processes_in
 from bench.virtual.arm64_board import VirtualArm64Board
-from bench.virtual.control import control_url, serve_control
+from bench.virtual.control import control_url, new_token, serve_control
 
 SSHD = "/usr/sbin/sshd"
 TOOLS = Path(__file__).resolve().parent / "linux_tools"
@@ -98,6 +98,7 @@ class VirtualLinuxDevice:
         self._reaper: asyncio.subprocess.Process | None = None
         self._sysfs_task: asyncio.Task | None = None
         self._control: asyncio.Server | None = None
+        self._control_token = new_token()  # only the bench powers the board (bench.virtual.control)
         self.powered = False
 
     # -- layout -------------------------------------------------------------------------------------
@@ -208,7 +209,7 @@ Subsystem sftp internal-sftp
         else:
             raise BenchError(f"virtual {self.device.name}: sshd did not start: {last}")
         self._boot_services()
-        self._control = await serve_control(self._handle)
+        self._control = await serve_control(self._handle, self._control_token)
         return self.link()
 
     def _boot_services(self) -> None:
@@ -249,7 +250,7 @@ Subsystem sftp internal-sftp
         """Every way to reach the device: ssh, and its control API (power, hang)."""
         urls = {"ssh": f"ssh://{getpass.getuser()}@127.0.0.1:{self.port}"} if self.port else {}
         if self._control is not None:
-            urls["control"] = control_url(self._control)
+            urls["control"] = control_url(self._control, self._control_token)
         return urls
 
     async def stop(self) -> None:

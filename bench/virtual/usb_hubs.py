@@ -24,6 +24,8 @@ def plug(base: Path, device: Device, control_url: str | None) -> None:
     if path is None or not control_url:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)  # the URL holds the board's control token: the bench's to read, nobody else's
+    path.chmod(0o600)
     path.write_text(control_url + "\n")
 
 

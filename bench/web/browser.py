@@ -6,53 +6,79 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import itertools
 import json
 import os
-import shutil
 import signal
-import tempfile
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import websockets
 
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.errors import DeviceUnreachable
 from bench.lifecycle import StartStop
 from bench.procs import stop_process
+from bench.web import chromium
+from bench.web.relay import DevToolsRelay
 
-# closed network: nothing in the background may try to reach out; a fresh profile per browser
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
+# the pages are devices: they keep their timers and frames when not in front
+FLAGS = (
     "--disable-background-timer-throttling",
     "--disable-renderer-backgrounding",
     "--disable-backgrounding-occluded-windows",
-    "--remote-debugging-port=0",
-]
+)
+PIPE_LIMIT = 1 << 28  # the largest DevTools message read from the pipe (a full-page screenshot is a few MB)
 
 
-def chromium_path() -> str:
-    """Debian's chromium (or chromium-browser / google-chrome on PATH), or ConfigError."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
-    raise ConfigError("no Chromium on PATH", hint="install Debian's `chromium` package (.ci/setup does)")
+class Channel(Protocol):
+    """Where DevTools messages go and come from: a WebSocket (websockets' client) or Chromium's pipe."""
+
+    async def send(self, message: str) -> None: ...
+
+    def __aiter__(self) -> AsyncIterator[str | bytes]: ...
+
+    async def close(self) -> None: ...
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the bench process dies, so a killed bench leaves no browser behind (Linux)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+class PipeChannel:
+    """DevTools over `--remote-debugging-pipe`: NUL-delimited JSON on two pipes (the bench's ends)."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, read: asyncio.BaseTransport, writer: asyncio.WriteTransport
+    ) -> None:
+        self.reader = reader
+        self.read = read
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, to_browser: int, from_browser: int) -> PipeChannel:
+        """Wrap the two fds (they are the channel's from now on)."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=PIPE_LIMIT)
+        read, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(from_browser, "rb", 0)
+        )
+        writer, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(to_browser, "wb", 0))
+        return cls(reader, read, writer)
+
+    async def send(self, message: str) -> None:
+        if self.writer.is_closing():
+            raise CdpError("the browser's DevTools pipe is closed")
+        self.writer.write(message.encode() + b"\0")
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                message = await self.reader.readuntil(b"\0")
+            except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError):
+                return
+            yield message[:-1]
+
+    async def close(self) -> None:
+        self.writer.close()
+        self.read.close()
+        self.reader.feed_eof()
 
 
 class CdpError(Exception):
@@ -60,10 +86,11 @@ class CdpError(Exception):
 
 
 class Cdp:
-    """One DevTools WebSocket (the browser's): commands with ids, events to listeners, sessions per target."""
+    """One DevTools connection to a browser (its WebSocket or its pipe): commands with ids, events to listeners,
+    sessions per target."""
 
-    def __init__(self, ws: websockets.ClientConnection) -> None:
-        self.ws = ws
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
         self.ids = itertools.count(1)
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
@@ -71,7 +98,7 @@ class Cdp:
 
     async def _read(self) -> None:
         with contextlib.suppress(websockets.ConnectionClosed):
-            async for raw in self.ws:
+            async for raw in self.channel:
                 msg = json.loads(raw)
                 fut = self.waiting.pop(msg.get("id", -1), None)
                 if fut is not None and not fut.done():
@@ -83,16 +110,23 @@ class Cdp:
             if not fut.done():
                 fut.set_exception(CdpError("the browser's DevTools connection closed"))
 
-    async def call(self, method: str, session: str | None = None, timeout: float = 30, **params: Any) -> dict:
-        """Send one command (to a target's `session` when given) and return its result."""
+    async def forward(self, command: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """Send `command` (method, params, sessionId; its id is replaced) and return the future of its reply."""
         msg_id = next(self.ids)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self.reader.done():
+            fut.set_exception(CdpError("the browser's DevTools connection closed"))
+            return fut
         self.waiting[msg_id] = fut
-        cmd: dict[str, Any] = {"id": msg_id, "method": method, "params": params}
+        await self.channel.send(json.dumps({**command, "id": msg_id}))
+        return fut
+
+    async def call(self, method: str, session: str | None = None, timeout: float = 30, **params: Any) -> dict:
+        """Send one command (to a target's `session` when given) and return its result."""
+        cmd: dict[str, Any] = {"method": method, "params": params}
         if session:
             cmd["sessionId"] = session
-        await self.ws.send(json.dumps(cmd))
-        reply = await asyncio.wait_for(fut, timeout)
+        reply = await asyncio.wait_for(await self.forward(cmd), timeout)
         if "error" in reply:
             raise CdpError(f"{method}: {reply['error'].get('message')}")
         return reply.get("result", {})
@@ -110,7 +144,7 @@ class Cdp:
         return page
 
     async def close(self) -> None:
-        await self.ws.close()
+        await self.channel.close()
         self.reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self.reader
@@ -165,50 +199,56 @@ class Page:
 
 
 class Browser(StartStop):
-    """A headless Chromium with a fresh profile, driven over its DevTools WebSocket."""
+    """A headless Chromium with a fresh profile, run as an unprivileged user (bench.web.chromium) and driven over
+    its DevTools pipe. `devtools` is the URL other bench code connects to: a relay on loopback that takes only
+    that URL's secret token (bench.web.relay), so no other local process can open a DevTools session."""
 
     def __init__(self, log_path: Path | None = None) -> None:
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
-        self.profile: str | None = None
+        self.launch: chromium.Launch | None = None
         self.cdp: Cdp | None = None
-        self.devtools = ""  # the browser's DevTools WebSocket URL
+        self.relay: DevToolsRelay | None = None
+        self.devtools = ""  # the relay's ws:// URL, token included
         self.version = ""
+        self.sandbox = False  # whether Chromium's sandbox is on (where the kernel allows it)
 
     async def start(self, timeout: float = 30) -> None:
-        """Start Chromium and connect to its DevTools endpoint, or DeviceUnreachable."""
-        self.profile = tempfile.mkdtemp(prefix="hilbench-chromium-")
+        """Start Chromium and connect to its DevTools pipe, or DeviceUnreachable."""
+        self.launch = launch = chromium.prepare(FLAGS)
+        self.sandbox = launch.sandbox
         log = open(self.log_path, "ab") if self.log_path else asyncio.subprocess.DEVNULL  # noqa: SIM115
         try:
             self.proc = await asyncio.create_subprocess_exec(
-                chromium_path(),
-                *FLAGS,
-                f"--user-data-dir={self.profile}",
+                *launch.argv,
                 "about:blank",
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
+                **launch.spawn_kwargs(),  # type: ignore[arg-type]
             )
+        except BaseException:
+            launch.cleanup()
+            raise
         finally:
             if self.log_path:
                 log.close()
-        port_file = Path(self.profile) / "DevToolsActivePort"
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not port_file.is_file() or len(port_file.read_text().splitlines()) < 2:
-            if self.proc.returncode is not None or loop.time() > deadline:
-                await self.stop()
-                raise DeviceUnreachable(f"Chromium did not open its DevTools port within {timeout:.0f} s")
-            await asyncio.sleep(0.05)
-        port, path = port_file.read_text().splitlines()[:2]
-        self.devtools = f"ws://127.0.0.1:{port}{path}"
-        self.cdp = await connect(self.devtools)
-        self.version = (await self.cdp.call("Browser.getVersion")).get("product", "")
+        launch.started()
+        self.cdp = Cdp(await PipeChannel.open(*launch.take_pipe()))
+        try:
+            self.version = (await self.cdp.call("Browser.getVersion", timeout=timeout)).get("product", "")
+        except (CdpError, TimeoutError):
+            await self.stop()
+            raise DeviceUnreachable(f"Chromium did not answer on its DevTools pipe within {timeout:.0f} s") from None
+        self.relay = DevToolsRelay(self.cdp)
+        await self.relay.start()
+        self.devtools = self.relay.url
 
     async def stop(self) -> None:
         """Close the browser (its process group) and remove its profile."""
+        if self.relay is not None:
+            await self.relay.stop()
+            self.relay = None
         if self.cdp is not None:
             with contextlib.suppress(Exception):
                 await self.cdp.call("Browser.close", timeout=5)
@@ -218,6 +258,6 @@ class Browser(StartStop):
         if self.proc is not None and self.proc.returncode is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)  # helpers (zygote, GPU, renderers) go with it
-        if self.profile:
-            shutil.rmtree(self.profile, ignore_errors=True)
-            self.profile = None
+        if self.launch is not None:
+            self.launch.cleanup()
+            self.launch = None

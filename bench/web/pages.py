@@ -2,9 +2,14 @@
 each page's WebSocket link to the bench.
 
 HTTP (a stdlib server in a thread): `/web/...` the page and agent modules, `/litert/...` LiteRT.js and its WASM
-builds, `/dev/NAME/...` the device's storage folder (GET; PUT under `models/` for what the agent records).
+builds, `/dev/NAME/...` the device's storage folder (GET; PUT only for what the agent records, `writable_file`).
+A PUT needs the device's token (`X-Device-Token`), which the bench gives the page in its URL's fragment (never
+sent in a request line, so never in a log); its raw path must be plain segments under `models/` (no `..`, `.`,
+`%`-escapes, backslashes or absolute parts) that resolve inside the device's models folder, and its body what
+that file holds (a .tflite model or the current-model record). The trust key is never writable.
 Responses carry COOP/COEP headers: a cross-origin-isolated page gets 5 us performance.now() resolution
-(100 us otherwise). WebSocket (`websockets`): `/agent/NAME` is device NAME's protocol link.
+(100 us otherwise). WebSocket (`websockets`): `/agent/NAME?token=...` is device NAME's protocol link (the same
+token: another local process cannot pose as the device's page).
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import hmac
+import json
+import re
+import secrets
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import websockets
 from websockets.asyncio.server import ServerConnection
@@ -27,6 +36,35 @@ from bench.web.assets import content_type, static_file
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
 MAX_PUT = 64 * 1024 * 1024
+TOKEN_HEADER = "X-Device-Token"
+_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")  # one plain path segment: no `.`, `..`, `%`, `\`
+TFLITE_MAGIC = b"TFL3"  # a .tflite flatbuffer's file identifier, at bytes 4-8
+
+
+def writable_file(raw_path: str) -> tuple[str, tuple[str, ...]] | None:
+    """(device name, segments under models/) of a PUT's raw (undecoded) request path when it is one the agent
+    writes: `/dev/NAME/models/current.json` or `/dev/NAME/models/updates/FILE.tflite`; None for anything else."""
+    parts = raw_path.split("/")
+    if len(parts) < 5 or parts[:2] != ["", "dev"] or parts[3] != "models":
+        return None
+    name, rest = parts[2], tuple(parts[4:])
+    if not all(_SEGMENT.match(p) for p in (name, *rest)):
+        return None
+    if rest == ("current.json",) or (len(rest) == 2 and rest[0] == "updates" and rest[1].endswith(".tflite")):
+        return name, rest
+    return None
+
+
+def body_fits(rest: tuple[str, ...], data: bytes) -> bool:
+    """Whether `data` is what file `rest` holds: the current-model record (a JSON object with a path and a
+    manifest) or a .tflite model (its magic)."""
+    if rest == ("current.json",):
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(doc, dict) and isinstance(doc.get("path"), str) and isinstance(doc.get("manifest"), dict)
+    return len(data) >= 8 and data[4:8] == TFLITE_MAGIC
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -73,23 +111,44 @@ class _Handler(BaseHTTPRequestHandler):
     do_HEAD = do_GET
 
     def do_PUT(self) -> None:
-        path = unquote(urlsplit(self.path).path)
-        target = self._device_file(path)
-        length = int(self.headers.get("Content-Length") or 0)
-        if target is None or "models" not in path.split("/")[3:4] or length > MAX_PUT:
-            self._send(HTTPStatus.FORBIDDEN, b"only the device's models/ folder is writable\n")
+        self.close_connection = True  # a refused body is not read: the connection cannot carry another request
+        split = urlsplit(self.path)
+        found = writable_file(split.path) if not split.query else None
+        token = self.server.tokens.get(found[0], "") if found else ""
+        given = self.headers.get(TOKEN_HEADER, "")
+        if found is None or found[0] not in self.server.folders:
+            self._send(HTTPStatus.FORBIDDEN, b"not a file the agent writes\n")
             return
-        data = self.rfile.read(length)
+        if not token or not hmac.compare_digest(given.encode(), token.encode()):
+            self._send(HTTPStatus.FORBIDDEN, b"wrong or missing device token\n")
+            return
+        models = (self.server.folders[found[0]] / "models").resolve()
+        target = models.joinpath(*found[1]).resolve()
+        if models not in target.parents or self.server.folders[found[0]].resolve() not in models.parents:
+            self._send(HTTPStatus.FORBIDDEN, b"not a file the agent writes\n")
+            return
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit() or not 0 < int(length) <= MAX_PUT:
+            self._send(HTTPStatus.LENGTH_REQUIRED, f"a Content-Length of 1 to {MAX_PUT} bytes is needed\n".encode())
+            return
+        data = self.rfile.read(int(length))
+        if len(data) != int(length) or not body_fits(found[1], data):
+            self._send(HTTPStatus.BAD_REQUEST, b"the body is not what this file holds\n")
+            return
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(target)
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(target)
+        finally:
+            tmp.unlink(missing_ok=True)
         self._send(HTTPStatus.NO_CONTENT)
 
 
 class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     folders: dict[str, Path]
+    tokens: dict[str, str]
 
 
 class PageServer(StartStop):
@@ -101,12 +160,14 @@ class PageServer(StartStop):
         self.thread: threading.Thread | None = None
         self.ws = None
         self.folders: dict[str, Path] = {}
+        self.tokens: dict[str, str] = {}  # device -> the token its page writes with
         self.links: dict[str, asyncio.Queue[ServerConnection]] = {}
 
     async def start(self) -> None:
         """Bind both servers on free ports."""
         self.http = _HttpServer((self.host, 0), _Handler)
         self.http.folders = self.folders
+        self.http.tokens = self.tokens
         self.thread = threading.Thread(target=self.http.serve_forever, name="web-pages", daemon=True)
         self.thread.start()
         self.ws = await websockets.serve(self._on_link, self.host, 0, max_size=1 << 20, compression=None)
@@ -133,16 +194,21 @@ class PageServer(StartStop):
         return f"ws://{self.host}:{self.ws.sockets[0].getsockname()[1]}"
 
     def add_device(self, name: str, folder: Path) -> str:
-        """Serve `folder` as device `name`'s storage; returns the URL of its page."""
+        """Serve `folder` as device `name`'s storage; returns the URL of its page, which carries a fresh token
+        for the page's writes in its fragment (keep the URL to the browser: it is the device's write key)."""
         self.folders[name] = Path(folder)
+        self.tokens[name] = secrets.token_urlsafe(32)
         self.links.setdefault(name, asyncio.Queue())
-        return f"{self.http_base}/web/index.html?link={self.ws_base}/agent/{name}&store=/dev/{name}/"
+        query = f"link={self.ws_base}/agent/{name}&store=/dev/{name}/"
+        return f"{self.http_base}/web/index.html?{query}#token={self.tokens[name]}"
 
     async def _on_link(self, conn: ServerConnection) -> None:
-        name = conn.request.path.rsplit("/", 1)[-1] if conn.request else ""
-        queue = self.links.get(name)
-        if not conn.request or not conn.request.path.startswith("/agent/") or queue is None:
-            await conn.close(1008, "no such device")
+        split = urlsplit(conn.request.path if conn.request else "")
+        name = split.path.removeprefix("/agent/")
+        queue = self.links.get(name) if split.path.startswith("/agent/") else None
+        given = parse_qs(split.query).get("token", [""])[0]
+        if queue is None or not hmac.compare_digest(given.encode(), self.tokens.get(name, "").encode()):
+            await conn.close(1008, "no such device")  # an unknown device or no token: not the device's page
             return
         queue.put_nowait(conn)
         await conn.wait_closed()

@@ -2,11 +2,12 @@
 regressions must be reported the night they appear.
 
     .venv/bin/python tests/bench/bench_verdicts.py [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
-                                                   [--duration 10] [--icount] [--out DIR] [--json]
+                                                   [--duration 10] [--steps] [--creep-nights 8] [--guest-clock]
+                                                   [--out DIR] [--json]
 
 A reduced nightly (one short synthetic combat session, the chosen devices, update and fault stages skipped; the
-Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet; with --icount the bundled
-fleet as it is: the aarch64 guests under QEMU -icount, replayed on their own clock) runs from a scratch copy of
+Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet; with --guest-clock the
+bundled fleet as it is: the aarch64 guests under QEMU -icount, replayed on their own clock) runs from a scratch copy of
 this checkout, so injections change files the way a team would, never this worktree:
 
   unchanged ........ nothing changed (the first `baseline_runs` nights collect the baseline)
@@ -16,6 +17,9 @@ this checkout, so injections change files the way a team would, never this workt
                      (built with bench.models; its last hidden layer is wider)
   memory+13% ....... the agents allocate and touch a ballast of ~13% of their memory peak at import
   first-frame+25% .. the agents wait ~25% of their first-frame time before starting the frame loop
+  creep-K .......... (last, after the steps) each inference does ~5% more compute than the night before, K nights
+                     in a row: a busy loop after the model's invoke, 5% of the unchanged inference P50 compounded
+                     (a slower model a night, the way a retrained model grows); the window test alone absorbs it
 
 Prints one line per night (exit code, regressions, not reproduced, inconclusive), then the false-alarm count
 over the unchanged nights and which injections were caught on the night they appeared, and the run-to-run
@@ -173,6 +177,29 @@ def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
     return path, f"{name} {tuple(POLICY_LAYERS[name])} -> {tuple(widths)}: {base} -> {macs(widths)} MACs"
 
 
+CREEP_RATE = 0.05  # per night, compounded
+
+
+def inject_creep(repo: Path, base_us: dict[str, float], night: int) -> str:
+    """Creep night `night` (1-based): every inference busy-waits base x ((1 + CREEP_RATE)^night - 1) µs after the
+    model's invoke, inside the span the agent times as inference (t0 -> finish), on the device's own clock."""
+    extra = {d: v * ((1 + CREEP_RATE) ** night - 1) for d, v in base_us.items()}
+    host_us = max((v for d, v in extra.items() if not d.startswith("c6")), default=0.0)
+    mcu_us = max((v for d, v in extra.items() if d.startswith("c6")), default=0.0)
+    patch(
+        repo / HOST_AGENT,
+        "            self.last = decision(y)\n",
+        "            self.last = decision(y)\n"
+        f"            _end = now_us() + {int(host_us)}\n            while now_us() < _end:\n                pass\n",
+    )
+    patch(repo / MPY_AGENT, "            self.last = (result[0], round(result[1], 4))\n",
+          "            self.last = (result[0], round(result[1], 4))\n"
+          f"            _end = self.clock.now() + {int(mcu_us)}\n            while self.clock.now() < _end:\n"
+          "                pass\n")  # fmt: skip
+    total = ((1 + CREEP_RATE) ** night - 1) * 100
+    return f"+{total:.0f}% compute: host agent +{host_us:.0f} µs, MicroPython +{mcu_us:.0f} µs"
+
+
 def realtime_fleet(repo: Path) -> Path:
     """The bundled fleet with its Linux boards as loopback stand-ins (no [device.os]): the aarch64 guests run
     under QEMU -icount, where bench-clock verdicts (latency, first frame) are not applicable, so they could
@@ -185,9 +212,9 @@ def realtime_fleet(repo: Path) -> Path:
     return fleet
 
 
-def slower_fleet(repo: Path, devices: list[str]) -> Path:
-    """The benchmark's fleet with the larger policy model on `devices`."""
-    text = realtime_fleet(repo).read_text()
+def slower_fleet(repo: Path, devices: list[str], base: Path) -> Path:
+    """The benchmark's fleet `base` with the larger policy model on `devices`."""
+    text = base.read_text()
     for name in devices:
         text = re.sub(rf'(name = "{re.escape(name)}"\n)', r'\1model = "npc-policy-large-int8"\n', text)
     fleet = repo / "fixtures" / "fleets" / "slower.toml"
@@ -230,6 +257,7 @@ def night(repo: Path, label: str, devices: list[str], session: Path, store: Path
         "seconds": round(time.monotonic() - started, 1),
         "run": run["run_id"],
         "regressions": sorted(f"{v['device']}:{v['metric']}" for v in run["regressions"]),
+        "drifts": [v["reason"].split(";")[0] for v in run["regressions"] if v.get("drift_since") is not None],
         "not_reproduced": sorted(f"{v['device']}:{v['metric']}" for v in run["not_reproduced"]),
         "inconclusive": sorted(f"{v['device']}:{v['metric']}" for v in run["inconclusive"]),
         "note": run["note"],
@@ -251,13 +279,44 @@ def _changes(store: Path, run_id: int) -> list[str]:
     return [f"{d}: {'; '.join(c)}" for d, c in data.get("changes", {}).items() if c]
 
 
+def creep_summary(creep: list[dict], runs: list[int]) -> dict:
+    """Whether and when the creep was reported as a drift, and which first night it named."""
+    if not creep:
+        return {"caught_night": None, "text": "creep: not run"}
+    hit = next((i for i, n in enumerate(creep) if n["drifts"]), None)
+    if hit is None:
+        flagged = next((i for i, n in enumerate(creep) if n["regressions"]), None)
+        also = (
+            f"; a regression on creep night {flagged + 1}: {creep[flagged]['regressions']}"
+            if flagged is not None
+            else ""
+        )
+        return {"caught_night": None, "text": f"creep over {len(creep)} nights: no drift reported{also}"}
+    cumulative = ((1 + CREEP_RATE) ** (hit + 1) - 1) * 100
+    text = (f"creep +{CREEP_RATE:.0%} a night: drift reported on creep night {hit + 1} (cumulative +{cumulative:.0f}%;"
+            f" first creep night is run {runs[0]}): {' | '.join(creep[hit]['drifts'])}")  # fmt: skip
+    return {"caught_night": hit + 1, "cumulative_pct": cumulative, "first_creep_run": runs[0], "text": text,
+            "drifts": creep[hit]["drifts"]}  # fmt: skip
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--devices", default="pi5-1,c6-a")
     p.add_argument("--unchanged", type=int, default=10, help="unchanged nightlies (the first ones collect)")
     p.add_argument("--hog-night", type=int, default=7, help="which unchanged night runs with a CPU hog (0: none)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of the synthetic session")
-    p.add_argument("--icount", action="store_true", help="the bundled fleet as it is (aarch64 guests under icount)")
+    p.add_argument(
+        "--steps",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the step injections (slower model, memory, first frame); --no-steps skips them",
+    )
+    p.add_argument("--creep-nights", type=int, default=8, help="nights of the +5%%-a-night creep, last (0: none)")
+    p.add_argument(
+        "--guest-clock",
+        action="store_true",
+        help="Linux boards as the bundled QEMU guests (icount clock) instead of loopback stand-ins",
+    )
     p.add_argument("--out", help="work folder (default: a temporary one, kept)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -285,17 +344,19 @@ def main() -> int:
                   f"{len(result['not_reproduced'])}  inconclusive: {len(result['inconclusive'])}  "
                   f"host others {result['others_pct']}%  {result['note']}", flush=True)  # fmt: skip
 
-    fleet = repo / "fixtures" / "fleets" / "virtual.toml" if args.icount else realtime_fleet(repo)
+    # --guest-clock: the bundled fleet as it is, its Linux boards QEMU guests under -icount, whose inference time on
+    # the guest's clock varies by ~1.2% from night to night (bench-clock verdicts are n/a there)
+    fleet = repo / "fixtures" / "fleets" / "virtual.toml" if args.guest_clock else realtime_fleet(repo)
     for k in range(1, args.unchanged + 1):
         hog = k == args.hog_night
         show(night(repo, "cpu-hog" if hog else f"unchanged-{k}", devices, session, store, reports, fleet, hog))
     originals = {name: (repo / name).read_text() for name in (HOST_AGENT, MPY_AGENT)}
     injections = [
-        ("slower-model", lambda: ("fleet model npc-policy-large-int8", slower_fleet(repo, devices))),
+        ("slower-model", lambda: ("fleet model npc-policy-large-int8", slower_fleet(repo, devices, fleet))),
         ("memory+13%", lambda: (inject_memory(repo, store, devices), fleet)),
         ("first-frame+25%", lambda: (inject_first_frame(repo, store, devices), fleet)),
     ]
-    for label, inject in injections:
+    for label, inject in injections if args.steps else []:
         what, night_fleet = inject()
         result = night(repo, label, devices, session, store, reports, fleet=night_fleet)
         result["injected"] = what
@@ -307,6 +368,15 @@ def main() -> int:
         path, what = more_macs_model(repo, model_name)
         result = night(repo, "macs+3%", [device], session, store, reports, fleet=fleet, model=path)
         result["injected"] = f"{device}: {what}"
+        show(result)
+    base = {d: measurement(store, d, "inference_latency_p50") for d in devices}  # the last unchanged-code night's
+    base_us = {d: v for d, v in base.items() if v}
+    creep_runs = []
+    for k in range(1, args.creep_nights + 1):
+        what = inject_creep(repo, base_us, k)
+        result = night(repo, f"creep-{k}", devices, session, store, reports, fleet=fleet)
+        result["injected"] = what
+        creep_runs.append(result["run"])
         show(result)
         for name, text in originals.items():
             (repo / name).write_text(text)
@@ -321,6 +391,7 @@ def main() -> int:
         "false_alarms": sum(len(n["regressions"]) for n in unchanged),
         "nonzero_exits_unchanged": sum(n["exit"] != 0 for n in unchanged),
         "caught": {n["night"]: n["regressions"] for n in nights if "injected" in n},
+        "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs),
         "nights": nights,
         "work": str(out),
     }
@@ -329,8 +400,9 @@ def main() -> int:
     else:
         print(f"\nunchanged nights: {len(unchanged)} ({len(judged)} judged); false alarms: {summary['false_alarms']}"
               f" (goal 0); non-zero exits: {summary['nonzero_exits_unchanged']} (goal 0)")  # fmt: skip
+        print(summary["creep"]["text"])
         for n in nights:
-            if "injected" in n:
+            if "injected" in n and not n["night"].startswith("creep-"):
                 caught = ", ".join(n["regressions"]) or "NOT caught"
                 print(f"{n['night']}: {n['injected']} -> {caught}" + (f"; changed: {' | '.join(n['changes'])}"
                                                                         if n["changes"] else ""))  # fmt: skip

@@ -25,6 +25,7 @@ BAD_LINES = {
     "infer 1e999 (inf)": (crc_line(b'{"t":"infer","id":51,"x":[1e999,' + X48.encode() + b"]}"), "bad_field"),
     "infer -1e999": (crc_line(b'{"t":"infer","id":52,"x":[-1e999,' + X48.encode() + b"]}"), "bad_field"),
     "infer string": (crc_line(b'{"t":"infer","id":53,"x":["a",' + X48.encode() + b"]}"), "bad_field"),
+    "infer true": (crc_line(b'{"t":"infer","id":62,"x":[true,' + X48.encode() + b"]}"), "bad_field"),
     "gaze 1e308": (crc_line(b'{"t":"in","seq":1,"ch":"gaze","ts":1,"d":[1e308,0,1]}'), "bad_field"),
     "mocap inf": (crc_line(b'{"t":"in","seq":1,"ch":"mocap","ts":1,"d":[1e999' + b",0" * 50 + b"]}"), "bad_field"),
     "ts inf": (crc_line(b'{"t":"in","seq":1,"ch":"gaze","ts":1e999,"d":[0,0,1]}'), "bad_field"),
@@ -99,6 +100,52 @@ def test_load_never_reads_outside_the_models_folder(agent, path: str) -> None:
     assert err.code == "refused" and "models folder" in err.detail, err.detail
     assert digest not in str(err.reply)  # nothing about the file is revealed
     assert hello["model"]["version"] == 1  # the running model is kept
+
+
+def test_load_refuses_the_agents_own_record(agent) -> None:
+    """`load models/current.json` (or a manifest) is no model: refused, and nothing of the file (its hash) is told."""
+    _, manifest = agent.deploy("npc-policy-int8-v2", 2)
+    record = agent.folder / "models" / "current.json"
+    if not record.exists():
+        record.write_text('{"path": "models/x", "manifest": {}}\n')
+    digest = hashlib.sha256(record.read_bytes()).hexdigest()
+
+    async def body(s: AgentSession):
+        with pytest.raises(AgentError) as err:
+            await s.load("models/current.json", {**manifest, "sha256": "0" * 64})
+        return err.value, await s.hello()
+
+    err, hello = agent.run(body)
+    assert err.code == "refused" and "models folder" in err.detail, err.detail
+    assert digest not in str(err.reply) and hello["model"]["version"] == 1
+
+
+UPDATE = b'{"t":"update","id":%d,"url":"coap://127.0.0.1:9/models/npc-policy/1","manifest":{"name":"npc-policy",' \
+         b'"version":2,"sha256":"%s"},"coap":{%s}}'  # fmt: skip
+BAD_TIMING = ['"ack_timeout_ms":1e308', '"ack_timeout_ms":true', '"ack_timeout_ms":"50"', '"ack_timeout_ms":0',
+              '"max_retransmit":1e9', '"max_retransmit":2.5', '"ack_random_factor":0.5']  # fmt: skip
+
+
+def test_update_timing_out_of_range_is_bad_field(agent) -> None:
+    """CoAP timing values from the sender (issue 31 case 12): 1e308 was `internal`; each is `bad_field` at once,
+    before anything is fetched, and the agent keeps answering."""
+    if type(agent).__name__ == "WebAgent":
+        pytest.skip("the web agent updates over WebSocket: no CoAP timing")
+
+    async def body(s: AgentSession):
+        codes = []
+        for i, field in enumerate(BAD_TIMING):
+            seen = sum("code': 'bad_field'" in c for c in s.console)
+            await s.send_raw(crc_line(UPDATE % (80 + i, b"0" * 64, field.encode())))
+            deadline = time.monotonic() + 10
+            while sum("code': 'bad_field'" in c for c in s.console) == seen:
+                assert time.monotonic() < deadline, (field, s.console[-5:])
+                await s.ping()
+            codes.append(field)
+        return codes, await s.hello()
+
+    codes, hello = agent.run(body, timeout=120)
+    assert codes == BAD_TIMING and hello["model"]["version"] == 1
 
 
 @pytest.mark.parametrize(

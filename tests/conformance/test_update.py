@@ -40,3 +40,57 @@ def test_full_update_switches_and_a_forged_manifest_is_refused(agent, tmp_path):
     assert reply["t"] == "updated" and reply["model"]["version"] == 2
     assert reply["blocks"] == -(-v2["size"] // 1024) and reply["bytes"] >= v2["size"]
     assert hello["model"]["version"] == 2 and all(r.model == 2 for r in recs if r.ran)
+
+
+def _tree(folder) -> dict[str, str]:
+    """Every file under `folder` (relative path -> sha256), and every folder (-> "dir")."""
+    import hashlib
+
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+def test_a_refused_update_leaves_every_installed_file_byte_identical(agent, tmp_path):
+    """Issue 31 case 1: an update for the installed version signed by a key the board does not trust, and a
+    trusted manifest whose transfer brings other bytes (wrong sha256), are refused, and the models folder is
+    byte for byte what it was (the MicroPython agent stored the attacker's bytes before it checked)."""
+    from bench.ota.ws_server import WsUpdateServer
+    from bench.signing import generate_key
+
+    ext = agent.model_ext
+    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
+    key = load_private_key(DEV_PRIVATE_KEY)
+    store, evil = ModelStore(tmp_path / "store"), ModelStore(tmp_path / "evil")
+    store.publish(MODELS / f"npc-policy-int8.{ext}", key, name="npc-policy", fmt=fmt)
+    v2 = store.publish(MODELS / f"npc-policy-int8-v2.{ext}", key, name="npc-policy", fmt=fmt).manifest
+    attacker = generate_key()
+    evil.publish(MODELS / f"npc-policy-int8.{ext}", attacker, name="npc-policy", fmt=fmt)
+    forged = evil.publish(MODELS / f"npc-fault-crash-int8.{ext}", attacker, name="npc-policy", fmt=fmt).manifest
+    assert forged["version"] == v2["version"] and forged["sha256"] != v2["sha256"]
+
+    async def body(s: AgentSession):
+        ws = "update-ws" in s.info["caps"] and "update-coap" not in s.info["caps"]
+        servers = (WsUpdateServer(store), WsUpdateServer(evil)) if ws else (UpdateServer(store), UpdateServer(evil))
+        async with servers[0] as good, servers[1] as bad:
+
+            def url(srv) -> str:
+                return f"ws://127.0.0.1:{srv.port}/models/npc-policy/{fmt}/2" if ws else srv.model_url("npc-policy", 2)
+
+            await s.update(url(good), v2, coap=COAP, timeout=120)  # models/ now holds version 2
+            before = _tree(agent.models_dir)
+            kinds = []
+            for manifest, srv in ((forged, bad), (v2, bad)):  # untrusted key; trusted manifest, other bytes
+                with pytest.raises(AgentError) as err:
+                    await s.update(url(srv), manifest, coap=COAP, timeout=120)
+                assert err.value.code == "refused"
+                kinds.append(s.faults[-1]["kind"])
+            after = _tree(agent.models_dir)
+            return before, after, kinds, await s.hello()
+
+    before, after, kinds, hello = agent.run(body)
+    assert kinds == ["signature", "hash"]
+    assert after == before
+    assert any(h != "dir" and name.endswith(f".{ext}") for name, h in before.items())
+    assert hello["model"]["version"] == 2 and hello["model"]["sha256"] == v2["sha256"]

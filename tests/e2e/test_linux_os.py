@@ -1,6 +1,7 @@
 """A virtual Pi 5 provisioned like a real one, end to end: a freshly built OS image written to the guest's
 storage with bmaptool, booted in QEMU (Cortex-A76), fingerprinted; the agent runs on aarch64 and a replay
-stores frames; an up-to-date board is skipped; an unpinned image is refused before anything is written;
+stores frames; an up-to-date board is skipped; an unpinned image and a bmap that lies are refused before
+anything is written, the board left running;
 a write garbled on its way to the storage is caught by the bmap check; a drifted OS is reported and
 reflashed. Slow (several TCG boots): opt in with `pytest --run-slow`; the nightly e2e test runs the
 representative part (provision + replay + OTA on the bundled fleet's guest Pi 5) in the default run."""
@@ -88,6 +89,22 @@ async def scenario(device: Device, fresh: BuiltImage, tmp: Path) -> None:
         refused = await flash(wrong)
         assert not refused.ok and "refused before writing" in refused.reason
         assert board.disk.stat().st_mtime_ns == before and board.powered
+
+        # 4b. a bmap that lies about the pinned image (one range's checksum): refused before the power goes
+        # off, even with --reflash; the board runs what it had (issue 31 case 6)
+        lying = tmp / "lying.bmap"
+        text = fresh.bmap.read_text()
+        chksum = read_bmap(fresh.bmap).ranges[0][2]
+        lying.write_text(text.replace(f'chksum="{chksum}"', f'chksum="{"0" * len(chksum)}"', 1))
+        liar = dataclasses.replace(devices[0], os=dataclasses.replace(device.os, bmap=lying))
+        refused = await flash(liar, force_os=True)
+        assert not refused.ok and refused.refused and "checksum of blocks" in refused.reason, refused.reason
+        assert str(lying) in refused.reason
+        assert board.disk.stat().st_mtime_ns == before and board.powered
+        driver = LinuxDriver(devices[0])
+        conn = await driver.connection()  # still up, on the OS it had
+        assert (await conn.run(f"cat {MARKER}")).text.strip() == fresh.disk_sha256
+        await driver.close_agent()
 
         # 5. garbled on its way to the storage: the bmap read-back catches it, the board is not booted
         bmap = read_bmap(fresh.bmap)

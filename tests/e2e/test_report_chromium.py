@@ -7,8 +7,12 @@ from pathlib import Path
 import pytest
 
 from bench.report.chromium import check_page
-from bench.report.html import write_report
+from bench.report.html import write_index, write_report
+from bench.report.nights import load_grids
+from bench.results.store import open_store
+from bench.results.thresholds import load_thresholds
 from tests.conftest import REPO
+from tests.nightly_history import Plan, write_history
 from tests.unit.test_report_render import regressed_report
 
 ARTEFACTS = REPO / "reports" / "artefacts"
@@ -38,3 +42,22 @@ def test_the_check_catches_console_errors_and_network_use(tmp_path: Path) -> Non
     assert "console.error: boom 42" in result.errors
     assert any("ReferenceError: missing is not defined" in e for e in result.errors)
     assert result.requests == ["https://example.invalid/x.css"]
+
+
+@pytest.mark.e2e
+def test_the_history_page_opens_in_headless_chromium_with_its_change_point(tmp_path: Path) -> None:
+    rules = load_thresholds()
+    with open_store(tmp_path / "results.sqlite") as store:
+        write_history(
+            store, rules, Plan(nights=24, creep_from=14, failed={10: "c6-a"}, model_every=8), ("c6-a", "orin-1")
+        )
+        grids = load_grids(store, rules)
+    (tmp_path / "reports").mkdir()
+    page = write_index(tmp_path / "reports", [], grids)
+    screenshot = ARTEFACTS / "history-chromium.png"
+    screenshot.unlink(missing_ok=True)
+    result = check_page(page, screenshot)
+    assert result.errors == [] and result.requests == []
+    assert result.title == "hilbench nightly history"
+    assert "drift since run" in page.read_text()  # orin-1's creep, its first night marked
+    assert screenshot.stat().st_size > 20_000

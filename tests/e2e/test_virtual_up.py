@@ -31,7 +31,7 @@ def test_virtual_up_serves_until_interrupted(tmp_path: Path) -> None:
             assert Path(urls["pty"]).exists()
             assert control_request(urls["control"], "status")["mode"] in ("boot-loop", "app")
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=20) == 0
+        assert proc.wait(timeout=20) == 130  # 128 + SIGINT
         with pytest.raises(OSError):
             control_request(lines[0]["urls"]["control"], "status", timeout_s=2)
     finally:

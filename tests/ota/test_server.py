@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import aiocoap
@@ -14,6 +13,7 @@ from aiocoap.numbers.codes import Code
 from aiocoap.optiontypes import BlockOption
 
 from bench.ota.server import UpdateServer
+from tests.requires import require_program
 
 
 async def _get(ctx: aiocoap.Context, url: str, block: int | None) -> aiocoap.Message:
@@ -67,9 +67,7 @@ def test_manifest_resource_serves_the_signed_manifest(two_versions) -> None:
 
 @pytest.mark.e2e
 def test_libcoap_client_fetches_a_model_blockwise(two_versions, tmp_path: Path) -> None:
-    client = shutil.which("coap-client") or shutil.which("coap-client-notls")
-    if client is None:
-        pytest.skip("libcoap's coap-client is not installed (apt-get install libcoap3-bin)")
+    client = require_program("coap-client")
     store, v1, v2 = two_versions
 
     async def run() -> tuple[int, int, int]:

@@ -6,12 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from bench.replay.session import Session, SessionMessage, write_session
 from bench.results import open_store
+from bench.results.thresholds import DEFAULT_THRESHOLDS
 from tests.conftest import REPO, hilbench
 from tests.stored_runs import build_store
 
@@ -57,7 +62,67 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         s.finish_run(run, "interrupted")
     made["store"] = str(store)
     made["interrupted"] = str(run)
+    _special_files(tmp, made, put)
     return made
+
+
+GB = 1 << 30
+
+
+def _event(ts_ms: int, **extra: object) -> dict:
+    return {"session_id": "s", "timestamp_ms": ts_ms, "action": "attack", "target_id": None,
+            "context": {"hp_ratio": 0.5, "aggro_level": 0.1}, **extra}  # fmt: skip
+
+
+def _session(path: Path, *messages: tuple[int, dict]) -> None:
+    write_session(path, Session("s", "combat", [SessionMessage(ts, "event", value) for ts, value in messages]))
+
+
+def _special_files(tmp: Path, made: dict[str, str], put) -> None:
+    """FIFOs, a socket, sparse giants, hostile sessions, TOML and stores (issue 31 cases 7-12)."""
+    os.mkfifo(tmp / "fifo")
+    made["fifo"] = str(tmp / "fifo")
+    os.mkfifo(tmp / "fifo.tflite")
+    made["fifo_tflite"] = str(tmp / "fifo.tflite")
+    put("fleet-fifomodel.toml", DEVICE + f'model = "{tmp / "fifo.tflite"}"\n')
+    put("fleet-fifofirmware.toml", DEVICE + f'firmware = "{tmp / "fifo"}"\n')
+    with socket.socket(socket.AF_UNIX) as sock:  # the socket file stays after close
+        sock.bind(str(tmp / "sock"))
+    made["sock"] = str(tmp / "sock")
+    with open(tmp / "sparse", "wb") as fh:  # 1 GB that takes no disk: it must never be read whole
+        fh.truncate(GB)
+    made["sparse"] = str(tmp / "sparse")
+    padded = tmp / "padded.tflite"  # a valid model padded to 1 GB
+    shutil.copy(MODELS / "npc-policy-int8.tflite", padded)
+    with open(padded, "r+b") as fh:
+        fh.truncate(GB)
+    made["padded_tflite"] = str(padded)
+    _session(tmp / "big-event.mcap", (0, _event(0, pad="x" * 5000)))
+    _session(tmp / "gap.mcap", (0, _event(0)), (10**18, _event(10**12)))
+    _session(tmp / "huge.mcap", (0, _event(0, pad="x" * (80 << 20))))  # 80 MB zstd-packed into a few KB
+    made.update({n: str(tmp / f"{n}.mcap") for n in ("big-event", "gap", "huge")})
+    deep = "a = " + "[" * 5000 + "]" * 5000 + "\n"
+    put("deep.toml", deep)
+    base = DEFAULT_THRESHOLDS.read_text()
+    put("alpha-nan.toml", base.replace("alpha = 0.01", "alpha = nan", 1))
+    put("pct-nan.toml", base.replace("threshold_pct = ", "threshold_pct = nan #", 1))
+    nonfinite = {"fps-nan": "fps_target = nan", "baud-inf": "baud = inf", "budget-ninf": "decision_budget_ms = -inf"}
+    for name, text in nonfinite.items():
+        put(f"fleet-{name}.toml", DEVICE + text + "\n")
+    corrupt = tmp / "corrupt.sqlite"
+    shutil.copy(made["store"], corrupt)
+    data = bytearray(corrupt.read_bytes())
+    page = 4096
+    for offset in range(2 * page, len(data) - page, page):  # every page after the schema's: garbage
+        data[offset + 8 : offset + 64] = b"\xa5" * 56
+    corrupt.write_bytes(bytes(data))
+    made["corrupt"] = str(corrupt)
+    (tmp / "readonly").write_text("")  # a store folder that cannot be made (a file is in the way)
+    made["readonly"] = str(tmp / "readonly")
+    stuck = tmp / "stuck" / "m" / "tflite-int8" / "1"  # a version folder in the way of the rename
+    stuck.mkdir(parents=True)
+    (stuck / "junk").write_text("x")
+    made["stuck"] = str(tmp / "stuck")
 
 
 FLEETS = {
@@ -217,6 +282,64 @@ CASES = [
     ("baseline no such run", ["baseline", "set", "999", "--results", "{store}"], 2, ["999"]),
     ("baseline bad name", ["baseline", "set", "1", "--name", "../x", "--results", "{store}"], 2, ["../x"]),
     ("baseline interrupted run", ["baseline", "set", "{interrupted}", "--results", "{store}"], 2, ["interrupted"]),
+    # issue 31 cases 7-12: special files, sizes, nan/inf, nesting, gaps, stores, tracebacks
+    *[
+        (f"{what} {special}", [*argv, f"{{{special}}}", *rest], 2, [f"{{{special}}}", word])
+        for special, word in [("fifo", "FIFO"), ("sock", "socket"), ("dir", "directory")]
+        for what, argv, rest in [
+            ("fleet", ["fleet", "list", "--fleet"], []),
+            ("thresholds", ["report", "--results", "{store}", "--thresholds"], []),
+            ("session", ["session", "info"], []),
+            ("replay session", ["replay", "--session"], []),
+            ("publish model", ["model", "publish"], ["--key", "{key}", "--name", "m", "--format", "tflite-int8",
+                                                     "--store", "{tmp}/st"]),
+            ("publish key", ["model", "publish", str(MODELS / "npc-policy-int8.tflite"), "--store", "{tmp}/st",
+                             "--key"], []),
+            ("firmware", ["flash", "--firmware"], []),
+            ("convert", ["model", "convert"], ["{tmp}/x.npcm"]),
+        ]
+    ],
+    ("nightly model fifo", ["nightly", "--model", "{fifo_tflite}"], 2, ["fifo.tflite", "FIFO"]),
+    ("nightly fleet model fifo", ["nightly", "--fleet", "{fleet-fifomodel_toml}"], 2, ["'model'", "FIFO"]),
+    ("flash fleet model fifo", ["flash", "--fleet", "{fleet-fifomodel_toml}"], 2, ["fifo.tflite", "FIFO"]),
+    ("flash fleet firmware fifo", ["flash", "--fleet", "{fleet-fifofirmware_toml}"], 2, ["'firmware'", "FIFO"]),
+    ("fleet 1 GB", ["fleet", "list", "--fleet", "{sparse}"], 2, ["{sparse}", "limit"]),
+    ("thresholds 1 GB", ["report", "--results", "{store}", "--thresholds", "{sparse}"], 2, ["{sparse}", "limit"]),
+    ("key 1 GB", [*publish_int8(str(MODELS / "npc-policy-int8.tflite"))[:3], "--key", "{sparse}"], 2,
+     ["{sparse}", "limit"]),
+    ("model 1 GB", publish_int8("{sparse}"), 2, ["{sparse}", "limit"]),
+    ("model padded to 1 GB", publish_int8("{padded_tflite}"), 2, ["padded.tflite", "limit"]),
+    ("firmware 1 GB", ["flash", "--firmware", "{sparse}"], 2, ["{sparse}", "limit"]),
+    ("session huge zstd event", ["session", "info", "{huge}"], 2, ["huge.mcap", "limit"]),
+    ("replay event over a line", ["replay", "--session", "{big-event}"], 2, ["big-event.mcap", "limit"]),
+    ("session gap 10^18 ns", ["session", "info", "{gap}"], 2, ["gap.mcap", "gap", "60 s"]),
+    ("replay gap 10^18 ns", ["replay", "--session", "{gap}"], 2, ["gap.mcap", "gap"]),
+    ("fleet deep nesting", ["fleet", "list", "--fleet", "{deep_toml}"], 2, ["deep.toml", "not valid TOML"]),
+    ("thresholds deep nesting", ["report", "--results", "{store}", "--thresholds", "{deep_toml}"], 2,
+     ["deep.toml", "not valid TOML"]),
+    ("thresholds alpha nan", ["report", "--results", "{store}", "--thresholds", "{alpha-nan_toml}"], 2,
+     ["alpha-nan.toml", "alpha", "finite"]),
+    ("thresholds threshold_pct nan", ["report", "--results", "{store}", "--thresholds", "{pct-nan_toml}"], 2,
+     ["pct-nan.toml", "threshold_pct", "finite"]),
+    ("fleet fps nan", ["fleet", "list", "--fleet", "{fleet-fps-nan_toml}"], 2, ["fps_target", "finite"]),
+    ("fleet baud inf", ["fleet", "list", "--fleet", "{fleet-baud-inf_toml}"], 2, ["baud", "finite"]),
+    ("fleet budget -inf", ["fleet", "list", "--fleet", "{fleet-budget-ninf_toml}"], 2, ["decision_budget_ms"]),
+    ("report corrupt store", ["report", "--results", "{corrupt}", "--out", "{tmp}/r"], 2,
+     ["corrupt.sqlite", "integrity_check"]),
+    ("baseline set corrupt store", ["baseline", "set", "1", "--results", "{corrupt}"], 2,
+     ["corrupt.sqlite", "integrity_check"]),
+    ("report baseline nosuch", ["report", "--results", "{store}", "--baseline", "nosuch", "--out", "{tmp}/r"], 2,
+     ["nosuch", "no such baseline"]),
+    ("report run 10^23", ["report", "99999999999999999999999", "--results", "{store}"], 2,
+     ["99999999999999999999999"]),
+    ("publish to an unwritable store", [*publish_int8(str(MODELS / "npc-policy-int8.tflite"))[:-1],
+                                        "{readonly}/st"], 2, ["readonly", "cannot write"]),
+    ("publish rename refused", [*publish_int8(str(MODELS / "npc-policy-int8.tflite"))[:-1], "{stuck}"], 2,
+     ["stuck", "cannot write"]),
+    ("convert to a missing folder", ["model", "convert", str(MODELS / "npc-policy-int8.tflite"),
+                                     "{tmp}/nofolder/x.npcm"], 2, ["nofolder", "cannot write"]),
+    ("key is a directory", [*publish_int8(str(MODELS / "npc-policy-int8.tflite"))[:3], "--key", "{dir}"], 2,
+     ["directory"]),
 ]
 # fmt: on
 
@@ -251,5 +374,77 @@ def test_one_case_through_the_real_executable(files: dict[str, str]) -> None:
     assert run.returncode == 2 and "--speed" in run.stderr and "Traceback" not in run.stderr
 
 
+@pytest.mark.parametrize("name", [c[0] for c in CASES if c[0].split()[-1] in ("fifo", "sock", "dir")
+                                  or "directory" in c[0]])  # fmt: skip
+def test_special_files_are_not_called_missing(results: dict[str, dict], name: str) -> None:
+    """A FIFO, socket or directory is named for what it is, never "does not exist" (issue 31 case 12)."""
+    assert "does not exist" not in results[name]["stderr"]
+
+
+def test_failed_writes_leave_no_temp_files(results: dict[str, dict], files: dict[str, str]) -> None:
+    """The refused publish left no `.1.tmp/` behind (the version folder in the way is untouched)."""
+    left = [p.name for p in Path(files["stuck"]).rglob("*") if ".tmp" in p.name]
+    assert not left and (Path(files["stuck"]) / "m/tflite-int8/1/junk").exists()
+    assert not Path(files["tmp"], "nofolder").exists()
+
+
+_PEAK = """import json, os, subprocess, sys
+proc = subprocess.Popen([sys.executable, "-m", "tests.robustness.cli_batch"], stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+proc.stdin.write(sys.argv[1])
+proc.stdin.close()
+codes = [json.loads(line)["code"] for line in proc.stdout]
+print(json.dumps({"codes": codes, "maxrss_kb": os.wait4(proc.pid, 0)[2].ru_maxrss}))
+"""
+
+
+def test_giants_are_not_read(files: dict[str, str]) -> None:
+    """The 1 GB model and the 80 MB zstd event are refused before they are read: the process that refuses them
+    stays far below their size (its peak resident memory, from wait4; started from a small parent, whose
+    resident memory a child's peak would start from)."""
+    argvs = (publish_int8("{padded_tflite}"), ["session", "info", "{huge}"], ["fleet", "list", "--fleet", "{sparse}"])
+    cases = [[a.format(**files) for a in argv] for argv in argvs]
+    run = subprocess.run([sys.executable, "-c", _PEAK, json.dumps(cases)], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout)
+    assert got["codes"] == [2, 2, 2]
+    # kB: the CLI with its imports is ~150 MB; reading the model would add 1 GB, inflating the event 160 MB
+    assert got["maxrss_kb"] < 250_000, got
+
+
 def test_at_least_sixty_cases() -> None:
     assert len(CASES) >= 60
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path):
+    """A 12 KiB tmpfs: a disk that fills at once (needs root to mount; skipped otherwise)."""
+    folder = tmp_path / "full"
+    folder.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(folder)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root)")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_full_disk_is_a_named_error_and_leaves_no_temp_files(files: dict[str, str], full_disk: Path) -> None:
+    """Issue 31 case 11: a report, a session and a model written to a full disk: exit 2 naming the folder, and
+    no `.N.html.PID.tmp`, 0-byte `.mcap` or `.1.tmp/` left behind."""
+    large = str(MODELS / "npc-policy-large-int8.tflite")
+    cases = [
+        ["report", "--results", files["store"], "--out", str(full_disk / "r")],
+        ["session", "synth", "--scenario", "combat", "--duration", "20", "--out", str(full_disk / "s")],
+        ["model", "publish", large, "--key", KEY, "--name", "m", "--format", "tflite-int8", "--store", str(full_disk)],
+    ]
+    run = subprocess.run([sys.executable, "-m", "tests.robustness.cli_batch"], input=json.dumps(cases), cwd=REPO,
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "300"})  # fmt: skip
+    results = [json.loads(line) for line in run.stdout.splitlines()]
+    assert [r["code"] for r in results] == [2, 2, 2], results
+    for r in results:
+        assert "Traceback" not in r["stderr"] and str(full_disk) in r["stderr"], r["stderr"]
+    left = [str(p.relative_to(full_disk)) for p in full_disk.rglob("*")
+            if ".tmp" in p.name or (p.suffix == ".mcap" and p.stat().st_size == 0)]  # fmt: skip
+    assert not left

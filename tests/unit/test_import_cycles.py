@@ -1,69 +1,131 @@
-"""No import cycle between the bench's subpackages: shared types live below the layers that use them.
+"""The bench's imports follow the layer table of docs/architecture.md: no module imports from a layer above its
+own, and no two table entries import each other (directly or round a cycle).
 
-Counted: imports at module level (what runs when a module is imported). Imports inside functions are how
-the kind registry loads drivers and stand-ins on first use, and are not layering edges."""
+Counted: every import a module can run, at module level or inside a function (lazy imports are edges too);
+only `if TYPE_CHECKING:` imports, which never run, are left out."""
 
 from __future__ import annotations
 
 import ast
 import itertools
+import re
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
 BENCH = REPO / "bench"
+ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 
-def unit_of(module: str) -> str:
-    """The layer a module belongs to: `bench.X` (a subpackage or a top-level module)."""
-    return ".".join(module.split(".")[:2])
+@dataclass(frozen=True)
+class Edge:
+    """`source` (a file) imports `target` (a file) at `line`."""
+
+    source: Path
+    line: int
+    target: Path
+
+    def named(self, root: Path) -> str:
+        """Both files, relative to the folder holding `root`."""
+        return f"{self.source.relative_to(root.parent)}:{self.line} imports {self.target.relative_to(root.parent)}"
 
 
-def module_name(path: Path) -> str:
-    parts = path.relative_to(REPO).with_suffix("").parts
+def layer_table(text: str) -> list[tuple[str, list[str]]]:
+    """(layer, entries) from the bottom, read from the markdown table under `## Layers`."""
+    section = text.split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| layer")]
+    return [(cells[0], re.findall(r"`([^`]+)`", cells[1])) for cells in (r.strip("|").split("|") for r in rows)]
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported(tree: ast.Module) -> list[str]:
-    """Modules named by the module-level imports of `tree` (inside `if`/`try` too, but not TYPE_CHECKING)."""
-    names: list[str] = []
-    stack: list[ast.stmt] = list(tree.body)
-    while stack:
-        node = stack.pop()
+def entry_of(path: Path, root: Path, table: list[tuple[str, list[str]]]) -> tuple[int, str] | None:
+    """(layer index, table entry) of a file: a file entry wins over its package's entry."""
+    rel = path.relative_to(root).as_posix()
+    found = None
+    for index, (_, entries) in enumerate(table):
+        for entry in entries:
+            if entry.endswith(".py") and rel == entry:
+                return index, entry
+            if rel in (f"{entry}.py", f"{entry.rstrip('/')}/__init__.py") or (
+                entry.endswith("/") and rel.startswith(entry)
+            ):
+                found = index, entry
+    return found
+
+
+def imports(tree: ast.Module) -> list[tuple[str, int]]:
+    """(module named, line) of every import in `tree` that can run, nested ones included."""
+    out: list[tuple[str, int]] = []
+
+    def walk(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.orelse:
+                walk(child)
+            return
         if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
+            out.extend((a.name, node.lineno) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
-            stack += node.body + node.orelse
-        elif isinstance(node, ast.Try):
-            stack += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
-    return names
+            out.append((node.module, node.lineno))
+            out.extend((f"{node.module}.{a.name}", node.lineno) for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            walk(child)
+
+    walk(tree)
+    return out
 
 
-def layer_graph() -> dict[str, dict[str, str]]:
-    """layer -> {imported layer: the first module that imports it}."""
-    units = {unit_of(module_name(p)) for p in BENCH.rglob("*.py")}
-    graph: dict[str, dict[str, str]] = defaultdict(dict)
-    for path in sorted(BENCH.rglob("*.py")):
-        mod = module_name(path)
-        for name in imported(ast.parse(path.read_text(encoding="utf-8"))):
-            target = unit_of(name)
-            if name.startswith("bench.") and target in units and target != unit_of(mod):
-                graph[unit_of(mod)].setdefault(target, mod)
-    return graph
+def edges(root: Path) -> list[Edge]:
+    """Every import from one file of the package at `root` to another."""
+    files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    out = []
+    for name, path in files.items():
+        seen = set()
+        named = imports(ast.parse(path.read_text(encoding="utf-8")))
+        modules = {target for target, _ in named}
+        for target, line in named:
+            if any(m.startswith(f"{target}.") and m in files for m in modules) and files[target].name == "__init__.py":
+                continue  # `from pkg import mod`: the edge is to mod (pkg's __init__ runs for every module of pkg)
+            if target in files and target != name and target not in seen:
+                seen.add(target)
+                out.append(Edge(path, line, files[target]))
+    return out
 
 
-def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
-    """One cycle as a list of layers (first == last), or None."""
+def violations(root: Path, table: list[tuple[str, list[str]]]) -> list[str]:
+    """Files no entry places, upward imports, and cycles between entries, each naming the files."""
+    found = [
+        f"{p.relative_to(root)} is in no layer" for p in sorted(root.rglob("*.py")) if not entry_of(p, root, table)
+    ]
+    graph: dict[str, dict[str, Edge]] = defaultdict(dict)
+    for edge in edges(root):
+        (src_layer, src), (dst_layer, dst) = entry_of(edge.source, root, table), entry_of(edge.target, root, table)
+        if dst_layer > src_layer:
+            found.append(f"upward: {edge.named(root)} ({table[src_layer][0]} -> {table[dst_layer][0]})")
+        elif src != dst:
+            graph[src].setdefault(dst, edge)
+    cycle = find_cycle({k: set(v) for k, v in graph.items()})
+    if cycle:
+        found.append("cycle: " + "; ".join(graph[a][b].named(root) for a, b in itertools.pairwise(cycle)))
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle as a list of nodes (first == last), or None."""
     state: dict[str, int] = {}  # 1: on the path, 2: done
     path: list[str] = []
 
     def visit(node: str) -> list[str] | None:
         state[node] = 1
         path.append(node)
-        for nxt in graph.get(node, {}):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
                 return [*path[path.index(nxt) :], nxt]
             if nxt not in state and (found := visit(nxt)):
@@ -78,14 +140,45 @@ def find_cycle(graph: dict[str, dict[str, str]]) -> list[str] | None:
     return None
 
 
-def test_no_import_cycle_between_bench_subpackages() -> None:
-    graph = layer_graph()
-    assert "bench.fleet" in graph and "bench.kinds" in graph["bench.fleet"], "the walk sees the imports"
-    cycle = find_cycle(graph)
-    assert cycle is None, "import cycle: " + " -> ".join(f"{a} ({graph[a][b]})" for a, b in itertools.pairwise(cycle))
+def test_the_bench_follows_the_documented_layers() -> None:
+    table = layer_table(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert len(table) >= 10 and any("fleet" in entries for _, entries in table), "the table is read"
+    assert len(edges(BENCH)) > 500, "the walk sees the imports"
+    problems = violations(BENCH, table)
+    assert problems == [], "\n".join(problems)
 
 
-def test_the_walk_finds_a_cycle() -> None:
-    graph = {"bench.a": {"bench.b": "bench.a.x"}, "bench.b": {"bench.c": "bench.b"}, "bench.c": {"bench.a": "bench.c"}}
-    assert find_cycle(graph) == ["bench.a", "bench.b", "bench.c", "bench.a"]
-    assert find_cycle({"bench.a": {"bench.b": "bench.a"}, "bench.b": {}}) is None
+TABLE = """## Layers
+| layer | modules | job |
+|---|---|---|
+| low | `base`, `pkg/leaf.py` | below |
+| high | `top`, `pkg/` | above |
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"base.py": "", "top.py": "from app import base\n"}, []),
+        ({"base.py": "def f():\n    from app import top\n", "top.py": ""},
+         ["upward: app/base.py:2 imports app/top.py"]),
+        ({"base.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app import top\n", "top.py": ""},
+         []),
+        ({"top.py": "from app.pkg import mod\n", "pkg/__init__.py": "", "pkg/mod.py": "import app.top\n"},
+         ["cycle: app/pkg/mod.py:1 imports app/top.py; app/top.py:1 imports app/pkg/mod.py"]),
+        ({"pkg/__init__.py": "", "pkg/leaf.py": "from app.pkg import mod\n", "pkg/mod.py": ""},
+         ["upward: app/pkg/leaf.py:1 imports app/pkg/mod.py"]),
+        ({"stray.py": ""}, ["stray.py is in no layer"]),
+    ],
+)  # fmt: skip
+def test_a_planted_upward_or_cyclic_import_fails_naming_both_files(
+    tmp_path: Path, files: dict[str, str], expected: list[str]
+) -> None:
+    root = tmp_path / "app"
+    for name, text in {"__init__.py": "", **files}.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    table = [*layer_table(TABLE)]
+    table[0][1].append("__init__")
+    got = [p.split(" (")[0] for p in violations(root, table)]
+    assert got == expected

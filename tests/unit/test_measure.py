@@ -9,7 +9,7 @@ from bench.measure.faults import fault_event
 from bench.measure.frames import count_stutters, frame_timing
 from bench.measure.histogram import Histogram
 from bench.measure.latency import decision_latency, inference_latency
-from bench.measure.measurement import Limits, Measurement, Outcome
+from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, OffsetClock
 from bench.measure.replay_timing import ReplayTiming, release_error
 from bench.measure.samples import min_samples
@@ -124,13 +124,10 @@ def test_fault_timings() -> None:
     assert ev.t_fault_bench_ns == 30_900_000_000 - 1_000_000_000
 
 
-def test_measurement_limits_like_openhtf() -> None:
-    lim = Limits(high=50, marginal_high=40)
-    assert Measurement("x", "ms", 30, lim).outcome is Outcome.PASS
-    assert Measurement("x", "ms", 45, lim).outcome is Outcome.MARGINAL
-    assert Measurement("x", "ms", 51, lim).outcome is Outcome.FAIL
-    assert Measurement("x", "ms", None, lim).outcome is Outcome.UNSET
-    assert Measurement("x", "ms", 1).to_dict()["outcome"] == "unset"
+def test_measurement_to_dict_is_json_ready() -> None:
+    assert Measurement("x", "ms", 1, flags=("too_few_samples_for_p99",)).to_dict()["flags"] == [
+        "too_few_samples_for_p99"
+    ]
 
 
 def test_measure_device_puts_it_together() -> None:

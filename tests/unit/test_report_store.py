@@ -37,7 +37,7 @@ def test_a_stored_run_reads_into_the_view_with_report_units(stored: tuple[Path, 
     assert run.run_id == str(last) and set(run.devices) == {"c6-a", "orin-1"}
     orin = run.devices["orin-1"]
     latency = orin.series(LATENCY_MS)
-    assert latency.unit == "ms" and len(latency) == frames_ran
+    assert latency.unit == "ms" and len(latency) == orin.counts["decision_latency_p50"] == FRAMES  # one per input
     assert 2.5 < float(np.median(latency.values)) < 5.0  # 3.1 ms x 1.25, stored in us
     assert orin.frames is not None and len(orin.frames) == frames_ran
     assert float(np.nanmedian(orin.series(FRAME_INTERVAL_MS).values)) == pytest.approx(1000 / 60, rel=0.1)
@@ -76,6 +76,9 @@ def test_publish_judges_against_the_window_of_accepted_runs_and_writes_the_repor
     page = published.page.read_text()
     assert published.page == tmp_path / "runs" / f"{last}.html"
     assert "Regression:" in page and "orin-1" in page
+    offer = published.report.data["outcome"]["bisect"]["orin-1"]  # the first bad build, a command to copy
+    assert offer.startswith("hilbench bisect --device orin-1 --session ") and "--metric latency_p" in offer
+    assert "hilbench bisect --device orin-1" in page
     assert (tmp_path / "latest.html").exists() and f"runs/{last}.html" in (tmp_path / "index.html").read_text()
     trend = next(d for d in published.report.data["devices"] if d["name"] == "orin-1")["trend"]
     assert [p["run_id"] for p in trend] == [str(r) for r in range(1, last + 1)]
@@ -232,7 +235,7 @@ def test_a_virtual_devices_timing_is_inconclusive_only_on_a_host_busier_than_for
 def test_a_refused_load_says_the_running_model_was_kept() -> None:
     from types import SimpleNamespace
 
-    from bench.results.view_adapter import _fault
+    from bench.results.view_adapter import fault_event as _fault
 
     refused = SimpleNamespace(kind="signature", cause="", detail="bad sig", model_version=2, prev_version=1,
                               t_switch_us=None, t_fault_us=None, t_fault_bench_ns=None, since_switch_ms=None,

@@ -3,7 +3,9 @@
 // The JavaScript twin of host/npc_agent.py.
 //
 // The page is opened as index.html?link=ws://HOST:PORT/agent/NAME&store=/dev/NAME/ : `store` is the device's
-// storage on its origin (agent.json, trusted.pub.pem, models/), `link` where the bench listens.
+// storage on its origin (agent.json, trusted.pub.pem, models/), `link` where the bench listens. The URL's
+// fragment carries `token=...`: the page server takes the agent's writes (models/current.json,
+// models/updates/*.tflite) only with it.
 
 import * as wire from "./wire.js";
 import * as npcsched from "./npcsched.js";
@@ -23,6 +25,7 @@ const FRAME_SLACK_US = 4000; // an animation frame this close before a VSync tic
 const params = new URLSearchParams(location.search);
 const STORE = new URL(params.get("store") || "./", location.href);
 const LINK = params.get("link");
+const TOKEN = new URLSearchParams(location.hash.slice(1)).get("token") || "";
 
 const storeUrl = (path) => new URL(path, STORE).href;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -82,7 +85,9 @@ class Agent {
   }
 
   connect() {
-    const ws = new WebSocket(LINK);
+    const link = new URL(LINK);
+    link.searchParams.set("token", TOKEN); // the bench takes the link only with the device's token
+    const ws = new WebSocket(link.href);
     ws.onopen = () => {
       this.link = ws;
       this.rx = ""; // a line cut off with the previous link is not continued on this one
@@ -182,7 +187,8 @@ class Agent {
       const plain = u ? decodeURIComponent(u.pathname) : "";
       const inside = plain.startsWith(root.pathname) && plain.length > root.pathname.length;
       const dots = plain.split(/[\\/]/).some((seg) => seg === "." || seg === "..");
-      if (u && u.origin === root.origin && !u.search && !u.hash && inside && !dots) url = u.href;
+      const record = plain.toLowerCase().endsWith(".json"); // the agent's current.json, manifests: no model
+      if (u && u.origin === root.origin && !u.search && !u.hash && inside && !dots && !record) url = u.href;
     } catch {
       // a malformed %-escape: not a file name this agent reads
     }
@@ -259,10 +265,11 @@ class Agent {
     return wire.reply(msg, "updated", { model: model.info, ...figures, verify_us: verifyUs, switch_us: switchUs });
   }
 
-  /** Write a file into the device's storage (the bench's page server accepts PUT under models/). */
+  /** Write a file into the device's storage (the bench's page server accepts PUT under models/, with the
+   *  device's token). */
   async store(path, body) {
     try {
-      await fetch(storeUrl("models/" + path), { method: "PUT", body });
+      await fetch(storeUrl("models/" + path), { method: "PUT", body, headers: { "X-Device-Token": TOKEN } });
     } catch {
       // storage unavailable: the agent still runs, and starts as deployed
     }

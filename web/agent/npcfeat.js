@@ -38,7 +38,6 @@ function repr(v) {
 export function number(value, name, low = -VALUE_BOUND, high = VALUE_BOUND) {
   let v;
   if (typeof value === "number") v = value;
-  else if (typeof value === "boolean") v = +value;
   else if (typeof value === "string" && DECIMAL.test(value)) v = Number(value.trim());
   else if (typeof value === "string" && /^\s*[+-]?(inf|infinity|nan)\s*$/i.test(value)) v = NaN;
   else throw new RangeError(`${name}: ${repr(value)} is not a number`);

@@ -280,7 +280,14 @@ class Board:
         self.write(loader_text(decision.image))
         self.mode = Mode.APP
         self.events.append("app started")
-        self._repl = Repl(self.flash.fs_dir, self.config.mac, self.write, decision.banner, self._watchdog_request)
+        self._repl = Repl(
+            self.flash.fs_dir,
+            self.config.mac,
+            self.write,
+            decision.banner,
+            self._watchdog_request,
+            self.flash.filesystem_bytes,
+        )
         exit_reason = await self._repl.run(RESET_CAUSES[cause].machine_cause)
         self._repl = None
         self._stop_watchdog()

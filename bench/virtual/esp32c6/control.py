@@ -12,7 +12,7 @@ import json
 import socket
 from typing import Any
 
-from bench.virtual.control import serve_control
+from bench.virtual.control import parse_control_url, serve_control
 from bench.virtual.esp32c6.board import Board
 
 
@@ -47,16 +47,16 @@ async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def start_control(board: Board, host: str) -> asyncio.Server:
-    """Serve the control API on a free port."""
-    return await serve_control(lambda request: _handle(board, request), host)
+async def start_control(board: Board, host: str, token: str) -> asyncio.Server:
+    """Serve the control API on a free port, to requests with `token`."""
+    return await serve_control(lambda request: _handle(board, request), token, host)
 
 
 def control_request(url: str, op: str, timeout_s: float = 10.0) -> dict[str, Any]:
-    """Send one request to the control API at `tcp://host:port`; raise RuntimeError if it failed."""
-    host, _, port = url.removeprefix("tcp://").rpartition(":")
-    with socket.create_connection((host, int(port)), timeout=timeout_s) as sock:
-        sock.sendall(json.dumps({"op": op}).encode() + b"\n")
+    """Send one request to the control API at `tcp://host:port/token`; raise RuntimeError if it failed."""
+    host, port, token = parse_control_url(url)
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(json.dumps({"op": op, "token": token}).encode() + b"\n")
         data = b""
         while not data.endswith(b"\n"):
             chunk = sock.recv(65536)

@@ -31,6 +31,12 @@ class FlashStorage:
         self._file = path.open("r+b")
         self._map = mmap.mmap(self._file.fileno(), size)
 
+    @property
+    def filesystem_bytes(self) -> int:
+        """The size of MicroPython's vfs partition: from FILESYSTEM_OFFSET to the end of the flash (the esp32
+        port registers it so when the partition table has none, as partitions-4MiBplus.csv does)."""
+        return max(self.size - FILESYSTEM_OFFSET, 0)
+
     def close(self) -> None:
         """Flush and release the file."""
         self._map.flush()

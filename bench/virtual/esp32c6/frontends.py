@@ -1,16 +1,20 @@
-"""Ways to reach a virtual board's UART: RFC 2217 (with DTR/RTS auto-reset), raw TCP (socket://), a pty."""
+"""Ways to reach a virtual board's UART: RFC 2217 (with DTR/RTS auto-reset), raw TCP (socket://), a pty.
+Each admits whom a real board's `/dev/ttyACM0` would (root, the bench's user, group dialout): the TCP ports
+by asking the kernel who the peer is (bench.virtual.port_access), the pty by its file's owner and mode."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import sys
 import termios
 import tty
 from collections.abc import Callable
 
 from serial import rfc2217
 
+from bench.virtual import port_access
 from bench.virtual.esp32c6.board import Board
 
 IAC = 0xFF
@@ -127,7 +131,20 @@ def _telnet_filter(manager: rfc2217.PortManager, data: bytes, out: bytearray) ->
 async def start_tcp(board: Board, host: str, *, rfc2217_mode: bool) -> asyncio.Server:
     """A TCP server on a free port: RFC 2217 (modem lines honoured) or raw bytes."""
 
+    remote_ok = port_access.remote_allowed(host)
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
+        verdict = await asyncio.to_thread(port_access.check, peer, local, remote_ok=remote_ok)
+        if not verdict.admitted:
+            what = "rfc2217" if rfc2217_mode else "socket"
+            print(
+                f"{what} port: refused {verdict.who}: the port admits {port_access.RULE}", file=sys.stderr, flush=True
+            )
+            if not rfc2217_mode:  # a raw port's user sees why (RFC 2217 clients expect telnet, not text)
+                writer.write(f"permission denied: this board's port admits {port_access.RULE}\r\n".encode())
+            writer.close()
+            return
         await _serve_client(board, reader, writer, rfc2217_mode)
 
     return await asyncio.start_server(handle, host, 0)
@@ -142,6 +159,10 @@ class PtyFrontEnd:
         tty.setraw(self.slave, termios.TCSANOW)
         os.set_blocking(self.master, False)
         self.path = os.ttyname(self.slave)
+        gid = port_access.serial_gid()
+        with contextlib.suppress(OSError):  # root:dialout 0660, as udev sets a board's /dev/ttyACM0
+            os.chown(self.path, -1, gid if gid is not None else -1)
+            os.chmod(self.path, 0o660 if gid is not None else 0o600)
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.master, self._read)
         board.attach(self._write)

@@ -48,8 +48,10 @@ class Repl:
         write: Callable[[bytes], None],
         banner: str,
         on_watchdog: Callable[[int | None], None] = lambda timeout_ms: None,
+        vfs_bytes: int = 0,
     ) -> None:
         self.root = root
+        self.vfs_bytes = vfs_bytes
         self.mac = mac
         self.write = write
         self.banner = banner
@@ -69,7 +71,7 @@ class Repl:
         cause = reset_cause
         try:
             while True:
-                self._vm = MicroPythonVM(self.root, self.mac, cause, self.write, self.on_watchdog)
+                self._vm = MicroPythonVM(self.root, self.mac, cause, self.write, self.on_watchdog, self.vfs_bytes)
                 await self._vm.start()
                 try:
                     await self._boot_scripts()
@@ -107,7 +109,7 @@ class Repl:
         while not run.done():
             if self._pending and not interrupted:
                 data = bytes(self._pending)
-                cut = data.find(CTRL_C)
+                cut = data.find(vm.interrupt_char) if vm.interrupt_char >= 0 else -1  # micropython.kbd_intr
                 if cut < 0:
                     self._pending.clear()
                     vm.send_stdin(data)

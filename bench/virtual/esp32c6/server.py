@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from bench.kinds import UART_BRIDGE, USB_PERSONALITIES
+from bench.virtual.control import control_url, new_token
 from bench.virtual.esp32c6.board import Board, BoardConfig
 from bench.virtual.esp32c6.control import start_control
 from bench.virtual.esp32c6.efuse import parse_mac
@@ -25,7 +26,8 @@ async def serve(config: BoardConfig, host: str) -> None:
     board = Board(config)
     rfc = await start_tcp(board, host, rfc2217_mode=True)
     raw = await start_tcp(board, host, rfc2217_mode=False)
-    control = await start_control(board, host)
+    token = new_token()
+    control = await start_control(board, host, token)
     pty = PtyFrontEnd(board)
     await board.power_on()
     stop = asyncio.Event()
@@ -36,7 +38,7 @@ async def serve(config: BoardConfig, host: str) -> None:
         "rfc2217": url_of(rfc, "rfc2217"),
         "socket": url_of(raw, "socket"),
         "pty": pty.path,
-        "control": url_of(control, "tcp"),
+        "control": control_url(control, token),
     }
     sys.stdout.write(json.dumps(urls) + "\n")
     sys.stdout.flush()

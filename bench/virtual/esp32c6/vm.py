@@ -29,6 +29,8 @@ INTERRUPT_GRACE_S = 2.0  # a VM that ignores Ctrl-C this long is restarted
 # speed at times (inference P50 989-1905 us over 5 unchanged nightlies, CV 35%). It sleeps between frames, so it
 # takes little from the others. Needs root or CAP_SYS_NICE; without them the VM runs at the default niceness.
 VM_NICE = -15
+RAW_FRAME = b"\x10R"  # mpy/board_stdio.py: sys.stdout.buffer's bytes, then a 2-byte length, then the bytes
+CTRL_C = 3
 
 
 class Outcome(enum.Enum):
@@ -64,8 +66,10 @@ class MicroPythonVM:
         reset_cause: int,
         on_output: Callable[[bytes], None],
         on_watchdog: Callable[[int | None], None] = lambda timeout_ms: None,
+        vfs_bytes: int = 0,
     ) -> None:
         self.root = root
+        self.vfs_bytes = vfs_bytes  # the filesystem's size (the chip's vfs partition); 0: unbounded
         self.mac = mac
         self.reset_cause = reset_cause
         self.on_output = on_output
@@ -73,6 +77,8 @@ class MicroPythonVM:
         self._proc: subprocess.Popen[bytes] | None = None
         self._ctl_in = self._ctl_out = self._stdin = self._stdout = -1
         self._ctl_buf = bytearray()
+        self._out_buf = b""  # stdout not delivered yet: an unfinished raw frame
+        self.interrupt_char = CTRL_C  # micropython.kbd_intr's byte (-1: none), reset for every program
         self._stdin_pending = bytearray()
         self._result: asyncio.Future[RunResult] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,6 +122,7 @@ class MicroPythonVM:
             stderr=subprocess.STDOUT,
             pass_fds=(code_r, ctl_w),
             start_new_session=True,
+            env={**os.environ, "HILBENCH_VFS_BYTES": str(self.vfs_bytes)},
         )
         with contextlib.suppress(OSError):  # before the VM starts its threads (they inherit it); none: unprivileged
             os.setpriority(os.PRIO_PROCESS, self._proc.pid, VM_NICE)
@@ -135,6 +142,7 @@ class MicroPythonVM:
         if not self.running:
             return RunResult(Outcome.DIED)
         result = self._result = self._loop.create_future()
+        self.interrupt_char = CTRL_C  # as the chip's REPL sets it before each program
         header = f"{mode} {len(source)} {filename}\n".encode()
         await self._loop.run_in_executor(None, _write_all, self._ctl_in, header + source)
         return await result
@@ -206,7 +214,32 @@ class MicroPythonVM:
                 self._stdout = -1
                 self._finish(RunResult(Outcome.DIED))
                 return
-            self.on_output(chunk.replace(b"\n", b"\r\n"))  # MicroPython's stdout is "cooked", as on the chip
+            self.on_output(self._cook(chunk))
+
+    def _cook(self, chunk: bytes) -> bytes:
+        """Text as the chip's console sends it ("cooked": \\n -> \\r\\n); raw frames (sys.stdout.buffer) as they are."""
+        buf, out = self._out_buf + chunk, bytearray()
+        while buf:
+            at = buf.find(RAW_FRAME[:1])
+            if at < 0:
+                out += buf.replace(b"\n", b"\r\n")
+                buf = b""
+                break
+            out += buf[:at].replace(b"\n", b"\r\n")
+            buf = buf[at:]
+            if len(buf) < 2:
+                break  # wait: it may begin a frame
+            if buf[:2] != RAW_FRAME:
+                out += buf[:1]
+                buf = buf[1:]
+                continue
+            if len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[2:4], "little"):
+                break  # the rest of the frame is on its way
+            end = 4 + int.from_bytes(buf[2:4], "little")
+            out += buf[4:end]
+            buf = buf[end:]
+        self._out_buf = buf
+        return bytes(out)
 
     def _read_ctl(self) -> None:
         try:
@@ -224,6 +257,10 @@ class MicroPythonVM:
             if word in (b"wdt", b"feed"):  # not a result: the program goes on
                 self._ctl_buf = bytearray(rest)
                 self.on_watchdog(int(arg) if word == b"wdt" else None)
+                continue
+            if word == b"kbd_intr":  # micropython.kbd_intr(): the byte that interrupts from now on
+                self._ctl_buf = bytearray(rest)
+                self.interrupt_char = int(arg)
                 continue
             if word == b"error":
                 size = int(arg)

@@ -1,11 +1,15 @@
 # The `machine` module of the virtual ESP32-C6 (MicroPython code), the surface of MicroPython's esp32 port
 # for this chip: reset/bootloader/unique_id/reset_cause/freq/idle, Pin, UART, Timer and WDT. Board-level
 # requests (reset, bootloader, soft reset, watchdog) go to the board over the control pipe; the board acts.
-# Peripherals that are not modelled are absent (AttributeError), as on a port built without them.
+# Peripherals that are not modelled are absent (AttributeError), as on a port built without them; docs/esp32c6.md
+# lists each name of the esp32 port's machine that is missing here, and why.
 import _thread
 import time
 
 import micropython
+
+__name__ = "machine"
+del __file__  # built in on the chip: no host path in its repr
 
 PWRON_RESET = 1
 HARD_RESET = 2
@@ -271,3 +275,60 @@ class WDT:
 
     def feed(self):
         _send(b"feed")
+
+
+# -- Signal, pulses, light sleep (extmod/machine_signal.c, machine_pulse.c; ports/esp32/modmachine.c) ------
+
+SLEEP = 2  # MACHINE_WAKE_SLEEP
+DEEPSLEEP = 4  # MACHINE_WAKE_DEEPSLEEP
+PIN_WAKE = EXT0_WAKE = 2  # esp_sleep_source_t
+EXT1_WAKE = 3
+TIMER_WAKE = 4
+TOUCHPAD_WAKE = 5
+ULP_WAKE = 6
+_wake = [0]  # esp_sleep_get_wakeup_cause() of the last light sleep (0: none since reset)
+
+
+class Signal:
+    """A Pin seen through an active level: Signal(pin, invert=False) or Signal(id, mode, ..., invert=False)."""
+
+    def __init__(self, pin, *args, invert=False, **kwargs):
+        self._pin = pin if isinstance(pin, Pin) else Pin(pin, *args, **kwargs)
+        self._invert = bool(invert)
+
+    def value(self, x=None):
+        if x is None:
+            return self._pin.value() ^ self._invert
+        self._pin.value(int(bool(x)) ^ self._invert)
+
+    def __call__(self, x=None):
+        return self.value(x)
+
+    def on(self):
+        self.value(1)
+
+    def off(self):
+        self.value(0)
+
+
+def time_pulse_us(pin, pulse_level, timeout_us=1000000):
+    """Nothing drives a pin of this board, so a pulse never starts (-2) or never ends (-1), after the timeout."""
+    time.sleep_us(int(timeout_us))
+    return -1 if pin.value() == pulse_level else -2
+
+
+def lightsleep(time_ms=None):
+    """Sleep with the CPU stopped: until the timer wakes the chip (TIMER_WAKE); with no time, nothing on this
+    board (no wired pin, no UART input wake) can wake it."""
+    if time_ms is None:
+        while True:
+            time.sleep(1)
+    time.sleep_ms(int(time_ms))
+    _wake[0] = TIMER_WAKE
+
+
+sleep = lightsleep
+
+
+def wake_reason():
+    return _wake[0]

@@ -4,6 +4,7 @@
 # the programs the board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on
 # the other control pipe with "ok\n" or "error <length>\n" + traceback. stdin/stdout are the board's UART.
 import io
+import os
 import sys
 
 import vfs
@@ -12,21 +13,32 @@ _root, _in_fd, _out_fd, _mac, _cause, _shim = sys.argv[1:7]
 sys.path.insert(0, _shim)
 import board_machine  # noqa: E402
 import board_os  # noqa: E402
+import board_stdio  # noqa: E402
 
 _ctl_in = open("/proc/self/fd/" + _in_fd, "rb")  # noqa: SIM115 (open for the VM's lifetime)
 _ctl_out = open("/proc/self/fd/" + _out_fd, "wb")  # noqa: SIM115
 board_machine.setup(bytes(int(_mac[i : i + 2], 16) for i in range(0, 12, 2)), _ctl_out, int(_cause))
+board_stdio.install()
 sys.modules["machine"] = board_machine
 sys.modules["os"] = sys.modules["uos"] = board_os  # the unix port's os (system, getenv, VfsPosix) is not reachable
+_capacity = int(os.getenv("HILBENCH_VFS_BYTES") or 0)  # the chip's vfs partition (bench.virtual.esp32c6.flash)
+del os
 vfs.umount("/")
-vfs.mount(board_os.board_fs(vfs.VfsPosix(_root)), "/")
+vfs.mount(board_os.board_fs(vfs.VfsPosix(_root), _capacity), "/")
 board_os.chdir("/")
+del board_os.board_fs
 
 
-class _Vfs:  # the board's `vfs`: the mount table stays as set up here (no VfsPosix of the host's "/")
-    pass
+class _Vfs:  # the board's `vfs`, as the esp32 port's: no VfsPosix (the host's files)
+    __name__ = "vfs"
+    mount = vfs.mount
+    umount = vfs.umount
+    VfsFat = vfs.VfsFat
+    VfsLfs2 = vfs.VfsLfs2
 
 
+board_os.mount, board_os.umount = vfs.mount, vfs.umount  # os.mount is vfs.mount on the chip
+board_os.VfsFat, board_os.VfsLfs2 = vfs.VfsFat, vfs.VfsLfs2
 sys.modules["vfs"] = sys.modules["uvfs"] = _Vfs
 del vfs
 sys.path[:] = ["", "/lib"]

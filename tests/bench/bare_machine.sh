@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Bare-machine check (opt-in; minutes, ~2 GB of downloads): a Debian 12 tree built with debootstrap from
+# Debian's archive, a fresh clone of this checkout's HEAD inside it, then the README's first command,
+# `.ci/setup && .venv/bin/hilbench nightly`, as root in a chroot with /proc, /dev and /sys mounted.
+# Prints the exit code and the time; exits with the nightly's (or setup's) exit code.
+#
+#   sudo tests/bench/bare_machine.sh [WORKDIR]     # WORKDIR kept for a re-run (default: a new /var/tmp folder)
+#
+# Needs: root, debootstrap (apt-get install -y debootstrap), network to deb.debian.org, PyPI and npm.
+# DEBIAN_MIRROR overrides the archive. Nothing of the host's bench (venv, caches, packages) is used.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
+WORK="${1:-$(mktemp -d /var/tmp/hilbench-bare.XXXXXX)}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+ROOT="$WORK/root"
+
+[ "$(id -u)" -eq 0 ] || { echo "bare_machine: run as root (debootstrap and chroot)" >&2; exit 2; }
+command -v debootstrap >/dev/null || { echo "bare_machine: apt-get install -y debootstrap" >&2; exit 2; }
+
+mounted=()
+cleanup() {
+  local i
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+bind() {  # mount TYPE/OPTIONS onto a folder of the tree; undone on exit, innermost first
+  local target="$ROOT/$1"; shift
+  mount "$@" "$target"
+  mounted+=("$target")
+}
+
+started=$(date +%s)
+if [ ! -x "$ROOT/usr/bin/apt-get" ]; then
+  echo "bare_machine: debootstrap bookworm into $ROOT ($MIRROR)"
+  debootstrap --variant=minbase bookworm "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
+    || { echo "bare_machine: debootstrap failed, see $WORK/debootstrap.log" >&2; exit 3; }
+fi
+boot_s=$(( $(date +%s) - started ))
+cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+echo "deb $MIRROR bookworm main" >"$ROOT/etc/apt/sources.list"
+echo "deb $MIRROR bookworm-updates main" >>"$ROOT/etc/apt/sources.list"
+echo "deb http://security.debian.org/debian-security bookworm-security main" >>"$ROOT/etc/apt/sources.list"
+
+rm -rf "$ROOT/opt/npc-hil-bench"
+git clone -q "$REPO" "$ROOT/opt/npc-hil-bench"   # the committed tree only: what a newcomer clones
+
+bind proc -t proc proc
+bind sys --rbind /sys
+mount --make-rslave "$ROOT/sys"
+bind dev --rbind /dev
+mount --make-rslave "$ROOT/dev"
+
+echo "bare_machine: .ci/setup && .venv/bin/hilbench nightly in the chroot (log: $WORK/run.log)"
+set +e
+ran=$(date +%s)
+chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  bash -c 'cd /opt/npc-hil-bench && .ci/setup && .venv/bin/hilbench nightly' >"$WORK/run.log" 2>&1
+code=$?
+set -e
+run_s=$(( $(date +%s) - ran ))
+tail -n 25 "$WORK/run.log"
+echo "bare_machine: exit $code; debootstrap ${boot_s} s, setup + nightly ${run_s} s; $(uptime)"
+exit "$code"

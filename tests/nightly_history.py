@@ -1,0 +1,72 @@
+"""Synthetic nightly histories written through the results store and judged by the nightly's own confirm stage
+(no replay: suspects settle as regressions): for the history page's tests and its timing benchmark."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bench.measure.measurement import Measurement
+from bench.nightly.confirm import confirm_run
+from bench.results.evidence import record_fingerprint
+from bench.results.store import ResultStore
+from bench.results.thresholds import Thresholds
+
+# device -> (kind, inference P50 us, decision latency P50 us, FPS, memory peak B, clock)
+FLEET = {
+    "c6-a": ("esp32c6", 1000.0, 9000.0, 20.0, 118_000.0, "real time"),
+    "pi5-1": ("pi5", 460.0, 6000.0, 30.0, 52e6, "icount"),
+    "orin-1": ("jetson-orin-nx", 360.0, 3100.0, 60.0, 61e6, "real time"),
+    "switch-1": ("switch-arm64", 400.0, 29000.0, 30.0, 48e6, "real time"),
+}
+
+
+@dataclass
+class Plan:
+    """What happens over the nights: run-to-run noise, a creep on one device, a step, failures, model changes."""
+
+    nights: int
+    cv: float = 0.012
+    creep_device: str = "orin-1"
+    creep_from: int | None = None  # 0-based night the creep starts (None: no creep)
+    creep_rate: float = 0.05  # per night, on inference P50
+    step_night: int | None = None  # a +40% memory step on c6-a that night only
+    failed: dict[int, str] = field(default_factory=dict)  # night -> device whose part failed
+    model_every: int = 0  # a new model sha256 on every device each this many nights (0: never)
+
+
+def write_history(store: ResultStore, thresholds: Thresholds, plan: Plan, devices: tuple[str, ...]) -> list[int]:
+    """Store and judge `plan.nights` nights of session "combat" on `devices`; return their run ids."""
+    rng = np.random.default_rng(5)
+    ids = []
+    for night in range(plan.nights):
+        run = store.begin_run("replay", session="combat")
+        for name in devices:
+            kind, inference, latency, fps, mem, clock = FLEET[name]
+            store.add_device(run, name, kind)
+            noise = rng.lognormal(0.0, plan.cv, 4)
+            if plan.creep_from is not None and name == plan.creep_device and night >= plan.creep_from:
+                inference *= (1 + plan.creep_rate) ** (night - plan.creep_from + 1)
+            if night == plan.step_night and name == "c6-a":
+                mem *= 1.4
+            model = f"{night // plan.model_every:064x}" if plan.model_every else "0" * 64
+            record_fingerprint(store, run, name, {"model_sha256": model, "virtual": True, "clock": clock})
+            if plan.failed.get(night) == name:
+                store.update_device(run, name, status="failed", detail="link lost mid-replay")
+                continue
+            store.add_measurements(run, name, [
+                Measurement("inference_latency_p50", "us", inference * noise[0], samples=900),
+                Measurement("decision_latency_p50", "us", latency * noise[1], samples=900),
+                Measurement("decision_latency_p99", "us", 2 * latency * noise[1], samples=900),
+                Measurement("fps", "FPS", fps * (1 + (noise[2] - 1) / 20), samples=900),
+                Measurement("fps_1pct_low", "FPS", 0.9 * fps * (1 + (noise[2] - 1) / 5), samples=900),
+                Measurement("frame_jitter_std", "us", 800 * noise[3], samples=900),
+                Measurement("mem_peak", "B", mem, samples=40),
+            ])  # fmt: skip
+            store.update_device(run, name, status="ok")
+        store.finish_run(run, "ok")
+        asyncio.run(confirm_run(store, run, "combat.mcap", [], thresholds, None))
+        ids.append(run)
+    return ids
