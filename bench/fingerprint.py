@@ -33,10 +33,17 @@ FIELDS = {
 
 
 def device_fingerprint(
-    device: Device, hello: dict[str, Any], *, git_rev: str | None, host: str, os: dict[str, Any] | None = None
+    device: Device,
+    hello: dict[str, Any],
+    *,
+    git_rev: str | None,
+    host: str,
+    os: dict[str, Any] | None = None,
+    latency_clock: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of `device` from the agent's hello message (its `agent` info in the results store), and
-    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint)."""
+    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint);
+    `latency_clock` is the clock the run's latency figures are on ("bench", "device" or None: none stored)."""
     model = hello.get("model") or {}
     label = f"{model.get('name', '?')}@{model.get('version', '?')} ({model.get('format', '?')})"
     out: dict[str, Any] = {
@@ -49,6 +56,7 @@ def device_fingerprint(
         "firmware_sha256": firmware_sha256(device),
         "virtual": device.virtual,
         "clock": device_clock(device, hello),
+        "latency_clock": latency_clock,
         "git_rev": git_rev,
         "host": host,
     }

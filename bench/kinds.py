@@ -88,6 +88,9 @@ class Settings:
     update_channel: str = chosen("coap", UPDATE_CHANNELS)  # coap, grpc (Linux-class boards), websocket (web)
     stall_s: float = ranged(5.0, 0.1, 3600)  # no frame record this long mid-run: the device stopped answering
     reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
+    # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
+    # the bench's time, from the start; 0: the session's own length (at the replay's speed)
+    replay_budget_s: float = ranged(0.0, 0.0, 3600)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Keep the checks of every field a subclass overrides with a plain default; refuse a number without a range."""
