@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import stat
-import shutil
 import subprocess
 import sys
 import tempfile
