@@ -39,6 +39,12 @@ class DeviceSummary:
     faults: int
     ota_transfers: int
     model_versions: tuple[str, ...]
+    replay_session_s: float | None = None  # the session's length
+    replay_covered_s: float | None = None  # how much of it was played, from the start
+    pace_clock: str | None = None  # the replay's fidelity figure: "bench" (send error), "device" (release error)
+    pace_p50_ms: float | None = None
+    pace_p99_ms: float | None = None
+    pace_max_ms: float | None = None
     energy_n: int = 0  # decisions the energy figures rest on
     energy_p50_mj: float | None = None  # energy per decision (devices with a power meter)
     energy_p99_mj: float | None = None
@@ -68,6 +74,8 @@ FIGURES: dict[str, tuple[tuple[str, ...], str]] = {
     "stutters": (("stutters",), "count"),
     "first_frame_ms": (("first_frame_p50", "first_frame"), "ms"),
     "memory_peak_mb": (("mem_peak",), "MB"),
+    "replay_session_s": (("replay_session",), "s"),
+    "replay_covered_s": (("replay_covered",), "s"),
     "energy_p50_mj": (("energy_per_decision_p50",), "mJ"),
     "energy_p99_mj": (("energy_per_decision_p99",), "mJ"),
     "power_inferring_mw": (("power_inferring",), "mW"),
@@ -118,4 +126,18 @@ def summarize(device: DeviceRun) -> DeviceSummary:
         faults=len(device.faults),
         ota_transfers=len(device.ota),
         model_versions=tuple(device.model_versions),
+        **_pace(device),
     )
+
+
+PACE = {"bench": "replay_send_error", "device": "replay_release_error"}  # ns, bench.measure.replay_timing
+
+
+def _pace(device: DeviceRun) -> dict:
+    """The replay's send (bench clock) or release (device clock) error P50/P99/max in ms, when stored."""
+    for clock, name in PACE.items():
+        values = [device.scalars.get(f"{name}_{q}", (None, ""))[0] for q in ("p50", "p99", "max")]
+        if values[1] is not None:
+            ms = [None if v is None else v / 1e6 for v in values]
+            return {"pace_clock": clock, "pace_p50_ms": ms[0], "pace_p99_ms": ms[1], "pace_max_ms": ms[2]}
+    return {}
