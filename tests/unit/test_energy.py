@@ -59,6 +59,19 @@ def test_pmic_read_adc_sums_current_times_voltage() -> None:
         pmic_power_mw('error=1 error_msg="Command not registered"')
 
 
+def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one() -> None:
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[2] / "bench/virtual/linux_tools/vcgencmd"
+    out = subprocess.run([sys.executable, str(tool), "pmic_read_adc"], capture_output=True, text=True, check=True)
+    rails = pmic_rails(out.stdout)
+    assert {"VDD_CORE", "3V3_SYS", "DDR_VDD2"} <= set(rails)
+    idle = (0.0527 * 3.310944 + 0.165976 * 1.801466 + 0.020496 * 1.111017 + 0.18837 * 1.106222 + 0.33669 * 0.8010092
+            + 0.71556 * 0.8823745) * 1000  # fmt: skip
+    assert idle - 1 <= pmic_power_mw(out.stdout) <= idle + (3.5 - 0.71556) * 0.8823745 * 1000 + 1
+
+
 def test_hwmon_files(tmp_path: Path) -> None:
     assert hwmon_power_mw(power_uw="1520000\n") == 1520.0
     assert hwmon_power_mw(current_ma="412\n", voltage="5080\n") == pytest.approx(412 * 5.08)
