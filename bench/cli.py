@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "bench.commands.virtual",
     "bench.commands.lab",
     "bench.commands.power",
+    "bench.commands.energy",
     "bench.commands.doctor",
 ]
 

@@ -48,8 +48,10 @@ class BenchHwmonMeter(Meter):
         self.read_once()  # a wrong path fails the start, not silently the run
 
     async def run(self) -> None:
-        dt_ns = round(self.period_s * 1e9)
+        last = time.monotonic_ns() - round(self.period_s * 1e9)
         while True:
             value = await asyncio.to_thread(self.read_once)
-            self.samples.append(PowerSample(time.monotonic_ns(), dt_ns, value))
+            now = time.monotonic_ns()
+            self.samples.append(PowerSample(now, now - last, value))  # a reading stands for the time since the last
+            last = now
             await asyncio.sleep(self.period_s)

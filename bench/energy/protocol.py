@@ -3,7 +3,7 @@
 A sample is the mean power over an interval that ends at `t_ns` (`time.monotonic_ns()`, the clock the replayer
 stamps inputs with) and lasted `dt_ns`. A meter on the bench host (PPK2, Joulescope, a bench-side hwmon sensor)
 stamps its own samples; a meter read on the device over SSH (tegrastats, the PMIC, a device hwmon file) is
-stamped when each reading arrives, its interval the reading period.
+stamped when each reading arrives, its interval the time since the reading before it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Meters read on a Linux board over its SSH link: tegrastats' INA3221 rails (Jetson), `vcgencmd pmic_read_adc`
 (Raspberry Pi 5), a hwmon power or current file. Each reading is stamped on the bench clock when it arrives and
-stands for the reading period before it."""
+stands for the time since the reading before it (the first, for one reading period)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class RemoteMeter(Meter):
         self._proc = await self.connection.stream(self.command())
         assert self._proc.stdout is not None
         block: list[str] = []
-        dt_ns = round(self.period_s * 1e9)
+        last = time.monotonic_ns() - round(self.period_s * 1e9)
         while raw := await self._proc.stdout.readline():
             line = raw.decode("utf-8", "replace").rstrip("\n")
             now = time.monotonic_ns()
@@ -52,8 +52,9 @@ class RemoteMeter(Meter):
             text = "\n".join(block) if self.blocks else line
             block = []
             power = self.reading(text)
-            if power is not None:
-                self.samples.append(PowerSample(now, dt_ns, power))
+            if power is not None:  # a reading stands for the time since the last one
+                self.samples.append(PowerSample(now, now - last, power))
+                last = now
         status = await self._proc.wait()
         if not self.samples:
             raise MeterError(f"device {self.device!r}: meter {self.name}: the command ended without a reading "

@@ -203,3 +203,20 @@ def test_a_slow_meter_gives_session_energy_only_and_says_so() -> None:
     assert out.get("energy_per_decision_p50").value is None
     assert TOO_SLOW in out.get("energy_per_decision_p50").flags
     assert out.get("energy_session").value == pytest.approx(1000.0)
+
+
+def test_hilbench_energy_reads_a_bench_hwmon_sensor(tmp_path: Path, monkeypatch, capsys) -> None:
+    import json
+
+    from bench.cli import main
+
+    monkeypatch.setenv("HILBENCH_LEASE_DIR", str(tmp_path / "leases"))
+    (tmp_path / "power1_input").write_text("1250000\n")  # 1.25 W, as an INA226's hwmon file says it
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[device]]\nname = "c6-x"\nkind = "esp32c6"\nport = "/dev/ttyUSB9"\n'
+                     'energy = { driver = "hwmon", on = "bench", power = "power1_input", interval_ms = 50 }\n'
+                     '[[device]]\nname = "c6-y"\nkind = "esp32c6"\nport = "/dev/ttyUSB8"\n')  # fmt: skip
+    assert main(["energy", "--fleet", str(fleet), "--device", "c6-x", "--seconds", "0.5", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["devices"][0]
+    assert row["ok"] and row["mean_mw"] == pytest.approx(1250.0) and row["samples"] >= 5
+    assert main(["energy", "--fleet", str(fleet), "--device", "c6-y"]) == 2  # no energy table: a usage error
