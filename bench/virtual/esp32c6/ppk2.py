@@ -27,7 +27,8 @@ RESISTORS = (1031.64, 101.65, 10.15, 0.94, 0.043)  # ohms of the five ranges (th
 ADC_MULT = 1.8 / 163840  # what ppk2-api multiplies the (code * 4) by
 CODE_MAX = (1 << 14) - 1
 RANGE_HEADROOM = 0.9  # a range is used up to this share of its full scale
-MAX_BUFFER = 4 * SAMPLE_RATE * 2  # two seconds of samples queued for a reader that falls behind; older ones go
+MAX_BUFFER = 4 * SAMPLE_RATE * 60  # a minute of samples queued for a reader that falls behind (ppk2-api decodes
+# in Python: on a loaded host it lags), so that sample k stays at k x 10 us; past that the oldest are lost
 
 # opcode -> bytes of arguments that follow it
 ARGUMENTS = {0x01: 3, 0x02: 1, 0x03: 1, 0x04: 1, 0x05: 0, 0x06: 0, 0x07: 0, 0x08: 1, 0x09: 1, 0x0A: 0, 0x0C: 1,
