@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "bench.commands.fleet",
     "bench.commands.nightly",
     "bench.commands.report",
+    "bench.commands.results",
     "bench.commands.keys",
     "bench.commands.model",
     "bench.commands.ota",
