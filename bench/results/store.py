@@ -194,14 +194,25 @@ class ResultStore:
         speed: float | None = None,
         git_rev: str | None = None,
         config: dict[str, Any] | None = None,
+        started_at: str | None = None,
     ) -> int:
-        """Start a run (status `running`; its summary names the process writing it until it finishes)."""
+        """Start a run (status `running`; its summary names the process writing it until it finishes).
+        `started_at` (ISO-8601 UTC, default now) is for runs imported or written after the fact."""
         pid = os.getpid()
         owner = {"owner": {"host": socket.gethostname(), "pid": pid, "pid_start": process_start(pid)}}
         cur = self.db.execute(
             "INSERT INTO runs (kind, bench, started_at, status, session, speed, git_rev, config, summary)"
             " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?) RETURNING id",
-            (kind, bench, _now(), session, speed, git_rev, json.dumps(config or {}, default=str), json.dumps(owner)),
+            (
+                kind,
+                bench,
+                started_at or _now(),
+                session,
+                speed,
+                git_rev,
+                json.dumps(config or {}, default=str),
+                json.dumps(owner),
+            ),
         )
         return int(cur.fetchall()[0][0])  # fetch all: a pending RETURNING statement would hold the write lock
 
