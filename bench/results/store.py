@@ -443,8 +443,10 @@ class ResultStore:
         return frames, inputs
 
     def raw_pruned(self, run_id: int) -> dict[str, str]:
-        """Device -> when its raw rows of run `run_id` were pruned (absent: still stored)."""
-        return dict(self.db.execute("SELECT device, at FROM raw_pruned WHERE run_id = ?", (run_id,)).fetchall())
+        """Device -> when its frame rows of run `run_id` were pruned (absent: still stored, or it never had any, as
+        in an update-and-faults run)."""
+        rows = self.db.execute("SELECT device, at FROM raw_pruned WHERE run_id = ? AND frames > 0", (run_id,))
+        return dict(rows.fetchall())
 
     def size_bytes(self) -> int:
         """Bytes the store takes on disk (SQLite file and WAL, or the PostgreSQL database)."""

@@ -112,6 +112,7 @@ def test_inputs_read_back_exactly_also_from_a_row_per_input_store(tmp_path: Path
         store.db.execute("INSERT INTO inputs VALUES (?, 'old', 0, 'gaze', 5, 7)", (run,))  # written before packing
         assert store.inputs(run, "old") == {0: 7} and store.input_count(run, "old") == 1
         assert store.prune_raw(run, "old") == (0, 1) and store.inputs(run, "old") == {}
+        assert store.raw_pruned(run) == {}  # it had no frames: its report has no frame plots to miss
 
 
 def test_retention_settings_are_typed_and_named() -> None:
