@@ -80,14 +80,14 @@ def _interrupt_code(exc: BaseException) -> int | None:
 
 
 def _say(text: str, *, error: bool) -> None:
-    """One line on stderr: through rich when the commands loaded it (colour on a terminal), else plain (an
-    interrupt while modules still import must not import more)."""
+    """One line on stderr, never wrapped (a log keeps it whole): through rich when the commands loaded it
+    (colour on a terminal), else plain (an interrupt while modules still import must not import more)."""
     if "bench.console" in sys.modules and "rich.markup" in sys.modules:
         from rich.markup import escape
 
         from bench.console import err
 
-        err.print(f"[red]error:[/red] {escape(text)}" if error else escape(text), highlight=False)
+        err.print(f"[red]error:[/red] {escape(text)}" if error else escape(text), highlight=False, soft_wrap=True)
     else:
         sys.stderr.write(f"error: {text}\n" if error else f"{text}\n")
         sys.stderr.flush()
