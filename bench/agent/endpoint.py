@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bench.fleet import Device
+from bench.kinds import DECISION_BUDGET_MS
 
 
 class FrameLike(Protocol):
@@ -47,7 +48,14 @@ class AgentLike(Protocol):
 
     async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockLike: ...
     async def start(
-        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0
+        self,
+        *,
+        fps: int,
+        vsync_hz: int,
+        key_every: int = 1,
+        budget_ms: int = DECISION_BUDGET_MS,
+        frames: int = 0,
+        hold_ms: int | None = None,
     ) -> Any: ...
     async def stop(self, timeout: float | None = None) -> Any: ...
     async def stats(self) -> dict[str, Any]: ...

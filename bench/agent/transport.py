@@ -16,6 +16,7 @@ import serial
 
 from bench.agent.wire import MAX_LINE
 from bench.errors import ConfigError, DeviceUnreachable
+from bench.links.spec import DEFAULT_BAUD
 from bench.procs import tied
 
 READ_LIMIT = 4 * MAX_LINE  # asyncio stream buffer; longer console lines are cut, never fatal
@@ -160,7 +161,7 @@ class SerialTransport:
         self.thread.start()
 
     @classmethod
-    async def open(cls, url: str, baud: int = 115200) -> SerialTransport:
+    async def open(cls, url: str, baud: int = DEFAULT_BAUD) -> SerialTransport:
         """Open the port (in a thread: rfc2217 negotiation blocks), or raise DeviceUnreachable."""
 
         def _open() -> serial.SerialBase:
@@ -216,7 +217,7 @@ class SerialTransport:
                 self.port.close()
 
 
-async def open_transport(url: str, *, baud: int = 115200, timeout: float = 5.0) -> LineTransport:
+async def open_transport(url: str, *, baud: int = DEFAULT_BAUD, timeout: float = 5.0) -> LineTransport:
     """A transport for `url`: `tcp://HOST:PORT`, or a pyserial URL or port path (rfc2217://, socket://, /dev/tty...)."""
     if url.startswith("tcp://"):
         host, sep, port = url[len("tcp://") :].rstrip("/").rpartition(":")

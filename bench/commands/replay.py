@@ -31,6 +31,8 @@ SUMMARY_COLUMNS = (
     ("decision_deadline_misses", "misses", 1.0, "{:.0f}"),
     ("frame_jitter_p99", "jitter P99 us", 1.0, "{:.0f}"),
     ("replay_send_error_p99", "send err P99 us", 1e-3, "{:.1f}"),
+    ("replay_release_error_p99", "release err P99 us", 1e-3, "{:.1f}"),  # replayed on the device's clock
+    ("replay_covered", "played s", 1.0, "{:.1f}"),
     ("faults", "faults", 1.0, "{:.0f}"),
 )
 

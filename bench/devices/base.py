@@ -20,14 +20,17 @@ __all__ = ["Driver", "Progress", "StepResult", "no_progress"]
 class Driver(ABC):
     """How the bench uses one device of one kind. Same code path for real and virtual devices."""
 
-    # how long the agent on this kind of device may take to answer a request (slow targets raise it)
-    reply_timeout_s: float = 5.0
     # how long opening the agent waits for the device to answer at all (the recovery ladder shortens it)
     answer_timeout_s: float = 10.0
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
         self.log_dir = log_dir
+
+    @property
+    def reply_timeout_s(self) -> float:
+        """How long the agent on this device may take to answer a request: its kind's setting (fleet-settable)."""
+        return float(self.device.settings.reply_timeout_s)
 
     @abstractmethod
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:

@@ -61,9 +61,6 @@ def check_firmware(path: Path) -> bytes:
 class Esp32c6Driver(Driver):
     """An ESP32-C6 with MicroPython on a serial link (real or virtual alike)."""
 
-    # pure-MicroPython P-256 verification of a model takes seconds on a 160 MHz RISC-V core
-    reply_timeout_s = 15.0
-
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)
         self.firmware_configured = bool(firmware or self.device.settings.firmware)

@@ -113,7 +113,6 @@ class LinuxDriver(Driver):
         self.force_os = force_os
         self.controls = controls
         self.start_timeout_s = float(device.settings.agent_start_timeout_s)
-        self.reply_timeout_s = float(device.settings.reply_timeout_s)
         if not isinstance(device.link, SshLink):
             raise ConfigError(
                 f"device {device.name!r}: no SSH link",
@@ -316,20 +315,6 @@ class LinuxDriver(Driver):
             if n < checks - 1:
                 await asyncio.sleep(interval_s)
         return True
-
-    async def wait_agent_exit(self, poll_s: float = 0.2) -> None:
-        """Return when the agent process ends (one long-running remote command, no polling traffic)."""
-        if self.agent is None:
-            return
-        conn = await self.connection()
-        proc = await conn.stream(f"while {alive_test(self.agent.pid)}; do sleep {poll_s}; done; echo gone")
-        try:
-            assert proc.stdout is not None
-            await proc.stdout.read()
-        finally:
-            if proc.returncode is None:
-                proc.terminate()
-            await proc.wait()
 
     async def open_agent(self):
         """Start the agent if it is not running and return a line transport to it through the SSH forward."""

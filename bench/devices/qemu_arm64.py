@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.devices.base import Driver, Progress, StepResult, no_progress
-from bench.devices.qemu_machine import GUEST_AGENT_PORT, GuestFault, QemuMachine
+from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GUEST_AGENT_PORT, GuestFault, QemuMachine
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
@@ -25,7 +25,6 @@ from bench.power.protocol import PowerDriver, PowerError
 from bench.power.qmp import QmpPower, qmp
 
 SLIRP_HOST = "10.0.2.2"
-BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host; icount boots are slower still
 PORT_ATTEMPTS = 3  # free ports are picked before QEMU binds them: another process may take one meanwhile
 HELLO_RETRY_S = 0.1  # between hello probes while the guest agent starts: slirp accepts before it listens
 
@@ -59,9 +58,6 @@ def resolve_image(device: Device) -> tuple[Path, Path, str]:
 
 class QemuArm64Driver(Driver):
     """Boots and runs the agent on a switch-arm64 device. `mode`: agent, selftest or idle (control only)."""
-
-    # TCG emulation (3x slower guest clock under icount) on a shared host: give the agent time
-    reply_timeout_s = 30.0
 
     def __init__(
         self,

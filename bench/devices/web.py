@@ -30,7 +30,6 @@ def storage_dir(device: Device) -> Path:
 class WebDriver(Driver):
     """A web device: one page in a browser."""
 
-    reply_timeout_s = 15.0
     connect_timeout_s = 60.0  # page load + LiteRT.js's WASM compile on a loaded 2-core machine
 
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:

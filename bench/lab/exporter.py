@@ -12,6 +12,7 @@ import yaml
 
 from bench.errors import ConfigError
 from bench.fleet import Device, Fleet, Link
+from bench.links.spec import DEFAULT_BAUD
 
 
 def host_devices(fleet: Fleet, host: str) -> list[Device]:
@@ -37,7 +38,7 @@ def exporter_config(fleet: Fleet, host: str, served: dict[str, Link] | None = No
 
 def _resources(fleet: Fleet, dev: Device, served: Link | None, address: str | None) -> dict:
     where = f"{fleet.path}: device {dev.name!r}"
-    baud = int(dev.extra.get("baud") or getattr(dev.settings, "baud", 115200))
+    baud = int(dev.extra.get("baud") or getattr(dev.settings, "baud", DEFAULT_BAUD))
     if dev.virtual:
         if served is None:
             raise ConfigError(

@@ -22,6 +22,9 @@ _QEMU_KEYS = {"image", "timing", "smp", "memory_mb", "binary", "cpu", "machine"}
 _QEMU_TIMINGS = ("realtime", "icount")
 
 
+DEFAULT_BAUD = 115200  # a serial link's speed when neither the fleet nor the kind sets one
+
+
 @dataclass(frozen=True)
 class FleetEntry:
     """What a link parser needs to know about the [[device]] table it reads."""
@@ -31,7 +34,7 @@ class FleetEntry:
     kind: str
     optional: bool  # virtual or in a lab place: the link may be missing (the bench finds it itself)
     base_dir: Path  # the fleet file's folder, for relative paths
-    default_baud: int = 115200
+    default_baud: int = DEFAULT_BAUD
 
 
 @dataclass(frozen=True)
@@ -109,7 +112,7 @@ class SerialLink:
     @classmethod
     def from_lab(cls, device: Any, params: dict[str, Any]) -> SerialLink:
         """The link to `device` from the parameters of its place's published resource."""
-        baud = int(device.extra.get("baud") or params.get("speed") or getattr(device.settings, "baud", 115200))
+        baud = int(device.extra.get("baud") or params.get("speed") or getattr(device.settings, "baud", DEFAULT_BAUD))
         return cls(url=serial_url(params), baud=baud)
 
 

@@ -42,7 +42,3 @@ def _tflite_shapes(data: bytes, path: Path) -> tuple[tuple[int, ...], tuple[int,
     if len(inputs) != 1 or len(outputs) != 1:
         raise ConfigError(f"model {path}: {len(inputs)} inputs and {len(outputs)} outputs, the policy has 1 and 1")
     return inputs[0], outputs[0]
-
-
-def _shape(graph: tflite.SubGraph, tensor: int) -> tuple[int, ...]:
-    return tuple(int(s) for s in graph.Tensors(tensor).ShapeAsNumpy())

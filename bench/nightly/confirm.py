@@ -93,7 +93,7 @@ async def confirm_run(
         accept(store, run_id, dev.name, ok, why)
     session = store.run(run_id).session or ""
     for v in result.verdicts:
-        if v.status == REGRESSION and v.drift_since is not None:
+        if v.status == REGRESSION and v.is_drift:
             leave_window(store, session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}")
     return result
 

@@ -264,18 +264,13 @@ class ResultStore:
         )
 
     def add_measurements(self, run_id: int, device: str, measurements: Iterable[Measurement]) -> None:
-        """Write measurements (replacing same-named ones of this run and device)."""
-        rows = []
-        for m in measurements:
-            lim = m.limits
-            rows.append(
-                (
-                    run_id, device, m.name, m.unit, m.value,
-                    lim.low if lim else None, lim.high if lim else None,
-                    lim.marginal_low if lim else None, lim.marginal_high if lim else None,
-                    str(m.outcome), m.samples, ",".join(m.flags), m.description,
-                )
-            )  # fmt: skip
+        """Write measurements (replacing same-named ones of this run and device). The schema's limit and outcome
+        columns are from when measurements carried fixed limits: written empty and "unset"."""
+        rows = [
+            (run_id, device, m.name, m.unit, m.value, None, None, None, None, "unset", m.samples, ",".join(m.flags),
+             m.description)
+            for m in measurements
+        ]  # fmt: skip
         with self._tx():
             self.db.executemany("INSERT OR REPLACE INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
 

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.devices.qemu_machine import GuestFault, QemuMachine
+from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GuestFault, QemuMachine
 from bench.errors import BenchError, ConfigError
 from bench.fleet import Device, QemuLink, SshLink
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 LOGIN_KEY = KEYS_DIR / "dev-board-login_ed25519"  # root's authorized key in the bench's own board images
 HOST_KEY = KEYS_DIR / "dev-board-host_ed25519.pub"  # the host key those images carry
-BOOT_TIMEOUT_S = 180.0  # TCG on a loaded 2-core host
 
 
 class VirtualArm64Board:

@@ -79,7 +79,7 @@ def test_a_nightly_board_hung_mid_replay_is_infrastructure_and_passes_on_retry(t
     from bench.replay.synth import synth_session
 
     session = tmp_path / "s.mcap"
-    write_session(session, synth_session("combat", 11, duration_s=12.0))
+    write_session(session, synth_session("combat", 11, duration_s=24.0))
     results, reports = tmp_path / "r.sqlite", tmp_path / "reports"
     argv = hilbench("nightly", "--device", "c6-a", "--session", str(session), "--results", str(results),
                     "--reports", str(reports), "--skip", "update", "--skip", "faults", "--json")  # fmt: skip
@@ -104,7 +104,7 @@ def test_a_nightly_board_hung_mid_replay_is_infrastructure_and_passes_on_retry(t
     doc = json.loads(stdout[stdout.index('{\n  "started"') :])
     outcome = doc["outcomes"]["c6-a"]
     assert outcome["passed_on_retry"], outcome
-    assert outcome["first_try"].startswith("infrastructure: recovered by "), outcome
+    assert outcome["first_try"].startswith("infrastructure: "), outcome  # recovered by a step, or lost at the stop
     assert proc.returncode == 0 and doc["exit_code"] == 0, stderr[-2000:]
     assert doc["retries"], doc["retries"]
     (health,) = [h for h in doc["health"] if h["device"] == "c6-a"]

@@ -21,7 +21,7 @@ from bench.cli import main
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.errors import ConfigError, DeviceUnreachable
 from bench.fields import resolve_path, typed
-from bench.kinds import KINDS, Kind, Settings, register
+from bench.kinds import KINDS, Kind, Settings, ranged, register
 from bench.links.probe_result import ProbeResult
 from bench.links.spec import FleetEntry
 from bench.paths import SESSIONS_DIR
@@ -74,8 +74,8 @@ class LocalLink:
 class ToySettings(Settings):
     """The toy kind's settings: the common ones with its own defaults, plus a memory limit."""
 
-    fps_target: int = 25
-    memory_limit_mb: int = 256
+    fps_target: int = 25  # keeps the common range (1 to 1000)
+    memory_limit_mb: int = ranged(256, 0, 1_048_576)  # a new number declares its range
 
 
 class ToyDriver(Driver):

@@ -36,6 +36,8 @@ ESCAPES = {
     "chdir above /": "import os; os.chdir('/..'); os.chdir('..'); print(open('host-secret.txt').read())",
     "listdir above /": "import os; print(os.listdir('/../..'))",
     "globals of os": "import os; print(os.uname.__globals__['_os'].system)",
+    "os.VfsPosix": "import os; os.mount(os.VfsPosix('/'), '/host')",
+    "mount table": "import os; fs = os.mount()[0][0]; print(fs.open('/../host-secret.txt', 'r').read())",
 }
 
 

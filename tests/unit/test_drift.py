@@ -107,7 +107,7 @@ def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(
     # the stored path: each night judged by the nightly's confirm stage (no replay: a settled suspect), its
     # verdicts and baseline membership stored, the next night judged against what the store then holds
     data = {"metrics": {"inference_p50": {k: getattr(RULES.rule("inference_p50"), k) for k in (
-        "title", "measurement", "worse", "threshold_pct", "min_samples")}}}  # fmt: skip
+        "measurement", "worse", "threshold_pct", "min_samples")}}}  # fmt: skip
     rules = parse_thresholds(data, tmp_path / "t.toml")
     x = _series(np.random.default_rng(2), 10, 10, GUEST_CV, 0.05)
     verdicts, runs = [], []

@@ -14,7 +14,7 @@ import pytest
 from bench.errors import ConfigError
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
-from bench.measure.measurement import Limits, Measurement
+from bench.measure.measurement import Measurement
 from bench.measure.records import Frame
 from bench.results import open_store
 from bench.results.baseline import set_baseline
@@ -44,7 +44,7 @@ def test_round_trip_of_every_table(location: str) -> None:
             run,
             "c6-a",
             [
-                Measurement("fps", "FPS", 19.5, Limits(low=15)),
+                Measurement("fps", "FPS", 19.5, samples=400),
                 Measurement("x_p99", "us", 3.0, flags=("too_few_samples_for_p99",)),
             ],
         )
@@ -70,7 +70,7 @@ def test_round_trip_of_every_table(location: str) -> None:
         assert [(f.i, f.ran, f.skip, f.rx_ns) for f in back] == [(f.i, f.ran, f.skip, 1000 + f.i) for f in frames]
         assert store.inputs(run, "c6-a") == {0: 7, 1: 12}
         ms = {m.name: m for m in store.measurements(run, "c6-a")}
-        assert ms["fps"].value == 19.5 and ms["fps"].outcome == "pass" and ms["fps"].low == 15
+        assert ms["fps"].value == 19.5 and ms["fps"].samples == 400
         assert ms["x_p99"].flags == ("too_few_samples_for_p99",)
         hist = store.histograms(run, "c6-a")["decision_latency"]
         assert hist.count == 3 and hist.summary().max == pytest.approx(3000, rel=1e-3)

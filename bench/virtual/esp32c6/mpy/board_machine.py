@@ -8,6 +8,9 @@ import time
 
 import micropython
 
+__name__ = "machine"
+del __file__  # built in on the chip: no host path in its repr
+
 PWRON_RESET = 1
 HARD_RESET = 2
 WDT_RESET = 3

@@ -13,6 +13,7 @@ from os import ilistdir as _ilistdir
 from os import remove as unlink  # noqa: F401
 
 __name__ = "os"
+del __file__  # the chip's os is built in: no host path in its repr
 sep = "/"
 # set by vm_main: mount, umount (the VM's vfs.mount/umount, as os.mount is vfs.mount on the chip), VfsFat,
 # VfsLfs2 (filesystems on a block device the program gives: nothing of the host's)
