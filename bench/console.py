@@ -1,4 +1,8 @@
-"""Output helpers shared by the CLI commands: rich for people, JSON for machines."""
+"""Output helpers shared by the CLI commands: rich for people, JSON for machines.
+
+On a terminal rich wraps and colours; to a pipe or a file nothing is wrapped (a log line stays one line) and
+tables are laid out for 80 columns. `-q` silences notes and progress (`set_quiet`); errors are said anyway.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,26 @@ from typing import Any
 
 from rich.console import Console
 
-out = Console()
-err = Console(stderr=True)
+TABLE_WIDTH = 80  # what a table must fit when the output is no terminal (the terminal's own width otherwise)
+
+
+def _console(stream: Any, *, stderr: bool) -> Console:
+    tty = stream.isatty() if hasattr(stream, "isatty") else False
+    return Console(stderr=stderr, soft_wrap=not tty, width=None if tty else TABLE_WIDTH)
+
+
+out = _console(sys.stdout, stderr=False)
+err = _console(sys.stderr, stderr=True)
+
+
+def set_quiet(quiet: bool) -> None:
+    """-q: no notes and no progress on stderr (results on stdout and errors still print)."""
+    err.quiet = quiet
+
+
+def note(text: str) -> None:
+    """One line for the person at the terminal on stderr (silenced by -q); not rich markup."""
+    err.print(text, highlight=False, markup=False)
 
 
 def emit_json(data: Any) -> None:

@@ -58,6 +58,7 @@ KEYS_DIR = FIXTURES_DIR / "keys"
 SESSIONS_DIR = FIXTURES_DIR / "sessions"
 BASELINES_DIR = FIXTURES_DIR / "baselines"
 FLEETS_DIR = FIXTURES_DIR / "fleets"
+OUTPUT_DIR = Path("reports")  # where a command's reports, logs and results store go (relative: the current folder)
 WIRE_MODULE = PACKAGE_DIR / "agent" / "wire.py"  # the bench's wire format, deployed unchanged to both agents
 
 

@@ -10,18 +10,14 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_device_command, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_command, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.console import emit_json, err, out
 from bench.devices import has_driver
-from bench.discovery import append_entries, discover, new_entries
 from bench.errors import ExitCode
 from bench.fleet import Device
-from bench.health.check import check_fleet
-from bench.health.records import summary
 from bench.lab.acquire import reachable_devices
 from bench.leases import lease_dir, list_leases
 from bench.probe import probe_link
-from bench.results.store import DEFAULT_STORE, open_store
 from bench.virtual import has_virtual
 
 
@@ -41,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
     p.add_argument("--results", metavar="PATH", help="results store (default: fleet [bench] results, else reports/)")
-    p.add_argument("--logs", metavar="DIR", help="device logs of the check (default: none)")
+    add_output_dir(p, logs="health/")
     p = fsub.add_parser("discover", help="find the ESP boards plugged into this host and print fleet entries")
     p.add_argument("--write", metavar="FILE", help="add the new boards to this fleet file (none twice: by MAC)")
     p.add_argument("--json", action="store_true")
@@ -152,12 +148,16 @@ def cmd_leases(args: argparse.Namespace) -> int:
 
 def cmd_health(args: argparse.Namespace) -> int:
     """Check (and with --fix recover) the selected devices; exit 0 when all are good, 3 otherwise."""
+    from bench.health.check import check_fleet  # here, as every heavy import: `fleet list` must start fast
+    from bench.health.records import summary
+    from bench.results.store import DEFAULT_STORE, open_store
+
     fleet, devices = selected_devices(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
     try:
         with held_devices(devices, "fleet health", args.lease_wait):
             checks = asyncio.run(
-                check_fleet(devices, store, fix=args.fix, log_dir=Path(args.logs) if args.logs else None)
+                check_fleet(devices, store, fix=args.fix, log_dir=args.logs or args.output_dir / "health")
             )
         summaries = {c.device: summary(store, c.device) for c in checks}
     finally:
@@ -181,6 +181,8 @@ def cmd_health(args: argparse.Namespace) -> int:
 def cmd_discover(args: argparse.Namespace) -> int:
     """Print fleet entries for the boards found (TOML on stdout), or add them to --write FILE; exit 3 when a
     board could not be identified."""
+    from bench.discovery import append_entries, discover, new_entries
+
     target = Path(args.write) if args.write else None
     boards = asyncio.run(discover())
     entries, known = new_entries(boards, target)

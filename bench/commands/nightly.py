@@ -12,7 +12,7 @@ from rich.table import Table
 
 from bench import trust
 from bench.bundles import reset_model
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.replay import parse_speed
 from bench.console import emit_json, err, out
 from bench.devices.esp32c6 import check_firmware
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
     )
-    p.add_argument("--reports", default="reports", metavar="DIR", help="where reports and logs go")
+    add_output_dir(p, "--reports")
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
     add_device_options(p)
@@ -112,7 +112,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError(f"--baseline {args.baseline}: no such baseline", hint="see `hilbench baseline list`")
     devices = reset_model(devices)  # each night replays the fleet's configured model, not last night's update
     opts = NightlyOptions(
-        fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
+        fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=args.output_dir,
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
         thresholds=load_thresholds(args.thresholds),
     )  # fmt: skip

@@ -10,7 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from bench import trust
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError
 from bench.lab.acquire import reachable_devices
@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--deploy", action="store_true", help="deploy agent and model first (skipped when up to date)")
     p.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
-    p.add_argument("--logs", type=Path, metavar="DIR", help="agent logs folder (default: next to the results store)")
+    add_output_dir(p, logs="logs/")
     add_device_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -77,7 +77,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     location = args.results or fleet.bench.get("results") or DEFAULT_STORE
     store = open_store(location)
-    logs = args.logs or (store.local_dir or Path("reports")) / "logs"
+    logs = args.logs or args.output_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     if args.deploy:
         trust.check(devices)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.markup import escape
 
+from bench.commands import add_output_dir
 from bench.console import emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.report.html import ptext
-from bench.report.publish import DEFAULT_REPORTS, publish_run
+from bench.report.publish import publish_run
 from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
 from bench.results.store import ResultStore, open_store
 from bench.results.verdict import IMPROVED, REGRESSION
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
     _store_options(p)
-    p.add_argument("--out", default=str(DEFAULT_REPORTS), metavar="DIR", help="reports folder (default: reports)")
+    add_output_dir(p, "--out")
     p.set_defaults(func=cmd_report)
 
     b = sub.add_parser("baseline", help="name the runs later runs are compared with")
@@ -77,11 +77,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         run_id = latest_or(store, args.run or "latest")
         try:
             published = publish_run(
-                store, run_id, reports_dir=Path(args.out), baseline_name=args.baseline,
+                store, run_id, reports_dir=args.output_dir, baseline_name=args.baseline,
                 compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
             )  # fmt: skip
         except OSError as exc:
-            raise ConfigError(f"--out {args.out}: cannot write the report: {exc.strerror} ({exc.filename})") from None
+            raise ConfigError(
+                f"--output-dir {args.output_dir}: cannot write the report: {exc.strerror} ({exc.filename})"
+            ) from None
     if args.json:
         emit_json({**published.report.data, "page": str(published.page)})
         return published.exit_code
