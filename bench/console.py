@@ -10,7 +10,9 @@ import json
 import sys
 from typing import Any
 
+from rich import box
 from rich.console import Console
+from rich.table import Table
 
 TABLE_WIDTH = 80  # what a table must fit when the output is no terminal (the terminal's own width otherwise)
 
@@ -32,6 +34,11 @@ def set_quiet(quiet: bool) -> None:
 def note(text: str) -> None:
     """One line for the person at the terminal on stderr (silenced by -q); not rich markup."""
     err.print(text, highlight=False, markup=False)
+
+
+def compact_table(title: str | None = None, **kw: Any) -> Table:
+    """The CLI's table: a rule under the headers, no frame, two spaces between columns (what fits 80 columns)."""
+    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0), **kw)
 
 
 def emit_json(data: Any) -> None:

@@ -53,6 +53,7 @@ WEB_DIR = ROOT / "web"  # the web agent (JS), its page and npm lockfile; `npm ci
 FIRMWARE_DIR = ROOT / "firmware"  # the virtual ESP32-C6 firmware and the image recipes, one folder per kind
 ESP32C6_DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"  # boots on virtual boards only
 FIXTURES_DIR = ROOT / "fixtures"
+HIL_DIR = ROOT / "hil"  # the device suite (`hilbench suite --fleet FILE`: pytest over it with the bench's plugin)
 MODELS_DIR = FIXTURES_DIR / "models"
 KEYS_DIR = FIXTURES_DIR / "keys"
 SESSIONS_DIR = FIXTURES_DIR / "sessions"

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.doctor import require_pyserial
 from bench.errors import BenchError
 from bench.fleet import FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet
 from bench.lab.acquire import lab_devices
@@ -77,6 +78,7 @@ def _fleet(config: pytest.Config) -> Fleet:
     cached = getattr(config, "_hilbench_fleet", None)
     if cached is None:
         try:
+            require_pyserial()
             cached = load_fleet(find_fleet(config.getoption("--fleet"))[0])
         except BenchError as exc:
             raise pytest.UsageError(str(exc)) from None

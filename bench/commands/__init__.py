@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.commands.values import seconds
 from bench.console import err, note
+from bench.doctor import require_pyserial
 from bench.errors import ConfigError
 from bench.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet, one_board_fleet
 from bench.leases import LeaseSet
@@ -37,7 +38,9 @@ def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:
 
 def fleet_of(args: argparse.Namespace) -> Fleet:
     """The fleet a command works on: --port's one board, else `bench.fleet.find_fleet`'s file; the bundled
-    virtual fleet is said in one line, so a forgotten --fleet does not go unnoticed."""
+    virtual fleet is said in one line, so a forgotten --fleet does not go unnoticed. Refuses labgrid's fork of
+    pyserial (bench.doctor.require_pyserial) before any device is touched."""
+    require_pyserial()
     port = getattr(args, "port", None)
     if port is not None:
         if args.fleet is not None:

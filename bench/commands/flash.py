@@ -14,7 +14,7 @@ from bench import trust
 from bench.bundles import reset_model
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.values import int_in
-from bench.console import emit_json, err, out
+from bench.console import compact_table, emit_json, err, out
 from bench.devices import has_driver
 from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
@@ -102,9 +102,9 @@ async def _run(
 
 
 def _table(results: list[DeviceFlash]) -> Table:
-    table = Table(title="flash")
-    for col in ("device", "kind", "result", "tries", "seconds", "detail"):
-        table.add_column(col, overflow="fold")
+    table = compact_table("flash")
+    for col in ("device", "kind", "result", "tries", "s", "detail"):
+        table.add_column(col, no_wrap=col != "detail", justify="right" if col in ("tries", "s") else "left")
     for r in results:
         if r.ok:
             result = "[green]up to date[/green]" if r.up_to_date else "[green]flashed[/green]"

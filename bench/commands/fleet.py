@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.commands import add_device_command, add_fleet_options, add_output_dir, held_devices, selected_devices
-from bench.console import emit_json, err, out
+from bench.console import compact_table, emit_json, err, out
 from bench.devices import has_driver
 from bench.errors import ExitCode
 from bench.fleet import Device
@@ -65,9 +65,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows})
         return ExitCode.OK
-    table = Table(title=f"fleet {fleet.path}")
+    table = compact_table(f"fleet {fleet.path}")
     for col in ("name", "kind", "link", "virtual", "tags"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("name", "kind", "virtual"))
     for r in rows:
         table.add_row(r["name"], r["kind"], r["link"], "yes" if r["virtual"] else "", ", ".join(r["tags"]))
     out.print(table)
@@ -107,15 +107,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows, "seconds": round(time.monotonic() - started, 3)})
         return code
-    table = Table(title=f"fleet check: {fleet.path}")
+    out.print(check_table(str(fleet.path), rows))
+    return code
+
+
+def check_table(fleet: str, rows: list[dict]) -> Table:
+    """`fleet check`'s table, in 80 columns: the detail wraps under its own header."""
+    table = compact_table(f"fleet check: {fleet}")
     for col in ("name", "kind", "status", "driver", "detail"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "detail", ratio=1 if col == "detail" else None)
     colours = {"reachable": "green", "unreachable": "red"}
     for r in rows:
         colour = colours.get(r["status"], "yellow")
         table.add_row(r["name"], r["kind"], f"[{colour}]{r['status']}[/{colour}]", r["driver"], r["detail"])
-    out.print(table)
-    return code
+    return table
 
 
 def cmd_leases(args: argparse.Namespace) -> int:
@@ -136,14 +141,21 @@ def cmd_leases(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"lease_dir": str(lease_dir()), "leases": rows})
         return ExitCode.OK
-    table = Table(title=f"leases in {lease_dir()}")
-    for col in ("device", "holder", "host", "pid", "state", "expires in"):
-        table.add_column(col)
+    out.print(leases_table(str(lease_dir()), rows))
+    return ExitCode.OK
+
+
+def leases_table(folder: str, rows: list[dict]) -> Table:
+    """`fleet leases`' table, in 80 columns."""
+    table = compact_table(f"leases in {folder}")
+    for col in ("device", "holder", "host", "pid", "state", "expires"):
+        folds = col in ("holder", "host")  # a long host name folds rather than being cut
+        table.add_column(col, no_wrap=not folds, overflow="fold" if folds else "ellipsis",
+                         justify="right" if col == "pid" else "left")  # fmt: skip
     for r in rows:
         state = "[green]held[/green]" if r["alive"] else "[dim]stale[/dim]"
         table.add_row(r["device"], r["holder"], r["host"], str(r["pid"]), state, f"{r['expires_in_s']:.0f} s")
-    out.print(table)
-    return ExitCode.OK
+    return table
 
 
 def cmd_health(args: argparse.Namespace) -> int:
@@ -167,15 +179,20 @@ def cmd_health(args: argparse.Namespace) -> int:
         emit_json({"fleet": str(fleet.path), "fix": args.fix, "devices": [
             {**c.to_json(), "history": summaries[c.device].to_json()} for c in checks]})  # fmt: skip
         return code
-    table = Table(title=f"fleet health{' --fix' if args.fix else ''}: {fleet.path}")
+    out.print(health_table(f"fleet health{' --fix' if args.fix else ''}: {fleet.path}", checks))
+    return code
+
+
+def health_table(title: str, checks: list) -> Table:
+    """`fleet health`'s table (one row per HealthCheck), in 80 columns."""
+    table = compact_table(title)
     for col in ("device", "state", "answer", "detail"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col != "detail", ratio=1 if col == "detail" else None)
     for c in checks:
         colour = "green" if c.state == "good" else "red"
         change = f"{c.before} -> {c.state}" if c.before != c.state else c.state
         table.add_row(c.device, f"[{colour}]{change}[/{colour}]", "yes" if c.answered else "no", c.detail)
-    out.print(table)
-    return code
+    return table
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
