@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from bench.leases import LeaseSet
 from bench.paths import OUTPUT_DIR
 
 DEFAULT_LEASE_WAIT_S = 60.0
+log = logging.getLogger(__name__)
 FLEET_HELP = f"fleet file (default: ${FLEET_ENV}, else ./{LOCAL_FLEET}, else the bundled virtual fleet)"
 
 
@@ -45,8 +47,10 @@ def fleet_of(args: argparse.Namespace) -> Fleet:
     if port is not None:
         if args.fleet is not None:
             raise ConfigError("--port and --fleet: give one", hint="--port DEV is a fleet of one ESP32-C6 board")
+        log.info("fleet: one board on %s (--port)", port)
         return one_board_fleet(port)
     path, origin = find_fleet(args.fleet)
+    log.info("fleet: %s (from %s)", path, origin)
     if origin == BUNDLED:
         note(f"using the bundled virtual fleet ({path}); --fleet FILE, ${FLEET_ENV} or ./{LOCAL_FLEET} name another")
     return load_fleet(path)
