@@ -51,6 +51,10 @@ def fleet_of(args: argparse.Namespace) -> Fleet:
         return one_board_fleet(port)
     path, origin = find_fleet(args.fleet)
     log.info("fleet: %s (from %s)", path, origin)
+    if origin != BUNDLED and not path.exists():
+        hint = f"unset ${FLEET_ENV} or point it at a fleet file" if origin == FLEET_ENV else (
+            "`hilbench fleet discover --write FILE` writes one for the boards plugged in here")  # fmt: skip
+        raise ConfigError(f"fleet file {path} (from {origin}) does not exist", file=str(path), hint=hint)
     if origin == BUNDLED:
         note(f"using the bundled virtual fleet ({path}); --fleet FILE, ${FLEET_ENV} or ./{LOCAL_FLEET} name another")
     return load_fleet(path)
