@@ -10,7 +10,8 @@ from typing import Any
 from bench import signing, trust
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_file
+from bench.kinds import MICROPYTHON_AGENT
+from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_family, model_file
 from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 
 HOST_AGENT_PORT = 7700
@@ -93,7 +94,7 @@ def host_bundle(
             f"device {device.name}: {str(exc).splitlines()[0]}",
             hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension) or a path",
         ) from None
-    family = model.stem.replace("-int8", "").replace("-f32", "")
+    family = model_family(model)
     manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
     files.append((model, f"models/{model.name}"))
     files.append((manifest, f"models/{manifest.name}"))
@@ -128,9 +129,9 @@ def loaded_model(device: Device, key_path: Path | None = None) -> tuple[str, dic
     folder). Signed with `key_path`, by default the device's configured signing key (bench.trust)."""
     key_path = key_path or trust.signing_key(device)
     model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
-    on_board = device.kind_info.family == "serial"  # MicroPython boards keep models under models/ of their root
+    on_board = device.kind_info.runtime == MICROPYTHON_AGENT  # the MicroPython agent keeps models under models/
     fmt = fmt if on_board else guess_name_and_format(model)[1]  # as micropython_bundle / host_bundle sign it
-    family = model.stem.replace("-int8", "").replace("-f32", "")
+    family = model_family(model)
     manifest = signing.sign_manifest(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
     )
@@ -158,7 +159,7 @@ def micropython_bundle(
             hint='use model_format = "npcm-int8"',
         )
     model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
-    family = model.stem.replace("-int8", "").replace("-f32", "")
+    family = model_family(model)
     manifest = signing.sign_manifest(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
     )

@@ -197,13 +197,15 @@ def _interrupt_code(exc: BaseException) -> int | None:
 
 
 def _say(text: str, *, error: bool) -> None:
-    """One line on stderr: through rich when the commands loaded it (colour on a terminal), else plain (an
-    interrupt while modules still import must not import more). Errors are said under -q too."""
+    """One line on stderr, never wrapped (a log keeps it whole): through rich when the commands loaded it
+    (colour on a terminal), else plain (an interrupt while modules still import must not import more). Errors
+    are said under -q too."""
     console = sys.modules.get("bench.console")
     if console is not None and "rich.markup" in sys.modules and not console.err.quiet:
         from rich.markup import escape
 
-        console.err.print(f"[red]error:[/red] {escape(text)}" if error else escape(text), highlight=False)
+        console.err.print(f"[red]error:[/red] {escape(text)}" if error else escape(text), highlight=False,
+                          soft_wrap=True)  # fmt: skip
     else:
         sys.stderr.write(f"error: {text}\n" if error else f"{text}\n")
         sys.stderr.flush()

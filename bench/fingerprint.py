@@ -12,6 +12,7 @@ from typing import Any
 
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
 from bench.fleet import Device
+from bench.kinds import MICROPYTHON_AGENT, WEB_AGENT
 from bench.paths import ESP32C6_DEFAULT_FIRMWARE, HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
@@ -32,10 +33,17 @@ FIELDS = {
 
 
 def device_fingerprint(
-    device: Device, hello: dict[str, Any], *, git_rev: str | None, host: str, os: dict[str, Any] | None = None
+    device: Device,
+    hello: dict[str, Any],
+    *,
+    git_rev: str | None,
+    host: str,
+    os: dict[str, Any] | None = None,
+    latency_clock: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of `device` from the agent's hello message (its `agent` info in the results store), and
-    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint)."""
+    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint);
+    `latency_clock` is the clock the run's latency figures are on ("bench", "device" or None: none stored)."""
     model = hello.get("model") or {}
     label = f"{model.get('name', '?')}@{model.get('version', '?')} ({model.get('format', '?')})"
     out: dict[str, Any] = {
@@ -48,6 +56,7 @@ def device_fingerprint(
         "firmware_sha256": firmware_sha256(device),
         "virtual": device.virtual,
         "clock": device_clock(device, hello),
+        "latency_clock": latency_clock,
         "git_rev": git_rev,
         "host": host,
     }
@@ -75,12 +84,12 @@ def agent_bundle_hash(device: Device) -> str:
 
 def agent_bundle_files(device: Device) -> tuple[str, list[Path]]:
     """The agent bundle's hash (sha256 over its source files, short) and the files, for this kind of device."""
-    family = device.kind_info.family
-    mcu = family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
+    runtime = device.kind_info.runtime
+    mcu = runtime == MICROPYTHON_AGENT
     folder = MICROPYTHON_DIR if mcu else HOST_DIR
     files = [p for p, _ in PORTABLE + OPTIONAL]
     files += sorted(folder.glob("*.py")) if mcu else [folder / f for f in HOST_FILES]
-    if family == "browser":  # web pages run the JS agent (docs/web.md)
+    if runtime == WEB_AGENT:  # web pages run the JS agent (docs/web.md)
         files = [*sorted((WEB_DIR / "agent").glob("*.js")), WEB_DIR / "index.html", WEB_DIR / "package-lock.json"]
     present = [path for path in files if path.is_file()]
     digest = hashlib.sha256()

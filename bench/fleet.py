@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,6 @@ from bench.fields import resolve_path, typed
 from bench.inputs import check_file, load_toml
 from bench.kinds import KINDS, Kind, SettingError, Settings, get_kind
 from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
-from bench.models import is_model_path
 from bench.os_spec import OsSpec, parse_os
 from bench.paths import FLEETS_DIR
 from bench.power import PowerSpec, parse_power
@@ -291,18 +290,22 @@ def _table(value: Any, path: Path, where: str) -> dict[str, Any]:
     return value
 
 
-def _file_settings(values: dict[str, Any], base_dir: Path, where: str) -> dict[str, str]:
-    """Settings naming a file (a team's model, a firmware image), taken from the fleet file's folder as every
-    path in it is, not from wherever the bench was started."""
+def _file_settings(settings: type[Settings], values: dict[str, Any], base_dir: Path, where: str) -> dict[str, str]:
+    """The settings the kind declares as naming a file (`file_path`, or `named(or_path=SUFFIX)` given a path: a
+    team's model, a firmware image), taken from the fleet file's folder as every path in it is, not from
+    wherever the bench was started."""
     out = {}
-    model, firmware = values.get("model"), values.get("firmware")
-    if isinstance(model, str) and is_model_path(model):
-        if not model.endswith(".tflite"):
-            hint = "name a bundled model (fixtures/models) or give the path of your .tflite"
-            raise ConfigError(f"{where}: field 'model': {model!r} is a path but not a .tflite file", hint=hint)
-        out["model"] = str(resolve_path(model, base_dir))
-    if isinstance(firmware, str) and firmware:
-        out["firmware"] = str(resolve_path(firmware, base_dir))
+    for f in fields(settings):
+        value, suffix = values.get(f.name), f.metadata.get("or_path")
+        if not isinstance(value, str) or not value:
+            continue
+        if suffix and ("/" in value or value.endswith(suffix)):
+            if not value.endswith(suffix):
+                hint = f"name a bundled one or give the path of your {suffix} file"
+                raise ConfigError(f"{where}: field {f.name!r}: {value!r} is a path but not a {suffix} file", hint=hint)
+            out[f.name] = str(resolve_path(value, base_dir))
+        elif f.metadata.get("path"):
+            out[f.name] = str(resolve_path(value, base_dir))
     for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
         if Path(file).exists():
             try:
@@ -347,7 +350,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
     values = {key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw}
     try:
-        settings = info.settings(**{**values, **_file_settings(values, base_dir, where)})
+        settings = info.settings(**{**values, **_file_settings(info.settings, values, base_dir, where)})
     except SettingError as exc:
         raise ConfigError(f"{where}: field {exc.name!r}: {exc}") from None
     python = typed(raw, "python", str, where, None)

@@ -32,6 +32,8 @@ SUMMARY_COLUMNS = (
     ("decision_deadline_misses", "misses", 1.0, "{:.0f}", True),
     ("frame_jitter_p99", "jitter P99 us", 1.0, "{:.0f}", False),
     ("replay_send_error_p99", "send err P99 us", 1e-3, "{:.1f}", False),
+    ("replay_release_error_p99", "release err P99 us", 1e-3, "{:.1f}", False),  # replayed on the device's clock
+    ("replay_covered", "played s", 1.0, "{:.1f}", False),
     ("faults", "faults", 1.0, "{:.0f}", True),
 )
 STATUS_WORDS = {FailureClass.PASS: "ok", FailureClass.INFRASTRUCTURE: "infra", FailureClass.PRODUCT: "product"}

@@ -387,7 +387,10 @@ async def recorded_replay(
     infos = {d.name: d.info for d in store.devices(replay.run_id)}
     for device in devices:
         hello = infos.get(device.name, {}).get("agent") or {}
-        fp = device_fingerprint(device, hello, git_rev=rev, host=noise.host, os=(os_of or {}).get(device.name))
+        latency = infos.get(device.name, {}).get("latency_clock", "bench")
+        fp = device_fingerprint(
+            device, hello, git_rev=rev, host=noise.host, os=(os_of or {}).get(device.name), latency_clock=latency
+        )
         record_fingerprint(store, replay.run_id, device.name, fp)
         kept = keep_deployed(artefacts, device)  # enough to put the device back to this fingerprint later
         if fp.get("os_image"):

@@ -35,6 +35,8 @@ def test_the_host_agent_names_an_emulated_clock_from_the_kernel_command_line(tmp
     path.write_text(cmdline + "\n")
     assert platform_name(str(path)).endswith(suffix)
     assert "/" not in platform_name(str(tmp_path / "missing"))
+    # the agent spins before deadlines except on an instruction-counted clock, where it only spends guest time
+    assert (agent.default_spin_us(platform_name(str(path))) == 0) == (suffix == "/qemu-icount")
 
 
 def test_the_fingerprint_clock_follows_what_the_agent_reports() -> None:

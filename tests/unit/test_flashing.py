@@ -63,7 +63,7 @@ def test_flash_cli_rejects_a_missing_firmware_file_with_exit_2() -> None:
     done = subprocess.run(hilbench("flash", "--device", "c6-a", "--firmware", "/nonexistent/fw.bin"), cwd=REPO,
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
-    assert "--firmware /nonexistent/fw.bin: no such file" in done.stderr
+    assert "firmware /nonexistent/fw.bin does not exist" in done.stderr
 
 
 def test_a_real_board_without_configured_firmware_is_refused(tmp_path: Path) -> None:
