@@ -92,7 +92,7 @@ def change_under_test(devices: list[Device], model: str | None, firmware: str | 
     if firmware:
         image = Path(firmware).resolve()
         check_firmware(image)
-        with_fw = [d for d in devices if hasattr(d.settings, "firmware")]
+        with_fw = [d for d in devices if d.kind_info.firmware is not None]
         if not with_fw:
             raise ConfigError(f"--firmware {firmware}: no selected device takes a firmware image (ESP32-C6 boards do)")
         devices = [d.with_settings(firmware=str(image)) if d in with_fw else d for d in devices]

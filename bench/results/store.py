@@ -28,6 +28,7 @@ from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
 from bench.results.dialect import PostgresConnection, connect_sqlite, is_postgres
+from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_STORE = Path("reports") / "results.sqlite"
@@ -245,6 +246,11 @@ class ResultStore:
         ]  # fmt: skip
         with self._tx():
             self.db.executemany("INSERT OR REPLACE INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def frame_sink(self, rt_priority: int | None = None) -> BackgroundFrameWriter:
+        """A background writer of frame records into this store, with its own connection (the replay's
+        `FrameSink`; its thread real-time at `rt_priority` when given and allowed)."""
+        return BackgroundFrameWriter(lambda: ResultStore(self.path), rt_priority)
 
     def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
         """Write replayed inputs: (seq, channel, due_ns or None, sent_ns)."""

@@ -3,8 +3,8 @@
 Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py`, `npcrecords.py` (and `p256.py` where
 `cryptography` is missing) beside it; needs numpy and a tflite runtime (ai-edge-litert or tflite-runtime).
 
-    python3 npc_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
-    python3 npc_agent.py --stdio ...
+    python3 npc_host_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
+    python3 npc_host_agent.py --stdio ...
 """
 
 from __future__ import annotations
