@@ -169,22 +169,24 @@ def _mocap_summary(d, out):
     out[16] = hz
 
 
-def _doubles(n):
-    return array("d", [0.0] * n)
-
-
 class Ring:
-    """The newest `cap` inputs of one channel: one preallocated float64 array per column (column 0: the
-    session time), and optionally one list of objects. Adding an input allocates nothing that outlives it, so
-    a long run does not scatter small blocks over the heap. Each value is stored twice, at i and i + cap, so
-    the window (oldest first) is always one contiguous slice: `col(c)`."""
+    """The newest `cap` inputs of one channel, held in columns of one float64 array shared by all the rings of a
+    `Features` (column 0: the session time). Adding an input allocates
+    nothing that outlives it, so a long run does not scatter small blocks over the heap. Each value is stored
+    twice, at i and i + cap, so the window (oldest first) is always one contiguous slice: `col(c)`."""
 
-    def __init__(self, ncols, cap, objects=False):
+    def __init__(self, store, base, ncols, cap):
+        self.store = store
+        self.view = memoryview(store)
         self.cap = cap
-        self.cols = [_doubles(2 * cap) for _ in range(ncols)]
-        self.objs = [None] * (2 * cap) if objects else None
+        self.bases = [base + 2 * cap * c for c in range(ncols)]
         self.start = 0
         self.n = 0
+
+    @staticmethod
+    def size(ncols, cap):
+        """The floats a ring of `ncols` columns and `cap` inputs takes in the shared array."""
+        return 2 * cap * ncols
 
     def push(self):
         """Room for one more input (the oldest goes when full); returns the index to `put` its values at."""
@@ -196,29 +198,24 @@ class Ring:
         return i
 
     def put(self, i, c, v):
-        col = self.cols[c]
-        col[i] = v
-        col[i + self.cap] = v
-
-    def put_obj(self, i, v):
-        self.objs[i] = v
-        self.objs[i + self.cap] = v
+        at = self.bases[c] + i
+        self.store[at] = v
+        self.store[at + self.cap] = v
 
     def get(self, k, c):
         """Column `c` of the k-th oldest input (k = n - 1: the newest)."""
-        return self.cols[c][self.start + k]
-
-    def get_obj(self, k):
-        return self.objs[self.start + k]
+        return self.store[self.bases[c] + self.start + k]
 
     def col(self, c, skip=0):
         """Column `c` of the window, oldest first, without its first `skip` inputs (a view, not a copy)."""
-        return memoryview(self.cols[c])[self.start + skip : self.start + self.n]
+        at = self.bases[c] + self.start
+        return self.view[at + skip : at + self.n]
 
     def drop_through(self, ts):
         """Forget the inputs at or before session time `ts`."""
-        ts_col = self.cols[0]
-        while self.n and ts_col[self.start] <= ts:
+        store = self.store
+        base = self.bases[0]
+        while self.n and store[base + self.start] <= ts:
             self.start = (self.start + 1) % self.cap
             self.n -= 1
 
@@ -227,7 +224,7 @@ class Ring:
 V_RMS, V_ZCR, V_PITCH, V_VOICED = 1, 2, 3, 4
 G_X, G_Y, G_CONF, G_STEP = 1, 2, 3, 4
 M_ROW, M_LW, M_RW = 1, 18, 19  # M_ROW + j: the sample's summary value j (17)
-E_AGGRO = 1
+E_AGGRO, E_RETARGET = 1, 2  # E_RETARGET: 1.0 when its target differs from the previous event's
 
 
 class Features:
@@ -236,12 +233,27 @@ class Features:
     def __init__(self, window_ms=WINDOW_MS, max_per_channel=64):
         self.window_ms = window_ms
         self.max_per_channel = max_per_channel
-        self.voice = Ring(5, max_per_channel)  # ts, rms, zcr, pitch, voiced
-        self.gaze = Ring(5, max_per_channel)  # ts, x, y, conf, step from the previous gaze sample
-        self.mocap = Ring(20, max_per_channel)  # ts, summary (17), left / right wrist step from the previous sample
-        self.events = Ring(2, max_per_channel, objects=True)  # ts, aggro; the target ids
-        self.scratch = _doubles(51)  # one input's numbers, checked, before they are stored
-        self.row = _doubles(17)  # one mocap sample's summary
+        cap = max_per_channel
+        shapes = (5, 5, 20, 3)  # voice, gaze, mocap, events
+        rings = 0
+        for ncols in shapes:
+            rings += Ring.size(ncols, cap)
+        # one allocation for every window and buffer (its temporary initializer leaves one free block beside it,
+        # not a hole after each array)
+        store = array("d", bytes(8 * (rings + 51 + 17)))
+        base = 0
+        made = []
+        for ncols in shapes:
+            made.append(Ring(store, base, ncols, cap))
+            base += Ring.size(ncols, cap)
+        self.voice = made[0]  # ts, rms, zcr, pitch, voiced
+        self.gaze = made[1]  # ts, x, y, conf, step from the previous gaze sample
+        self.mocap = made[2]  # ts, summary (17), left / right wrist step from the previous sample
+        self.events = made[3]  # ts, aggro, retarget
+        self.last_target = None  # the previous event's target id (the only one kept: no string per event)
+        view = memoryview(store)
+        self.scratch = view[rings : rings + 51]  # one input's numbers, checked, before they are stored
+        self.row = view[rings + 51 :]  # one mocap sample's summary (17)
         self.last_event = None  # [ts, action index, hp, aggro] of the newest event (one list, reused)
         self.now_ms = None
         self.seq = -1
@@ -328,7 +340,9 @@ class Features:
             i = r.push()
             r.put(i, 0, ts)
             r.put(i, E_AGGRO, aggro)
-            r.put_obj(i, d.get("target_id"))
+            target = d.get("target_id")
+            r.put(i, E_RETARGET, 1.0 if target != self.last_target else 0.0)
+            self.last_target = target
             last = self.last_event
             if last is None:
                 last = self.last_event = [0.0, 0, 0.0, 0.0]
@@ -412,11 +426,6 @@ class Features:
         if n:
             out[44] = lsum(ev.col(E_AGGRO)) / n
             out[46] = n / 10.0
-            t0 = ev.get_obj(0)
-            changed = 0.0
-            for k in range(1, n):
-                if ev.get_obj(k) != t0:
-                    changed = 1.0
-                    break
-            out[47] = changed
+            # some target differs from the window's first one <=> some event after the first changed target
+            out[47] = 1.0 if n > 1 and max(ev.col(E_RETARGET, 1)) > 0.0 else 0.0
         return [-1.0 if x < -1.0 else (1.0 if x > 1.0 else x) for x in out]
