@@ -26,6 +26,7 @@ COMMANDS = {
     "nightly": "bench.commands.nightly",
     "report": "bench.commands.report",
     "baseline": "bench.commands.report",
+    "results": "bench.commands.results",
     "keys": "bench.commands.keys",
     "model": "bench.commands.model",
     "ota": "bench.commands.ota",

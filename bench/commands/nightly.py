@@ -225,6 +225,8 @@ def _print_runs(result: NightlyResult) -> None:
     for name, why in result.skipped.items():
         out.print(f"[red]{name}[/red] skipped: {why}", highlight=False)
     _print_health(result)
+    if result.retention is not None:
+        out.print(result.retention.line(), highlight=False)
     out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
 
 
