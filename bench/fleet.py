@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -19,6 +20,9 @@ from bench.power import PowerSpec, parse_power
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
 DEFAULT_FLEET = FLEETS_DIR / "virtual.toml"
+FLEET_ENV = "HILBENCH_FLEET"  # a fleet file used when no --fleet is given (as labgrid's LG_ENV)
+LOCAL_FLEET = "fleet.toml"  # a fleet file in the current folder, used when neither --fleet nor $HILBENCH_FLEET is
+BUNDLED = "bundled"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -144,6 +148,28 @@ def load_fleet(path: str | Path | None = None) -> Fleet:
     fleet_path = Path(path) if path is not None else DEFAULT_FLEET
     data = load_toml(fleet_path, "fleet file", hint="a fleet file is TOML with [[device]] tables")
     return parse_fleet(data, fleet_path)
+
+
+def find_fleet(given: str | Path | None) -> tuple[Path, str]:
+    """The fleet file to use and where it came from: `given` (--fleet), else $HILBENCH_FLEET, else ./fleet.toml,
+    else the bundled virtual fleet (origin BUNDLED)."""
+    if given is not None:
+        return Path(given), "--fleet"
+    env = os.environ.get(FLEET_ENV)
+    if env:
+        return Path(env), FLEET_ENV
+    if Path(LOCAL_FLEET).is_file():
+        return Path(LOCAL_FLEET), f"./{LOCAL_FLEET}"
+    return DEFAULT_FLEET, BUNDLED
+
+
+def one_board_fleet(port: str, kind: str = "esp32c6") -> Fleet:
+    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. A /dev/ttyACM* port
+    of an ESP32-C6 is its own USB-Serial-JTAG peripheral (a CDC-ACM device); other ports are a UART bridge."""
+    entry: dict[str, Any] = {"name": "board", "kind": kind, "port": port}
+    if kind == "esp32c6" and "ttyACM" in port:
+        entry["usb"] = "usb-serial-jtag"
+    return parse_fleet({"device": [entry]}, Path(f"--port {port}"))  # what titles say the fleet is
 
 
 def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:

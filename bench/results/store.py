@@ -28,6 +28,7 @@ from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
 from bench.results.dialect import PostgresConnection, connect_sqlite, database_size, is_postgres, reclaim_space
+from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.packed import NONE, pack, unpack
 from bench.results.schema import SCHEMA_VERSION, TABLES
 
@@ -258,6 +259,11 @@ class ResultStore:
         ]  # fmt: skip
         with self._tx():
             self.db.executemany("INSERT OR REPLACE INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def frame_sink(self, rt_priority: int | None = None) -> BackgroundFrameWriter:
+        """A background writer of frame records into this store, with its own connection (the replay's
+        `FrameSink`; its thread real-time at `rt_priority` when given and allowed)."""
+        return BackgroundFrameWriter(lambda: ResultStore(self.path), rt_priority)
 
     def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
         """Write replayed inputs: (seq, channel, due_ns or None, sent_ns). Stored one row per channel of packed
