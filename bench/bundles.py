@@ -24,10 +24,11 @@ PORTABLE = [
     (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
 ]
 HOST_FILES = [
-    "npc_agent.py",
+    "npc_host_agent.py",
     "npc_models.py",
     "npc_verify.py",
     "npc_links.py",
+    "npc_wake.py",
     "npc_update.py",
     "npc_bspatch.py",
     "npc_grpc.py",
@@ -113,7 +114,7 @@ def host_agent_command(
 ) -> list[str]:
     """The command line that starts the deployed host agent in folder `root` on the device."""
     model_name = Path(device.settings.model).name.removesuffix(".tflite")  # as host_bundle deploys it
-    argv = [python, f"{root}/npc_agent.py"]
+    argv = [python, f"{root}/npc_host_agent.py"]
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
     argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]

@@ -2,7 +2,7 @@
 
 Per device: the model the agent announced (name, version, sha256, format), the agent and its runtime (as
 the agent's hello reports them), a hash of the agent bundle the bench deployed, the firmware image's sha256
-(ESP32-C6 boards), whether the device is virtual; per run: the bench's git revision and the bench host."""
+(kinds that flash one), whether the device is virtual; per run: the bench's git revision and the bench host."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
 from bench.fleet import Device
 from bench.kinds import MICROPYTHON_AGENT, WEB_AGENT
-from bench.paths import ESP32C6_DEFAULT_FIRMWARE, HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
 FIELDS = {
@@ -99,11 +99,10 @@ def agent_bundle_files(device: Device) -> tuple[str, list[Path]]:
 
 
 def firmware_sha256(device: Device) -> str | None:
-    """sha256 of the firmware image flashed to an ESP32-C6 board (None for kinds without firmware)."""
-    configured = getattr(device.settings, "firmware", None)
-    if configured is None:
+    """sha256 of the firmware image flashed to the device (None for kinds that flash none: `Kind.firmware`)."""
+    path = device.kind_info.firmware_image(device.settings)
+    if path is None:
         return None
-    path = Path(configured) if configured else ESP32C6_DEFAULT_FIRMWARE
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

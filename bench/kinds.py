@@ -16,10 +16,12 @@ import math
 import re
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from bench.errors import ConfigError
 from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
+from bench.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
 
 # the agent a kind's devices run (which files are deployed and hashed: bench.bundles, bench.fingerprint)
 HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT = "host", "micropython", "web"
@@ -220,10 +222,26 @@ class Kind:
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
     chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
     runtime: str = HOST_AGENT  # its agent: host/ (Python), micropython/ or web/agent/ (one of RUNTIMES)
+    # the firmware image its driver flashes when the device's `firmware` setting is "" (its settings then need a
+    # `firmware: str = file_path()` field); None: the kind flashes no firmware image
+    firmware: Path | None = None
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise ValueError(f"kind {self.name!r}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+        if self.firmware is not None and "firmware" not in {f.name for f in dataclasses.fields(self.settings)}:
+            raise ValueError(f"kind {self.name!r} flashes firmware: its settings need a `firmware` field (file_path())")
+
+    def firmware_image(self, settings: Settings) -> Path | None:
+        """The firmware image a device of this kind with `settings` is flashed with (its `firmware` setting, a
+        relative one from the checkout, else the kind's default); None when the kind flashes no firmware."""
+        if self.firmware is None:
+            return None
+        configured = getattr(settings, "firmware", "")
+        if not configured:
+            return self.firmware
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else ROOT / path
 
     @property
     def family(self) -> str:
@@ -328,6 +346,7 @@ register(
         virtual="bench.virtual.esp32c6:VirtualEsp32c6",
         chip="ESP32-C6",
         runtime=MICROPYTHON_AGENT,
+        firmware=ESP32C6_DEFAULT_FIRMWARE,
     )
 )
 register(_linux_board("jetson-orin-nx", "NVIDIA Jetson Orin NX", JetsonSettings, "virtual_jetson", _LINUX_HINT_JETSON))

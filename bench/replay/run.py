@@ -29,8 +29,7 @@ from bench.outcomes import PASS, FailureClass, Outcome, class_of, infrastructure
 from bench.replay.pacing import Pacer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
 from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
-from bench.results.frame_writer import BackgroundFrameWriter
-from bench.results.store import ResultStore
+from bench.replay.sink import FrameSink, RunSink
 
 CLOCK_PINGS = 16
 WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
@@ -136,12 +135,13 @@ class _RecordingSink:
 
 @dataclass
 class ReplayRun:
-    """Plays `plan` into `devices` (opened with `open_agent`), storing into `store` as `run_id`."""
+    """Plays `plan` into `devices` (opened with `open_agent`), writing into `store` (the results store, or any
+    `RunSink`) as `run_id`."""
 
     plan: Plan
     devices: list[Device]
     open_agent: OpenAgent
-    store: ResultStore
+    store: RunSink
     run_id: int
     speed: float | None = 1.0
     voice: str = "auto"  # auto, voice (PCM) or voicef
@@ -150,13 +150,13 @@ class ReplayRun:
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
-    _frames: BackgroundFrameWriter | None = field(default=None, init=False, repr=False)
+    _frames: FrameSink | None = field(default=None, init=False, repr=False)
 
     async def execute(self) -> list[DeviceRun]:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
-        self._frames = BackgroundFrameWriter(self.store.path, WRITER_RT_PRIORITY if self.realtime else None)
+        self._frames = self.store.frame_sink(WRITER_RT_PRIORITY if self.realtime else None)
         live: list[DeviceRun] = []
         try:
             await asyncio.gather(*(self._prepare(r) for r in self.runs))

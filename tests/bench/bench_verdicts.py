@@ -45,7 +45,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = Path(sys.executable)
-HOST_AGENT = "host/npc_agent.py"
+HOST_AGENT = "host/npc_host_agent.py"
 MPY_AGENT = "micropython/npc_agent.py"
 # the figures whose run-to-run spread the benchmark prints (issue goals: inference P50 CV < 5% on c6-a, < 1% on
 # the icount guests)
