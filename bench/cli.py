@@ -20,29 +20,6 @@ from bench import __version__
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.stopping import STOP_SIGNALS, Interrupted, exit_code
 
-<<<<<<< HEAD
-# Each module has register(subparsers) which adds its commands with `func=handler(args) -> int`.
-COMMAND_MODULES = [
-    "bench.commands.fleet",
-    "bench.commands.nightly",
-    "bench.commands.report",
-    "bench.commands.keys",
-    "bench.commands.model",
-    "bench.commands.ota",
-    "bench.commands.update",
-    "bench.commands.session",
-    "bench.commands.replay",
-    "bench.commands.bisect",
-    "bench.commands.linux",
-    "bench.commands.image",
-    "bench.commands.flash",
-    "bench.commands.virtual",
-    "bench.commands.lab",
-    "bench.commands.power",
-    "bench.commands.energy",
-    "bench.commands.doctor",
-]
-=======
 # Each command's module has register(subparsers), which adds its commands with `func=handler(args) -> int`.
 COMMANDS = {
     "fleet": "bench.commands.fleet",
@@ -63,6 +40,7 @@ COMMANDS = {
     "virtual": "bench.commands.virtual",
     "lab": "bench.commands.lab",
     "power": "bench.commands.power",
+    "energy": "bench.commands.energy",
     "doctor": "bench.commands.doctor",
     "suite": "bench.commands.suite",
     "completion": "bench.commands.completion",
@@ -76,7 +54,6 @@ EPILOG = (
     f"--log-file FILE (also ${LOG_ENV}) with --log-level {{{','.join(LOG_LEVELS)}}} (default debug); --fleet FILE, "
     "--port DEV and --json may also come before the command"
 )
->>>>>>> main
 
 
 class _Parser(argparse.ArgumentParser):

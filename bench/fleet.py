@@ -30,12 +30,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _TOP_KEYS = {"device", "bench", "lab", "results"}
 _BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
 _LAB_KEYS = {"coordinator", "acquire_timeout_s"}
-<<<<<<< HEAD
-_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
-=======
 _RESULTS_KEYS = {"keep_raw_days", "keep_raw_runs"}
-_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power"}
->>>>>>> main
+_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
 _COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")

@@ -1,13 +1,21 @@
-"""A run's meter samples in the results store, for the report's power-over-time plot: telemetry rows named
+"""A run's meter samples in the results store (any sink with `add_telemetry`, bench.replay.sink.RunSink), for the
+report's power-over-time plot: telemetry rows named
 POWER_NAME (mW, source "meter"), averaged down to at most MAX_POINTS. The figures themselves are measurements
 (bench.measure.energy), computed from every sample before this thinning."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from bench.energy.protocol import PowerSample
-from bench.results.store import ResultStore
+
+
+class TelemetrySink(Protocol):
+    """Where time series go (the results store)."""
+
+    def add_telemetry(self, run_id: int, device: str, rows: Iterable[tuple[int, str, float, str, str]]) -> int:
+        """Write (t_ns, name, value, unit, source) rows of `device`; how many."""
 
 POWER_NAME = "meter_power_mw"
 WINDOWS_NAME = "meter_inferring"  # 1 inside an inference window t0..t1 (bench clock), 0 outside: the plot's shading
@@ -28,7 +36,7 @@ def thin(samples: Sequence[PowerSample], max_points: int = MAX_POINTS) -> list[P
 
 
 def add_power(
-    store: ResultStore,
+    store: TelemetrySink,
     run_id: int,
     device: str,
     samples: Sequence[PowerSample],

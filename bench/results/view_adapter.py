@@ -90,7 +90,6 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
     return view
 
 
-<<<<<<< HEAD
 ENERGY_NA = {
     "meter_too_slow_for_decisions": "the meter's samples are too long to tell one decision from the idle time",
     "meter_failed": "the power meter did not measure this run",
@@ -108,14 +107,14 @@ def _meter(measurements: list) -> tuple[str, str]:
     p50 = next((m for m in measurements if m.name == "energy_per_decision_p50"), None)
     why = next((ENERGY_NA[f] for f in (p50.flags if p50 is not None else ()) if f in ENERGY_NA), "")
     return meter, why if p50 is None or p50.value is None else ""
-=======
+
+
 def pruned_note(at: str) -> str:
     """The line that stands in for the plots only raw rows can draw, once retention removed them."""
     return (
         f"frame interval over time and fault timeline: not shown, this run's raw frame and input rows were pruned"
         f" on {at[:10]} (results retention, docs/results.md); figures and distributions are from stored histograms"
     )
->>>>>>> main
 
 
 class StoredFigure(Protocol):
