@@ -2,7 +2,7 @@
 (`artefacts/<sha[:2]>/<sha><suffix>`), so a device can be put back to any earlier fingerprint.
 
 Kept per device and run: the model file the device ran (the converted .npcm on MicroPython boards, with the
-.tflite it was converted from), the firmware image (ESP32-C6 boards), the agent bundle's files (a tar named by
+.tflite it was converted from), the firmware image (kinds that flash one), the agent bundle's files (a tar named by
 the bundle hash the fingerprint carries) and the OS image id (Linux boards: the id is all the fingerprint has).
 `index.json` maps each sha256 to its kind, its name and the source it was made from."""
 
@@ -16,7 +16,6 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-from bench.devices.esp32c6 import DEFAULT_FIRMWARE
 from bench.errors import BenchError
 from bench.fingerprint import agent_bundle_files, firmware_sha256
 from bench.fleet import Device
@@ -93,10 +92,9 @@ def keep_deployed(artefacts: ArtefactStore, device: Device) -> dict[str, str]:
         kept["model"] = artefacts.keep_file(deployed, "model", source)
     except (BenchError, OSError):
         pass
-    firmware = firmware_sha256(device)
-    configured = getattr(device.settings, "firmware", None)
-    if firmware is not None and configured is not None:
-        kept["firmware"] = artefacts.keep_file(Path(configured) if configured else DEFAULT_FIRMWARE, "firmware")
+    firmware = device.kind_info.firmware_image(device.settings)
+    if firmware_sha256(device) is not None and firmware is not None:
+        kept["firmware"] = artefacts.keep_file(firmware, "firmware")
     bundle, files = agent_bundle_files(device)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:

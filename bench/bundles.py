@@ -10,7 +10,8 @@ from typing import Any
 from bench import signing, trust
 from bench.errors import ConfigError
 from bench.fleet import Device
-from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_file
+from bench.kinds import MICROPYTHON_AGENT
+from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_family, model_file
 from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 
 HOST_AGENT_PORT = 7700
@@ -23,7 +24,7 @@ PORTABLE = [
     (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
 ]
 HOST_FILES = [
-    "npc_agent.py",
+    "npc_host_agent.py",
     "npc_models.py",
     "npc_verify.py",
     "npc_links.py",
@@ -94,7 +95,7 @@ def host_bundle(
             f"device {device.name}: {str(exc).splitlines()[0]}",
             hint="set `model` in the fleet file to one of fixtures/models/*.tflite (without the extension) or a path",
         ) from None
-    family = model.stem.replace("-int8", "").replace("-f32", "")
+    family = model_family(model)
     manifest = signed_manifest_file(model, family, model_version(device), out_dir, key_path)
     files.append((model, f"models/{model.name}"))
     files.append((manifest, f"models/{manifest.name}"))
@@ -113,7 +114,7 @@ def host_agent_command(
 ) -> list[str]:
     """The command line that starts the deployed host agent in folder `root` on the device."""
     model_name = Path(device.settings.model).name.removesuffix(".tflite")  # as host_bundle deploys it
-    argv = [python, f"{root}/npc_agent.py"]
+    argv = [python, f"{root}/npc_host_agent.py"]
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
     argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]
@@ -129,9 +130,9 @@ def loaded_model(device: Device, key_path: Path | None = None) -> tuple[str, dic
     folder). Signed with `key_path`, by default the device's configured signing key (bench.trust)."""
     key_path = key_path or trust.signing_key(device)
     model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
-    on_board = device.kind_info.family == "serial"  # MicroPython boards keep models under models/ of their root
+    on_board = device.kind_info.runtime == MICROPYTHON_AGENT  # the MicroPython agent keeps models under models/
     fmt = fmt if on_board else guess_name_and_format(model)[1]  # as micropython_bundle / host_bundle sign it
-    family = model.stem.replace("-int8", "").replace("-f32", "")
+    family = model_family(model)
     manifest = signing.sign_manifest(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
     )
@@ -159,7 +160,7 @@ def micropython_bundle(
             hint='use model_format = "npcm-int8"',
         )
     model, fmt = kind_model(device.kind, device.settings, MODELS_DIR)
-    family = model.stem.replace("-int8", "").replace("-f32", "")
+    family = model_family(model)
     manifest = signing.sign_manifest(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
     )

@@ -2,7 +2,7 @@
 
 Per device: the model the agent announced (name, version, sha256, format), the agent and its runtime (as
 the agent's hello reports them), a hash of the agent bundle the bench deployed, the firmware image's sha256
-(ESP32-C6 boards), whether the device is virtual; per run: the bench's git revision and the bench host."""
+(kinds that flash one), whether the device is virtual; per run: the bench's git revision and the bench host."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
 from bench.fleet import Device
-from bench.paths import ESP32C6_DEFAULT_FIRMWARE, HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
+from bench.kinds import MICROPYTHON_AGENT, WEB_AGENT
+from bench.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
 FIELDS = {
@@ -32,10 +33,17 @@ FIELDS = {
 
 
 def device_fingerprint(
-    device: Device, hello: dict[str, Any], *, git_rev: str | None, host: str, os: dict[str, Any] | None = None
+    device: Device,
+    hello: dict[str, Any],
+    *,
+    git_rev: str | None,
+    host: str,
+    os: dict[str, Any] | None = None,
+    latency_clock: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint of `device` from the agent's hello message (its `agent` info in the results store), and
-    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint)."""
+    for a Linux board with an OS image the OS fingerprint its flash step read (bench.provision.fingerprint);
+    `latency_clock` is the clock the run's latency figures are on ("bench", "device" or None: none stored)."""
     model = hello.get("model") or {}
     label = f"{model.get('name', '?')}@{model.get('version', '?')} ({model.get('format', '?')})"
     out: dict[str, Any] = {
@@ -48,6 +56,7 @@ def device_fingerprint(
         "firmware_sha256": firmware_sha256(device),
         "virtual": device.virtual,
         "clock": device_clock(device, hello),
+        "latency_clock": latency_clock,
         "git_rev": git_rev,
         "host": host,
     }
@@ -75,12 +84,12 @@ def agent_bundle_hash(device: Device) -> str:
 
 def agent_bundle_files(device: Device) -> tuple[str, list[Path]]:
     """The agent bundle's hash (sha256 over its source files, short) and the files, for this kind of device."""
-    family = device.kind_info.family
-    mcu = family == "serial"  # serial boards run the MicroPython agent (bench.bundles)
+    runtime = device.kind_info.runtime
+    mcu = runtime == MICROPYTHON_AGENT
     folder = MICROPYTHON_DIR if mcu else HOST_DIR
     files = [p for p, _ in PORTABLE + OPTIONAL]
     files += sorted(folder.glob("*.py")) if mcu else [folder / f for f in HOST_FILES]
-    if family == "browser":  # web pages run the JS agent (docs/web.md)
+    if runtime == WEB_AGENT:  # web pages run the JS agent (docs/web.md)
         files = [*sorted((WEB_DIR / "agent").glob("*.js")), WEB_DIR / "index.html", WEB_DIR / "package-lock.json"]
     present = [path for path in files if path.is_file()]
     digest = hashlib.sha256()
@@ -90,11 +99,10 @@ def agent_bundle_files(device: Device) -> tuple[str, list[Path]]:
 
 
 def firmware_sha256(device: Device) -> str | None:
-    """sha256 of the firmware image flashed to an ESP32-C6 board (None for kinds without firmware)."""
-    configured = getattr(device.settings, "firmware", None)
-    if configured is None:
+    """sha256 of the firmware image flashed to the device (None for kinds that flash none: `Kind.firmware`)."""
+    path = device.kind_info.firmware_image(device.settings)
+    if path is None:
         return None
-    path = Path(configured) if configured else ESP32C6_DEFAULT_FIRMWARE
     try:
         return hashlib.sha256(path.read_bytes()).hexdigest()
     except OSError:

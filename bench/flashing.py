@@ -7,7 +7,6 @@ interrupted mid-write is left with a bad image; the next run finds the MD5 diffe
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -81,7 +80,7 @@ def make_driver(
             hint=f"kinds with a driver: {', '.join(driven())}",
         )
     kwargs: dict[str, Any] = {"log_dir": log_dir}
-    if firmware is not None and "firmware" in inspect.signature(device.kind_info.driver_class()).parameters:
+    if firmware is not None and device.kind_info.firmware is not None:
         kwargs["firmware"] = firmware
     if device.os is not None:
         kwargs.update(os=os, controls=controls, force_os=force_os)

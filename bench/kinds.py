@@ -16,11 +16,16 @@ import math
 import re
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from bench.errors import ConfigError
 from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
+from bench.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
 
+# the agent a kind's devices run (which files are deployed and hashed: bench.bundles, bench.fingerprint)
+HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT = "host", "micropython", "web"
+RUNTIMES = (HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT)
 UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: bench/ota/channels.py
 
 DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
@@ -51,10 +56,16 @@ def chosen(default: str, choices: tuple[str, ...]) -> Any:
     return field(default=default, metadata={"choices": choices})
 
 
-def named(default: str, *, or_path: bool = False) -> Any:
+def named(default: str, *, or_path: str = "") -> Any:
     """A setting that becomes part of a file name: letters, digits, '.', '_', '-' only (no '/', no '..');
-    with `or_path` also an absolute path without '..' (a model file under test)."""
+    with `or_path` (a file suffix) also a path: a value with a '/' or that suffix names a file, which the
+    fleet loader takes from the fleet file's folder (a model file under test)."""
     return field(default=default, metadata={"name": True, "or_path": or_path})
+
+
+def file_path(default: str = "") -> Any:
+    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder."""
+    return field(default=default, metadata={"path": True})
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,7 @@ class Settings:
     fps_target: int = ranged(60, 1, 1000)
     vsync_hz: int = ranged(60, 1, 1000)
     decision_budget_ms: int = ranged(DECISION_BUDGET_MS, 1, 60_000)
-    model: str = named("npc-policy-int8", or_path=True)  # fixtures/models/<model>.<format's extension>
+    model: str = named("npc-policy-int8", or_path=".tflite")  # fixtures/models/<model>.<format's extension>
     model_format: str = "tflite-int8"  # what the device runs: tflite-int8, tflite-f32, npcm-int8 (bench/models)
     model_version: int = ranged(1, 1, 1_000_000_000)  # the version the deployed model is announced with
     ota_timing: str = "lan"  # CoAP retransmission timing for updates: lan, rfc7252, loopback (bench/ota/timing.py)
@@ -79,6 +90,9 @@ class Settings:
     update_channel: str = chosen("coap", UPDATE_CHANNELS)  # coap, grpc (Linux-class boards), websocket (web)
     stall_s: float = ranged(5.0, 0.1, 3600)  # no frame record this long mid-run: the device stopped answering
     reply_timeout_s: float = ranged(5.0, 0.1, 3600)  # how long the bench waits for one agent reply
+    # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
+    # the bench's time, from the start; 0: the session's own length (at the replay's speed)
+    replay_budget_s: float = ranged(0.0, 0.0, 3600)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Keep the checks of every field a subclass overrides with a plain default; refuse a number without a range."""
@@ -144,7 +158,7 @@ class Esp32c6Settings(Settings):
     reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
-    firmware: str = ""  # image flashed at 0x0 (path; "" = firmware/esp32c6/virtual-micropython.bin)
+    firmware: str = file_path()  # image flashed at 0x0 ("" = firmware/esp32c6/virtual-micropython.bin)
 
 
 @dataclass(frozen=True)
@@ -171,7 +185,7 @@ class Pi5Settings(LinuxSettings):
 class JetsonSettings(LinuxSettings):
     """An NVIDIA Jetson Orin NX."""
 
-    model: str = named("npc-policy-large-int8", or_path=True)
+    model: str = named("npc-policy-large-int8", or_path=".tflite")
 
 
 @dataclass(frozen=True)
@@ -207,6 +221,27 @@ class Kind:
     opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
     chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
+    runtime: str = HOST_AGENT  # its agent: host/ (Python), micropython/ or web/agent/ (one of RUNTIMES)
+    # the firmware image its driver flashes when the device's `firmware` setting is "" (its settings then need a
+    # `firmware: str = file_path()` field); None: the kind flashes no firmware image
+    firmware: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"kind {self.name!r}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
+        if self.firmware is not None and "firmware" not in {f.name for f in dataclasses.fields(self.settings)}:
+            raise ValueError(f"kind {self.name!r} flashes firmware: its settings need a `firmware` field (file_path())")
+
+    def firmware_image(self, settings: Settings) -> Path | None:
+        """The firmware image a device of this kind with `settings` is flashed with (its `firmware` setting, a
+        relative one from the checkout, else the kind's default); None when the kind flashes no firmware."""
+        if self.firmware is None:
+            return None
+        configured = getattr(settings, "firmware", "")
+        if not configured:
+            return self.firmware
+        path = Path(configured).expanduser()
+        return path if path.is_absolute() else ROOT / path
 
     @property
     def family(self) -> str:
@@ -310,6 +345,8 @@ register(
         driver="bench.devices.esp32c6:Esp32c6Driver",
         virtual="bench.virtual.esp32c6:VirtualEsp32c6",
         chip="ESP32-C6",
+        runtime=MICROPYTHON_AGENT,
+        firmware=ESP32C6_DEFAULT_FIRMWARE,
     )
 )
 register(_linux_board("jetson-orin-nx", "NVIDIA Jetson Orin NX", JetsonSettings, "virtual_jetson", _LINUX_HINT_JETSON))
@@ -332,5 +369,6 @@ register(
         WebSettings,
         driver="bench.devices.web:WebDriver",
         virtual="bench.virtual.web:VirtualBrowser",
+        runtime=WEB_AGENT,
     )
 )

@@ -9,6 +9,7 @@ import numpy as np
 
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.records import Frame, OffsetClock
+from bench.measure.replay_timing import ReplayTiming
 
 BUDGET_MS = 50.0
 
@@ -54,5 +55,8 @@ def measured(
     cold = (rng.normal(18.2, 0.4, shape.cold_starts) * shape.factor).tolist()
     stats = [{"mem_peak": float(v)} for v in rng.normal(shape.memory_b, shape.memory_b * shape.memory_spread, 8)]
     end_ns = max(f.t1 for f in frames) * 1000 + int(BUDGET_MS * 1e6) if frames else None
-    return measure_device(frames, sent_ns=sent_ns, clock=OffsetClock(0), budget_ms=BUDGET_MS, end_ns=end_ns,
-                          stats=stats, cold_starts_ms=cold)  # fmt: skip
+    timing = ReplayTiming(clock="bench", inputs_ns=sent_ns, latency_clock=OffsetClock(0), end_ns=end_ns,
+                          start_ns=None, send_errors_ns=None, session_s=0.0, covered_s=None, loop_s=None,
+                          vsync_hz=60, fps=60)  # fmt: skip
+    return measure_device(frames, clock=OffsetClock(0), budget_ms=BUDGET_MS, timing=timing, stats=stats,
+                          cold_starts_ms=cold)  # fmt: skip

@@ -48,7 +48,14 @@ class AgentLike(Protocol):
 
     async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockLike: ...
     async def start(
-        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = DECISION_BUDGET_MS, frames: int = 0
+        self,
+        *,
+        fps: int,
+        vsync_hz: int,
+        key_every: int = 1,
+        budget_ms: int = DECISION_BUDGET_MS,
+        frames: int = 0,
+        hold_ms: int | None = None,
     ) -> Any: ...
     async def stop(self, timeout: float | None = None) -> Any: ...
     async def stats(self) -> dict[str, Any]: ...

@@ -274,13 +274,23 @@ class AgentSession:
         return reply
 
     async def start(
-        self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = DECISION_BUDGET_MS, frames: int = 0
+        self,
+        *,
+        fps: int,
+        vsync_hz: int,
+        key_every: int = 1,
+        budget_ms: int = DECISION_BUDGET_MS,
+        frames: int = 0,
+        hold_ms: int | None = None,
     ) -> dict[str, Any]:
-        """Start the frame loop; frame records then arrive through `frames()`."""
+        """Start the frame loop; frame records then arrive through `frames()`. With `hold_ms` (an agent with the
+        `hold` cap) the agent holds each input until its clock reaches the input's `ts` after its epoch (the
+        first VSync + `hold_ms`); the reply's `epoch` says when that is, in device us."""
         self.last_stopped = None
-        return await self.request(
-            "start", fps=fps, vsync_hz=vsync_hz, key_every=key_every, budget_ms=budget_ms, frames=frames
-        )
+        fields: dict[str, Any] = {"fps": fps, "vsync_hz": vsync_hz, "key_every": key_every, "budget_ms": budget_ms}
+        if hold_ms is not None:
+            fields["hold_ms"] = hold_ms
+        return await self.request("start", frames=frames, **fields)
 
     async def stop(self, timeout: float | None = None) -> dict[str, Any]:
         """Stop the frame loop; the ack comes after the last frame record."""

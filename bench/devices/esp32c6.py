@@ -31,9 +31,7 @@ from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.fleet import Device, SerialLink
 from bench.inputs import read_input
 from bench.kinds import USB_SERIAL_JTAG
-from bench.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
 
-DEFAULT_FIRMWARE = ESP32C6_DEFAULT_FIRMWARE
 FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"
 AGENT_START = b"import npc_agent\nnpc_agent.run()\n"
@@ -64,15 +62,8 @@ class Esp32c6Driver(Driver):
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)
         self.firmware_configured = bool(firmware or self.device.settings.firmware)
-        self.firmware = Path(firmware) if firmware else self._fleet_firmware()
+        self.firmware = Path(firmware) if firmware else device.kind_info.firmware_image(device.settings)
         self._agent: SerialTransport | None = None
-
-    def _fleet_firmware(self) -> Path:
-        configured = self.device.settings.firmware
-        if not configured:
-            return DEFAULT_FIRMWARE
-        path = Path(configured).expanduser()
-        return path if path.is_absolute() else ROOT / path
 
     @property
     def link(self) -> SerialLink:
@@ -93,7 +84,7 @@ class Esp32c6Driver(Driver):
         if not self.firmware_configured and not self.device.virtual:
             raise ConfigError(
                 f"device {self.device.name!r}: no firmware configured for a real board "
-                f"(the default {DEFAULT_FIRMWARE.name} only boots on virtual boards)",
+                f"(the default {self.device.kind_info.firmware.name} only boots on virtual boards)",
                 hint="set `firmware` in the fleet file or pass --firmware (see firmware/esp32c6/README.md)",
             )
         image = check_firmware(self.firmware)  # before touching the board
@@ -284,8 +275,10 @@ def _read_until(port: serial.SerialBase, marker: bytes, timeout_s: float = PROMP
     deadline = time.monotonic() + timeout_s
     while not data.endswith(marker):
         if time.monotonic() > deadline:
+            seen = marker.decode(errors="replace").strip().rstrip(">").strip()
             raise DeviceUnreachable(
-                f"{port.name}: no {marker!r} from the MicroPython REPL", hint="is MicroPython flashed?"
+                f"{port.name}: the MicroPython REPL did not answer (no {seen!r} in {timeout_s:g} s)",
+                hint="a board never flashed has no MicroPython: `hilbench flash --device NAME` flashes it",
             )
         data += port.read(1)
     return data

@@ -13,6 +13,7 @@ from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
 from bench.measure.records import DeviceClock, FrameLike
+from bench.measure.replay_timing import CLOCK_LABELS, SEED_ALIGNMENT_MS, ReplayTiming, release_error
 from bench.measure.samples import too_few_flags
 
 
@@ -31,8 +32,9 @@ class DeviceMeasurements:
         kw.setdefault("description", entry.rule)
         self.measurements.append(Measurement(name, entry.unit, value, **kw))
 
-    def add_distribution(self, hist: Histogram) -> None:
-        """Keep `hist` and add its P50/P90/P95/P99/max as measurements (flagged when too few samples)."""
+    def add_distribution(self, hist: Histogram, description: str | None = None) -> None:
+        """Keep `hist` and add its P50/P90/P95/P99/max as measurements (flagged when too few samples), described
+        by the catalogue's rule unless `description` says more."""
         self.histograms.append(hist)
         s = hist.summary()
         for key in DISTRIBUTION_KEYS:
@@ -40,7 +42,8 @@ class DeviceMeasurements:
             if metric(name).unit != hist.unit:
                 raise ValueError(f"{hist.name} is in {hist.unit}; the catalogue stores {name} in {metric(name).unit}")
             flags = tuple(f for f in s.flags if f.endswith(f"_p{key[1:]}") or f == "no_samples")
-            self.add(name, getattr(s, key), samples=s.count, flags=flags)
+            extra = {"description": description} if description else {}
+            self.add(name, getattr(s, key), samples=s.count, flags=flags, **extra)
 
     def get(self, name: str) -> Measurement:
         """The measurement called `name` (KeyError if absent)."""
@@ -57,48 +60,39 @@ class DeviceMeasurements:
 def measure_device(
     frames: Sequence[FrameLike],
     *,
-    sent_ns: Mapping[int, int],
     clock: DeviceClock,
     budget_ms: float,
-    end_ns: int | None = None,
+    timing: ReplayTiming,
     stats: Iterable[Mapping[str, Any]] = (),
     faults: Iterable[Mapping[str, Any]] = (),
-    send_errors_ns: Sequence[int] | None = None,
-    start_ns: int | None = None,
     cold_starts_ms: Sequence[float] = (),
 ) -> DeviceMeasurements:
-    """All metrics of one device from its frame records, the replayed inputs' send times (seq -> ns),
-    its clock mapping, `stats` messages and `fault` messages; plus the replayer's send errors and, with
-    `start_ns` (bench time the frame loop was started), the first-frame time of the session start; and the
-    cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements)."""
+    """All metrics of one device from its frame records, its replay's input times (`timing`: bench send times, or
+    due times on the device's own clock), its clock mapping (`clock`: fault times on the bench clock), `stats`
+    and `fault` messages; the replay's fidelity and extent; the first-frame time of the session start; and the
+    cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements). Latency and
+    first-frame figures are left out when `timing.clock` is None (no clock they would mean anything on)."""
     out = DeviceMeasurements()
     out.add_distribution(inference_latency(frames))
-    decision = decision_latency(frames, sent_ns, clock, budget_ms, end_ns)
-    out.add_distribution(decision.histogram)
-    out.add("decision_deadline_misses", decision.misses, samples=decision.decided + decision.undecided,
-            description=f"inputs decided later than {budget_ms:g} ms, or not at all")  # fmt: skip
-    out.add("decision_budget", budget_ms)
-    out.add("inputs_undecided", decision.undecided)
-    out.add("decision_clock_inconsistent", decision.clock_inconsistent)
-
-    first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
-    if start_ns is not None:
-        value = (clock.to_bench_ns(first.t1) - start_ns) / 1e6 if first is not None else None
-        out.add("first_frame", _r(value, 3))
+    if timing.clock is not None:
+        _latency(out, frames, timing, budget_ms)
     if cold_starts_ms:
-        out.add_distribution(Histogram("first_frame", "us").record_all(round(v * 1000) for v in cold_starts_ms))
-    timing = frame_timing(frames)
-    out.histograms += [timing.frame_time, timing.deviation]
-    out.add("frames", timing.frames)
-    out.add("inferences", timing.inferences)
-    out.add("fps", _r(timing.fps, 3), samples=timing.inferences)
-    out.add("fps_1pct_low", _r(timing.low_1pct_fps, 3), samples=max(0, timing.inferences - 1),
-            flags=_few(timing.inferences - 1, 99.0))  # fmt: skip
-    out.add("frame_jitter_std", _r(timing.jitter_std_us, 1), samples=timing.inferences)
-    out.add("frame_jitter_p99", timing.jitter_p99_us, samples=timing.inferences, flags=_few(timing.inferences, 99.0))
-    out.add("stutters", timing.stutters, samples=timing.inferences)
-    out.add("skipped_frames", timing.skipped)
-    out.add("late_frames", timing.late)
+        cold = Histogram("first_frame", "us").record_all(round(v * 1000) for v in cold_starts_ms)
+        where = CLOCK_LABELS.get(timing.clock or "", "")
+        out.add_distribution(cold, f"cold start: model load request -> end of the first inference ({where})")
+    _fidelity(out, frames, timing)
+    ft = frame_timing(frames)
+    out.histograms += [ft.frame_time, ft.deviation]
+    out.add("frames", ft.frames)
+    out.add("inferences", ft.inferences)
+    out.add("fps", _r(ft.fps, 3), samples=ft.inferences)
+    out.add("fps_1pct_low", _r(ft.low_1pct_fps, 3), samples=max(0, ft.inferences - 1),
+            flags=_few(ft.inferences - 1, 99.0))  # fmt: skip
+    out.add("frame_jitter_std", _r(ft.jitter_std_us, 1), samples=ft.inferences)
+    out.add("frame_jitter_p99", ft.jitter_p99_us, samples=ft.inferences, flags=_few(ft.inferences, 99.0))
+    out.add("stutters", ft.stutters, samples=ft.inferences)
+    out.add("skipped_frames", ft.skipped)
+    out.add("late_frames", ft.late)
 
     peaks = [s["mem_peak"] for s in stats if isinstance(s.get("mem_peak"), int | float)]
     out.add("mem_peak", max(peaks) if peaks else None, samples=len(peaks))
@@ -112,9 +106,53 @@ def measure_device(
     if rollbacks:
         out.add("rollback_time_max", max(rollbacks), samples=len(rollbacks))
 
-    if send_errors_ns is not None:
-        out.add_distribution(Histogram("replay_send_error", "ns").record_all(send_errors_ns))
     return out
+
+
+def _latency(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming, budget_ms: float) -> None:
+    """Decision latency, deadline misses and the session start's first-frame time, on `timing.clock`."""
+    clock = timing.latency_clock
+    decision = decision_latency(frames, timing.inputs_ns, clock, budget_ms, timing.end_ns)
+    on_device = timing.clock == "device"
+    out.add_distribution(
+        decision.histogram, "input due -> decision (t1), both on the device clock" if on_device else None
+    )
+    out.add("decision_deadline_misses", decision.misses, samples=decision.decided + decision.undecided,
+            description=f"inputs decided later than {budget_ms:g} ms, or not at all")  # fmt: skip
+    out.add("decision_budget", budget_ms)
+    out.add("inputs_undecided", decision.undecided)
+    out.add("decision_clock_inconsistent", decision.clock_inconsistent)
+    if timing.start_ns is not None:
+        first = min((r for r in frames if r.ran and r.t1 is not None), key=lambda r: r.i, default=None)
+        value = (clock.to_bench_ns(first.t1) - timing.start_ns) / 1e6 if first is not None else None
+        out.add("first_frame", _r(value, 3),
+                description=f"start request -> end of the first inference ({CLOCK_LABELS[timing.clock]})")  # fmt: skip
+
+
+def _fidelity(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming) -> None:
+    """How faithfully and how much of the session reached the device: the send error (bench clock) or release
+    error (device clock) against the seed's alignment, the part of the session played, and the frames and
+    inferences its schedule gives while the frame loop ran."""
+    alignment = f"the seed aligns modalities within +-{SEED_ALIGNMENT_MS} ms"
+    if timing.send_errors_ns is not None:
+        hist = Histogram("replay_send_error", "ns").record_all(timing.send_errors_ns)
+        out.add_distribution(hist, f"replayer: actual - scheduled send time (bench clock); {alignment}")
+    if timing.clock == "device":
+        released = release_error(frames, timing.inputs_ns)
+        out.add_distribution(
+            released.histogram, f"input reached an inference after the first one at or past its due time "
+            f"(device clock); {alignment}",
+        )  # fmt: skip
+        out.add("replay_released_early", released.early)
+    out.add("replay_session", round(timing.session_s, 3))
+    if timing.covered_s is not None:
+        where = CLOCK_LABELS.get(timing.clock or "", "bench clock")
+        out.add("replay_covered", round(timing.covered_s, 3),
+                description=f"session time played from the start ({where})"
+                + ("; the device's time budget ended it" if timing.budget_hit else ""))  # fmt: skip
+    if timing.loop_s is not None:
+        out.add("frames_scheduled", round(timing.loop_s * timing.vsync_hz))
+        out.add("inferences_scheduled", round(timing.loop_s * timing.fps))
 
 
 def _r(value: float | None, digits: int) -> float | None:

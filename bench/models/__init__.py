@@ -94,6 +94,12 @@ def guess_name_and_format(path: Path) -> tuple[str, str]:
     return stem, container
 
 
+def model_family(path: Path) -> str:
+    """The model's name as its signed manifest carries it: the file name without version and format
+    (`npc-policy-large-int8.npcm` -> `npc-policy-large`)."""
+    return guess_name_and_format(path)[0]
+
+
 def fleet_formats() -> dict[str, str]:
     """Format -> extension of every model format a registered kind runs by default."""
     return {fmt: FORMAT_EXT[fmt] for fmt in sorted({k.model_format for k in KINDS.values()})}

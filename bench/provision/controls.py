@@ -1,8 +1,9 @@
 """What provisioning needs of a board besides SSH: a power switch and its storage on the bench host.
 
-Two small interfaces, so any power controller can stand behind `Power` (the fleet's `power_on`/`power_off`
-commands today; a lab's power protocol later) and any storage path behind `Storage` (a USB-SD-Mux, a Pi in
-mass-storage mode, a virtual board's disk file). Real and virtual boards go through the same calls.
+Two small interfaces, so any power controller can stand behind `Power` (a `bench.power` backend: the fleet's
+`power` table, or `[device.os]`'s `power_on`/`power_off` commands through the command backend) and any
+storage path behind `Storage` (a USB-SD-Mux, a Pi in mass-storage mode, a virtual board's disk file). Real
+and virtual boards go through the same calls.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Protocol
 
 from bench.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.fleet import Device
+from bench.power import PowerSpec, power_for
+from bench.power.command import CommandPower
 from bench.procs import stop_process
 
 STORAGE_APPEAR_TIMEOUT_S = 60.0
@@ -96,21 +99,6 @@ async def run_command(argv: tuple[str, ...] | list[str], what: str, timeout_s: f
     return "\n".join(lines)
 
 
-class CommandPower:
-    """Power switched by commands from the fleet (uhubctl, a PDU's CLI, a relay script)."""
-
-    def __init__(self, device: str, on: tuple[str, ...], off: tuple[str, ...], log: Path | None) -> None:
-        self.device, self._on, self._off, self.log = device, on, off, log
-
-    async def on(self) -> None:
-        """Run the fleet's `power_on` command."""
-        await run_command(self._on, f"{self.device}: power on", 60, self.log)
-
-    async def off(self) -> None:
-        """Run the fleet's `power_off` command."""
-        await run_command(self._off, f"{self.device}: power off", 60, self.log)
-
-
 class UsbStorage:
     """The board's card or eMMC as a block device on the bench host: behind a USB-SD-Mux (`usbsdmux SG host`
     / `dut`), or exposed by a command (a Pi 5 booted into mass-storage mode by `rpiboot`)."""
@@ -157,11 +145,15 @@ class UsbStorage:
 
 
 def fleet_controls(device: Device, log: Path | None) -> BoardControls:
-    """The controls a real board's `[device.os]` table describes."""
+    """The controls of a real board: its power from the fleet's `power` table (or the `[device.os]` table's
+    power_on/power_off commands, run by the same command backend), its storage from `[device.os]`."""
     spec = device.os
     if spec is None:
         raise ConfigError(f"device {device.name!r}: no [device.os] table", hint="see docs/linux-boards.md")
-    power = CommandPower(device.name, spec.power_on, spec.power_off, log) if spec.power_on else None
+    power: Power | None = power_for(device)  # the fleet's `power` table
+    if power is None and spec.power_on:  # [device.os] power_on/power_off: the same shell-command backend
+        options = {"on": shlex.join(spec.power_on), "off": shlex.join(spec.power_off)}
+        power = CommandPower(device.name, PowerSpec("command", options, base_dir=Path(".")))
     storage = None
     if spec.storage is not None:
         storage = UsbStorage(device.name, spec.storage, spec.usbsdmux, spec.attach, spec.detach, log)

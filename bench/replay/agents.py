@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.agent.endpoint import AgentEndpoint, OpenAgent
 from bench.agent.session import AgentSession
@@ -14,7 +14,9 @@ from bench.errors import BenchError, ConfigError
 from bench.fleet import Device
 from bench.health.session import RecoveringSession
 from bench.kinds import load
-from bench.results.store import ResultStore
+
+if TYPE_CHECKING:  # the recovery ladder's store (health records); the replay itself writes through a RunSink
+    from bench.results.store import ResultStore
 
 
 async def deploy(device: Device, log_dir: Path | None = None) -> None:

@@ -1,8 +1,13 @@
-"""The replayer: plays a plan into many sinks at once, paced on the bench clock, and keeps each send time."""
+"""The replayer: plays a plan into many sinks at once, paced on the bench clock, and keeps each send time.
+
+A sink on the device's own clock (an emulated board whose clock is not the bench's: QEMU -icount) is not paced
+here: its agent holds each input until its own clock reaches the input's due time (protocol.md, `hold_ms`), and
+the replayer only keeps it fed LOOKAHEAD_MS of session time ahead of the device time its frame records show."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -12,6 +17,20 @@ from bench.replay.plan import Plan, VoiceMode
 
 LEAD_NS = 20_000_000  # the first input is due this long after play() starts (time to get going)
 YIELD_EVERY = 32  # as fast as possible: give the event loop a turn every this many inputs
+LOOKAHEAD_MS = 2000  # a device-clock sink gets inputs up to this much session time ahead of its clock (slack for
+# a bench whose event loop lags behind on a loaded host: the agent holds them, so it sees them at the recorded rate)
+FEED_POLL_S = 0.005  # how often a device-clock feed looks at the device's clock (its newest frame record)
+
+
+@dataclass(frozen=True)
+class DevicePace:
+    """How a sink on the device's own clock is fed: its agent holds inputs until `epoch_us` + `ts` (device us)."""
+
+    epoch_us: int  # device time of session time 0
+    device_now_us: Callable[[], int | None]  # the newest device time the bench heard of (None before any)
+    budget_ns: int  # bench time the feed may take; what does not fit is not sent
+    hold_ms: int  # the agent's epoch is this long after its first VSync (the device time before any record)
+    tail_ms: int = 500  # after the last input, wait until the device's clock is this far past it
 
 
 class InputSink(Protocol):
@@ -33,6 +52,8 @@ class Track:
     sent_ns: list[int] = field(default_factory=list)
     sent_bytes: int = 0
     failed: str | None = None  # why the sink stopped taking inputs
+    pace: DevicePace | None = None  # fed on the device's own clock (None: paced on the bench clock)
+    budget_hit: bool = False  # the device-clock feed ran out of its time budget before the session's end
 
     @property
     def sent(self) -> int:
@@ -80,8 +101,58 @@ class Replayer:
         if speed is not None and speed <= 0:
             raise ValueError("speed must be positive (or None for as fast as possible)")
         paced = speed is not None
+        bench = [t for t in tracks if t.pace is None]
+        device = [t for t in tracks if t.pace is not None]
         with realtime_priority(self.realtime and paced) as realtime, gc_frozen(), gil_switch_interval():
-            return await self._play(tracks, speed, realtime)
+            bench_play = self._play(bench, speed, realtime) if bench or not device else self._idle(speed, realtime)
+            outcome, *_ = await asyncio.gather(bench_play, *(self._feed(t) for t in device))
+        outcome.tracks = tracks
+        outcome.done = max([outcome.done] + [t.sent for t in device])
+        outcome.finished_ns = self.pacer.clock.now_ns()
+        return outcome
+
+    async def _idle(self, speed: float | None, realtime: bool) -> ReplayOutcome:
+        """The bench-clock loop's outcome when every track is on its device's clock."""
+        now = self.pacer.clock.now_ns()
+        return ReplayOutcome(speed, now, now, len(self.plan.inputs), 0, [], 0, 0, realtime)
+
+    async def _feed(self, track: Track) -> None:
+        """Feed one device-clock track: each input once the device's clock is within LOOKAHEAD_MS (session time)
+        of its due time, until the session ends or the track's time budget does. Always at the recorded rate on
+        the device's clock (`speed` is the bench clock's). Its due times stay -1 (the agent releases the inputs;
+        their fidelity is measured from its frame records)."""
+        pace = track.pace
+        clock = self.pacer.clock
+        n = len(self.plan.inputs)
+        track.due_ns, track.sent_ns = [-1] * n, [-1] * n
+        deadline = clock.now_ns() + pace.budget_ns
+
+        def session_ms() -> float:  # the device's clock in session time
+            now = pace.device_now_us()
+            return -pace.hold_ms if now is None else (now - pace.epoch_us) / 1000
+
+        async def until(ts_ms: float) -> bool:  # wait until the device's clock reaches ts_ms; False: out of budget
+            while session_ms() < ts_ms:
+                if clock.now_ns() >= deadline or track.failed is not None:
+                    return False
+                await asyncio.sleep(FEED_POLL_S)
+            return clock.now_ns() < deadline
+
+        last_ms = 0
+        for index, item in enumerate(self.plan.inputs):
+            last_ms = item.offset_ns // 1_000_000
+            if not await until(last_ms - LOOKAHEAD_MS):
+                track.budget_hit = track.failed is None
+                return
+            try:
+                track.sent_ns[index] = await track.sink.send_raw(item.lines[track.mode])
+            except (BenchError, OSError) as exc:
+                track.failed = f"input #{item.seq}: {exc}"
+                return
+            track.sent_bytes += len(item.lines[track.mode])
+            self.done = max(self.done, index + 1)  # progress displays read it
+        if not await until(last_ms + pace.tail_ms):
+            track.budget_hit = track.failed is None
 
     async def _play(self, tracks: list[Track], speed: float | None, realtime: bool) -> ReplayOutcome:
         clock = self.pacer.clock

@@ -19,19 +19,37 @@ from bench.fingerprint import device_clock
 from bench.fleet import Device
 from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
-from bench.measure.records import FrameLike
+from bench.measure.records import FrameLike, OffsetClock
+from bench.measure.replay_timing import ReplayTiming
 from bench.outcomes import PASS, FailureClass, Outcome, class_of, infrastructure, product, recovered
 from bench.replay.pacing import Pacer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
-from bench.replay.player import Replayer, ReplayOutcome, Track
-from bench.results.frame_writer import BackgroundFrameWriter
-from bench.results.store import ResultStore
+from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
+from bench.replay.sink import FrameSink, RunSink
 
 CLOCK_PINGS = 16
 WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
 COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
 COLD_START_TIMEOUT_S = 30.0
+HOLD_MS = 200  # a device-clock replay: session time 0 is this long after the agent's first VSync
+HOLD_CAP = "hold"  # the agent holds inputs until its own clock reaches them (protocol.md, start `hold_ms`)
+DEVICE_CLOCK = OffsetClock(0)  # device-clock figures: device us as "bench" ns, unmapped
+
+
+def on_device_clock(device: Device, hello: dict[str, Any]) -> bool:
+    """Whether a replay paces `device` on its own clock: its clock is not the bench's (a QEMU -icount guest) and
+    its agent can hold inputs until they are due. Other icount agents get bench-clock pacing, and their bench-clock
+    figures are not stored (they would mean nothing)."""
+    return device_clock(device, hello) == "icount" and HOLD_CAP in (hello.get("caps") or ())
+
+
+def latency_clock(device: Device, hello: dict[str, Any]) -> str | None:
+    """The clock a device's decision-latency and first-frame figures are on: "device", "bench", or None when
+    neither means anything (an icount guest whose agent cannot hold inputs)."""
+    if on_device_clock(device, hello):
+        return "device"
+    return None if device_clock(device, hello) == "icount" else "bench"
 
 
 def key_every(settings: Settings) -> int:
@@ -57,8 +75,15 @@ class DeviceRun:
     start_ns: int | None = None  # bench time the frame loop's start request went out
     cold_starts_ms: list[float] = field(default_factory=list)  # model load request -> first decision, each
     end_ns: int | None = None  # bench time the bench stopped listening for decisions
+    latency_clock: str | None = "bench"  # see latency_clock()
+    epoch_us: int | None = None  # device-clock replay: device time of session time 0
+    start_us: int | None = None  # device-clock replay: device time the agent received the start request
     failure: FailureClass | None = None  # the class of what made the status "failed"/"unreachable"
     recoveries_at_start: int = 0  # recoveries the agent session had before the frame loop started (at open)
+
+    def device_now_us(self) -> int | None:
+        """The newest device time the bench has heard of: the VSync of the last frame record."""
+        return self.frames[-1].vsync if self.frames else None
 
     @property
     def recovery_steps(self) -> list[str | None]:
@@ -101,12 +126,13 @@ class _RecordingSink:
 
 @dataclass
 class ReplayRun:
-    """Plays `plan` into `devices` (opened with `open_agent`), storing into `store` as `run_id`."""
+    """Plays `plan` into `devices` (opened with `open_agent`), writing into `store` (the results store, or any
+    `RunSink`) as `run_id`."""
 
     plan: Plan
     devices: list[Device]
     open_agent: OpenAgent
-    store: ResultStore
+    store: RunSink
     run_id: int
     speed: float | None = 1.0
     voice: str = "auto"  # auto, voice (PCM) or voicef
@@ -115,13 +141,13 @@ class ReplayRun:
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
-    _frames: BackgroundFrameWriter | None = field(default=None, init=False, repr=False)
+    _frames: FrameSink | None = field(default=None, init=False, repr=False)
 
     async def execute(self) -> list[DeviceRun]:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
-        self._frames = BackgroundFrameWriter(self.store.path, WRITER_RT_PRIORITY if self.realtime else None)
+        self._frames = self.store.frame_sink(WRITER_RT_PRIORITY if self.realtime else None)
         live: list[DeviceRun] = []
         try:
             await asyncio.gather(*(self._prepare(r) for r in self.runs))
@@ -149,13 +175,15 @@ class ReplayRun:
             run.recoveries_at_start = len(getattr(session, "recoveries", []))
             await session.sync_clock(CLOCK_PINGS)
             s = dev.settings
+            run.latency_clock = latency_clock(dev, session.info)
+            hold = HOLD_MS if run.latency_clock == "device" else None
             run.start_ns = time.monotonic_ns()
-            await session.start(
-                fps=s.fps_target,
-                vsync_hz=s.vsync_hz,
-                key_every=key_every(s),
-                budget_ms=s.decision_budget_ms,
-            )
+            ack = await session.start(
+                fps=s.fps_target, vsync_hz=s.vsync_hz, key_every=key_every(s), budget_ms=s.decision_budget_ms,
+                hold_ms=hold,
+            )  # fmt: skip
+            if hold is not None:
+                run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
         except Exception as exc:  # one device's trouble (even a driver bug) must not stop the others
             unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
             detail = str(exc) if isinstance(exc, BenchError | OSError) else f"{type(exc).__name__}: {exc}"
@@ -167,12 +195,18 @@ class ReplayRun:
         choice = self._voice_choice(dev)
         seqs = [p.seq for p in self.plan.inputs]
         run.track = Track(dev.name, _RecordingSink(session, seqs), choice.mode, choice.reason)
+        if run.epoch_us is not None:
+            run.track.pace = DevicePace(run.epoch_us, run.device_now_us, round(self._budget_s(dev) * 1e9), HOLD_MS)
         run.collector = asyncio.create_task(self._collect(run), name=f"frames-{dev.name}")
         run.status = "running"
         self.store.update_device(
             self.run_id, dev.name, status="running", agent=session.info, voice_mode=str(choice.mode),
-            voice_reason=choice.reason,
+            voice_reason=choice.reason, latency_clock=run.latency_clock,
         )  # fmt: skip
+
+    def _budget_s(self, dev: Device) -> float:
+        """Bench seconds a device-clock replay may take: the device's replay_budget_s, else the session's length."""
+        return dev.settings.replay_budget_s or self.plan.duration_ns / 1e9 / (self.speed or 1.0)
 
     def _voice_choice(self, dev: Device) -> VoiceChoice:
         if self.voice != "auto":
@@ -219,15 +253,17 @@ class ReplayRun:
         session = run.endpoint.session
         clock = run.clock or session.clock
         s = run.device.settings
-        if device_clock(run.device, session.info) == "icount":
-            why = "no cold starts: the device's clock is emulated (QEMU -icount); bench-clock start times mean nothing"
+        if run.latency_clock is None:
+            why = "no cold starts: the device's clock is emulated (QEMU -icount) and its agent cannot be timed on it"
             self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)
             return
         try:
             path, manifest = loaded_model(run.device)
             for _ in range(COLD_STARTS):
                 sent_ns = time.monotonic_ns()
-                await session.load(path, manifest, cold=True)
+                loaded = await session.load(path, manifest, cold=True)
+                if run.latency_clock == "device":  # both ends on the device's clock: the load's receipt (`rx`)
+                    clock, sent_ns = DEVICE_CLOCK, int(loaded["rx"]) * 1000
                 await session.start(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms)
                 first = None
                 async for rec in session.frames(timeout=COLD_START_TIMEOUT_S):
@@ -252,17 +288,15 @@ class ReplayRun:
         name = run.device.name
         self._store_inputs(run)
         clock = run.clock or session.clock  # the opening sync, when the closing one failed
+        timing = self._timing(run, clock)
         run.result = measure_device(
             run.frames,
-            sent_ns=run.track.sent_by_seq(self.plan),
             clock=clock,
             budget_ms=float(run.device.settings.decision_budget_ms),
-            end_ns=run.end_ns,
             stats=run.stats,
             faults=list(session.faults),
-            send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
-            start_ns=run.start_ns,
             cold_starts_ms=run.cold_starts_ms,
+            timing=timing,
         )
         run.result.add("inputs_sent", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
         run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
@@ -271,6 +305,39 @@ class ReplayRun:
         self.store.add_faults(self.run_id, name, run.result.faults)
         self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
         self.store.update_device(self.run_id, name, status=run.status, detail=run.detail, outcome=run.outcome.to_json())
+
+    def _timing(self, run: DeviceRun, clock: ClockLike) -> ReplayTiming:
+        """When each input was due or sent and how much of the session played, on the clock of `run`'s figures."""
+        s = run.device.settings
+        duration_s = self.plan.duration_ns / 1e9
+        if run.latency_clock != "device":
+            covered = duration_s if not run.track.failed else None
+            loop_s = (run.end_ns - run.start_ns) / 1e9 if run.end_ns and run.start_ns else None
+            return ReplayTiming(
+                clock=run.latency_clock, inputs_ns=run.track.sent_by_seq(self.plan) if run.latency_clock else {},
+                latency_clock=clock, end_ns=run.end_ns, start_ns=run.start_ns if run.latency_clock else None,
+                send_errors_ns=run.track.send_errors_ns() if self.speed is not None else None,
+                session_s=duration_s, covered_s=covered, loop_s=loop_s, vsync_hz=s.vsync_hz, fps=s.fps_target,
+            )  # fmt: skip
+        end_us = max((r.t1 if r.t1 is not None else r.vsync for r in run.frames), default=run.epoch_us)
+        due = {  # due on the device's clock (ns), for the inputs that were sent and came due before the end
+            p.seq: (run.epoch_us + p.offset_ns // 1_000_000 * 1000) * 1000
+            for p, sent in zip(self.plan.inputs, run.track.sent_ns, strict=False)
+            if sent >= 0 and run.epoch_us + p.offset_ns // 1_000_000 * 1000 <= end_us
+        }
+        covered = min(duration_s, max(0.0, (end_us - run.epoch_us) / 1e6))
+        if run.track.budget_hit:  # played up to the last input sent (those after it never went out)
+            last = max(
+                (p.offset_ns for p, t in zip(self.plan.inputs, run.track.sent_ns, strict=False) if t >= 0), default=0
+            )
+            covered = min(covered, last / 1e9)
+        loop_s = (end_us - run.start_us) / 1e6 if run.start_us is not None else None
+        return ReplayTiming(
+            clock="device", inputs_ns=due, latency_clock=DEVICE_CLOCK, end_ns=end_us * 1000,
+            start_ns=run.start_us * 1000 if run.start_us is not None else None, send_errors_ns=None,
+            session_s=duration_s, covered_s=covered, loop_s=loop_s, vsync_hz=s.vsync_hz, fps=s.fps_target,
+            budget_hit=run.track.budget_hit,
+        )  # fmt: skip
 
     def _store_inputs(self, run: DeviceRun) -> None:
         track = run.track

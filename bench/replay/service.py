@@ -16,7 +16,7 @@ from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
-from bench.results.store import ResultStore
+from bench.replay.sink import RunSink
 
 # progress(run) is called about every PROGRESS_S while the replay runs
 PROGRESS_S = 0.25
@@ -43,7 +43,7 @@ class ReplayResult:
 async def replay_fleet(
     devices: list[Device],
     session_file: str | Path | Session,
-    store: ResultStore,
+    store: RunSink,
     open_agent: OpenAgent | None = None,
     *,
     make_opener: Callable[[int], OpenAgent] | None = None,

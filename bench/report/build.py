@@ -8,7 +8,7 @@ import numpy as np
 
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
-from bench.report.measures import BENCH_CLOCK_FIELDS
+from bench.report.measures import BENCH_CLOCK_FIELDS, GUEST_TIMING, ICOUNT_TIMING
 from bench.report.summary import DeviceSummary, summarize
 from bench.results.runview import LATENCY_MS, DeviceRun, RunView
 from bench.results.verdict import (
@@ -101,12 +101,14 @@ def build_report(
             for p in trend_points
             if name in p.summaries
         ]
-        icount = (clocks or {}).get(name) == "icount"  # bench-clock figures mean nothing there
+        timing = (clocks or {}).get(name, "")  # bench.report.measures.device_timing
+        icount = timing == ICOUNT_TIMING  # bench-clock figures mean nothing there
         data["devices"].append(
             {
                 "name": name,
                 "kind": device.kind,
                 "icount": icount,
+                "timing": timing,
                 "virtual": name in virtual,  # its telemetry is the stand-in's model, not silicon
                 "summary": without_bench_clock(summaries[name].to_dict()) if icount else summaries[name].to_dict(),
                 "verdicts": [{**v.to_dict(), "since": worse_since(v, trend)} for v in device_verdicts],
@@ -118,7 +120,9 @@ def build_report(
             }
         )
         base_device = baseline.devices.get(name) if baseline else None
-        report.plots[name] = device_plots(device, base_device, data["devices"][-1]["trend"], icount=icount)
+        report.plots[name] = device_plots(
+            device, base_device, data["devices"][-1]["trend"], icount=icount, guest=timing == GUEST_TIMING
+        )
         report.plots[name].update(drift_plots(device_verdicts, data["devices"][-1]["trend"]))
     return report
 
@@ -182,14 +186,14 @@ MIN_RATE_WINDOWS = 3  # an FPS-over-time plot of fewer 1 s windows is a dot, not
 
 
 def device_plots(
-    device: DeviceRun, baseline: DeviceRun | None, trend: list[dict], *, icount: bool = False
+    device: DeviceRun, baseline: DeviceRun | None, trend: list[dict], *, icount: bool = False, guest: bool = False
 ) -> dict[str, str]:
-    """The SVG plots of one device. On an icount guest the bench-clock plots (decision latency) are left out and
-    the frame plots' time axis is the guest's clock."""
+    """The SVG plots of one device. On an icount guest the bench-clock plots (decision latency) are left out, unless
+    the replay ran on the guest's clock (`guest`), and the frame plots' time axis is the guest's clock."""
     plots: dict[str, str] = {}
     frames = device.frames
     latency = None if icount else device.series(LATENCY_MS)
-    time_axis = "guest-clock time since run start (s)" if icount else "time since run start (s)"
+    time_axis = "guest-clock time since run start (s)" if icount or guest else "time since run start (s)"
     if latency is not None and len(latency):
         lines = [svg.Line(*cdf_points(latency.values), label="this run")]
         base_latency = baseline.series(LATENCY_MS) if baseline is not None else None

@@ -14,6 +14,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.report import svg
 from bench.report.build import Report
 from bench.report.measures import NOUNS, count_text, measure_rows
@@ -100,7 +101,7 @@ def render_html(report: Report) -> str:
         num=num, pct=pct, pval=pval, ptext=ptext, mark=_mark, verdict_counts=_verdict_counts,
         measure_rows=measure_rows, overview_rows=_overview_rows, overview_headers=[h for h, _ in OVERVIEW],
         caption=_caption, count_text=count_text, noun=lambda metric: NOUNS.get(metric, "observations"),
-        icount_reason=ICOUNT,
+        icount_reason=ICOUNT, seed_alignment_ms=SEED_ALIGNMENT_MS,
     )  # fmt: skip
 
 

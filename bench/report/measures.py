@@ -11,6 +11,20 @@ from bench.report.summary import FIGURES
 from bench.results.judge import ICOUNT
 
 GUEST_ICOUNT = "guest (icount)"
+GUEST_CLOCK = "guest clock (icount)"  # a figure measured end to end on an icount guest's own clock
+EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest without icount (plain TCG)
+
+# how a device is timed (device_timing): the report's `clocks` values
+REAL_TIMING, EMULATED_TIMING, GUEST_TIMING, ICOUNT_TIMING = "", "realtime", "guest", "icount"
+
+
+def device_timing(clock: str | None, latency_clock: str | None) -> str:
+    """How a device's figures are timed, from its fingerprint's `clock` and `latency_clock`: on the guest's clock
+    end to end (GUEST_TIMING), an icount guest without latency figures (ICOUNT_TIMING), an emulator in real time
+    (EMULATED_TIMING), or a real board's clocks (REAL_TIMING)."""
+    if clock == "icount":
+        return GUEST_TIMING if latency_clock == "device" else ICOUNT_TIMING
+    return EMULATED_TIMING if clock == "realtime" else REAL_TIMING
 
 
 @dataclass(frozen=True)
@@ -68,8 +82,12 @@ BENCH_CLOCK_FIELDS = frozenset(row.field for row in ROWS if row.clock == BENCH)
 NOUNS = {row.metric: row.noun for row in ROWS if row.metric}
 
 
-def clock_label(row: Row, icount: bool) -> str:
+def clock_label(row: Row, icount: bool, timing: str = REAL_TIMING) -> str:
     """The clock a row's figure is on, as the table shows it."""
+    if row.clock and timing == GUEST_TIMING:
+        return GUEST_CLOCK
+    if row.clock and timing == EMULATED_TIMING:
+        return EMULATED
     if row.clock == DEVICE and icount:
         return GUEST_ICOUNT
     return row.clock or "—"
@@ -93,7 +111,7 @@ def measure_rows(device: dict) -> list[dict]:
             "unit": row.unit,
             "count": summary.get(row.count_field) if row.count_field else None,
             "noun": row.noun,
-            "clock": clock_label(row, icount),
+            "clock": clock_label(row, icount, device.get("timing", REAL_TIMING)),
             "na": not_applicable(row, icount),
         }
         for row in ROWS

@@ -14,9 +14,11 @@ from pathlib import Path
 from bench.bisect import offer
 from bench.errors import ConfigError, ExitCode
 from bench.fingerprint import changes
+from bench.paths import OUTPUT_DIR
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
+from bench.report.measures import device_timing
 from bench.report.nights import load_grids
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, host_of, stored_verdicts
@@ -27,7 +29,7 @@ from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
 from bench.results.view_adapter import load_run
 
-DEFAULT_REPORTS = Path("reports")
+DEFAULT_REPORTS = OUTPUT_DIR
 
 
 @dataclass
@@ -87,7 +89,7 @@ def publish_run(
         thresholds_file=str(rules.path),
         what_changed=what_changed(store, run_id, verdicts, pinned),
         host=host_of(store, run_id),
-        clocks={device: fp.get("clock", "") for device, fp in prints.items()},
+        clocks={device: device_timing(fp.get("clock"), fp.get("latency_clock")) for device, fp in prints.items()},
         virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
         bisect=bisect_offers(store, run_id, verdicts),
     )

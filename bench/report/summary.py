@@ -39,6 +39,12 @@ class DeviceSummary:
     faults: int
     ota_transfers: int
     model_versions: tuple[str, ...]
+    replay_session_s: float | None = None  # the session's length
+    replay_covered_s: float | None = None  # how much of it was played, from the start
+    pace_clock: str | None = None  # the replay's fidelity figure: "bench" (send error), "device" (release error)
+    pace_p50_ms: float | None = None
+    pace_p99_ms: float | None = None
+    pace_max_ms: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -62,6 +68,8 @@ FIGURES: dict[str, tuple[tuple[str, ...], str]] = {
     "stutters": (("stutters",), "count"),
     "first_frame_ms": (("first_frame_p50", "first_frame"), "ms"),
     "memory_peak_mb": (("mem_peak",), "MB"),
+    "replay_session_s": (("replay_session",), "s"),
+    "replay_covered_s": (("replay_covered",), "s"),
 }
 # DeviceSummary count field -> the figure whose observation count it is
 COUNTS = {"latency_n": "latency_p50_ms", "inference_n": "inference_p50_ms", "first_frame_n": "first_frame_ms"}
@@ -106,4 +114,18 @@ def summarize(device: DeviceRun) -> DeviceSummary:
         faults=len(device.faults),
         ota_transfers=len(device.ota),
         model_versions=tuple(device.model_versions),
+        **_pace(device),
     )
+
+
+PACE = {"bench": "replay_send_error", "device": "replay_release_error"}  # ns, bench.measure.replay_timing
+
+
+def _pace(device: DeviceRun) -> dict:
+    """The replay's send (bench clock) or release (device clock) error P50/P99/max in ms, when stored."""
+    for clock, name in PACE.items():
+        values = [device.scalars.get(f"{name}_{q}", (None, ""))[0] for q in ("p50", "p99", "max")]
+        if values[1] is not None:
+            ms = [None if v is None else v / 1e6 for v in values]
+            return {"pace_clock": clock, "pace_p50_ms": ms[0], "pace_p99_ms": ms[1], "pace_max_ms": ms[2]}
+    return {}

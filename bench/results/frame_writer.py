@@ -11,19 +11,30 @@ import contextlib
 import os
 import queue
 import threading
-from pathlib import Path
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from bench.measure.records import FrameLike
-from bench.results.store import ResultStore
 
 _STOP = object()
 
 
-class BackgroundFrameWriter:
-    """Queue frame records from any thread; a writer thread commits them to the store at `path`."""
+class FrameStore(Protocol):
+    """The writer thread's own connection to a store."""
 
-    def __init__(self, path: Path, rt_priority: int | None = None) -> None:
-        self.path = path
+    def add_frames(self, run_id: int, device: str, frames: Iterable[FrameLike]) -> None:
+        """Write frame records in one transaction."""
+
+    def close(self) -> None:
+        """Close the connection."""
+
+
+class BackgroundFrameWriter:
+    """Queue frame records from any thread; a writer thread commits them through its own connection, opened by
+    `connect` in that thread (`ResultStore.frame_sink()` gives one on the same store)."""
+
+    def __init__(self, connect: Callable[[], FrameStore], rt_priority: int | None = None) -> None:
+        self.connect = connect
         self.rt_priority = rt_priority
         self.written = 0
         self.error: BaseException | None = None
@@ -48,7 +59,7 @@ class BackgroundFrameWriter:
             # milliseconds, and a real-time pacer waiting for the GIL then waits as long.
             with contextlib.suppress(OSError, AttributeError):
                 os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(self.rt_priority))
-        store = ResultStore(self.path)
+        store = self.connect()
         try:
             stop = False
             while not stop:

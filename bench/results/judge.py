@@ -5,7 +5,10 @@ bench.nightly.confirm), and decides which device runs join later baselines."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bench.measure.host import HostNoise
+from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
 from bench.results.evidence import fingerprints, host_of, series, window
 from bench.results.store import ResultStore
@@ -19,12 +22,25 @@ from bench.results.verdict import (
     host_busy,
     judge,
     not_applicable,
-)
+    off_pace,
+)  # fmt: skip
 
 ICOUNT = (
-    "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, so a "
-    "latency measured on the bench's clock says nothing about the console; judge its device-clock figures"
+    "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, and its "
+    "agent cannot hold inputs for a replay on that clock (no `hold` cap), so no latency was measured"
 )
+
+
+PACE_FIGURES = (("replay_send_error_p99", "send error"), ("replay_release_error_p99", "release error, device clock"))
+
+
+def pace_reason(stored: dict) -> str | None:
+    """Why a device's replay was off pace (its send or release error P99 over the seed's alignment), or None."""
+    for name, what in PACE_FIGURES:
+        m = stored.get(name)
+        if m is not None and m.value is not None and m.value / 1e6 > SEED_ALIGNMENT_MS:
+            return f"{what} P99 {m.value / 1e6:.1f} ms > the seed's +-{SEED_ALIGNMENT_MS} ms alignment"
+    return None
 
 
 def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
@@ -67,9 +83,14 @@ def judge_run(
     for dev in store.devices(run_id):
         if devices is not None and dev.name not in devices:
             continue
-        virtual = bool(prints.get(dev.name, {}).get("virtual", False))
+        fp = prints.get(dev.name, {})
+        virtual = bool(fp.get("virtual", False))
+        icount = fp.get("clock") == "icount"
         stored = by_device.get(dev.name, {})
+        pace = pace_reason(stored)
         for rule in thresholds.rules:
+            if icount and rule.icount_threshold_pct is not None:
+                rule = replace(rule, threshold_pct=rule.icount_threshold_pct)
             m = stored.get(rule.measurement)
             base = window(
                 store, row.session or "", dev.name, rule.measurement,
@@ -78,8 +99,10 @@ def judge_run(
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
             if verdict.status == UNCHANGED and pinned is None and m is not None and m.value is not None:
                 verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
-            if rule.bench_clock and prints.get(dev.name, {}).get("clock") == "icount":
+            if rule.bench_clock and icount and fp.get("latency_clock") != "device":
                 verdict = not_applicable(verdict, ICOUNT)
+            elif rule.replay_paced and pace:
+                verdict = off_pace(verdict, pace)
             elif virtual and rule.host_timed and verdict.status == SUSPECTED:
                 busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict

@@ -33,6 +33,8 @@ class MetricRule:
     alpha: float  # one-sided significance of the run against the spread of the baseline runs
     host_timed: bool = True  # a virtual device's figure moves with bench-host load ("inconclusive" when busy)
     bench_clock: bool = False  # on the bench's clock (the catalogue says): meaningless on an icount guest
+    replay_paced: bool = False  # depends on when the replay's inputs arrived: inconclusive when the replay was off pace
+    icount_threshold_pct: float | None = None  # the floor on a QEMU -icount guest (instruction-counted: tiny spread)
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     return Thresholds(file, rules, runs, HostRules(busy, margin))
 
 
-_RULE_FIELDS = {"measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed"}
+_RULE_FIELDS = {"measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "replay_paced",
+                "icount_threshold_pct"}  # fmt: skip
 
 
 def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRule:
@@ -108,9 +111,11 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
             f"{file}: {where}.measurement = {measurement!r} is not a stored measurement",
             hint="name one of bench/measure/catalogue.py (e.g. decision_latency_p50)",
         )
-    host_timed = body.get("host_timed", True)
-    if not isinstance(host_timed, bool):
-        raise ConfigError(f"{file}: {where}.host_timed must be true or false, not {host_timed!r}")
+    flags = {key: body.get(key, default) for key, default in (("host_timed", True), ("replay_paced", False))}
+    for key, value in flags.items():
+        if not isinstance(value, bool):
+            raise ConfigError(f"{file}: {where}.{key} must be true or false, not {value!r}")
+    icount_floor = body.get("icount_threshold_pct")
     return MetricRule(
         name=name,
         title=entry.title,
@@ -119,8 +124,12 @@ def _rule(name: str, body: dict[str, Any], file: Path, alpha: float) -> MetricRu
         threshold_pct=_number(body["threshold_pct"], file, f"{where}.threshold_pct", low=0.0, high=1000.0),
         min_samples=_integer(body.get("min_samples", 1), file, f"{where}.min_samples", low=1),
         alpha=_number(body.get("alpha", alpha), file, f"{where}.alpha", low=0.0, high=0.5, open_low=True),
-        host_timed=host_timed,
+        host_timed=flags["host_timed"],
         bench_clock=entry.clock == BENCH,
+        replay_paced=flags["replay_paced"],
+        icount_threshold_pct=None
+        if icount_floor is None
+        else _number(icount_floor, file, f"{where}.icount_threshold_pct", low=0.0, high=1000.0),
     )
 
 

@@ -174,6 +174,14 @@ def not_applicable(verdict: Verdict, why: str) -> Verdict:
     )  # fmt: skip
 
 
+def off_pace(verdict: Verdict, pace: str) -> Verdict:
+    """A pacing-dependent verdict of a run whose replay missed the seed's alignment: inconclusive whatever it said
+    (the run then joins no baseline). A verdict that could not judge anything anyway is left as it is."""
+    if verdict.status in (NOT_APPLICABLE, NO_DATA, NOT_ENOUGH):
+        return verdict
+    return replace(verdict, status=INCONCLUSIVE, reason=f"inconclusive: replay off pace ({pace}); {verdict.reason}")
+
+
 def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:
     """A suspected regression of a host-timed metric on a virtual device while the bench host was busy."""
     if verdict.status != SUSPECTED:

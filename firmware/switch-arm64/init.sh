@@ -33,7 +33,7 @@ AGENT=""
 if [ "${npc_mode:-agent}" = agent ]; then
     model=$(ls /opt/npc/models/*.tflite | head -n1)
     export NPC_PLATFORM_TAG="qemu-${npc_timing:-realtime}"  # the agent's hello: linux-aarch64/qemu-icount
-    (cd /opt/npc/agent && PYTHONPATH=/usr/lib/python3/dist-packages in_cgroup python3 -S -u npc_agent.py \
+    (cd /opt/npc/agent && PYTHONPATH=/usr/lib/python3/dist-packages in_cgroup python3 -S -u npc_host_agent.py \
         --listen "0.0.0.0:${npc_port:-7700}" --pubkey /opt/npc/agent/trusted.pub.pem --models-dir /opt/npc/models \
         --model "$model" --manifest "${model%.tflite}.json" --mem-limit-mb "${npc_mem_mb:-256}") &
     AGENT=$!

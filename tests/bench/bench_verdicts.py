@@ -6,12 +6,15 @@ regressions must be reported the night they appear.
                                                    [--out DIR] [--json]
 
 A reduced nightly (one short synthetic combat session, the chosen devices, update and fault stages skipped; the
-Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet) runs from a scratch copy
-of this checkout, so injections change files the way a team would, never this worktree:
+Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet; with --guest-clock the
+bundled fleet as it is: the aarch64 guests under QEMU -icount, replayed on their own clock) runs from a scratch copy of
+this checkout, so injections change files the way a team would, never this worktree:
 
   unchanged ........ nothing changed (the first `baseline_runs` nights collect the baseline)
   cpu-hog .......... unchanged, with one busy loop per host CPU running during the whole nightly
   slower-model ..... the fleet file asks for npc-policy-large-int8 (same input and output shapes, more compute)
+  macs+3% .......... `--model` puts a policy with 3% more multiply-accumulates than each device's own under test
+                     (built with bench.models; its last hidden layer is wider)
   memory+13% ....... the agents allocate and touch a ballast of ~13% of their memory peak at import
   first-frame+25% .. the agents wait ~25% of their first-frame time before starting the frame loop
   creep-K .......... (last, after the steps) each inference does ~5% more compute than the night before, K nights
@@ -19,13 +22,15 @@ of this checkout, so injections change files the way a team would, never this wo
                      (a slower model a night, the way a retrained model grows); the window test alone absorbs it
 
 Prints one line per night (exit code, regressions, not reproduced, inconclusive), then the false-alarm count
-over the unchanged nights and which injections were caught on the night they appeared. Timing on a shared
-host is noisy: the bench host's load during each night is printed too.
+over the unchanged nights and which injections were caught on the night they appeared, and the run-to-run
+coefficient of variation of each device's CV_FIGURES over the judged unchanged nights (the CPU-hog night left
+out). Timing on a shared host is noisy: the bench host's load during each night is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -40,8 +45,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = Path(sys.executable)
-HOST_AGENT = "host/npc_agent.py"
+HOST_AGENT = "host/npc_host_agent.py"
 MPY_AGENT = "micropython/npc_agent.py"
+# the figures whose run-to-run spread the benchmark prints (issue goals: inference P50 CV < 5% on c6-a, < 1% on
+# the icount guests)
+CV_FIGURES = ("inference_latency_p50", "decision_latency_p50", "first_frame_p50", "fps")
+MAC_GROWTH = 1.03
 
 
 def scratch_copy(out: Path) -> Path:
@@ -112,6 +121,62 @@ def inject_first_frame(repo: Path, store: Path, devices: list[str]) -> str:
     return f"host agent waits {host_ms:.0f} ms, MicroPython agent {int(mcu_ms)} ms"
 
 
+def run_values(store: Path, run_id: int, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
+    """device -> measurement -> value of one stored run (non-null values only)."""
+    marks = ",".join("?" * len(names))
+    with sqlite3.connect(store) as db:
+        rows = db.execute(
+            "SELECT device, name, value FROM measurements WHERE run_id = ? AND value IS NOT NULL"
+            f" AND name IN ({marks})",
+            (run_id, *names),
+        ).fetchall()
+    out: dict[str, dict[str, float]] = {}
+    for device, name, value in rows:
+        out.setdefault(device, {})[name] = float(value)
+    return out
+
+
+def cv_table(nights: list[dict]) -> dict[str, dict[str, dict]]:
+    """device -> figure -> {values, cv_pct} over `nights` (each with its `values`)."""
+    import statistics
+
+    table: dict[str, dict[str, dict]] = {}
+    for n in nights:
+        for device, figures in n["values"].items():
+            for name, value in figures.items():
+                table.setdefault(device, {}).setdefault(name, {"values": []})["values"].append(value)
+    for figures in table.values():
+        for row in figures.values():
+            vals = row["values"]
+            mean = statistics.fmean(vals)
+            row["cv_pct"] = round(100 * statistics.stdev(vals) / mean, 2) if len(vals) >= 2 and mean else None
+    return table
+
+
+def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
+    """A .tflite with MAC_GROWTH times the multiply-accumulates of the fixture policy `device_model` (its last
+    hidden layer widened), built with bench.models; returns its path and what it is."""
+    sys.path.insert(0, str(repo))
+    from bench.models import POLICY_LAYERS
+    from bench.models.policy import calibration_inputs, make_policy, quantize_policy
+    from bench.models.tflite_build import int8_graph, serialize
+
+    name = device_model.removesuffix("-int8")
+    widths = list(POLICY_LAYERS[name])
+
+    def macs(w: list[int]) -> int:
+        return sum(a * b for a, b in itertools.pairwise(w))
+
+    base = macs(widths)
+    while macs(widths) < base * MAC_GROWTH:
+        widths[-2] += 1
+    mlp = make_policy(tuple(widths), f"{name}-macs/v1")
+    data = serialize(int8_graph(quantize_policy(mlp, calibration_inputs(widths[0]))), f"{name} +3% MACs int8")
+    path = repo / "fixtures" / "models" / f"{name}-macs3-int8.tflite"
+    path.write_bytes(data)
+    return path, f"{name} {tuple(POLICY_LAYERS[name])} -> {tuple(widths)}: {base} -> {macs(widths)} MACs"
+
+
 CREEP_RATE = 0.05  # per night, compounded
 
 
@@ -158,9 +223,11 @@ def slower_fleet(repo: Path, devices: list[str], base: Path) -> Path:
 
 
 def night(repo: Path, label: str, devices: list[str], session: Path, store: Path, reports: Path,
-          fleet: Path | None = None, hog: bool = False) -> dict:  # fmt: skip
+          fleet: Path | None = None, hog: bool = False, model: Path | None = None) -> dict:  # fmt: skip
     args = ["nightly", "--session", str(session), "--results", str(store), "--reports", str(reports), "--json",
             "--skip", "update", "--skip", "faults"]  # fmt: skip
+    if model is not None:
+        args += ["--model", str(model)]
     for d in devices:
         args += ["--device", d]
     if fleet is not None:
@@ -199,6 +266,7 @@ def night(repo: Path, label: str, devices: list[str], session: Path, store: Path
         "failed_stages": [n for n, s in stages.items() if not s["ok"]],
         "changes": _changes(store, run["run_id"]),
         "report": run["report"],
+        "values": run_values(store, run["run_id"], CV_FIGURES),
     }
 
 
@@ -295,6 +363,12 @@ def main() -> int:
         show(result)
         for name, text in originals.items():
             (repo / name).write_text(text)
+    for device in devices:  # one night per device: --model puts one file on every selected device
+        model_name = "npc-policy-large-int8" if device.startswith("orin") else "npc-policy-int8"
+        path, what = more_macs_model(repo, model_name)
+        result = night(repo, "macs+3%", [device], session, store, reports, fleet=fleet, model=path)
+        result["injected"] = f"{device}: {what}"
+        show(result)
     base = {d: measurement(store, d, "inference_latency_p50") for d in devices}  # the last unchanged-code night's
     base_us = {d: v for d, v in base.items() if v}
     creep_runs = []
@@ -308,7 +382,9 @@ def main() -> int:
             (repo / name).write_text(text)
     unchanged = [n for n in nights if "injected" not in n]
     judged = [n for n in unchanged if not n["note"].startswith("collecting")]
+    spread = cv_table([n for n in unchanged if n["night"] != "cpu-hog"])
     summary = {
+        "cv": spread,
         "devices": devices,
         "unchanged_nights": len(unchanged),
         "judged_unchanged_nights": len(judged),
@@ -330,6 +406,10 @@ def main() -> int:
                 caught = ", ".join(n["regressions"]) or "NOT caught"
                 print(f"{n['night']}: {n['injected']} -> {caught}" + (f"; changed: {' | '.join(n['changes'])}"
                                                                         if n["changes"] else ""))  # fmt: skip
+        for device, figures in sorted(spread.items()):
+            for name, row in sorted(figures.items()):
+                vals = ", ".join(f"{v:g}" for v in row["values"])
+                print(f"CV {device} {name}: {row['cv_pct']}% over {len(row['values'])} unchanged nights ({vals})")
         print(f"work folder: {out}")
     return 0
 

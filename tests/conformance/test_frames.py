@@ -139,3 +139,27 @@ def test_inputs_reach_the_decision(agent):
         assert r.ran and r.seq == len(inputs) - 1
         assert r.act in best
         assert r.p == pytest.approx(probs[r.act], abs=1 / 256 + 1e-4)
+
+
+def test_held_inputs_reach_the_features_when_their_due_time_comes(agent):
+    """An agent with the `hold` cap (protocol.md, `start` `hold_ms`) keeps each input until its own clock reaches
+    epoch + ts: sent all at once, inputs due 0.3 s apart show up in the records' `seq` one after the other, never in
+    a frame that started before their due time; the ack says when the epoch is."""
+
+    async def body(s: AgentSession):
+        if "hold" not in (s.info.get("caps") or []):
+            pytest.skip(f"{s.info.get('agent')} does not announce the hold cap")
+        ack = await s.start(fps=30, vsync_hz=30, frames=40, hold_ms=100)
+        for k in range(3):
+            await s.send_input("gaze", [0.5, 0.5, 0.9], 300 * k)
+        recs = [r async for r in s.frames(timeout=10)]
+        return ack, recs, await s.stats()
+
+    ack, recs, stats = agent.run(body)
+    epoch = ack["epoch"]
+    ran = sorted((r for r in recs if r.ran), key=lambda r: r.t0)
+    for k in range(3):
+        due = epoch + 300_000 * k
+        assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
+        assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
+    assert stats["held"] == 0 and stats["held_late"] == 0

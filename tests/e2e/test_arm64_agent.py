@@ -119,10 +119,14 @@ def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: 
     run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
     before, runs, after = guest.run(run())
     assert runs[0].status == "ok", runs[0].detail
-    assert after - before == len(plan.inputs) > 100
-    # icount: the guest clock runs well behind wall time while it takes ~300 inputs/s, so few frames
-    assert len(runs[0].frames) >= 5 and max(f.seq for f in runs[0].frames) > 0
-    assert {m.name for m in store.measurements(run_id, device.name)}
+    # icount: replayed on the guest's clock (the agent holds the inputs), as much of the session as fit its budget
+    assert runs[0].latency_clock == "device" and after - before == runs[0].track.sent > 10
+    assert max(f.seq for f in runs[0].frames) > 0
+    ms = {m.name: m for m in store.measurements(run_id, device.name)}
+    assert 0 < ms["replay_covered"].value <= ms["replay_session"].value
+    assert "device clock" in ms["decision_latency_p50"].description and ms["decision_latency_p50"].value > 0
+    assert ms["frames"].value >= 0.95 * ms["frames_scheduled"].value  # not flooded: it kept its schedule
+    assert ms["replay_release_error_p99"].value is not None and ms["first_frame_p50"].samples == 10
 
 
 def test_ota_delta_update_switches_the_guest_model(guest: Guest, tmp_path: Path) -> None:

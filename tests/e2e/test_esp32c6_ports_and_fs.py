@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -193,7 +194,7 @@ def test_serial_ports_admit_whom_dev_ttyacm0_would(board: Board) -> None:
         assert admitted_esp.returncode == 0 and "ESP32-C6" in admitted_esp.stdout, admitted_esp.stdout
     finally:
         board.control("power_cycle")  # esptool left the chip in its loader
-        subprocess.run(["rm", "-rf", str(home)], check=False)
+        shutil.rmtree(home, ignore_errors=True)
     log = board.control("log")  # the board's UART log; refusals go to board.log
     assert log["ok"]
     assert "refused uid 54321" in (board.virtual.state_dir / "board.log").read_text()

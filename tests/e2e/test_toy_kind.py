@@ -142,7 +142,7 @@ def test_fleet_check_flash_and_replay_serve_a_registered_kind(
     assert code == 0 and row["status"] == "reachable" and row["driver"] == "yes"
 
     code, flashed = run_cli(capsys, "flash", "--fleet", str(toy_fleet), "--logs", str(tmp_path / "flash-logs"))
-    assert code == 0 and flashed["ok"] and (tmp_path / "agent" / "npc_agent.py").is_file()
+    assert code == 0 and flashed["ok"] and (tmp_path / "agent" / "npc_host_agent.py").is_file()
 
     session = sorted(SESSIONS_DIR.glob("*.mcap"))[0]
     code, replayed = run_cli(

@@ -19,7 +19,7 @@ def device(**settings):
 def test_host_bundle_is_a_flat_folder_with_a_signed_manifest(tmp_path):
     files = bundles.host_bundle(device(model_version=4), tmp_path)
     dests = [d for _, d in files]
-    for name in ("npc_agent.py", "wire.py", "npcsched.py", "npcfeat.py", "npcrecords.py", "trusted.pub.pem"):
+    for name in ("npc_host_agent.py", "wire.py", "npcsched.py", "npcfeat.py", "npcrecords.py", "trusted.pub.pem"):
         assert name in dests
     assert "models/npc-policy-int8.tflite" in dests and "models/npc-policy-int8.json" in dests
     assert "models/current.json" not in dests  # a flash keeps what an update installed (docs/ota.md) ...
@@ -43,7 +43,7 @@ def test_unknown_model_is_a_config_error(tmp_path):
 
 def test_agent_command_carries_the_kind_settings():
     argv = bundles.host_agent_command(device(memory_limit_mb=256), "/opt/npc")
-    assert argv[:2] == ["python3", "/opt/npc/npc_agent.py"]
+    assert argv[:2] == ["python3", "/opt/npc/npc_host_agent.py"]
     assert argv[argv.index("--listen") + 1] == "0.0.0.0:7700"
     assert argv[argv.index("--mem-limit-mb") + 1] == "256"
     assert "--stdio" in bundles.host_agent_command(device(), "/opt/npc", stdio=True)

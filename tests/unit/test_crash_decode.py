@@ -35,7 +35,7 @@ def test_cpython_traceback_skips_the_printed_source_lines():
     sources = host_agent_sources()
     console = [
         "Traceback (most recent call last):",
-        '  File "/opt/npc/agent/npc_agent.py", line 3, in <module>',
+        '  File "/opt/npc/agent/npc_host_agent.py", line 3, in <module>',
         "    import asyncio",
         '  File "/usr/lib/python3/dist-packages/numpy/core.py", line 10, in f',
         "    x = 1",
@@ -43,7 +43,7 @@ def test_cpython_traceback_skips_the_printed_source_lines():
     ]
     crash = decode_crash("switch-1", console, sources)
     assert crash.summary == "MemoryError"
-    assert [f.source for f in crash.frames] == [sources["npc_agent.py"], None]
+    assert [f.source for f in crash.frames] == [sources["npc_host_agent.py"], None]
 
 
 def test_kernel_panic_shows_the_last_console_lines():

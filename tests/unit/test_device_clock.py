@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from bench.fingerprint import device_clock
 from bench.fleet import Device
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
 
 
 @pytest.mark.parametrize(
@@ -24,10 +17,8 @@ sys.path[:0] = [str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "m
     ],
 )
 def test_the_host_agent_names_an_emulated_clock_from_the_kernel_command_line(tmp_path, monkeypatch, cmdline, suffix):
-    # by file: another test may have put micropython/ (which has its own npc_agent) first on sys.path
-    spec = importlib.util.spec_from_file_location("host_npc_agent", ROOT / "host" / "npc_agent.py")
-    agent = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(agent)
+    import npc_host_agent as agent  # host/ is on the tests' path (pyproject's pythonpath)
+
     platform_name = agent.platform_name
 
     monkeypatch.delenv("NPC_PLATFORM_TAG", raising=False)
@@ -35,6 +26,8 @@ def test_the_host_agent_names_an_emulated_clock_from_the_kernel_command_line(tmp
     path.write_text(cmdline + "\n")
     assert platform_name(str(path)).endswith(suffix)
     assert "/" not in platform_name(str(tmp_path / "missing"))
+    # the agent spins before deadlines except on an instruction-counted clock, where it only spends guest time
+    assert (agent.default_spin_us(platform_name(str(path))) == 0) == (suffix == "/qemu-icount")
 
 
 def test_the_fingerprint_clock_follows_what_the_agent_reports() -> None:

@@ -106,7 +106,10 @@ def violations(root: Path, table: list[tuple[str, list[str]]]) -> list[str]:
     ]
     graph: dict[str, dict[str, Edge]] = defaultdict(dict)
     for edge in edges(root):
-        (src_layer, src), (dst_layer, dst) = entry_of(edge.source, root, table), entry_of(edge.target, root, table)
+        placed = entry_of(edge.source, root, table), entry_of(edge.target, root, table)
+        if None in placed:
+            continue  # reported above
+        (src_layer, src), (dst_layer, dst) = placed
         if dst_layer > src_layer:
             found.append(f"upward: {edge.named(root)} ({table[src_layer][0]} -> {table[dst_layer][0]})")
         elif src != dst:

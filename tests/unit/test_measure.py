@@ -11,6 +11,7 @@ from bench.measure.histogram import Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, OffsetClock
+from bench.measure.replay_timing import ReplayTiming, release_error
 from bench.measure.samples import min_samples
 
 
@@ -135,8 +136,8 @@ def test_measure_device_puts_it_together() -> None:
     sent = {i: f.t0 * 1000 - 1_000_000 for i, f in enumerate(frames)}  # each input 1 ms before its frame
     stats = [{"mem_peak": 1000}, {"mem_peak": 5000}, {"mem": 3}]
     faults = [{"kind": "crash", "cause": "exception", "t_switch": 1, "t_fault": 2}]
-    m = measure_device(frames, sent_ns=sent, clock=clock, budget_ms=50, stats=stats, faults=faults,
-                       send_errors_ns=[100, 200, 300], start_ns=frames[0].t0 * 1000 - 5_000_000)  # fmt: skip
+    timing = _timing("bench", sent, start_ns=frames[0].t0 * 1000 - 5_000_000, send_errors_ns=[100, 200, 300])
+    m = measure_device(frames, clock=clock, budget_ms=50, stats=stats, faults=faults, timing=timing)
     v = m.values()
     assert v["fps"] == pytest.approx(50.0) and v["frames"] == 70 and v["mem_peak"] == 5000
     assert v["decision_latency_p50"] == pytest.approx(3000, rel=1e-3)  # 1 ms before t0, t1 = t0 + 2 ms
@@ -147,3 +148,49 @@ def test_measure_device_puts_it_together() -> None:
     assert m.get("decision_latency_p90").flags == ()
     assert {h.name for h in m.histograms} >= {"inference_latency", "decision_latency", "frame_time"}
     assert all(x.unit for x in m.measurements)
+
+
+def _timing(clock: str | None, inputs: dict[int, int], **kw) -> ReplayTiming:
+    fields = {"latency_clock": OffsetClock(0), "end_ns": None, "start_ns": None, "send_errors_ns": None,
+              "session_s": 1.4, "covered_s": 1.4, "loop_s": 1.4, "vsync_hz": 50, "fps": 50} | kw  # fmt: skip
+    return ReplayTiming(clock=clock, inputs_ns=inputs, **fields)
+
+
+def test_device_clock_latency_runs_from_due_to_decision_on_the_device_clock() -> None:
+    """An icount guest's replay: inputs are due on the guest's clock (the agent holds them), so decision latency,
+    first frame and the replay's fidelity come from device timestamps only, and they are judged figures."""
+    frames = _frames([20_000] * 69)
+    due = {i: f.t0 * 1000 - 4_000_000 for i, f in enumerate(frames)}  # due 4 ms before the inference using it
+    timing = _timing(
+        "device", due, start_ns=frames[0].t0 * 1000 - 9_000_000, covered_s=0.7, loop_s=0.7, budget_hit=True
+    )
+    m = measure_device(frames, clock=OffsetClock(10**12), budget_ms=50, timing=timing)  # the bench mapping: unused
+    v = m.values()
+    assert v["decision_latency_p50"] == pytest.approx(6000, rel=1e-3)  # 4 ms waiting, 2 ms inference
+    assert v["first_frame"] == pytest.approx(11.0)
+    assert "device clock" in m.get("decision_latency_p50").description
+    assert v["replay_release_error_max"] == 0 and v["replay_released_early"] == 0
+    assert "replay_send_error_p99" not in v  # no bench send times that matter
+    assert (
+        v["replay_covered"] == 0.7 and v["frames_scheduled"] == 35 and "budget" in m.get("replay_covered").description
+    )
+
+
+def test_figures_without_a_meaningful_clock_are_absent_not_zero() -> None:
+    """An icount guest paced on the bench clock: latency and first frame are not stored at all (never 0.0)."""
+    frames = _frames([20_000] * 10)
+    m = measure_device(frames, clock=OffsetClock(0), budget_ms=50, timing=_timing(None, {}, start_ns=1))
+    names = set(m.values())
+    assert not {"decision_latency_p50", "decision_deadline_misses", "first_frame"} & names
+    assert "inference_latency_p50" in names
+
+
+def test_release_error_counts_inputs_that_missed_the_inference_they_were_due_for() -> None:
+    """Inference starts every 10 ms; seq 0 is there in time, seq 1 arrives one inference late, seq 2 two late."""
+    frames = [Frame(i=i, vsync=t, ran=True, t0=t, t1=t + 1, seq=s) for i, (t, s) in
+              enumerate([(0, 0), (10_000, 0), (20_000, 1), (30_000, 2), (40_000, 2)])]  # fmt: skip
+    due = {0: 0, 1: 5_000_000, 2: 5_000_000}
+    err = release_error(frames, due)
+    assert sorted(_recorded(err.histogram)) == pytest.approx([0, 10_000_000, 20_000_000], rel=1e-3)
+    assert err.early == 0
+    assert release_error(frames, {2: 35_000_000}).early == 1  # used at 30 ms, due at 35 ms: released early

@@ -56,7 +56,8 @@ class StandInAgent:
     async def sync_clock(self, n: int = 16, interval: float = 0.0) -> StandInClock:
         return self.clock
 
-    async def start(self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0):
+    async def start(self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0,
+                    hold_ms: int | None = None):  # fmt: skip
         self._loop = asyncio.create_task(self._run(fps))
         return {"t": "ack"}
 
@@ -183,3 +184,88 @@ def test_replay_fleet_gives_run_aware_openers_the_run_id(tmp_path: Path) -> None
         assert seen == [result.run_id] and result.status == "ok"
         with pytest.raises(ValueError, match="exactly one"):
             asyncio.run(replay_fleet([], path, store))
+
+
+class SlowGuest(StandInAgent):
+    """An icount guest's agent: its clock runs at `rate` of real time, it holds each input until its clock reaches
+    the input's `ts` after its epoch (the `hold` cap), and it notes when (device us) each input arrived."""
+
+    def __init__(self, fps: int, rate: float) -> None:
+        super().__init__(fps)
+        self.info = {"agent": "stand-in", "platform": "linux-aarch64/qemu-icount", "caps": ["hold"]}
+        self.rate = rate
+        self.born = time.monotonic_ns()
+        self.epoch = 0
+        self.arrived: list[tuple[int, int]] = []  # (device us, ts ms)
+        self.holds: list[int | None] = []  # each start's hold_ms
+        self.epochs: list[int] = []
+
+    def _us(self) -> int:
+        return round((time.monotonic_ns() - self.born) * self.rate) // 1000
+
+    async def start(self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0,
+                    hold_ms: int | None = None):  # fmt: skip
+        rx = self._us()
+        self.holds.append(hold_ms)
+        self.epoch = rx + 1_000_000 // vsync_hz + (hold_ms or 0) * 1000
+        self.epochs.append(self.epoch)
+        self._loop = asyncio.create_task(self._run(fps))
+        return {"t": "ack", "epoch": self.epoch, "rx": rx}
+
+    async def send_raw(self, data: bytes) -> int:
+        self.arrived.append((self._us(), _decode(data)["ts"]))
+        return await super().send_raw(data)
+
+    async def _run(self, fps: int) -> None:
+        i, period = 0, 1_000_000 // fps
+        while True:
+            due = self.epoch - 200_000 + i * period
+            while self._us() < due:
+                await asyncio.sleep(0.001)
+            t0 = self._us()
+            released = [(us, ts) for us, ts in self.arrived if self.epoch + ts * 1000 <= t0]
+            await asyncio.sleep(0.002)
+            self._queue.put_nowait(Frame(i, due, due=due, ran=True, t0=t0, t1=self._us(), seq=len(released) - 1,
+                                         rx_ns=time.monotonic_ns()))  # fmt: skip
+            i += 1
+
+    async def load(self, path: str, manifest: dict[str, Any], timeout: float = 60.0, *, cold: bool = False):
+        rx = self._us()
+        await super().load(path, manifest, timeout, cold=cold)
+        return {"t": "loaded", "rx": rx}
+
+
+def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path: Path) -> None:
+    """A guest whose clock runs at half real time gets the session at the recorded rate on its clock: no input
+    reaches it more than the lookahead ahead of its clock, the replay stops at the device's time budget and says how
+    much it played, and latency, deadline misses and first-frame times are on the guest clock."""
+    from bench.replay.player import LOOKAHEAD_MS
+
+    plan = build_plan(synth_session("combat", 5, duration_s=4.0), lambda m: json.dumps(m).encode())
+    guest = SlowGuest(30, rate=0.5)
+    device = Device("orin-1", "pi5", None, settings={"fps_target": 30, "vsync_hz": 30, "replay_budget_s": 1.2})
+
+    async def open_agent(dev: Device) -> AgentEndpoint:
+        async def close() -> None:
+            return None
+
+        return AgentEndpoint(guest, close)
+
+    store = open_store(tmp_path / "r.sqlite")
+    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    (run,) = asyncio.run(ReplayRun(plan, [device], open_agent, store, run_id).execute())
+    assert run.status == "ok", run.detail
+    assert guest.holds[0] is not None  # the session's frame loop holds inputs (the cold starts' need not)
+    ahead_ms = max(ts - (us - guest.epochs[0]) / 1000 for us, ts in guest.arrived)
+    assert ahead_ms <= LOOKAHEAD_MS + 50  # fed on the guest's clock: never flooded
+    assert 0 < len(guest.arrived) < len(plan.inputs)  # the budget ended it: what fits, from the start
+    ms = {m.name: m for m in store.measurements(run_id, "orin-1")}
+    last_sent_s = guest.arrived[-1][1] / 1000
+    assert 0.1 < ms["replay_covered"].value <= last_sent_s + 0.001 < 4.0  # the part whose inputs all went out
+    assert ms["replay_session"].value == pytest.approx(4.0, abs=0.01)
+    assert "device clock" in ms["decision_latency_p50"].description
+    assert 0 < ms["decision_latency_p50"].value < 2 * 1_000_000 / 30 + 5000  # at most a frame period + inference
+    assert ms["replay_release_error_p50"].value is not None and "replay_send_error_p50" not in ms
+    assert store.devices(run_id)[0].info["latency_clock"] == "device"
+    assert ms["first_frame_p50"].samples == 10 and 0 < ms["first_frame_p50"].value < 1_000_000
+    store.close()

@@ -243,3 +243,49 @@ def test_a_refused_load_says_the_running_model_was_kept() -> None:
     rolled = SimpleNamespace(**{**vars(refused), "kind": "rollback", "t_switch_us": 10, "rollback_us": 300.0})
     assert _fault(refused, None).outcome == "refused, v1 kept running"
     assert _fault(rolled, None).outcome == "rolled back to v1 in 300 µs"
+
+
+def test_a_replay_off_pace_makes_its_timing_verdicts_inconclusive_and_the_page_says_why(tmp_path: Path) -> None:
+    """Send error P99 over the seed's +-8.3 ms alignment: the pacing-dependent verdicts are inconclusive (so the run
+    joins no baseline), memory is still judged, and the page shows the figure next to the alignment."""
+    from bench.measure.measurement import Measurement
+    from bench.results.judge import acceptance
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=7, devices=2, frames=1000)
+    with open_store(path) as store:
+        errors = [
+            Measurement(f"replay_send_error_{q}", "ns", v) for q, v in (("p50", 8e3), ("p99", 15e6), ("max", 7e7))
+        ]
+        store.add_measurements(last, "orin-1", errors)
+        published = publish_run(store, last, reports_dir=tmp_path)
+    by_metric = {v.metric: v for v in published.verdicts if v.device == "orin-1"}
+    assert by_metric["latency_p50"].status == "inconclusive"
+    assert by_metric["latency_p50"].reason.startswith("inconclusive: replay off pace (send error P99 15.0 ms > the")
+    assert by_metric["memory_peak"].status == "unchanged" and by_metric["inference_p50"].status != "inconclusive"
+    joins, why = acceptance(published.verdicts, "orin-1", "ok")
+    assert not joins and "latency_p50" in why  # an off-pace run joins no baseline
+    page = published.page.read_text()
+    assert (
+        "send error P50 8.00 µs, P99 15.0 ms, max 70.0 ms (the seed aligns modalities within ±8.3 ms: off pace" in page
+    )
+
+
+@pytest.mark.parametrize(("latency_clock", "status"), [("device", "regression"), (None, "not applicable")])
+def test_an_icount_guests_latency_is_judged_when_replayed_on_its_own_clock(
+    tmp_path: Path, latency_clock: str | None, status: str
+) -> None:
+    from bench.results.evidence import record_fingerprint
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=7, devices=2, frames=1000)
+    with open_store(path) as store:
+        for run in range(1, last + 1):
+            record_fingerprint(
+                store, run, "orin-1", {"virtual": True, "clock": "icount", "latency_clock": latency_clock}
+            )
+        published = publish_run(store, last, reports_dir=tmp_path)
+    p50 = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "latency_p50")
+    assert p50.status == status
+    page = published.page.read_text()
+    assert ("guest clock (icount)" in page) == (latency_clock == "device")

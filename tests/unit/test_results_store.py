@@ -93,11 +93,10 @@ WRITER = textwrap.dedent(
     import sys, time
     from bench.measure.records import Frame
     from bench.results import open_store
-    from bench.results.frame_writer import BackgroundFrameWriter
     store = open_store(sys.argv[1])
     run = store.begin_run("replay", session="s")
     store.add_device(run, "d", "pi5")
-    background = BackgroundFrameWriter(store.path) if sys.argv[2] == "background" else None
+    background = store.frame_sink() if sys.argv[2] == "background" else None
     i = 0
     while True:
         frame = Frame(i, i * 16_667, ran=True, t0=i * 16_667 + 5, t1=i * 16_667 + 900, seq=i)

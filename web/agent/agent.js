@@ -1,6 +1,6 @@
 // The NPC reference agent for the web target (docs/protocol.md), in a page of a browser: LiteRT.js on
 // WebAssembly runs the model, requestAnimationFrame is the display clock, a WebSocket to the bench is the link.
-// The JavaScript twin of host/npc_agent.py.
+// The JavaScript twin of host/npc_host_agent.py.
 //
 // The page is opened as index.html?link=ws://HOST:PORT/agent/NAME&store=/dev/NAME/ : `store` is the device's
 // storage on its origin (agent.json, trusted.pub.pem, models/), `link` where the bench listens. The URL's

@@ -3,14 +3,15 @@
 Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py`, `npcrecords.py` (and `p256.py` where
 `cryptography` is missing) beside it; needs numpy and a tflite runtime (ai-edge-litert or tflite-runtime).
 
-    python3 npc_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
-    python3 npc_agent.py --stdio ...
+    python3 npc_host_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
+    python3 npc_host_agent.py --stdio ...
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import importlib.util
 import json
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 AGENT = "npc-host"
 VERSION = "0.1.0"
-CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer"]
+CAPS = ["tflite", "int8", "float32", "rollback", "stats", "infer", "hold"]
 if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
     CAPS += ["update-coap", "delta-bsdiff"]
     if importlib.util.find_spec("grpc") is not None and importlib.util.find_spec("google.protobuf") is not None:
@@ -58,6 +59,7 @@ SPIN_US = 200
 # warm-up passes in the spin (each trains the branch predictors further: decision p50 ~40/34/30 us after 1/2/3),
 # a second or third only while over half the spin remains
 WARM_PASSES = 3
+MAX_HOLD_MS = 60_000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 
 
 def platform_name(cmdline: str = "/proc/cmdline") -> str:
@@ -123,7 +125,10 @@ class Agent:
         self.exit = asyncio.Event()
         self.last = (None, None)  # last decision (act, p), repeated by skipped frames
         self.errors = {code: 0 for code in wire.ERROR_CODES}
-        self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
+        self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
+        self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
+        self.held = collections.deque()  # (due_us, ch, ts, d, seq) of inputs not yet due, in arrival order
+        self.held_late_max_us = 0
         self.handlers = {
             "hello": self.on_hello,
             "ping": self.on_ping,
@@ -217,7 +222,8 @@ class Agent:
         model.source = self.model_path(path)
         switch_us = self.models.switch(model)
         asyncio.get_running_loop().call_soon(self._warm_up)
-        return wire.reply(msg, "loaded", {"model": model.info, "verify_us": verify_us, "switch_us": switch_us})
+        reply = {"model": model.info, "verify_us": verify_us, "switch_us": switch_us, "rx": rx_us}
+        return wire.reply(msg, "loaded", reply)
 
     def model_path(self, path: str) -> str:
         """The file `path` names inside the models folder; Refused (saying nothing of the file) otherwise."""
@@ -333,9 +339,13 @@ class Agent:
         key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
         frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
         sched = npcsched.Scheduler(fps, vsync_hz, key_every)
+        origin = now_us() + sched.vsync_us
+        hold_ms = msg.get("hold_ms")
+        self.held.clear()
+        self.epoch = None if hold_ms is None else origin + 1000 * npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
         self.stopping = False
-        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))
-        return wire.reply(msg, "ack")
+        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames, origin))
+        return wire.reply(msg, "ack", {} if self.epoch is None else {"epoch": self.epoch, "rx": rx_us})
 
     async def on_stop(self, msg, rx_us):
         self.stopping = True
@@ -345,15 +355,35 @@ class Agent:
 
     async def on_input(self, msg, rx_us):
         try:
-            self.features.add(msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
+            args = (msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
+            if self.epoch is None:
+                self.features.add(*args)
+            else:  # held until the agent's clock reaches its due time; its data are checked when it is released
+                due = self.epoch + round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
+                if rx_us > due:  # it came after its due time: released at once, late
+                    self.counts["held_late"] += 1
+                    self.held_late_max_us = max(self.held_late_max_us, rx_us - due)
+                self.held.append((due, *args))
         except (KeyError, TypeError, ValueError) as exc:
             return wire.error("bad_field", f"input: {exc}")  # counted with every error reply
         self.counts["inputs"] += 1
         return None
 
+    def release(self, t_us: int) -> None:
+        """Hand the held inputs due by `t_us` (device clock) to the features, in arrival order."""
+        while self.held and self.held[0][0] <= t_us:
+            _, ch, ts, d, seq = self.held.popleft()
+            try:
+                self.features.add(ch, ts, d, seq)
+            except (KeyError, TypeError, ValueError) as exc:  # as for an input that is not held
+                self.errors["bad_field"] += 1
+                self.broadcast(wire.error("bad_field", f"input: {exc}"))
+
     async def on_stats(self, msg, rx_us):
         self.models.in_probation()  # releases the previous model once probation is over
         fields = dict(self.counts)
+        fields["held"] = len(self.held)
+        fields["held_late_max_us"] = self.held_late_max_us
         fields.update(self.models.memory())
         fields.update(self.models.counts)
         fields["errors"] = {k: v for k, v in self.errors.items() if v}
@@ -388,9 +418,10 @@ class Agent:
 
     # -- the frame loop ------------------------------------------------------------------------------
 
-    async def frame_loop(self, sched, frames: int) -> None:
-        """Display clock + scheduler: one `frame` record per VSync until stopped or `frames` reached."""
-        clock = npcsched.VsyncClock(sched.vsync_hz, now_us() + sched.vsync_us)
+    async def frame_loop(self, sched, frames: int, origin: int) -> None:
+        """Display clock (first VSync at `origin`) + scheduler: one `frame` record per VSync until stopped or
+        `frames` reached. Held inputs are released at each VSync and before each inference."""
+        clock = npcsched.VsyncClock(sched.vsync_hz, origin)
         taken = 0
         while True:
             more = not self.stopping and (frames == 0 or taken < frames)
@@ -404,10 +435,15 @@ class Agent:
                 await sleep_until(self.waker, clock.next_tick(), 0)  # a VSync alone needs no spin: its tick is exact
                 if self.stopping:
                     continue
-                slot = sched.on_vsync(clock.take())
+                vsync = clock.take()
+                self.release(vsync)
+                slot = sched.on_vsync(vsync)
                 taken += 1
                 if slot.skip:
                     self.emit_frame(slot, None)
+        self.counts["held_dropped"] += len(self.held)  # not yet due when the loop stopped
+        self.held.clear()
+        self.epoch = None
         self.broadcast(
             {
                 "t": "stopped",
@@ -430,6 +466,7 @@ class Agent:
 
     def run_slot(self, sched, slot) -> None:
         t0 = now_us()
+        self.release(t0)
         sched.begin(slot, t0)
         try:
             y, model = self.models.infer(self.features.vector())
@@ -518,8 +555,18 @@ def parse_args(argv=None):
         default="auto",
         help="signature verifier: `cryptography` when importable (auto), or the portable p256.py",
     )
-    p.add_argument("--spin-us", type=int, default=SPIN_US, help="busy-wait this close to each deadline")
-    return p.parse_args(argv)
+    p.add_argument("--spin-us", type=int, default=None, help="busy-wait this close to each deadline")
+    args = p.parse_args(argv)
+    if args.spin_us is None:
+        args.spin_us = default_spin_us(platform_name())
+    return args
+
+
+def default_spin_us(platform_tag: str) -> int:
+    """SPIN_US, but none on an instruction-counted clock (QEMU -icount): there a timer fires on time in guest time
+    and the cache warm-up the spin runs changes nothing, so spinning would only spend the guest's instructions
+    (its clock), slowing a replay on it several-fold."""
+    return 0 if platform_tag.endswith("/qemu-icount") else SPIN_US
 
 
 async def amain(args) -> int:

@@ -1,0 +1,72 @@
+"""What a replay run writes, and where: the sink protocol the replay owns.
+
+The replay knows nothing of databases; it hands devices, frame records, inputs, measurements, histograms,
+faults and clock mappings to a `RunSink`. `bench.results.store.ResultStore` is the bench's sink (SQLite or
+PostgreSQL); a test may pass anything with these methods."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from bench.measure.faults import FaultEvent
+from bench.measure.histogram import Histogram
+from bench.measure.measurement import Measurement
+from bench.measure.records import FrameLike
+
+
+class FrameSink(Protocol):
+    """Takes frame records as they arrive, from the event loop, without blocking it."""
+
+    def put(self, run_id: int, device: str, frame: FrameLike) -> None:
+        """Queue one record (never blocks)."""
+
+    def close(self) -> None:
+        """Write everything queued; re-raises a write error."""
+
+
+class RunSink(Protocol):
+    """Where a replay run's results go."""
+
+    def begin_run(
+        self,
+        kind: str,
+        *,
+        bench: str = "",
+        session: str | None = None,
+        speed: float | None = None,
+        git_rev: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> int:
+        """Start a run of `kind`; its id."""
+
+    def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
+        """Mark the run finished with `status` and a JSON summary."""
+
+    def add_device(self, run_id: int, name: str, kind: str, info: dict[str, Any] | None = None) -> None:
+        """Register a device in the run."""
+
+    def update_device(
+        self, run_id: int, name: str, *, status: str | None = None, detail: str | None = None, **info: Any
+    ) -> None:
+        """Set a device's status/detail and merge `info` into what is known of it."""
+
+    def frame_sink(self, rt_priority: int | None = None) -> FrameSink:
+        """A writer for frame records (its thread real-time at `rt_priority`, when given and allowed)."""
+
+    def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
+        """The replayed inputs: (seq, channel, due_ns or None, sent_ns)."""
+
+    def add_measurements(self, run_id: int, device: str, measurements: Iterable[Measurement]) -> None:
+        """A device's measurements."""
+
+    def add_histograms(self, run_id: int, device: str, histograms: Iterable[Histogram]) -> None:
+        """A device's histograms."""
+
+    def add_faults(self, run_id: int, device: str, faults: Sequence[FaultEvent]) -> None:
+        """A device's fault events."""
+
+    def set_clock(
+        self, run_id: int, device: str, offset_ns: float, drift_ppm: float, ref_ns: int, uncertainty_ns: float | None
+    ) -> None:
+        """The device clock mapping the run's figures used."""
