@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
 
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
-from npc_agent import SPIN_US  # noqa: E402
+from npc_host_agent import SPIN_US  # noqa: E402
 from npc_models import PROBATION_US  # noqa: E402
 
 from bench.agent.session import AgentSession  # noqa: E402
