@@ -136,3 +136,4 @@ def test_help_lists_every_command_unbroken(tmp_path):
 
     assert all(name in words for name in COMMANDS), proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    assert not [line for line in proc.stdout.splitlines() if line.endswith("-") and line[-2:-1].isalpha()]
