@@ -17,6 +17,7 @@ class TelemetrySink(Protocol):
     def add_telemetry(self, run_id: int, device: str, rows: Iterable[tuple[int, str, float, str, str]]) -> int:
         """Write (t_ns, name, value, unit, source) rows of `device`; how many."""
 
+
 POWER_NAME = "meter_power_mw"
 WINDOWS_NAME = "meter_inferring"  # 1 inside an inference window t0..t1 (bench clock), 0 outside: the plot's shading
 MAX_POINTS = 4000
