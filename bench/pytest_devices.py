@@ -127,7 +127,9 @@ def hil_recovery_ladder() -> Sequence[RecoveryStep]:
 
 @pytest.fixture(scope="session")
 def _hilbench_agents(pytestconfig: pytest.Config, fleet: Fleet, _hilbench_pool) -> Iterator[AgentPool]:
-    pool = AgentPool(_hilbench_pool, fleet, Path(pytestconfig.getoption("--hil-log-dir")))
+    from bench.pytest_plugin import log_root  # the plugin owns the log options (and loads this module)
+
+    pool = AgentPool(_hilbench_pool, fleet, log_root(pytestconfig))
     yield pool
     pool.close()
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
+from bench.commands import FLEET_HELP, fleet_of
 from bench.commands.values import int_in
 from bench.console import emit_json, out
-from bench.fleet import load_fleet
 from bench.results.retention import prune
 from bench.results.store import DEFAULT_STORE, open_store
 
@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = rsub.add_parser(
         "prune", help="delete raw frame/input rows older than the fleet's [results] retention, then VACUUM"
     )
-    p.add_argument("--fleet", metavar="FILE", help="fleet file whose [results] and [bench] results apply")
+    p.add_argument("--fleet", metavar="FILE", help=f"whose [results] and [bench] results apply: {FLEET_HELP}")
     p.add_argument(
         "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
     )
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_prune(args: argparse.Namespace) -> int:
     """Prune (or count, with --dry-run) and print sizes and rows removed; exit 0."""
-    fleet = load_fleet(args.fleet)
+    fleet = fleet_of(args)
     policy = fleet.retention
     if args.keep_raw_days is not None:
         policy = replace(policy, keep_raw_days=args.keep_raw_days)
