@@ -28,6 +28,7 @@ HOST_FILES = [
     "npc_models.py",
     "npc_verify.py",
     "npc_links.py",
+    "npc_wake.py",
     "npc_update.py",
     "npc_bspatch.py",
     "npc_grpc.py",

@@ -1,10 +1,17 @@
-"""`hilbench`: thin command line over the bench library. Parses, calls, prints, sets the exit code."""
+"""`hilbench`: thin command line over the bench library. Parses, calls, prints, sets the exit code.
+
+Only the module of the command being run is imported (a fast start: `hilbench --version` and `hilbench fleet
+list` load no scipy, numpy, aiocoap, labgrid or jinja2); `hilbench --help`, a usage error and shell completion
+load them all. Global options (`-v`, `-q`, `--log-file`, `--log-level`) go anywhere; `--fleet`, `--port` and
+`--json` go before or after the command."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import os
+import re
 import signal
 import sys
 from typing import NoReturn
@@ -13,42 +20,154 @@ from bench import __version__
 from bench.errors import BenchError, ConfigError, ExitCode
 from bench.stopping import STOP_SIGNALS, Interrupted, exit_code
 
-# Each module has register(subparsers) which adds its commands with `func=handler(args) -> int`.
-COMMAND_MODULES = [
-    "bench.commands.fleet",
-    "bench.commands.nightly",
-    "bench.commands.report",
-    "bench.commands.keys",
-    "bench.commands.model",
-    "bench.commands.ota",
-    "bench.commands.update",
-    "bench.commands.session",
-    "bench.commands.replay",
-    "bench.commands.bisect",
-    "bench.commands.linux",
-    "bench.commands.image",
-    "bench.commands.flash",
-    "bench.commands.virtual",
-    "bench.commands.lab",
-    "bench.commands.power",
-    "bench.commands.doctor",
-]
+# Each command's module has register(subparsers), which adds its commands with `func=handler(args) -> int`.
+COMMANDS = {
+    "fleet": "bench.commands.fleet",
+    "nightly": "bench.commands.nightly",
+    "report": "bench.commands.report",
+    "baseline": "bench.commands.report",
+    "results": "bench.commands.results",
+    "keys": "bench.commands.keys",
+    "model": "bench.commands.model",
+    "ota": "bench.commands.ota",
+    "update": "bench.commands.update",
+    "session": "bench.commands.session",
+    "replay": "bench.commands.replay",
+    "bisect": "bench.commands.bisect",
+    "linux": "bench.commands.linux",
+    "image": "bench.commands.image",
+    "flash": "bench.commands.flash",
+    "virtual": "bench.commands.virtual",
+    "lab": "bench.commands.lab",
+    "power": "bench.commands.power",
+    "doctor": "bench.commands.doctor",
+    "suite": "bench.commands.suite",
+    "completion": "bench.commands.completion",
+}
+COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
+MOVABLE = {"--fleet": True, "--port": True, "--json": False}  # command options also taken before the command
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_ENV = "HILBENCH_LOG"  # a log file, as --log-file
+EPILOG = (
+    "global options go before or after the command: -v/-vv (more detail on stderr), -q (no notes or progress), "
+    f"--log-file FILE (also ${LOG_ENV}) with --log-level {{{','.join(LOG_LEVELS)}}} (default debug); --fleet FILE, "
+    "--port DEV and --json may also come before the command"
+)
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # usage errors exit 2 without a traceback (main prints them)
         self.print_usage(sys.stderr)
-        raise ConfigError(message)
+        raise ConfigError(message, hint=f"`{self.prog} --help` lists its commands and options")
+
+    def add_subparsers(self, **kwargs):  # "COMMAND" in usage and errors, not the dest's internal name
+        kwargs.setdefault("metavar", "COMMAND")
+        return super().add_subparsers(**kwargs)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full `hilbench` argument parser."""
-    parser = _Parser(prog="hilbench", description="Hardware-in-the-loop bench for on-device NPC inference.")
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The `hilbench` argument parser: with `command`, only that command's (what a run needs), else all."""
+    parser = _Parser(
+        prog="hilbench",
+        description="Hardware-in-the-loop bench for on-device NPC inference.",
+        epilog=EPILOG,
+    )
     parser.add_argument("--version", action="version", version=f"hilbench {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMAND_MODULES:
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more detail on stderr (-vv: debug)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no notes or progress on stderr")
+    parser.add_argument("--log-file", metavar="FILE", help=f"also log to FILE (default: ${LOG_ENV})")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="debug", help="the log file's level")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, title="commands")
+    modules = [COMMANDS[command]] if command in COMMANDS else COMMAND_MODULES
+    for name in modules:
         importlib.import_module(name).register(sub)
     return parser
+
+
+class GlobalOptions(argparse.Namespace):
+    """What `split_globals` took out of the command line."""
+
+    verbose: int = 0
+    quiet: bool = False
+    log_file: str | None = None
+    log_level: str = "debug"
+
+
+def _value(argv: list[str], i: int, option: str) -> tuple[str, int]:
+    """The value of `option` at argv[i] (`--opt=V` or `--opt V`) and the index after it."""
+    token = argv[i]
+    if token.startswith(option + "="):
+        return token[len(option) + 1 :], i + 1
+    if i + 1 >= len(argv):
+        raise ConfigError(f"{option}: expected a value", hint="`hilbench --help` lists the global options")
+    return argv[i + 1], i + 2
+
+
+def split_globals(argv: list[str]) -> tuple[list[str], GlobalOptions, str | None]:
+    """The command line without the global options, those options, and the command's name.
+
+    -v/-q/--log-file/--log-level are taken from anywhere (up to `--`); --fleet, --port and --json given before
+    the command are moved after it, where the command's parser reads them."""
+    opts, rest, moved, command = GlobalOptions(), [], [], None
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        if token == "--":
+            rest += argv[i:]
+            break
+        if re.fullmatch(r"-v+", token) or token == "--verbose":
+            opts.verbose += 1 if token == "--verbose" else len(token) - 1
+            i += 1
+        elif token in ("-q", "--quiet"):
+            opts.quiet, i = True, i + 1
+        elif name in ("--log-file", "--log-level"):
+            value, i = _value(argv, i, name)
+            setattr(opts, name[2:].replace("-", "_"), value)
+        elif command is None and name in MOVABLE:
+            if MOVABLE[name]:
+                value, i = _value(argv, i, name)
+                moved += [name, value]
+            else:
+                moved.append(token)
+                i += 1
+        else:
+            if command is None and not token.startswith("-"):
+                command = token
+            rest.append(token)
+            i += 1
+    if opts.log_level not in LOG_LEVELS:
+        raise ConfigError(f"--log-level {opts.log_level!r}: not one of {', '.join(LOG_LEVELS)}")
+    if "--" in rest:
+        cut = rest.index("--")
+        return rest[:cut] + moved + rest[cut:], opts, command
+    return rest + moved, opts, command
+
+
+def _setup_logging(opts: GlobalOptions) -> None:
+    """Log records to stderr at WARNING (-v INFO, -vv DEBUG, -q ERROR) and, with --log-file or $HILBENCH_LOG,
+    to that file at --log-level."""
+    import logging
+
+    root = logging.getLogger()
+    terminal = logging.ERROR if opts.quiet else max(logging.DEBUG, logging.WARNING - 10 * opts.verbose)
+    stream = logging.StreamHandler(sys.stderr)
+    stream.setLevel(terminal)
+    stream.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.addHandler(stream)
+    levels = [terminal]
+    log_file = opts.log_file or os.environ.get(LOG_ENV)
+    if log_file:
+        try:
+            handler = logging.FileHandler(log_file, encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"--log-file {log_file}: cannot write: {exc.strerror}", file=log_file) from None
+        level = getattr(logging, opts.log_level.upper())
+        handler.setLevel(level)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        levels.append(level)
+    root.setLevel(min(levels))
 
 
 _received: list[int] = []
@@ -80,13 +199,14 @@ def _interrupt_code(exc: BaseException) -> int | None:
 
 def _say(text: str, *, error: bool) -> None:
     """One line on stderr, never wrapped (a log keeps it whole): through rich when the commands loaded it
-    (colour on a terminal), else plain (an interrupt while modules still import must not import more)."""
-    if "bench.console" in sys.modules and "rich.markup" in sys.modules:
+    (colour on a terminal), else plain (an interrupt while modules still import must not import more). Errors
+    are said under -q too."""
+    console = sys.modules.get("bench.console")
+    if console is not None and "rich.markup" in sys.modules and not console.err.quiet:
         from rich.markup import escape
 
-        from bench.console import err
-
-        err.print(f"[red]error:[/red] {escape(text)}" if error else escape(text), highlight=False, soft_wrap=True)
+        console.err.print(f"[red]error:[/red] {escape(text)}" if error else escape(text), highlight=False,
+                          soft_wrap=True)  # fmt: skip
     else:
         sys.stderr.write(f"error: {text}\n" if error else f"{text}\n")
         sys.stderr.flush()
@@ -111,6 +231,13 @@ def _fail(code: int, message: str, *, as_json: bool, exc: BenchError | None = No
     return code
 
 
+def _complete() -> None:
+    """Shell completion (argcomplete's protocol: the shell runs `hilbench` with $_ARGCOMPLETE set)."""
+    import argcomplete
+
+    argcomplete.autocomplete(build_parser())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (128 + the signal's number when interrupted)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -119,7 +246,18 @@ def main(argv: list[str] | None = None) -> int:
     for sig in STOP_SIGNALS[1:]:
         signal.signal(sig, _as_interrupt)
     try:
-        args = build_parser().parse_args(argv)
+        if "_ARGCOMPLETE" in os.environ:
+            _complete()
+        argv, opts, command = split_globals(argv)
+        if command is None and argv == ["--version"]:  # without loading every command for the full parser
+            sys.stdout.write(f"hilbench {__version__}\n")
+            return ExitCode.OK
+        args = build_parser(command).parse_args(argv)
+        _setup_logging(opts)
+        if opts.quiet:
+            from bench.console import set_quiet
+
+            set_quiet(True)
         as_json = bool(getattr(args, "json", False))
         return int(args.func(args))
     except BenchError as exc:

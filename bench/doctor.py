@@ -19,6 +19,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.errors import ConfigError
 from bench.fleet import Device, Fleet
 from bench.os_spec import BUILD
 from bench.paths import DISTRIBUTION, WEB_DIR, cache_root
@@ -158,13 +159,14 @@ def check_python() -> list[Finding]:
     findings.append(Finding("venv packages", FAIL if missing else OK,
                             f"missing: {', '.join(missing)}" if missing else "every dependency installed",
                             ".venv/bin/python -m pip install -e '.[dev]'" if missing else ""))  # fmt: skip
-    findings.append(_check_pyserial())
+    findings.append(check_pyserial())
     return findings
 
 
-def _check_pyserial() -> Finding:
-    """labgrid's pyserial-labgrid installs the module `serial` too; the bench wants plain pyserial's."""
-    fix = ".venv/bin/python -m pip install --force-reinstall --no-deps pyserial==3.5"
+def check_pyserial() -> Finding:
+    """labgrid's pyserial-labgrid installs the module `serial` too (which one wins is install order); the bench
+    wants plain pyserial's."""
+    fix = f"{sys.executable} -m pip install --force-reinstall --no-deps pyserial==3.5"
     try:
         import serial
     except ImportError:
@@ -178,6 +180,14 @@ def _check_pyserial() -> Finding:
     if want is not None and have != want:
         return Finding("pyserial", FAIL, f"{serial.__file__} is not pyserial's (labgrid's pyserial-labgrid won)", fix)
     return Finding("pyserial", OK, f"pyserial {importlib.metadata.version('pyserial')} ({serial.__file__})")
+
+
+def require_pyserial() -> None:
+    """At start-up of what touches devices (`hilbench`'s device commands, the pytest plugin): a ConfigError with
+    the fix when the `serial` module is labgrid's fork, not pyserial."""
+    finding = check_pyserial()
+    if finding.status == FAIL:
+        raise ConfigError(f"pyserial: {finding.detail}", hint=finding.fix)
 
 
 def check_web(devices: list[Device]) -> Finding:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -19,12 +20,16 @@ from bench.power import PowerSpec, parse_power
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
 DEFAULT_FLEET = FLEETS_DIR / "virtual.toml"
+FLEET_ENV = "HILBENCH_FLEET"  # a fleet file used when no --fleet is given (as labgrid's LG_ENV)
+LOCAL_FLEET = "fleet.toml"  # a fleet file in the current folder, used when neither --fleet nor $HILBENCH_FLEET is
+BUNDLED = "bundled"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
-_TOP_KEYS = {"device", "bench", "lab"}
+_TOP_KEYS = {"device", "bench", "lab", "results"}
 _BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
 _LAB_KEYS = {"coordinator", "acquire_timeout_s"}
+_RESULTS_KEYS = {"keep_raw_days", "keep_raw_runs"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
@@ -82,6 +87,16 @@ class Device:
 
 
 @dataclass(frozen=True)
+class RawRetention:
+    """How long the results store keeps a run's raw frame and input rows (the fleet file's `[results]` table):
+    while the run is younger than `keep_raw_days`, or among the last `keep_raw_runs` runs of its device and
+    session. Everything else of a run is kept forever (docs/results.md, Retention)."""
+
+    keep_raw_days: int = 30
+    keep_raw_runs: int = 30
+
+
+@dataclass(frozen=True)
 class Fleet:
     """All devices of one fleet file, in file order."""
 
@@ -89,6 +104,7 @@ class Fleet:
     devices: tuple[Device, ...]
     bench: dict[str, Any] = field(default_factory=dict)
     lab: dict[str, Any] = field(default_factory=dict)
+    retention: RawRetention = field(default_factory=RawRetention)
 
     def __iter__(self):
         return iter(self.devices)
@@ -134,13 +150,35 @@ def load_fleet(path: str | Path | None = None) -> Fleet:
     return parse_fleet(data, fleet_path)
 
 
+def find_fleet(given: str | Path | None) -> tuple[Path, str]:
+    """The fleet file to use and where it came from: `given` (--fleet), else $HILBENCH_FLEET, else ./fleet.toml,
+    else the bundled virtual fleet (origin BUNDLED)."""
+    if given is not None:
+        return Path(given), "--fleet"
+    env = os.environ.get(FLEET_ENV)
+    if env:
+        return Path(env), FLEET_ENV
+    if Path(LOCAL_FLEET).is_file():
+        return Path(LOCAL_FLEET), f"./{LOCAL_FLEET}"
+    return DEFAULT_FLEET, BUNDLED
+
+
+def one_board_fleet(port: str, kind: str = "esp32c6") -> Fleet:
+    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. A /dev/ttyACM* port
+    of an ESP32-C6 is its own USB-Serial-JTAG peripheral (a CDC-ACM device); other ports are a UART bridge."""
+    entry: dict[str, Any] = {"name": "board", "kind": kind, "port": port}
+    if kind == "esp32c6" and "ttyACM" in port:
+        entry["usb"] = "usb-serial-jtag"
+    return parse_fleet({"device": [entry]}, Path(f"--port {port}"))  # what titles say the fleet is
+
+
 def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     """Validate parsed TOML `data` read from `path` into a Fleet."""
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise ConfigError(
             f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}",
-            hint="a fleet file has [[device]] tables and optional [bench] and [lab] tables",
+            hint="a fleet file has [[device]] tables and optional [bench], [lab] and [results] tables",
         )
     bench = _table(data.get("bench", {}), path, "[bench]")
     for key in set(bench) - _BENCH_KEYS:
@@ -149,6 +187,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     if not isinstance(raw_devices, list):
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
     lab = _parse_lab(data.get("lab", {}), path)
+    retention = parse_retention(_table(data.get("results", {}), path, "[results]"), f"{path}: [results]")
     keys = {k: _key_file(bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
     devices: list[Device] = []
     seen: dict[str, int] = {}
@@ -179,7 +218,20 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
     for place in places:
         if places.count(place) > 1:
             raise ConfigError(f"{path}: place {place!r} is given to more than one device", hint="one place per board")
-    return Fleet(path=path, devices=tuple(devices), bench=bench, lab=lab)
+    return Fleet(path=path, devices=tuple(devices), bench=bench, lab=lab, retention=retention)
+
+
+def parse_retention(raw: dict[str, Any], where: str) -> RawRetention:
+    """A `[results]` table validated into a RawRetention (ConfigError naming `where` and the field)."""
+    for key in set(raw) - _RESULTS_KEYS:
+        raise ConfigError(f"{where}: unknown key {key!r}", hint=f"known: {', '.join(sorted(_RESULTS_KEYS))}")
+    values = {}
+    for key in sorted(_RESULTS_KEYS):
+        value = typed(raw, key, int, where, getattr(RawRetention, key))
+        if value < 0:
+            raise ConfigError(f"{where}: field {key!r}: {value} is negative", hint="0 or more (0: no such limit)")
+        values[key] = value
+    return RawRetention(**values)
 
 
 def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:

@@ -53,11 +53,13 @@ WEB_DIR = ROOT / "web"  # the web agent (JS), its page and npm lockfile; `npm ci
 FIRMWARE_DIR = ROOT / "firmware"  # the virtual ESP32-C6 firmware and the image recipes, one folder per kind
 ESP32C6_DEFAULT_FIRMWARE = FIRMWARE_DIR / "esp32c6" / "virtual-micropython.bin"  # boots on virtual boards only
 FIXTURES_DIR = ROOT / "fixtures"
+HIL_DIR = ROOT / "hil"  # the device suite (`hilbench suite --fleet FILE`: pytest over it with the bench's plugin)
 MODELS_DIR = FIXTURES_DIR / "models"
 KEYS_DIR = FIXTURES_DIR / "keys"
 SESSIONS_DIR = FIXTURES_DIR / "sessions"
 BASELINES_DIR = FIXTURES_DIR / "baselines"
 FLEETS_DIR = FIXTURES_DIR / "fleets"
+OUTPUT_DIR = Path("reports")  # where a command's reports, logs and results store go (relative: the current folder)
 WIRE_MODULE = PACKAGE_DIR / "agent" / "wire.py"  # the bench's wire format, deployed unchanged to both agents
 
 

@@ -1,7 +1,8 @@
 """pytest plugin: `pytest --fleet FILE` runs device tests against the fleet's devices.
 
-- Options: `--fleet PATH`, `--device NAME` (repeatable), `--kind KIND` (repeatable), `--lease-wait S`,
-  `--hil-log-dir DIR`.
+- Options: `--fleet PATH` (default: $HILBENCH_FLEET, else ./fleet.toml, else the bundled virtual fleet, as
+  `hilbench`), `--device NAME` (repeatable), `--kind KIND` (repeatable), `--lease-wait S`, `--output-dir DIR`
+  (per-test device logs in its pytest/ folder; the old `--hil-log-dir DIR` still names that log folder).
 - `@pytest.mark.kinds("esp32c6", "pi5")` on a test that uses the `device` fixture runs it once per
   matching fleet device, with the device name in the test id; no match -> skipped with a reason.
 - Fixtures: `fleet` (the loaded Fleet), `device` (the selected Device, leased for the session, virtual
@@ -21,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from bench.doctor import require_pyserial
 from bench.errors import BenchError
-from bench.fleet import Device, Fleet, load_fleet
+from bench.fleet import FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet
 from bench.lab.acquire import lab_devices
 from bench.leases import LeaseSet
 from bench.loop_thread import LoopThread
 from bench.outcomes import class_of
+from bench.paths import OUTPUT_DIR
 from bench.provision.controls import BoardControls
 from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual
 
@@ -37,18 +40,31 @@ pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices", "bench.pytest_
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register the bench's command-line options."""
     group = parser.getgroup("hilbench", "npc-hil-bench devices")
-    group.addoption("--fleet", metavar="PATH", default=None, help="fleet file (default: bundled virtual fleet)")
+    fleet_help = f"fleet file (default: ${FLEET_ENV}, else ./{LOCAL_FLEET}, else the bundled virtual fleet)"
+    group.addoption("--fleet", metavar="PATH", default=None, help=fleet_help)
     group.addoption("--device", action="append", default=[], metavar="NAME", help="only this device (repeatable)")
     group.addoption("--kind", action="append", default=[], metavar="KIND", help="only devices of this kind")
     group.addoption("--lease-wait", type=float, default=60.0, metavar="S", help="wait this long for a busy device")
-    group.addoption("--hil-log-dir", default="reports/pytest", metavar="DIR", help="per-test device log folders")
+    output_help = f"where reports and logs go; per-test device logs in its pytest/ (default: {OUTPUT_DIR})"
+    group.addoption("--output-dir", default=str(OUTPUT_DIR), metavar="DIR", help=output_help)
+    group.addoption("--hil-log-dir", default=None, metavar="DIR", help="deprecated: use --output-dir")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Declare the `kinds` marker and check the device options."""
     config.addinivalue_line("markers", "kinds(*names): run the test once per fleet device of these kinds")
+    if config.getoption("--hil-log-dir"):
+        config.issue_config_time_warning(
+            pytest.PytestDeprecationWarning("--hil-log-dir is deprecated: use --output-dir"), 2
+        )
     if config.getoption("--fleet") or config.getoption("--device") or config.getoption("--kind"):
         _selected(config)  # bad options fail fast, as a usage error
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Which fleet file the device tests run on, and why that one."""
+    path, origin = find_fleet(config.getoption("--fleet"))
+    return f"hilbench fleet: {path} ({'the bundled virtual fleet' if origin == 'bundled' else origin})"
 
 
 def _selected(config: pytest.Config) -> list[Device]:
@@ -62,7 +78,8 @@ def _fleet(config: pytest.Config) -> Fleet:
     cached = getattr(config, "_hilbench_fleet", None)
     if cached is None:
         try:
-            cached = load_fleet(config.getoption("--fleet"))
+            require_pyserial()
+            cached = load_fleet(find_fleet(config.getoption("--fleet"))[0])
         except BenchError as exc:
             raise pytest.UsageError(str(exc)) from None
         config._hilbench_fleet = cached
@@ -138,7 +155,7 @@ class _DevicePool:
 
 @pytest.fixture(scope="session")
 def fleet(pytestconfig: pytest.Config) -> Fleet:
-    """The fleet named by --fleet (default: the bundled virtual fleet)."""
+    """The fleet named by --fleet (default: $HILBENCH_FLEET, else ./fleet.toml, else the bundled virtual fleet)."""
     return _fleet(pytestconfig)
 
 
@@ -168,6 +185,7 @@ def device(request: pytest.FixtureRequest, fleet: Fleet, _hilbench_pool: _Device
 def device_log_dir(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Path:
     """A fresh log folder for this test (and device, which is part of the test id)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
-    path = Path(pytestconfig.getoption("--hil-log-dir")) / safe
+    logs = pytestconfig.getoption("--hil-log-dir")
+    path = (Path(logs) if logs else Path(pytestconfig.getoption("--output-dir")) / "pytest") / safe
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -37,6 +37,7 @@ import npcsched
 from npc_links import serve_stdio, serve_tcp
 from npc_models import ModelManager, now_us
 from npc_verify import Refused, Verifier
+from npc_wake import Waker
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,12 +53,11 @@ if importlib.util.find_spec("aiocoap") is not None:  # npc_update needs it
 # ships one naming the deployed model, so a flash (which re-sends changed files) resets it.
 CURRENT = "current.json"
 MAX_UNDELIVERED = 16
-SPIN_US = 500  # sleep until this close to a deadline, then spin (asyncio.sleep alone is ~1 ms late)
-# asyncio's selector waits in whole milliseconds, rounded up (epoll), so a sleep ends up to 1 ms after it was asked
-# to: a spinning wait asks this much earlier, or its wake lands past the deadline, with no spin and no warm-up
-SELECTOR_TICK_US = 1000
-# warm-up passes in the spin (each trains the branch predictors further: decision p50 ~40/34/30 us after 1/2/3);
-# they run in time the spin burns anyway, a second or third only while over half the spin remains
+# wake this long before a deadline (a timerfd, npc_wake), warm the caches and spin the rest: the wake itself comes
+# tens of microseconds late on a busy machine, and a decision run straight after a sleep runs cold
+SPIN_US = 200
+# warm-up passes in the spin (each trains the branch predictors further: decision p50 ~40/34/30 us after 1/2/3),
+# a second or third only while over half the spin remains
 WARM_PASSES = 3
 MAX_HOLD_MS = 60_000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 
@@ -77,27 +77,21 @@ def platform_name(cmdline: str = "/proc/cmdline") -> str:
     return "linux-" + platform.machine() + ("/" + tag if tag else "")
 
 
-async def sleep_until(t_us: int, spin_us: int = SPIN_US, warm=None) -> None:
-    """Wait until the device clock reaches `t_us`: sleep, yield to the loop for up to a selector tick (inputs are
-    still read), then spin the last `spin_us` (none when it is 0), warming as the spin begins."""
-    early = spin_us + SELECTOR_TICK_US if spin_us > 0 else 0
-    while True:
-        rem = t_us - now_us()
-        if rem <= 0:
-            return
-        if rem > early:
-            await asyncio.sleep((rem - early) / 1e6)
-        elif rem > spin_us:
-            await asyncio.sleep(0)
-        else:
-            spin_until(t_us, spin_us, warm)
-            return
+async def sleep_until(waker: Waker, t_us: int, spin_us: int = SPIN_US, warm=None) -> None:
+    """Wait until the device clock reaches `t_us`: the event loop runs (inputs are read) until `spin_us` before it,
+    when `waker`'s timer fires; then warm and spin the rest (neither when `spin_us` is 0: it wakes at `t_us`)."""
+    if now_us() < t_us - spin_us:
+        await waker.wake_at(t_us - spin_us)
+    if spin_us > 0:
+        spin_until(t_us, spin_us, warm)
 
 
 def spin_until(t_us: int, spin_us: int, warm=None) -> None:
     """Busy-wait until `t_us`, running `warm()` first: once, then again while over half of `spin_us` remains, up to
-    WARM_PASSES times."""
+    WARM_PASSES times (none when the wake came after `t_us`)."""
     for _ in range(WARM_PASSES if warm is not None else 0):
+        if now_us() >= t_us:
+            break
         warm()
         if t_us - now_us() < spin_us // 2:
             break
@@ -121,6 +115,7 @@ class Agent:
         # where a transfer lands until it is verified: beside the models folder, not in it
         self.updates_dir = os.path.join(os.path.dirname(os.path.abspath(models_dir)), "updates")
         self.spin_us = spin_us
+        self.waker = Waker()
         self.features = npcfeat.Features()
         self.loop_task = None
         self.stopping = False
@@ -434,10 +429,10 @@ class Agent:
             if nxt is None and not more:
                 break
             if nxt is not None and (not more or nxt.due <= clock.next_tick()):
-                await sleep_until(nxt.due, self.spin_us, self.warm_caches)
+                await sleep_until(self.waker, nxt.due, self.spin_us, self.warm_caches)
                 self.run_slot(sched, nxt)
             else:
-                await sleep_until(clock.next_tick(), self.spin_us)
+                await sleep_until(self.waker, clock.next_tick(), 0)  # a VSync alone needs no spin: its tick is exact
                 if self.stopping:
                     continue
                 vsync = clock.take()

@@ -49,6 +49,25 @@ def _mem_free():
     return gc.mem_free() if hasattr(gc, "mem_free") else 0
 
 
+def largest_free_block():
+    """The largest single allocation the heap can take now (bytes, after a collection): a binary search with
+    bytearrays freed at once. Only on request (`stats` with "heap": true): it costs ~20 allocations."""
+    gc.collect()
+    low = 0
+    high = _mem_free()
+    while low < high:
+        mid = (low + high + 1) // 2
+        try:
+            block = bytearray(mid)
+        except MemoryError:
+            high = mid - 1
+            continue
+        del block
+        low = mid
+    gc.collect()
+    return low
+
+
 def _updates_dir():
     """updates/ (made when missing): where transfers land until they are verified."""
     try:  # noqa: SIM105 (MicroPython has no contextlib)
@@ -429,6 +448,8 @@ class Agent:
         fields["mem_peak"] = self.mem_peak
         fields["mem_free"] = _mem_free()
         fields["mem_limit"] = self.models.mem_limit
+        if msg.get("heap"):
+            fields["mem_max_free"] = largest_free_block()
         fields["model_bytes"] = cur.size if cur else 0
         fields["weight_bytes"] = cur.net.weight_bytes if cur else 0
         fields.update(self.models.counts)

@@ -19,6 +19,7 @@ Mocap positions are in metres, divided by MOCAP_SCALE_M (2 m). Joint order (17):
 """
 
 import math
+from array import array
 
 try:
     from binascii import a2b_base64
@@ -126,33 +127,104 @@ def _std(values):
     return math.sqrt(lsum([(v - m) * (v - m) for v in values]) / len(values))
 
 
-def _mocap_summary(d):
-    xs = d[0::3]
-    ys = d[1::3]
-    zs = d[2::3]
+def _strided_mean(d, off):
+    """The mean of d[off::3] (17 values of 51), summed left to right as lsum does."""
+    total = 0
+    for k in range(off, 51, 3):
+        total += d[k]
+    return total / 17
+
+
+def _strided_std(d, off):
+    """_std of d[off::3], the same operations in the same order."""
+    m = _strided_mean(d, off)
+    total = 0
+    for k in range(off, 51, 3):
+        total += (d[k] - m) * (d[k] - m)
+    return math.sqrt(total / 17)
+
+
+def _mocap_summary(d, out):
+    """The 17 numbers of one mocap sample `d` (51 scaled coordinates) into `out`: centroid xyz, joint spread
+    xyz, head height over hips, left wrist - hips xyz, right wrist - hips xyz, feet spread, hips xyz."""
     hx = (d[33] + d[36]) / 2.0
     hy = (d[34] + d[37]) / 2.0
     hz = (d[35] + d[38]) / 2.0
-    feet = math.sqrt((d[45] - d[48]) ** 2 + (d[46] - d[49]) ** 2 + (d[47] - d[50]) ** 2)
-    return (
-        _mean(xs),
-        _mean(ys),
-        _mean(zs),
-        _std(xs),
-        _std(ys),
-        _std(zs),
-        d[1] - hy,
-        d[27] - hx,
-        d[28] - hy,
-        d[29] - hz,
-        d[30] - hx,
-        d[31] - hy,
-        d[32] - hz,
-        feet,
-        hx,
-        hy,
-        hz,
-    )
+    out[0] = _strided_mean(d, 0)
+    out[1] = _strided_mean(d, 1)
+    out[2] = _strided_mean(d, 2)
+    out[3] = _strided_std(d, 0)
+    out[4] = _strided_std(d, 1)
+    out[5] = _strided_std(d, 2)
+    out[6] = d[1] - hy
+    out[7] = d[27] - hx
+    out[8] = d[28] - hy
+    out[9] = d[29] - hz
+    out[10] = d[30] - hx
+    out[11] = d[31] - hy
+    out[12] = d[32] - hz
+    out[13] = math.sqrt((d[45] - d[48]) ** 2 + (d[46] - d[49]) ** 2 + (d[47] - d[50]) ** 2)
+    out[14] = hx
+    out[15] = hy
+    out[16] = hz
+
+
+class Ring:
+    """The newest `cap` inputs of one channel, held in columns of one float64 array shared by all the rings of a
+    `Features` (column 0: the session time). Adding an input allocates
+    nothing that outlives it, so a long run does not scatter small blocks over the heap. Each value is stored
+    twice, at i and i + cap, so the window (oldest first) is always one contiguous slice: `col(c)`."""
+
+    def __init__(self, store, base, ncols, cap):
+        self.store = store
+        self.view = memoryview(store)
+        self.cap = cap
+        self.bases = [base + 2 * cap * c for c in range(ncols)]
+        self.start = 0
+        self.n = 0
+
+    @staticmethod
+    def size(ncols, cap):
+        """The floats a ring of `ncols` columns and `cap` inputs takes in the shared array."""
+        return 2 * cap * ncols
+
+    def push(self):
+        """Room for one more input (the oldest goes when full); returns the index to `put` its values at."""
+        if self.n == self.cap:
+            self.start = (self.start + 1) % self.cap
+            self.n -= 1
+        i = (self.start + self.n) % self.cap
+        self.n += 1
+        return i
+
+    def put(self, i, c, v):
+        at = self.bases[c] + i
+        self.store[at] = v
+        self.store[at + self.cap] = v
+
+    def get(self, k, c):
+        """Column `c` of the k-th oldest input (k = n - 1: the newest)."""
+        return self.store[self.bases[c] + self.start + k]
+
+    def col(self, c, skip=0):
+        """Column `c` of the window, oldest first, without its first `skip` inputs (a view, not a copy)."""
+        at = self.bases[c] + self.start
+        return self.view[at + skip : at + self.n]
+
+    def drop_through(self, ts):
+        """Forget the inputs at or before session time `ts`."""
+        store = self.store
+        base = self.bases[0]
+        while self.n and store[base + self.start] <= ts:
+            self.start = (self.start + 1) % self.cap
+            self.n -= 1
+
+
+# ring columns
+V_RMS, V_ZCR, V_PITCH, V_VOICED = 1, 2, 3, 4
+G_X, G_Y, G_CONF, G_STEP = 1, 2, 3, 4
+M_ROW, M_LW, M_RW = 1, 18, 19  # M_ROW + j: the sample's summary value j (17)
+E_AGGRO, E_RETARGET = 1, 2  # E_RETARGET: 1.0 when its target differs from the previous event's
 
 
 class Features:
@@ -161,50 +233,99 @@ class Features:
     def __init__(self, window_ms=WINDOW_MS, max_per_channel=64):
         self.window_ms = window_ms
         self.max_per_channel = max_per_channel
-        self.voice = []  # (ts, rms, zcr, pitch, voiced)
-        self.gaze = []  # (ts, x, y, conf, step from the previous gaze sample)
-        self.mocap = []  # (ts, summary tuple, left wrist step, right wrist step from the previous sample)
-        self.events = []  # (ts, action index, hp, aggro, target)
-        self.last_event = None
+        cap = max_per_channel
+        shapes = (5, 5, 20, 3)  # voice, gaze, mocap, events
+        rings = 0
+        for ncols in shapes:
+            rings += Ring.size(ncols, cap)
+        # one allocation for every window and buffer (its temporary initializer leaves one free block beside it,
+        # not a hole after each array)
+        store = array("d", bytes(8 * (rings + 51 + 17)))
+        base = 0
+        made = []
+        for ncols in shapes:
+            made.append(Ring(store, base, ncols, cap))
+            base += Ring.size(ncols, cap)
+        self.voice = made[0]  # ts, rms, zcr, pitch, voiced
+        self.gaze = made[1]  # ts, x, y, conf, step from the previous gaze sample
+        self.mocap = made[2]  # ts, summary (17), left / right wrist step from the previous sample
+        self.events = made[3]  # ts, aggro, retarget
+        self.last_target = None  # the previous event's target id (the only one kept: no string per event)
+        view = memoryview(store)
+        self.scratch = view[rings : rings + 51]  # one input's numbers, checked, before they are stored
+        self.row = view[rings + 51 :]  # one mocap sample's summary (17)
+        self.last_event = None  # [ts, action index, hp, aggro] of the newest event (one list, reused)
         self.now_ms = None
         self.seq = -1
         self.count = 0
 
-    def _push(self, window, item):
-        window.append(item)
-        if len(window) > self.max_per_channel:
-            window.pop(0)
+    def _numbers(self, values, name, count):
+        """`count` checked numbers (see `number`) from `values` into self.scratch."""
+        if not isinstance(values, (list, tuple)) or len(values) != count:
+            raise ValueError("%s needs %d numbers" % (name, count))
+        buf = self.scratch
+        for k in range(count):
+            buf[k] = number(values[k], name)
+        return buf
 
     def add(self, ch, ts, d, seq=-1):
         """Add one input (`ch`, session time `ts` in ms, data `d` as in docs/protocol.md).
 
         Raises ValueError (with a message naming the problem) on malformed data."""
         ts = number(ts, "ts", -TS_BOUND_MS, TS_BOUND_MS)
-        if ch == "voice":
-            f = voice_features(a2b_base64(d))
-            self._push(self.voice, (ts, f[0], f[1], f[2], f[3]))
-        elif ch == "voicef":
-            v = numbers(d, "voicef [rms, zcr, pitch_hz, voiced]", 4)
-            self._push(self.voice, (ts, v[0], v[1], v[2], v[3]))
+        if ch == "voice" or ch == "voicef":
+            if ch == "voice":
+                v = voice_features(a2b_base64(d))
+            else:
+                v = self._numbers(d, "voicef [rms, zcr, pitch_hz, voiced]", 4)
+            r = self.voice
+            i = r.push()
+            r.put(i, 0, ts)
+            for c in range(4):
+                r.put(i, V_RMS + c, v[c])
         elif ch == "gaze":
-            g = numbers(d, "gaze [x, y, confidence]", 3)
+            g = self._numbers(d, "gaze [x, y, confidence]", 3)
+            r = self.gaze
             x = g[0]
             y = g[1]
             step = 0.0
-            if self.gaze:  # the path length is summed over the window in vector(); each step is known now
-                prev = self.gaze[-1]
-                step = math.sqrt((x - prev[1]) ** 2 + (y - prev[2]) ** 2)
-            self._push(self.gaze, (ts, x, y, g[2], step))
+            if r.n:  # the path length is summed over the window in vector(); each step is known now
+                px = r.get(r.n - 1, G_X)
+                py = r.get(r.n - 1, G_Y)
+                step = math.sqrt((x - px) ** 2 + (y - py) ** 2)
+            i = r.push()
+            r.put(i, 0, ts)
+            r.put(i, G_X, x)
+            r.put(i, G_Y, y)
+            r.put(i, G_CONF, g[2])
+            r.put(i, G_STEP, step)
         elif ch == "mocap":
-            v = numbers(d, "mocap (17 joints x [x, y, z])", 51)
-            b = _mocap_summary([x / MOCAP_SCALE_M for x in v])
+            v = self._numbers(d, "mocap (17 joints x [x, y, z])", 51)
+            for k in range(51):
+                v[k] = v[k] / MOCAP_SCALE_M
+            b = self.row
+            _mocap_summary(v, b)
+            r = self.mocap
             lw = 0.0
             rw = 0.0
-            if self.mocap:
-                a = self.mocap[-1][1]
-                lw = math.sqrt((b[7] - a[7]) ** 2 + (b[8] - a[8]) ** 2 + (b[9] - a[9]) ** 2)
-                rw = math.sqrt((b[10] - a[10]) ** 2 + (b[11] - a[11]) ** 2 + (b[12] - a[12]) ** 2)
-            self._push(self.mocap, (ts, b, lw, rw))
+            if r.n:
+                k = r.n - 1
+                lw = math.sqrt(
+                    (b[7] - r.get(k, M_ROW + 7)) ** 2
+                    + (b[8] - r.get(k, M_ROW + 8)) ** 2
+                    + (b[9] - r.get(k, M_ROW + 9)) ** 2
+                )
+                rw = math.sqrt(
+                    (b[10] - r.get(k, M_ROW + 10)) ** 2
+                    + (b[11] - r.get(k, M_ROW + 11)) ** 2
+                    + (b[12] - r.get(k, M_ROW + 12)) ** 2
+                )
+            i = r.push()
+            r.put(i, 0, ts)
+            for j in range(17):
+                r.put(i, M_ROW + j, b[j])
+            r.put(i, M_LW, lw)
+            r.put(i, M_RW, rw)
         elif ch == "action" or ch == "event":
             if not isinstance(d, dict):
                 raise ValueError("an event is an object {action, target_id, context: {hp_ratio, aggro_level}}")
@@ -214,9 +335,21 @@ class Features:
             if not isinstance(ctx, dict):
                 raise ValueError("an event's context is an object {hp_ratio, aggro_level}")
             hp = number(ctx.get("hp_ratio", 1.0), "hp_ratio")
-            item = (ts, idx, hp, number(ctx.get("aggro_level", 0.0), "aggro_level"), d.get("target_id"))
-            self._push(self.events, item)
-            self.last_event = item
+            aggro = number(ctx.get("aggro_level", 0.0), "aggro_level")
+            r = self.events
+            i = r.push()
+            r.put(i, 0, ts)
+            r.put(i, E_AGGRO, aggro)
+            target = d.get("target_id")
+            r.put(i, E_RETARGET, 1.0 if target != self.last_target else 0.0)
+            self.last_target = target
+            last = self.last_event
+            if last is None:
+                last = self.last_event = [0.0, 0, 0.0, 0.0]
+            last[0] = ts
+            last[1] = idx
+            last[2] = hp
+            last[3] = aggro
         else:
             raise ValueError("unknown channel '%s'" % ch)
         if self.now_ms is None or ts > self.now_ms:
@@ -225,65 +358,61 @@ class Features:
             self.seq = seq
         self.count += 1
 
-    def _recent(self, window):
-        start = self.now_ms - self.window_ms
-        while window and window[0][0] <= start:
-            window.pop(0)
-        return window
+    def _recent(self, ring):
+        ring.drop_through(self.now_ms - self.window_ms)
+        return ring.n
 
     def vector(self):
         """The 48 features of the window ending at the newest input (all zero before any input).
 
-        Each mean is a plain left-to-right sum divided by the count, whichever way the columns are
-        gathered, so every value is the same to the last bit on CPython and MicroPython."""
+        Each mean is a plain left-to-right sum divided by the count, over the window's columns in input order,
+        so every value is the same to the last bit on CPython and MicroPython."""
         out = [0.0] * N_FEATURES
         if self.now_ms is None:
             return out
         secs = self.window_ms / 1000.0
-        v = self._recent(self.voice)
-        if v:
-            n = len(v)
-            _, rms, zcr, pitch, voiced = zip(*v)  # noqa: B905 (MicroPython has no strict=)
+        v = self.voice
+        n = self._recent(v)
+        if n:
+            rms = v.col(V_RMS)
             m = lsum(rms) / n
+            last = v.get(n - 1, V_RMS)
             out[0] = m
             out[1] = max(rms)
-            out[2] = lsum(zcr) / n
-            out[3] = lsum(pitch) / n / 500.0
-            out[4] = lsum(voiced) / n
-            out[5] = rms[-1]
-            out[6] = rms[-1] - m
+            out[2] = lsum(v.col(V_ZCR)) / n
+            out[3] = lsum(v.col(V_PITCH)) / n / 500.0
+            out[4] = lsum(v.col(V_VOICED)) / n
+            out[5] = last
+            out[6] = last - m
             out[7] = n / (VOICE_HZ * secs)
-        g = self._recent(self.gaze)
-        if g:
-            n = len(g)
-            _, xs, ys, conf, steps = zip(*g)  # noqa: B905
+        g = self.gaze
+        n = self._recent(g)
+        if n:
+            xs = g.col(G_X)
+            ys = g.col(G_Y)
             out[8] = lsum(xs) / n
             out[9] = lsum(ys) / n
             out[10] = _std(xs)
             out[11] = _std(ys)
-            out[12] = lsum(conf) / n
-            out[13] = xs[-1]
-            out[14] = ys[-1]
+            out[12] = lsum(g.col(G_CONF)) / n
+            out[13] = g.get(n - 1, G_X)
+            out[14] = g.get(n - 1, G_Y)
             if n > 1:
-                dist = lsum(steps[1:])  # left to right, as the steps were walked
-                span = max(g[-1][0] - g[0][0], 1.0)
+                dist = lsum(g.col(G_STEP, 1))  # left to right, as the steps were walked
+                span = max(g.get(n - 1, 0) - g.get(0, 0), 1.0)
                 out[15] = dist / span * 100.0
-        mo = self._recent(self.mocap)
-        if mo:
-            n = len(mo)
-            _, rows, lws, rws = zip(*mo)  # noqa: B905
-            cols = list(zip(*rows))  # noqa: B905
+        mo = self.mocap
+        n = self._recent(mo)
+        if n:
             for j in range(14):
-                out[16 + j] = lsum(cols[j]) / n
+                out[16 + j] = lsum(mo.col(M_ROW + j)) / n
             if n > 1:
-                first = rows[0]
-                last = rows[-1]
-                span = max(mo[-1][0] - mo[0][0], 1.0) / 1000.0
-                out[30] = (last[14] - first[14]) / span
-                out[31] = (last[15] - first[15]) / span
-                out[32] = (last[16] - first[16]) / span
-                out[33] = lsum(lws[1:]) / span
-                out[34] = lsum(rws[1:]) / span
+                span = max(mo.get(n - 1, 0) - mo.get(0, 0), 1.0) / 1000.0
+                out[30] = (mo.get(n - 1, M_ROW + 14) - mo.get(0, M_ROW + 14)) / span
+                out[31] = (mo.get(n - 1, M_ROW + 15) - mo.get(0, M_ROW + 15)) / span
+                out[32] = (mo.get(n - 1, M_ROW + 16) - mo.get(0, M_ROW + 16)) / span
+                out[33] = lsum(mo.col(M_LW, 1)) / span
+                out[34] = lsum(mo.col(M_RW, 1)) / span
             out[35] = n / (MOCAP_HZ * secs)
         last = self.last_event
         if last is not None:
@@ -292,12 +421,11 @@ class Features:
             out[43] = last[3]
             age = self.now_ms - last[0]
             out[45] = 1.0 - age / 1000.0 if age < 1000.0 else 0.0
-        ev = self._recent(self.events)
-        if ev:
-            n = len(ev)
-            _, _, _, aggro, targets = zip(*ev)  # noqa: B905
-            out[44] = lsum(aggro) / n
+        ev = self.events
+        n = self._recent(ev)
+        if n:
+            out[44] = lsum(ev.col(E_AGGRO)) / n
             out[46] = n / 10.0
-            t0 = targets[0]
-            out[47] = 1.0 if any(t != t0 for t in targets) else 0.0
+            # some target differs from the window's first one <=> some event after the first changed target
+            out[47] = 1.0 if n > 1 and max(ev.col(E_RETARGET, 1)) > 0.0 else 0.0
         return [-1.0 if x < -1.0 else (1.0 if x > 1.0 else x) for x in out]

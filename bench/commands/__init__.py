@@ -4,21 +4,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from bench import trust
 from bench.commands.values import seconds
-from bench.console import err
-from bench.fleet import Device, Fleet, load_fleet
+from bench.console import err, note
+from bench.doctor import require_pyserial
+from bench.errors import ConfigError
+from bench.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet, one_board_fleet
 from bench.leases import LeaseSet
+from bench.paths import OUTPUT_DIR
 
 DEFAULT_LEASE_WAIT_S = 60.0
+log = logging.getLogger(__name__)
+FLEET_HELP = f"fleet file (default: ${FLEET_ENV}, else ./{LOCAL_FLEET}, else the bundled virtual fleet)"
 
 
 def add_fleet_options(parser: argparse.ArgumentParser, *, select: bool = True) -> None:
-    """--fleet, and (with `select`) --device/--kind/--tag filters, and --json."""
-    parser.add_argument("--fleet", metavar="FILE", help="fleet file (default: the bundled virtual fleet)")
+    """--fleet (or, with `select`, --port for one board), --device/--kind/--tag filters, and --json."""
+    parser.add_argument("--fleet", metavar="FILE", help=FLEET_HELP)
     if select:
+        parser.add_argument("--port", metavar="DEV", help="one ESP32-C6 board on this serial port instead of a fleet")
         parser.add_argument("--device", action="append", default=[], metavar="NAME", help="only this device")
         parser.add_argument("--kind", action="append", default=[], metavar="KIND", help="only devices of this kind")
         parser.add_argument("--tag", action="append", default=[], metavar="TAG", help="only devices with this tag")
@@ -26,9 +33,57 @@ def add_fleet_options(parser: argparse.ArgumentParser, *, select: bool = True) -
 
 
 def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:
-    """The fleet named by --fleet and the devices the filters select."""
-    fleet = load_fleet(args.fleet)
+    """The fleet (`fleet_of`) and the devices the filters select."""
+    fleet = fleet_of(args)
     return fleet, fleet.select(args.device, args.kind, args.tag)
+
+
+def fleet_of(args: argparse.Namespace) -> Fleet:
+    """The fleet a command works on: --port's one board, else `bench.fleet.find_fleet`'s file; the bundled
+    virtual fleet is said in one line, so a forgotten --fleet does not go unnoticed. Refuses labgrid's fork of
+    pyserial (bench.doctor.require_pyserial) before any device is touched."""
+    require_pyserial()
+    port = getattr(args, "port", None)
+    if port is not None:
+        if args.fleet is not None:
+            raise ConfigError("--port and --fleet: give one", hint="--port DEV is a fleet of one ESP32-C6 board")
+        log.info("fleet: one board on %s (--port)", port)
+        return one_board_fleet(port)
+    path, origin = find_fleet(args.fleet)
+    log.info("fleet: %s (from %s)", path, origin)
+    if origin != BUNDLED and not path.exists():
+        hint = f"unset ${FLEET_ENV} or point it at a fleet file" if origin == FLEET_ENV else (
+            "`hilbench fleet discover --write FILE` writes one for the boards plugged in here")  # fmt: skip
+        raise ConfigError(f"fleet file {path} (from {origin}) does not exist", file=str(path), hint=hint)
+    if origin == BUNDLED:
+        note(f"using the bundled virtual fleet ({path}); --fleet FILE, ${FLEET_ENV} or ./{LOCAL_FLEET} name another")
+    return load_fleet(path)
+
+
+class _Deprecated(argparse.Action):
+    """An old spelling of an option: still taken, with a note naming the new one."""
+
+    def __init__(self, new: str, **kw) -> None:
+        self.new = new
+        super().__init__(**kw)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        note(f"{option_string} is deprecated: use {self.new}")
+        setattr(namespace, self.dest, values)
+
+
+def add_output_dir(parser: argparse.ArgumentParser, *old: str, logs: str | None = None) -> None:
+    """--output-dir DIR: where the command's reports and logs go (default OUTPUT_DIR), the one name of that folder
+    across commands and the pytest plugin. `old` spellings of it are still taken, with a deprecation note; `logs`
+    says what the old --logs DIR meant (that exact log folder), which it still means."""
+    parser.add_argument("--output-dir", metavar="DIR", type=Path, default=OUTPUT_DIR,
+                        help=f"where reports and logs go (default: {OUTPUT_DIR})")  # fmt: skip
+    for spelling in old:
+        parser.add_argument(spelling, dest="output_dir", type=Path, metavar="DIR", action=_Deprecated,
+                            new="--output-dir", help=argparse.SUPPRESS)  # fmt: skip
+    if logs is not None:
+        parser.add_argument("--logs", dest="logs", type=Path, default=None, metavar="DIR", action=_Deprecated,
+                            new=f"--output-dir (logs go to its {logs})", help=argparse.SUPPRESS)  # fmt: skip
 
 
 class _AllowDevKey(argparse.Action):
@@ -38,6 +93,8 @@ class _AllowDevKey(argparse.Action):
         super().__init__(nargs=0, default=False, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
+        from bench import trust  # here: it loads the signing code, which only this option and device commands need
+
         trust.allow_dev_key()
         setattr(namespace, self.dest, True)
 

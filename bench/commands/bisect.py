@@ -16,7 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bench import trust
 from bench.bisect import DEFAULT_RUNS, Bisection, bisect
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in
@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", metavar="NAME", help="judge only this metric (default: any judged metric)")
     p.add_argument("--thresholds", metavar="FILE", help="thresholds TOML (default: the bundled one)")
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
-    p.add_argument("--reports", default="reports", metavar="DIR", help="where the bisection's store and logs go")
+    add_output_dir(p, "--reports")
     add_device_options(p)
     p.set_defaults(func=cmd_bisect)
 
@@ -140,7 +140,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise ConfigError(f"--metric {args.metric}: not a metric of the thresholds",
                           hint=f"one of {', '.join(r.name for r in thresholds.rules)}")  # fmt: skip
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    work = Path(args.reports) / f"bisect-{stamp}"
+    work = args.output_dir / f"bisect-{stamp}"
     work.mkdir(parents=True, exist_ok=True)
     if args.series:
         paths: list[Path | None] = list(series_builds(args.series))

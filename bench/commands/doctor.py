@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from rich.markup import escape
 
-from bench.commands import add_fleet_options, selected_devices
+from bench.commands import add_fleet_options, add_output_dir, selected_devices
 from bench.console import emit_json, out
 from bench.doctor import FAIL, OK, WARN, diagnose
 from bench.errors import ExitCode
@@ -19,16 +18,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `doctor` command."""
     p = sub.add_parser("doctor", help="check this bench host has what the selected devices need (exit 2 if not)")
     add_fleet_options(p)
-    p.add_argument(
-        "--reports", default="reports", metavar="DIR", help="where results and reports go (default: reports)"
-    )
+    add_output_dir(p, "--reports")
     p.set_defaults(func=cmd_doctor)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     """Run every check; exit 2 when something the fleet needs is missing."""
     fleet, devices = selected_devices(args)
-    findings = diagnose(fleet, devices, Path(args.reports))
+    findings = diagnose(fleet, devices, args.output_dir)
     failed = [f for f in findings if f.status == FAIL]
     if args.json:
         emit_json({"ok": not failed, "fleet": str(fleet.path), "devices": [d.name for d in devices],

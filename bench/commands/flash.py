@@ -12,9 +12,9 @@ from rich.table import Table
 
 from bench import trust
 from bench.bundles import reset_model
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.values import int_in
-from bench.console import emit_json, err, out
+from bench.console import compact_table, emit_json, err, out
 from bench.devices import has_driver
 from bench.errors import ConfigError, ExitCode
 from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="run the fleet's model again (by default a flash keeps the model an update installed)",
     )
-    p.add_argument("--logs", metavar="DIR", help="log folder (default: reports/flash-<time>)")
+    add_output_dir(p, logs="flash-<time>/")
     p.set_defaults(func=cmd_flash)
 
 
@@ -57,7 +57,7 @@ def cmd_flash(args: argparse.Namespace) -> int:
     firmware = Path(args.firmware) if args.firmware else None
     if firmware is not None:
         check_file(firmware, "firmware", hint="pass --firmware PATH to an ESP32-C6 image")
-    log_dir = Path(args.logs) if args.logs else Path("reports") / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
+    log_dir = args.logs or args.output_dir / f"flash-{time.strftime('%Y%m%d-%H%M%S')}"
     if args.reflash and not args.os:
         raise ConfigError("--reflash only goes with --os")
     trust.check(devices)
@@ -102,9 +102,9 @@ async def _run(
 
 
 def _table(results: list[DeviceFlash]) -> Table:
-    table = Table(title="flash")
-    for col in ("device", "kind", "result", "tries", "seconds", "detail"):
-        table.add_column(col, overflow="fold")
+    table = compact_table("flash")
+    for col in ("device", "kind", "result", "tries", "s", "detail"):
+        table.add_column(col, no_wrap=col != "detail", justify="right" if col in ("tries", "s") else "left")
     for r in results:
         if r.ok:
             result = "[green]up to date[/green]" if r.up_to_date else "[green]flashed[/green]"

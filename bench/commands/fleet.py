@@ -10,18 +10,14 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_device_command, add_fleet_options, held_devices, selected_devices
-from bench.console import emit_json, err, out
+from bench.commands import add_device_command, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.console import compact_table, emit_json, err, out
 from bench.devices import has_driver
-from bench.discovery import append_entries, discover, new_entries
 from bench.errors import ExitCode
 from bench.fleet import Device
-from bench.health.check import check_fleet
-from bench.health.records import summary
 from bench.lab.acquire import reachable_devices
 from bench.leases import lease_dir, list_leases
 from bench.probe import probe_link
-from bench.results.store import DEFAULT_STORE, open_store
 from bench.virtual import has_virtual
 
 
@@ -41,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
     p.add_argument("--results", metavar="PATH", help="results store (default: fleet [bench] results, else reports/)")
-    p.add_argument("--logs", metavar="DIR", help="device logs of the check (default: none)")
+    add_output_dir(p, logs="health/")
     p = fsub.add_parser("discover", help="find the ESP boards plugged into this host and print fleet entries")
     p.add_argument("--write", metavar="FILE", help="add the new boards to this fleet file (none twice: by MAC)")
     p.add_argument("--json", action="store_true")
@@ -69,9 +65,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows})
         return ExitCode.OK
-    table = Table(title=f"fleet {fleet.path}")
+    table = compact_table(f"fleet {fleet.path}")
     for col in ("name", "kind", "link", "virtual", "tags"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col in ("name", "kind", "virtual"))
     for r in rows:
         table.add_row(r["name"], r["kind"], r["link"], "yes" if r["virtual"] else "", ", ".join(r["tags"]))
     out.print(table)
@@ -111,15 +107,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows, "seconds": round(time.monotonic() - started, 3)})
         return code
-    table = Table(title=f"fleet check: {fleet.path}")
+    out.print(check_table(str(fleet.path), rows))
+    return code
+
+
+def check_table(fleet: str, rows: list[dict]) -> Table:
+    """`fleet check`'s table, in 80 columns: the detail wraps under its own header."""
+    table = compact_table(f"fleet check: {fleet}")
     for col in ("name", "kind", "status", "driver", "detail"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "detail", ratio=1 if col == "detail" else None)
     colours = {"reachable": "green", "unreachable": "red"}
     for r in rows:
         colour = colours.get(r["status"], "yellow")
         table.add_row(r["name"], r["kind"], f"[{colour}]{r['status']}[/{colour}]", r["driver"], r["detail"])
-    out.print(table)
-    return code
+    return table
 
 
 def cmd_leases(args: argparse.Namespace) -> int:
@@ -140,24 +141,35 @@ def cmd_leases(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"lease_dir": str(lease_dir()), "leases": rows})
         return ExitCode.OK
-    table = Table(title=f"leases in {lease_dir()}")
-    for col in ("device", "holder", "host", "pid", "state", "expires in"):
-        table.add_column(col)
+    out.print(leases_table(str(lease_dir()), rows))
+    return ExitCode.OK
+
+
+def leases_table(folder: str, rows: list[dict]) -> Table:
+    """`fleet leases`' table, in 80 columns."""
+    table = compact_table(f"leases in {folder}")
+    for col in ("device", "holder", "host", "pid", "state", "expires"):
+        folds = col in ("holder", "host")  # a long host name folds rather than being cut
+        table.add_column(col, no_wrap=not folds, overflow="fold" if folds else "ellipsis",
+                         justify="right" if col == "pid" else "left")  # fmt: skip
     for r in rows:
         state = "[green]held[/green]" if r["alive"] else "[dim]stale[/dim]"
         table.add_row(r["device"], r["holder"], r["host"], str(r["pid"]), state, f"{r['expires_in_s']:.0f} s")
-    out.print(table)
-    return ExitCode.OK
+    return table
 
 
 def cmd_health(args: argparse.Namespace) -> int:
     """Check (and with --fix recover) the selected devices; exit 0 when all are good, 3 otherwise."""
+    from bench.health.check import check_fleet  # here, as every heavy import: `fleet list` must start fast
+    from bench.health.records import summary
+    from bench.results.store import DEFAULT_STORE, open_store
+
     fleet, devices = selected_devices(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
     try:
         with held_devices(devices, "fleet health", args.lease_wait):
             checks = asyncio.run(
-                check_fleet(devices, store, fix=args.fix, log_dir=Path(args.logs) if args.logs else None)
+                check_fleet(devices, store, fix=args.fix, log_dir=args.logs or args.output_dir / "health")
             )
         summaries = {c.device: summary(store, c.device) for c in checks}
     finally:
@@ -167,20 +179,27 @@ def cmd_health(args: argparse.Namespace) -> int:
         emit_json({"fleet": str(fleet.path), "fix": args.fix, "devices": [
             {**c.to_json(), "history": summaries[c.device].to_json()} for c in checks]})  # fmt: skip
         return code
-    table = Table(title=f"fleet health{' --fix' if args.fix else ''}: {fleet.path}")
+    out.print(health_table(f"fleet health{' --fix' if args.fix else ''}: {fleet.path}", checks))
+    return code
+
+
+def health_table(title: str, checks: list) -> Table:
+    """`fleet health`'s table (one row per HealthCheck), in 80 columns."""
+    table = compact_table(title)
     for col in ("device", "state", "answer", "detail"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col != "detail", ratio=1 if col == "detail" else None)
     for c in checks:
         colour = "green" if c.state == "good" else "red"
         change = f"{c.before} -> {c.state}" if c.before != c.state else c.state
         table.add_row(c.device, f"[{colour}]{change}[/{colour}]", "yes" if c.answered else "no", c.detail)
-    out.print(table)
-    return code
+    return table
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
     """Print fleet entries for the boards found (TOML on stdout), or add them to --write FILE; exit 3 when a
     board could not be identified."""
+    from bench.discovery import append_entries, discover, new_entries
+
     target = Path(args.write) if args.write else None
     boards = asyncio.run(discover())
     entries, known = new_entries(boards, target)

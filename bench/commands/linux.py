@@ -34,10 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _linux_devices(args: argparse.Namespace) -> list[Device]:
-    _fleet, devices = selected_devices(args)
+    fleet, devices = selected_devices(args)
     chosen = [d for d in devices if d.kind_info.link is SshLink]
     if not chosen:
-        raise ConfigError(f"no Linux board ({', '.join(of_family(SshLink))}) among the selected devices")
+        raise ConfigError(
+            f"{fleet.path}: no Linux board ({', '.join(of_family(SshLink))}) among the selected devices",
+            file=str(fleet.path),
+            hint="see `hilbench fleet list`",
+        )
     return chosen
 
 

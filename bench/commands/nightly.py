@@ -12,9 +12,9 @@ from rich.table import Table
 
 from bench import trust
 from bench.bundles import reset_model
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.replay import parse_speed
-from bench.console import emit_json, err, out
+from bench.console import compact_table, emit_json, err, out
 from bench.devices.esp32c6 import check_firmware
 from bench.errors import ConfigError
 from bench.flashing import ProgressFactory
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
     )
-    p.add_argument("--reports", default="reports", metavar="DIR", help="where reports and logs go")
+    add_output_dir(p, "--reports")
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
     add_device_options(p)
@@ -112,7 +112,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError(f"--baseline {args.baseline}: no such baseline", hint="see `hilbench baseline list`")
     devices = reset_model(devices)  # each night replays the fleet's configured model, not last night's update
     opts = NightlyOptions(
-        fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=Path(args.reports),
+        fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=args.output_dir,
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
         thresholds=load_thresholds(args.thresholds),
     )  # fmt: skip
@@ -163,7 +163,13 @@ class _RichProgress(NightlyProgress):
 
 def _print(result: NightlyResult) -> None:
     """The summary, readable in 80 columns: one row per device, one short word per stage; details follow."""
-    table = Table(title=f"nightly {result.started}")
+    out.print(stage_table(result))
+    _print_runs(result)
+
+
+def stage_table(result: NightlyResult) -> Table:
+    """One row per device, one short word per stage (80 columns)."""
+    table = compact_table(f"nightly {result.started}")
     table.add_column("device", no_wrap=True)
     for stage in result.stages:
         table.add_column(stage.name, no_wrap=True)
@@ -181,7 +187,11 @@ def _print(result: NightlyResult) -> None:
             else:
                 cells.append("skip" if o.skipped else _word(stage.name, o.detail))
         table.add_row(d, *cells)
-    out.print(table)
+    return table
+
+
+def _print_runs(result: NightlyResult) -> None:
+    """Per session its verdict and report, then the devices that failed, left or were skipped, and health."""
     for run in result.runs:
         if run.session == OTA_SESSION:
             out.print(f"updates and faults (run {run.run_id}): report {run.page}", highlight=False)
@@ -215,6 +225,8 @@ def _print(result: NightlyResult) -> None:
     for name, why in result.skipped.items():
         out.print(f"[red]{name}[/red] skipped: {why}", highlight=False)
     _print_health(result)
+    if result.retention is not None:
+        out.print(result.retention.line(), highlight=False)
     out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
 
 
@@ -229,9 +241,9 @@ def _word(stage: str, detail: str) -> str:
 
 def _print_health(result: NightlyResult) -> None:
     """Each device's recorded state, its failures and recoveries (by ladder step) and MTBF over the history."""
-    table = Table(title="device health")
+    table = compact_table("device health")
     for col in ("device", "state", "failures", "recovered by", "MTBF"):
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=col in ("device", "failures"), justify="right" if col == "failures" else "left")
     for h in result.health:
         colour = "green" if h.health.state == "good" else "red"
         state = f"[{colour}]{h.health.state}[/{colour}]" + (f" ({h.health.reason})" if h.health.reason else "")

@@ -10,8 +10,8 @@ from rich.live import Live
 from rich.table import Table
 
 from bench import trust
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
-from bench.console import emit_json, err, out
+from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.console import compact_table, emit_json, err, out
 from bench.errors import ConfigError
 from bench.lab.acquire import reachable_devices
 from bench.outcomes import FailureClass
@@ -22,19 +22,21 @@ from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
 from bench.results.store import DEFAULT_STORE, open_store
 
+# (measurement, header, scale, format, in the compact default): the default fits 80 columns; --wide shows all
 SUMMARY_COLUMNS = (
-    ("fps", "FPS", 1.0, "{:.1f}"),
-    ("inference_latency_p50", "infer P50 ms", 1e-3, "{:.2f}"),
-    ("inference_latency_p99", "infer P99 ms", 1e-3, "{:.2f}"),
-    ("decision_latency_p50", "decision P50 ms", 1e-3, "{:.1f}"),
-    ("decision_latency_p99", "decision P99 ms", 1e-3, "{:.1f}"),
-    ("decision_deadline_misses", "misses", 1.0, "{:.0f}"),
-    ("frame_jitter_p99", "jitter P99 us", 1.0, "{:.0f}"),
-    ("replay_send_error_p99", "send err P99 us", 1e-3, "{:.1f}"),
-    ("replay_release_error_p99", "release err P99 us", 1e-3, "{:.1f}"),  # replayed on the device's clock
-    ("replay_covered", "played s", 1.0, "{:.1f}"),
-    ("faults", "faults", 1.0, "{:.0f}"),
+    ("fps", "FPS", 1.0, "{:.1f}", True),
+    ("inference_latency_p50", "infer P50 ms", 1e-3, "{:.2f}", False),
+    ("inference_latency_p99", "infer P99 ms", 1e-3, "{:.2f}", True),
+    ("decision_latency_p50", "decision P50 ms", 1e-3, "{:.1f}", False),
+    ("decision_latency_p99", "decision P99 ms", 1e-3, "{:.1f}", True),
+    ("decision_deadline_misses", "misses", 1.0, "{:.0f}", True),
+    ("frame_jitter_p99", "jitter P99 us", 1.0, "{:.0f}", False),
+    ("replay_send_error_p99", "send err P99 us", 1e-3, "{:.1f}", False),
+    ("replay_release_error_p99", "release err P99 us", 1e-3, "{:.1f}", False),  # replayed on the device's clock
+    ("replay_covered", "played s", 1.0, "{:.1f}", False),
+    ("faults", "faults", 1.0, "{:.0f}", True),
 )
+STATUS_WORDS = {FailureClass.PASS: "ok", FailureClass.INFRASTRUCTURE: "infra", FailureClass.PRODUCT: "product"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--deploy", action="store_true", help="deploy agent and model first (skipped when up to date)")
     p.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
-    p.add_argument("--logs", type=Path, metavar="DIR", help="agent logs folder (default: next to the results store)")
+    p.add_argument("--wide", action="store_true", help="every measurement in the summary (wider than 80 columns)")
+    add_output_dir(p, logs="logs/")
     add_device_options(p)
     p.set_defaults(func=cmd_replay)
 
@@ -79,7 +82,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     location = args.results or fleet.bench.get("results") or DEFAULT_STORE
     store = open_store(location)
-    logs = args.logs or (store.local_dir or Path("reports")) / "logs"
+    logs = args.logs or args.output_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     if args.deploy:
         trust.check(devices)
@@ -89,7 +92,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(result_json(result, store.path))
     else:
-        out.print(summary_table(result))
+        out.print(summary_table(result, wide=args.wide))
         for r in result.devices:
             outcome = r.outcome
             if outcome.cls != FailureClass.PASS:
@@ -124,7 +127,7 @@ async def _run(args, session: Session, devices, store, speed, logs: Path, bench:
 def progress_table(run: ReplayRun) -> Table:
     """Live view: per device, its state, inputs sent and frame records received."""
     total = len(run.plan.inputs)
-    table = Table(title=f"replaying {run.plan.session_id} ({total} inputs per device)")
+    table = compact_table(f"replaying {run.plan.session_id} ({total} inputs per device)")
     for col in ("device", "state", "inputs", "frames"):
         table.add_column(col)
     for r in run.runs:
@@ -139,28 +142,30 @@ def _value(r: DeviceRun, name: str) -> float | None:
     return next((m.value for m in r.result.measurements if m.name == name), None)
 
 
-def summary_table(result: ReplayResult) -> Table:
-    """One row per device: status, voice mode and the headline measurements."""
+def summary_table(result: ReplayResult, *, wide: bool = False) -> Table:
+    """One row per device: status and the headline measurements (80 columns); `wide`: voice mode and all."""
     speed = "max" if result.speed is None else f"{result.speed:g}x"
     title = f"replay run {result.run_id}: {result.session_id} at {speed}" + (
         " (pacer at normal priority)" if result.realtime is False and result.speed is not None else ""
     )
-    table = Table(title=title)
-    table.add_column("device")
-    table.add_column("status")
-    table.add_column("voice")
-    for _, label, _, _ in SUMMARY_COLUMNS:
+    columns = [c for c in SUMMARY_COLUMNS if wide or c[4]]
+    table = compact_table(title)
+    table.add_column("device", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    if wide:
+        table.add_column("voice", no_wrap=True)
+    for _, label, _, _, _ in columns:
         table.add_column(label, justify="right")
     for r in result.devices:
         cells = []
-        for name, _, scale, fmt in SUMMARY_COLUMNS:
+        for name, _, scale, fmt, _ in columns:
             v = _value(r, name)
             cells.append("-" if v is None else fmt.format(v * scale))
         outcome = r.outcome
         colour = "green" if outcome.cls == FailureClass.PASS else "red"
-        voice = str(r.track.mode) if r.track else "-"
-        word = "ok" if outcome.cls == FailureClass.PASS else str(outcome.cls)
-        table.add_row(r.device.name, f"[{colour}]{word}[/{colour}]", voice, *cells)
+        word = STATUS_WORDS.get(outcome.cls, str(outcome.cls))  # the full label follows the table
+        voice = [str(r.track.mode) if r.track else "-"] if wide else []
+        table.add_row(r.device.name, f"[{colour}]{word}[/{colour}]", *voice, *cells)
     return table
 
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from contextlib import nullcontext
 
 from rich.markup import escape
 
-from bench.console import emit_json, out
+from bench.commands import add_output_dir
+from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
-from bench.report.html import ptext
-from bench.report.publish import DEFAULT_REPORTS, publish_run
 from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
 from bench.results.store import ResultStore, open_store
-from bench.results.verdict import IMPROVED, REGRESSION
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
     _store_options(p)
-    p.add_argument("--out", default=str(DEFAULT_REPORTS), metavar="DIR", help="reports folder (default: reports)")
+    add_output_dir(p, "--out")
     p.set_defaults(func=cmd_report)
 
     b = sub.add_parser("baseline", help="name the runs later runs are compared with")
@@ -72,19 +70,36 @@ def latest_or(store: ResultStore, value: str) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Render (or re-render) a run's report; print where it went and the verdict."""
-    with open_store(args.results) as store:
-        run_id = latest_or(store, args.run or "latest")
-        try:
-            published = publish_run(
-                store, run_id, reports_dir=Path(args.out), baseline_name=args.baseline,
-                compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
-            )  # fmt: skip
-        except OSError as exc:
-            raise ConfigError(f"--out {args.out}: cannot write the report: {exc.strerror} ({exc.filename})") from None
+    """Render (or re-render) a run's report; print where it went and the verdict. A spinner on stderr says what
+    it does meanwhile (loading the statistics and templates, judging, rendering)."""
+    with err.status("loading the report renderer…") if not args.json else nullcontext() as status:
+        from bench.report.publish import publish_run  # here, under the spinner: it loads scipy and jinja2
+
+        with open_store(args.results) as store:
+            run_id = latest_or(store, args.run or "latest")
+            if status is not None:
+                status.update(f"judging and rendering the report of run {run_id}…")
+            try:
+                published = publish_run(
+                    store, run_id, reports_dir=args.output_dir, baseline_name=args.baseline,
+                    compare_run=run_id_arg(args.compare, "--compare run"), thresholds=args.thresholds,
+                )  # fmt: skip
+            except OSError as exc:
+                raise ConfigError(
+                    f"--output-dir {args.output_dir}: cannot write the report: {exc.strerror} ({exc.filename})"
+                ) from None
     if args.json:
         emit_json({**published.report.data, "page": str(published.page)})
-        return published.exit_code
+    else:
+        _print_report(published)
+    return published.exit_code
+
+
+def _print_report(published) -> None:
+    """Where the report went, the regressions and improvements, and the verdict."""
+    from bench.report.html import ptext
+    from bench.results.verdict import IMPROVED, REGRESSION
+
     outcome = published.report.data["outcome"]
     out.print(f"report: {published.page}")
     if outcome["collecting"]:
@@ -104,7 +119,6 @@ def cmd_report(args: argparse.Namespace) -> int:
             )
     if published.baseline_run_id is not None:
         out.print(f"verdict against the runs up to {published.baseline_run_id}: {outcome['verdict']}")
-    return published.exit_code
 
 
 def cmd_baseline_set(args: argparse.Namespace) -> int:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.table import Table
-
 from bench.commands.values import float_in, int_in
-from bench.console import emit_json, out
+from bench.console import compact_table, emit_json, out
 from bench.errors import ConfigError, ExitCode
 from bench.paths import SESSIONS_DIR
 from bench.replay.info import session_info
@@ -54,9 +52,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"[bold]{info.path}[/bold]  session {info.session_id}  scenario {info.scenario or '-'}  "
         f"{info.duration_s:.2f} s  {info.messages} messages"
     )
-    table = Table()
-    for col in ("channel", "messages", "nominal Hz", "measured Hz", "first s", "last s", "max interval ms", "gaps"):
-        table.add_column(col, justify="left" if col == "channel" else "right")
+    table = compact_table(caption="Hz: nominal, measured; max Δt: longest interval")
+    for col in ("channel", "msgs", "Hz", "real Hz", "first s", "last s", "max Δt ms", "gaps"):
+        table.add_column(col, justify="left" if col == "channel" else "right", no_wrap=col != "gaps")
     for ch in info.channels:
         gaps = ", ".join(f"{g.length_ms:.0f} ms @ {g.start_s:.2f} s" for g in ch.gaps) or "none"
         nominal = f"{ch.nominal_hz:g}" if ch.nominal_hz else "events"

@@ -6,13 +6,10 @@ import argparse
 import asyncio
 import contextlib
 
-from rich import box
-from rich.table import Table
-
 from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import percent
-from bench.console import emit_json, out
+from bench.console import compact_table, emit_json, out
 from bench.errors import ConfigError
 from bench.lab.acquire import reachable_devices
 from bench.ota.impair import Impairment
@@ -87,14 +84,9 @@ def _version(model: dict | None) -> str:
 
 
 def _print(results: list[DeviceUpdate]) -> None:
-    table = Table(
-        title="model update",
-        caption="saved: bytes a delta did not send; verify, switch: ms",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for col in ("device", "result", "transfer", "saved", "verify", "switch"):
-        table.add_column(col, no_wrap=True, justify="right" if col in ("saved", "verify", "switch") else "left")
+    table = compact_table("model update", caption="bytes: sent (rtx: retransmits); saved: bytes a delta did not send")
+    for col in ("device", "result", "bytes", "rtx", "xfer ms", "saved", "verify ms", "switch ms"):
+        table.add_column(col, no_wrap=col != "result", justify="left" if col in ("device", "result") else "right")
     for r in results:
         change = f"{_version(r.previous)}->{_version(r.running)}"
         if r.ok:
@@ -105,8 +97,8 @@ def _print(results: list[DeviceUpdate]) -> None:
             verdict = "[red]infrastructure[/red] unreached" if r.previous is None else "[bold red]FAILED unknown[/]"
         else:
             verdict = f"[bold red]FAILED {change}![/]"
-        transfer = f"{r.blocks} blk {r.bytes} B {r.retransmits} rtx {r.transfer_ms:.0f} ms"
-        table.add_row(r.device, verdict, transfer, str(r.delta_saved), f"{r.verify_ms:.1f}", f"{r.switch_ms:.2f}")
+        table.add_row(r.device, verdict, str(r.bytes), str(r.retransmits), f"{r.transfer_ms:.0f}", str(r.delta_saved),
+                      f"{r.verify_ms:.1f}", f"{r.switch_ms:.2f}")  # fmt: skip
     out.print(table)
     for r in results:
         for line in ([r.detail] if r.detail else []) + r.notes:

@@ -275,8 +275,10 @@ def _read_until(port: serial.SerialBase, marker: bytes, timeout_s: float = PROMP
     deadline = time.monotonic() + timeout_s
     while not data.endswith(marker):
         if time.monotonic() > deadline:
+            seen = marker.decode(errors="replace").strip().rstrip(">").strip()
             raise DeviceUnreachable(
-                f"{port.name}: no {marker!r} from the MicroPython REPL", hint="is MicroPython flashed?"
+                f"{port.name}: the MicroPython REPL did not answer (no {seen!r} in {timeout_s:g} s)",
+                hint="a board never flashed has no MicroPython: `hilbench flash --device NAME` flashes it",
             )
         data += port.read(1)
     return data

@@ -47,6 +47,9 @@ async def check_one(
         await answers(driver, timeout_s)
     except (BenchError, OSError, TimeoutError) as exc:
         why = f"health check: no answer: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+        hint = getattr(exc, "hint", None)
+        if hint:
+            why += f" (hint: {hint.replace('NAME', device.name)})"
         if not fix:
             return HealthCheck(device.name, before.state, False, before.state, why)
         result = await recover(device, why, driver=driver, store=store, log_dir=log_dir, check_timeout_s=timeout_s)

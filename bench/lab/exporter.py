@@ -20,8 +20,10 @@ def host_devices(fleet: Fleet, host: str) -> list[Device]:
     devices = [d for d in fleet if d.lab is not None and d.lab.host == host]
     if not devices:
         hosts = sorted({d.lab.host for d in fleet if d.lab is not None and d.lab.host})
+        known = f"bench hosts in this fleet: {', '.join(hosts)}" if hosts else "no device of this fleet has lab_host"
         raise ConfigError(
-            f"{fleet.path}: no device has lab_host = {host!r}", hint=f"bench hosts in this fleet: {', '.join(hosts)}"
+            f"{fleet.path}: no device has lab_host = {host!r}",
+            hint=f'{known} (a device shared through labgrid names its bench host: lab_host = "NAME")',
         )
     return devices
 

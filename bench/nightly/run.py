@@ -37,6 +37,7 @@ from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, record_fingerprint, record_host
+from bench.results.retention import PruneResult, prune
 from bench.results.runview import UPDATE_RUN_KIND
 from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
@@ -79,6 +80,7 @@ class NightlyResult:
     ota_run_id: int | None = None  # the run of the update and fault stages
     confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
     retries: dict[str, int] = field(default_factory=dict)  # session id -> the run that retried infrastructure failures
+    retention: PruneResult | None = None  # the raw rows pruned after the night (bench.results.retention)
 
     def outcomes(self) -> dict[str, Outcome]:
         """Each device's failure class over the whole nightly (bench.outcomes): the worst of its stages' and
@@ -125,6 +127,7 @@ class NightlyResult:
             "health_page": str(self.health_page) if self.health_page else None,
             "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
+            "retention": self.retention.to_json() if self.retention else None,
         }
 
 
@@ -216,6 +219,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     result.health_page = write_health(
         opts.reports_dir, result.started, [h.to_json() for h in result.health], result.skipped
     )
+    result.retention = prune(opts.store, opts.fleet.retention)  # last: tonight's reports are written
     return result
 
 

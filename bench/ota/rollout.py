@@ -205,7 +205,9 @@ def manifests_for(devices: list[Device], store: ModelStore, spec: str) -> dict[s
         try:
             out[d.name] = store.resolve(spec, device_format(d))
         except ConfigError as exc:
-            raise ConfigError(f"device {d.name!r} (runs {device_format(d)}): {exc}", hint=exc.hint) from None
+            raise ConfigError(
+                f"device {d.name!r} (runs {device_format(d)}): {exc.message}", hint=exc.hint, device=d.name
+            ) from None
     return out
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.bisect import offer
 from bench.errors import ConfigError, ExitCode
 from bench.fingerprint import changes
+from bench.paths import OUTPUT_DIR
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
@@ -28,7 +29,7 @@ from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
 from bench.results.view_adapter import load_run
 
-DEFAULT_REPORTS = Path("reports")
+DEFAULT_REPORTS = OUTPUT_DIR
 
 
 @dataclass

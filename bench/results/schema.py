@@ -147,4 +147,22 @@ TABLES = [
         seconds REAL,
         run_id INTEGER,
         detail TEXT NOT NULL DEFAULT '')""",
+    # retention (docs/results.md): replayed inputs one row per run, device and channel (bench.results.packed
+    # arrays; the `inputs` table above is read for runs written before it), and which runs' raw rows are gone
+    """CREATE TABLE IF NOT EXISTS input_sends (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        ch TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        seq BLOB NOT NULL,
+        due BLOB NOT NULL,
+        sent BLOB NOT NULL,
+        PRIMARY KEY (run_id, device, ch))""",
+    """CREATE TABLE IF NOT EXISTS raw_pruned (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        at TEXT NOT NULL,
+        frames INTEGER NOT NULL,
+        inputs INTEGER NOT NULL,
+        PRIMARY KEY (run_id, device))""",
 ]

@@ -27,11 +27,13 @@ from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
-from bench.results.dialect import PostgresConnection, connect_sqlite, is_postgres
+from bench.results.dialect import PostgresConnection, connect_sqlite, database_size, is_postgres, reclaim_space
 from bench.results.frame_writer import BackgroundFrameWriter
+from bench.results.packed import NONE, pack, unpack
 from bench.results.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_STORE = Path("reports") / "results.sqlite"
+RAW_TABLES = ["frames", "inputs", "input_sends"]  # the per-frame and per-input rows retention prunes
 
 
 @dataclass(frozen=True)
@@ -193,14 +195,25 @@ class ResultStore:
         speed: float | None = None,
         git_rev: str | None = None,
         config: dict[str, Any] | None = None,
+        started_at: str | None = None,
     ) -> int:
-        """Start a run (status `running`; its summary names the process writing it until it finishes)."""
+        """Start a run (status `running`; its summary names the process writing it until it finishes).
+        `started_at` (ISO-8601 UTC, default now) is for runs imported or written after the fact."""
         pid = os.getpid()
         owner = {"owner": {"host": socket.gethostname(), "pid": pid, "pid_start": process_start(pid)}}
         cur = self.db.execute(
             "INSERT INTO runs (kind, bench, started_at, status, session, speed, git_rev, config, summary)"
             " VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?) RETURNING id",
-            (kind, bench, _now(), session, speed, git_rev, json.dumps(config or {}, default=str), json.dumps(owner)),
+            (
+                kind,
+                bench,
+                started_at or _now(),
+                session,
+                speed,
+                git_rev,
+                json.dumps(config or {}, default=str),
+                json.dumps(owner),
+            ),
         )
         return int(cur.fetchall()[0][0])  # fetch all: a pending RETURNING statement would hold the write lock
 
@@ -253,12 +266,30 @@ class ResultStore:
         return BackgroundFrameWriter(lambda: ResultStore(self.path), rt_priority)
 
     def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
-        """Write replayed inputs: (seq, channel, due_ns or None, sent_ns)."""
+        """Write replayed inputs: (seq, channel, due_ns or None, sent_ns). Stored one row per channel of packed
+        arrays (bench.results.packed); inputs already stored for the same seq are replaced."""
+        by_channel: dict[str, dict[int, tuple[int, int]]] = {}
+        for seq, ch, due, sent in rows:
+            by_channel.setdefault(ch, {})[seq] = (NONE if due is None else due, sent)
         with self._tx():
-            self.db.executemany(
-                "INSERT OR REPLACE INTO inputs VALUES (?,?,?,?,?,?)",
-                [(run_id, device, seq, ch, due, sent) for seq, ch, due, sent in rows],
-            )
+            for ch, new in by_channel.items():
+                merged = {**self._channel_inputs(run_id, device, ch), **new}
+                seqs = sorted(merged)
+                self.db.execute(
+                    "INSERT OR REPLACE INTO input_sends VALUES (?,?,?,?,?,?,?)",
+                    (run_id, device, ch, len(seqs), pack(seqs), pack([merged[q][0] for q in seqs]),
+                     pack([merged[q][1] for q in seqs])),
+                )  # fmt: skip
+
+    def _channel_inputs(self, run_id: int, device: str, ch: str) -> dict[int, tuple[int, int]]:
+        """seq -> (due_ns or NONE, sent_ns) stored for one channel."""
+        row = self.db.execute(
+            "SELECT seq, due, sent FROM input_sends WHERE run_id = ? AND device = ? AND ch = ?", (run_id, device, ch)
+        ).fetchone()
+        if row is None:
+            return {}
+        seqs, due, sent = (unpack(blob) for blob in row)
+        return {int(q): (int(d), int(t)) for q, d, t in zip(seqs, due, sent, strict=True)}
 
     def set_clock(
         self, run_id: int, device: str, offset_ns: float, drift_ppm: float, ref_ns: int, uncertainty_ns: float | None
@@ -379,9 +410,57 @@ class ResultStore:
         return int(self.db.execute(sql, (run_id, device) if device else (run_id,)).fetchone()[0])
 
     def inputs(self, run_id: int, device: str) -> dict[int, int]:
-        """Input seq -> bench send time (ns) of one device in a run."""
+        """Input seq -> bench send time (ns) of one device in a run (also of runs stored a row per input)."""
         rows = self.db.execute("SELECT seq, sent_ns FROM inputs WHERE run_id = ? AND device = ?", (run_id, device))
+        sent = dict(rows.fetchall())
+        packed = self.db.execute("SELECT seq, sent FROM input_sends WHERE run_id = ? AND device = ?", (run_id, device))
+        for seqs, times in packed.fetchall():
+            sent.update(zip(unpack(seqs).tolist(), unpack(times).tolist(), strict=True))
+        return sent
+
+    def input_count(self, run_id: int, device: str) -> int:
+        """How many replayed inputs are stored for one device in a run."""
+        legacy = self.db.execute("SELECT COUNT(*) FROM inputs WHERE run_id = ? AND device = ?", (run_id, device))
+        packed = self.db.execute("SELECT SUM(n) FROM input_sends WHERE run_id = ? AND device = ?", (run_id, device))
+        return int(legacy.fetchone()[0]) + int(packed.fetchone()[0] or 0)
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    def raw_holders(self) -> list[tuple[int, str, str | None, str, str]]:
+        """(run id, device, session, started_at, run status) of every device part whose raw rows were never
+        pruned, newest run first."""
+        return self.db.execute(
+            "SELECT r.id, d.name, r.session, r.started_at, r.status FROM devices d JOIN runs r ON r.id = d.run_id"
+            " WHERE NOT EXISTS (SELECT 1 FROM raw_pruned p WHERE p.run_id = d.run_id AND p.device = d.name)"
+            " ORDER BY r.started_at DESC, r.id DESC, d.name"
+        ).fetchall()
+
+    def prune_raw(self, run_id: int, device: str) -> tuple[int, int]:
+        """Delete one device's frame and input rows of a run, in one transaction, and record that they are gone
+        (`raw_pruned`, read by the report); returns (frames, inputs) removed."""
+        frames = self.frame_count(run_id, device)
+        inputs = self.input_count(run_id, device)
+        with self._tx():
+            for table in RAW_TABLES:
+                self.db.execute(f"DELETE FROM {table} WHERE run_id = ? AND device = ?", (run_id, device))
+            self.db.execute(
+                "INSERT OR REPLACE INTO raw_pruned VALUES (?,?,?,?,?)", (run_id, device, _now(), frames, inputs)
+            )
+        return frames, inputs
+
+    def raw_pruned(self, run_id: int) -> dict[str, str]:
+        """Device -> when its frame rows of run `run_id` were pruned (absent: still stored, or it never had any, as
+        in an update-and-faults run)."""
+        rows = self.db.execute("SELECT device, at FROM raw_pruned WHERE run_id = ? AND frames > 0", (run_id,))
         return dict(rows.fetchall())
+
+    def size_bytes(self) -> int:
+        """Bytes the store takes on disk (SQLite file and WAL, or the PostgreSQL database)."""
+        return database_size(self.db, self.path if isinstance(self.path, Path) else None)
+
+    def reclaim_space(self) -> None:
+        """Give the space of deleted raw rows back (SQLite VACUUM; PostgreSQL VACUUM of the raw tables)."""
+        reclaim_space(self.db, RAW_TABLES)
 
     def faults(self, run_id: int, device: str | None = None) -> list[tuple[str, FaultEvent]]:
         """(device, FaultEvent) of a run, in order."""

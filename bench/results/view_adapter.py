@@ -5,7 +5,8 @@ Sources: HDR histograms give the distributions the report plots (`decision_laten
 `frame_time`, `frame_deviation`, and, when a run stores them, `first_frame` and `mem_peak`); frame records
 give the per-frame trace the time plots show (interval between inference starts, t0 - due); scalar
 measurements (the figures, computed once by bench.measure), faults and device status come as stored; model
-updates from the device's info (`bench.results.ota_results`).
+updates from the device's info (`bench.results.ota_results`). A run whose raw rows retention pruned
+(bench.results.retention) has no frame trace: a note says so instead.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
     faults_by_device: dict[str, list] = {}
     for device, fault in store.faults(run_id):
         faults_by_device.setdefault(device, []).append(fault)
+    pruned = store.raw_pruned(run_id)
     for dev in store.devices(run_id):
         trace, first_t0_us, models = _frames(store, run_id, dev.name) if frames else (None, None, [])
         device = DeviceRun(name=dev.name, kind=dev.kind, frames=trace)
@@ -76,6 +78,8 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
         device.notes += outcome_notes(dev.info)
         device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
+        if dev.name in pruned:
+            device.notes.append(pruned_note(pruned[dev.name]))
         if dev.info.get("dropped_inputs"):
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
         first_rx_ns = _first_rx_ns(store, run_id, dev.name) if trace is not None else None
@@ -83,6 +87,14 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
         device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
         view.devices[dev.name] = device
     return view
+
+
+def pruned_note(at: str) -> str:
+    """The line that stands in for the plots only raw rows can draw, once retention removed them."""
+    return (
+        f"frame interval over time and fault timeline: not shown, this run's raw frame and input rows were pruned"
+        f" on {at[:10]} (results retention, docs/results.md); figures and distributions are from stored histograms"
+    )
 
 
 class StoredFigure(Protocol):

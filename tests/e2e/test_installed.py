@@ -53,11 +53,8 @@ def test_the_wheel_carries_what_the_paths_module_finds(tmp_path: Path) -> None:
         capture_output=True,
     )
     wanted = set(tracked.stdout.decode().split())  # every shipped file of the checkout
-    assert {
-        "fixtures/fleets/virtual.toml",
-        "host/npc_host_agent.py",
-        "firmware/esp32c6/virtual-micropython.bin",
-    } <= wanted
+    shipped = {"fixtures/fleets/virtual.toml", "host/npc_host_agent.py", "firmware/esp32c6/virtual-micropython.bin"}
+    assert shipped <= wanted
     assert wanted <= data, f"missing from the wheel: {sorted(wanted - data)}"
     assert "bench/virtual/linux_tools/tegrastats" in names and "bench/report/templates/report.html.j2" in names
 

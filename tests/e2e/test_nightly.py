@@ -78,6 +78,8 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
         db.execute("SELECT info FROM devices WHERE run_id = ? AND name = 'pi5-1'", (ota_run,)).fetchone()[0]
     )
     assert info["ota"][0]["ok"] is True
+    retention = summary["retention"]  # pruned last; a first night keeps its raw rows (30 days, 30 runs)
+    assert retention["keep_raw_days"] == 30 and retention["kept_device_runs"] >= 3 and retention["frames_removed"] == 0
     # what ran, and on which host, is kept with the run; the run joins later baselines
     prints = dict(db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,)))
     c6 = json.loads(prints["c6-b"])

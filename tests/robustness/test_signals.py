@@ -101,7 +101,10 @@ def test_ctrl_c_while_modules_import_says_interrupted(tmp_path: Path, delay_s: f
     code, _out, err = _stop(proc, signal.SIGINT)
     if code == 0:  # the machine was quick: the command had finished before the signal
         pytest.skip("the command finished before the signal")
-    assert code == 130 and "interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    # 130; or -2 when the interpreter, having printed that, still ends itself by SIGINT (seen under a load of
+    # 30 on 2 cores): a shell shows 130 for both
+    assert code in (130, -signal.SIGINT), err
+    assert "interrupted" in err and "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
 def test_lab_serve_says_at_once_that_the_coordinator_is_away(tmp_path: Path) -> None:

@@ -81,13 +81,27 @@ def test_bad_selection_is_a_usage_error(args):
 def test_pyserial_shadowed_by_another_serial_module_is_named(tmp_path, monkeypatch):
     import serial
 
-    from bench.doctor import _check_pyserial
+    from bench.doctor import check_pyserial
 
-    assert _check_pyserial().status == "ok"  # .ci/setup installs plain pyserial last
+    assert check_pyserial().status == "ok"  # .ci/setup installs plain pyserial last
     fork = tmp_path / "serial" / "__init__.py"
     fork.parent.mkdir()
     fork.write_text("# pyserial-labgrid's copy\n__version__ = '3.5.0.2'\n")
     monkeypatch.setattr(serial, "__file__", str(fork))
-    shadowed = _check_pyserial()
+    shadowed = check_pyserial()
     assert shadowed.status == FAIL and "pyserial-labgrid" in shadowed.detail
     assert "--force-reinstall --no-deps pyserial==3.5" in shadowed.fix
+
+
+def test_device_commands_refuse_the_pyserial_fork_at_start(tmp_path, monkeypatch, capsys):
+    import serial
+
+    from bench.cli import main
+
+    fork = tmp_path / "serial" / "__init__.py"
+    fork.parent.mkdir()
+    fork.write_text("# pyserial-labgrid's copy\n")
+    monkeypatch.setattr(serial, "__file__", str(fork))
+    assert main(["fleet", "list", "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert "pyserial-labgrid" in error["message"] and "--force-reinstall" in error["hint"]
