@@ -12,12 +12,8 @@ from dataclasses import dataclass, field
 import grpc
 
 from bench.errors import ConfigError
-from bench.lifecycle import StartStop
 from bench.ota.npcota_pb import SERVICE, Chunk, FetchRequest
-from bench.ota.resources import lookup
-from bench.ota.store import ModelStore
-
-CHUNK = 16 * 1024
+from bench.ota.resources import ChunkedServer, lookup
 
 
 @dataclass
@@ -29,17 +25,11 @@ class GrpcServed:
     offsets: list[int] = field(default_factory=list)
 
 
-class GrpcUpdateServer(StartStop):
+class GrpcUpdateServer(ChunkedServer):
     """`async with GrpcUpdateServer(store) as srv: srv.port`."""
 
-    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
-        self.store = store
-        self.host = host
-        self.port = port
-        self.chunk = chunk
-        self.served: dict[str, GrpcServed] = {}
-        self.cut_after: int | None = None  # tests: abort each call after this many bytes
-        self._server: grpc.aio.Server | None = None
+    served: dict[str, GrpcServed]
+    _server: grpc.aio.Server | None
 
     async def start(self) -> GrpcUpdateServer:
         """Listen (on a free port when `port` is 0) and serve the store."""

@@ -13,11 +13,7 @@ from dataclasses import dataclass, field
 import websockets
 from websockets.asyncio.server import ServerConnection
 
-from bench.lifecycle import StartStop
-from bench.ota.resources import lookup
-from bench.ota.store import ModelStore
-
-CHUNK = 16 * 1024
+from bench.ota.resources import ChunkedServer, lookup
 
 
 @dataclass
@@ -29,17 +25,10 @@ class WsServed:
     offsets: list[int] = field(default_factory=list)
 
 
-class WsUpdateServer(StartStop):
+class WsUpdateServer(ChunkedServer):
     """`async with WsUpdateServer(store) as srv: srv.port`."""
 
-    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
-        self.store = store
-        self.host = host
-        self.port = port
-        self.chunk = chunk
-        self.served: dict[str, WsServed] = {}
-        self.cut_after: int | None = None  # tests: close each transfer after this many bytes
-        self._server = None
+    served: dict[str, WsServed]
 
     async def start(self) -> WsUpdateServer:
         """Listen (on a free port when `port` is 0) and serve the store."""
