@@ -7,28 +7,17 @@ so a transfer cut in the middle resumes from the byte offset the device kept. NO
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import grpc
 
 from bench.errors import ConfigError
 from bench.ota.npcota_pb import SERVICE, Chunk, FetchRequest
-from bench.ota.resources import ChunkedServer, lookup
-
-
-@dataclass
-class GrpcServed:
-    """What was served per path: calls, bytes sent, offsets resumed from."""
-
-    calls: int = 0
-    bytes: int = 0
-    offsets: list[int] = field(default_factory=list)
+from bench.ota.resources import ChunkedServer, Served, lookup
 
 
 class GrpcUpdateServer(ChunkedServer):
     """`async with GrpcUpdateServer(store) as srv: srv.port`."""
 
-    served: dict[str, GrpcServed]
     _server: grpc.aio.Server | None
 
     async def start(self) -> GrpcUpdateServer:
@@ -57,8 +46,8 @@ class GrpcUpdateServer(ChunkedServer):
         if res is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no {request.path} in the model store")
             return
-        counts = self.served.setdefault(request.path, GrpcServed())
-        counts.calls += 1
+        counts = self.served.setdefault(request.path, Served())
+        counts.transfers += 1
         counts.offsets.append(request.offset)
         sent = 0
         for at in range(min(request.offset, len(res.data)), len(res.data), self.chunk):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bench.errors import ConfigError
@@ -92,6 +92,16 @@ def lookup(store: ModelStore, path: str) -> Resource | None:
         return None
 
 
+@dataclass
+class Served:
+    """What an update server served at one path: transfers started (a gRPC call, a WebSocket request), bytes sent,
+    offsets resumed from."""
+
+    transfers: int = 0
+    bytes: int = 0
+    offsets: list[int] = field(default_factory=list)
+
+
 class ChunkedServer(StartStop):
     """What the WebSocket and gRPC update servers share: the store they serve, where they listen (a free port when
     `port` is 0), the chunk size, what was served per path, and the tests' `cut_after` (end each transfer after
@@ -102,6 +112,6 @@ class ChunkedServer(StartStop):
         self.host = host
         self.port = port
         self.chunk = chunk
-        self.served: dict[str, Any] = {}
+        self.served: dict[str, Served] = {}
         self.cut_after: int | None = None
         self._server: Any = None

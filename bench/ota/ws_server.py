@@ -8,27 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
 
 import websockets
 from websockets.asyncio.server import ServerConnection
 
-from bench.ota.resources import ChunkedServer, lookup
-
-
-@dataclass
-class WsServed:
-    """What was served per path: transfers started, bytes sent, offsets resumed from."""
-
-    transfers: int = 0
-    bytes: int = 0
-    offsets: list[int] = field(default_factory=list)
+from bench.ota.resources import ChunkedServer, Served, lookup
 
 
 class WsUpdateServer(ChunkedServer):
     """`async with WsUpdateServer(store) as srv: srv.port`."""
-
-    served: dict[str, WsServed]
 
     async def start(self) -> WsUpdateServer:
         """Listen (on a free port when `port` is 0) and serve the store."""
@@ -53,7 +41,7 @@ class WsUpdateServer(ChunkedServer):
             if res is None:
                 await conn.send(json.dumps({"error": f"no {path} in the model store"}))
                 return
-            counts = self.served.setdefault(path, WsServed())
+            counts = self.served.setdefault(path, Served())
             counts.transfers += 1
             counts.offsets.append(offset)
             await conn.send(json.dumps({"size": len(res.data), "etag": res.etag}))
