@@ -31,7 +31,7 @@ from bench.loop_thread import LoopThread
 from bench.outcomes import class_of
 from bench.paths import OUTPUT_DIR
 from bench.provision.controls import BoardControls
-from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual
+from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
 
 # record_measurement; agent, console, devices; failure classes and --quarantine
 pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices", "bench.pytest_classes")
@@ -133,7 +133,7 @@ class _DevicePool:
                 stand_in = make_virtual(device)
                 link = self.loop.run(stand_in.start())
                 self.running[device.name] = stand_in
-                device = device.with_link(link)
+                device = with_meter(device.with_link(link), stand_in)
             self.resolved[device.name] = device
         return self.resolved[device.name]
 

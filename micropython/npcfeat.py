@@ -116,15 +116,23 @@ def lsum(values):
     return total
 
 
-def _mean(values):
-    return lsum(values) / len(values) if values else 0.0
+def lsum2(parts):
+    """lsum over the views of `parts` one after the other: one sum, the same additions in the same order."""
+    total = 0
+    for values in parts:
+        for v in values:
+            total += v
+    return total
 
 
-def _std(values):
-    if len(values) < 2:
-        return 0.0
-    m = _mean(values)
-    return math.sqrt(lsum([(v - m) * (v - m) for v in values]) / len(values))
+def _std2(parts, n):
+    """_std of the `n` values in the views of `parts` (n >= 2), the same operations in the same order."""
+    m = lsum2(parts) / n
+    total = 0
+    for values in parts:
+        for v in values:
+            total += (v - m) * (v - m)
+    return math.sqrt(total / n)
 
 
 def _strided_mean(d, off):
@@ -171,22 +179,22 @@ def _mocap_summary(d, out):
 
 class Ring:
     """The newest `cap` inputs of one channel, held in columns of one float64 array shared by all the rings of a
-    `Features` (column 0: the session time). Adding an input allocates
-    nothing that outlives it, so a long run does not scatter small blocks over the heap. Each value is stored
-    twice, at i and i + cap, so the window (oldest first) is always one contiguous slice: `col(c)`."""
+    `Features` (column 0: the session time). Adding an input allocates nothing that outlives it, so a long run does
+    not scatter small blocks over the heap. A column of the window (oldest first) is up to two views, before and
+    after the ring wraps: `col(c)`."""
 
     def __init__(self, store, base, ncols, cap):
         self.store = store
         self.view = memoryview(store)
         self.cap = cap
-        self.bases = [base + 2 * cap * c for c in range(ncols)]
+        self.bases = [base + cap * c for c in range(ncols)]
         self.start = 0
         self.n = 0
 
     @staticmethod
     def size(ncols, cap):
         """The floats a ring of `ncols` columns and `cap` inputs takes in the shared array."""
-        return 2 * cap * ncols
+        return cap * ncols
 
     def push(self):
         """Room for one more input (the oldest goes when full); returns the index to `put` its values at."""
@@ -198,18 +206,25 @@ class Ring:
         return i
 
     def put(self, i, c, v):
-        at = self.bases[c] + i
-        self.store[at] = v
-        self.store[at + self.cap] = v
+        self.store[self.bases[c] + i] = v
 
     def get(self, k, c):
         """Column `c` of the k-th oldest input (k = n - 1: the newest)."""
-        return self.store[self.bases[c] + self.start + k]
+        return self.store[self.bases[c] + (self.start + k) % self.cap]
 
     def col(self, c, skip=0):
-        """Column `c` of the window, oldest first, without its first `skip` inputs (a view, not a copy)."""
-        at = self.bases[c] + self.start
-        return self.view[at + skip : at + self.n]
+        """Column `c` of the window, oldest first, without its first `skip` inputs: two views (no copy), the
+        second empty unless the window wraps."""
+        base = self.bases[c]
+        cap = self.cap
+        first = self.start + skip
+        end = self.start + self.n
+        view = self.view
+        if first >= cap:
+            return (view[base + first - cap : base + end - cap], view[base:base])
+        if end <= cap:
+            return (view[base + first : base + end], view[base:base])
+        return (view[base + first : base + cap], view[base : base + end - cap])
 
     def drop_through(self, ts):
         """Forget the inputs at or before session time `ts`."""
@@ -375,13 +390,13 @@ class Features:
         n = self._recent(v)
         if n:
             rms = v.col(V_RMS)
-            m = lsum(rms) / n
+            m = lsum2(rms) / n
             last = v.get(n - 1, V_RMS)
             out[0] = m
-            out[1] = max(rms)
-            out[2] = lsum(v.col(V_ZCR)) / n
-            out[3] = lsum(v.col(V_PITCH)) / n / 500.0
-            out[4] = lsum(v.col(V_VOICED)) / n
+            out[1] = max(max(part) for part in rms if len(part))
+            out[2] = lsum2(v.col(V_ZCR)) / n
+            out[3] = lsum2(v.col(V_PITCH)) / n / 500.0
+            out[4] = lsum2(v.col(V_VOICED)) / n
             out[5] = last
             out[6] = last - m
             out[7] = n / (VOICE_HZ * secs)
@@ -390,29 +405,29 @@ class Features:
         if n:
             xs = g.col(G_X)
             ys = g.col(G_Y)
-            out[8] = lsum(xs) / n
-            out[9] = lsum(ys) / n
-            out[10] = _std(xs)
-            out[11] = _std(ys)
-            out[12] = lsum(g.col(G_CONF)) / n
+            out[8] = lsum2(xs) / n
+            out[9] = lsum2(ys) / n
+            out[10] = _std2(xs, n)
+            out[11] = _std2(ys, n)
+            out[12] = lsum2(g.col(G_CONF)) / n
             out[13] = g.get(n - 1, G_X)
             out[14] = g.get(n - 1, G_Y)
             if n > 1:
-                dist = lsum(g.col(G_STEP, 1))  # left to right, as the steps were walked
+                dist = lsum2(g.col(G_STEP, 1))  # left to right, as the steps were walked
                 span = max(g.get(n - 1, 0) - g.get(0, 0), 1.0)
                 out[15] = dist / span * 100.0
         mo = self.mocap
         n = self._recent(mo)
         if n:
             for j in range(14):
-                out[16 + j] = lsum(mo.col(M_ROW + j)) / n
+                out[16 + j] = lsum2(mo.col(M_ROW + j)) / n
             if n > 1:
                 span = max(mo.get(n - 1, 0) - mo.get(0, 0), 1.0) / 1000.0
                 out[30] = (mo.get(n - 1, M_ROW + 14) - mo.get(0, M_ROW + 14)) / span
                 out[31] = (mo.get(n - 1, M_ROW + 15) - mo.get(0, M_ROW + 15)) / span
                 out[32] = (mo.get(n - 1, M_ROW + 16) - mo.get(0, M_ROW + 16)) / span
-                out[33] = lsum(mo.col(M_LW, 1)) / span
-                out[34] = lsum(mo.col(M_RW, 1)) / span
+                out[33] = lsum2(mo.col(M_LW, 1)) / span
+                out[34] = lsum2(mo.col(M_RW, 1)) / span
             out[35] = n / (MOCAP_HZ * secs)
         last = self.last_event
         if last is not None:
@@ -424,8 +439,8 @@ class Features:
         ev = self.events
         n = self._recent(ev)
         if n:
-            out[44] = lsum(ev.col(E_AGGRO)) / n
+            out[44] = lsum2(ev.col(E_AGGRO)) / n
             out[46] = n / 10.0
             # some target differs from the window's first one <=> some event after the first changed target
-            out[47] = 1.0 if n > 1 and max(ev.col(E_RETARGET, 1)) > 0.0 else 0.0
+            out[47] = 1.0 if n > 1 and lsum2(ev.col(E_RETARGET, 1)) > 0.0 else 0.0
         return [-1.0 if x < -1.0 else (1.0 if x > 1.0 else x) for x in out]

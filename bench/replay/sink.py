@@ -1,8 +1,9 @@
 """What a replay run writes, and where: the sink protocol the replay owns.
 
 The replay knows nothing of databases: a replay run (`ReplayRun`) hands devices, frame records, inputs,
-measurements, histograms, faults and clock mappings to a `RunSink`. `bench.results.store.ResultStore` is the
-bench's sink (SQLite or PostgreSQL); a test may pass anything with these methods."""
+measurements, histograms, faults, clock mappings and power-meter samples to a `RunSink`.
+`bench.results.store.ResultStore` is the bench's sink (SQLite or PostgreSQL); a test may pass anything with these
+methods."""
 
 from __future__ import annotations
 
@@ -55,3 +56,6 @@ class RunSink(Protocol):
         self, run_id: int, device: str, offset_ns: float, drift_ppm: float, ref_ns: int, uncertainty_ns: float | None
     ) -> None:
         """The device clock mapping the run's figures used."""
+
+    def add_telemetry(self, run_id: int, device: str, rows: Iterable[tuple[int, str, float, str, str]]) -> int:
+        """Time series of a device (t_ns, name, value, unit, source): its power meter's samples; how many."""

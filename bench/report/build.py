@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench.energy.store import POWER_NAME, WINDOWS_NAME
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.measures import BENCH_CLOCK_FIELDS, GUEST_TIMING, ICOUNT_TIMING
@@ -115,6 +116,8 @@ def build_report(
                 "faults": [vars(f) for f in device.faults],
                 "ota": [vars(o) for o in device.ota],
                 "notes": list(device.notes),
+                "meter": device.meter,
+                "energy_na": device.energy_na,
                 "telemetry": telemetry_summary(device),
                 "trend": trend,
             }
@@ -239,6 +242,7 @@ def device_plots(
         if end > 0:
             plots["faults"] = svg.timeline("Fault timeline", events, end)
     plots.update(telemetry_plots(device))
+    plots.update(power_plot(device))
     if len(trend) >= 2 and not icount:
         latency = [("latency_p50_ms", "P50", 0), ("latency_p95_ms", "P95", 1), ("latency_p99_ms", "P99", 2)]
         plots["trend_latency"] = trend_plot("Latency", "latency (ms)", trend, latency)
@@ -308,7 +312,7 @@ def telemetry_summary(device: DeviceRun) -> list[dict]:
             "max": float(np.max(series.values)),
         }
         for name, series in sorted(device.telemetry.items())
-        if series.values.size
+        if series.values.size and name not in (POWER_NAME, WINDOWS_NAME)  # the energy figures and plot show them
     ]
 
 
@@ -339,6 +343,23 @@ def telemetry_plots(device: DeviceRun) -> dict[str, str]:
             )
         )
     return plots
+
+
+def power_plot(device: DeviceRun) -> dict[str, str]:
+    """The meter's power over the run, the inference windows shaded under it."""
+    power = device.telemetry.get(POWER_NAME)
+    if power is None or not power.values.size:
+        return {}
+    bands = []
+    windows = device.telemetry.get(WINDOWS_NAME)
+    if windows is not None and windows.values.size:
+        top = float(np.max(power.values))
+        bands.append(svg.Band(windows.t_s, np.zeros_like(windows.values), windows.values * top,
+                              label="inference windows (t0..t1)", color=svg.PALETTE[1]))  # fmt: skip
+    return {"power": svg.render(svg.Plot(
+        f"Power over time ({device.meter or 'power meter'})", "time since run start (s)", "power (mW)",
+        bands=bands, lines=[svg.Line(power.t_s, power.values, label="meter power")], markers=fault_markers(device),
+    ))}  # fmt: skip
 
 
 def fault_markers(device: DeviceRun) -> list[svg.Marker]:

@@ -46,7 +46,7 @@ def test_wakes_at_the_device_clock_time_never_before_and_without_spinning() -> N
 
 
 def test_sleep_until_spins_only_the_last_spin_us_and_warms_before_the_deadline() -> None:
-    import npc_host_agent as npc_agent
+    import npc_host_agent
     from npc_models import now_us
     from npc_wake import Waker
 
@@ -54,14 +54,14 @@ def test_sleep_until_spins_only_the_last_spin_us_and_warms_before_the_deadline()
         waker = Waker()
         warmed = []
         t = now_us() + 60_000  # a 20 ms spin: the wake is ms late on a loaded host
-        await npc_agent.sleep_until(waker, t, 20_000, lambda: warmed.append(t - now_us()))
+        await npc_host_agent.sleep_until(waker, t, 20_000, lambda: warmed.append(t - now_us()))
         lag = now_us() - t
         late = now_us() - 5000  # woken after the deadline: no warm-up pass delays it further
-        await npc_agent.sleep_until(waker, late, 2000, lambda: warmed.append(-1))
+        await npc_host_agent.sleep_until(waker, late, 2000, lambda: warmed.append(-1))
         waker.close()
         return lag, t, warmed
 
     lag, _t, warmed = asyncio.run(run())
     assert lag >= 0
-    assert 1 <= len(warmed) <= npc_agent.WARM_PASSES and -1 not in warmed, warmed
+    assert 1 <= len(warmed) <= npc_host_agent.WARM_PASSES and -1 not in warmed, warmed
     assert all(w > 0 for w in warmed), warmed  # each pass ran before the deadline
