@@ -126,10 +126,8 @@ def hil_recovery_ladder() -> Sequence[RecoveryStep]:
 
 
 @pytest.fixture(scope="session")
-def _hilbench_agents(pytestconfig: pytest.Config, fleet: Fleet, _hilbench_pool) -> Iterator[AgentPool]:
-    from bench.pytest_plugin import log_root  # the plugin owns the log options (and loads this module)
-
-    pool = AgentPool(_hilbench_pool, fleet, log_root(pytestconfig))
+def _hilbench_agents(fleet: Fleet, _hilbench_pool, hil_log_root: Path) -> Iterator[AgentPool]:
+    pool = AgentPool(_hilbench_pool, fleet, hil_log_root)
     yield pool
     pool.close()
 

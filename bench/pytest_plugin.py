@@ -181,16 +181,17 @@ def device(request: pytest.FixtureRequest, fleet: Fleet, _hilbench_pool: _Device
         pytest.fail(f"{class_of(exc)}: device {request.param}: {exc}", pytrace=False)
 
 
-def log_root(config: pytest.Config) -> Path:
-    """Where the session's device logs go: --output-dir's pytest/ (or the deprecated --hil-log-dir itself)."""
-    logs = config.getoption("--hil-log-dir")
-    return Path(logs) if logs else Path(config.getoption("--output-dir")) / "pytest"
+@pytest.fixture(scope="session")
+def hil_log_root(pytestconfig: pytest.Config) -> Path:
+    """Where the device logs of a test session go: --output-dir's pytest/ folder (or the deprecated --hil-log-dir)."""
+    logs = pytestconfig.getoption("--hil-log-dir")
+    return Path(logs) if logs else Path(pytestconfig.getoption("--output-dir")) / "pytest"
 
 
 @pytest.fixture
-def device_log_dir(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Path:
+def device_log_dir(request: pytest.FixtureRequest, hil_log_root: Path) -> Path:
     """A fresh log folder for this test (and device, which is part of the test id)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
-    path = log_root(pytestconfig) / safe
+    path = hil_log_root / safe
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -243,37 +243,21 @@ def device_plots(
             plots["faults"] = svg.timeline("Fault timeline", events, end)
     plots.update(telemetry_plots(device))
     plots.update(power_plot(device))
-    if len(trend) >= 2:
-        x = np.arange(len(trend), dtype=float)
-        ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
     if len(trend) >= 2 and not icount:
-        series = [("latency_p50_ms", "P50"), ("latency_p95_ms", "P95"), ("latency_p99_ms", "P99")]
-        plots["trend_latency"] = svg.render(
-            svg.Plot(
-                f"Latency over the last {len(trend)} runs",
-                "run",
-                "latency (ms)",
-                x_ticks=ticks,
-                lines=[
-                    svg.Line(x, _column(trend, key), label=label, color=svg.PALETTE[i])
-                    for i, (key, label) in enumerate(series)
-                ],
-            )
-        )
+        latency = [("latency_p50_ms", "P50", 0), ("latency_p95_ms", "P95", 1), ("latency_p99_ms", "P99", 2)]
+        plots["trend_latency"] = trend_plot("Latency", "latency (ms)", trend, latency)
     if len(trend) >= 2:
-        plots["trend_fps"] = svg.render(
-            svg.Plot(
-                f"FPS over the last {len(trend)} runs",
-                "run",
-                "frames per second (FPS)",
-                x_ticks=ticks,
-                lines=[
-                    svg.Line(x, _column(trend, "fps"), label="FPS"),
-                    svg.Line(x, _column(trend, "low_1pct_fps"), label="1% low", color=svg.PALETTE[2]),
-                ],
-            )
-        )
+        fps = [("fps", "FPS", 0), ("low_1pct_fps", "1% low", 2)]
+        plots["trend_fps"] = trend_plot("FPS", "frames per second (FPS)", trend, fps)
     return plots
+
+
+def trend_plot(what: str, y_label: str, trend: list[dict], series: list[tuple[str, str, int]]) -> str:
+    """`what` over the trend's runs (at least two), one line per (trend field, label, palette index)."""
+    x = np.arange(len(trend), dtype=float)
+    ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
+    lines = [svg.Line(x, _column(trend, key), label=label, color=svg.PALETTE[c]) for key, label, c in series]
+    return svg.render(svg.Plot(f"{what} over the last {len(trend)} runs", "run", y_label, x_ticks=ticks, lines=lines))
 
 
 def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
