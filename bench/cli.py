@@ -40,6 +40,7 @@ COMMANDS = {
     "virtual": "bench.commands.virtual",
     "lab": "bench.commands.lab",
     "power": "bench.commands.power",
+    "energy": "bench.commands.energy",
     "doctor": "bench.commands.doctor",
     "suite": "bench.commands.suite",
     "completion": "bench.commands.completion",
@@ -55,7 +56,24 @@ EPILOG = (
 )
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help wrapped between words only: never inside a word or an option's name ("rep|lay", "--log-|level")."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        text = self._whitespace_matcher.sub(" ", text).strip()
+        return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in self._split_lines(text, width - len(indent)))
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:  # usage errors exit 2 without a traceback (main prints them)
         self.print_usage(sys.stderr)
         raise ConfigError(message, hint=f"`{self.prog} --help` lists its commands and options")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from bench.energy.spec import EnergySpec, parse_energy
 from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
 from bench.inputs import check_file, load_toml
@@ -30,7 +31,7 @@ _TOP_KEYS = {"device", "bench", "lab", "results"}
 _BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
 _LAB_KEYS = {"coordinator", "acquire_timeout_s"}
 _RESULTS_KEYS = {"keep_raw_days", "keep_raw_runs"}
-_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power"}
+_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
 _COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
@@ -67,6 +68,7 @@ class Device:
     lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
     os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
     power: PowerSpec | None = None  # how the bench switches its supply (bench/power), when the lab can
+    energy: EnergySpec | None = None  # the power meter on its supply (bench/energy), when it has one
 
     def __post_init__(self) -> None:
         if not isinstance(self.settings, Settings):
@@ -341,6 +343,19 @@ def _file_settings(settings: type[Settings], values: dict[str, Any], base_dir: P
     return out
 
 
+def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec | None:
+    """The device's `energy` table and `energy_budget_mj` (which needs a meter to be judged)."""
+    budget = typed(raw, "energy_budget_mj", float, where, None)
+    if budget is not None and budget <= 0:
+        raise ConfigError(f"{where}: field 'energy_budget_mj': must be positive, got {budget!r}")
+    if "energy" not in raw:
+        if budget is not None:
+            hint = 'add an energy table, e.g. energy = { driver = "ppk2", port = "/dev/ttyACM3" }'
+            raise ConfigError(f"{where}: field 'energy_budget_mj': the device has no energy meter", hint=hint)
+        return None
+    return replace(parse_energy(raw["energy"], where, base_dir), budget_mj=budget)
+
+
 def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     where = f"{path}: device #{index + 1}"
     if not isinstance(raw, dict):
@@ -401,8 +416,9 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
             extra["baud"] = typed(raw, "baud", int, where, None)
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
+    energy = _parse_energy(raw, where, base_dir)
     return Device(
         name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
-        power=power,
+        power=power, energy=energy,
         os=os_spec,
     )  # fmt: skip

@@ -126,8 +126,8 @@ def hil_recovery_ladder() -> Sequence[RecoveryStep]:
 
 
 @pytest.fixture(scope="session")
-def _hilbench_agents(pytestconfig: pytest.Config, fleet: Fleet, _hilbench_pool) -> Iterator[AgentPool]:
-    pool = AgentPool(_hilbench_pool, fleet, Path(pytestconfig.getoption("--hil-log-dir")))
+def _hilbench_agents(fleet: Fleet, _hilbench_pool, hil_log_root: Path) -> Iterator[AgentPool]:
+    pool = AgentPool(_hilbench_pool, fleet, hil_log_root)
     yield pool
     pool.close()
 

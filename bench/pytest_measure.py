@@ -1,23 +1,34 @@
-"""Measurements in pytest's reports: the `record_measurement` fixture.
+"""Measurements in pytest's reports: the `record_measurement` and `power_meter` fixtures.
 
 `record_measurement(name, value, unit, samples=...)` in a test
 - adds a JUnit XML property `NAME [UNIT]` = value to the test case (`--junitxml`), for CI systems;
 - with pytest-html (`--html`), adds a table of the test's measurements and, for those given raw
   `samples`, a small inline-SVG CDF plot to the test's row in the HTML report.
 
+`record_measurement(name, reading)` also takes an energy reading of `power_meter` (its energy in mJ).
+
+`power_meter`: the test device's power meter (its fleet `energy` table), on the bench clock:
+`power_meter.start()` / `stop()`, `with power_meter.measure() as reading:` (energy of the block: `reading.mj`,
+`.seconds`, `.mean_mw`), `power_meter.samples`; the test is skipped when the device has no meter.
+
 Loaded by `bench.pytest_plugin` (its `pytest_plugins`); or on its own with `-p bench.pytest_measure`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from html import escape
 
 import numpy as np
 import pytest
 
+from bench.energy.meters import meter_for
+from bench.energy.protocol import Meter, PowerSample
+from bench.measure.energy import Integrator
 from bench.report import svg
 from bench.report.downsample import cdf_points
 
@@ -43,7 +54,9 @@ def record_measurement(
     """`record_measurement(name, value, unit, samples=None)`: keep a measurement in the JUnit XML and HTML reports."""
     recorded = request.node.stash.setdefault(MEASUREMENTS, [])
 
-    def record(name: str, value: float, unit: str, samples: Sequence[float] | None = None) -> None:
+    def record(name: str, value: float | EnergyReading, unit: str = "", samples: Sequence[float] | None = None) -> None:
+        if isinstance(value, EnergyReading):  # energy of a `power_meter.measure()` block
+            value, unit = value.mj, unit or "mJ"
         if not name or not isinstance(name, str):
             raise ValueError(f"record_measurement: name must be a non-empty string, not {name!r}")
         if not unit or not isinstance(unit, str):
@@ -57,6 +70,78 @@ def record_measurement(
         record_property(f"{name} [{unit}]", value)
 
     return record
+
+
+@dataclass
+class EnergyReading:
+    """Energy of one `power_meter.measure()` block (filled in when the block ends)."""
+
+    mj: float = math.nan
+    seconds: float = 0.0
+    mean_mw: float = math.nan
+    samples: list[PowerSample] = field(default_factory=list)
+
+
+class PowerMeter:
+    """The test device's meter, driven from the device's event loop thread."""
+
+    def __init__(self, meter: Meter, run: Callable[..., object]) -> None:
+        self.meter = meter
+        self._run = run  # runs a coroutine on the device's loop and waits for it
+        self.running = False
+
+    @property
+    def samples(self) -> list[PowerSample]:
+        """Every sample taken so far (mean power over the `dt_ns` before `t_ns`, bench clock)."""
+        return list(self.meter.samples)
+
+    def start(self) -> None:
+        """Begin sampling in the background."""
+        if not self.running:
+            self._run(self.meter.start())
+            self.running = True
+
+    def stop(self) -> list[PowerSample]:
+        """Stop sampling; every sample taken."""
+        if self.running:
+            self.running = False
+            self._run(self.meter.stop())
+        return self.samples
+
+    def energy_mj(self, start_ns: int, end_ns: int) -> float:
+        """Energy between two bench times (`time.monotonic_ns()`), from the samples so far."""
+        return Integrator(self.meter.samples).energy_mj(start_ns, end_ns)
+
+    @contextlib.contextmanager
+    def measure(self, settle_s: float | None = None) -> Iterator[EnergyReading]:
+        """Energy of the block: sampling runs through it (started if needed) and one meter period after it."""
+        reading = EnergyReading()
+        self.start()
+        start = time.monotonic_ns()
+        yield reading
+        end = time.monotonic_ns()
+        time.sleep(settle_s if settle_s is not None else 2 * self.meter.period_s + 0.1)  # the last samples arrive
+        whole = Integrator(self.meter.samples)
+        if not whole.covers(start, end):
+            raise AssertionError(f"device {self.meter.device!r}: the meter's samples do not cover the block "
+                                 f"({self.meter.name}; errors: {'; '.join(self.meter.errors) or 'none'})")  # fmt: skip
+        reading.mj = whole.energy_mj(start, end)
+        reading.seconds = (end - start) / 1e9
+        reading.mean_mw = reading.mj / reading.seconds if reading.seconds else math.nan
+        reading.samples = [s for s in self.meter.samples if start <= s.t_ns <= end + s.dt_ns]
+
+
+@pytest.fixture
+def power_meter(agent) -> Iterator[PowerMeter]:
+    """The test device's power meter (skips the test when its fleet entry has no `energy` table)."""
+    meter = meter_for(agent.device)
+    if meter is None:
+        pytest.skip(f"device {agent.name}: no power meter (no energy table in the fleet file)")
+    handle = PowerMeter(meter, lambda coro: agent.loop.run(coro, timeout_s=60))
+    try:
+        yield handle
+    finally:
+        handle.stop()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -31,7 +31,7 @@ from bench.loop_thread import LoopThread
 from bench.outcomes import class_of
 from bench.paths import OUTPUT_DIR
 from bench.provision.controls import BoardControls
-from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual
+from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
 
 # record_measurement; agent, console, devices; failure classes and --quarantine
 pytest_plugins = ("bench.pytest_measure", "bench.pytest_devices", "bench.pytest_classes")
@@ -133,7 +133,7 @@ class _DevicePool:
                 stand_in = make_virtual(device)
                 link = self.loop.run(stand_in.start())
                 self.running[device.name] = stand_in
-                device = device.with_link(link)
+                device = with_meter(device.with_link(link), stand_in)
             self.resolved[device.name] = device
         return self.resolved[device.name]
 
@@ -181,11 +181,17 @@ def device(request: pytest.FixtureRequest, fleet: Fleet, _hilbench_pool: _Device
         pytest.fail(f"{class_of(exc)}: device {request.param}: {exc}", pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def hil_log_root(pytestconfig: pytest.Config) -> Path:
+    """Where the device logs of a test session go: --output-dir's pytest/ folder (or the deprecated --hil-log-dir)."""
+    logs = pytestconfig.getoption("--hil-log-dir")
+    return Path(logs) if logs else Path(pytestconfig.getoption("--output-dir")) / "pytest"
+
+
 @pytest.fixture
-def device_log_dir(request: pytest.FixtureRequest, pytestconfig: pytest.Config) -> Path:
+def device_log_dir(request: pytest.FixtureRequest, hil_log_root: Path) -> Path:
     """A fresh log folder for this test (and device, which is part of the test id)."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid).strip("_")
-    logs = pytestconfig.getoption("--hil-log-dir")
-    path = (Path(logs) if logs else Path(pytestconfig.getoption("--output-dir")) / "pytest") / safe
+    path = hil_log_root / safe
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_device_options, add_fleet_options, held_devices
+from bench.commands import add_device_options, add_fleet_options, fleet_of, held_devices
 from bench.console import emit_json, err, out
 from bench.errors import ConfigError, ExitCode
-from bench.fleet import Fleet, Link, SerialLink, SshLink, load_fleet
+from bench.fleet import Fleet, Link, SerialLink, SshLink
 from bench.lab.client import LabClient
 from bench.lab.exporter import exporter_config, host_devices
 from bench.lab.identity import job_identity
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _lab_fleet(args: argparse.Namespace) -> Fleet:
-    fleet = load_fleet(args.fleet)
+    fleet = fleet_of(args)
     if "coordinator" not in fleet.lab:
         raise ConfigError(f"{fleet.path}: no [lab] table", hint='add [lab] with coordinator = "HOST:20408"')
     return fleet
@@ -113,7 +113,7 @@ def _served_links(path: str) -> dict[str, Link]:
 
 def cmd_exporter_config(args: argparse.Namespace) -> int:
     """Print or write the exporter YAML of one bench host."""
-    fleet = load_fleet(args.fleet)
+    fleet = fleet_of(args)
     served = _served_links(args.virtual_urls) if args.virtual_urls else {}
     text = exporter_config(fleet, args.host, served, args.address)
     if args.output:

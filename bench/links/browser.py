@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.errors import ConfigError
 from bench.fields import typed
+from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
 if TYPE_CHECKING:
@@ -17,8 +18,10 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class BrowserLink:
+class BrowserLink(OnTheBenchHost):
     """A Chromium's DevTools WebSocket URL (`ws://HOST:PORT/devtools/browser/ID`)."""
+
+    what: ClassVar[str] = "a browser"
 
     family: ClassVar[str] = "browser"
     fields: ClassVar[frozenset[str]] = frozenset({"devtools"})
@@ -62,17 +65,3 @@ class BrowserLink:
             return ProbeResult(False, f"DevTools endpoint {self.devtools} does not answer: {exc}")
         writer.close()
         return ProbeResult(True, f"DevTools port open at {self.devtools}")
-
-    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
-        """Browsers are not exported."""
-        raise ConfigError("a browser device is driven by the bench host itself and cannot be exported")
-
-    @classmethod
-    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
-        """Browsers are not exported."""
-        raise ConfigError(f"{where}: kind {device.kind} runs on the bench host itself and cannot be exported")
-
-    @classmethod
-    def from_lab(cls, device: Any, params: dict[str, Any]) -> BrowserLink:
-        """Never: a browser has no lab place."""
-        raise DeviceUnreachable(f"device {device.name!r}: a browser is not reached through a lab place")

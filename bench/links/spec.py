@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.errors import ConfigError
 from bench.fields import resolve_path, typed
+from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
 _SSH_RE = re.compile(r"^(?P<user>[^@\s]+)@(?P<host>\[[^\]]+\]|[^:\s]+)(?::(?P<port>\d+))?$")
@@ -222,8 +223,10 @@ class SshLink:
 
 
 @dataclass(frozen=True)
-class QemuLink:
+class QemuLink(OnTheBenchHost):
     """An emulated machine that the bench boots itself."""
+
+    what: ClassVar[str] = "a QEMU machine"
 
     family: ClassVar[str] = "qemu"
     fields: ClassVar[frozenset[str]] = frozenset({"qemu"})
@@ -285,20 +288,6 @@ class QemuLink:
         if not Path(self.image).exists():
             return ProbeResult(False, f"image {self.image} missing (hilbench image build {kind})")
         return ProbeResult(True, f"{binary}, image {self.image} ({self.timing})")
-
-    def lab_resource(self, address: str | None, baud: int) -> dict[str, Any]:
-        """QEMU machines are not exported."""
-        raise ConfigError("a QEMU machine runs on the bench host itself and cannot be exported")
-
-    @classmethod
-    def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
-        """QEMU machines are not exported."""
-        raise ConfigError(f"{where}: kind {device.kind} runs on the bench host itself and cannot be exported")
-
-    @classmethod
-    def from_lab(cls, device: Any, params: dict[str, Any]) -> QemuLink:
-        """Never: a QEMU machine has no lab place."""
-        raise DeviceUnreachable(f"device {device.name!r}: a QEMU machine is not reached through a lab place")
 
 
 from bench.links.browser import BrowserLink  # noqa: E402  (the browser link is a link type too)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.measure.catalogue import metric
+from bench.measure.energy import EnergyFigures
 from bench.measure.faults import FaultEvent, fault_counts, fault_event
 from bench.measure.frames import frame_timing
 from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
@@ -66,12 +67,15 @@ def measure_device(
     stats: Iterable[Mapping[str, Any]] = (),
     faults: Iterable[Mapping[str, Any]] = (),
     cold_starts_ms: Sequence[float] = (),
+    energy: EnergyFigures | None = None,
+    energy_budget_mj: float | None = None,
 ) -> DeviceMeasurements:
     """All metrics of one device from its frame records, its replay's input times (`timing`: bench send times, or
     due times on the device's own clock), its clock mapping (`clock`: fault times on the bench clock), `stats`
     and `fault` messages; the replay's fidelity and extent; the first-frame time of the session start; and the
     cold starts' first-frame times (`first_frame` histogram and `first_frame_p50`... measurements). Latency and
-    first-frame figures are left out when `timing.clock` is None (no clock they would mean anything on)."""
+    first-frame figures are left out when `timing.clock` is None (no clock they would mean anything on). With `energy`
+    (bench.measure.energy): energy per decision and mean power, judged against `energy_budget_mj`."""
     out = DeviceMeasurements()
     out.add_distribution(inference_latency(frames))
     if timing.clock is not None:
@@ -106,6 +110,8 @@ def measure_device(
     if rollbacks:
         out.add("rollback_time_max", max(rollbacks), samples=len(rollbacks))
 
+    if energy is not None:
+        add_energy(out, energy, energy_budget_mj)
     return out
 
 
@@ -153,6 +159,27 @@ def _fidelity(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: Repl
     if timing.loop_s is not None:
         out.add("frames_scheduled", round(timing.loop_s * timing.vsync_hz))
         out.add("inferences_scheduled", round(timing.loop_s * timing.fps))
+
+
+def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | None = None) -> None:
+    """The energy measurements of `fig`, each naming its meter (None with the meter's flags where it cannot
+    resolve a decision)."""
+    meter = f"meter: {fig.meter}, one sample per {fig.period_s * 1000:g} ms"
+    n, flags = fig.decisions, fig.flags
+    for name, value in (("energy_per_decision_p50", fig.p50_mj), ("energy_per_decision_p99", fig.p99_mj),
+                        ("energy_per_decision_mean", fig.mean_mj)):  # fmt: skip
+        own = tuple(f for f in flags if not f.startswith("too_few_samples_for_p") or name.endswith("p99"))
+        out.add(name, _r(value, 4), samples=n, flags=own, description=f"{metric(name).rule}; {meter}")
+    method = tuple(f for f in flags if not f.startswith("too_few_samples_for_p"))
+    for name, value in (("power_inferring", fig.inferring_mw), ("power_idle", fig.idle_mw)):
+        out.add(name, _r(value, 2), samples=n, flags=method, description=f"{metric(name).rule}; {meter}")
+    span = f"{meter}; over {fig.span_s:.1f} s"
+    out.add("energy_session", _r(fig.session_mj, 2), description=f"{metric('energy_session').rule}; {span}")
+    out.add("power_mean", _r(fig.mean_mw, 2), description=f"{metric('power_mean').rule}; {span}")
+    if budget_mj is not None and fig.per_decision_mj:
+        over = sum(1 for e in fig.per_decision_mj if e > budget_mj)
+        out.add("energy_budget_exceeded", over, samples=n,
+                description=f"decisions over {budget_mj:g} mJ; {meter}")  # fmt: skip
 
 
 def _r(value: float | None, digits: int) -> float | None:

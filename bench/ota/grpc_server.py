@@ -7,39 +7,18 @@ so a transfer cut in the middle resumes from the byte offset the device kept. NO
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 
 import grpc
 
 from bench.errors import ConfigError
-from bench.lifecycle import StartStop
 from bench.ota.npcota_pb import SERVICE, Chunk, FetchRequest
-from bench.ota.resources import lookup
-from bench.ota.store import ModelStore
-
-CHUNK = 16 * 1024
+from bench.ota.resources import ChunkedServer, Served, lookup
 
 
-@dataclass
-class GrpcServed:
-    """What was served per path: calls, bytes sent, offsets resumed from."""
-
-    calls: int = 0
-    bytes: int = 0
-    offsets: list[int] = field(default_factory=list)
-
-
-class GrpcUpdateServer(StartStop):
+class GrpcUpdateServer(ChunkedServer):
     """`async with GrpcUpdateServer(store) as srv: srv.port`."""
 
-    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
-        self.store = store
-        self.host = host
-        self.port = port
-        self.chunk = chunk
-        self.served: dict[str, GrpcServed] = {}
-        self.cut_after: int | None = None  # tests: abort each call after this many bytes
-        self._server: grpc.aio.Server | None = None
+    _server: grpc.aio.Server | None
 
     async def start(self) -> GrpcUpdateServer:
         """Listen (on a free port when `port` is 0) and serve the store."""
@@ -67,8 +46,8 @@ class GrpcUpdateServer(StartStop):
         if res is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no {request.path} in the model store")
             return
-        counts = self.served.setdefault(request.path, GrpcServed())
-        counts.calls += 1
+        counts = self.served.setdefault(request.path, Served())
+        counts.transfers += 1
         counts.offsets.append(request.offset)
         sent = 0
         for at in range(min(request.offset, len(res.data)), len(res.data), self.chunk):

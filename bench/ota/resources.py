@@ -9,11 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from bench.errors import ConfigError
+from bench.lifecycle import StartStop
 from bench.ota.store import NAME_RE, ModelStore, version_of
 
+CHUNK = 16 * 1024  # bytes per message of a streamed resource (a gRPC Chunk, a WebSocket binary frame)
 DELTA_PATHS = {"delta": "bsdiff4", "delta-zlib": "bsdiff4-zlib"}
 
 
@@ -87,3 +90,28 @@ def lookup(store: ModelStore, path: str) -> Resource | None:
         )
     except (ValueError, OSError, ConfigError):
         return None
+
+
+@dataclass
+class Served:
+    """What an update server served at one path: transfers started (a gRPC call, a WebSocket request), bytes sent,
+    offsets resumed from."""
+
+    transfers: int = 0
+    bytes: int = 0
+    offsets: list[int] = field(default_factory=list)
+
+
+class ChunkedServer(StartStop):
+    """What the WebSocket and gRPC update servers share: the store they serve, where they listen (a free port when
+    `port` is 0), the chunk size, what was served per path, and the tests' `cut_after` (end each transfer after
+    this many bytes)."""
+
+    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
+        self.store = store
+        self.host = host
+        self.port = port
+        self.chunk = chunk
+        self.served: dict[str, Served] = {}
+        self.cut_after: int | None = None
+        self._server: Any = None

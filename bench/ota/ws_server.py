@@ -8,38 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
 
 import websockets
 from websockets.asyncio.server import ServerConnection
 
-from bench.lifecycle import StartStop
-from bench.ota.resources import lookup
-from bench.ota.store import ModelStore
-
-CHUNK = 16 * 1024
+from bench.ota.resources import ChunkedServer, Served, lookup
 
 
-@dataclass
-class WsServed:
-    """What was served per path: transfers started, bytes sent, offsets resumed from."""
-
-    transfers: int = 0
-    bytes: int = 0
-    offsets: list[int] = field(default_factory=list)
-
-
-class WsUpdateServer(StartStop):
+class WsUpdateServer(ChunkedServer):
     """`async with WsUpdateServer(store) as srv: srv.port`."""
-
-    def __init__(self, store: ModelStore, host: str = "127.0.0.1", port: int = 0, chunk: int = CHUNK) -> None:
-        self.store = store
-        self.host = host
-        self.port = port
-        self.chunk = chunk
-        self.served: dict[str, WsServed] = {}
-        self.cut_after: int | None = None  # tests: close each transfer after this many bytes
-        self._server = None
 
     async def start(self) -> WsUpdateServer:
         """Listen (on a free port when `port` is 0) and serve the store."""
@@ -64,7 +41,7 @@ class WsUpdateServer(StartStop):
             if res is None:
                 await conn.send(json.dumps({"error": f"no {path} in the model store"}))
                 return
-            counts = self.served.setdefault(path, WsServed())
+            counts = self.served.setdefault(path, Served())
             counts.transfers += 1
             counts.offsets.append(offset)
             await conn.send(json.dumps({"size": len(res.data), "etag": res.etag}))

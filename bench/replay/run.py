@@ -14,11 +14,15 @@ from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.bundles import loaded_model
+from bench.energy.meters import meter_for
+from bench.energy.protocol import Meter, PowerSample
+from bench.energy.store import add_power
 from bench.errors import BenchError, DeviceUnreachable
 from bench.fingerprint import device_clock
 from bench.fleet import Device
 from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
+from bench.measure.energy import EnergyFigures, energy_figures
 from bench.measure.records import FrameLike, OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 from bench.outcomes import PASS, FailureClass, Outcome, class_of, infrastructure, product, recovered
@@ -80,6 +84,11 @@ class DeviceRun:
     start_us: int | None = None  # device-clock replay: device time the agent received the start request
     failure: FailureClass | None = None  # the class of what made the status "failed"/"unreachable"
     recoveries_at_start: int = 0  # recoveries the agent session had before the frame loop started (at open)
+    meter: Meter | None = None  # the power meter on its supply, sampling during the frame loop
+    power: list[PowerSample] = field(default_factory=list)  # what the meter took
+    meter_error: str = ""
+    meter_stopped: bool = False
+    energy: EnergyFigures | None = None  # what the meter's samples give, once measured
 
     def device_now_us(self) -> int | None:
         """The newest device time the bench has heard of: the VSync of the last frame record."""
@@ -174,6 +183,7 @@ class ReplayRun:
             session = run.endpoint.session
             run.recoveries_at_start = len(getattr(session, "recoveries", []))
             await session.sync_clock(CLOCK_PINGS)
+            await self._start_meter(run)
             s = dev.settings
             run.latency_clock = latency_clock(dev, session.info)
             hold = HOLD_MS if run.latency_clock == "device" else None
@@ -204,6 +214,31 @@ class ReplayRun:
             voice_reason=choice.reason, latency_clock=run.latency_clock,
         )  # fmt: skip
 
+    async def _start_meter(self, run: DeviceRun) -> None:
+        """Start the device's power meter in the background (its failure is noted, and the run goes on)."""
+        try:
+            run.meter = meter_for(run.device)
+            if run.meter is not None:
+                await run.meter.start()
+        except BenchError as exc:
+            run.meter_error, run.meter = str(exc), None
+
+    async def _stop_meter(self, run: DeviceRun) -> None:
+        """Stop the meter once, keeping its samples (and why it stopped early, if it did)."""
+        if run.meter is not None and not run.meter_stopped:
+            run.meter_stopped = True
+            run.power = await run.meter.stop()
+            run.meter_error = run.meter_error or "; ".join(run.meter.errors)
+
+    def _energy(self, run: DeviceRun, clock: ClockLike) -> EnergyFigures | None:
+        """Energy figures of the run (None for a device without a meter)."""
+        if run.device.energy is None:
+            return None
+        if run.meter is None:
+            why = run.meter_error or "the meter did not start"
+            return EnergyFigures(f"{run.device.energy.driver} ({why})", 0.0, 0, flags=("meter_failed",))
+        return energy_figures(run.power, run.frames, clock, run.meter.name, run.meter.period_s)
+
     def _budget_s(self, dev: Device) -> float:
         """Bench seconds a device-clock replay may take: the device's replay_budget_s, else the session's length."""
         return dev.settings.replay_budget_s or self.plan.duration_ns / 1e9 / (self.speed or 1.0)
@@ -231,6 +266,7 @@ class ReplayRun:
             return
         try:
             await session.stop()
+            await self._stop_meter(run)
             if run.collector is not None:
                 await asyncio.wait_for(run.collector, 10)
             run.stats.append(await session.stats())
@@ -288,6 +324,7 @@ class ReplayRun:
         name = run.device.name
         self._store_inputs(run)
         clock = run.clock or session.clock  # the opening sync, when the closing one failed
+        run.energy = self._energy(run, clock)
         timing = self._timing(run, clock)
         run.result = measure_device(
             run.frames,
@@ -297,12 +334,16 @@ class ReplayRun:
             faults=list(session.faults),
             cold_starts_ms=run.cold_starts_ms,
             timing=timing,
+            energy=run.energy,
+            energy_budget_mj=run.device.energy.budget_mj if run.device.energy is not None else None,
         )
         run.result.add("inputs_sent", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
         run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)
         self.store.add_faults(self.run_id, name, run.result.faults)
+        if run.power:
+            add_power(self.store, self.run_id, name, run.power, run.energy.windows_ns if run.energy else ())
         self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
         self.store.update_device(self.run_id, name, status=run.status, detail=run.detail, outcome=run.outcome.to_json())
 
@@ -349,6 +390,7 @@ class ReplayRun:
         self.store.add_inputs(self.run_id, run.device.name, rows)
 
     async def _close(self, run: DeviceRun) -> None:
+        await self._stop_meter(run)  # when interrupted before _stop: what the meter took still counts
         if run.collector is not None and not run.collector.done():
             run.collector.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.agent import wire
 from bench.agent.endpoint import OpenAgent
@@ -16,7 +17,9 @@ from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
-from bench.replay.sink import RunSink
+
+if TYPE_CHECKING:  # the run's record (begin/finish); what the replay writes into it goes through a RunSink
+    from bench.results.store import ResultStore
 
 # progress(run) is called about every PROGRESS_S while the replay runs
 PROGRESS_S = 0.25
@@ -43,7 +46,7 @@ class ReplayResult:
 async def replay_fleet(
     devices: list[Device],
     session_file: str | Path | Session,
-    store: RunSink,
+    store: ResultStore,
     open_agent: OpenAgent | None = None,
     *,
     make_opener: Callable[[int], OpenAgent] | None = None,

@@ -1,8 +1,9 @@
 """What a replay run writes, and where: the sink protocol the replay owns.
 
-The replay knows nothing of databases; it hands devices, frame records, inputs, measurements, histograms,
-faults and clock mappings to a `RunSink`. `bench.results.store.ResultStore` is the bench's sink (SQLite or
-PostgreSQL); a test may pass anything with these methods."""
+The replay knows nothing of databases: a replay run (`ReplayRun`) hands devices, frame records, inputs,
+measurements, histograms, faults, clock mappings and power-meter samples to a `RunSink`.
+`bench.results.store.ResultStore` is the bench's sink (SQLite or PostgreSQL); a test may pass anything with these
+methods."""
 
 from __future__ import annotations
 
@@ -27,21 +28,6 @@ class FrameSink(Protocol):
 
 class RunSink(Protocol):
     """Where a replay run's results go."""
-
-    def begin_run(
-        self,
-        kind: str,
-        *,
-        bench: str = "",
-        session: str | None = None,
-        speed: float | None = None,
-        git_rev: str | None = None,
-        config: dict[str, Any] | None = None,
-    ) -> int:
-        """Start a run of `kind`; its id."""
-
-    def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
-        """Mark the run finished with `status` and a JSON summary."""
 
     def add_device(self, run_id: int, name: str, kind: str, info: dict[str, Any] | None = None) -> None:
         """Register a device in the run."""
@@ -70,3 +56,6 @@ class RunSink(Protocol):
         self, run_id: int, device: str, offset_ns: float, drift_ppm: float, ref_ns: int, uncertainty_ns: float | None
     ) -> None:
         """The device clock mapping the run's figures used."""
+
+    def add_telemetry(self, run_id: int, device: str, rows: Iterable[tuple[int, str, float, str, str]]) -> int:
+        """Time series of a device (t_ns, name, value, unit, source): its power meter's samples; how many."""

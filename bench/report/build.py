@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench.energy.store import POWER_NAME, WINDOWS_NAME
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.measures import BENCH_CLOCK_FIELDS, GUEST_TIMING, ICOUNT_TIMING
@@ -115,6 +116,8 @@ def build_report(
                 "faults": [vars(f) for f in device.faults],
                 "ota": [vars(o) for o in device.ota],
                 "notes": list(device.notes),
+                "meter": device.meter,
+                "energy_na": device.energy_na,
                 "telemetry": telemetry_summary(device),
                 "trend": trend,
             }
@@ -239,37 +242,22 @@ def device_plots(
         if end > 0:
             plots["faults"] = svg.timeline("Fault timeline", events, end)
     plots.update(telemetry_plots(device))
-    if len(trend) >= 2:
-        x = np.arange(len(trend), dtype=float)
-        ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
+    plots.update(power_plot(device))
     if len(trend) >= 2 and not icount:
-        series = [("latency_p50_ms", "P50"), ("latency_p95_ms", "P95"), ("latency_p99_ms", "P99")]
-        plots["trend_latency"] = svg.render(
-            svg.Plot(
-                f"Latency over the last {len(trend)} runs",
-                "run",
-                "latency (ms)",
-                x_ticks=ticks,
-                lines=[
-                    svg.Line(x, _column(trend, key), label=label, color=svg.PALETTE[i])
-                    for i, (key, label) in enumerate(series)
-                ],
-            )
-        )
+        latency = [("latency_p50_ms", "P50", 0), ("latency_p95_ms", "P95", 1), ("latency_p99_ms", "P99", 2)]
+        plots["trend_latency"] = trend_plot("Latency", "latency (ms)", trend, latency)
     if len(trend) >= 2:
-        plots["trend_fps"] = svg.render(
-            svg.Plot(
-                f"FPS over the last {len(trend)} runs",
-                "run",
-                "frames per second (FPS)",
-                x_ticks=ticks,
-                lines=[
-                    svg.Line(x, _column(trend, "fps"), label="FPS"),
-                    svg.Line(x, _column(trend, "low_1pct_fps"), label="1% low", color=svg.PALETTE[2]),
-                ],
-            )
-        )
+        fps = [("fps", "FPS", 0), ("low_1pct_fps", "1% low", 2)]
+        plots["trend_fps"] = trend_plot("FPS", "frames per second (FPS)", trend, fps)
     return plots
+
+
+def trend_plot(what: str, y_label: str, trend: list[dict], series: list[tuple[str, str, int]]) -> str:
+    """`what` over the trend's runs (at least two), one line per (trend field, label, palette index)."""
+    x = np.arange(len(trend), dtype=float)
+    ticks = [(float(i), p["run_id"][-10:]) for i, p in enumerate(trend) if i % max(1, len(trend) // 6) == 0]
+    lines = [svg.Line(x, _column(trend, key), label=label, color=svg.PALETTE[c]) for key, label, c in series]
+    return svg.render(svg.Plot(f"{what} over the last {len(trend)} runs", "run", y_label, x_ticks=ticks, lines=lines))
 
 
 def drift_plots(verdicts: list[Verdict], trend: list[dict]) -> dict[str, str]:
@@ -324,7 +312,7 @@ def telemetry_summary(device: DeviceRun) -> list[dict]:
             "max": float(np.max(series.values)),
         }
         for name, series in sorted(device.telemetry.items())
-        if series.values.size
+        if series.values.size and name not in (POWER_NAME, WINDOWS_NAME)  # the energy figures and plot show them
     ]
 
 
@@ -355,6 +343,23 @@ def telemetry_plots(device: DeviceRun) -> dict[str, str]:
             )
         )
     return plots
+
+
+def power_plot(device: DeviceRun) -> dict[str, str]:
+    """The meter's power over the run, the inference windows shaded under it."""
+    power = device.telemetry.get(POWER_NAME)
+    if power is None or not power.values.size:
+        return {}
+    bands = []
+    windows = device.telemetry.get(WINDOWS_NAME)
+    if windows is not None and windows.values.size:
+        top = float(np.max(power.values))
+        bands.append(svg.Band(windows.t_s, np.zeros_like(windows.values), windows.values * top,
+                              label="inference windows (t0..t1)", color=svg.PALETTE[1]))  # fmt: skip
+    return {"power": svg.render(svg.Plot(
+        f"Power over time ({device.meter or 'power meter'})", "time since run start (s)", "power (mW)",
+        bands=bands, lines=[svg.Line(power.t_s, power.values, label="meter power")], markers=fault_markers(device),
+    ))}  # fmt: skip
 
 
 def fault_markers(device: DeviceRun) -> list[svg.Marker]:

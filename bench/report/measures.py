@@ -73,7 +73,13 @@ ROWS = (
     Row("stutters", "stutters", "frames", "frames", count=True),
     Row("first_frame", "first_frame_ms", "first_frame_n", "cold starts", "first_frame_ms"),
     Row("memory_peak", "memory_peak_mb", "", "agent reports", "memory_peak"),
+    Row("energy_per_decision", "energy_p50_mj", "energy_n", "decisions", "energy_per_decision"),
+    Row("energy_per_decision_p99", "energy_p99_mj", "energy_n", "decisions", "energy_per_decision_p99"),
+    Row("power_inferring", "power_inferring_mw", "energy_n", "decisions"),
+    Row("power_idle", "power_idle_mw", "energy_n", "decisions"),
+    Row("energy_session", "energy_session_mj", "", "sessions"),
 )
+ENERGY_FIELDS = frozenset(row.field for row in ROWS if row.field.startswith(("energy_", "power_")))
 
 # the summary fields measured on the bench's clock (n/a on an icount guest)
 BENCH_CLOCK_FIELDS = frozenset(row.field for row in ROWS if row.clock == BENCH)
@@ -102,6 +108,7 @@ def measure_rows(device: dict) -> list[dict]:
     """The rows of one device (its report data: summary, verdicts, icount) ready for the template."""
     summary, icount = device["summary"], device["icount"]
     titles = {v["metric"]: v["title"] for v in device["verdicts"]}
+    metered = bool(device.get("meter"))  # energy rows only for a device with a power meter
     return [
         {
             "key": row.key,
@@ -112,10 +119,18 @@ def measure_rows(device: dict) -> list[dict]:
             "count": summary.get(row.count_field) if row.count_field else None,
             "noun": row.noun,
             "clock": clock_label(row, icount, device.get("timing", REAL_TIMING)),
-            "na": not_applicable(row, icount),
+            "na": not_applicable(row, icount) or _energy_na(row, summary, device),
         }
         for row in ROWS
+        if metered or row.field not in ENERGY_FIELDS
     ]
+
+
+def _energy_na(row: Row, summary: dict, device: dict) -> str | None:
+    """Why an energy row has no figure (a meter too slow for one decision says so; never a 0)."""
+    if row.field in ENERGY_FIELDS and summary.get(row.field) is None:
+        return device.get("energy_na") or "the power meter gave no figure"
+    return None
 
 
 def count_text(n: int | None, noun: str) -> str:

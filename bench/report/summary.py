@@ -45,6 +45,12 @@ class DeviceSummary:
     pace_p50_ms: float | None = None
     pace_p99_ms: float | None = None
     pace_max_ms: float | None = None
+    energy_n: int = 0  # decisions the energy figures rest on
+    energy_p50_mj: float | None = None  # energy per decision (devices with a power meter)
+    energy_p99_mj: float | None = None
+    power_inferring_mw: float | None = None
+    power_idle_mw: float | None = None
+    energy_session_mj: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -70,9 +76,15 @@ FIGURES: dict[str, tuple[tuple[str, ...], str]] = {
     "memory_peak_mb": (("mem_peak",), "MB"),
     "replay_session_s": (("replay_session",), "s"),
     "replay_covered_s": (("replay_covered",), "s"),
+    "energy_p50_mj": (("energy_per_decision_p50",), "mJ"),
+    "energy_p99_mj": (("energy_per_decision_p99",), "mJ"),
+    "power_inferring_mw": (("power_inferring",), "mW"),
+    "power_idle_mw": (("power_idle",), "mW"),
+    "energy_session_mj": (("energy_session",), "mJ"),
 }
 # DeviceSummary count field -> the figure whose observation count it is
-COUNTS = {"latency_n": "latency_p50_ms", "inference_n": "inference_p50_ms", "first_frame_n": "first_frame_ms"}
+COUNTS = {"latency_n": "latency_p50_ms", "inference_n": "inference_p50_ms", "first_frame_n": "first_frame_ms",
+          "energy_n": "energy_p50_mj"}  # fmt: skip
 INTEGER_FIELDS = frozenset({"deadline_misses", "stutters"})
 
 

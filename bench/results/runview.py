@@ -96,6 +96,8 @@ class DeviceRun:
     model_versions: list[str] = field(default_factory=list)
     decision_budget_ms: float | None = None
     notes: list[str] = field(default_factory=list)  # stage failures and other remarks, for the report
+    meter: str = ""  # the power meter behind the energy figures, as stored with them ("" without one)
+    energy_na: str = ""  # why energy per decision is n/a although the device has a meter
 
     def series(self, source: str) -> Samples | None:
         """The samples named `source`, or None when this device has none."""

@@ -85,8 +85,28 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
         first_rx_ns = _first_rx_ns(store, run_id, dev.name) if trace is not None else None
         device.faults = [fault_event(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
         device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
+        device.meter, device.energy_na = _meter(measurements_by_device.get(dev.name, []))
         view.devices[dev.name] = device
     return view
+
+
+ENERGY_NA = {
+    "meter_too_slow_for_decisions": "the meter's samples are too long to tell one decision from the idle time",
+    "meter_failed": "the power meter did not measure this run",
+    "no_measured_decisions": "no inference window fell inside the meter's samples",
+    "no_meter_samples": "the power meter gave no samples",
+}
+
+
+def _meter(measurements: list) -> tuple[str, str]:
+    """The meter named in the stored energy figures, and why energy per decision is n/a (both "" when none)."""
+    session = next((m for m in measurements if m.name == "energy_session"), None)
+    if session is None:
+        return "", ""
+    meter = session.description.partition("meter: ")[2] or session.description
+    p50 = next((m for m in measurements if m.name == "energy_per_decision_p50"), None)
+    why = next((ENERGY_NA[f] for f in (p50.flags if p50 is not None else ()) if f in ENERGY_NA), "")
+    return meter, why if p50 is None or p50.value is None else ""
 
 
 def pruned_note(at: str) -> str:

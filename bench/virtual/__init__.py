@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from typing import Protocol
 
@@ -43,6 +44,16 @@ def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls
     return {name: v.controls() for name, v in running.items() if callable(getattr(v, "controls", None))}
 
 
+def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
+    """The device with its meter's port filled in when the stand-in serves a virtual one of that driver (the
+    virtual ESP32-C6's PPK2) and the fleet file names no port."""
+    spec = device.energy
+    url = stand_in.urls().get(spec.driver) if spec is not None else None
+    if spec is None or url is None or getattr(spec.settings, "port", "") is not None:
+        return device
+    return dataclasses.replace(device, energy=spec.with_port(url))
+
+
 @contextlib.asynccontextmanager
 async def virtual_fleet(
     devices: list[Device],
@@ -64,7 +75,8 @@ async def virtual_fleet(
             if dev.name in running:
                 plug(state_dir(), dev, running[dev.name].urls().get("control"))
         by_name = dict(zip(stand_ins, links, strict=True))
-        resolved = [d.with_link(by_name[d.name]) if d.name in by_name else d for d in devices]
+        resolved = [with_meter(d.with_link(by_name[d.name]), running[d.name]) if d.name in by_name else d
+                    for d in devices]  # fmt: skip
         yield resolved, running
     finally:
         for dev in devices:

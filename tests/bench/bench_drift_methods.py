@@ -18,14 +18,12 @@ the true one.
 from __future__ import annotations
 
 import argparse
-import sys
+import site
 import time
 from collections.abc import Callable
-from pathlib import Path
 
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.results.drift import RECENT, find_drift
 from bench.results.thresholds import load_thresholds
@@ -98,7 +96,7 @@ def main() -> int:
     methods: dict[str, tuple[Method, int]] = {"split t (nightly)": (split_t, args.trials)}
     methods["CUSUM"] = (cusum, args.trials)
     if args.edivisive_path:
-        sys.path.insert(0, args.edivisive_path)
+        site.addsitedir(args.edivisive_path)  # a pip --target folder: a site folder of its own
         methods["E-divisive"] = (edivisive, max(args.trials // 6, 40))  # a permutation test: ~100x slower
     for name, (method, trials) in methods.items():
         for cv in (0.012, 0.05, 0.16):

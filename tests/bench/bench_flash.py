@@ -21,9 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "firmware" / "esp32c6"))
-
+import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 from make_virtual_firmware import build  # noqa: E402
 
 from tests.esp32c6_support import virtual_c6  # noqa: E402

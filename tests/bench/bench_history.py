@@ -34,9 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.fleet import RawRetention
 from bench.measure.measurement import Measurement

@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.report.chromium import check_page
 from bench.report.html import run_file_stem, write_index

@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "host"), str(ROOT / "bench" / "agent"), str(ROOT / "micropython")]
-
+import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 from npc_host_agent import SPIN_US  # noqa: E402
 from npc_models import PROBATION_US  # noqa: E402

@@ -14,14 +14,11 @@ import argparse
 import asyncio
 import dataclasses
 import os
-import sys
 import tempfile
 import time
-from pathlib import Path
 
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.agent.session import AgentSession
 from bench.devices.linux import LinuxDriver

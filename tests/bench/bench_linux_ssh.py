@@ -16,12 +16,10 @@ import os
 import shlex
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.devices.deploy import deploy
 from bench.fleet import load_fleet

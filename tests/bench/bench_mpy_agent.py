@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.kinds import KINDS
 from bench.mpy.board import agent_command

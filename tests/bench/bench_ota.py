@@ -35,9 +35,7 @@ from pathlib import Path
 import aiocoap
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "host"))
-
+import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 import npc_update  # noqa: E402
 
 from bench.ota.impair import Impairment, ImpairmentProxy  # noqa: E402

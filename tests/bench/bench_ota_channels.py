@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.agent.session import AgentSession
 from bench.ota.grpc_server import GrpcUpdateServer

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.agent import wire  # noqa: E402
 from bench.measure.histogram import Histogram  # noqa: E402

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.results.store import open_store  # noqa: E402
 from tests.stored_runs import build_store  # noqa: E402

@@ -156,7 +156,8 @@ def cv_table(nights: list[dict]) -> dict[str, dict[str, dict]]:
 def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
     """A .tflite with MAC_GROWTH times the multiply-accumulates of the fixture policy `device_model` (its last
     hidden layer widened), built with bench.models; returns its path and what it is."""
-    sys.path.insert(0, str(repo))
+    import benchpath  # noqa: F401  (bench.models of the checkout; `repo` is its copy, same model code)
+
     from bench.models import POLICY_LAYERS
     from bench.models.policy import calibration_inputs, make_policy, quantize_policy
     from bench.models.tflite_build import int8_graph, serialize

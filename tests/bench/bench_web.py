@@ -16,13 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gzip
-import sys
 import tempfile
 from pathlib import Path
 
+import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.agent.session import AgentSession
 from bench.web.assets import bundle_files

@@ -138,7 +138,8 @@ class HostAgent(AgentUnderTest):
         return [self.command[0], "-I", *self.command[1:]]
 
     def vm_argv(self) -> list[str]:
-        return [sys.executable, "-I", "-c", "import sys; sys.path.insert(0, '.'); exec(open(sys.argv[1]).read())"]
+        # -E -s (not -I): no PYTHONPATH, no user site, but the script's own folder (the bundle) on the path
+        return [sys.executable, "-E", "-s"]
 
 
 def voice_b64(samples: list[int]) -> str:

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
-import sys
-from pathlib import Path
 
+import npcfeat
 import numpy as np
 import pytest
 
 from bench.agent.session import AgentError, AgentSession, FrameRecord
 from tests.conformance.harness import voice_b64
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
-import itertools
-
-import npcfeat
 
 pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
 

@@ -7,7 +7,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -78,7 +77,6 @@ def test_driver_flashes_then_talks_to_the_micropython_agent(tmp_path: Path) -> N
 
 def test_hilbench_flash_over_a_link_without_modem_lines(tmp_path: Path) -> None:
     """socket:// has no DTR/RTS: the driver asks MicroPython for the bootloader, and reboots from the stub."""
-    sys.path.insert(0, str(REPO / "firmware" / "esp32c6"))
     from make_virtual_firmware import build
 
     image = tmp_path / "other.bin"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -195,3 +196,82 @@ def test_the_pytest_plugin_serves_a_registered_kind(toy_fleet: Path, tmp_path: P
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert "test_on_the_toy[toy-1] PASSED" in proc.stdout
+
+
+# -- the Pi 4 example of docs/extending.md, applied as written ------------------------------------------------------
+
+EXTENDING = REPO / "docs" / "extending.md"
+
+
+def pi4_snippets() -> dict[str, str]:
+    """The Pi 4 example's code blocks, by the file each says it goes in ("bench/kinds.py", "bench/virtual/linux.py")."""
+    section = EXTENDING.read_text(encoding="utf-8").split("Worked example: a Raspberry Pi 4", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n# (\S+)\n(.*?)```", section, re.S)
+    return dict(blocks)
+
+
+def apply_pi4_example() -> None:
+    """Add the example's code to the two modules it names, as if pasted at their ends (and register the kind)."""
+    import bench.kinds
+    import bench.virtual.linux
+
+    snippets = pi4_snippets()
+    for module in (bench.virtual.linux, bench.kinds):
+        name = f"{module.__name__.replace('.', '/')}.py"
+        exec(compile(snippets[name], f"{EXTENDING}:{name}", "exec"), module.__dict__)
+
+
+PI4_PLUGIN_TEST = """
+import pytest
+
+
+@pytest.mark.kinds("pi4")
+def test_on_the_pi4(device, agent):
+    assert device.kind == "pi4" and device.settings.fps_target == 15
+    assert agent.info["proto"] == 1
+"""
+
+
+def test_the_docs_pi4_example_touches_two_files_and_runs_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.kinds
+    import bench.virtual.linux
+
+    assert sorted(pi4_snippets()) == ["bench/kinds.py", "bench/virtual/linux.py"]
+    monkeypatch.setattr(bench.virtual.linux, "PI4", None, raising=False)  # taken back after the test
+    monkeypatch.setattr(bench.virtual.linux, "virtual_pi4", None, raising=False)
+    monkeypatch.setattr(bench.kinds, "Pi4Settings", None, raising=False)
+    monkeypatch.setitem(KINDS, "pi4", None)
+    apply_pi4_example()
+    assert KINDS["pi4"].settings.__name__ == "Pi4Settings"
+
+    fleet = tmp_path / "pi4.toml"
+    fleet.write_text('[[device]]\nname = "pi4-1"\nkind = "pi4"\nvirtual = true\nfps_target = 15\n')
+    code, listed = run_cli(capsys, "fleet", "list", "--fleet", str(fleet))
+    assert code == 0 and listed["devices"][0]["kind"] == "pi4"
+
+    code, flashed = run_cli(capsys, "flash", "--fleet", str(fleet), "--logs", str(tmp_path / "flash-logs"))
+    assert code == 0 and flashed["ok"], flashed
+
+    session = sorted(SESSIONS_DIR.glob("*.mcap"))[0]
+    code, replayed = run_cli(
+        capsys, "replay", "--fleet", str(fleet), "--session", str(session), "--speed", "max",
+        "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
+    )  # fmt: skip
+    assert code == 0, replayed
+    from bench.results.store import open_store
+
+    with open_store(tmp_path / "results.sqlite") as store:
+        run = store.runs(kind="replay", limit=1)[0]
+        assert [(d.name, d.kind) for d in store.devices(run.id)] == [("pi4-1", "pi4")]
+        assert store.frame_count(run.id, "pi4-1") > 0
+
+    (tmp_path / "conftest.py").write_text(f"from {__name__} import apply_pi4_example\n\napply_pi4_example()\n")
+    (tmp_path / "test_pi4.py").write_text(PI4_PLUGIN_TEST)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_pi4.py", "--fleet", str(fleet), "-p", "no:cacheprovider", "-v"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "test_on_the_pi4[pi4-1] PASSED" in proc.stdout

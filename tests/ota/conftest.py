@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +11,6 @@ from bench.ota.store import ModelStore
 from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
 MODEL_SIZE = 50_000
-HOST_AGENT = Path(__file__).resolve().parents[2] / "host"
-if str(HOST_AGENT) not in sys.path:
-    sys.path.insert(0, str(HOST_AGENT))  # the host agent's modules import each other flat, as deployed
 
 
 def model_bytes(seed: int, size: int = MODEL_SIZE) -> bytes:

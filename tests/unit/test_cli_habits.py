@@ -107,8 +107,10 @@ def test_completion_protocol_answers_subcommands(tmp_path):
     env = {"_ARGCOMPLETE": "1", "COMP_LINE": "hilbench fle", "COMP_POINT": "12", "_ARGCOMPLETE_IFS": "\n"}
     out = tmp_path / "answer"
     environ = {**os.environ, "PYTHONPATH": str(REPO), **env}
-    command = " ".join(hilbench()) + f" 8>{out}"  # argcomplete answers on file descriptor 8, as the shell hook reads
-    subprocess.run(["bash", "-c", command], cwd=tmp_path, env=environ, capture_output=True, timeout=120)
+    # argcomplete answers on file descriptor 8, which the shell hook reads
+    code = (f"import os, runpy, sys; os.dup2(os.open({str(out)!r}, os.O_WRONLY | os.O_CREAT), 8); "
+            "sys.argv = ['hilbench']; runpy.run_module('bench', run_name='__main__')")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=environ, capture_output=True, timeout=120)
     assert "fleet" in out.read_text().split()
 
 
@@ -134,3 +136,4 @@ def test_help_lists_every_command_unbroken(tmp_path):
 
     assert all(name in words for name in COMMANDS), proc.stdout
     assert max(len(line) for line in proc.stdout.splitlines()) <= 80
+    assert not [line for line in proc.stdout.splitlines() if line.endswith("-") and line[-2:-1].isalpha()]

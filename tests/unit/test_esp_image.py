@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from bench.esp_image import ImageError, build_image, parse_image
 from bench.virtual.esp32c6.boot import DEFAULT_BANNER, check_flash_image
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "firmware" / "esp32c6"))
 from make_virtual_firmware import DEFAULT_BANNER as VIRTUAL_BANNER  # noqa: E402
 from make_virtual_firmware import build  # noqa: E402
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "fixtures" / "models" / "npc-policy-int8.tflite"
-sys.path[:0] = [str(ROOT / "host"), str(ROOT / "micropython")]
 
 
 @pytest.fixture

@@ -4,12 +4,10 @@ the event loop running meanwhile."""
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "host"), str(ROOT / "micropython"), str(ROOT / "bench" / "agent")]
 
 
 def test_wakes_at_the_device_clock_time_never_before_and_without_spinning() -> None:

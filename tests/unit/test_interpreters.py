@@ -21,7 +21,6 @@ SUPPORTED = ("3.11", "3.12", "3.13")
 
 SCRIPT = """
 import hashlib, random, struct, sys
-sys.path.insert(0, sys.argv[1])
 import npcfeat, npcnn
 {random_stream}
 digest = hashlib.sha256()
@@ -30,7 +29,7 @@ for seed in range(6):
     for ch, ts, d, seq in random_stream(seed):
         feats.add(ch, ts, d, seq)
         digest.update(struct.pack("<48d", *feats.vector()))
-model = npcnn.load(sys.argv[2], False)
+model = npcnn.load(sys.argv[1], False)
 rng = random.Random(7)
 probs = hashlib.sha256()
 for _ in range(200):
@@ -73,7 +72,8 @@ def digests(python: str) -> list[str]:
     script = SCRIPT.format(random_stream=inspect.getsource(random_stream))
     model = REPO / "fixtures/models/npc-policy-int8.npcm"
     out = subprocess.run(
-        [python, "-c", script, str(REPO / "micropython"), str(model)],
+        [python, "-c", script, str(model)],
+        env={**os.environ, "PYTHONPATH": str(REPO / "micropython")},
         capture_output=True,
         text=True,
         timeout=120,

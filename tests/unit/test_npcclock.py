@@ -1,9 +1,5 @@
 """micropython/npcclock.py: the unwrapped ticks_us clock never wraps and never goes back."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
 import npcclock
 
 PERIOD = 1 << 30  # MicroPython's ticks period on the ESP32 and unix ports

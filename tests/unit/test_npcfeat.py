@@ -3,14 +3,9 @@
 import base64
 import math
 import struct
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
 
 import npcfeat
+import pytest
 
 
 def pcm_tone(freq, amp, n=160, rate=16000):

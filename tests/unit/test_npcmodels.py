@@ -1,12 +1,7 @@
 """micropython/npcmodels.py under CPython: probation rollback on MemoryError and on crashes."""
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
 import npcmodels
+import pytest
 from npcclock import Clock
 
 

@@ -1,17 +1,12 @@
 """micropython/npcnn.py under CPython: same integers as the numpy reference, clear parse errors."""
 
-import sys
-from pathlib import Path
-
+import npcnn
 import pytest
 
 from bench.models import model_file
 from bench.models import reference as R
 from bench.models.policy import calibration_inputs
 from bench.models.tflite_read import read_int8_policy
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
-import npcnn
 
 INPUTS = calibration_inputs(48, 60, "npcnn-unit")
 

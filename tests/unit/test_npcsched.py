@@ -1,15 +1,9 @@
 """The VSync-aligned scheduler's rules, on a fake VSync clock."""
 
-import sys
-from pathlib import Path
-
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
-
 import itertools
 
 import npcsched
+import pytest
 
 
 def run(sched, vsync_hz, n, infer_us=1000, origin=1_000_000):

@@ -1,9 +1,9 @@
 """micropython/p256.py and npcsig.py under CPython against `cryptography` and bench/signing.py."""
 
 import hashlib
-import sys
-from pathlib import Path
 
+import npcsig
+import p256
 import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -19,10 +19,6 @@ from bench.signing import (
     public_key_raw,
     sign_manifest,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "micropython"))
-import npcsig
-import p256
 
 
 def raw_key(key: ec.EllipticCurvePrivateKey) -> bytes:

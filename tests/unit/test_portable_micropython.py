@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "micropython"))
 
 import npcfeat  # noqa: E402
 import npcrecords  # noqa: E402
@@ -23,8 +22,6 @@ MICROPYTHON = shutil.which("micropython") or str(Path(sys.executable).with_name(
 # MicroPython's side: the modules as top-level imports, then `portable_results` (its source, below) run on them
 SCRIPT = r"""
 import sys, json
-sys.path.append(ROOT + "/bench/agent")
-sys.path.append(ROOT + "/micropython")
 import wire, npcsched, npcfeat, npcrecords
 """
 
@@ -77,7 +74,10 @@ def test_same_results_under_micropython():
     prelude = f"ROOT = {str(ROOT)!r}\nLINE = {line!r}\nINPUTS = {json.dumps(INPUTS)}\n"
     run = "print(json.dumps(portable_results(LINE, INPUTS)))\n"
     script = prelude + SCRIPT + inspect.getsource(portable_results) + run
-    proc = subprocess.run([MICROPYTHON, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    path = f"{ROOT / 'bench' / 'agent'}:{ROOT / 'micropython'}:.frozen"  # the modules as deployed, flat
+    proc = subprocess.run(
+        [MICROPYTHON, "-c", script], capture_output=True, text=True, timeout=60, check=False, env={"MICROPYPATH": path}
+    )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     mpy = json.loads(proc.stdout)
     cpy = portable_results(line, INPUTS)

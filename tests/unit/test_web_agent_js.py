@@ -8,7 +8,6 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +19,6 @@ from bench.ota.delta import make_patch
 from bench.signing import DEV_PRIVATE_KEY, canonical_bytes, load_private_key, model_manifest, sign_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "micropython"))
 import npcfeat  # noqa: E402
 
 NODE = shutil.which("node") or "node"  # Debian's nodejs, installed by .ci/setup

@@ -118,6 +118,11 @@ class Board:
             self._inbox.put_nowait(data)
         # held in reset or boot-looping: the bytes are lost, as on the chip
 
+    @property
+    def vm_pid(self) -> int | None:
+        """The MicroPython VM's process id while the app runs (None in the ROM, in reset or off)."""
+        return self._repl.vm_pid if self.mode == Mode.APP and self._repl is not None else None
+
     # -- reset and strapping ---------------------------------------------------------------------
 
     async def power_on(self) -> None:

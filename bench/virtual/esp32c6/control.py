@@ -1,8 +1,9 @@
 """The bench's control API for a virtual board (JSON lines over TCP): what a lab's relay and USB hub would do.
 
 Requests: {"op": "power_cycle" | "power_off" | "power_on" | "hold_reset" | "boot" | "download" | "hang" |
-"hang_stuck" | "repair" | "status" | "log"}; every reply is {"ok": true, ...} or {"ok": false, "error": "..."}.
+"hang_stuck" | "repair" | "status" | "log" | "ppk2"}; every reply is {"ok": true, ...} or {"ok": false, "error": "..."}.
 `hang` locks the firmware up until the next reset; `hang_stuck` until `repair` (a board no ladder brings back).
+`ppk2` gives the virtual PPK2's settings and what the board drew over the meter's last measurement window.
 """
 
 from __future__ import annotations
@@ -14,10 +15,13 @@ from typing import Any
 
 from bench.virtual.control import parse_control_url, serve_control
 from bench.virtual.esp32c6.board import Board
+from bench.virtual.esp32c6.ppk2 import VirtualPpk2
 
 
-async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
+async def _handle(board: Board, meter: VirtualPpk2 | None, request: dict[str, Any]) -> dict[str, Any]:
     op = request.get("op")
+    if op == "ppk2" and meter is not None:
+        return {"ok": True, **meter.status()}
     if op == "power_cycle":
         await board.power_on()
     elif op == "power_off":
@@ -37,7 +41,7 @@ async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
     elif op == "log":
         return {"ok": True, "log": board.log.decode("utf-8", "replace")}
     elif op != "status":
-        ops = "power_cycle power_off power_on hold_reset boot download hang hang_stuck repair status log"
+        ops = "power_cycle power_off power_on hold_reset boot download hang hang_stuck repair status log ppk2"
         return {"ok": False, "error": f"unknown op {op!r}; ops: {ops}"}
     return {
         "ok": True,
@@ -47,9 +51,9 @@ async def _handle(board: Board, request: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def start_control(board: Board, host: str, token: str) -> asyncio.Server:
-    """Serve the control API on a free port, to requests with `token`."""
-    return await serve_control(lambda request: _handle(board, request), token, host)
+async def start_control(board: Board, host: str, token: str, meter: VirtualPpk2 | None = None) -> asyncio.Server:
+    """Serve the control API on a free port, to requests with `token` (`meter`: the board's virtual PPK2)."""
+    return await serve_control(lambda request: _handle(board, meter, request), token, host)
 
 
 def control_request(url: str, op: str, timeout_s: float = 10.0) -> dict[str, Any]:

@@ -61,6 +61,11 @@ class Repl:
         self._raw = False
         self._vm: MicroPythonVM | None = None
 
+    @property
+    def vm_pid(self) -> int | None:
+        """The running VM's process id (None between VMs)."""
+        return self._vm.pid if self._vm is not None else None
+
     def feed(self, data: bytes) -> None:
         """UART input."""
         self._pending += data

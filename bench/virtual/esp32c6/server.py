@@ -1,7 +1,8 @@
 """Run one virtual ESP32-C6 in this process: board + front ends + control API, until SIGTERM/SIGINT.
 
 `python -m bench.virtual.esp32c6 --name c6-a --state DIR --mac 60:55:f9:c6:00:01` prints one JSON line
-with its URLs ({"rfc2217": ..., "socket": ..., "pty": ..., "control": ...}) once it is ready.
+with its URLs ({"rfc2217": ..., "socket": ..., "pty": ..., "ppk2": ..., "control": ...}) once it is ready;
+"ppk2" is the pty of the virtual PPK2 measuring the board's supply (bench/virtual/esp32c6/ppk2.py).
 """
 
 from __future__ import annotations
@@ -15,20 +16,25 @@ from pathlib import Path
 
 from bench.kinds import UART_BRIDGE, USB_PERSONALITIES
 from bench.virtual.control import control_url, new_token
-from bench.virtual.esp32c6.board import Board, BoardConfig
+from bench.virtual.esp32c6.board import Board, BoardConfig, Mode
 from bench.virtual.esp32c6.control import start_control
 from bench.virtual.esp32c6.efuse import parse_mac
 from bench.virtual.esp32c6.frontends import PtyFrontEnd, start_tcp, url_of
+from bench.virtual.esp32c6.ppk2 import VirtualPpk2
+from bench.virtual.esp32c6.supply import Supply
 
 
 async def serve(config: BoardConfig, host: str) -> None:
     """Serve `config`'s board until a termination signal."""
     board = Board(config)
+    supply = Supply(lambda: (board.powered, board.mode == Mode.RESET, board.mode == Mode.APP, board.vm_pid))
+    meter = VirtualPpk2(supply)
     rfc = await start_tcp(board, host, rfc2217_mode=True)
     raw = await start_tcp(board, host, rfc2217_mode=False)
     token = new_token()
-    control = await start_control(board, host, token)
+    control = await start_control(board, host, token, meter)
     pty = PtyFrontEnd(board)
+    supply.start()
     await board.power_on()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -38,6 +44,7 @@ async def serve(config: BoardConfig, host: str) -> None:
         "rfc2217": url_of(rfc, "rfc2217"),
         "socket": url_of(raw, "socket"),
         "pty": pty.path,
+        "ppk2": meter.path,
         "control": control_url(control, token),
     }
     sys.stdout.write(json.dumps(urls) + "\n")
@@ -46,6 +53,8 @@ async def serve(config: BoardConfig, host: str) -> None:
     for server in (rfc, raw, control):
         server.close()
     pty.close()
+    await supply.stop()
+    meter.close()
     await board.close()
 
 

@@ -88,6 +88,11 @@ class MicroPythonVM:
         """True while the VM process is alive."""
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The VM process's id while it runs (the virtual supply reads its CPU time)."""
+        return self._proc.pid if self.running and self._proc is not None else None
+
     async def start(self) -> None:
         """Start the VM process (about 30 ms)."""
         self._loop = asyncio.get_running_loop()

@@ -77,7 +77,20 @@ _FLASH_PINS = (24, 25, 26, 27, 28, 29, 30)  # wired to the SPI flash on modules:
 _levels = {}  # pin id -> level driven by the pin itself (output) or its pull (input)
 
 
-class Pin:
+class _Level:
+    """What Pin and Signal share: `p()` / `p(x)` and on()/off() are value() / value(x)."""
+
+    def __call__(self, x=None):
+        return self.value(x)
+
+    def on(self):
+        self.value(1)
+
+    def off(self):
+        self.value(0)
+
+
+class Pin(_Level):
     IN = 1
     OUT = 3
     OPEN_DRAIN = 7
@@ -125,15 +138,6 @@ class Pin:
             return 1 if self._pull == Pin.PULL_UP else 0
         _levels[self._id] = 1 if x else 0
         return None
-
-    def __call__(self, x=None):
-        return self.value(x)
-
-    def on(self):
-        self.value(1)
-
-    def off(self):
-        self.value(0)
 
     def irq(self, handler=None, trigger=3, *, wake=None, hard=False):
         # nothing on this board changes an input's level, so the handler is registered and never runs
@@ -289,7 +293,7 @@ ULP_WAKE = 6
 _wake = [0]  # esp_sleep_get_wakeup_cause() of the last light sleep (0: none since reset)
 
 
-class Signal:
+class Signal(_Level):
     """A Pin seen through an active level: Signal(pin, invert=False) or Signal(id, mode, ..., invert=False)."""
 
     def __init__(self, pin, *args, invert=False, **kwargs):
@@ -300,15 +304,6 @@ class Signal:
         if x is None:
             return self._pin.value() ^ self._invert
         self._pin.value(int(bool(x)) ^ self._invert)
-
-    def __call__(self, x=None):
-        return self.value(x)
-
-    def on(self):
-        self.value(1)
-
-    def off(self):
-        self.value(0)
 
 
 def time_pulse_us(pin, pulse_level, timeout_us=1000000):

@@ -1,0 +1,44 @@
+"""The meter registry: `meter_for(device)` picks the backend of the device's `energy` table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.energy.hwmon import BenchHwmonMeter
+from bench.energy.joulescope import JoulescopeMeter
+from bench.energy.ppk2 import Ppk2Meter
+from bench.energy.protocol import Meter, MeterError
+from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter
+from bench.energy.spec import EnergySpec, HwmonSettings
+from bench.links.spec import SshLink
+from bench.links.ssh import SshConnection
+
+ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link
+
+
+def needs_connection(spec: EnergySpec) -> bool:
+    """True when the meter is read on the device (over its SSH link)."""
+    return spec.driver in ON_DEVICE or (isinstance(spec.settings, HwmonSettings) and spec.settings.on == "device")
+
+
+def meter_for(device: Any, connection: SshConnection | None = None) -> Meter | None:
+    """The (not yet started) meter of a fleet device; None without an `energy` table. `connection` is the
+    device's SSH connection, for meters read on the device (one of its own over the device's SSH link when
+    not given)."""
+    spec: EnergySpec | None = getattr(device, "energy", None)
+    if spec is None:
+        return None
+    if needs_connection(spec):
+        owns = connection is None and isinstance(getattr(device, "link", None), SshLink)
+        if owns:
+            connection = SshConnection(device.name, device.link)
+        if connection is None:
+            raise MeterError(f"device {device.name!r}: meter {spec.driver!r} is read over SSH; the device has none",
+                             hint="use a bench-side meter (ppk2, joulescope, hwmon with on = \"bench\")")  # fmt: skip
+        cls = ON_DEVICE.get(spec.driver, DeviceHwmonMeter)
+        return cls(device.name, spec, connection, owns=owns)
+    if spec.driver == "ppk2":
+        return Ppk2Meter(device.name, spec)
+    if spec.driver == "joulescope":
+        return JoulescopeMeter(device.name, spec)
+    return BenchHwmonMeter(device.name, spec)

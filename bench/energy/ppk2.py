@@ -1,0 +1,84 @@
+"""A Nordic Power Profiler Kit II (real or the virtual ESP32-C6's), read through ppk2-api in a child process
+(`bench.energy.ppk2_reader`): power = the current it measures x the voltage it sources."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+from typing import IO
+
+from bench.energy.protocol import Meter, MeterError, PowerSample
+from bench.energy.spec import Ppk2Settings
+from bench.procs import stop_process, tied
+
+OPEN_TIMEOUT_S = 10.0
+
+
+class Ppk2Meter(Meter):
+    """One PPK2 on a serial port."""
+
+    _proc: asyncio.subprocess.Process | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def settings(self) -> Ppk2Settings:
+        """The fleet file's settings of this meter."""
+        return self.spec.settings  # type: ignore[return-value]
+
+    @property
+    def period_s(self) -> float:
+        return self.settings.bin_us / 1e6
+
+    @property
+    def name(self) -> str:
+        return f"PPK2 at {self.settings.port} ({self.settings.mode} meter, {self.settings.voltage_mv} mV)"
+
+    async def open(self) -> None:
+        """Start the reader; MeterError when no PPK2 answers on the port."""
+        s = self.settings
+        if s.port is None:
+            raise MeterError(f"device {self.device!r}: field 'energy.port': missing", hint="the PPK2's serial port")
+        argv = [sys.executable, "-m", "bench.energy.ppk2_reader", "--port", s.port, "--voltage-mv",
+                str(s.voltage_mv), "--mode", s.mode, "--bin-us", str(s.bin_us)]  # fmt: skip
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 (the reader's stderr, kept until close())
+        self._proc = await asyncio.create_subprocess_exec(*tied(argv), stdout=asyncio.subprocess.PIPE, stderr=self._log)
+        assert self._proc.stdout is not None
+        try:
+            first = json.loads(await asyncio.wait_for(self._proc.stdout.readline(), OPEN_TIMEOUT_S) or b"{}")
+        except (TimeoutError, ValueError):
+            first = {"error": "the reader did not answer"}
+        if not first.get("ok"):
+            if "error" not in first:  # it died: say how
+                await self._proc.wait()
+                self._log.seek(0)
+                lines = self._log.read().decode("utf-8", "replace").strip().splitlines()
+                first["error"] = f"the reader exited: {lines[-1] if lines else 'no output'}"
+            await self.close()
+            raise MeterError(f"device {self.device!r}: PPK2 at {s.port}: {first.get('error', 'no answer')}",
+                             hint="is the PPK2 plugged in, and the port right?")  # fmt: skip
+
+    def _take(self, line: bytes) -> None:
+        """One `@ END_NS DT_NS CURRENT_UA` line of the reader (its other lines are ppk2-api's remarks)."""
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == b"@":
+            mw = float(parts[3]) * self.settings.voltage_mv / 1e6
+            self.samples.append(PowerSample(int(parts[1]), int(parts[2]), mw))
+
+    async def run(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            self._take(line)
+        raise MeterError(f"device {self.device!r}: PPK2 at {self.settings.port}: the reader stopped")
+
+    async def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.stdout is not None and proc.returncode is None:
+            proc.terminate()
+            for line in (await proc.stdout.read()).splitlines():  # the bins it printed before it stopped
+                self._take(line)
+        await stop_process(proc, 5)
+        if self._log is not None:
+            self._log.close()
+            self._log = None

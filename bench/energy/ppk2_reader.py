@@ -1,0 +1,97 @@
+"""Read a Nordic PPK2 through ppk2-api in a process of its own, and print its samples averaged into bins.
+
+    python -m bench.energy.ppk2_reader --port /dev/ttyACM3 --voltage-mv 3300 --mode source --bin-us 1000
+
+ppk2-api decodes each of the PPK2's 100 000 samples a second in Python; in the bench's own process that work
+would hold the interpreter lock against the replayer's timing, so it runs here. The first line is JSON
+(`{"ok": true, "hw": ...}` or `{"error": ...}`); then one line per bin: `@ END_NS DT_NS CURRENT_UA` (ppk2-api prints
+its own remarks to stdout too; those lines have no `@`), END_NS on the
+bench clock (CLOCK_MONOTONIC, shared by every process of the host). The PPK2 samples on its own crystal, so
+sample k is placed at t_first + k x 10 us, t_first taken from when the first samples arrived.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+
+SAMPLE_NS = 10_000  # 100 kS/s
+POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
+
+
+def quiet(ppk) -> None:
+    """Stop a measurement an earlier reader left running and drop its samples, so the metadata reply is read
+    alone (ppk2-api decodes whatever is waiting as text)."""
+    ppk.stop_measuring()
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        if not ppk.ser.in_waiting:
+            return
+        ppk.ser.reset_input_buffer()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Open, configure and stream the PPK2 until SIGTERM."""
+    parser = argparse.ArgumentParser(prog="python -m bench.energy.ppk2_reader", description=__doc__)
+    parser.add_argument("--port", required=True)
+    parser.add_argument("--voltage-mv", type=int, default=3300)
+    parser.add_argument("--mode", choices=("source", "ampere"), default="source")
+    parser.add_argument("--bin-us", type=int, default=1000)
+    args = parser.parse_args(argv)
+    from ppk2_api.ppk2_api import PPK2_API
+
+    try:
+        ppk = PPK2_API(args.port, timeout=1, write_timeout=1)
+    except Exception as exc:  # pyserial's SerialException, or OSError for a missing port
+        print(json.dumps({"error": f"cannot open {args.port}: {exc}"}), flush=True)
+        return 3
+    quiet(ppk)
+    try:
+        found = ppk.get_modifiers()
+    except UnicodeDecodeError:  # samples still streaming from an earlier measurement that was never stopped
+        found = None
+    if not found:
+        print(json.dumps({"error": f"{args.port}: no PPK2 answered (no calibration metadata)"}), flush=True)
+        return 3
+    if args.mode == "source":
+        ppk.use_source_meter()
+    else:
+        ppk.use_ampere_meter()
+    ppk.set_source_voltage(args.voltage_mv)
+    if args.mode == "source":
+        ppk.toggle_DUT_power("ON")
+    print(json.dumps({"ok": True, "hw": ppk.modifiers.get("HW")}), flush=True)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    per_bin = max(1, args.bin_us * 1000 // SAMPLE_NS)
+    ppk.start_measuring()
+    first_ns: int | None = None
+    index = 0
+    pending: list[float] = []
+    while not stop:
+        data = ppk.get_data()
+        if not data:
+            time.sleep(POLL_S)
+            continue
+        samples, _logic = ppk.get_samples(data)
+        if first_ns is None:
+            first_ns = time.monotonic_ns() - len(samples) * SAMPLE_NS
+        pending += samples
+        lines = []
+        while len(pending) >= per_bin:
+            chunk, pending = pending[:per_bin], pending[per_bin:]
+            index += per_bin
+            lines.append(f"@ {first_ns + index * SAMPLE_NS} {per_bin * SAMPLE_NS} {sum(chunk) / per_bin:.3f}")
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
+    ppk.stop_measuring()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""The one power-meter protocol: start, stop, and the samples taken in between, on the bench clock.
+
+A sample is the mean power over an interval that ends at `t_ns` (`time.monotonic_ns()`, the clock the replayer
+stamps inputs with) and lasted `dt_ns`. A meter on the bench host (PPK2, Joulescope, a bench-side hwmon sensor)
+stamps its own samples; a meter read on the device over SSH (tegrastats, the PMIC, a device hwmon file) is
+stamped when each reading arrives, its interval the time since the reading before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from bench.energy.spec import EnergySpec
+from bench.errors import BenchError
+
+
+class MeterError(BenchError):
+    """A power meter failed (not found, its tool missing, it stopped streaming)."""
+
+
+@dataclass(frozen=True)
+class PowerSample:
+    """Mean power (mW) over the `dt_ns` before `t_ns` (bench clock)."""
+
+    t_ns: int
+    dt_ns: int
+    power_mw: float
+
+    def as_row(self) -> tuple[int, int, float]:
+        """(t_ns, dt_ns, power_mw), as stored."""
+        return (self.t_ns, self.dt_ns, self.power_mw)
+
+
+class Meter(ABC):
+    """One device's power meter, sampling in the background between `start()` and `stop()`."""
+
+    def __init__(self, device: str, spec: EnergySpec) -> None:
+        self.device = device
+        self.spec = spec
+        self.samples: list[PowerSample] = []
+        self.errors: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    @abstractmethod
+    def period_s(self) -> float:
+        """How long one sample averages over: what the meter can resolve."""
+
+    @property
+    def name(self) -> str:
+        """The meter as the report names it (driver and where it is)."""
+        return self.spec.driver
+
+    async def start(self) -> None:
+        """Begin sampling in the background (MeterError when the meter cannot be reached)."""
+        await self.open()
+        if self._task is None:
+            self._task = asyncio.create_task(self._sample_loop(), name=f"meter-{self.device}")
+
+    async def stop(self) -> list[PowerSample]:
+        """Stop sampling; every sample taken."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.close()
+        return list(self.samples)
+
+    async def _sample_loop(self) -> None:
+        try:
+            await self.run()
+        except BenchError as exc:
+            self.errors.append(str(exc))
+        except OSError as exc:
+            self.errors.append(f"device {self.device!r}: meter {self.name}: {exc}")
+
+    async def open(self) -> None:  # noqa: B027 (most meters need no opening)
+        """Reach the meter (nothing for meters that start with their first reading)."""
+
+    @abstractmethod
+    async def run(self) -> None:
+        """Append samples to `self.samples` until cancelled."""
+
+    async def close(self) -> None:  # noqa: B027 (most meters hold nothing)
+        """Release the meter."""

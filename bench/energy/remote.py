@@ -1,0 +1,127 @@
+"""Meters read on a Linux board over its SSH link: tegrastats' INA3221 rails (Jetson), `vcgencmd pmic_read_adc`
+(Raspberry Pi 5), a hwmon power or current file. Each reading is stamped on the bench clock when it arrives and
+stands for the time since the reading before it (the first, for one reading period)."""
+
+from __future__ import annotations
+
+import shlex
+import time
+
+from bench.energy.parse import hwmon_power_mw, pmic_power_mw, tegrastats_power_mw
+from bench.energy.protocol import Meter, MeterError, PowerSample
+from bench.energy.spec import EnergySpec, HwmonSettings
+from bench.links.ssh import SshConnection
+
+BLOCK_END = "@end"
+
+
+class RemoteMeter(Meter):
+    """A meter whose readings a command on the device prints (one line or one `@end`-terminated block each)."""
+
+    def __init__(self, device: str, spec: EnergySpec, connection: SshConnection, *, owns: bool = False) -> None:
+        super().__init__(device, spec)
+        self.connection = connection
+        self.owns = owns  # the meter opened the connection itself, and closes it
+        self._proc = None
+
+    @property
+    def period_s(self) -> float:
+        return self.spec.settings.interval_ms / 1000  # type: ignore[union-attr]
+
+    def command(self) -> str:
+        """The remote command that streams readings."""
+        raise NotImplementedError
+
+    def reading(self, text: str) -> float | None:
+        """Power (mW) from one line or block; None when it holds no reading."""
+        raise NotImplementedError
+
+    blocks = True  # readings end with BLOCK_END lines (tegrastats prints one line per reading)
+
+    async def run(self) -> None:
+        self._proc = await self.connection.stream(self.command())
+        assert self._proc.stdout is not None
+        block: list[str] = []
+        last = time.monotonic_ns() - round(self.period_s * 1e9)
+        while raw := await self._proc.stdout.readline():
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            now = time.monotonic_ns()
+            if self.blocks and line.strip() != BLOCK_END:
+                block.append(line)
+                continue
+            text = "\n".join(block) if self.blocks else line
+            block = []
+            power = self.reading(text)
+            if power is not None:  # a reading stands for the time since the last one
+                self.samples.append(PowerSample(now, now - last, power))
+                last = now
+        status = await self._proc.wait()
+        if not self.samples:
+            raise MeterError(f"device {self.device!r}: meter {self.name}: the command ended without a reading "
+                             f"(exit status {status})")  # fmt: skip
+
+    async def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.returncode is None:
+            proc.terminate()
+            await proc.wait()
+        if self.owns:
+            await self.connection.close()
+
+
+class TegrastatsMeter(RemoteMeter):
+    """A Jetson's rail power from `tegrastats --interval N`."""
+
+    blocks = False
+
+    @property
+    def name(self) -> str:
+        return f"tegrastats {self.spec.settings.rail}"  # type: ignore[union-attr]
+
+    def command(self) -> str:
+        return f"exec tegrastats --interval {self.spec.settings.interval_ms}"  # type: ignore[union-attr]
+
+    def reading(self, text: str) -> float | None:
+        return tegrastats_power_mw(text, self.spec.settings.rail)  # type: ignore[union-attr]
+
+
+class PmicMeter(RemoteMeter):
+    """A Raspberry Pi 5's rails (current x voltage, summed) from `vcgencmd pmic_read_adc`."""
+
+    @property
+    def name(self) -> str:
+        return "vcgencmd pmic_read_adc (sum of PMIC rails)"
+
+    def command(self) -> str:
+        return f"while :; do vcgencmd pmic_read_adc || exit 127; echo {BLOCK_END}; sleep {self.period_s:g}; done"
+
+    def reading(self, text: str) -> float | None:
+        return pmic_power_mw(text) if text.strip() else None
+
+
+class DeviceHwmonMeter(RemoteMeter):
+    """A hwmon sensor file on the device."""
+
+    @property
+    def settings(self) -> HwmonSettings:
+        """The fleet file's settings of this meter."""
+        return self.spec.settings  # type: ignore[return-value]
+
+    @property
+    def name(self) -> str:
+        return f"hwmon {self.settings.power or self.settings.current} (on the device)"
+
+    def command(self) -> str:
+        s = self.settings
+        files = [f for f in (s.power, s.current, s.voltage) if f]
+        cats = "; ".join(f"cat {shlex.quote(f)} || exit 127" for f in files)
+        return f"while :; do {cats}; echo {BLOCK_END}; sleep {self.period_s:g}; done"
+
+    def reading(self, text: str) -> float | None:
+        lines = text.split()
+        if not lines:
+            return None
+        s = self.settings
+        if s.power:
+            return hwmon_power_mw(power_uw=lines[0])
+        return hwmon_power_mw(current_ma=lines[0], voltage=lines[1] if s.voltage else s.voltage_mv)

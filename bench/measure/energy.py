@@ -1,0 +1,159 @@
+"""Energy per decision from power-meter samples and the frames' inference windows, on the bench clock.
+
+A meter sample is the mean power over the `dt_ns` before `t_ns` (bench clock). Its energy is spread evenly over
+that interval, so the energy between any two bench times is the difference of the cumulative energy, linearly
+interpolated. Each inference frame's window t0..t1 (device clock, mapped through the device's offset/drift
+mapping) is integrated: energy per decision (its P50 and P99), mean power while inferring, and while idle (the
+rest of the measured span). Energy per session is the whole measured span.
+
+How fine the meter is decides the method, and the flags say which was used:
+- samples at most a quarter of the median inference window: each window is integrated directly;
+- samples at most a quarter of the median decision period (window to window): `attributed` -- each decision
+  gets the span from the midpoint of the idle gap before it to the midpoint of the gap after it; the idle power
+  P_idle is fitted by least squares over those spans (energy = P_idle x idle time + P_inf x window time), and a
+  decision's energy is its span's energy minus P_idle x the span's idle time. A window shorter than the meter's
+  sample is then still measured, from how much more its span drew than idling would have;
+- coarser (tegrastats at 1 s, the PMIC, most hwmon sensors): one sample holds many decisions, so only energy per
+  session and mean power are given, with the flag `meter_too_slow_for_decisions`.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from bench.measure.records import DeviceClock, FrameLike
+from bench.measure.samples import too_few_flags
+
+SAMPLES_PER_WINDOW = 4  # a meter resolves decisions when its sample is at most a quarter of the median window
+TOO_SLOW = "meter_too_slow_for_decisions"
+ATTRIBUTED = "attributed"  # per-decision energy from spans around each window and a fitted idle power
+SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median decision period"
+
+
+class PowerLike(Protocol):
+    """A meter sample: mean power (mW) over the `dt_ns` before `t_ns` (bench clock)."""
+
+    t_ns: int
+    dt_ns: int
+    power_mw: float
+
+
+@dataclass(frozen=True)
+class EnergyFigures:
+    """Energy figures of one device in one run (None where the meter cannot give them)."""
+
+    meter: str
+    period_s: float
+    decisions: int
+    per_decision_mj: list[float] = field(default_factory=list)
+    p50_mj: float | None = None
+    p99_mj: float | None = None
+    mean_mj: float | None = None
+    inferring_mw: float | None = None
+    idle_mw: float | None = None
+    session_mj: float | None = None
+    mean_mw: float | None = None
+    span_s: float = 0.0
+    flags: tuple[str, ...] = ()
+    windows_ns: list[tuple[int, int]] = field(default_factory=list)  # bench-clock inference windows
+
+
+class Integrator:
+    """Cumulative energy (mJ) of meter samples at any bench time."""
+
+    def __init__(self, samples: Sequence[PowerLike]) -> None:
+        ordered = sorted(samples, key=lambda s: s.t_ns)
+        ends = np.array([s.t_ns for s in ordered], dtype=np.float64)
+        starts = np.array([s.t_ns - s.dt_ns for s in ordered], dtype=np.float64)
+        joules = np.array([s.power_mw * s.dt_ns / 1e9 for s in ordered], dtype=np.float64)  # mJ per sample
+        # knots: each sample's start (energy so far) and end (plus its own); gaps between samples add nothing
+        self.times = np.empty(2 * len(ordered))
+        self.cum = np.empty(2 * len(ordered))
+        self.times[0::2], self.times[1::2] = starts, ends
+        before = np.concatenate([[0.0], np.cumsum(joules)[:-1]]) if len(ordered) else np.array([])
+        self.cum[0::2], self.cum[1::2] = before, before + joules
+        self.start_ns = float(starts.min()) if len(ordered) else 0.0
+        self.end_ns = float(ends.max()) if len(ordered) else 0.0
+
+    def energy_mj(self, a_ns: float, b_ns: float) -> float:
+        """Energy (mJ) between bench times a and b."""
+        lo, hi = np.interp([a_ns, b_ns], self.times, self.cum)
+        return float(hi - lo)
+
+    def covers(self, a_ns: float, b_ns: float) -> bool:
+        """True when the samples span a..b."""
+        return self.start_ns <= a_ns and b_ns <= self.end_ns
+
+
+def energy_figures(
+    samples: Sequence[PowerLike], frames: Sequence[FrameLike], clock: DeviceClock, meter: str, period_s: float
+) -> EnergyFigures:
+    """Integrate `samples` over the inference windows of `frames` (device clock, mapped by `clock`)."""
+    if not samples:
+        return EnergyFigures(meter, period_s, 0, flags=("no_meter_samples",))
+    whole = Integrator(samples)
+    span_ns = whole.end_ns - whole.start_ns
+    session = whole.energy_mj(whole.start_ns, whole.end_ns)
+    mean_mw = session / (span_ns / 1e9) if span_ns > 0 else None
+    windows = [
+        (clock.to_bench_ns(r.t0), clock.to_bench_ns(r.t1))
+        for r in frames
+        if r.ran and r.t0 is not None and r.t1 is not None and r.t1 >= r.t0
+    ]
+    windows = [(a, b) for a, b in windows if whole.covers(a, b)]
+    base = dict(meter=meter, period_s=period_s, session_mj=session, mean_mw=mean_mw, span_s=span_ns / 1e9)
+    if not windows:
+        return EnergyFigures(decisions=0, flags=("no_measured_decisions",), **base)  # type: ignore[arg-type]
+    windows.sort()
+    sample_ns = period_s * 1e9 * SAMPLES_PER_WINDOW
+    method: tuple[str, ...] = ()
+    if sample_ns <= statistics.median(b - a for a, b in windows):
+        each = [whole.energy_mj(a, b) for a, b in windows]
+        busy_ns = sum(b - a for a, b in windows)
+        idle_mw = (session - sum(each)) / ((span_ns - busy_ns) / 1e9) if span_ns > busy_ns else None
+    else:
+        spans = _spans(windows, whole)
+        if len(spans) < 3 or sample_ns > statistics.median(hi - lo for lo, hi, _w in spans):
+            return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW,), windows_ns=windows, **base)  # type: ignore[arg-type]
+        each, idle_mw = _attributed(spans, whole)
+        busy_ns = sum(w for _lo, _hi, w in spans)
+        method = (ATTRIBUTED,)
+    arr = np.array(each)
+    return EnergyFigures(
+        decisions=len(each),
+        per_decision_mj=each,
+        p50_mj=float(np.percentile(arr, 50, method="inverted_cdf")),
+        p99_mj=float(np.percentile(arr, 99, method="inverted_cdf")),
+        mean_mj=float(arr.mean()),
+        inferring_mw=sum(each) / (busy_ns / 1e9) if busy_ns > 0 else None,
+        idle_mw=idle_mw,
+        flags=method + too_few_flags(len(each), (99.0,)),
+        windows_ns=windows,
+        **base,  # type: ignore[arg-type]
+    )
+
+
+def _spans(windows: list[tuple[int, int]], whole: Integrator) -> list[tuple[float, float, float]]:
+    """(start, end, window time) of each inner decision's span: from the middle of the idle gap before its window
+    to the middle of the gap after it (the first and last decisions, with one side open, are left out)."""
+    out = []
+    for prev, (a, b), nxt in zip(windows, windows[1:], windows[2:], strict=False):
+        lo, hi = (prev[1] + a) / 2, (b + nxt[0]) / 2
+        if prev[1] <= a and b <= nxt[0] and whole.covers(lo, hi):
+            out.append((lo, hi, float(b - a)))
+    return out
+
+
+def _attributed(spans: list[tuple[float, float, float]], whole: Integrator) -> tuple[list[float], float]:
+    """Each span's decision energy (mJ) and the fitted idle power (mW): least squares of span energy on idle time
+    and window time."""
+    energy = np.array([whole.energy_mj(lo, hi) for lo, hi, _w in spans])
+    window_s = np.array([w for _lo, _hi, w in spans]) / 1e9
+    idle_s = np.array([hi - lo for lo, hi, _w in spans]) / 1e9 - window_s
+    (idle_mw, _inferring_mw), *_ = np.linalg.lstsq(np.column_stack([idle_s, window_s]), energy, rcond=None)
+    return [float(e) for e in energy - idle_mw * idle_s], float(idle_mw)

@@ -1,0 +1,172 @@
+"""A virtual Nordic Power Profiler Kit II on its own pty, measuring the virtual board's supply.
+
+It speaks the PPK2's serial protocol as `ppk2-api` (IRNAS/ppk2-api-python) and the nRF Connect Power Profiler
+use it: one-byte opcodes with their arguments (GET_META_DATA 0x19 -> the calibration text ending in `END`,
+REGULATOR_SET 0x0d hi lo, SET_POWER_MODE 0x11 1|2 (ampere / source meter), DEVICE_RUNNING_SET 0x0c 0|1,
+AVERAGE_START 0x06, AVERAGE_STOP 0x07), and while measuring streams 100 000 samples a second: little-endian
+32-bit words of a 14-bit ADC value (bits 0-13), the measurement range (bits 14-16) and the eight logic inputs
+(bits 24-31). Each supply tick's current is written as that many samples, the ADC codes dithered between the
+two nearest so that their mean is the tick's current. The calibration it reports is ideal (no offsets, unit
+gains), so current = code * 4 * 1.8 V / 163840 / R[range].
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import struct
+import termios
+import tty
+
+from bench.virtual.esp32c6.supply import Supply, Tick
+from bench.virtual.port_access import serial_gid
+
+SAMPLE_RATE = 100_000  # samples/s: the PPK2's fixed rate
+RESISTORS = (1031.64, 101.65, 10.15, 0.94, 0.043)  # ohms of the five ranges (the PPK2's nominal shunts)
+ADC_MULT = 1.8 / 163840  # what ppk2-api multiplies the (code * 4) by
+CODE_MAX = (1 << 14) - 1
+RANGE_HEADROOM = 0.9  # a range is used up to this share of its full scale
+MAX_BUFFER = 4 * SAMPLE_RATE * 60  # a minute of samples queued for a reader that falls behind (ppk2-api decodes
+# in Python: on a loaded host it lags), so that sample k stays at k x 10 us; past that the oldest are lost
+
+# opcode -> bytes of arguments that follow it
+ARGUMENTS = {0x01: 3, 0x02: 1, 0x03: 1, 0x04: 1, 0x05: 0, 0x06: 0, 0x07: 0, 0x08: 1, 0x09: 1, 0x0A: 0, 0x0C: 1,
+             0x0D: 2, 0x0E: 1, 0x0F: 1, 0x11: 1, 0x12: 1, 0x15: 0, 0x16: 0, 0x19: 0, 0x20: 0, 0x25: 5}  # fmt: skip
+GET_META_DATA, REGULATOR_SET, SET_POWER_MODE, DEVICE_RUNNING_SET = 0x19, 0x0D, 0x11, 0x0C
+AVERAGE_START, AVERAGE_STOP, RESET = 0x06, 0x07, 0x20
+VDD_BASE_MV, VDD_OFFSET = 800, 32  # REGULATOR_SET's encoding: mV = 800 + (hi - 3) * 256 + lo - 32
+
+
+def metadata(vdd_mv: int, mode: int) -> bytes:
+    """The calibration text GET_META_DATA answers, in the firmware's `KEY: VALUE` lines ending with END."""
+    lines = ["Calibrated: 0"]
+    lines += [f"R{i}: {r:.4f}" for i, r in enumerate(RESISTORS)]
+    for key, value in (("GS", 0.0), ("GI", 1.0), ("O", 0.0), ("S", 0.0), ("I", 0.0), ("UG", 1.0)):
+        lines += [f"{key}{i}: {value:.4f}" for i in range(5)]
+    lines += ["HW: 9173", "IA: 56", f"mode: {mode}", f"VDD: {vdd_mv}", "END", ""]
+    return "\n".join(lines).encode()
+
+
+def encode(current_ua: float, count: int) -> bytes:
+    """`count` samples whose decoded mean is `current_ua`: the lowest range that holds it, two codes dithered."""
+    amps = max(current_ua, 0.0) / 1e6
+    rng = next((i for i, r in enumerate(RESISTORS) if amps * r / ADC_MULT / 4 <= CODE_MAX * RANGE_HEADROOM), 4)
+    exact = min(amps * RESISTORS[rng] / ADC_MULT / 4, CODE_MAX)
+    low = int(exact)
+    high_n = round((exact - low) * count)
+    word_low = struct.pack("<I", low | rng << 14)
+    word_high = struct.pack("<I", min(low + 1, CODE_MAX) | rng << 14)
+    return word_low * (count - high_n) + word_high * high_n
+
+
+class VirtualPpk2:
+    """The meter: a pty whose path `ppk2-api` opens; measures the board's supply while AVERAGE_START is on."""
+
+    def __init__(self, supply: Supply) -> None:
+        self.supply = supply
+        self.master, self.slave = os.openpty()
+        tty.setraw(self.slave, termios.TCSANOW)
+        os.set_blocking(self.master, False)
+        self.path = os.ttyname(self.slave)
+        gid = serial_gid()
+        with contextlib.suppress(OSError):  # as udev sets a PPK2's /dev/ttyACM*
+            os.chown(self.path, -1, gid if gid is not None else -1)
+            os.chmod(self.path, 0o660 if gid is not None else 0o600)
+        self.vdd_mv = 3300
+        self.mode = 2  # 1 ampere meter, 2 source meter
+        self.dut_power = True
+        self.measuring = False
+        self.window: tuple[int, int] | None = None  # first and last supply tick of the last measurement
+        self._carry = 0.0  # fractional samples owed to the next tick
+        self._inbox = bytearray()
+        self._out = bytearray()
+        self._writing = False
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self.master, self._read)
+        supply.listeners.append(self._on_tick)
+
+    def status(self) -> dict[str, object]:
+        """What the meter is set to, and the supply's figures over its last measurement window."""
+        mode = "source" if self.mode == 2 else "ampere"
+        out: dict[str, object] = {"path": self.path, "vdd_mv": self.vdd_mv, "measuring": self.measuring,
+                                  "mode": mode, "dut_power": self.dut_power}  # fmt: skip
+        if self.window is not None:
+            out["window"] = {"first_tick": self.window[0], "last_tick": self.window[1],
+                             **self.supply.drawn(*self.window)}  # fmt: skip
+        return out
+
+    def _read(self) -> None:
+        try:
+            data = os.read(self.master, 4096)
+        except OSError:
+            return
+        self._inbox += data
+        while self._inbox:
+            op = self._inbox[0]
+            need = 1 + ARGUMENTS.get(op, 0)
+            if len(self._inbox) < need:
+                return
+            command, self._inbox = bytes(self._inbox[:need]), self._inbox[need:]
+            self._command(command)
+
+    def _command(self, cmd: bytes) -> None:
+        op = cmd[0]
+        if op == GET_META_DATA:
+            self._send(metadata(self.vdd_mv, self.mode))
+        elif op == REGULATOR_SET:
+            self.vdd_mv = VDD_BASE_MV + (cmd[1] - 3) * 256 + cmd[2] - VDD_OFFSET
+        elif op == SET_POWER_MODE:
+            self.mode = cmd[1]
+        elif op == DEVICE_RUNNING_SET:
+            self.dut_power = bool(cmd[1])
+        elif op == AVERAGE_START:
+            self.measuring, self.window, self._carry = True, None, 0.0
+        elif op in (AVERAGE_STOP, RESET):
+            self.measuring = False
+
+    def _on_tick(self, tick: Tick) -> None:
+        if not self.measuring:
+            return
+        exact = tick.dt_ns * SAMPLE_RATE / 1e9 + self._carry
+        count = int(exact)
+        self._carry = exact - count
+        first = tick.index if self.window is None else self.window[0]
+        self.window = (first, tick.index)
+        # in source-meter mode the PPK2 is the supply: with DUT power off nothing flows
+        current = tick.current_ua if (self.mode != 2 or self.dut_power) else 0.0
+        self._send(encode(current, count))
+
+    def _send(self, data: bytes) -> None:
+        self._out += data
+        if len(self._out) > MAX_BUFFER:  # the reader fell behind: the oldest samples are lost, as on USB
+            drop = (len(self._out) - MAX_BUFFER) // 4 * 4
+            del self._out[:drop]
+        self._flush()
+
+    def _flush(self) -> None:
+        while self._out:
+            try:
+                sent = os.write(self.master, self._out[:65536])
+            except BlockingIOError:
+                break
+            except OSError:
+                self._out.clear()
+                break
+            del self._out[:sent]
+        if self._out and not self._writing:
+            self._loop.add_writer(self.master, self._flush)
+            self._writing = True
+        elif not self._out and self._writing:
+            self._loop.remove_writer(self.master)
+            self._writing = False
+
+    def close(self) -> None:
+        """Remove the pty."""
+        with contextlib.suppress(ValueError):
+            self.supply.listeners.remove(self._on_tick)
+        self._loop.remove_reader(self.master)
+        if self._writing:
+            self._loop.remove_writer(self.master)
+        os.close(self.master)
+        os.close(self.slave)

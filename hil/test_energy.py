@@ -1,0 +1,39 @@
+"""Energy: decisions stay within the device's `energy_budget_mj` (fleet file; P99 of energy per decision, the median
+over the same short replays as the timing tests), measured by its power meter; and the meter reads a non-zero
+power while the agent runs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+
+def test_decision_energy_within_budget(agent, replayed, record_measurement):
+    energy = agent.device.energy
+    if energy is None or energy.budget_mj is None:
+        pytest.skip(f"device {agent.name}: no energy_budget_mj in the fleet file")
+    p50 = [r.values.get("energy_per_decision_p50") for r in replayed.runs]
+    if any(v is None for v in p50):
+        pytest.skip(f"device {agent.name}: its meter ({energy.driver}) gives no energy per decision (too slow, or "
+                    "it failed: see the run's report)")  # fmt: skip
+    record_measurement("energy_per_decision_p50", replayed.median("energy_per_decision_p50"), "mJ",
+                       samples=replayed.each("energy_per_decision_p50"))  # fmt: skip
+    # the P99 (median over the windows), not every decision: a meter coarser than one inference attributes each
+    # decision's energy from the span around it, and a stall or a burst of other work in one span is no decision
+    over = sum(replayed.each("energy_budget_exceeded"))
+    p99 = replayed.median("energy_per_decision_p99")
+    record_measurement("energy_budget_exceeded", over, "count")
+    assert p99 <= energy.budget_mj, (
+        f"device {agent.name}: energy per decision P99 {p99:.3f} mJ is over the budget of {energy.budget_mj:g} mJ "
+        f"(P50 {replayed.median('energy_per_decision_p50'):.3f} mJ; {over:g} decision(s) over it)"
+    )
+
+
+def test_meter_reads_the_running_device(agent, power_meter, record_measurement):
+    with power_meter.measure() as reading:
+        time.sleep(1.0)
+    record_measurement("power_mean", reading.mean_mw, "mW")
+    record_measurement("energy_1s", reading)
+    assert reading.samples, f"device {agent.name}: no meter samples in 1 s"
+    assert reading.mean_mw > 0, f"device {agent.name}: the meter read no power from a running device"

@@ -1,0 +1,222 @@
+"""Power meters: the fleet's `energy` table, the parsers on recorded real-format output, the Joulescope recording
+reader, and energy per decision from samples and inference windows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.energy.hwmon import BenchHwmonMeter
+from bench.energy.meters import meter_for
+from bench.energy.parse import hwmon_power_mw, pmic_power_mw, pmic_rails, read_jls, tegrastats_power_mw
+from bench.energy.protocol import MeterError, PowerSample
+from bench.energy.remote import TegrastatsMeter
+from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
+from bench.errors import ConfigError
+from bench.fleet import parse_fleet
+from bench.measure.device import DeviceMeasurements, add_energy
+from bench.measure.energy import ATTRIBUTED, TOO_SLOW, Integrator, energy_figures
+from bench.measure.records import Frame, OffsetClock
+
+# tegrastats as printed by a Jetson Orin Nano (JetPack 6) and a Jetson Nano (JetPack 4)
+ORIN = ("12-02-2026 02:20:43 RAM 2448/6480MB (lfb 4x4MB) SWAP 0/3240MB (cached 0MB) CPU [2%@729,0%@729,0%@729,"
+        "0%@729,off,off] EMC_FREQ 0%@2133 GR3D_FREQ 0%@[305] NVDEC off NVJPG off NVJPG1 off VIC off OFA off APE 200 "
+        "cpu@49.5C soc2@48.156C soc0@48.531C gpu@48.062C tj@49.5C soc1@48.343C VDD_IN 4424mW/4424mW "
+        "VDD_CPU_GPU_CV 483mW/483mW VDD_SOC 1450mW/1450mW")  # fmt: skip
+NANO = ("RAM 1216/3956MB (lfb 101x4MB) SWAP 0/1978MB (cached 0MB) CPU [10%@102,5%@102,3%@102,2%@102] EMC_FREQ 0% "
+        "GR3D_FREQ 0% PLL@26C CPU@29C PMIC@100C GPU@27.5C AO@35C thermal@28.25C POM_5V_IN 1239/1239 POM_5V_GPU 0/0 "
+        "POM_5V_CPU 164/164")  # fmt: skip
+# `vcgencmd pmic_read_adc` as printed by a Raspberry Pi 5 (firmware 2024-09), cut to four rails and the 5V input
+PMIC = """     3V7_WL_SW_A current(0)=0.00000000A
+       3V3_SYS_A current(1)=0.05270000A
+      VDD_CORE_A current(7)=0.71556000A
+       1V1_SYS_A current(5)=0.18837000A
+     3V7_WL_SW_V volt(8)=3.71613800V
+       3V3_SYS_V volt(9)=3.31094400V
+      VDD_CORE_V volt(15)=0.88237450V
+       1V1_SYS_V volt(13)=1.10622200V
+         EXT5V_V volt(24)=5.14123000V
+"""
+
+
+def test_tegrastats_rails_of_orin_and_nano() -> None:
+    assert tegrastats_power_mw(ORIN, "VDD_IN") == 4424.0
+    assert tegrastats_power_mw(NANO, "POM_5V_IN") == 1239.0
+    assert tegrastats_power_mw("not a tegrastats line", "VDD_IN") is None
+    with pytest.raises(MeterError) as err:
+        tegrastats_power_mw(NANO, "VDD_IN")
+    assert "POM_5V_IN" in (err.value.hint or "")
+
+
+def test_pmic_read_adc_sums_current_times_voltage() -> None:
+    rails = pmic_rails(PMIC)
+    assert set(rails) == {"3V7_WL_SW", "3V3_SYS", "VDD_CORE", "1V1_SYS"}  # EXT5V has a voltage, no current
+    want = (0.0527 * 3.310944 + 0.71556 * 0.8823745 + 0.18837 * 1.106222) * 1000
+    assert pmic_power_mw(PMIC) == pytest.approx(want)
+    with pytest.raises(MeterError):
+        pmic_power_mw('error=1 error_msg="Command not registered"')
+
+
+def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one() -> None:
+    import subprocess
+    import sys
+
+    tool = Path(__file__).resolve().parents[2] / "bench/virtual/linux_tools/vcgencmd"
+    out = subprocess.run([sys.executable, str(tool), "pmic_read_adc"], capture_output=True, text=True, check=True)
+    rails = pmic_rails(out.stdout)
+    assert {"VDD_CORE", "3V3_SYS", "DDR_VDD2"} <= set(rails)
+    idle = (0.0527 * 3.310944 + 0.165976 * 1.801466 + 0.020496 * 1.111017 + 0.18837 * 1.106222 + 0.33669 * 0.8010092
+            + 0.71556 * 0.8823745) * 1000  # fmt: skip
+    assert idle - 1 <= pmic_power_mw(out.stdout) <= idle + (3.5 - 0.71556) * 0.8823745 * 1000 + 1
+
+
+def test_hwmon_files(tmp_path: Path) -> None:
+    assert hwmon_power_mw(power_uw="1520000\n") == 1520.0
+    assert hwmon_power_mw(current_ma="412\n", voltage="5080\n") == pytest.approx(412 * 5.08)
+    assert hwmon_power_mw(current_ma="100", voltage=3300.0) == pytest.approx(330.0)
+    with pytest.raises(MeterError):
+        hwmon_power_mw(power_uw="n/a")
+    (tmp_path / "power1_input").write_text("2500000\n")
+    spec = parse_energy({"driver": "hwmon", "power": "power1_input", "on": "bench"}, "f.toml: device 'x'", tmp_path)
+    meter = BenchHwmonMeter("x", spec)
+    assert meter.read_once() == 2500.0
+    gone = BenchHwmonMeter("x", parse_energy({"driver": "hwmon", "power": "nope", "on": "bench"}, "w", tmp_path))
+    with pytest.raises(MeterError, match="nope"):
+        gone.read_once()
+
+
+def test_joulescope_recording_through_its_own_reader(tmp_path: Path) -> None:
+    from pyjls import Writer
+
+    path = tmp_path / "js220.jls"
+    writer = Writer(str(path))
+    writer.source_def(source_id=1, name="JS220-002417", vendor="Jetperch", model="JS220", version="1.2.1",
+                      serial_number="002417")  # fmt: skip
+    writer.signal_def(signal_id=1, source_id=1, sample_rate=100_000, name="current", units="A")
+    writer.signal_def(signal_id=2, source_id=1, sample_rate=100_000, name="voltage", units="V")
+    current = np.concatenate([np.full(50_000, 0.010), np.full(50_000, 0.030)]).astype(np.float32)
+    writer.fsr_f32(1, 0, current)
+    writer.fsr_f32(2, 0, np.full(100_000, 3.3, dtype=np.float32))
+    writer.close()
+    samples = read_jls(path, start_ns=1_000_000_000, bin_s=0.01)
+    assert len(samples) == 100 and samples[0].dt_ns == 10_000_000
+    assert samples[0].t_ns == 1_010_000_000
+    assert samples[0].power_mw == pytest.approx(33.0, rel=1e-5)
+    assert samples[-1].power_mw == pytest.approx(99.0, rel=1e-5)
+    (tmp_path / "bad.jls").write_bytes(b"not jls")
+    with pytest.raises(MeterError, match="not a Joulescope recording"):
+        read_jls(tmp_path / "bad.jls")
+
+
+def test_energy_table_is_validated_naming_file_device_and_field(tmp_path: Path) -> None:
+    base = {"name": "c6-x", "kind": "esp32c6", "port": "/dev/ttyUSB0"}
+    fleet = parse_fleet({"device": [{**base, "energy": {"driver": "ppk2", "port": "/dev/ttyACM3"},
+                                     "energy_budget_mj": 5}]}, tmp_path / "f.toml")  # fmt: skip
+    dev = fleet.devices[0]
+    assert isinstance(dev.energy.settings, Ppk2Settings) and dev.energy.settings.voltage_mv == 3300
+    assert dev.energy.budget_mj == 5.0
+    cases = [
+        ({"driver": "ppk3"}, "energy.driver"),
+        ({"driver": "ppk2", "voltage_mv": "3V3"}, "voltage_mv"),
+        ({"driver": "ppk2", "voltage_mv": 9000}, "voltage_mv"),
+        ({"driver": "ppk2", "speed": 1}, "energy.speed"),
+        ({"driver": "hwmon"}, "energy.power"),
+        ({"driver": "hwmon", "current": "curr1_input"}, "energy.voltage"),
+        ({"driver": "tegrastats", "interval_ms": 0}, "interval_ms"),
+    ]
+    for table, field in cases:
+        with pytest.raises(ConfigError) as err:
+            parse_fleet({"device": [{**base, "energy": table}]}, tmp_path / "f.toml")
+        assert "f.toml" in err.value.message and "c6-x" in err.value.message and field in err.value.message
+    with pytest.raises(ConfigError, match="energy_budget_mj"):
+        parse_fleet({"device": [{**base, "energy_budget_mj": 3.0}]}, tmp_path / "f.toml")
+
+
+def test_meter_registry_needs_ssh_for_on_device_meters(tmp_path: Path) -> None:
+    fleet = parse_fleet({"device": [{"name": "orin", "kind": "jetson-orin-nx", "ssh": "npc@10.0.0.2",
+                                     "energy": {"driver": "tegrastats"}}]}, tmp_path / "f.toml")  # fmt: skip
+    meter = meter_for(fleet.devices[0])
+    assert isinstance(meter, TegrastatsMeter) and meter.owns  # over a connection of its own to the device
+    assert meter.command() == "exec tegrastats --interval 1000"
+    c6 = parse_fleet({"device": [{"name": "c6", "kind": "esp32c6", "port": "/dev/ttyUSB0",
+                                  "energy": {"driver": "pmic"}}]}, tmp_path / "f.toml")  # fmt: skip
+    with pytest.raises(MeterError, match="SSH"):
+        meter_for(c6.devices[0])
+    assert isinstance(parse_energy({"driver": "hwmon", "power": "p"}, "w", tmp_path).settings, HwmonSettings)
+
+
+def _samples(power_mw, start_ns: int = 0, dt_ns: int = 1_000_000) -> list[PowerSample]:
+    return [PowerSample(start_ns + (i + 1) * dt_ns, dt_ns, p) for i, p in enumerate(power_mw)]
+
+
+def test_integrator_interpolates_within_samples() -> None:
+    whole = Integrator(_samples([100.0, 300.0]))  # 100 mW for 1 ms, then 300 mW for 1 ms
+    assert whole.energy_mj(0, 2_000_000) == pytest.approx(0.4)
+    assert whole.energy_mj(500_000, 1_500_000) == pytest.approx(0.05 + 0.15)
+
+
+def test_energy_per_decision_from_windows_on_the_bench_clock() -> None:
+    # 10 ms frames: 4 ms inference at 500 mW, 6 ms idle at 100 mW; the device clock runs 1 s ahead
+    power = ([500.0] * 4 + [100.0] * 6) * 50
+    samples = _samples(power, start_ns=0)
+    clock = OffsetClock(offset_ns=1_000_000_000)
+    frames = [Frame(i=k, vsync=k, ran=True, t0=1_000_000 + k * 10_000, t1=1_000_000 + k * 10_000 + 4_000)
+              for k in range(50)]  # fmt: skip
+    fig = energy_figures(samples, frames, clock, "test meter", 0.001)
+    assert fig.decisions == 50
+    assert fig.p50_mj == pytest.approx(2.0)  # 500 mW x 4 ms
+    assert fig.inferring_mw == pytest.approx(500.0) and fig.idle_mw == pytest.approx(100.0)
+    assert fig.session_mj == pytest.approx(50 * (2.0 + 0.6))
+    out = DeviceMeasurements()
+    add_energy(out, fig, budget_mj=1.5)
+    assert out.get("energy_per_decision_p50").unit == "mJ"
+    assert "test meter" in out.get("energy_per_decision_p50").description
+    assert out.get("energy_budget_exceeded").value == 50
+
+
+def test_a_meter_coarser_than_the_window_attributes_each_decision() -> None:
+    # truth in 0.1 ms steps: 1 ms inference at 500 mW every 40 ms, 100 mW between; the meter averages 10 ms
+    fine = np.full(400 * 100, 100.0)
+    starts = [k * 400 + 53 + (k % 7) * 20 for k in range(100)]  # windows land anywhere in a meter sample
+    for s0 in starts:
+        fine[s0 : s0 + 10] = 500.0
+    coarse = fine.reshape(-1, 100).mean(axis=1)
+    samples = _samples(list(coarse), dt_ns=10_000_000)
+    frames = [Frame(i=k, vsync=k, ran=True, t0=s0 * 100, t1=s0 * 100 + 1_000) for k, s0 in enumerate(starts)]
+    fig = energy_figures(samples, frames, OffsetClock(0), "virtual PPK2", 0.010)
+    assert ATTRIBUTED in fig.flags and fig.decisions == 98  # the first and last have an open side
+    assert fig.p50_mj == pytest.approx(0.5, rel=0.02)  # 500 mW x 1 ms
+    assert fig.idle_mw == pytest.approx(100.0, rel=0.01)
+    assert fig.inferring_mw == pytest.approx(500.0, rel=0.02)
+
+
+def test_a_slow_meter_gives_session_energy_only_and_says_so() -> None:
+    samples = _samples([200.0] * 5, dt_ns=1_000_000_000)  # tegrastats at 1 s
+    frames = [Frame(i=k, vsync=k, ran=True, t0=k * 33_000, t1=k * 33_000 + 8_000) for k in range(100)]
+    fig = energy_figures(samples, frames, OffsetClock(0), "tegrastats VDD_IN", 1.0)
+    assert fig.p50_mj is None and TOO_SLOW in fig.flags
+    assert fig.session_mj == pytest.approx(1000.0) and fig.mean_mw == pytest.approx(200.0)
+    out = DeviceMeasurements()
+    add_energy(out, fig)
+    assert out.get("energy_per_decision_p50").value is None
+    assert TOO_SLOW in out.get("energy_per_decision_p50").flags
+    assert out.get("energy_session").value == pytest.approx(1000.0)
+
+
+def test_hilbench_energy_reads_a_bench_hwmon_sensor(tmp_path: Path, monkeypatch, capsys) -> None:
+    import json
+
+    from bench.cli import main
+
+    monkeypatch.setenv("HILBENCH_LEASE_DIR", str(tmp_path / "leases"))
+    (tmp_path / "power1_input").write_text("1250000\n")  # 1.25 W, as an INA226's hwmon file says it
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[[device]]\nname = "c6-x"\nkind = "esp32c6"\nport = "/dev/ttyUSB9"\n'
+                     'energy = { driver = "hwmon", on = "bench", power = "power1_input", interval_ms = 50 }\n'
+                     '[[device]]\nname = "c6-y"\nkind = "esp32c6"\nport = "/dev/ttyUSB8"\n')  # fmt: skip
+    assert main(["energy", "--fleet", str(fleet), "--device", "c6-x", "--seconds", "0.5", "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)["devices"][0]
+    assert row["ok"] and row["mean_mw"] == pytest.approx(1250.0) and row["samples"] >= 5
+    assert main(["energy", "--fleet", str(fleet), "--device", "c6-y"]) == 2  # no energy table: a usage error
