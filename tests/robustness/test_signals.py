@@ -34,7 +34,9 @@ def _env(tmp: Path) -> dict[str, str]:
     leases, state = tmp / "leases", tmp / "state"
     leases.mkdir(exist_ok=True)
     state.mkdir(exist_ok=True)
-    return {**os.environ, "HILBENCH_LEASE_DIR": str(leases), "HILBENCH_STATE_DIR": str(state), "COLUMNS": "300"}
+    fleet = str(REPO / "fixtures" / "fleets" / "virtual.toml")  # named: no "using the bundled fleet" line first
+    return {**os.environ, "HILBENCH_LEASE_DIR": str(leases), "HILBENCH_STATE_DIR": str(state), "COLUMNS": "300",
+            "HILBENCH_FLEET": fleet}  # fmt: skip
 
 
 def _start(argv: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
