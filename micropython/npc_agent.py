@@ -294,15 +294,16 @@ class Agent:
         url = msg["url"]
         name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
         path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
+        import npccoap  # only when an update comes: it costs heap
+
+        timing = npccoap.Timing.from_json(msg.get("coap"))  # a bad field is bad_field before anything else
         try:
             self.models.check_signature(manifest)  # a forged manifest: nothing is fetched
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
         tmp = _updates_dir() + path[len("models") :]
-        import npccoap  # only when an update comes: it costs heap
-
-        client = npccoap.Client(npccoap.Timing.from_json(msg.get("coap")))
+        client = npccoap.Client(timing)
         try:
             if msg.get("delta"):
                 fetched = self.fetch_delta(client, url, manifest, tmp)
