@@ -90,8 +90,8 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
     assert len(pi["os_image"]) == 64 and pi["os_kernel"].endswith("-arm64")
     host = json.loads(db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()[0])
     assert host["cores"] >= 1 and 0 <= host["others_pct"] <= 100
-    members = {d: (a, why) for d, a, why in db.execute("SELECT device, accepted, why FROM baseline_members WHERE run_id = ?",
-                                                        (run_id,))}  # fmt: skip
+    rows = db.execute("SELECT device, accepted, why FROM baseline_members WHERE run_id = ?", (run_id,))
+    members = {d: (a, why) for d, a, why in rows}
     assert set(members) == {"c6-b", "pi5-1", "web-1"}
     for device, (accepted, why) in members.items():  # a run on a loaded host may be refused, and says why
         assert accepted == 1 or "off pace" in why or "busy" in why, (device, why)
