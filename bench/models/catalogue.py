@@ -25,6 +25,10 @@ from bench.models.tflite_read import Int8Policy
 
 ARENA_FAULT_BATCH = 1 << 23  # activations of ~1.3 GB: above every kind's memory_limit_mb
 OVERSIZE_LAYERS = (48, 640, 448, 8)  # ~320 KB of int8 weights: more than an ESP32-C6's ~300 KB heap
+# ~81 KB of int8 weights in blocks of at most 12.5 KB: it parses on a fragmented ESP32-C6 heap (the large
+# policy needs one 64 KB block, which a long-running heap may not have), but beside the running model
+# (~100 KB of live heap with the agent) it is over the 160 KB live limit
+HEAP_FAULT_LAYERS = (48, 112, 112, 112, 112, 112, 112, 112, 8)
 CRASH_ACTION_MAP = (0, 1, 2, 3, 4, 5, 6, 99)  # index 99 of 8 actions: the runtimes fail at invoke
 BROKEN_WEIGHT_BYTES = 1000  # fc0's weights cut to 1000 of their 3072 bytes
 
@@ -82,6 +86,10 @@ def build_all() -> dict[str, bytes]:
     oversize = make_policy(OVERSIZE_LAYERS, "npc-fault-oversize/v1")
     files["npc-fault-oversize-int8.npcm"] = npcm.encode(
         Int8Policy(quantize_policy(oversize, calibration_inputs(OVERSIZE_LAYERS[0])), None)
+    )
+    heap = make_policy(HEAP_FAULT_LAYERS, "npc-fault-heap/v1")
+    files["npc-fault-heap-int8.npcm"] = npcm.encode(
+        Int8Policy(quantize_policy(heap, calibration_inputs(HEAP_FAULT_LAYERS[0])), None)
     )
     return files
 

@@ -154,7 +154,7 @@ class MicroPythonAgent(AgentUnderTest):
     kind = "micropython"
     model_ext = "npcm"
     crash_model = "npc-fault-crash-int8"
-    oom_model = "npc-policy-large-int8"  # the Jetson model: it loads, but its heap use is over the limit
+    oom_model = "npc-fault-heap-int8"  # it parses in small blocks, but its heap use is over the limit
     broken_model = "npc-fault-broken-int8"
 
     def __init__(self, folder: Path) -> None:
