@@ -60,6 +60,7 @@ SPIN_US = 200
 # a second or third only while over half the spin remains
 WARM_PASSES = 3
 MAX_HOLD_MS = 60_000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
+MAX_HELD = 65_536  # inputs held at once (`hold` ahead of a loop, or `hold_ms`): ~3.5 min of a 310/s session
 
 
 def platform_name(cmdline: str = "/proc/cmdline") -> str:
@@ -127,12 +128,14 @@ class Agent:
         self.errors = {code: 0 for code in wire.ERROR_CODES}
         self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
         self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
-        self.held = collections.deque()  # (due_us, ch, ts, d, seq) of inputs not yet due, in arrival order
+        self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
+        self.held = collections.deque()  # (ts_us, ch, ts, d, seq) of inputs not yet due, in arrival order
         self.held_late_max_us = 0
         self.handlers = {
             "hello": self.on_hello,
             "ping": self.on_ping,
             "load": self.on_load,
+            "hold": self.on_hold,
             "start": self.on_start,
             "stop": self.on_stop,
             "in": self.on_input,
@@ -341,11 +344,23 @@ class Agent:
         sched = npcsched.Scheduler(fps, vsync_hz, key_every)
         origin = now_us() + sched.vsync_us
         hold_ms = msg.get("hold_ms")
-        self.held.clear()
         self.epoch = None if hold_ms is None else origin + 1000 * npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
+        if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
+            self.counts["held_dropped"] += len(self.held)
+            self.held.clear()
+        self.holding = False
         self.stopping = False
         self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames, origin))
         return wire.reply(msg, "ack", {} if self.epoch is None else {"epoch": self.epoch, "rx": rx_us})
+
+    async def on_hold(self, msg, rx_us):
+        """Hold the inputs that arrive from now on for the next `start` with `hold_ms` (protocol.md `hold`)."""
+        if self.loop_task is not None and not self.loop_task.done():
+            return wire.error("busy", "the frame loop is running", msg.get("id"))
+        self.counts["held_dropped"] += len(self.held)
+        self.held.clear()
+        self.holding = True
+        return wire.reply(msg, "ack", {"max": MAX_HELD})
 
     async def on_stop(self, msg, rx_us):
         self.stopping = True
@@ -356,14 +371,16 @@ class Agent:
     async def on_input(self, msg, rx_us):
         try:
             args = (msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
-            if self.epoch is None:
+            if self.epoch is None and not self.holding:
                 self.features.add(*args)
             else:  # held until the agent's clock reaches its due time; its data are checked when it is released
-                due = self.epoch + round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
-                if rx_us > due:  # it came after its due time: released at once, late
+                ts_us = round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
+                if len(self.held) >= MAX_HELD:
+                    return wire.error("busy", f"input: {MAX_HELD} inputs are held already")
+                if self.epoch is not None and rx_us > self.epoch + ts_us:  # after its due time: released at once
                     self.counts["held_late"] += 1
-                    self.held_late_max_us = max(self.held_late_max_us, rx_us - due)
-                self.held.append((due, *args))
+                    self.held_late_max_us = max(self.held_late_max_us, rx_us - self.epoch - ts_us)
+                self.held.append((ts_us, *args))
         except (KeyError, TypeError, ValueError) as exc:
             return wire.error("bad_field", f"input: {exc}")  # counted with every error reply
         self.counts["inputs"] += 1
@@ -371,7 +388,7 @@ class Agent:
 
     def release(self, t_us: int) -> None:
         """Hand the held inputs due by `t_us` (device clock) to the features, in arrival order."""
-        while self.held and self.held[0][0] <= t_us:
+        while self.held and self.epoch + self.held[0][0] <= t_us:
             _, ch, ts, d, seq = self.held.popleft()
             try:
                 self.features.add(ch, ts, d, seq)

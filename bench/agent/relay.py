@@ -83,6 +83,11 @@ class RelayedSession:
             raise DeviceUnreachable(f"device {self.device!r}: {self.recoveries[-1].reason}")
         return await self.inner.stop(timeout)
 
+    async def hold(self) -> dict[str, Any]:
+        """Have the current agent hold the inputs sent from now on for the next held loop (lost if it is
+        recovered before that loop ends)."""
+        return await self.inner.hold()
+
     async def stats(self) -> dict[str, Any]:
         """The current agent's stats."""
         return await self.inner.stats()

@@ -292,6 +292,11 @@ class AgentSession:
             fields["hold_ms"] = hold_ms
         return await self.request("start", frames=frames, **fields)
 
+    async def hold(self) -> dict[str, Any]:
+        """Have an agent with the `hold` cap hold the inputs sent from now on for the next `start` with `hold_ms`
+        (protocol.md `hold`); the reply's `max` is how many it can hold."""
+        return await self.request("hold")
+
     async def stop(self, timeout: float | None = None) -> dict[str, Any]:
         """Stop the frame loop; the ack comes after the last frame record."""
         return await self.request("stop", timeout=timeout)

@@ -115,10 +115,11 @@ class QemuMachine:
             argv += ["-drive", f"file={self.disk},format=raw,if=none,id=disk0,cache=writeback"]
             argv += ["-device", "virtio-blk-pci,drive=disk0"]
         if link.timing == "icount":
-            # one guest ns per instruction, and an idle guest's clock jumps to its next timer (sleep=off) instead of
-            # following the host's real time: nothing of the host's scheduling reaches the guest's clock (frame
-            # jitter P99 on orin-1 33 ms with sleep=on, 2 ms with it off, 2026-12-02 under shared load)
-            argv += ["-icount", "shift=0,sleep=off"]
+            # one guest ns per instruction while busy; idle, the guest sleeps and its clock follows the host's real
+            # time (sleep=on, QEMU's default). With sleep=off an idle guest's clock jumps to its next timer, so its
+            # vCPU never sleeps: each guest kept a host core 100% busy even with no frame loop, and three of them
+            # starved the 2-core host (docs/replay.md, "Measured")
+            argv += ["-icount", "shift=0"]
         return argv
 
     async def start(self) -> None:

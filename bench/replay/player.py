@@ -1,8 +1,11 @@
 """The replayer: plays a plan into many sinks at once, paced on the bench clock, and keeps each send time.
 
 A sink on the device's own clock (an emulated board whose clock is not the bench's: QEMU -icount) is not paced
-here: its agent holds each input until its own clock reaches the input's due time (protocol.md, `hold_ms`), and
-the replayer only keeps it fed LOOKAHEAD_MS of session time ahead of the device time its frame records show."""
+here: its agent holds each input until its own clock reaches the input's due time (protocol.md, `hold_ms`). The
+replayer hands it the session before its loop starts (`preload`, as much as the agent can hold) and feeds what is
+left LOOKAHEAD_MS of session time ahead of the device time its frame records show. Preloading is what keeps such
+a sink in time: an idle icount guest's clock jumps to its next timer (`sleep=off`), so it can run many times
+faster than the bench can feed it over a link on a busy host (measured, docs/replay.md)."""
 
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class DevicePace:
     budget_ns: int  # bench time the feed may take; what does not fit is not sent
     hold_ms: int  # the agent's epoch is this long after its first VSync (the device time before any record)
     tail_ms: int = 500  # after the last input, wait until the device's clock is this far past it
+    preloaded: int = 0  # the plan's first inputs already sent (Replayer.preload), held by the agent
 
 
 class InputSink(Protocol):
@@ -116,15 +120,30 @@ class Replayer:
         now = self.pacer.clock.now_ns()
         return ReplayOutcome(speed, now, now, len(self.plan.inputs), 0, [], 0, 0, realtime)
 
+    async def preload(self, track: Track, limit: int) -> int:
+        """Send the plan's first `limit` inputs to `track`'s sink now, as fast as it takes them, for an agent that
+        holds them until they are due (before its loop starts: protocol.md `hold`); returns how many went out."""
+        n = len(self.plan.inputs)
+        track.due_ns, track.sent_ns = [-1] * n, [-1] * n
+        count = min(n, limit)
+        for index, item in enumerate(self.plan.inputs[:count]):
+            line = item.lines[track.mode]
+            track.sent_ns[index] = await track.sink.send_raw(line)
+            track.sent_bytes += len(line)
+            if index % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        return count
+
     async def _feed(self, track: Track) -> None:
-        """Feed one device-clock track: each input once the device's clock is within LOOKAHEAD_MS (session time)
-        of its due time, until the session ends or the track's time budget does. Always at the recorded rate on
-        the device's clock (`speed` is the bench clock's). Its due times stay -1 (the agent releases the inputs;
-        their fidelity is measured from its frame records)."""
+        """Feed one device-clock track: after the inputs it was preloaded with, each input once the device's clock
+        is within LOOKAHEAD_MS (session time) of its due time, until the session ends or the track's time budget
+        does. Always at the recorded rate on the device's clock (`speed` is the bench clock's). Its due times stay
+        -1 (the agent releases the inputs; their fidelity is measured from its frame records)."""
         pace = track.pace
         clock = self.pacer.clock
         n = len(self.plan.inputs)
-        track.due_ns, track.sent_ns = [-1] * n, [-1] * n
+        if not pace.preloaded:
+            track.due_ns, track.sent_ns = [-1] * n, [-1] * n
         deadline = clock.now_ns() + pace.budget_ns
 
         def session_ms() -> float:  # the device's clock in session time
@@ -138,8 +157,9 @@ class Replayer:
                 await asyncio.sleep(FEED_POLL_S)
             return clock.now_ns() < deadline
 
-        last_ms = 0
-        for index, item in enumerate(self.plan.inputs):
+        last_ms = self.plan.inputs[pace.preloaded - 1].offset_ns // 1_000_000 if pace.preloaded else 0
+        for index in range(pace.preloaded, n):
+            item = self.plan.inputs[index]
             last_ms = item.offset_ns // 1_000_000
             if not await until(last_ms - LOOKAHEAD_MS):
                 track.budget_hit = track.failed is None

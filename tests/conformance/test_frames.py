@@ -158,3 +158,35 @@ def test_held_inputs_reach_the_features_when_their_due_time_comes(agent):
         assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
         assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
     assert stats["held"] == 0 and stats["held_late"] == 0
+
+
+def test_inputs_held_ahead_of_the_loop_are_released_on_its_clock(agent):
+    """`hold` before `start` (protocol.md): inputs sent before the loop are held, counted in `stats.held`, and
+    released by the next loop with `hold_ms` at epoch + ts; a loop without `hold_ms` drops what was held ahead."""
+
+    async def body(s: AgentSession):
+        if "hold" not in (s.info.get("caps") or []):
+            pytest.skip(f"{s.info.get('agent')} does not announce the hold cap")
+        ack = await s.hold()
+        for k in range(3):
+            await s.send_input("gaze", [0.5, 0.5, 0.9], 300 * k)
+        ahead = await s.stats()
+        started = await s.start(fps=30, vsync_hz=30, frames=40, hold_ms=100)
+        recs = [r async for r in s.frames(timeout=10)]
+        after = await s.stats()
+        await s.hold()
+        await s.send_input("gaze", [0.5, 0.5, 0.9], 0)
+        await s.start(fps=30, vsync_hz=30, frames=3)
+        _ = [r async for r in s.frames(timeout=10)]
+        return ack, ahead, started, recs, after, await s.stats()
+
+    ack, ahead, started, recs, after, dropped = agent.run(body)
+    assert ack["max"] >= 3 and ahead["held"] == 3
+    epoch = started["epoch"]
+    ran = sorted((r for r in recs if r.ran), key=lambda r: r.t0)
+    for k in range(3):
+        due = epoch + 300_000 * k
+        assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
+        assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
+    assert after["held"] == 0 and after["held_late"] == 0
+    assert dropped["held"] == 0 and dropped["held_dropped"] == after["held_dropped"] + 1

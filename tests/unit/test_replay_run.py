@@ -188,10 +188,13 @@ def test_replay_fleet_gives_run_aware_openers_the_run_id(tmp_path: Path) -> None
 
 class SlowGuest(StandInAgent):
     """An icount guest's agent: its clock runs at `rate` of real time, it holds each input until its clock reaches
-    the input's `ts` after its epoch (the `hold` cap), and it notes when (device us) each input arrived."""
+    the input's `ts` after its epoch (the `hold` cap; up to `max_held` sent ahead of its loop), and it notes when
+    (device us) each input arrived."""
 
-    def __init__(self, fps: int, rate: float) -> None:
+    def __init__(self, fps: int, rate: float, max_held: int = 1 << 16) -> None:
         super().__init__(fps)
+        self.max_held = max_held
+        self.started = False
         self.info = {"agent": "stand-in", "platform": "linux-aarch64/qemu-icount", "caps": ["hold"]}
         self.rate = rate
         self.born = time.monotonic_ns()
@@ -206,14 +209,21 @@ class SlowGuest(StandInAgent):
     async def start(self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0,
                     hold_ms: int | None = None):  # fmt: skip
         rx = self._us()
+        self.started = True
         self.holds.append(hold_ms)
         self.epoch = rx + 1_000_000 // vsync_hz + (hold_ms or 0) * 1000
         self.epochs.append(self.epoch)
         self._loop = asyncio.create_task(self._run(fps))
         return {"t": "ack", "epoch": self.epoch, "rx": rx}
 
+    async def hold(self) -> dict[str, Any]:
+        return {"t": "ack", "max": self.max_held}
+
+    async def stats(self) -> dict[str, Any]:
+        return {**await super().stats(), "held": 0 if self.started else len(self.arrived)}
+
     async def send_raw(self, data: bytes) -> int:
-        self.arrived.append((self._us(), _decode(data)["ts"]))
+        self.arrived.append((None if not self.started else self._us(), _decode(data)["ts"]))
         return await super().send_raw(data)
 
     async def _run(self, fps: int) -> None:
@@ -236,13 +246,14 @@ class SlowGuest(StandInAgent):
 
 
 def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path: Path) -> None:
-    """A guest whose clock runs at half real time gets the session at the recorded rate on its clock: no input
-    reaches it more than the lookahead ahead of its clock, the replay stops at the device's time budget and says how
-    much it played, and latency, deadline misses and first-frame times are on the guest clock."""
+    """A guest whose clock runs at half real time gets the session at the recorded rate on its clock: as many
+    inputs as it can hold go out before its loop starts, no later input reaches it more than the lookahead ahead of
+    its clock, the replay stops at the device's time budget and says how much it played, and latency, deadline
+    misses and first-frame times are on the guest clock."""
     from bench.replay.player import LOOKAHEAD_MS
 
     plan = build_plan(synth_session("combat", 5, duration_s=4.0), lambda m: json.dumps(m).encode())
-    guest = SlowGuest(30, rate=0.5)
+    guest = SlowGuest(30, rate=0.5, max_held=100)
     device = Device("orin-1", "pi5", None, settings={"fps_target": 30, "vsync_hz": 30, "replay_budget_s": 1.2})
 
     async def open_agent(dev: Device) -> AgentEndpoint:
@@ -256,9 +267,11 @@ def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path
     (run,) = asyncio.run(ReplayRun(plan, [device], open_agent, store, run_id).execute())
     assert run.status == "ok", run.detail
     assert guest.holds[0] is not None  # the session's frame loop holds inputs (the cold starts' need not)
-    ahead_ms = max(ts - (us - guest.epochs[0]) / 1000 for us, ts in guest.arrived)
-    assert ahead_ms <= LOOKAHEAD_MS + 50  # fed on the guest's clock: never flooded
-    assert 0 < len(guest.arrived) < len(plan.inputs)  # the budget ended it: what fits, from the start
+    ahead = [(us, ts) for us, ts in guest.arrived if us is not None]
+    assert len(guest.arrived) - len(ahead) == 100  # what it can hold went out before its loop
+    ahead_ms = max(ts - (us - guest.epochs[0]) / 1000 for us, ts in ahead)
+    assert ahead_ms <= LOOKAHEAD_MS + 50  # the rest fed on the guest's clock: never flooded
+    assert 100 < len(guest.arrived) < len(plan.inputs)  # the budget ended it: what fits, from the start
     ms = {m.name: m for m in store.measurements(run_id, "orin-1")}
     last_sent_s = guest.arrived[-1][1] / 1000
     assert 0.1 < ms["replay_covered"].value <= last_sent_s + 0.001 < 4.0  # the part whose inputs all went out
@@ -268,4 +281,43 @@ def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path
     assert ms["replay_release_error_p50"].value is not None and "replay_send_error_p50" not in ms
     assert store.devices(run_id)[0].info["latency_clock"] == "device"
     assert ms["first_frame_p50"].samples == 10 and 0 < ms["first_frame_p50"].value < 1_000_000
+    store.close()
+
+
+def test_devices_on_their_own_clock_play_after_the_bench_clock_ones(tmp_path: Path) -> None:
+    """An icount guest keeps host cores busy while its loop runs, and a bench-clock device's figures are the host's
+    timing: the guest's loop starts only once the bench-clock device's replay has stopped, and both are measured."""
+    plan = build_plan(synth_session("combat", 5, duration_s=1.0), lambda m: json.dumps(m).encode())
+    board, guest = StandInAgent(30), SlowGuest(30, rate=1.0)
+    events: list[tuple[str, str]] = []
+    for name, agent in (("board", board), ("guest", guest)):
+        start, stop = agent.start, agent.stop
+
+        async def noted_start(*, _name=name, _start=start, **kw):
+            events.append((_name, "start"))
+            return await _start(**kw)
+
+        async def noted_stop(timeout=None, _name=name, _stop=stop):
+            events.append((_name, "stop"))
+            return await _stop(timeout)
+
+        agent.start, agent.stop = noted_start, noted_stop
+    agents = {"tcp-1": board, "orin-1": guest}
+    devices = [Device("orin-1", "pi5", None, settings={"fps_target": 30, "vsync_hz": 30, "replay_budget_s": 3.0}),
+               Device("tcp-1", "pi5", None, settings={"fps_target": 30, "vsync_hz": 30})]  # fmt: skip
+
+    async def open_agent(dev: Device) -> AgentEndpoint:
+        async def close() -> None:
+            return None
+
+        return AgentEndpoint(agents[dev.name], close)
+
+    store = open_store(tmp_path / "r.sqlite")
+    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    runs = asyncio.run(ReplayRun(plan, devices, open_agent, store, run_id).execute())
+    assert [r.status for r in runs] == ["ok", "ok"], [r.detail for r in runs]
+    assert events.index(("board", "stop")) < events.index(("guest", "start")), events
+    assert {r.latency_clock for r in runs} == {"bench", "device"}
+    for name in agents:
+        assert {m.name: m for m in store.measurements(run_id, name)}["frames"].value > 0
     store.close()
