@@ -67,13 +67,21 @@ def device_fingerprint(
     return out
 
 
+# agent platforms that are an emulator on a host, in the host's real time: MicroPython's unix port (a virtual
+# ESP32-C6 board; the chip's own port says "micropython-esp32")
+REALTIME_EMULATOR_PLATFORMS = ("micropython-linux",)
+
+
 def device_clock(device: Device, hello: dict[str, Any]) -> str:
     """The clock a device runs on: "icount" or "realtime" for an emulated machine, else "real time". From the
-    link (a QEMU console), or from the `/qemu-<timing>` the agent's platform names (an emulated board behind SSH)."""
+    link (a QEMU console), from the `/qemu-<timing>` the agent's platform names (an emulated board behind SSH), or
+    from a platform that is an emulator running in real time (REALTIME_EMULATOR_PLATFORMS)."""
     timing = getattr(device.link, "timing", None)
     platform = str(hello.get("platform") or "")
     if not timing and "/qemu-" in platform:
         timing = platform.rsplit("/qemu-", 1)[1]
+    if not timing and platform in REALTIME_EMULATOR_PLATFORMS:
+        timing = "realtime"
     return timing or "real time"
 
 
