@@ -7,11 +7,12 @@
 #   sudo tests/bench/bare_machine.sh [WORKDIR]     # WORKDIR kept for a re-run (default: a new /var/tmp folder)
 #
 # Needs: root, debootstrap (apt-get install -y debootstrap), network to deb.debian.org, PyPI and npm.
-# DEBIAN_MIRROR overrides the archive. Nothing of the host's bench (venv, caches, packages) is used.
+# DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR override the archives. Nothing of the host's bench (venv, caches, packages) is used.
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 WORK="${1:-$(mktemp -d /var/tmp/hilbench-bare.XXXXXX)}"
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+SECURITY="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 ROOT="$WORK/root"
 
 [ "$(id -u)" -eq 0 ] || { echo "bare_machine: run as root (debootstrap and chroot)" >&2; exit 2; }
@@ -39,7 +40,7 @@ boot_s=$(( $(date +%s) - started ))
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 echo "deb $MIRROR bookworm main" >"$ROOT/etc/apt/sources.list"
 echo "deb $MIRROR bookworm-updates main" >>"$ROOT/etc/apt/sources.list"
-echo "deb http://security.debian.org/debian-security bookworm-security main" >>"$ROOT/etc/apt/sources.list"
+echo "deb $SECURITY bookworm-security main" >>"$ROOT/etc/apt/sources.list"
 
 rm -rf "$ROOT/opt/npc-hil-bench"
 git clone -q "$REPO" "$ROOT/opt/npc-hil-bench"   # the committed tree only: what a newcomer clones
