@@ -60,6 +60,7 @@ SPIN_US = 200
 # a second or third only while over half the spin remains
 WARM_PASSES = 3
 MAX_HOLD_MS = 60_000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
+BACKGROUND = ("update",)  # requests that wait on the network: the link is read on meanwhile (a second gets `busy`)
 MAX_HELD = 65_536  # inputs held at once (`hold` ahead of a loop, or `hold_ms`): ~3.5 min of a 310/s session
 
 
@@ -121,6 +122,7 @@ class Agent:
         self.loop_task = None
         self.stopping = False
         self.loading = False
+        self.background = set()  # requests answered in the background (BACKGROUND), until they reply
         self.coap = None  # the CoAP client context, made at the first `update`
         self.undelivered = []  # fault lines raised before any bench connected
         self.exit = asyncio.Event()
@@ -181,11 +183,20 @@ class Agent:
             link.write(wire.encode(wire.error(exc.code, exc.detail, exc.id)))
             return
         handler = self.handlers.get(msg["t"])
-        msg_id = msg.get("id")
         if handler is None:
             self.errors["unknown_type"] += 1
-            link.write(wire.encode(wire.error("unknown_type", f"no message type '{msg['t']}'", msg_id)))
+            link.write(wire.encode(wire.error("unknown_type", f"no message type '{msg['t']}'", msg.get("id"))))
             return
+        if msg["t"] in BACKGROUND:  # the link goes on being read (pings, inputs) while it waits for its server
+            task = asyncio.ensure_future(self.dispatch(link, handler, msg, rx_us))
+            self.background.add(task)
+            task.add_done_callback(self.background.discard)
+            return
+        await self.dispatch(link, handler, msg, rx_us)
+
+    async def dispatch(self, link, handler, msg, rx_us: int) -> None:
+        """Run one request's handler and write its reply (or the error it raised)."""
+        msg_id = msg.get("id")
         try:
             reply = await handler(msg, rx_us)
         except Refused as exc:

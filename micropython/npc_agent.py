@@ -39,6 +39,10 @@ EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
 
 READ_CHUNK = 512  # bytes per UART read
+# while an update waits for its server: the requests answered at once (None: a line that does not decode, whose
+# error reply is immediate too); the others wait for the update's reply, at most DEFERRED_MAX lines of them
+ANSWERED_DURING_UPDATE = ("ping", "in", "stats", None)
+DEFERRED_MAX = 8
 
 
 def _mem_alloc():
@@ -82,6 +86,16 @@ def _remove(path):
         os.remove(path)
     except OSError:
         pass
+
+
+def _type_of(line):
+    """The `t` of a protocol line, or None when it is not one or does not decode."""
+    if not wire.is_message(line):
+        return None
+    try:
+        return wire.decode(line).get("t")
+    except wire.WireError:
+        return None
 
 
 def _replace(src, dest):
@@ -177,6 +191,7 @@ class Agent:
         self.features = npcfeat.Features()
         self.loop = None
         self.running = True
+        self.deferred = []  # (line, rx us) of requests that came while an update was waiting
         self.last = (None, None)
         self.errors = {}
         for code in wire.ERROR_CODES:
@@ -303,7 +318,7 @@ class Agent:
             self.models.refuse(exc, manifest)
             raise
         tmp = _updates_dir() + path[len("models") :]
-        client = npccoap.Client(timing)
+        client = npccoap.Client(timing, on_wait=self.between_blocks)
         try:
             if msg.get("delta"):
                 fetched = self.fetch_delta(client, url, manifest, tmp)
@@ -352,6 +367,20 @@ class Agent:
             stats[k] = stats.get(k, 0) + patch.get(k, 0)
         stats["resumed_from"] = patch.get("resumed_from", 0)
         return stats
+
+    def between_blocks(self):
+        """While an update waits for its server: the frame events due, and the link's pings, inputs and stats
+        answered at once (other requests wait for the update's reply, in order: DEFERRED_MAX lines at most)."""
+        self.run_due()
+        while len(self.deferred) < DEFERRED_MAX and self.link.ready(0):
+            line = self.link.readline()
+            if not line:
+                return
+            rx = self.clock.now()
+            if _type_of(line) in ANSWERED_DURING_UPDATE:
+                self.handle_line(line, rx)
+            else:
+                self.deferred.append((line, rx))
 
     def run_due(self, *_progress):
         """Run the frame events already due: called between the blocks of an update, so a running frame loop
@@ -559,6 +588,10 @@ class Agent:
             event = self.loop.next_event() if self.loop is not None else None
             if self.loop is not None and event is None:
                 self.end_loop()
+                continue
+            if self.deferred:  # requests that came while an update was waiting, in their order
+                line, rx = self.deferred.pop(0)
+                self.handle_line(line, rx)
                 continue
             if self.wait_input(event[0] if event else None):
                 line = self.link.readline()

@@ -29,6 +29,7 @@ except ImportError:  # CPython
 CON, NON, ACK, RST = 0, 1, 2, 3
 GET = 1
 CONTENT = 0x45  # 2.05
+WAIT_SLICE_MS = 20  # a wait for an answer is cut into slices this long; `on_wait` runs between them
 OPT_ETAG, OPT_URI_PATH, OPT_BLOCK2, OPT_SIZE2 = 4, 11, 23, 28
 
 
@@ -187,11 +188,13 @@ def file_sha256(path):
 
 
 class Client:
-    """One CoAP endpoint on a UDP socket; `fetch` resources from it block by block."""
+    """One CoAP endpoint on a UDP socket; `fetch` resources from it block by block. `on_wait` (no arguments) is
+    called every WAIT_SLICE_MS while an answer is awaited, so the caller can answer its own link meanwhile."""
 
-    def __init__(self, timing=None, szx=6):
+    def __init__(self, timing=None, szx=6, on_wait=None):
         self.timing = timing or Timing()
         self.szx = szx
+        self.on_wait = on_wait
         self.sock = None
         self.mid = random.getrandbits(16)
 
@@ -219,11 +222,13 @@ class Client:
                 left = ticks_diff(deadline, ticks_ms())
                 if left <= 0:
                     break
-                self.sock.settimeout(left / 1000)
+                self.sock.settimeout(min(left, WAIT_SLICE_MS) / 1000)
                 try:
                     data = self.sock.recv(1280)
-                except OSError:  # timed out
-                    break
+                except OSError:  # this slice timed out: let the agent answer its link, then wait on
+                    if self.on_wait is not None:
+                        self.on_wait()
+                    continue
                 msg = parse(data)
                 if msg is None:
                     continue

@@ -42,6 +42,18 @@ echo "deb $MIRROR bookworm main" >"$ROOT/etc/apt/sources.list"
 echo "deb $MIRROR bookworm-updates main" >>"$ROOT/etc/apt/sources.list"
 echo "deb $SECURITY bookworm-security main" >>"$ROOT/etc/apt/sources.list"
 
+# the site's own network trust (an egress proxy's CA, say), which a bare machine here has before any package:
+# its extra CA files (taken in when setup installs ca-certificates) and the variables that point tools at them
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+fi
+SITE_ENV=()
+for var in SSL_CERT_FILE SSL_CERT_DIR PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS \
+  PIP_DEFAULT_TIMEOUT http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do
+  if [ -n "${!var:-}" ]; then SITE_ENV+=("$var=${!var}"); fi
+done
+
 rm -rf "$ROOT/opt/npc-hil-bench"
 git clone -q "$REPO" "$ROOT/opt/npc-hil-bench"   # the committed tree only: what a newcomer clones
 
@@ -55,7 +67,7 @@ echo "bare_machine: .ci/setup && .venv/bin/hilbench nightly in the chroot (log: 
 set +e
 ran=$(date +%s)
 chroot "$ROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
-  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "${SITE_ENV[@]}" \
   bash -c 'cd /opt/npc-hil-bench && .ci/setup && .venv/bin/hilbench nightly' >"$WORK/run.log" 2>&1
 code=$?
 set -e

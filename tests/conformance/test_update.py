@@ -94,3 +94,47 @@ def test_a_refused_update_leaves_every_installed_file_byte_identical(agent, tmp_
     assert after == before
     assert any(h != "dir" and name.endswith(f".{ext}") for name, h in before.items())
     assert hello["model"]["version"] == 2 and hello["model"]["sha256"] == v2["sha256"]
+
+
+def test_pings_and_inputs_are_answered_while_an_update_waits_for_a_silent_server(agent, tmp_path):
+    """An update whose server never answers (a UDP socket that reads nothing) waits out its retransmissions, and
+    meanwhile the agent still answers pings at once and takes inputs; the update then fails as a transfer error
+    and the old model runs on."""
+    import asyncio
+    import socket
+    import time
+
+    ext = agent.model_ext
+    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
+    store = ModelStore(tmp_path / "store")
+    v2 = store.publish(MODELS / f"npc-policy-int8-v2.{ext}", load_private_key(DEV_PRIVATE_KEY), name="npc-policy",
+                       fmt=fmt).manifest  # fmt: skip
+    silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    silent.bind(("127.0.0.1", 0))
+    url = f"coap://127.0.0.1:{silent.getsockname()[1]}/models/npc-policy/2/npcm"
+
+    async def body(s: AgentSession):
+        if "update-coap" not in s.info["caps"]:
+            pytest.skip(f"the {agent.kind} agent cannot update over CoAP here")
+        coap = {"ack_timeout_ms": 1500, "ack_random_factor": 1.0, "max_retransmit": 1}  # ~4.5 s of waiting
+        update = asyncio.ensure_future(s.update(url, v2, coap=coap, timeout=60))
+        await asyncio.sleep(0.5)
+        pings = []
+        while not update.done() and len(pings) < 5:  # each answered while the update still waits
+            t0 = time.monotonic()
+            await s.request("ping", timeout=5, b0=time.monotonic_ns())
+            pings.append(time.monotonic() - t0)
+            await s.send_input("gaze", [0.5, 0.5, 0.9], 0)
+            await asyncio.sleep(0.2)
+        with pytest.raises(AgentError) as err:
+            await update
+        return pings, err.value, await s.stats(), await s.hello()
+
+    try:
+        pings, err, stats, hello = agent.run(body)
+    finally:
+        silent.close()
+    assert len(pings) >= 2, pings  # the update waited for its server
+    assert max(pings) < 0.5, pings  # answered while the update waited (a blocked agent answers after ~4 s)
+    assert stats["inputs"] >= len(pings)
+    assert "transfer" in str(err) and hello["model"]["version"] == 1
