@@ -47,6 +47,9 @@ echo "deb $SECURITY bookworm-security main" >>"$ROOT/etc/apt/sources.list"
 if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   mkdir -p "$ROOT/usr/local/share/ca-certificates"
   cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  if [ -x "$ROOT/usr/sbin/update-ca-certificates" ]; then  # a kept tree: ca-certificates is in it already
+    chroot "$ROOT" /usr/sbin/update-ca-certificates >/dev/null
+  fi
 fi
 SITE_ENV=()
 for var in SSL_CERT_FILE SSL_CERT_DIR PIP_CERT REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS \
