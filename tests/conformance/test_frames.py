@@ -136,6 +136,16 @@ def test_inputs_reach_the_decision(agent):
         assert r.p == pytest.approx(probs[r.act], abs=1 / 256 + 1e-4)
 
 
+def _assert_released_when_due(recs, epoch: int, n: int) -> None:
+    """Inputs 0..n-1, due 0.3 s apart from `epoch` (device us), each reached an inference within 0.1 s of its due
+    time and none before it."""
+    ran = sorted((r for r in recs if r.ran), key=lambda r: r.t0)
+    for k in range(n):
+        due = epoch + 300_000 * k
+        assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
+        assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
+
+
 def test_held_inputs_reach_the_features_when_their_due_time_comes(agent):
     """An agent with the `hold` cap (protocol.md, `start` `hold_ms`) keeps each input until its own clock reaches
     epoch + ts: sent all at once, inputs due 0.3 s apart show up in the records' `seq` one after the other, never in
@@ -151,12 +161,7 @@ def test_held_inputs_reach_the_features_when_their_due_time_comes(agent):
         return ack, recs, await s.stats()
 
     ack, recs, stats = agent.run(body)
-    epoch = ack["epoch"]
-    ran = sorted((r for r in recs if r.ran), key=lambda r: r.t0)
-    for k in range(3):
-        due = epoch + 300_000 * k
-        assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
-        assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
+    _assert_released_when_due(recs, ack["epoch"], 3)
     assert stats["held"] == 0 and stats["held_late"] == 0
 
 
@@ -182,11 +187,6 @@ def test_inputs_held_ahead_of_the_loop_are_released_on_its_clock(agent):
 
     ack, ahead, started, recs, after, dropped = agent.run(body)
     assert ack["max"] >= 3 and ahead["held"] == 3
-    epoch = started["epoch"]
-    ran = sorted((r for r in recs if r.ran), key=lambda r: r.t0)
-    for k in range(3):
-        due = epoch + 300_000 * k
-        assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
-        assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
+    _assert_released_when_due(recs, started["epoch"], 3)
     assert after["held"] == 0 and after["held_late"] == 0
     assert dropped["held"] == 0 and dropped["held_dropped"] == after["held_dropped"] + 1
