@@ -3,9 +3,9 @@
 A sink on the device's own clock (an emulated board whose clock is not the bench's: QEMU -icount) is not paced
 here: its agent holds each input until its own clock reaches the input's due time (protocol.md, `hold_ms`). The
 replayer hands it the session before its loop starts (`preload`, as much as the agent can hold) and feeds what is
-left LOOKAHEAD_MS of session time ahead of the device time its frame records show. Preloading is what keeps such
-a sink in time: an idle icount guest's clock jumps to its next timer (`sleep=off`), so it can run many times
-faster than the bench can feed it over a link on a busy host (measured, docs/replay.md)."""
+left LOOKAHEAD_MS of session time ahead of the device time its frame records show. Preloaded, such a sink's
+timing no longer depends on the bench keeping pace with the device's clock over the link: fed only 2 s ahead,
+guests whose clocks ran on while the bench was busy got inputs seconds late (measured, docs/replay.md)."""
 
 from __future__ import annotations
 

@@ -188,9 +188,7 @@ class ReplayRun:
             for r in self.runs:
                 if r.status == "opened":  # interrupted before its wave played
                     r.fail("interrupted before its replay began", FailureClass.INFRASTRUCTURE)
-                    self.store.update_device(
-                        self.run_id, r.device.name, status=r.status, detail=r.detail, outcome=r.outcome.to_json()
-                    )
+                    self._store_status(r)
             for r in live:
                 if r.status == "running":
                     r.fail(r.detail or "interrupted", FailureClass.INFRASTRUCTURE)
@@ -206,9 +204,13 @@ class ReplayRun:
             unreachable = isinstance(exc, DeviceUnreachable | OSError) and run.endpoint is None
             detail = str(exc) if isinstance(exc, BenchError | OSError) else f"{type(exc).__name__}: {exc}"
             run.fail(detail, class_of(exc), "unreachable" if unreachable else "failed")
-            self.store.update_device(
-                self.run_id, run.device.name, status=run.status, detail=run.detail, outcome=run.outcome.to_json()
-            )
+            self._store_status(run)
+
+    def _store_status(self, run: DeviceRun) -> None:
+        """Write the device's status, its detail and its outcome to the store."""
+        self.store.update_device(
+            self.run_id, run.device.name, status=run.status, detail=run.detail, outcome=run.outcome.to_json()
+        )
 
     async def _open(self, run: DeviceRun) -> None:
         """Open the device's agent session and sync clocks; its hello says which clock it is timed on."""
@@ -388,7 +390,7 @@ class ReplayRun:
         if run.power:
             add_power(self.store, self.run_id, name, run.power, run.energy.windows_ns if run.energy else ())
         self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
-        self.store.update_device(self.run_id, name, status=run.status, detail=run.detail, outcome=run.outcome.to_json())
+        self._store_status(run)
 
     def _timing(self, run: DeviceRun, clock: ClockLike) -> ReplayTiming:
         """When each input was due or sent and how much of the session played, on the clock of `run`'s figures."""
