@@ -318,12 +318,12 @@ class Agent:
             self.models.refuse(exc, manifest)
             raise
         tmp = _updates_dir() + path[len("models") :]
-        client = npccoap.Client(timing, on_wait=self.between_blocks)
+        client = npccoap.Client(timing, on_wait=self.serve_during_update)
         try:
             if msg.get("delta"):
                 fetched = self.fetch_delta(client, url, manifest, tmp)
             else:
-                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.run_due)
+                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.serve_during_update)
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
@@ -348,7 +348,7 @@ class Agent:
         import npcsig
 
         cur = self.models.current
-        stats = client.fetch(url + "/manifest", path + ".delta", None, self.run_due)
+        stats = client.fetch(url + "/manifest", path + ".delta", None, self.serve_during_update)
         with open(path + ".delta") as f:
             dm = json.load(f)
         os.remove(path + ".delta")
@@ -358,7 +358,7 @@ class Agent:
             raise Refused("hash", "the delta manifest is not a bsdiff4-zlib patch to this model")
         if cur is None or dm.get("base") != cur.manifest.get("sha256"):
             raise Refused("hash", "delta is against base %s, not the running model" % str(dm.get("base"))[:12])
-        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"), self.run_due)
+        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"), self.serve_during_update)
         try:
             npcpatch.apply(cur.path, path + ".patch", path)
         finally:
@@ -368,9 +368,10 @@ class Agent:
         stats["resumed_from"] = patch.get("resumed_from", 0)
         return stats
 
-    def between_blocks(self):
-        """While an update waits for its server: the frame events due, and the link's pings, inputs and stats
-        answered at once (other requests wait for the update's reply, in order: DEFERRED_MAX lines at most)."""
+    def serve_during_update(self, *_progress):
+        """Between an update's blocks and while it waits for its server: the frame events due, and the link's
+        pings, inputs and stats answered at once (other requests wait for the update's reply, in order:
+        DEFERRED_MAX lines at most)."""
         self.run_due()
         while len(self.deferred) < DEFERRED_MAX and self.link.ready(0):
             line = self.link.readline()
@@ -382,9 +383,9 @@ class Agent:
             else:
                 self.deferred.append((line, rx))
 
-    def run_due(self, *_progress):
-        """Run the frame events already due: called between the blocks of an update, so a running frame loop
-        goes on (on the current model) while the new one downloads."""
+    def run_due(self):
+        """Run the frame events already due, so a running frame loop goes on (on the current model) while a new
+        one downloads."""
         while self.loop is not None:
             event = self.loop.next_event()
             if event is None or event[0] > self.clock.now():
