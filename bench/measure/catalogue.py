@@ -103,6 +103,11 @@ _ENTRIES = [
 HISTOGRAMS = {"frame_time": ("us", DEVICE), "frame_deviation": ("us", DEVICE)}
 
 CATALOGUE: dict[str, Metric] = {m.name: m for m in _ENTRIES}
+# the figures a power meter gives (a device without an `energy` table in its fleet entry has none of them)
+METERED = frozenset(
+    ("energy_per_decision_p50", "energy_per_decision_p99", "energy_per_decision_mean", "power_inferring",
+     "power_idle", "energy_session", "power_mean", "energy_budget_exceeded")
+)  # fmt: skip
 FAULTS_PREFIX = "faults_"  # faults_<kind>: one count per fault kind seen
 
 

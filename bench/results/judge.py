@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from bench.measure.catalogue import METERED
+from bench.measure.energy import SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
@@ -15,6 +17,7 @@ from bench.results.store import ResultStore
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
     INCONCLUSIVE,
+    NO_DATA,
     REGRESSION,
     SUSPECTED,
     UNCHANGED,
@@ -40,6 +43,19 @@ def pace_reason(stored: dict) -> str | None:
         m = stored.get(name)
         if m is not None and m.value is not None and m.value / 1e6 > SEED_ALIGNMENT_MS:
             return f"{what} P99 {m.value / 1e6:.1f} ms > the seed's +-{SEED_ALIGNMENT_MS} ms alignment"
+    return None
+
+
+def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
+    """Why a device's run has no figure for `rule` when the cause is known: no power meter, or one too slow for
+    per-decision energy (None: the verdict's own "no ... measurement in this run" stands)."""
+    if rule.measurement not in METERED:
+        return None
+    if "power_mean" not in stored:
+        return "no power meter on this device (its fleet entry has no `energy` table: docs/lab-control.md)"
+    m = stored.get(rule.measurement)
+    if m is not None and TOO_SLOW in m.flags:
+        return f"the meter cannot resolve single decisions ({SLOW_RULE}): energy per session only"
     return None
 
 
@@ -97,6 +113,8 @@ def judge_run(
                 before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
             )  # fmt: skip
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
+            if verdict.status == NO_DATA and (why := no_data_reason(rule, stored)):
+                verdict = replace(verdict, reason=why)
             if verdict.status == UNCHANGED and pinned is None and m is not None and m.value is not None:
                 verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
             if rule.bench_clock and icount and fp.get("latency_clock") != "device":

@@ -178,3 +178,17 @@ def test_collecting_summary_names_only_the_devices_behind() -> None:
     mixed = [*same, v("web-1", "collecting baseline (0 of 5)"), v("c6-a", "collecting baseline (0 of 5)")]
     assert collecting_summary(mixed) == "collecting baseline (1 of 5; c6-a, web-1 0 of 5)"
     assert collecting_summary([]) == ""
+
+
+def test_an_energy_verdict_without_a_figure_says_whether_a_meter_is_missing_or_too_slow() -> None:
+    from types import SimpleNamespace
+
+    from bench.measure.energy import TOO_SLOW
+    from bench.results.judge import no_data_reason
+
+    rule = RULES.rule("energy_per_decision")
+    assert "no power meter on this device" in no_data_reason(rule, {})
+    slow = {"power_mean": SimpleNamespace(flags=()), rule.measurement: SimpleNamespace(flags=(TOO_SLOW,))}
+    assert "cannot resolve single decisions" in no_data_reason(rule, slow)
+    assert no_data_reason(rule, {"power_mean": SimpleNamespace(flags=())}) is None  # the generic reason stands
+    assert no_data_reason(RULES.rule("latency_p99"), {}) is None  # not a meter's figure
