@@ -96,10 +96,11 @@ class PowerMeter:
         return list(self.meter.samples)
 
     def start(self) -> None:
-        """Begin sampling in the background."""
+        """Begin sampling in the background; returns once the first sample is in."""
         if not self.running:
             self._run(self.meter.start())
             self.running = True
+            self._run(self.meter.first_sample())
 
     def stop(self) -> list[PowerSample]:
         """Stop sampling; every sample taken."""

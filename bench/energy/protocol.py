@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from bench.energy.spec import EnergySpec
 from bench.errors import BenchError
 
+FIRST_SAMPLE_S = 10.0  # how long a started meter may take to deliver its first sample (beyond 3 of its periods)
+
 
 class MeterError(BenchError):
     """A power meter failed (not found, its tool missing, it stopped streaming)."""
@@ -59,6 +61,20 @@ class Meter(ABC):
         await self.open()
         if self._task is None:
             self._task = asyncio.create_task(self._sample_loop(), name=f"meter-{self.device}")
+
+    async def first_sample(self) -> None:
+        """Return once the meter has delivered a sample: a block measured from then on is covered from its start
+        (a PPK2's reader starts streaming some time after it answered). MeterError naming the device when none came
+        within FIRST_SAMPLE_S plus three sample periods, or when sampling failed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FIRST_SAMPLE_S + 3 * self.period_s
+        while not self.samples:
+            if self.errors:
+                raise MeterError(self.errors[-1])
+            if loop.time() > deadline:
+                raise MeterError(f"device {self.device!r}: meter {self.name}: no sample within "
+                                 f"{FIRST_SAMPLE_S + 3 * self.period_s:g} s of its start")  # fmt: skip
+            await asyncio.sleep(0.01)
 
     async def stop(self) -> list[PowerSample]:
         """Stop sampling; every sample taken."""

@@ -220,3 +220,44 @@ def test_hilbench_energy_reads_a_bench_hwmon_sensor(tmp_path: Path, monkeypatch,
     row = json.loads(capsys.readouterr().out)["devices"][0]
     assert row["ok"] and row["mean_mw"] == pytest.approx(1250.0) and row["samples"] >= 5
     assert main(["energy", "--fleet", str(fleet), "--device", "c6-y"]) == 2  # no energy table: a usage error
+
+
+class _LateMeter(BenchHwmonMeter):
+    """A bench hwmon meter whose first sample comes `delay_s` after it started (as a PPK2 reader's does)."""
+
+    delay_s = 0.3
+
+    async def run(self) -> None:
+        import asyncio
+        import time
+
+        await asyncio.sleep(self.delay_s)
+        self.samples.append(PowerSample(time.monotonic_ns(), 1_000_000, 50.0))
+        await asyncio.sleep(3600)
+
+
+def test_a_started_meter_is_waited_for_until_its_first_sample(tmp_path: Path, monkeypatch) -> None:
+    import asyncio
+
+    import bench.energy.protocol as protocol
+
+    power = tmp_path / "power1_input"
+    power.write_text("50000\n")
+    table = {"driver": "hwmon", "on": "bench", "power": str(power), "interval_ms": 10}
+    spec = parse_energy(table, "fleet.toml", tmp_path)
+
+    async def started(meter) -> None:
+        await meter.start()
+        try:
+            await meter.first_sample()
+        finally:
+            await meter.stop()
+
+    late = _LateMeter("dev-1", spec)
+    asyncio.run(started(late))
+    assert len(late.samples) == 1  # returned once the sample was in, not before
+    monkeypatch.setattr(protocol, "FIRST_SAMPLE_S", 0.05)
+    silent = _LateMeter("dev-1", spec)
+    silent.delay_s = 5.0
+    with pytest.raises(MeterError, match=r"'dev-1'.*no sample within"):
+        asyncio.run(started(silent))
