@@ -3,7 +3,8 @@
     python tests/bench/bench_host_agent.py [--frames 300] [--json]
 
 Prints, per model: the bare invoke (set_tensor + invoke + get_tensor), the agent's decision path in
-process (features + quantize + invoke + argmax), and the real agent process over stdio holding a full
+process (features + quantize + invoke + argmax; hot in a loop, and right after a frame's sleep, cold and after
+warm-up passes), and the real agent process over stdio holding a full
 input window (frame records' t1 - t0, schedule lag t0 - due, and CPU time per frame, with the default
 `--spin-us` and without spinning), each next to its goal: the per-frame overhead (process t1 - t0 p50 minus
 the bare invoke p50, <= 50 us), the start lag p99 (<= 47 us) and the CPU per frame at 60 fps (<= 0.6 ms).
@@ -97,6 +98,30 @@ def agent_path_in_process(path: Path, n: int) -> dict[str, dict[str, float]]:
     return {"features": summary(fx), "model_infer": summary(inf)}
 
 
+def after_sleep(path: Path, n: int, sleep_s: float = 1 / 60) -> dict[str, float]:
+    """The decision path in process (features + model.infer + argmax) timed right after a frame's sleep, cold and
+    after 1 and 3 warm-up passes (what the agent's spin runs before a deadline): p50 in us."""
+    import npcfeat
+    from npc_models import Model
+
+    model = Model(path.read_bytes(), {"name": "bench", "version": 1, "format": "tflite-int8"}, Interpreter)
+    feats = npcfeat.Features()
+    for seq, (ch, ts, d) in enumerate(window_inputs()):
+        feats.add(ch, ts, d, seq)
+    out = {}
+    for warm in (0, 1, 3):
+        times = []
+        for _ in range(n):
+            time.sleep(sleep_s)
+            for _ in range(warm):
+                model.infer(feats.vector())
+            t0 = time.perf_counter_ns()
+            int(model.infer(feats.vector()).argmax())
+            times.append((time.perf_counter_ns() - t0) / 1000)
+        out[f"warm{warm}"] = summary(times)["p50"]
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
     """CPU time the process has run, all threads, to the nanosecond (the scheduler's own account: schedstat)."""
     tasks = Path(f"/proc/{pid}/task")
@@ -164,6 +189,7 @@ def main() -> int:
     for model in MODELS:
         path = ROOT / "fixtures" / "models" / f"{model}.tflite"
         r = {"bare_invoke_us": bare_invoke(path, args.invokes), **agent_path_in_process(path, args.invokes)}
+        r["after_sleep_p50_us"] = after_sleep(path, args.frames)
         r["process"] = asyncio.run(agent_process(model, args.frames, args.spin_us, args.fps))
         r["process_nospin"] = asyncio.run(agent_process(model, args.frames, 0, args.fps))
         r["overhead_us"] = r["process"]["decision_us"]["p50"] - r["bare_invoke_us"]["p50"]
@@ -178,6 +204,9 @@ def main() -> int:
         print(f"  bare invoke              mean {b['mean']:7.1f} us  p50 {b['p50']:7.1f}  p99 {b['p99']:7.1f}")
         print(f"  agent features (48)      mean {f['mean']:7.1f} us  p50 {f['p50']:7.1f}  p99 {f['p99']:7.1f}")
         print(f"  agent model.infer        mean {m['mean']:7.1f} us  p50 {m['p50']:7.1f}  p99 {m['p99']:7.1f}")
+        a = r["after_sleep_p50_us"]
+        print(f"  decision path after a 16.7 ms sleep, p50: cold {a['warm0']:.1f} us, after 1 warm-up pass"
+              f" {a['warm1']:.1f} us, after 3 {a['warm3']:.1f} us")  # fmt: skip
         d, lag = p["decision_us"], p["lag_us"]
         print(f"  agent process, {p['frames']} frames at {args.fps} fps (--spin-us {args.spin_us}):")
         print(f"    decision t1-t0         mean {d['mean']:7.1f} us  p50 {d['p50']:7.1f}  p99 {d['p99']:7.1f}")
