@@ -1,11 +1,11 @@
 """The one place where the results store's SQL dialects differ: SQLite (a file per bench host) and
 PostgreSQL (one history for a lab, written by several bench hosts at once).
 
-The store and its helpers write SQLite's SQL (`?` parameters, `INSERT OR REPLACE`, `group_concat`);
+The store and its helpers write SQLite's SQL (`?` parameters, `INSERT OR REPLACE`);
 `PostgresConnection` takes the same calls and translates them: parameters to `%s`, `INSERT OR REPLACE`
 to `INSERT ... ON CONFLICT (primary key) DO UPDATE` (the key read from the catalogue), `INSERT OR IGNORE`
-to `ON CONFLICT DO NOTHING`, and in DDL INTEGER to BIGINT (nanosecond times), REAL to DOUBLE PRECISION
-BLOB to BYTEA and `id INTEGER PRIMARY KEY` to an identity column. `group_concat` exists as an aggregate there.
+to `ON CONFLICT DO NOTHING`, and in DDL INTEGER to BIGINT (nanosecond times), REAL to DOUBLE PRECISION,
+BLOB to BYTEA and `id INTEGER PRIMARY KEY` to an identity column.
 The store's size and the reclaiming of deleted rows' space (`database_size`, `reclaim_space`) differ too.
 Schema creation runs under an advisory lock, so hosts starting at once do not race on CREATE TABLE.
 """
@@ -22,16 +22,6 @@ from bench.inputs import check_file
 
 _INSERT_OR_RE = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)", re.IGNORECASE)
 _SCHEMA_LOCK = 0x6869_6C62  # pg_advisory_xact_lock key of the bench's schema creation ("hilb")
-
-_PG_FUNCTIONS = [
-    """CREATE OR REPLACE FUNCTION hb_concat(acc text, v anyelement) RETURNS text LANGUAGE sql IMMUTABLE AS
-       $$ SELECT CASE WHEN v IS NULL THEN acc WHEN acc IS NULL THEN v::text ELSE acc || ',' || v::text END $$""",
-    "CREATE OR REPLACE AGGREGATE group_concat(anyelement) (SFUNC = hb_concat, STYPE = text)",
-    """CREATE OR REPLACE FUNCTION hb_concat_bool(acc text, v boolean) RETURNS text LANGUAGE sql IMMUTABLE AS
-       $$ SELECT CASE WHEN v IS NULL THEN acc WHEN acc IS NULL THEN v::int::text
-          ELSE acc || ',' || v::int::text END $$""",
-    "CREATE OR REPLACE AGGREGATE group_concat(boolean) (SFUNC = hb_concat_bool, STYPE = text)",
-]
 
 
 def is_postgres(location: str) -> bool:
@@ -113,7 +103,7 @@ class PostgresConnection:
         self._upserts: dict[str, str] = {}
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in [*ddl, *_PG_FUNCTIONS]:
+            for statement in ddl:
                 self._conn.execute(postgres_ddl(statement) if statement.lstrip().startswith("CREATE") else statement)
             self._conn.execute(self.translate(meta_sql), meta_params)
 
