@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.leases import process_start
+from bench.measure.catalogue import metric
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
@@ -88,6 +89,14 @@ class MeasurementRow:
 def _redacted(url: str) -> str:
     """A URL without its password, for messages."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def _rule(name: str) -> str:
+    """The metric catalogue's rule for measurement `name` ("" for a name it does not have)."""
+    try:
+        return metric(name).rule
+    except KeyError:
+        return ""
 
 
 def _now() -> str:
@@ -323,10 +332,11 @@ class ResultStore:
 
     def add_measurements(self, run_id: int, device: str, measurements: Iterable[Measurement]) -> None:
         """Write measurements (replacing same-named ones of this run and device). The schema's limit and outcome
-        columns are from when measurements carried fixed limits: written empty and "unset"."""
+        columns are from when measurements carried fixed limits: written empty and "unset". A description that is
+        the catalogue's rule for the name is written empty (`measurements` reads the rule back)."""
         rows = [
             (run_id, device, m.name, m.unit, m.value, None, None, None, None, "unset", m.samples, ",".join(m.flags),
-             m.description)
+             "" if m.description == _rule(m.name) else m.description)
             for m in measurements
         ]  # fmt: skip
         with self._tx():
@@ -391,7 +401,7 @@ class ResultStore:
         """Measurements of a run (one device's, or all), by device then name."""
         sql = "SELECT * FROM measurements WHERE run_id = ?" + (" AND device = ?" if device else "")
         rows = self.db.execute(sql + " ORDER BY device, name", (run_id, device) if device else (run_id,))
-        return [MeasurementRow(*r[:11], tuple(f for f in r[11].split(",") if f), r[12]) for r in rows]
+        return [MeasurementRow(*r[:11], tuple(f for f in r[11].split(",") if f), r[12] or _rule(r[2])) for r in rows]
 
     def history(self, name: str, device: str, *, limit: int = 30) -> list[tuple[int, str, float | None]]:
         """(run id, started_at, value) of measurement `name` on `device` over the latest runs, oldest first."""
