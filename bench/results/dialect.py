@@ -6,7 +6,8 @@ The store and its helpers write SQLite's SQL (`?` parameters, `INSERT OR REPLACE
 to `INSERT ... ON CONFLICT (primary key) DO UPDATE` (the key read from the catalogue), `INSERT OR IGNORE`
 to `ON CONFLICT DO NOTHING`, and in DDL INTEGER to BIGINT (nanosecond times), REAL to DOUBLE PRECISION,
 BLOB to BYTEA and `id INTEGER PRIMARY KEY` to an identity column.
-The store's size and the reclaiming of deleted rows' space (`database_size`, `reclaim_space`) differ too.
+The store's size and the reuse and reclaiming of deleted rows' space (`database_size`, `reuse_deleted`,
+`reclaim_space`) differ too.
 Schema creation runs under an advisory lock, so hosts starting at once do not race on CREATE TABLE.
 """
 
@@ -78,6 +79,14 @@ def database_size(db: sqlite3.Connection | PostgresConnection, path: Path | None
     assert path is not None
     wal = path.with_name(path.name + "-wal")
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+
+
+def reuse_deleted(db: sqlite3.Connection | PostgresConnection, table: str) -> None:
+    """Make the space of rows just deleted from `table` reusable by the next writes: SQLite does so by itself
+    (freed pages go on its free list); PostgreSQL's dead rows wait for a VACUUM, run here on that table rather than
+    left to autovacuum (a table whose rows are moved out after every run would otherwise grow by each run)."""
+    if isinstance(db, PostgresConnection):
+        db.execute(f"VACUUM {table}")
 
 
 def reclaim_space(db: sqlite3.Connection | PostgresConnection, tables: list[str]) -> None:

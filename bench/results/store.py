@@ -28,7 +28,14 @@ from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
-from bench.results.dialect import PostgresConnection, connect_sqlite, database_size, is_postgres, reclaim_space
+from bench.results.dialect import (
+    PostgresConnection,
+    connect_sqlite,
+    database_size,
+    is_postgres,
+    reclaim_space,
+    reuse_deleted,
+)
 from bench.results.frame_columns import FIELDS, PACKED, FrameColumns, empty
 from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.packed import NONE, pack, unpack
@@ -277,7 +284,7 @@ class ResultStore:
 
     def _pack_frames(self, run_id: int) -> None:
         """Move the run's frame rows into one packed row per device (merged with what was packed before), in one
-        transaction."""
+        transaction; the rows' space is then reused by the next runs' rows."""
         devices = self.db.execute("SELECT DISTINCT device FROM frames WHERE run_id = ?", (run_id,)).fetchall()
         if not devices:
             return
@@ -289,6 +296,7 @@ class ResultStore:
                     (run_id, device, len(columns), *columns.pack()),
                 )
                 self.db.execute("DELETE FROM frames WHERE run_id = ? AND device = ?", (run_id, device))
+        reuse_deleted(self.db, "frames")
 
     def frame_sink(self, rt_priority: int | None = None) -> BackgroundFrameWriter:
         """A background writer of frame records into this store, with its own connection (the replay's
