@@ -290,7 +290,12 @@ class ResultStore:
             return
         with self._tx():
             for (device,) in devices:
-                columns = self.frame_columns(run_id, device)
+                try:
+                    columns = self.frame_columns(run_id, device)
+                except (TypeError, ValueError, OverflowError):
+                    # a field that is no number an int64 holds (an agent's bad value): that device's records stay
+                    # rows, as its agent sent them, so that finishing the run and opening the store never fail on it
+                    continue
                 self.db.execute(
                     "INSERT OR REPLACE INTO frame_packs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (run_id, device, len(columns), *columns.pack()),
