@@ -284,23 +284,24 @@ class ResultStore:
 
     def _pack_frames(self, run_id: int) -> None:
         """Move the run's frame rows into one packed row per device (merged with what was packed before), in one
-        transaction; the rows' space is then reused by the next runs' rows."""
-        devices = self.db.execute("SELECT DISTINCT device FROM frames WHERE run_id = ?", (run_id,)).fetchall()
-        if not devices:
+        transaction; the rows' space is then reused by the next runs' rows. Read before the transaction begins, so
+        that it only writes (a SQLite reader turned writer fails at once when another connection wrote since): the
+        run's own writer is gone by then."""
+        packs = []
+        for (device,) in self.db.execute("SELECT DISTINCT device FROM frames WHERE run_id = ?", (run_id,)).fetchall():
+            try:
+                columns = self.frame_columns(run_id, device)
+            except (TypeError, ValueError, OverflowError):
+                # a field that is no number an int64 holds (an agent's bad value): that device's records stay rows,
+                # as its agent sent them, so that finishing the run and opening the store never fail on it
+                continue
+            packs.append((run_id, device, len(columns), *columns.pack()))
+        if not packs:
             return
         with self._tx():
-            for (device,) in devices:
-                try:
-                    columns = self.frame_columns(run_id, device)
-                except (TypeError, ValueError, OverflowError):
-                    # a field that is no number an int64 holds (an agent's bad value): that device's records stay
-                    # rows, as its agent sent them, so that finishing the run and opening the store never fail on it
-                    continue
-                self.db.execute(
-                    "INSERT OR REPLACE INTO frame_packs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (run_id, device, len(columns), *columns.pack()),
-                )
-                self.db.execute("DELETE FROM frames WHERE run_id = ? AND device = ?", (run_id, device))
+            for pack_row in packs:
+                self.db.execute("INSERT OR REPLACE INTO frame_packs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", pack_row)
+                self.db.execute("DELETE FROM frames WHERE run_id = ? AND device = ?", pack_row[:2])
         reuse_deleted(self.db, "frames")
 
     def frame_sink(self, rt_priority: int | None = None) -> BackgroundFrameWriter:
