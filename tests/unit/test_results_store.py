@@ -146,6 +146,7 @@ def test_a_killed_writer_keeps_every_frame_it_wrote(location: str, writer: str) 
         assert len(frames) >= last + 1
         assert [f.i for f in frames] == list(range(len(frames)))
         assert all(f.t1 - f.t0 == 895 for f in frames)
+        assert store.db.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == 0  # packed when marked interrupted
 
 
 def _odd_frames(start: int, stop: int) -> list[Frame]:
