@@ -1,12 +1,13 @@
 """The one place where the results store's SQL dialects differ: SQLite (a file per bench host) and
 PostgreSQL (one history for a lab, written by several bench hosts at once).
 
-The store and its helpers write SQLite's SQL (`?` parameters, `INSERT OR REPLACE`, `group_concat`);
+The store and its helpers write SQLite's SQL (`?` parameters, `INSERT OR REPLACE`);
 `PostgresConnection` takes the same calls and translates them: parameters to `%s`, `INSERT OR REPLACE`
 to `INSERT ... ON CONFLICT (primary key) DO UPDATE` (the key read from the catalogue), `INSERT OR IGNORE`
-to `ON CONFLICT DO NOTHING`, and in DDL INTEGER to BIGINT (nanosecond times), REAL to DOUBLE PRECISION
-BLOB to BYTEA and `id INTEGER PRIMARY KEY` to an identity column. `group_concat` exists as an aggregate there.
-The store's size and the reclaiming of deleted rows' space (`database_size`, `reclaim_space`) differ too.
+to `ON CONFLICT DO NOTHING`, and in DDL INTEGER to BIGINT (nanosecond times), REAL to DOUBLE PRECISION,
+BLOB to BYTEA and `id INTEGER PRIMARY KEY` to an identity column.
+The store's size and the reuse and reclaiming of deleted rows' space (`database_size`, `reuse_deleted`,
+`reclaim_space`) differ too.
 Schema creation runs under an advisory lock, so hosts starting at once do not race on CREATE TABLE.
 """
 
@@ -22,16 +23,6 @@ from bench.inputs import check_file
 
 _INSERT_OR_RE = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)", re.IGNORECASE)
 _SCHEMA_LOCK = 0x6869_6C62  # pg_advisory_xact_lock key of the bench's schema creation ("hilb")
-
-_PG_FUNCTIONS = [
-    """CREATE OR REPLACE FUNCTION hb_concat(acc text, v anyelement) RETURNS text LANGUAGE sql IMMUTABLE AS
-       $$ SELECT CASE WHEN v IS NULL THEN acc WHEN acc IS NULL THEN v::text ELSE acc || ',' || v::text END $$""",
-    "CREATE OR REPLACE AGGREGATE group_concat(anyelement) (SFUNC = hb_concat, STYPE = text)",
-    """CREATE OR REPLACE FUNCTION hb_concat_bool(acc text, v boolean) RETURNS text LANGUAGE sql IMMUTABLE AS
-       $$ SELECT CASE WHEN v IS NULL THEN acc WHEN acc IS NULL THEN v::int::text
-          ELSE acc || ',' || v::int::text END $$""",
-    "CREATE OR REPLACE AGGREGATE group_concat(boolean) (SFUNC = hb_concat_bool, STYPE = text)",
-]
 
 
 def is_postgres(location: str) -> bool:
@@ -90,6 +81,14 @@ def database_size(db: sqlite3.Connection | PostgresConnection, path: Path | None
     return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
 
 
+def reuse_deleted(db: sqlite3.Connection | PostgresConnection, table: str) -> None:
+    """Make the space of rows just deleted from `table` reusable by the next writes: SQLite does so by itself
+    (freed pages go on its free list); PostgreSQL's dead rows wait for a VACUUM, run here on that table rather than
+    left to autovacuum (a table whose rows are moved out after every run would otherwise grow by each run)."""
+    if isinstance(db, PostgresConnection):
+        db.execute(f"VACUUM {table}")
+
+
 def reclaim_space(db: sqlite3.Connection | PostgresConnection, tables: list[str]) -> None:
     """Give deleted rows' space back: SQLite rewrites the file (VACUUM, then truncates the WAL); PostgreSQL's
     VACUUM makes the space of `tables` reusable by later writes without locking out other bench hosts (the
@@ -113,7 +112,7 @@ class PostgresConnection:
         self._upserts: dict[str, str] = {}
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-            for statement in [*ddl, *_PG_FUNCTIONS]:
+            for statement in ddl:
                 self._conn.execute(postgres_ddl(statement) if statement.lstrip().startswith("CREATE") else statement)
             self._conn.execute(self.translate(meta_sql), meta_params)
 

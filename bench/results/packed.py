@@ -1,8 +1,10 @@
 """Integer arrays packed for the results store: little-endian int64 deltas, zlib-compressed.
 
 Replayed inputs are stored one row per run, device and channel (table `input_sends`) with their sequence
-numbers and send times in this form: 16x smaller than a row per input on a stored nightly (docs/results.md).
-Deltas and their running sum are exact for any int64 values, so the arrays read back bit for bit."""
+numbers and send times in this form: 13x smaller than a row per input on a stored nightly (docs/results.md);
+a finished run's frame records one row per run and device, a packed array per field (table `frame_packs`,
+bench.results.frame_columns). Deltas and their running sum are exact for any int64 values (they wrap), so the
+arrays read back bit for bit."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ class PruneResult:
     size_after: int
     pruned: list[tuple[int, str]] = field(default_factory=list)  # (run id, device) whose raw rows went
     kept: int = 0  # device parts of runs whose raw rows stay
-    frames: int = 0  # frame rows removed
+    frames: int = 0  # frame records removed (counted per frame, also when stored packed)
     inputs: int = 0  # input rows removed (counted per input, also when stored packed)
 
     def to_json(self) -> dict:

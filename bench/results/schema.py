@@ -165,4 +165,24 @@ TABLES = [
         frames INTEGER NOT NULL,
         inputs INTEGER NOT NULL,
         PRIMARY KEY (run_id, device))""",
+    # frame records one row per run and device once the run is finished (bench.results.frame_columns: each column
+    # a packed array, in PACKED order, then the flags); the `frames` table above holds them a row per frame while
+    # their run is written (each commit small; a killed run keeps what it wrote) and for runs written before it
+    """CREATE TABLE IF NOT EXISTS frame_packs (
+        run_id INTEGER NOT NULL REFERENCES runs(id),
+        device TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        i BLOB NOT NULL,
+        vsync BLOB NOT NULL,
+        due BLOB NOT NULL,
+        t0 BLOB NOT NULL,
+        t1 BLOB NOT NULL,
+        act BLOB NOT NULL,
+        p BLOB NOT NULL,
+        seq BLOB NOT NULL,
+        q BLOB NOT NULL,
+        model BLOB NOT NULL,
+        rx_ns BLOB NOT NULL,
+        flags BLOB NOT NULL,
+        PRIMARY KEY (run_id, device))""",
 ]

@@ -23,17 +23,26 @@ from typing import Any
 
 from bench.errors import ConfigError
 from bench.leases import process_start
+from bench.measure.catalogue import metric
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
-from bench.results.dialect import PostgresConnection, connect_sqlite, database_size, is_postgres, reclaim_space
+from bench.results.dialect import (
+    PostgresConnection,
+    connect_sqlite,
+    database_size,
+    is_postgres,
+    reclaim_space,
+    reuse_deleted,
+)
+from bench.results.frame_columns import FIELDS, PACKED, FrameColumns, empty
 from bench.results.frame_writer import BackgroundFrameWriter
 from bench.results.packed import NONE, pack, unpack
 from bench.results.schema import SCHEMA_VERSION, TABLES
 
 DEFAULT_STORE = Path("reports") / "results.sqlite"
-RAW_TABLES = ["frames", "inputs", "input_sends"]  # the per-frame and per-input rows retention prunes
+RAW_TABLES = ["frames", "frame_packs", "inputs", "input_sends"]  # the frame and input rows retention prunes
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,14 @@ class MeasurementRow:
 def _redacted(url: str) -> str:
     """A URL without its password, for messages."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def _rule(name: str) -> str:
+    """The metric catalogue's rule for measurement `name` ("" for a name it does not have)."""
+    try:
+        return metric(name).rule
+    except KeyError:
+        return ""
 
 
 def _now() -> str:
@@ -155,6 +172,7 @@ class ResultStore:
             self.db.execute(
                 "UPDATE devices SET status = 'interrupted' WHERE run_id = ? AND status = 'running'", (run_id,)
             )
+            self._pack_frames(run_id)
             closed.append(int(run_id))
         return closed
 
@@ -218,7 +236,9 @@ class ResultStore:
         return int(cur.fetchall()[0][0])  # fetch all: a pending RETURNING statement would hold the write lock
 
     def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
-        """Mark a run finished with `status` (ok, failed, interrupted) and a JSON summary."""
+        """Mark a run finished with `status` (ok, failed, interrupted) and a JSON summary; its frame records are
+        packed (one row per device)."""
+        self._pack_frames(run_id)
         self.db.execute(
             "UPDATE runs SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
             (_now(), status, json.dumps(summary or {}, default=str), run_id),
@@ -248,7 +268,9 @@ class ResultStore:
         self.add_frames(run_id, device, [frame], rx_ns)
 
     def add_frames(self, run_id: int, device: str, frames: Iterable[FrameLike], rx_ns: int | None = None) -> None:
-        """Write frame records in one transaction."""
+        """Write frame records in one transaction: a row each while the run goes on (small commits from the frame
+        writer's thread), packed when it finishes (`finish_run`). A record with the same index replaces the
+        stored one."""
         rows = [
             (
                 run_id, device, f.i, f.vsync, f.due, int(f.ran), f.t0, f.t1, getattr(f, "act", None),
@@ -259,6 +281,28 @@ class ResultStore:
         ]  # fmt: skip
         with self._tx():
             self.db.executemany("INSERT OR REPLACE INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def _pack_frames(self, run_id: int) -> None:
+        """Move the run's frame rows into one packed row per device (merged with what was packed before), in one
+        transaction; the rows' space is then reused by the next runs' rows. Read before the transaction begins, so
+        that it only writes (a SQLite reader turned writer fails at once when another connection wrote since): the
+        run's own writer is gone by then."""
+        packs = []
+        for (device,) in self.db.execute("SELECT DISTINCT device FROM frames WHERE run_id = ?", (run_id,)).fetchall():
+            try:
+                columns = self.frame_columns(run_id, device)
+            except (TypeError, ValueError, OverflowError):
+                # a field that is no number an int64 holds (an agent's bad value): that device's records stay rows,
+                # as its agent sent them, so that finishing the run and opening the store never fail on it
+                continue
+            packs.append((run_id, device, len(columns), *columns.pack()))
+        if not packs:
+            return
+        with self._tx():
+            for pack_row in packs:
+                self.db.execute("INSERT OR REPLACE INTO frame_packs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", pack_row)
+                self.db.execute("DELETE FROM frames WHERE run_id = ? AND device = ?", pack_row[:2])
+        reuse_deleted(self.db, "frames")
 
     def frame_sink(self, rt_priority: int | None = None) -> BackgroundFrameWriter:
         """A background writer of frame records into this store, with its own connection (the replay's
@@ -302,10 +346,11 @@ class ResultStore:
 
     def add_measurements(self, run_id: int, device: str, measurements: Iterable[Measurement]) -> None:
         """Write measurements (replacing same-named ones of this run and device). The schema's limit and outcome
-        columns are from when measurements carried fixed limits: written empty and "unset"."""
+        columns are from when measurements carried fixed limits: written empty and "unset". A description that is
+        the catalogue's rule for the name is written empty (`measurements` reads the rule back)."""
         rows = [
             (run_id, device, m.name, m.unit, m.value, None, None, None, None, "unset", m.samples, ",".join(m.flags),
-             m.description)
+             "" if m.description == _rule(m.name) else m.description)
             for m in measurements
         ]  # fmt: skip
         with self._tx():
@@ -370,7 +415,7 @@ class ResultStore:
         """Measurements of a run (one device's, or all), by device then name."""
         sql = "SELECT * FROM measurements WHERE run_id = ?" + (" AND device = ?" if device else "")
         rows = self.db.execute(sql + " ORDER BY device, name", (run_id, device) if device else (run_id,))
-        return [MeasurementRow(*r[:11], tuple(f for f in r[11].split(",") if f), r[12]) for r in rows]
+        return [MeasurementRow(*r[:11], tuple(f for f in r[11].split(",") if f), r[12] or _rule(r[2])) for r in rows]
 
     def history(self, name: str, device: str, *, limit: int = 30) -> list[tuple[int, str, float | None]]:
         """(run id, started_at, value) of measurement `name` on `device` over the latest runs, oldest first."""
@@ -395,19 +440,34 @@ class ResultStore:
             (run_id, device),
         ).fetchall()
 
+    def frame_columns(self, run_id: int, device: str) -> FrameColumns:
+        """Frame records of one device in a run as arrays, in frame order: the packed row of a finished run, merged
+        with the rows of one still being written (or killed, or written before frames were packed). Every reader
+        of frame records reads them here."""
+        packed = self.db.execute(
+            f"SELECT {', '.join(PACKED)}, flags FROM frame_packs WHERE run_id = ? AND device = ?", (run_id, device)
+        ).fetchone()
+        rows = self.db.execute(
+            f"SELECT {', '.join(FIELDS)} FROM frames WHERE run_id = ? AND device = ?", (run_id, device)
+        ).fetchall()
+        columns = FrameColumns.unpack(packed) if packed else empty()
+        return columns.merged(FrameColumns.from_rows(rows)) if rows else columns
+
     def frames(self, run_id: int, device: str) -> Iterator[Frame]:
         """Frame records of one device in a run, in frame order."""
-        rows = self.db.execute("SELECT * FROM frames WHERE run_id = ? AND device = ? ORDER BY i", (run_id, device))
-        for r in rows:
-            yield Frame(
-                i=r[2], vsync=r[3], due=r[4], ran=bool(r[5]), t0=r[6], t1=r[7], act=r[8], p=r[9], seq=r[10],
-                skip=bool(r[11]), late=bool(r[12]), q=r[13], model=r[14], rx_ns=r[15],
-            )  # fmt: skip
+        return self.frame_columns(run_id, device).frames()
 
     def frame_count(self, run_id: int, device: str | None = None) -> int:
         """How many frame records a run (or one of its devices) has."""
-        sql = "SELECT COUNT(*) FROM frames WHERE run_id = ?" + (" AND device = ?" if device else "")
-        return int(self.db.execute(sql, (run_id, device) if device else (run_id,)).fetchone()[0])
+        where, params = "run_id = ?" + (" AND device = ?" if device else ""), (run_id, device) if device else (run_id,)
+        packed = dict(self.db.execute(f"SELECT device, n FROM frame_packs WHERE {where}", params).fetchall())
+        rows = self.db.execute(f"SELECT device, COUNT(*) FROM frames WHERE {where} GROUP BY device", params)
+        live = dict(rows.fetchall())
+        # a device with both (records written after its run was packed) is counted record by record
+        return sum(
+            len(self.frame_columns(run_id, d)) if d in packed and d in live else packed.get(d, 0) + live.get(d, 0)
+            for d in packed.keys() | live.keys()
+        )
 
     def inputs(self, run_id: int, device: str) -> dict[int, int]:
         """Input seq -> bench send time (ns) of one device in a run (also of runs stored a row per input)."""

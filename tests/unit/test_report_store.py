@@ -31,9 +31,7 @@ def test_a_stored_run_reads_into_the_view_with_report_units(stored: tuple[Path, 
     path, last = stored
     with open_store(path) as store:
         run = load_run(store, last)
-        frames_ran = store.db.execute(
-            "SELECT COUNT(*) FROM frames WHERE run_id = ? AND device = 'orin-1' AND ran = 1", (last,)
-        ).fetchone()[0]
+        frames_ran = int(store.frame_columns(last, "orin-1").values["ran"].sum())
     assert run.run_id == str(last) and set(run.devices) == {"c6-a", "orin-1"}
     orin = run.devices["orin-1"]
     latency = orin.series(LATENCY_MS)

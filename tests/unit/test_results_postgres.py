@@ -1,5 +1,5 @@
 """PostgreSQL results: a run reads back exactly as the same run stored in SQLite (the report's view of it:
-frame traces through group_concat, histograms, measurements, faults, baselines), and bench hosts writing
+frame traces from packed arrays, histograms, measurements, faults, baselines), and bench hosts writing
 into one fresh database at once (schema creation included) lose nothing."""
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -144,3 +146,59 @@ def test_a_killed_writer_keeps_every_frame_it_wrote(location: str, writer: str) 
         assert len(frames) >= last + 1
         assert [f.i for f in frames] == list(range(len(frames)))
         assert all(f.t1 - f.t0 == 895 for f in frames)
+        assert store.db.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == 0  # packed when marked interrupted
+
+
+def _odd_frames(start: int, stop: int) -> list[Frame]:
+    """Frame records with every optional field absent somewhere, -1 sequence numbers and fractional `p`."""
+    return [Frame(i, i * 16_667, due=None if i % 5 == 0 else i * 16_667 + 3, ran=i % 3 != 0,
+                  t0=None if i % 3 == 0 else i * 16_667 + 40, t1=None if i % 3 == 0 else i * 16_667 + 2_400,
+                  act=None if i % 4 == 0 else i % 8, p=None if i % 6 == 0 else round(0.01 * (i % 97), 2),
+                  seq=-1 if i % 2 else i // 2, skip=i % 7 == 0, late=i % 11 == 0, q=i % 3,
+                  model=None if i < 3 else 7 + i // 50, rx_ns=None if i % 9 == 0 else 10**18 + i * 16_667_000)
+            for i in range(start, stop)]  # fmt: skip
+
+
+def test_frames_are_packed_when_their_run_finishes_and_read_back_exactly(location: str) -> None:
+    frames = _odd_frames(0, 300)
+    with open_store(location) as store:
+        run = store.begin_run("replay")
+        store.add_device(run, "d", "pi5")
+        store.add_frames(run, "d", frames[150:])  # out of order, and one record written twice
+        store.add_frames(run, "d", [*frames[:150], frames[200]])
+        assert list(store.frames(run, "d")) == frames and store.frame_count(run) == 300  # rows while it runs
+        store.finish_run(run, "ok")
+        assert store.db.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == 0
+        assert store.db.execute("SELECT n FROM frame_packs WHERE run_id = ?", (run,)).fetchall() == [(300,)]
+        assert list(store.frames(run, "d")) == frames and store.frame_count(run, "d") == 300
+        later = _odd_frames(290, 320)  # written after the run was packed: merged, each record counted once
+        store.add_frames(run, "d", later)
+        assert list(store.frames(run, "d")) == frames[:290] + later and store.frame_count(run) == 320
+        if "://" not in location:  # (PostgreSQL's BIGINT columns refuse the write itself)
+            bad = store.begin_run("replay")  # an agent's field that is no integer: its rows stay rows, nothing fails
+            store.add_frames(bad, "d", [Frame(0, 0, t0="soon"), Frame(1, 16_667, t0=16_700)])  # type: ignore[arg-type]
+            store.finish_run(bad, "ok")
+            assert store.frame_count(bad) == 2 and store.run(bad).status == "ok"
+
+
+def test_a_store_written_a_row_per_frame_still_reads_and_renders(tmp_path: Path) -> None:
+    from bench.report.publish import publish_run
+    from tests.stored_runs import build_store
+
+    path = tmp_path / "r.sqlite"
+    last = build_store(path, runs=2, devices=1, frames=300)
+    with open_store(path) as store:
+        packed = list(store.frames(last, "c6-a"))
+        new_view = publish_run(store, last, reports_dir=tmp_path / "new").report
+    db = sqlite3.connect(path)  # the layout before frame_packs: a row per frame, no frame_packs table
+    db.execute("DROP TABLE frame_packs")
+    db.executemany("INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                   [(last, "c6-a", *dataclasses.astuple(f)) for f in packed])  # fmt: skip
+    db.commit()
+    db.close()
+    with open_store(path) as store:
+        assert list(store.frames(last, "c6-a")) == packed and store.frame_count(last, "c6-a") == 300
+        old_view = publish_run(store, last, reports_dir=tmp_path / "old").report
+        assert store.prune_raw(last, "c6-a") == (300, 0) and store.frame_count(last) == 0
+    assert old_view.data["devices"] == new_view.data["devices"]
+    assert old_view.plots["c6-a"].keys() == new_view.plots["c6-a"].keys() >= {"frame_interval", "faults"}

@@ -43,6 +43,12 @@ def _counts(store: ResultStore, run_id: int) -> tuple[int, int, int, int]:
             len(store.measurements(run_id, device)), len(store.histograms(run_id, device)))  # fmt: skip
 
 
+def _packed_bytes(store: ResultStore) -> int:
+    """PostgreSQL bytes of the packed frame and input rows, their TOAST and indexes counted with them."""
+    sql = "SELECT pg_total_relation_size('frame_packs') + pg_total_relation_size('input_sends')"
+    return int(store.db.execute(sql).fetchone()[0])
+
+
 def _check_prune(location: str | Path, tmp_path: Path) -> None:
     last = _store(location)
     with open_store(location) as store:
@@ -58,9 +64,11 @@ def _check_prune(location: str | Path, tmp_path: Path) -> None:
         if isinstance(location, Path):  # SQLite: VACUUM rewrites the file
             assert done.size_after < done.size_before
         else:  # PostgreSQL: VACUUM leaves the file and makes the space reusable: rewriting the rows does not grow it
-            size = store.db.execute("SELECT pg_relation_size('frames')").fetchone()[0]
+            size = _packed_bytes(store)
             store.add_frames(first, "c6-a", list(store.frames(last, "c6-a")))
-            assert store.db.execute("SELECT pg_relation_size('frames')").fetchone()[0] == size
+            store.add_inputs(first, "c6-a", INPUTS)
+            store.finish_run(first, "ok")  # packs the frames
+            assert _packed_bytes(store) == size
             store.prune_raw(first, "c6-a")
         assert _counts(store, first) == (0, 0, *kept_figures) and store.faults(first) == faults
         assert _counts(store, last)[:2] == (FRAMES, len(INPUTS))  # the last two runs keep theirs
