@@ -12,6 +12,7 @@ from bench.results.judge import ICOUNT
 
 GUEST_ICOUNT = "guest (icount)"
 GUEST_CLOCK = "guest clock (icount)"  # a figure measured end to end on an icount guest's own clock
+METER_CLOCK = "bench (the meter's samples)"  # energy on a guest: its meter's samples are stamped on the bench clock
 EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest without icount (plain TCG)
 
 # how a device is timed (device_timing): the report's `clocks` values
@@ -78,6 +79,7 @@ ROWS = (
     Row("power_inferring", "power_inferring_mw", "energy_n", "decisions"),
     Row("power_idle", "power_idle_mw", "energy_n", "decisions"),
     Row("energy_session", "energy_session_mj", "", "sessions"),
+    Row("power_mean", "power_mean_mw", "", "sessions", "power_mean"),
 )
 ENERGY_FIELDS = frozenset(row.field for row in ROWS if row.field.startswith(("energy_", "power_")))
 
@@ -91,7 +93,7 @@ NOUNS = {row.metric: row.noun for row in ROWS if row.metric}
 def clock_label(row: Row, icount: bool, timing: str = REAL_TIMING) -> str:
     """The clock a row's figure is on, as the table shows it."""
     if row.clock and timing == GUEST_TIMING:
-        return GUEST_CLOCK
+        return METER_CLOCK if row.field in ENERGY_FIELDS else GUEST_CLOCK
     if row.clock and timing == EMULATED_TIMING:
         return EMULATED
     if row.clock == DEVICE and icount:
@@ -116,7 +118,7 @@ def measure_rows(device: dict) -> list[dict]:
             "metric": row.metric,
             "value": summary.get(row.field),
             "unit": row.unit,
-            "count": summary.get(row.count_field) if row.count_field else None,
+            "count": _count(row, summary),
             "noun": row.noun,
             "clock": clock_label(row, icount, device.get("timing", REAL_TIMING)),
             "na": not_applicable(row, icount) or _energy_na(row, summary, device),
@@ -124,6 +126,13 @@ def measure_rows(device: dict) -> list[dict]:
         for row in ROWS
         if metered or row.field not in ENERGY_FIELDS
     ]
+
+
+def _count(row: Row, summary: dict) -> int | None:
+    """What the row's figure rests on; none for an energy figure the meter could not give (not "0 decisions")."""
+    if not row.count_field or (row.field in ENERGY_FIELDS and summary.get(row.field) is None):
+        return None
+    return summary.get(row.count_field)
 
 
 def _energy_na(row: Row, summary: dict, device: dict) -> str | None:

@@ -51,6 +51,7 @@ class DeviceSummary:
     power_inferring_mw: float | None = None
     power_idle_mw: float | None = None
     energy_session_mj: float | None = None
+    power_mean_mw: float | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
@@ -81,6 +82,7 @@ FIGURES: dict[str, tuple[tuple[str, ...], str]] = {
     "power_inferring_mw": (("power_inferring",), "mW"),
     "power_idle_mw": (("power_idle",), "mW"),
     "energy_session_mj": (("energy_session",), "mJ"),
+    "power_mean_mw": (("power_mean",), "mW"),
 }
 # DeviceSummary count field -> the figure whose observation count it is
 COUNTS = {"latency_n": "latency_p50_ms", "inference_n": "inference_p50_ms", "first_frame_n": "first_frame_ms",
