@@ -16,6 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bench import trust
 from bench.bisect import DEFAULT_RUNS, Bisection, NotRun, bisect
+from bench.bundles import reset_model
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
@@ -122,10 +123,12 @@ def _index(names: list[str], wanted: str | None, option: str, default: int) -> i
 
 def with_artefact(device: Device, path: Path) -> Device:
     """The device set to run `path` (a model, converted for MicroPython boards, or a firmware image): the same
-    check the nightly's --model / --firmware make; a ConfigError naming the file when it does not fit."""
+    check the nightly's --model / --firmware make; a ConfigError naming the file when it does not fit. Its deploy
+    resets the model the agent runs to the deployed one (as the nightly's does): a board otherwise boots into the
+    model it last switched to (docs/ota.md), and the step would measure that one."""
     if path.suffix in MODEL_SUFFIXES:
-        return change_under_test([device], str(path), None)[0]
-    return change_under_test([device], None, str(path))[0]
+        return reset_model(change_under_test([device], str(path), None))[0]
+    return reset_model(change_under_test([device], None, str(path)))[0]
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:

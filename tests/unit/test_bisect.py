@@ -10,8 +10,12 @@ import numpy as np
 import pytest
 
 from bench.bisect import BAD, GOOD, SKIPPED, BisectError, NotRun, bisect, next_index
+from bench.bundles import resets_model
+from bench.commands.bisect import with_artefact
 from bench.errors import ConfigError
+from bench.fleet import load_fleet
 from bench.measure.measurement import Measurement
+from bench.paths import MODELS_DIR
 from bench.results import open_store
 from bench.results.thresholds import load_thresholds
 
@@ -101,3 +105,11 @@ def test_a_build_the_device_did_not_run_is_skipped_not_judged_on_the_model_befor
     assert skipped.build == "model-4" and skipped.reason.startswith("not run: c6-a ran model sha256")
     assert not skipped.runs
     assert BUILDS[result.first_bad] == "model-5" and "model-4" in result.note
+
+
+def test_a_step_deploy_resets_the_model_the_board_last_switched_to() -> None:
+    # without the reset a board that had switched models (an update, the nightly's last deploy) booted into that one
+    # after the step's deploy, and the bisection's good end ran the fixture model instead of build 01
+    device = load_fleet(None).get("c6-a")
+    target = with_artefact(device, MODELS_DIR / "npc-policy-int8.tflite")
+    assert resets_model(target) and target.settings.model.endswith("npc-policy-int8.tflite")
