@@ -368,7 +368,8 @@ def two_change_summary(result: dict | None, device: str) -> dict:
     found = result["causes"].get(device) or {}
     cause = found.get("cause")
     outcome = result["outcomes"].get(device) or {}
-    caught = ", ".join(result["regressions"]) or f"NOT caught ({outcome.get('label', 'no outcome')})"
+    why = "; ".join(x for x in (outcome.get("label", "no outcome"), result["note"]) if x)  # e.g. still collecting
+    caught = ", ".join(result["regressions"]) or f"NOT caught ({why})"
     text = (f"two-change: {result['injected']} -> {caught}; exit {result['exit']}; cause named: {cause or 'none'}"
             " (goal: model)"
             + (f"; {found['text']}" if found.get("text") else ""))  # fmt: skip
