@@ -4,8 +4,10 @@ deployed to one device and replayed `runs` times, judged against the good end's 
 
 A step is bad when a majority of its runs show a suspected regression of the metric (or, without one named,
 of any judged metric); good when they do not; skipped (and said so) when its build could not be built,
-converted or flashed, or when its runs were inconclusive (bench host busy). The search is git bisect's: the
-good end and the bad end are assumed, each step halves the range of untested builds between them.
+converted or flashed, when the device did not run it (a model it refused at load, e.g. out of memory, leaves the
+one before running: its figures are not the build's), or when its runs were inconclusive (bench host busy).
+The search is git bisect's: the good end and the bad end are assumed, each step halves the range of untested
+builds between them.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Bisection:
 
 # deploy(index) -> None, or raises BenchError/ConfigError (the step is skipped with the message)
 Deploy = Callable[[int], Awaitable[None]]
-# replay(index, kind) -> the stored run's id
+# replay(index, kind) -> the stored run's id, or raises NotRun (the step is skipped with the message)
 Replay = Callable[[int, str], Awaitable[int]]
 # progress(message) while it runs
 Progress = Callable[[str], None]
@@ -153,9 +155,12 @@ async def bisect(
         except Exception as exc:  # a build that does not convert or flash is skipped, not the bisection's end
             return f"not deployed: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
         done = []
-        for n in range(runs):
-            show(f"{builds[index]}: replay {n + 1} of {runs}")
-            done.append(await replay(index, kind))
+        try:
+            for n in range(runs):
+                show(f"{builds[index]}: replay {n + 1} of {runs}")
+                done.append(await replay(index, kind))
+        except NotRun as exc:
+            return f"not run: {exc}"
         return done
 
     base = await measure(good, "bisect-good")
@@ -201,6 +206,10 @@ async def bisect(
 
 class BisectError(BenchError):
     """The bisection cannot start (its good end did not deploy)."""
+
+
+class NotRun(BenchError):
+    """A step's replay did not run its build (the device ran another model)."""
 
 
 def offer(device: str, session_file: str, metric: str, revs: tuple[str | None, str | None]) -> str:

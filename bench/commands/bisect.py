@@ -15,7 +15,8 @@ from pathlib import Path
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bench import trust
-from bench.bisect import DEFAULT_RUNS, Bisection, bisect
+from bench.bisect import DEFAULT_RUNS, Bisection, NotRun, bisect
+from bench.bundles import reset_model
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
@@ -25,7 +26,7 @@ from bench.errors import BenchError, ConfigError, ExitCode
 from bench.flashing import flash_devices
 from bench.fleet import Device
 from bench.lab.acquire import reachable_devices
-from bench.nightly.run import recorded_replay
+from bench.nightly.run import model_mismatch, recorded_replay
 from bench.replay.session import read_session
 from bench.results.store import open_store
 from bench.results.thresholds import load_thresholds
@@ -122,10 +123,12 @@ def _index(names: list[str], wanted: str | None, option: str, default: int) -> i
 
 def with_artefact(device: Device, path: Path) -> Device:
     """The device set to run `path` (a model, converted for MicroPython boards, or a firmware image): the same
-    check the nightly's --model / --firmware make; a ConfigError naming the file when it does not fit."""
+    check the nightly's --model / --firmware make; a ConfigError naming the file when it does not fit. Its deploy
+    resets the model the agent runs to the deployed one (as the nightly's does): a board otherwise boots into the
+    model it last switched to (docs/ota.md), and the step would measure that one."""
     if path.suffix in MODEL_SUFFIXES:
-        return change_under_test([device], str(path), None)[0]
-    return change_under_test([device], None, str(path))[0]
+        return reset_model(change_under_test([device], str(path), None))[0]
+    return reset_model(change_under_test([device], None, str(path)))[0]
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
@@ -192,8 +195,12 @@ async def _run(device, names, artefact: Callable[[int], Path], store, speed, wor
             current["device"] = target
 
         async def replay(index: int, kind: str) -> int:
-            done = await recorded_replay([current["device"]], Path(args.session), store, work / "logs", speed=speed,
+            target = current["device"]
+            done = await recorded_replay([target], Path(args.session), store, work / "logs", speed=speed,
                                          bench=bench, kind=kind)  # fmt: skip
+            wrong = model_mismatch(store, done.run_id, target)
+            if wrong:  # a refused model: the one before it ran, so the figures are not this build's
+                raise NotRun(f"{target.name} {wrong} (refused? its agent log is in {work / 'logs'})")
             return done.run_id
 
         with Progress(*columns, console=err, disable=args.json, transient=True) as bars:

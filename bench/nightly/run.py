@@ -348,8 +348,9 @@ def _replay_outcome(store: ResultStore, run_id: int, run: DeviceRun) -> Outcome:
     """A device's class in a replay run: the run's own (bench.replay.run), or a product failure when it did not
     run its configured model (refused or rolled back)."""
     outcome = run.outcome
-    wrong = _model_mismatch(store, run_id, run.device) if outcome.cls == FailureClass.PASS else ""
+    wrong = model_mismatch(store, run_id, run.device) if outcome.cls == FailureClass.PASS else ""
     if wrong:
+        wrong += " (device not reset to its model)"
         outcome = product(f"{run.status}: {wrong}")
         store.update_device(run_id, run.device.name, status="failed", detail=wrong, outcome=outcome.to_json())
     return outcome
@@ -403,12 +404,13 @@ async def recorded_replay(
     return replay
 
 
-def _model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
-    """Why the model the device ran is not the configured one ("" when it is, or when unknown)."""
+def model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
+    """Why the model the device ran in run `run_id` is not the one `device` configures ("" when it is, or when
+    unknown)."""
     want = configured_model_sha256(device)
     got = fingerprints(store, run_id).get(device.name, {}).get("model_sha256")
     if want and got and want != got:
-        return f"ran model sha256 {got[:12]}…, not the configured {want[:12]}… (device not reset to its model)"
+        return f"ran model sha256 {got[:12]}…, not the configured {want[:12]}…"
     return ""
 
 

@@ -1,9 +1,11 @@
 """Benchmark of the nightly's verdicts themselves: unchanged nightlies must not raise false alarms, injected
-regressions must be reported the night they appear.
+regressions must be reported the night they appear, with their cause; a hung board is the bench's failure, not the
+product's; a bisection finds the first bad build.
 
     .venv/bin/python tests/bench/bench_verdicts.py [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
                                                    [--duration 10] [--steps] [--creep-nights 8] [--guest-clock]
-                                                   [--out DIR] [--json]
+                                                   [--two-change] [--hung-board] [--bisect] [--bisect-runs 3]
+                                                   [--heavier 6] [--scenario-device NAME] [--out DIR] [--json]
 
 A reduced nightly (one short synthetic combat session, the chosen devices, update and fault stages skipped; the
 Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet; with --guest-clock the
@@ -17,19 +19,42 @@ this checkout, so injections change files the way a team would, never this workt
                      (built with bench.models; its last hidden layer is wider)
   memory+13% ....... the agents allocate and touch a ballast of ~13% of their memory peak at import
   first-frame+25% .. the agents wait ~25% of their first-frame time before starting the frame loop
+  two-change ....... (--two-change, on by default) on the scenario device, the model AND the agent change the same
+                     night: `--model` puts a policy with --heavier times the MACs, and both agents get a comment (a
+                     new agent bundle sha256, no slower); the nightly's attribution (bench.nightly.attribution) must
+                     name the model as the cause (read from what it stores with the device's run)
+  hung-board ....... (--hung-board, on by default) unchanged, but the scenario device's virtual board is frozen
+                     (SIGSTOP of its processes: the MicroPython VM, a loopback board's sshd and agent; not the
+                     stand-in USB bridge and power switch) 2 s after its first frame; the nightly must class it
+                     an infrastructure failure (on a C6 "recovered by <step>" from --duration 15: see
+                     HANG_AFTER_S), retry it once ("passed on retry") and exit 0; the ladder's steps are printed
   creep-K .......... (last, after the steps) each inference does ~5% more compute than the night before, K nights
                      in a row: a busy loop after the model's invoke, 5% of the unchanged inference P50 compounded
                      (a slower model a night, the way a retrained model grows); the window test alone absorbs it
+  bisect-8 ......... (--bisect, on by default; after the nights, in its own results store) `hilbench bisect
+                     --series` over 8 models of the scenario device in name order: 1-3 retrains of the same cost
+                     (other weights), 4-8 with --heavier times the MACs; judged on any metric (bisect's default),
+                     it must name model 4 in at most 3 steps of --bisect-runs replays each; the inference time of
+                     model 4 and of the good one before it is printed whichever metric the verdict rests on
+
+The scenario device is the first C6 of --devices (else the first device): a model's compute shows there. The
+heavier model has 6x the MACs, not the +30% a retrain might add, because the interpreter's fixed cost per invoke
+dilutes a model change: on the virtual C6 npc-policy's 5,376 MACs are ~15 us of a ~270 us inference (~2.9 ns a
+MAC, docs/report.md), so +30% MACs is ~+2%, below the 10% floor; 6x is ~+30% inference time and ~+37 kB of
+weights (a memory peak well over its floor), and still fits the C6's heap. The x86 loopback stand-in runs both
+models in the same time.
 
 Prints one line per night (exit code, regressions, not reproduced, inconclusive), then the false-alarm count
-over the unchanged nights and which injections were caught on the night they appeared, and the run-to-run
-coefficient of variation of each device's CV_FIGURES over the judged unchanged nights (the CPU-hog night left
-out). Timing on a shared host is noisy: the bench host's load during each night is printed too.
-"""
+over the unchanged nights, which injections were caught on the night they appeared (for the two-change night the
+cause named, for the hung board its outcome class and exit code, for the bisection the first bad build and the
+steps taken, each next to its goal), and the run-to-run coefficient of variation of each device's CV_FIGURES over
+the judged unchanged nights (the CPU-hog night left out). Timing on a shared host is noisy: the bench host's load
+during each night is printed too."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -41,6 +66,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,10 +92,21 @@ def scratch_copy(out: Path) -> Path:
     return repo
 
 
-def hilbench(repo: Path, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess[str]:
+def hilbench(
+    repo: Path, *args: str, timeout: float = 1200, during: Callable[[subprocess.Popen[str]], None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`hilbench ARGS` of the scratch copy `repo`; `during(process)` runs while it does (e.g. a board frozen)."""
     env = {**os.environ, "PYTHONPATH": str(repo), "COLUMNS": "80"}
-    return subprocess.run([str(PYTHON), "-m", "bench", *args], cwd=repo, env=env, capture_output=True, text=True,
-                          timeout=timeout)  # fmt: skip
+    with subprocess.Popen([str(PYTHON), "-m", "bench", *args], cwd=repo, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:  # fmt: skip
+        try:
+            if during is not None:
+                during(proc)
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def measurement(store: Path, device: str, name: str) -> float | None:
@@ -153,10 +190,13 @@ def cv_table(nights: list[dict]) -> dict[str, dict[str, dict]]:
     return table
 
 
-def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
-    """A .tflite with MAC_GROWTH times the multiply-accumulates of the fixture policy `device_model` (its last
-    hidden layer widened), built with bench.models; returns its path and what it is."""
-    import benchpath  # noqa: F401  (bench.models of the checkout; `repo` is its copy, same model code)
+def grown_model(device_model: str, growth: float, path: Path, seed: str) -> str:
+    """Write to `path` a .tflite of the fixture policy `device_model` with `growth` times its multiply-accumulates
+    and weights drawn from `seed` (growth 1 and another seed: a retrain of the same cost), built with bench.models;
+    returns what it is. The last hidden layer is widened up to the width of the one before it, then a new hidden
+    layer follows it: no layer's weights outgrow the widest one's, since a MicroPython board's heap has no larger
+    free block after boot (a 26 kB layer was refused, "oom")."""
+    import benchpath  # noqa: F401  (bench.models of the checkout; the scratch copy has the same model code)
 
     from bench.models import POLICY_LAYERS
     from bench.models.policy import calibration_inputs, make_policy, quantize_policy
@@ -169,16 +209,34 @@ def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
         return sum(a * b for a, b in itertools.pairwise(w))
 
     base = macs(widths)
-    while macs(widths) < base * MAC_GROWTH:
+    while macs(widths) < base * growth:
+        if widths[-2] >= widths[-3]:
+            widths.insert(-1, 0)
         widths[-2] += 1
-    mlp = make_policy(tuple(widths), f"{name}-macs/v1")
-    data = serialize(int8_graph(quantize_policy(mlp, calibration_inputs(widths[0]))), f"{name} +3% MACs int8")
-    path = repo / "fixtures" / "models" / f"{name}-macs3-int8.tflite"
+    mlp = make_policy(tuple(widths), seed)
+    data = serialize(int8_graph(quantize_policy(mlp, calibration_inputs(widths[0]))), f"{name} x{growth:g} MACs int8")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return path, f"{name} {tuple(POLICY_LAYERS[name])} -> {tuple(widths)}: {base} -> {macs(widths)} MACs"
+    return f"{name} {tuple(POLICY_LAYERS[name])} -> {tuple(widths)}: {base} -> {macs(widths)} MACs"
+
+
+def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
+    """A .tflite with MAC_GROWTH times the multiply-accumulates of the fixture policy `device_model`; its path
+    and what it is."""
+    name = device_model.removesuffix("-int8")
+    path = repo / "fixtures" / "models" / f"{name}-macs3-int8.tflite"
+    return path, grown_model(device_model, MAC_GROWTH, path, f"{name}-macs/v1")
 
 
 CREEP_RATE = 0.05  # per night, compounded
+HEAVIER = 6.0  # MAC factor of the heavier model of the two-change night and the bisection (why: module docstring)
+SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary lines
+# the hung board is frozen this long after its first frame of the night is stored. The replay finds a hang after
+# the device's stall_s without a frame and as long again without an answer to a ping (10 s on a C6), and then
+# climbs the recovery ladder mid-replay ("recovered by <step>"): that needs --duration 15 or more. With less of
+# the session left the hang is found when the replay stops the agent ("no reply to 'stop'"), and the ladder
+# brings the board back at the retry's start.
+HANG_AFTER_S = 2.0
 
 
 def inject_creep(repo: Path, base_us: dict[str, float], night: int) -> str:
@@ -224,7 +282,8 @@ def slower_fleet(repo: Path, devices: list[str], base: Path) -> Path:
 
 
 def night(repo: Path, label: str, devices: list[str], session: Path, store: Path, reports: Path,
-          fleet: Path | None = None, hog: bool = False, model: Path | None = None) -> dict:  # fmt: skip
+          fleet: Path | None = None, hog: bool = False, model: Path | None = None,
+          during: Callable[[subprocess.Popen[str]], None] | None = None) -> dict:  # fmt: skip
     args = ["nightly", "--session", str(session), "--results", str(store), "--reports", str(reports), "--json",
             "--skip", "update", "--skip", "faults"]  # fmt: skip
     if model is not None:
@@ -238,7 +297,7 @@ def night(repo: Path, label: str, devices: list[str], session: Path, store: Path
     )
     started = time.monotonic()
     try:
-        proc = hilbench(repo, *args)
+        proc = hilbench(repo, *args, during=during)
     finally:
         for h in hogs:
             h.send_signal(signal.SIGKILL)
@@ -268,7 +327,18 @@ def night(repo: Path, label: str, devices: list[str], session: Path, store: Path
         "changes": _changes(store, run["run_id"]),
         "report": run["report"],
         "values": run_values(store, run["run_id"], CV_FIGURES),
+        "outcomes": summary["outcomes"],  # each device's class over the night (the worst of its stages and verdicts)
+        "replay_outcomes": {d: o["outcome"] for d, o in stages.get("replay", {}).get("devices", {}).items()},
+        "causes": _causes(store, run["run_id"]),
     }
+
+
+def _causes(store: Path, run_id: int) -> dict[str, dict]:
+    """device -> what attribution stored with its regression in run `run_id` (bench.nightly.attribution)."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT name, info FROM devices WHERE run_id = ?", (run_id,)).fetchall()
+    infos = {name: json.loads(info) for name, info in rows}
+    return {name: info["cause"] for name, info in infos.items() if info.get("cause")}
 
 
 def _changes(store: Path, run_id: int) -> list[str]:
@@ -278,6 +348,178 @@ def _changes(store: Path, run_id: int) -> list[str]:
         return []
     data = json.loads(page.read_text())
     return [f"{d}: {'; '.join(c)}" for d, c in data.get("changes", {}).items() if c]
+
+
+AGENT_COMMENT = "\n# bench_verdicts two-change night: a comment, the agent bundle's sha256 changes, nothing else\n"
+
+
+def inject_agent_comment(repo: Path) -> str:
+    """A harmless change of both agents (a comment at the end): a new agent bundle that is not slower."""
+    for name in (HOST_AGENT, MPY_AGENT):
+        path = repo / name
+        path.write_text(path.read_text() + AGENT_COMMENT)
+    return "a comment in both agents (new agent bundle)"
+
+
+def two_change_summary(result: dict | None, device: str) -> dict:
+    """Whether the two-change night was caught and whether attribution named the model (the goal)."""
+    if result is None:
+        return {"caught": None, "cause": None, "text": "two-change: not run"}
+    found = result["causes"].get(device) or {}
+    cause = found.get("cause")
+    outcome = result["outcomes"].get(device) or {}
+    why = "; ".join(x for x in (outcome.get("label", "no outcome"), result["note"]) if x)  # e.g. still collecting
+    caught = ", ".join(result["regressions"]) or f"NOT caught ({why})"
+    text = (f"two-change: {result['injected']} -> {caught}; exit {result['exit']}; cause named: {cause or 'none'}"
+            " (goal: model)"
+            + (f"; {found['text']}" if found.get("text") else ""))  # fmt: skip
+    return {"caught": bool(result["regressions"]), "cause": cause, "model_named": cause == "model",
+            "attribution": found or None, "exit": result["exit"], "text": text}  # fmt: skip
+
+
+def board_processes(state: Path, device: str) -> list[int]:
+    """The processes of virtual board `device`'s machine: those with its folder under the state dir on their
+    command line (a MicroPython VM runs on <state>/<device>/fs, a loopback board's sshd reads its config there) or
+    as their working folder (what runs on a loopback board). Not the board's stand-in hardware (`python -m
+    bench.virtual...`: its USB-UART bridge, power switch and control port), which a hung chip leaves working."""
+    folder = str((state / device).resolve())
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        hardware = any(a == "-m" and b.startswith("bench.virtual") for a, b in itertools.pairwise(argv))
+        if not hardware and any(a == folder or a.startswith(folder + "/") for a in [*argv, cwd]):
+            found.append(int(entry.name))
+    return found
+
+
+def hang_board(
+    store: Path, state: Path, device: str, after_s: float, frozen: list[int]
+) -> Callable[[subprocess.Popen[str]], None]:
+    """What `night` runs while its nightly does: wait for `device`'s first frame of a new run, `after_s` seconds
+    more, then freeze the board (SIGSTOP of its processes, the pids into `frozen`: the caller resumes any the
+    recovery ladder left, once the nightly ended)."""
+    with sqlite3.connect(store) as db:
+        before = db.execute("SELECT COALESCE(MAX(id), 0) FROM runs").fetchone()[0]
+
+    def frames() -> int:
+        with contextlib.suppress(sqlite3.Error), contextlib.closing(sqlite3.connect(store)) as db:
+            return db.execute("SELECT COUNT(*) FROM frames WHERE run_id > ? AND device = ?", (before, device)
+                              ).fetchone()[0]  # fmt: skip
+        return 0
+
+    def during(proc: subprocess.Popen[str]) -> None:
+        deadline = time.monotonic() + 600  # check, flash (a blank board is flashed first), then the replay
+        while frames() == 0 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(after_s)
+        if proc.poll() is None:
+            frozen.extend(board_processes(state, device))
+            for pid in frozen:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+
+    return during
+
+
+def ladder_steps(store: Path, device: str, since_run: int) -> list[str]:
+    """The recovery ladder's steps that brought `device` back in runs from `since_run` on ("step (run N)")."""
+    with sqlite3.connect(store) as db:
+        rows = db.execute("SELECT step, run_id FROM device_events WHERE event = 'recovered' AND device = ?"
+                          " AND run_id >= ? ORDER BY rowid", (device, since_run)).fetchall()  # fmt: skip
+    return [f"{step} (run {run})" for step, run in rows]
+
+
+def hung_board_summary(result: dict | None, device: str, frozen: int, after_s: float, ladder: list[str]) -> dict:
+    """The hung board's outcome class next to the goal: infrastructure (recovered by a ladder step, then passed on
+    retry), no regression, exit 0; with the ladder's steps."""
+    if result is None:
+        return {"outcome": None, "text": "hung-board: not run"}
+    outcome = result["replay_outcomes"].get(device) or {}  # the replay stage's: the night's may be a worse verdict
+    night = result["outcomes"].get(device) or {}
+    label = outcome.get("label", "no outcome")
+    infra = outcome.get("class") == "infrastructure failure" or bool(outcome.get("passed_on_retry"))
+    met = infra and not result["regressions"] and result["exit"] == 0
+    regressions = ", ".join(result["regressions"]) or "none"
+    text = (f"hung-board: {device} frozen {after_s:g} s after its first frame ({frozen} processes) -> replay: {label};"
+            f" regressions: {regressions}; exit {result['exit']} (goal: infrastructure, recovered by a step, no"
+            f" regression, exit 0): {'met' if met else 'NOT met'}")  # fmt: skip
+    text += f"; ladder: {', '.join(ladder) or 'no step'}; the night's class: {night.get('class', '?')}"
+    return {"device": device, "frozen_processes": frozen, "outcome": outcome, "night_outcome": night,
+            "exit": result["exit"], "regressions": result["regressions"], "ladder": ladder, "goal_met": met,
+            "text": text}  # fmt: skip
+
+
+BISECT_BUILDS, BISECT_FIRST_BAD = 8, 4  # builds 1-3 the same cost, 4-8 heavier
+SLOWER = "inference_p50"  # the figure that says a build is slower, printed whichever metric the bisection rests on
+
+
+def bisect_series(folder: Path, device_model: str, growth: float) -> tuple[list[str], str]:
+    """BISECT_BUILDS models of `device_model` in name order: retrains of the same cost up to BISECT_FIRST_BAD - 1,
+    then `growth` times the multiply-accumulates; their names and what the two costs are."""
+    name = device_model.removesuffix("-int8")
+    names: list[str] = []
+    costs: dict[bool, str] = {}
+    for k in range(1, BISECT_BUILDS + 1):
+        heavy = k >= BISECT_FIRST_BAD
+        path = folder / f"{k:02d}-{name}-{f'x{growth:g}' if heavy else 'same'}-int8.tflite"
+        costs[heavy] = grown_model(device_model, growth if heavy else 1.0, path, f"{name}-bisect/v{k}")
+        names.append(path.name)
+    return names, f"1-{BISECT_FIRST_BAD - 1}: {costs[False]}; {BISECT_FIRST_BAD}-{BISECT_BUILDS}: {costs[True]}"
+
+
+def run_bisect(repo: Path, device: str, session: Path, fleet: Path, folder: Path, work: Path, runs: int) -> dict:
+    """`hilbench bisect --series` over `folder` on `device` (any judged metric, its default): its JSON, an error's
+    too, with its exit code and how long it took."""
+    started = time.monotonic()
+    proc = hilbench(repo, "bisect", "--device", device, "--session", str(session), "--series", str(folder),
+                    "--fleet", str(fleet), "--runs", str(runs), "--output-dir", str(work), "--json",
+                    timeout=3600)  # fmt: skip
+    try:  # mpremote may print what a board said before it
+        doc = json.loads(proc.stdout[proc.stdout.index('{\n  "') :])
+    except ValueError:
+        raise SystemExit(f"bisect gave no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}") from None
+    return {**doc, "exit": proc.returncode, "seconds": round(time.monotonic() - started, 1)}
+
+
+def bisect_summary(doc: dict | None, names: list[str], what: str) -> dict:
+    """Which build the bisection named first bad, in how many steps, next to the goals (build 4, <= 3 steps), with
+    the figure it rests on and the inference time of the first bad build and the good one before it."""
+    if doc is None:
+        return {"first_bad": None, "text": "bisect-8: not run"}
+    if "steps" not in doc:
+        error = doc.get("error", {}).get("message", "no result")
+        return {"first_bad": None, "text": f"bisect-8: hilbench bisect failed (exit {doc['exit']}): {error}",
+                "bisection": doc}  # fmt: skip
+    expected = names[BISECT_FIRST_BAD - 1]
+    steps = {s["build"]: s for s in doc["steps"]}
+    if doc.get("baseline"):
+        steps.setdefault(doc["baseline"]["build"], doc["baseline"])
+    bad, good = steps.get(doc["first_bad"]) or {}, steps.get(doc["last_good"]) or {}
+    metric = bad.get("metric", "")
+
+    def fig(step: dict, name: str) -> str:
+        found = step.get("figures", {}).get(name)
+        return f"{found['value']:g} {found['unit']}" if found else "no figure"
+
+    right = doc["first_bad"] == expected and bad.get("status") == "bad"
+    order = ", ".join(f"{s['build'][:2]} {s['status']}" for s in doc["steps"])
+    figures = "; ".join(f"{m} {fig(good, m)} ({doc['last_good']}) -> {fig(bad, m)}" for m in dict.fromkeys(
+        x for x in (metric, SLOWER) if x))  # fmt: skip
+    text = (f"bisect-{len(names)} on {doc['device']} ({what}): first bad build {doc['first_bad']} (goal: {expected}):"
+            f" {'right' if right else 'WRONG'}; {len(doc['steps'])} steps of {doc['runs_per_step']} replays (goal: at"
+            f" most 3) [{order}]; resting on {metric or 'no metric'}: {figures}; {doc['seconds']:.0f} s,"
+            f" exit {doc['exit']}")  # fmt: skip
+    if doc.get("note"):
+        text += f"; note: {doc['note']}"
+    return {"first_bad": doc["first_bad"], "expected": expected, "right": right, "steps": len(doc["steps"]),
+            "runs_per_step": doc["runs_per_step"], "metric": metric, "seconds": doc["seconds"], "text": text,
+            "bisection": doc}  # fmt: skip
 
 
 def creep_summary(creep: list[dict], runs: list[int]) -> dict:
@@ -318,6 +560,33 @@ def main() -> int:
         action="store_true",
         help="Linux boards as the bundled QEMU guests (icount clock) instead of loopback stand-ins",
     )
+    p.add_argument(
+        "--two-change",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a night where the model (heavier) and the agent (a comment) both change; is the model named?",
+    )
+    p.add_argument(
+        "--hung-board",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a night where a board is frozen (SIGSTOP) mid-replay and the recovery ladder brings it back",
+    )
+    p.add_argument(
+        "--bisect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=f"`hilbench bisect` over {BISECT_BUILDS} models, the first heavier one #{BISECT_FIRST_BAD}",
+    )
+    p.add_argument("--bisect-runs", type=int, default=3, help="replays per bisection step (hilbench bisect --runs)")
+    p.add_argument(
+        "--heavier",
+        type=float,
+        default=HEAVIER,
+        help="MAC factor of the two-change night's and the bisection's heavier model (default %(default)g)",
+    )
+    p.add_argument("--scenario-device", help="the device of those three scenarios (default: the first C6, else the"
+                   " first device)")  # fmt: skip
     p.add_argument("--out", help="work folder (default: a temporary one, kept)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -372,6 +641,34 @@ def main() -> int:
         show(result)
     base = {d: measurement(store, d, "inference_latency_p50") for d in devices}  # the last unchanged-code night's
     base_us = {d: v for d, v in base.items() if v}
+    target = args.scenario_device or next((d for d in devices if d.startswith("c6")), devices[0])
+    target_model = "npc-policy-large-int8" if target.startswith("orin") else "npc-policy-int8"
+    two_change: dict | None = None
+    if args.two_change:
+        heavy = repo / "fixtures" / "models" / "two-change-int8.tflite"
+        what = grown_model(target_model, args.heavier, heavy, "two-change/v1")
+        agent = inject_agent_comment(repo)
+        two_change = night(repo, "two-change", [target], session, store, reports, fleet=fleet, model=heavy)
+        two_change["injected"] = f"{target}: model {what}; {agent}"
+        show(two_change)
+        for name, text in originals.items():
+            (repo / name).write_text(text)
+    hung: dict | None = None
+    frozen: list[int] = []
+    ladder: list[str] = []
+    hang_after = HANG_AFTER_S
+    if args.hung_board:
+        state = Path(os.environ["HILBENCH_STATE_DIR"])
+        during = hang_board(store, state, target, hang_after, frozen)
+        try:
+            hung = night(repo, "hung-board", devices, session, store, reports, fleet=fleet, during=during)
+        finally:
+            for pid in frozen:  # what the ladder did not restart
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        ladder = ladder_steps(store, target, hung["run"])
+        hung["injected"] = f"{target} frozen (SIGSTOP, {len(frozen)} processes) {hang_after:g} s after its first frame"
+        show(hung)
     creep_runs = []
     for k in range(1, args.creep_nights + 1):
         what = inject_creep(repo, base_us, k)
@@ -381,6 +678,13 @@ def main() -> int:
         show(result)
         for name, text in originals.items():
             (repo / name).write_text(text)
+    bisection: dict | None = None
+    series: list[str] = []
+    series_what = ""
+    if args.bisect:
+        folder = out / "bisect-series"
+        series, series_what = bisect_series(folder, target_model, args.heavier)
+        bisection = run_bisect(repo, target, session, fleet, folder, out / "bisect", args.bisect_runs)
     unchanged = [n for n in nights if "injected" not in n]
     judged = [n for n in unchanged if not n["note"].startswith("collecting")]
     spread = cv_table([n for n in unchanged if n["night"] != "cpu-hog"])
@@ -393,6 +697,9 @@ def main() -> int:
         "nonzero_exits_unchanged": sum(n["exit"] != 0 for n in unchanged),
         "caught": {n["night"]: n["regressions"] for n in nights if "injected" in n},
         "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs),
+        "two_change": two_change_summary(two_change, target),
+        "hung_board": hung_board_summary(hung, target, len(frozen), hang_after, ladder),
+        "bisect": bisect_summary(bisection, series, series_what),
         "nights": nights,
         "work": str(out),
     }
@@ -402,8 +709,10 @@ def main() -> int:
         print(f"\nunchanged nights: {len(unchanged)} ({len(judged)} judged); false alarms: {summary['false_alarms']}"
               f" (goal 0); non-zero exits: {summary['nonzero_exits_unchanged']} (goal 0)")  # fmt: skip
         print(summary["creep"]["text"])
+        for key in ("two_change", "hung_board", "bisect"):
+            print(summary[key]["text"])
         for n in nights:
-            if "injected" in n and not n["night"].startswith("creep-"):
+            if "injected" in n and not n["night"].startswith(("creep-", *SCENARIOS)):
                 caught = ", ".join(n["regressions"]) or "NOT caught"
                 print(f"{n['night']}: {n['injected']} -> {caught}" + (f"; changed: {' | '.join(n['changes'])}"
                                                                         if n["changes"] else ""))  # fmt: skip

@@ -9,9 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.bisect import BAD, GOOD, SKIPPED, BisectError, bisect, next_index
+from bench.bisect import BAD, GOOD, SKIPPED, BisectError, NotRun, bisect, next_index
+from bench.bundles import resets_model
+from bench.commands.bisect import with_artefact
 from bench.errors import ConfigError
+from bench.fleet import load_fleet
 from bench.measure.measurement import Measurement
+from bench.paths import MODELS_DIR
 from bench.results import open_store
 from bench.results.thresholds import load_thresholds
 
@@ -83,3 +87,29 @@ def test_next_index_halves_the_untested_range() -> None:
     assert next_index(0, 3, set()) == 1
     assert next_index(0, 3, {1}) == 2
     assert next_index(2, 3, set()) is None
+
+
+def test_a_build_the_device_did_not_run_is_skipped_not_judged_on_the_model_before_it(tmp_path: Path) -> None:
+    # a model the board refused at load (out of memory) leaves the one before running: its figures are that
+    # model's, so judged they made every refused build "good"
+    store = open_store(tmp_path / "b.sqlite")
+    deploy, replay, _ = _fake(store, [1000.0] * 3 + [2500.0] * 5)
+
+    async def refusing_replay(index: int, kind: str) -> int:
+        if index == 3:
+            raise NotRun("c6-a ran model sha256 0888ac48…, not the configured 4f1e20aa…")
+        return await replay(index, kind)
+
+    result = asyncio.run(bisect(store, "c6-a", BUILDS, deploy, refusing_replay, load_thresholds()))
+    (skipped,) = [s for s in result.steps if s.status == SKIPPED]
+    assert skipped.build == "model-4" and skipped.reason.startswith("not run: c6-a ran model sha256")
+    assert not skipped.runs
+    assert BUILDS[result.first_bad] == "model-5" and "model-4" in result.note
+
+
+def test_a_step_deploy_resets_the_model_the_board_last_switched_to() -> None:
+    # without the reset a board that had switched models (an update, the nightly's last deploy) booted into that one
+    # after the step's deploy, and the bisection's good end ran the fixture model instead of build 01
+    device = load_fleet(None).get("c6-a")
+    target = with_artefact(device, MODELS_DIR / "npc-policy-int8.tflite")
+    assert resets_model(target) and target.settings.model.endswith("npc-policy-int8.tflite")
