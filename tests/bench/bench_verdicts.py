@@ -28,6 +28,8 @@ this checkout, so injections change files the way a team would, never this workt
                      stand-in USB bridge and power switch) 2 s after its first frame; the nightly must class it
                      an infrastructure failure (on a C6 "recovered by <step>" from --duration 15: see
                      HANG_AFTER_S), retry it once ("passed on retry") and exit 0; the ladder's steps are printed
+  macs x2 (energy) . (--energy, on by default) `--model` puts a policy with twice the MACs on the scenario device,
+                     whose power meter (c6-a's virtual PPK2) must report an energy regression that night (issue 29)
   creep-K .......... (last, after the steps) each inference does ~5% more compute than the night before, K nights
                      in a row: a busy loop after the model's invoke, 5% of the unchanged inference P50 compounded
                      (a slower model a night, the way a retrained model grows); the window test alone absorbs it
@@ -75,7 +77,7 @@ HOST_AGENT = "host/npc_host_agent.py"
 MPY_AGENT = "micropython/npc_agent.py"
 # the figures whose run-to-run spread the benchmark prints (issue goals: inference P50 CV < 5% on c6-a, < 1% on
 # the icount guests)
-CV_FIGURES = ("inference_latency_p50", "decision_latency_p50", "first_frame_p50", "fps")
+CV_FIGURES = ("inference_latency_p50", "decision_latency_p50", "first_frame_p50", "fps", "energy_per_decision_p50")
 MAC_GROWTH = 1.03
 
 
@@ -228,6 +230,8 @@ def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
     return path, grown_model(device_model, MAC_GROWTH, path, f"{name}-macs/v1")
 
 
+ENERGY_GROWTH = 2.0  # issue 29: a model with twice the multiply-accumulates is an energy regression on night one
+ENERGY_METRICS = ("energy_per_decision", "power_mean")  # the thresholds file's energy verdicts
 CREEP_RATE = 0.05  # per night, compounded
 HEAVIER = 6.0  # MAC factor of the heavier model of the two-change night and the bisection (why: module docstring)
 SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary lines
@@ -578,6 +582,12 @@ def main() -> int:
         default=True,
         help=f"`hilbench bisect` over {BISECT_BUILDS} models, the first heavier one #{BISECT_FIRST_BAD}",
     )
+    p.add_argument(
+        "--energy",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a night with a model of twice the MACs on the scenario device (its power meter must report it)",
+    )
     p.add_argument("--bisect-runs", type=int, default=3, help="replays per bisection step (hilbench bisect --runs)")
     p.add_argument(
         "--heavier",
@@ -639,9 +649,16 @@ def main() -> int:
         result = night(repo, "macs+3%", [device], session, store, reports, fleet=fleet, model=path)
         result["injected"] = f"{device}: {what}"
         show(result)
+    target = args.scenario_device or next((d for d in devices if d.startswith("c6")), devices[0])
+    if args.energy:  # issue 29: twice the multiply-accumulates, caught as an energy regression on the metered board
+        path = repo / "fixtures" / "models" / "npc-policy-macs2-int8.tflite"
+        what = grown_model("npc-policy-int8", ENERGY_GROWTH, path, "npc-policy-macs2/v1")
+        result = night(repo, "macs x2 (energy)", [target], session, store, reports, fleet=fleet, model=path)
+        result["injected"] = f"{target}: {what}"
+        result["energy_caught"] = [r for r in result["regressions"] if r.split(":")[1].startswith(ENERGY_METRICS)]
+        show(result)
     base = {d: measurement(store, d, "inference_latency_p50") for d in devices}  # the last unchanged-code night's
     base_us = {d: v for d, v in base.items() if v}
-    target = args.scenario_device or next((d for d in devices if d.startswith("c6")), devices[0])
     target_model = "npc-policy-large-int8" if target.startswith("orin") else "npc-policy-int8"
     two_change: dict | None = None
     if args.two_change:
@@ -694,6 +711,9 @@ def main() -> int:
         "unchanged_nights": len(unchanged),
         "judged_unchanged_nights": len(judged),
         "false_alarms": sum(len(n["regressions"]) for n in unchanged),
+        "energy_false_alarms": sum(
+            r.split(":")[1].startswith(ENERGY_METRICS) for n in unchanged for r in n["regressions"]
+        ),
         "nonzero_exits_unchanged": sum(n["exit"] != 0 for n in unchanged),
         "caught": {n["night"]: n["regressions"] for n in nights if "injected" in n},
         "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs),
@@ -708,6 +728,11 @@ def main() -> int:
     else:
         print(f"\nunchanged nights: {len(unchanged)} ({len(judged)} judged); false alarms: {summary['false_alarms']}"
               f" (goal 0); non-zero exits: {summary['nonzero_exits_unchanged']} (goal 0)")  # fmt: skip
+        energy = next((n for n in nights if "energy_caught" in n), None)
+        if energy is not None:
+            hit = ", ".join(energy["energy_caught"]) or "NOT caught"
+            print(f"energy x{ENERGY_GROWTH:g} MACs: {hit} (goal: an energy regression that night); energy alarms on"
+                  f" unchanged nights: {summary['energy_false_alarms']} (goal 0)")  # fmt: skip
         print(summary["creep"]["text"])
         for key in ("two_change", "hung_board", "bisect"):
             print(summary[key]["text"])
