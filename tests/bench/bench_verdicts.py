@@ -275,12 +275,12 @@ def realtime_fleet(repo: Path) -> Path:
     return fleet
 
 
-def slower_fleet(repo: Path, devices: list[str], base: Path) -> Path:
-    """The benchmark's fleet `base` with the larger policy model on `devices`."""
+def slower_fleet(repo: Path, devices: list[str], base: Path, name: str = "slower.toml") -> Path:
+    """The benchmark's fleet `base` with the larger policy model on `devices` (written as fleet file `name`)."""
     text = base.read_text()
-    for name in devices:
-        text = re.sub(rf'(name = "{re.escape(name)}"\n)', r'\1model = "npc-policy-large-int8"\n', text)
-    fleet = repo / "fixtures" / "fleets" / "slower.toml"
+    for device in devices:  # (a device that runs it already is left as it is)
+        text = re.sub(rf'(name = "{re.escape(device)}"\n)(?!model = )', r'\1model = "npc-policy-large-int8"\n', text)
+    fleet = repo / "fixtures" / "fleets" / name
     fleet.write_text(text)
     return fleet
 
@@ -597,6 +597,12 @@ def main() -> int:
     )
     p.add_argument("--scenario-device", help="the device of those three scenarios (default: the first C6, else the"
                    " first device)")  # fmt: skip
+    p.add_argument(
+        "--large",
+        default="",
+        help="devices that run npc-policy-large-int8 every night (comma-separated;"
+        " the +3%% MACs model then grows that one: on the interpreter's fixed cost per invoke, see above)",
+    )
     p.add_argument("--out", help="work folder (default: a temporary one, kept)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -627,6 +633,14 @@ def main() -> int:
     # --guest-clock: the bundled fleet as it is, its Linux boards QEMU guests under -icount, whose inference time on
     # the guest's clock varies by ~1.2% from night to night (bench-clock verdicts are n/a there)
     fleet = repo / "fixtures" / "fleets" / "virtual.toml" if args.guest_clock else realtime_fleet(repo)
+    large = [d for d in args.large.split(",") if d]
+    if large:  # every night, these devices run the larger policy (the +3% MACs model then grows that one)
+        fleet = slower_fleet(repo, large, fleet, "large.toml")
+
+    def policy(device: str) -> str:
+        """The fixture policy `device` runs in this benchmark (the bundled fleet's orin-1 runs the large one)."""
+        return "npc-policy-large-int8" if device.startswith("orin") or device in large else "npc-policy-int8"
+
     for k in range(1, args.unchanged + 1):
         hog = k == args.hog_night
         show(night(repo, "cpu-hog" if hog else f"unchanged-{k}", devices, session, store, reports, fleet, hog))
@@ -644,8 +658,7 @@ def main() -> int:
         for name, text in originals.items():
             (repo / name).write_text(text)
     for device in devices:  # one night per device: --model puts one file on every selected device
-        model_name = "npc-policy-large-int8" if device.startswith("orin") else "npc-policy-int8"
-        path, what = more_macs_model(repo, model_name)
+        path, what = more_macs_model(repo, policy(device))
         result = night(repo, "macs+3%", [device], session, store, reports, fleet=fleet, model=path)
         result["injected"] = f"{device}: {what}"
         show(result)
@@ -659,7 +672,7 @@ def main() -> int:
         show(result)
     base = {d: measurement(store, d, "inference_latency_p50") for d in devices}  # the last unchanged-code night's
     base_us = {d: v for d, v in base.items() if v}
-    target_model = "npc-policy-large-int8" if target.startswith("orin") else "npc-policy-int8"
+    target_model = policy(target)
     two_change: dict | None = None
     if args.two_change:
         heavy = repo / "fixtures" / "models" / "two-change-int8.tflite"
