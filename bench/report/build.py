@@ -85,7 +85,7 @@ def build_report(
             "regressions": len(regressions),
             "regressed_devices": sorted({v.device for v in regressions}),
             "verdict": outcome_of(verdicts),
-            "inconclusive": sorted({v.device for v in verdicts if v.status == INCONCLUSIVE}),
+            "inconclusive": inconclusive_causes(verdicts),
             "not_reproduced": [v.to_dict() for v in verdicts if v.status == NOT_REPRODUCED],
             "collecting": collecting_summary(verdicts),
             "bisect": bisect or {},  # device -> the `hilbench bisect` command to copy
@@ -134,6 +134,16 @@ def without_bench_clock(summary: dict) -> dict:
     """An icount guest's summary with its bench-clock figures (latency, deadline misses, first frame) set to None,
     so `--json` does not hand a machine a number the page shows as n/a."""
     return {k: (None if k in BENCH_CLOCK_FIELDS else v) for k, v in summary.items()}
+
+
+def inconclusive_causes(verdicts: list[Verdict]) -> list[dict]:
+    """Per device with an inconclusive verdict, why (its first such verdict's cause: "replay off pace (...)",
+    "bench host busy (...)"), so the page never calls a quiet host busy."""
+    causes: dict[str, str] = {}
+    for v in verdicts:
+        if v.status == INCONCLUSIVE and v.device not in causes:
+            causes[v.device] = v.reason.removeprefix("inconclusive: ").split(";")[0]
+    return [{"device": d, "cause": causes[d]} for d in sorted(causes)]
 
 
 def outcome_of(verdicts: list[Verdict]) -> str:

@@ -192,3 +192,20 @@ def test_an_energy_verdict_without_a_figure_says_whether_a_meter_is_missing_or_t
     assert "cannot resolve single decisions" in no_data_reason(rule, slow)
     assert no_data_reason(rule, {"power_mean": SimpleNamespace(flags=())}) is None  # the generic reason stands
     assert no_data_reason(RULES.rule("latency_p99"), {}) is None  # not a meter's figure
+
+
+def test_the_report_names_each_inconclusive_devices_own_cause() -> None:
+    from types import SimpleNamespace
+
+    from bench.report.build import inconclusive_causes
+
+    off = "inconclusive: replay off pace (send error P99 9.1 ms > the seed's +-8.3 ms alignment); 2% worse"
+    busy = "inconclusive: bench host busy (other processes 95% of 2 CPUs); 30% worse"
+    verdicts = [SimpleNamespace(device="web-1", status=INCONCLUSIVE, reason=off),
+                SimpleNamespace(device="c6-a", status=INCONCLUSIVE, reason=busy),
+                SimpleNamespace(device="c6-b", status=UNCHANGED, reason="within the runs' spread")]  # fmt: skip
+    causes = inconclusive_causes(verdicts)
+    assert causes == [
+        {"device": "c6-a", "cause": "bench host busy (other processes 95% of 2 CPUs)"},
+        {"device": "web-1", "cause": off.removeprefix("inconclusive: ").split(";")[0]},
+    ]
