@@ -49,6 +49,18 @@ ENERGY_RULE = (
     f"meter energy over each inference window t0..t1 mapped to the bench clock (or attributed from the"
     f" span around it, bench/measure/energy.py); n/a when {SLOW_RULE}"
 )
+# the figures a power meter gives (a device without an `energy` table in its fleet entry has none of them)
+_METERED = [
+    Metric("energy_per_decision_p50", "mJ", BENCH, "energy per decision P50 (mJ/decision)", ENERGY_RULE),
+    Metric("energy_per_decision_p99", "mJ", BENCH, "energy per decision P99", ENERGY_RULE),
+    Metric("energy_per_decision_mean", "mJ", BENCH, "energy per decision (mean)", ENERGY_RULE),
+    Metric("power_inferring", "mW", BENCH, "mean power while inferring", "meter energy in t0..t1 / time in t0..t1"),
+    Metric("power_idle", "mW", BENCH, "mean power while idle", "meter energy outside t0..t1 / time outside"),
+    Metric("energy_session", "mJ", BENCH, "energy per session", "meter energy over the measured run"),
+    Metric("power_mean", "mW", BENCH, "mean power", "meter energy over the measured run / its length"),
+    Metric("energy_budget_exceeded", "count", BENCH, "decisions over the energy budget",
+           "decisions whose t0..t1 energy exceeded the device's energy_budget_mj"),
+]  # fmt: skip
 _ENTRIES = [
     *_distribution("decision_latency", "us", BENCH, "decision latency",
                    "input sent -> decision (t1 on the bench clock)"),
@@ -88,26 +100,14 @@ _ENTRIES = [
     Metric("faults", "count", NO_CLOCK, "faults", "fault messages of the run"),
     Metric("rollback_time_max", "us", DEVICE, "longest rollback", "largest rollback_us of the run's faults"),
     Metric("inputs_sent", "count", BENCH, "inputs sent", "inputs the replayer sent"),
-    Metric("energy_per_decision_p50", "mJ", BENCH, "energy per decision P50 (mJ/decision)", ENERGY_RULE),
-    Metric("energy_per_decision_p99", "mJ", BENCH, "energy per decision P99", ENERGY_RULE),
-    Metric("energy_per_decision_mean", "mJ", BENCH, "energy per decision (mean)", ENERGY_RULE),
-    Metric("power_inferring", "mW", BENCH, "mean power while inferring", "meter energy in t0..t1 / time in t0..t1"),
-    Metric("power_idle", "mW", BENCH, "mean power while idle", "meter energy outside t0..t1 / time outside"),
-    Metric("energy_session", "mJ", BENCH, "energy per session", "meter energy over the measured run"),
-    Metric("power_mean", "mW", BENCH, "mean power", "meter energy over the measured run / its length"),
-    Metric("energy_budget_exceeded", "count", BENCH, "decisions over the energy budget",
-           "decisions whose t0..t1 energy exceeded the device's energy_budget_mj"),
+    *_METERED,
     Metric("input_bytes", "B", NO_CLOCK, "input bytes", "bytes of the inputs the replayer sent"),
 ]  # fmt: skip
 # a stored histogram that has no percentile entries of its own (the report plots it)
 HISTOGRAMS = {"frame_time": ("us", DEVICE), "frame_deviation": ("us", DEVICE)}
 
 CATALOGUE: dict[str, Metric] = {m.name: m for m in _ENTRIES}
-# the figures a power meter gives (a device without an `energy` table in its fleet entry has none of them)
-METERED = frozenset(
-    ("energy_per_decision_p50", "energy_per_decision_p99", "energy_per_decision_mean", "power_inferring",
-     "power_idle", "energy_session", "power_mean", "energy_budget_exceeded")
-)  # fmt: skip
+METERED = frozenset(m.name for m in _METERED)
 FAULTS_PREFIX = "faults_"  # faults_<kind>: one count per fault kind seen
 
 
