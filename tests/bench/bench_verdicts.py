@@ -564,30 +564,14 @@ def main() -> int:
         action="store_true",
         help="Linux boards as the bundled QEMU guests (icount clock) instead of loopback stand-ins",
     )
-    p.add_argument(
-        "--two-change",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="a night where the model (heavier) and the agent (a comment) both change; is the model named?",
-    )
-    p.add_argument(
-        "--hung-board",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="a night where a board is frozen (SIGSTOP) mid-replay and the recovery ladder brings it back",
-    )
-    p.add_argument(
-        "--bisect",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help=f"`hilbench bisect` over {BISECT_BUILDS} models, the first heavier one #{BISECT_FIRST_BAD}",
-    )
-    p.add_argument(
-        "--energy",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="a night with a model of twice the MACs on the scenario device (its power meter must report it)",
-    )
+    scenarios = {  # on by default, each with its --no-... to leave it out
+        "--two-change": "a night where the model (heavier) and the agent (a comment) both change; is the model named?",
+        "--hung-board": "a night where a board is frozen (SIGSTOP) mid-replay and the recovery ladder brings it back",
+        "--bisect": f"`hilbench bisect` over {BISECT_BUILDS} models, the first heavier one #{BISECT_FIRST_BAD}",
+        "--energy": "a night with a model of twice the MACs on the scenario device (its power meter must report it)",
+    }
+    for flag, what in scenarios.items():
+        p.add_argument(flag, action=argparse.BooleanOptionalAction, default=True, help=what)
     p.add_argument("--bisect-runs", type=int, default=3, help="replays per bisection step (hilbench bisect --runs)")
     p.add_argument(
         "--heavier",
