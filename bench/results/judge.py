@@ -84,9 +84,11 @@ def judge_run(
     against: int | None = None,
     pinned: int | None = None,
     devices: list[str] | None = None,
+    window_runs: tuple[int, ...] | None = None,
 ) -> list[Verdict]:
     """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
-    (default: this run) or at the `pinned` run. A night the window passes is suspected when the whole series of
+    (default: this run) or at the `pinned` run; with `window_runs` they are those runs (a pre-merge check's
+    baseline replays) and no drift is looked for. A night the window passes is suspected when the whole series of
     judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
     move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
     during its baseline runs is INCONCLUSIVE."""
@@ -110,12 +112,13 @@ def judge_run(
             m = stored.get(rule.measurement)
             base = window(
                 store, row.session or "", dev.name, rule.measurement,
-                before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
+                before=against or run_id, size=thresholds.baseline_runs, pinned=pinned, only=window_runs,
             )  # fmt: skip
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
             if verdict.status == NO_DATA and (why := no_data_reason(rule, stored)):
                 verdict = replace(verdict, reason=why)
-            if verdict.status == UNCHANGED and pinned is None and m is not None and m.value is not None:
+            fixed = pinned is not None or window_runs is not None  # a window that does not move
+            if verdict.status == UNCHANGED and not fixed and m is not None and m.value is not None:
                 verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
             if rule.bench_clock and icount and fp.get("latency_clock") != "device":
                 verdict = not_applicable(verdict, ICOUNT)
