@@ -32,6 +32,8 @@ from bench.commands.values import int_in, seconds
 from bench.console import compact_table, emit_json, err, out
 from bench.errors import ConfigError
 from bench.fleet import Device
+from bench.models import guess_name_and_format
+from bench.models.shape import check_model
 from bench.premerge.ci_report import check_report
 from bench.premerge.plan import Estimate, order, switches
 from bench.premerge.run import CheckOptions, CheckResult, run_check
@@ -97,8 +99,10 @@ def candidate(
         model, firmware = (str(built), None) if built.suffix == ".tflite" else (None, str(built))
     if model is None and firmware is None:
         return None, "the fleet's own build"
-    if model is not None and not Path(model).is_file():
-        raise ConfigError(f"--model {model}: no such file", file=model)
+    if model is not None:
+        if not Path(model).is_file():
+            raise ConfigError(f"--model {model}: no such file", file=model)
+        check_model(Path(model), guess_name_and_format(Path(model))[1])  # parsed and shape-checked, as publish does
     if firmware is not None and not Path(firmware).is_file():
         raise ConfigError(f"--firmware {firmware}: no such file", file=firmware)
     settings = {d.name: d.settings for d in change_under_test(devices, model, firmware)}

@@ -237,6 +237,19 @@ CASES = [
     ("session directory", ["session", "info", "{dir}"], 2, ["dir"]),
     ("replay cut session", ["replay", "--session", "{cut_mcap}"], 2, ["cut.mcap"]),
     ("nightly flipped session", ["nightly", "--session", "{flip_mcap}"], 2, ["flip.mcap"]),
+    ("check no device", ["check", "--device", "nosuch", "--session", "{session}"], 2, ["nosuch"]),
+    ("check missing model", ["check", "--device", "pi5-1", "--session", "{session}", "--model", "{tmp}/no.tflite",
+                             "--output-dir", "{tmp}/o"], 2, ["no.tflite"]),  # fmt: skip
+    ("check broken model", ["check", "--device", "pi5-1", "--session", "{session}", "--model", "{cut_tflite}",
+                            "--output-dir", "{tmp}/o"], 2, ["cut.tflite"]),  # fmt: skip
+    ("check bad ref", ["check", "--device", "pi5-1", "--session", "{session}", "--git", "no-such-ref", "--build",
+                       "true", "--output-dir", "{tmp}/o"], 2, ["no-such-ref"]),  # fmt: skip
+    ("check git without build", ["check", "--device", "pi5-1", "--session", "{session}", "--git", "HEAD"], 2,
+     ["--build"]),  # fmt: skip
+    ("check over budget", ["check", "--device", "pi5-1", "--session", "{session}", "--runs", "20", "--output-dir",
+                           "{tmp}/o"], 2, ["--budget"]),  # fmt: skip
+    ("check junit unwritable", ["check", "--device", "pi5-1", "--session", "{session}", "--junit", "{file}/j.xml"],
+     2, ["--junit"]),  # fmt: skip
     ("keys name ..", ["keys", "gen", "--name", "../x", "--out", "{tmp}/k"], 2, ["--name"]),
     ("keys name empty", ["keys", "gen", "--name", "", "--out", "{tmp}/k"], 2, ["--name"]),
     ("keys out unwritable", ["keys", "gen", "--out", "{file}/k"], 2, ["file"]),

@@ -167,3 +167,11 @@ def test_the_nightly_report_has_its_runs_verdicts_outcomes_and_stage_times(tmp_p
     failing = {(c.classname, c.name) for c in report.cases if c.status == "failed"}
     assert failing == {("combat.c6-a", "memory_peak"), ("devices.orin-1", "run")}  # a replay that hung: product
     assert report.timings == [("stage replay", 61.0)] and report.pages == [(f"combat (run {run})", tmp_path / "7.html")]
+
+
+def test_the_suite_passes_metrics_to_pytest() -> None:
+    from bench.cli import build_parser
+    from bench.commands.suite import suite_argv
+
+    args = build_parser("suite").parse_args(["suite", "--metrics", "m.prom", "--fleet", "fixtures/fleets/virtual.toml"])
+    assert "--metrics=m.prom" in suite_argv(args)
