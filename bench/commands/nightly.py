@@ -12,7 +12,16 @@ from rich.table import Table
 
 from bench import trust
 from bench.bundles import reset_model
-from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.ci.write import write_ci_files
+from bench.commands import (
+    add_ci_options,
+    add_device_options,
+    add_fleet_options,
+    add_output_dir,
+    ci_files,
+    held_devices,
+    selected_devices,
+)
 from bench.commands.replay import parse_speed
 from bench.console import compact_table, emit_json, err, out
 from bench.devices.esp32c6 import check_firmware
@@ -21,6 +30,7 @@ from bench.flashing import ProgressFactory
 from bench.fleet import Device
 from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
+from bench.nightly.ci_report import nightly_report
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
@@ -66,6 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
     add_device_options(p)
+    add_ci_options(p)
     p.set_defaults(func=cmd_nightly)
 
 
@@ -110,6 +121,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     devices = change_under_test(devices, args.model, args.firmware)
     sessions = session_files(args)
+    files = ci_files(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
     if args.baseline and get_baseline(store, args.baseline) is None:
         store.close()
@@ -125,6 +137,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()
     (result.log_dir / "nightly.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_ci_files(nightly_report(result, store, opts.thresholds or load_thresholds()), files)
     store.close()
     if args.json:
         emit_json(summary)
