@@ -92,15 +92,17 @@ class Case:
 
 @dataclass(frozen=True)
 class AlertLine:
-    """An alert the job opened or joined, with its state (untriaged, acknowledged, ...)."""
+    """An alert the job opened, joined or fixed, with its state (untriaged, acknowledged, ...)."""
 
     id: int
     state: str
     new: bool
     device: str
     session: str
-    metric: str
-    text: str = ""
+    metric: str  # its title, for people
+    age_days: float = 0.0  # in its state
+    overdue: bool = False  # untriaged for longer than the rules allow
+    text: str = ""  # its effect, owner and link
 
 
 @dataclass

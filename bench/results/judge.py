@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.measure.catalogue import METERED
+from bench.measure.catalogue import CATALOGUE, DEVICE, METERED
 from bench.measure.energy import SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
@@ -62,7 +62,8 @@ def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
 def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
     """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured): other
     processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
-    of the baseline runs. A host that is always as busy has that noise in the window's spread already."""
+    of the baseline runs (a host that is always as busy has that noise in the window's spread already), or more
+    than `starved_others_pct` whatever the baseline runs had (the bench got too little of the host to measure)."""
     data = host_of(store, run_id)
     if not data or "others_pct" not in data:
         return None
@@ -70,6 +71,8 @@ def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baselin
     rules = thresholds.host
     if not noise.busy(rules.busy_others_pct):
         return None
+    if noise.busy(rules.starved_others_pct):
+        return f"{noise.describe()}: over {rules.starved_others_pct:g}%, the bench was starved"
     usual = max((HostNoise.from_json(host_of(store, r) or {}).load_pct for r in baseline_runs), default=0.0)
     if noise.load_pct <= usual + rules.busier_margin_pct:
         return None
@@ -91,7 +94,7 @@ def judge_run(
     baseline replays) and no drift is looked for. A night the window passes is suspected when the whole series of
     judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
     move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
-    during its baseline runs is INCONCLUSIVE."""
+    during its baseline runs (or starved) is INCONCLUSIVE; not one an icount guest counts on its own clock."""
     row = store.run(run_id)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
@@ -124,11 +127,17 @@ def judge_run(
                 verdict = not_applicable(verdict, ICOUNT)
             elif rule.replay_paced and pace:
                 verdict = off_pace(verdict, pace)
-            elif virtual and rule.host_timed and verdict.status == SUSPECTED:
+            elif virtual and rule.host_timed and not counted(rule, icount) and verdict.status == SUSPECTED:
                 busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
+
+
+def counted(rule: MetricRule, icount: bool) -> bool:
+    """Whether the rule's figure is counted in instructions, not timed by the host: a device-clock figure of a QEMU
+    guest in icount mode (its clock advances with executed instructions, whatever the host's load)."""
+    return icount and rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].clock == DEVICE
 
 
 def drift_check(

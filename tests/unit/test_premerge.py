@@ -11,7 +11,15 @@ import pytest
 from bench.measure.measurement import Measurement
 from bench.premerge.plan import BASE, CANDIDATE, order, switches
 from bench.premerge.run import KINDS, SessionCheck, judge_session
-from bench.results.evidence import accept, membership, series, stored_verdicts, window
+from bench.results.evidence import (
+    accept,
+    membership,
+    record_fingerprint,
+    record_host,
+    series,
+    stored_verdicts,
+    window,
+)
 from bench.results.judge import judge_run
 from bench.results.majority import majority
 from bench.results.store import ResultStore, open_store
@@ -94,3 +102,22 @@ def test_a_majority_decides(tmp_path) -> None:
     one = majority(with_status([SUSPECTED, UNCHANGED, UNCHANGED]))[0]
     assert one.status == UNCHANGED and "1 of 3 runs worse: no majority" in one.reason
     assert majority(with_status([INCONCLUSIVE, INCONCLUSIVE, SUSPECTED]))[0].status == INCONCLUSIVE
+
+
+STARVED = {"host": "vm", "cpu": "x", "cores": 2, "seconds": 40.0, "load_start": 12.0, "load_end": 12.0,
+           "busy_pct": 99.0, "bench_pct": 12.0, "others_pct": 86.0, "steal_pct": 0.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(("clock", "status"), [("real time", INCONCLUSIVE), ("icount", SUSPECTED)])
+def test_a_starved_host_makes_a_suspect_inconclusive_unless_an_icount_guest_counted_it(tmp_path, clock, status):
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        check = check_of(store, 1500.0)
+        for run in check.runs[BASE] + check.runs[CANDIDATE]:
+            record_host(store, run, STARVED)  # as busy during the baseline: only the starved rule can apply
+            record_fingerprint(store, run, "c6-a", {"virtual": True, "clock": clock})
+        (verdict,) = [v for v in judge_run(store, check.runs[CANDIDATE][0], thresholds, window_runs=tuple(
+            check.runs[BASE])) if v.metric == "inference_p50"]  # fmt: skip
+    assert verdict.status == status
+    if status == INCONCLUSIVE:
+        assert "the bench was starved" in verdict.reason
