@@ -239,17 +239,17 @@ CASES = [
     ("nightly flipped session", ["nightly", "--session", "{flip_mcap}"], 2, ["flip.mcap"]),
     ("check no device", ["check", "--device", "nosuch", "--session", "{session}"], 2, ["nosuch"]),
     ("check missing model", ["check", "--device", "pi5-1", "--session", "{session}", "--model", "{tmp}/no.tflite",
-                             "--output-dir", "{tmp}/o"], 2, ["no.tflite"]),  # fmt: skip
+                             "--output-dir", "{tmp}/o"], 2, ["no.tflite"]),
     ("check broken model", ["check", "--device", "pi5-1", "--session", "{session}", "--model", "{cut_tflite}",
-                            "--output-dir", "{tmp}/o"], 2, ["cut.tflite"]),  # fmt: skip
+                            "--output-dir", "{tmp}/o"], 2, ["cut.tflite"]),
     ("check bad ref", ["check", "--device", "pi5-1", "--session", "{session}", "--git", "no-such-ref", "--build",
-                       "true", "--output-dir", "{tmp}/o"], 2, ["no-such-ref"]),  # fmt: skip
+                       "true", "--output-dir", "{tmp}/o"], 2, ["no-such-ref"]),
     ("check git without build", ["check", "--device", "pi5-1", "--session", "{session}", "--git", "HEAD"], 2,
-     ["--build"]),  # fmt: skip
+     ["--build"]),
     ("check over budget", ["check", "--device", "pi5-1", "--session", "{session}", "--runs", "20", "--output-dir",
-                           "{tmp}/o"], 2, ["--budget"]),  # fmt: skip
+                           "{tmp}/o"], 2, ["--budget"]),
     ("check junit unwritable", ["check", "--device", "pi5-1", "--session", "{session}", "--junit", "{file}/j.xml"],
-     2, ["--junit"]),  # fmt: skip
+     2, ["--junit"]),
     ("keys name ..", ["keys", "gen", "--name", "../x", "--out", "{tmp}/k"], 2, ["--name"]),
     ("keys name empty", ["keys", "gen", "--name", "", "--out", "{tmp}/k"], 2, ["--name"]),
     ("keys out unwritable", ["keys", "gen", "--out", "{file}/k"], 2, ["file"]),
