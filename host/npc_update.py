@@ -189,11 +189,16 @@ async def fetch(
         return await _fetch(ctx, url, part, timing, stats, rng, limit)
     except _Broken as exc:
         _discard(part)
-        raise UpdateFailed("transfer", f"{url}: {exc}; nothing kept", stats) from None
+        raise UpdateFailed(exc.kind, f"{url}: {exc}; nothing kept", stats) from None
 
 
 class _Broken(Exception):
-    """The server broke a transfer bound: the transfer is refused and its file deleted."""
+    """The server broke a transfer bound: the transfer is refused (kind `hash` for content longer than the signed
+    size, `transfer` for the protocol's other bounds) and its file deleted."""
+
+    def __init__(self, detail: str, kind: str = "transfer") -> None:
+        super().__init__(detail)
+        self.kind = kind
 
 
 async def _fetch(
@@ -211,7 +216,7 @@ async def _fetch(
         try:
             return await npc_grpc.fetch(url, part, stats, limit)
         except npc_grpc.OverLimit as exc:
-            raise _Broken(str(exc)) from None
+            raise _Broken(str(exc), "hash") from None
     meta_path = part.with_name(part.name + ".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
     szx = BLOCK_SZX
@@ -277,7 +282,7 @@ def _check_block(response: aiocoap.Message, block: Any, num: int, size: int, lim
         raise _Broken(f"block {num} carries {n} B of {size} and says more follow")
     if num * size + n > limit or (response.opt.size2 or 0) > limit:
         total = max(num * size + n, response.opt.size2 or 0)
-        raise _Broken(f"the server sends {total} B or more, the manifest says {limit}")
+        raise _Broken(f"the server sends {total} B or more, the manifest says {limit}", "hash")
 
 
 def _sha256_file(path: Path) -> str:

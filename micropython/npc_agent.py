@@ -38,6 +38,7 @@ CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
+MAX_MANIFEST = 4096  # bytes of a delta manifest (one is ~500)
 
 # while an update waits for its server: the requests answered at once (None: a line that does not decode, whose
 # error reply is immediate too); the others wait for the update's reply, at most DEFERRED_MAX lines of them
@@ -334,11 +335,13 @@ class Agent:
             if msg.get("delta"):
                 fetched = self.fetch_delta(client, url, manifest, tmp)
             else:
-                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.serve_during_update)
+                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.serve_during_update, manifest.get("size"))
         except Refused as exc:
+            _remove(tmp)  # a patched file that is refused is not kept
             self.models.refuse(exc, manifest)
             raise
         except (npccoap.FetchError, OSError, ValueError) as exc:  # ValueError: a patch that does not apply
+            _remove(tmp)
             kind = getattr(exc, "kind", "parse" if isinstance(exc, ValueError) else "transfer")
             refused = Refused(kind, "%s: %s" % (url, exc))
             self.models.refuse(refused, manifest)
@@ -359,17 +362,17 @@ class Agent:
         import npcsig
 
         cur = self.models.current
-        stats = client.fetch(url + "/manifest", path + ".delta", None, self.serve_during_update)
-        with open(path + ".delta") as f:
-            dm = json.load(f)
-        os.remove(path + ".delta")
+        stats = client.fetch(url + "/manifest", path + ".delta", None, self.serve_during_update, MAX_MANIFEST)
+        dm = read_delta_manifest(path + ".delta")
         if self.models.key is None or not npcsig.verify_manifest(dm, self.models.key):
             raise Refused("signature", "delta manifest does not verify with the trusted key")
         if dm.get("algo") != "bsdiff4-zlib" or dm.get("target") != manifest.get("sha256"):
             raise Refused("hash", "the delta manifest is not a bsdiff4-zlib patch to this model")
         if cur is None or dm.get("base") != cur.manifest.get("sha256"):
             raise Refused("hash", "delta is against base %s, not the running model" % str(dm.get("base"))[:12])
-        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"), self.serve_during_update)
+        patch = client.fetch(
+            url, path + ".patch", dm.get("patch_sha256"), self.serve_during_update, dm.get("patch_size")
+        )
         try:
             npcpatch.apply(cur.path, path + ".patch", path)
         finally:
@@ -628,6 +631,22 @@ class Agent:
                 )
                 self.loop.stopping = True
                 self.loop.sched.pending = []
+
+
+def read_delta_manifest(path):
+    """The delta manifest fetched into `path` (at most MAX_MANIFEST bytes), deleted once read: a JSON object nested
+    at most wire.MAX_DEPTH deep whose fields have their types; Refused("parse") naming what is wrong otherwise."""
+    try:
+        with open(path, "rb") as f:
+            body = f.read(MAX_MANIFEST + 1)
+    finally:
+        _remove(path)
+    try:
+        if len(body) > MAX_MANIFEST or not wire.shallow(body):
+            raise ValueError("over %d B or %d levels" % (MAX_MANIFEST, wire.MAX_DEPTH))
+        return npcmanifest.fields(json.loads(body), "delta manifest")
+    except (ValueError, RuntimeError, MemoryError) as exc:
+        raise Refused("parse", "not a delta manifest: %s" % exc)
 
 
 def read_record(path):

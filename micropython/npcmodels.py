@@ -8,7 +8,6 @@ and reports a `rollback` fault with the time it took.
 """
 
 import gc
-
 import os
 
 import npcmanifest

@@ -106,8 +106,8 @@ def _readable_id(body):
 
 
 def shallow(body):
-    """True when JSON text `body` (bytes) nests at most MAX_DEPTH arrays and objects. Counting the brackets (in C) settles every
-    ordinary line; only a line with more than MAX_DEPTH of them is scanned, strings skipped."""
+    """True when JSON text `body` (bytes) nests at most MAX_DEPTH arrays and objects. Counting the brackets (in C)
+    settles every ordinary line; only a line with more than MAX_DEPTH of them is scanned, strings skipped."""
     if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
         return True
     depth = 0

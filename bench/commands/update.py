@@ -76,7 +76,9 @@ def cmd_update(args: argparse.Namespace) -> int:
     return exit_code(r.outcome for r in results)
 
 
-async def _run(devices, store, spec, delta, allow_downgrade, impairment, on_done, results_at: str) -> list[DeviceUpdate]:
+async def _run(
+    devices, store, spec, delta, allow_downgrade, impairment, on_done, results_at: str
+) -> list[DeviceUpdate]:
     """Update the devices; one that does not answer is recovered by the ladder first (recorded in the results
     store's device health, as the nightly's)."""
     with contextlib.closing(open_results(results_at)) as results:

@@ -67,7 +67,7 @@ def test_every_limit_is_a_named_error_and_the_agent_goes_on(agent) -> None:
 
     async def body(s: AgentSession):
         got = []
-        for case, (line, code, _) in LIMIT_CASES.items():
+        for case, (line, _, _) in LIMIT_CASES.items():
             before, seen = await s.stats(), len(errors_seen(s))
             await s.send_raw(line)
             deadline = time.monotonic() + 10
@@ -81,7 +81,7 @@ def test_every_limit_is_a_named_error_and_the_agent_goes_on(agent) -> None:
     assert framing_errors == 0  # every reply the agent sent was a valid line, within the limit
     assert hello["model"]["version"] == 1
     for case, error, before, after in got:
-        line, code, msg_id = LIMIT_CASES[case]
+        _, code, msg_id = LIMIT_CASES[case]
         assert error["code"] == code and error.get("id") == msg_id, (case, error)
         assert len(wire.encode(error)) <= wire.MAX_LINE, case
         assert after["errors"].get(code, 0) == before["errors"].get(code, 0) + 1, case
