@@ -116,7 +116,8 @@ def mac_bytecode(a, b, n):
         s += a[i] * b[i]
     return s
 a = bytes(range(200)); b = bytes(range(200, 0, -1))
-c0 = time.ticks_cpu(); v = mac_viper(a, b, 200); c1 = time.ticks_cpu(); p = mac_bytecode(a, b, 200); c2 = time.ticks_cpu()
+c0 = time.ticks_cpu(); v = mac_viper(a, b, 200); c1 = time.ticks_cpu()
+p = mac_bytecode(a, b, 200); c2 = time.ticks_cpu()
 print(sys.implementation._mpy >> 10 & 15, v == p, time.ticks_diff(c1, c0), time.ticks_diff(c2, c1))
 """
 

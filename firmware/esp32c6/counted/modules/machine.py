@@ -1,9 +1,17 @@
 # machine, as MicroPython's esp32 port documents it for the ESP32-C6. Resets, sleeps, the timers and the
 # watchdog are the chip's (_c6machine, C); nothing is wired to the pins or to UART1, so those are modelled.
-import micropython
 import time
-from _c6machine import reset, soft_reset, bootloader, unique_id, reset_cause, freq, idle
-from _c6machine import _deepsleep, _timer, _wdt, _rtc
+
+import _c6machine
+from _c6machine import _deepsleep, _rtc, _timer, _wdt
+
+reset = _c6machine.reset
+soft_reset = _c6machine.soft_reset
+bootloader = _c6machine.bootloader
+unique_id = _c6machine.unique_id
+reset_cause = _c6machine.reset_cause
+freq = _c6machine.freq
+idle = _c6machine.idle
 
 PWRON_RESET = 1
 HARD_RESET = 2
@@ -114,7 +122,7 @@ class Pin(_Level):
         return None
 
     def __repr__(self):
-        return "Pin(%d)" % self._id
+        return f"Pin({self._id})"
 
 
 class Signal(_Level):
@@ -143,7 +151,7 @@ class UART:
 
     def __init__(self, id, baudrate=115200, bits=8, parity=None, stop=1, **kwargs):
         if id not in (0, 1):
-            raise ValueError("UART(%s) does not exist" % id)
+            raise ValueError(f"UART({id}) does not exist")
         self._id = id
         self.init(baudrate, bits, parity, stop, **kwargs)
 
@@ -188,7 +196,7 @@ class UART:
         return True
 
     def __repr__(self):
-        return "UART(%d, baudrate=%d)" % (self._id, self._baud)
+        return f"UART({self._id}, baudrate={self._baud})"
 
 
 class Timer:
@@ -217,7 +225,7 @@ class Timer:
         _timer(self._id, -1, False, None, None)
 
     def __repr__(self):
-        return "Timer(%d)" % self._id
+        return f"Timer({self._id})"
 
 
 class WDT:
@@ -241,7 +249,7 @@ class RTC:
             ns = _rtc()
             t = time.gmtime(ns // 1000000000)
             return (t[0], t[1], t[2], t[6], t[3], t[4], t[5], ns // 1000 % 1000000)
-        y, mo, d, wd, h, mi, s = dt[:7]
+        y, mo, d, _, h, mi, s = dt[:7]
         us = dt[7] if len(dt) > 7 else 0
         _rtc(time.mktime((y, mo, d, h, mi, s, 0, 0)), us)
 
