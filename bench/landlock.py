@@ -5,7 +5,9 @@ calls MODULE.main() with sys.argv = [MODULE, ARGS...]: files only beneath the --
 and the --ro paths (read), nothing executed (no process can be spawned into another program), no TCP bind
 or connect where the kernel's Landlock ABI has it (4+), no signals to processes outside (ABI 6+). Files
 already open stay usable. The virtual ESP32-C6 runs its MicroPython VM this way: a board's code must not
-reach the host any more than silicon can. Where the kernel has no Landlock (or it is disabled) it runs
+reach the host any more than silicon can. `--exec PATH ... -- /PROGRAM ARGS...` (a PROGRAM given by its
+absolute path) confines itself and then executes PROGRAM: the --exec paths (the program, its loader and
+libraries) may be read and executed, nothing else may be executed; the counted ESP32-C6 core (QEMU) runs so. Where the kernel has no Landlock (or it is disabled) it runs
 unconfined (`abi_version()` tells): the VM's own confinement (board_os) still holds."""
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def _fs_bits(abi: int) -> int:
     return next(bits for level, bits in sorted(_FS_BITS_BY_ABI.items(), reverse=True) if abi >= level)
 
 
-def confine(read_write: list[str], read_only: list[str]) -> int:
+def confine(read_write: list[str], read_only: list[str], executable: list[str] = ()) -> int:
     """Confine this process (see the module doc); returns the ABI used, 0 when Landlock is unavailable."""
     abi = abi_version()
     if abi < 1:
@@ -58,12 +60,14 @@ def confine(read_write: list[str], read_only: list[str]) -> int:
         raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
     try:
         rw = handled & ~(EXECUTE | _MAKE_CHAR | _MAKE_BLOCK)
-        for paths, allowed in ((read_write, rw), (read_only, READ_FILE | READ_DIR)):
+        rules = ((read_write, rw), (read_only, READ_FILE | READ_DIR), (executable, EXECUTE | READ_FILE | READ_DIR))
+        for paths, allowed in rules:
             for path in paths:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
                 try:
                     # a directory may get every right; a file only the rights that apply to files
-                    rights = allowed if os.path.isdir(path) else allowed & (WRITE_FILE | READ_FILE | (1 << 14))
+                    file_rights = EXECUTE | WRITE_FILE | READ_FILE | (1 << 14)
+                    rights = allowed if os.path.isdir(path) else allowed & file_rights
                     rule = ctypes.create_string_buffer(struct.pack("=Qi", rights & handled, fd), 12)
                     if _libc.syscall(_SYS_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), rule,
                                      ctypes.c_uint32(0)) < 0:  # fmt: skip
@@ -80,15 +84,20 @@ def confine(read_write: list[str], read_only: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """Parse `--rw DIR --ro PATH ... -- MODULE ARGS`, import MODULE, confine, run MODULE.main() with ARGS."""
-    if "--" not in argv:
-        sys.stderr.write("usage: python -m bench.landlock [--rw DIR] [--ro PATH] ... -- MODULE ARGS...\n")
+    """Parse `--rw DIR --ro PATH --exec PATH ... -- MODULE ARGS`, import MODULE, confine, run MODULE.main() with
+    ARGS; or, for `-- /PROGRAM ARGS`, confine and execute PROGRAM."""
+    if "--" not in argv or argv.index("--") == len(argv) - 1:
+        sys.stderr.write("usage: python -m bench.landlock [--rw DIR] [--ro PATH] [--exec PATH] ...\n"
+                         "       -- MODULE|/PROGRAM ARGS...\n")
         return 2
     split = argv.index("--")
     opts, rest = argv[:split], argv[split + 1 :]
+    paths = {flag: [opts[i + 1] for i, o in enumerate(opts) if o == flag] for flag in ("--rw", "--ro", "--exec")}
+    if rest[0].startswith("/"):
+        confine(paths["--rw"], paths["--ro"], paths["--exec"])
+        os.execv(rest[0], rest)
     module = importlib.import_module(rest[0])  # before: its files are not readable afterwards
-    confine([opts[i + 1] for i, o in enumerate(opts) if o == "--rw"],
-            [opts[i + 1] for i, o in enumerate(opts) if o == "--ro"])  # fmt: skip
+    confine(paths["--rw"], paths["--ro"], paths["--exec"])
     sys.argv = rest
     return int(module.main() or 0)
 
