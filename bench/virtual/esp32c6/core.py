@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
 import socket
 import struct
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.landlock import program_argv
 from bench.power.qmp import PowerError, QmpClient
 from bench.procs import tied
 from bench.virtual.esp32c6.counted import (
@@ -32,9 +31,6 @@ from bench.virtual.esp32c6.counted import (
     qemu_command,
 )
 
-# what QEMU's process may execute and read besides its own files: its binary, the dynamic loader and libraries
-SYSTEM_LIBRARIES = ("/usr/lib", "/usr/lib64", "/lib64")
-SYSTEM_READ = ("/etc/ld.so.cache",)
 STATUS_WORDS = 8  # the status block: 2 u32 + 3 u64 (counted.STATUS_FORMAT)
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
 
@@ -74,17 +70,9 @@ class CountedCore:
         argv = qemu_command(self.elf, mac=self.mac, reset_cause=self.reset_cause, vfs=self.vfs)
         argv[0] = binary
         argv += ["-chardev", f"socket,id=qmp,fd={theirs.fileno()}", "-mon", "chardev=qmp,mode=control"]
-        sandbox = [sys.executable, "-m", "bench.landlock", "--ro", str(self.elf), "--rw", str(self.vfs.path),
-                   "--exec", os.path.realpath(binary)]  # fmt: skip
-        for path in SYSTEM_LIBRARIES:
-            if os.path.isdir(path):
-                sandbox += ["--exec", path]
-        for path in SYSTEM_READ:
-            if os.path.exists(path):
-                sandbox += ["--ro", path]
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *tied([*sandbox, "--", *argv]),
+                *tied(program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
@@ -95,11 +83,13 @@ class CountedCore:
             theirs.close()
         self._pump = asyncio.ensure_future(self._forward_output())
         reader, writer = await asyncio.open_unix_connection(sock=ours)
-        self._qmp = QmpClient(reader, writer)
+        client = QmpClient(reader, writer)
         try:
-            await self._qmp.negotiate(QMP_START_S)
-        except PowerError:
-            self._qmp = None  # QEMU did not come up: wait() tells why
+            await client.negotiate(QMP_START_S)
+        except (PowerError, OSError):
+            await client.close()  # QEMU did not come up: wait() tells why
+            return
+        self._qmp = client
 
     def feed(self, data: bytes) -> None:
         """UART input (bytes to the firmware's console)."""
@@ -130,7 +120,7 @@ class CountedCore:
                 text = await client.execute(
                     "human-monitor-command", {"command-line": f"xp /{STATUS_WORDS}wx {STATUS_ADDR:#x}"}
                 )
-            except (PowerError, OSError):
+            except (PowerError, OSError, RuntimeError):  # QEMU gone, or the connection closed by a reset
                 return None
         words = [int(w, 16) for line in str(text).splitlines() for w in line.split(":", 1)[-1].split()]
         data = b"".join(w.to_bytes(4, "little") for w in words[:STATUS_WORDS])
@@ -158,4 +148,3 @@ class CountedCore:
         stdout = self._proc.stdout
         while chunk := await stdout.read(65536):
             self.on_output(chunk)
-
