@@ -126,7 +126,11 @@ def build_report(
         )
         base_device = baseline.devices.get(name) if baseline else None
         report.plots[name] = device_plots(
-            device, base_device, data["devices"][-1]["trend"], icount=icount, guest=timing in (GUEST_TIMING, COUNTED_TIMING)
+            device,
+            base_device,
+            data["devices"][-1]["trend"],
+            icount=icount,
+            guest=timing in (GUEST_TIMING, COUNTED_TIMING),
         )
         report.plots[name].update(drift_plots(device_verdicts, data["devices"][-1]["trend"]))
     return report
