@@ -28,6 +28,7 @@ from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 MAX_FILE = 64 * 1024 * 1024  # the largest file a store serves (a model's limit in bench.inputs)
+MAX_VERSION = 999_999_999  # the largest version a store holds (nine digits as a path segment)
 VERSION_RE = re.compile(r"^(0|[1-9][0-9]{0,8})$")  # a version (or delta base) as a path segment: plain digits
 
 
@@ -233,6 +234,11 @@ class ModelStore:
         previous = self.manifest(name, versions[-1], fmt) if versions else None
         if version is None:
             version = versions[-1] + 1 if versions else 1
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+            raise ConfigError(
+                f"model {name} ({fmt}): version {version} is outside 1..{MAX_VERSION}",
+                hint="versions are whole numbers a store folder and the agents can name",
+            )
         if versions and version <= versions[-1]:
             raise ConfigError(f"model {name} ({fmt}): version {version} is not newer than the published {versions[-1]}")
         manifest = model_manifest(Path(model), name, version, fmt)
