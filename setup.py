@@ -1,13 +1,18 @@
 """The shipped data files, by folder: every file of each agent, suite, web, fixture and firmware folder goes to
 share/npc-hil-bench/<folder>, where bench/paths.py finds it. A new kind's firmware/<kind>/ (or a new fixtures
-folder) ships with no entry of its own; pyproject.toml holds the rest of the packaging."""
+folder) ships with no entry of its own; pyproject.toml holds the rest of the packaging.
+
+The data folder keeps the checkout's layout, so a path a bundled file gives relative to itself resolves the same
+in both: the bundled fleet's stand-in `uhubctl` (../../bench/virtual/host_tools/uhubctl from fixtures/fleets/)
+ships at share/npc-hil-bench/bench/virtual/host_tools/ (tests/e2e/test_installed.py walks every such path)."""
 
 from pathlib import Path
 
 from setuptools import setup
 
 SHARE = "share/npc-hil-bench"
-FOLDERS = ("host", "micropython", "hil", "web", "web/agent", "web/tools", "fixtures/*", "firmware/*")
+FOLDERS = ("host", "micropython", "hil", "web", "web/agent", "web/tools", "fixtures/*", "firmware/*",
+           "bench/virtual/host_tools")  # fmt: skip
 
 
 def shipped(folder: Path) -> list[str]:
