@@ -147,8 +147,8 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     site = Path(sysconfig.get_path("purelib", vars={"base": str(env_dir), "platbase": str(env_dir)}))
     (site / "bench-test-deps.pth").write_text(sysconfig.get_path("purelib") + "\n")
     pip = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install", "-q", "--no-deps",
-         "--no-index", "--ignore-installed", str(wheel)],  # beside this venv's own (editable) bench, not over it
+        [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install", "-q", "--compile",
+         "--no-deps", "--no-index", "--ignore-installed", str(wheel)],  # beside this venv's editable bench, not over it
         capture_output=True, text=True,
     )  # fmt: skip
     assert pip.returncode == 0, pip.stderr[-2000:]
