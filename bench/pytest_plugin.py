@@ -12,6 +12,7 @@
 - `agent` / `console` / `devices` (ready devices, their consoles, crash reports): `bench.pytest_devices`.
 - Failure classes (an infrastructure failure is an ERROR naming the class) and `--quarantine FILE` (known-flaky
   tests run and are reported, do not fail the session, with their pass/fail history): `bench.pytest_classes`.
+- The nightly's open alerts of the tested devices (`--results PATH`): `bench.pytest_alerts`.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ from bench.paths import OUTPUT_DIR
 from bench.provision.controls import BoardControls
 from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
 
-# record_measurement; agent, console, devices; failure classes and --quarantine; under pytest-xdist, each
-# device's tests on one worker
+# record_measurement; agent, console, devices; failure classes and --quarantine; the devices' open alerts; under
+# pytest-xdist, each device's tests on one worker
 pytest_plugins = (
     "bench.pytest_measure",
     "bench.pytest_devices",
     "bench.pytest_classes",
+    "bench.pytest_alerts",
     *(("bench.testkit.scheduling",) if importlib.util.find_spec("xdist") else ()),
 )
 
