@@ -142,7 +142,9 @@ class Link:
         (what came is kept for the next call); b"" at the end of input. Of a line longer than a protocol line
         only its first MAX_LINE + 1 bytes are kept (the decoder answers that with `bad_frame`). One call reads at
         most that many bytes, so a flood without newlines leaves the frame loop its turn between calls."""
-        one, buf, poll, readinto = self.one, self.buf, self.poller.ipoll, self.rx.readinto
+        # ipoll allocates nothing per call; a port whose select has only poll() is served too
+        poll = getattr(self.poller, "ipoll", self.poller.poll)
+        one, buf, readinto = self.one, self.buf, self.rx.readinto
         cap = len(buf) - 1
         n = self.n
         for _ in range(cap):
