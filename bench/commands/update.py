@@ -37,7 +37,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"results store the device health goes to (default: the fleet's [bench] results, else {DEFAULT_STORE})",
     )
     p.add_argument(
-        "--loss", type=float_in(0.0, 50.0), default=0.0, metavar="PCT",  # the proxy drops at most half
+        "--loss",
+        type=float_in(0.0, 50.0),
+        default=0.0,
+        metavar="PCT",  # the proxy drops at most half
         help="drop PCT %% of datagrams, 0-50 (loopback impairment proxy)",
     )
     add_store_option(p)
