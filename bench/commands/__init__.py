@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.ci.write import CiFiles
+from bench.ci.files import CiFiles
 from bench.commands.values import seconds
 from bench.console import err, note
 from bench.doctor import require_pyserial

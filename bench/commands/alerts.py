@@ -17,6 +17,7 @@ from bench.errors import ConfigError
 from bench.fleet import find_fleet, load_fleet
 from bench.results.store import DEFAULT_STORE, ResultStore, open_store
 from bench.results.thresholds import load_thresholds
+from bench.units import figure
 
 WIDTH = 79  # what a line of `show` fits (80 columns)
 COMMAND_END = "\0"  # marks a line of a command, which `show` does not wrap
@@ -196,7 +197,7 @@ def _baseline(a: Alert) -> str:
     base, value, unit = a.data.get("baseline_value"), a.data.get("value"), a.data.get("unit", "")
     if base is None or value is None:
         return ""
-    return f": {base:.4g} -> {value:.4g} {unit}".rstrip()
+    return f": {figure(base, unit)} -> {figure(value, unit)}"
 
 
 def _changed(args: argparse.Namespace, change) -> int:
