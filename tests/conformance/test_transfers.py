@@ -193,3 +193,30 @@ def test_a_hostile_delta_manifest_is_a_named_refusal(agent, tmp_path) -> None:
         assert err.code == "refused" and len(faults) == 1, (name, err.reply, faults)
         assert faults[0]["kind"] in DELTA_CASES[name][1], (name, faults[0])
         assert left == [], (name, left)
+
+
+def test_a_rolled_back_update_leaves_no_model_file(agent, tmp_path) -> None:
+    """An update to a model that crashes in probation is rolled back, and its file is deleted from the models
+    folder (before, the crash model stayed on flash after the nightly's fault stage)."""
+    from bench.ota.server import UpdateServer
+
+    ext = agent.model_ext
+    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
+    key = load_private_key(DEV_PRIVATE_KEY)
+    store = ModelStore(tmp_path / "store")
+    store.publish(MODELS / f"npc-policy-int8.{ext}", key, name="npc-policy", fmt=fmt)
+    crash = store.publish(MODELS / f"{agent.crash_model}.{ext}", key, name="npc-policy", fmt=fmt).manifest
+
+    async def body(s: AgentSession):
+        if "update-coap" not in s.info["caps"]:
+            pytest.skip(f"the {agent.kind} agent does not update over CoAP")
+        async with UpdateServer(store) as srv:
+            await s.update(srv.model_url("npc-policy", 2), crash, coap=COAP, timeout=60)
+        fault = await s.next_fault(timeout=10)
+        await asyncio.sleep(0.5)
+        return fault, await s.hello()
+
+    fault, hello = agent.run(body)
+    assert fault["kind"] == "rollback" and hello["model"]["version"] == 1
+    names = sorted(p.name for p in agent.models_dir.iterdir())
+    assert not [n for n in names if n.startswith("npc-policy-2")], names
