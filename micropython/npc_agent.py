@@ -23,13 +23,19 @@ except ImportError:  # pragma: no cover - every port used here has select
     import uselect as select
 
 import npcfeat
-import npcmanifest
-import npcnn
-import npcrecords
-import npcsched
-import wire
-from npcclock import Clock
-from npcmodels import Models, Refused
+
+# the input windows' 17 KB array, made before the other modules are compiled: on a young heap it finds a
+# contiguous block, which the code objects of every module, scattered over the heap, would leave it no more
+# (Agent takes it)
+_features = npcfeat.Features()
+
+import npcmanifest  # noqa: E402
+import npcnn  # noqa: E402
+import npcrecords  # noqa: E402
+import npcsched  # noqa: E402
+import wire  # noqa: E402
+from npcclock import Clock  # noqa: E402
+from npcmodels import Models, Refused  # noqa: E402
 
 AGENT = "npc-mpy"
 VERSION = "0.1.0"
@@ -245,7 +251,8 @@ class Agent:
         self.models = Models(key, self.clock, self.send, mem_limit, self.remember, self.forget)
         self.warm_up_pending = False
         self.key_error = key_error
-        self.features = npcfeat.Features()
+        global _features
+        self.features, _features = _features or npcfeat.Features(), None
         self.loop = None
         self.running = True
         self.deferred = []  # (line, rx us) of requests that came while an update was waiting
