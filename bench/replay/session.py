@@ -26,6 +26,9 @@ FORMAT_VERSION = "1"
 LIBRARY = "npc-hil-bench session writer 1"  # fixed, so a file's bytes do not depend on the mcap version
 CHUNK_LIMIT = 64 * 1024 * 1024
 """The largest MCAP record (a chunk, inflated or not) a session may hold; the writer's chunks are 256 KiB."""
+MAX_MESSAGES = 2_000_000
+"""The most messages one session may hold: a replay holds them all (about 1.8 h of voice, gaze and mocap at
+their full rates); the memory this takes is measured by tests/bench/bench_session_memory.py."""
 MAX_LABEL = 200
 """The longest session id or scenario name (printable characters only)."""
 MAX_GAP_S = 60.0
@@ -235,8 +238,17 @@ def _session_metadata(reader: Any, path: Path) -> dict[str, str]:
 
 
 def _read_messages(reader: Any, path: Path) -> list[SessionMessage]:
+    """The messages in time order, read in file order (a recorder writes them in order; mcap's own time
+    ordering costs a heap comparison per message) and sorted only when the file is not; at most MAX_MESSAGES."""
     messages: list[SessionMessage] = []
-    for index, (_schema, channel, message) in enumerate(reader.iter_messages(log_time_order=True)):
+    in_order, last = True, -1
+    for index, (_schema, channel, message) in enumerate(reader.iter_messages(log_time_order=False)):
+        if index >= MAX_MESSAGES:
+            raise BadSessionMessage(
+                f"{path}: more than {MAX_MESSAGES} messages, the limit for one session (held in memory to replay)",
+                hint="cut the session into parts (`hilbench session info` shows its span)",
+                file=str(path),
+            )
         spec = BY_TOPIC.get(channel.topic)
         if spec is None:
             raise BadSessionMessage(
@@ -252,6 +264,10 @@ def _read_messages(reader: Any, path: Path) -> list[SessionMessage]:
         except PayloadError as exc:
             raise BadSessionMessage(f"{path}: {spec.name} message #{index} at {message.log_time} ns: {exc}") from None
         messages.append(SessionMessage(message.log_time, spec.name, value))
+        in_order = in_order and message.log_time >= last
+        last = message.log_time
+    if not in_order:
+        messages.sort(key=lambda m: m.ts_ns)  # stable: equal times keep the file's order
     return messages
 
 
