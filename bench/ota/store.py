@@ -38,7 +38,7 @@ def version_of(segment: str) -> int | None:
 
 
 def default_store_dir() -> Path:
-    """$HILBENCH_OTA_STORE, else ~/.cache/npc-hil-bench/ota-store."""
+    """$HILBENCH_OTA_STORE, else the bench cache's ota-store ($HILBENCH_CACHE_DIR or ~/.cache/npc-hil-bench)."""
     env = os.environ.get("HILBENCH_OTA_STORE")
     return Path(env) if env else cache_root() / "ota-store"
 
