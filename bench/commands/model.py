@@ -18,10 +18,9 @@ from bench.signing import load_private_key
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
-    """--store DIR (default $HILBENCH_OTA_STORE or ~/.cache/npc-hil-bench/ota-store)."""
-    parser.add_argument(
-        "--store", metavar="DIR", help="model store directory (default: $HILBENCH_OTA_STORE or ~/.cache)"
-    )
+    """--store DIR (default: bench.ota.store.default_store_dir)."""
+    store_help = "model store directory (default: $HILBENCH_OTA_STORE, else ota-store in the bench cache)"
+    parser.add_argument("--store", metavar="DIR", help=store_help)
 
 
 def open_store(args: argparse.Namespace) -> ModelStore:

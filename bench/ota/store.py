@@ -38,7 +38,7 @@ def version_of(segment: str) -> int | None:
 
 
 def default_store_dir() -> Path:
-    """$HILBENCH_OTA_STORE, else ~/.cache/npc-hil-bench/ota-store."""
+    """$HILBENCH_OTA_STORE, else the bench cache's ota-store ($HILBENCH_CACHE_DIR or ~/.cache/npc-hil-bench)."""
     env = os.environ.get("HILBENCH_OTA_STORE")
     return Path(env) if env else cache_root() / "ota-store"
 
@@ -61,6 +61,9 @@ class ModelStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        if os.path.lexists(self.root) and not self.root.is_dir():  # a file or FIFO given as --store
+            raise ConfigError(f"model store {self.root} is not a folder", hint="give the store's folder (--store DIR)",
+                              file=str(self.root))  # fmt: skip
 
     def names(self) -> list[str]:
         """Every model name with at least one version."""
