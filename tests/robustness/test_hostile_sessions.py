@@ -187,3 +187,19 @@ def test_more_messages_than_the_limit_are_refused_while_read(tmp_path: Path, mon
     monkeypatch.setattr(session_module, "MAX_MESSAGES", 10)
     with pytest.raises(session_module.BadSessionMessage, match="more than 10 messages"):
         session_module.read_session(path)
+
+
+def test_agent_text_in_the_replay_output_is_not_markup() -> None:
+    """A device's failure detail holding `[/yellow]` and `[bold]` (an agent's own words) is printed as written:
+    as markup, rich would raise on the stray closing tag and `hilbench replay` would stop with a traceback."""
+    from rich.console import Console
+
+    from bench.commands.replay import device_notes
+    from bench.replay.run import DeviceRun
+
+    run = DeviceRun(Device("c6-a", "esp32c6", None, virtual=True))
+    run.fail("the agent refused 1 input line(s), first bad_json: [/yellow] [bold]x", FailureClass.PRODUCT)
+    console = Console(record=True, width=300)
+    for line in device_notes([run]):
+        console.print(line, highlight=False)
+    assert "first bad_json: [/yellow] [bold]x" in console.export_text()
