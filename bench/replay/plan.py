@@ -27,7 +27,7 @@ class VoiceMode(StrEnum):
     FEATURES = "voicef"  # per-10 ms [rms, zcr, pitch_hz, voiced]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedInput:
     """One input to send: due `offset_ns` after the replay starts (at 1x), and its line per voice mode."""
 
