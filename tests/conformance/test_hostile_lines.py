@@ -101,6 +101,31 @@ CASES: dict[str, tuple[bytes, set[str]]] = {
         ),
         {"bad_field", "refused"},  # refused: the web agent takes ws:// URLs only
     ),
+    "update manifest with a unicode name": (
+        line(
+            b'{"t":"update","id":131,"url":"coap://127.0.0.1:9/x","manifest":{"name":"npc-p\u00f6licy\ud83d\ude00",'
+            b'"version":2,"sha256":"%s","size":10,"sig":"AAAA"}}' % SHA
+        ),
+        {"refused"},
+    ),
+    "update manifest with duplicate keys": (
+        line(
+            b'{"t":"update","id":132,"url":"coap://127.0.0.1:9/x","manifest":{"name":"npc-policy","name":"evil",'
+            b'"version":2,"version":3,"sha256":"%s","size":10,"sig":"AAAA"}}' % SHA
+        ),
+        {"refused"},
+    ),
+    "update manifest version 2^53": (
+        line(
+            b'{"t":"update","id":133,"url":"coap://127.0.0.1:9/x","manifest":{"name":"npc-policy",'
+            b'"version":9007199254740992,"sha256":"%s","size":10}}' % SHA
+        ),
+        {"bad_field"},
+    ),
+    "load manifest size 1e400": (
+        line(b'{"t":"load","id":134,"path":"m.bin","manifest":{"name":"npc-policy","size":1e400,"sha256":"%s"}}' % SHA),
+        {"bad_field"},
+    ),
     "infer x nested": (line(b'{"t":"infer","id":129,"x":[[' + X48 + b"]]}"), {"bad_field"}),
     "gaze d of 400 numbers": (
         line(b'{"t":"in","ch":"gaze","ts":1,"d":[' + b",".join([b"0"] * 400) + b"]}"),

@@ -5,6 +5,7 @@ over 4 KB, nested too deep, or not an object of typed fields is a `parse` refusa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -220,3 +221,58 @@ def test_a_rolled_back_update_leaves_no_model_file(agent, tmp_path) -> None:
     assert fault["kind"] == "rollback" and hello["model"]["version"] == 1
     names = sorted(p.name for p in agent.models_dir.iterdir())
     assert not [n for n in names if n.startswith("npc-policy-2")], names
+
+
+WS_CASES = {
+    "endless chunks": lambda content: [{"size": len(content), "etag": "e1"}] + [b"\xaa" * 4096] * 64,
+    "a size of 10^12": lambda content: [{"size": 10**12, "etag": "e1"}, content, {"done": True}],
+    "a size that is a string": lambda content: [{"size": "9824", "etag": "e1"}, content, {"done": True}],
+    "an ETag of 1000 characters": lambda content: [{"size": len(content), "etag": "e" * 1000}, content, {"done": True}],
+    "more bytes than it announced": lambda content: [
+        {"size": len(content), "etag": "e1"},
+        content + b"\0" * 64,
+        {"done": True},
+    ],
+}
+
+
+def test_a_websocket_server_breaking_a_bound_is_refused(tmp_path) -> None:
+    """The web agent's WebSocket channel: a server that sends past the signed size, announces a size over it or
+    of another type, or an ETag of 1000 characters is refused (kind `hash` or `transfer`), and v1 runs."""
+    import websockets
+    from websockets.asyncio.server import serve
+
+    from tests.conformance.harness import WebAgent
+
+    agent = WebAgent(tmp_path / "agent")
+    key = load_private_key(DEV_PRIVATE_KEY)
+    store = ModelStore(tmp_path / "store")
+    v2 = store.publish(MODELS / "npc-policy-int8-v2.tflite", key, name="npc-policy", fmt="tflite-int8").manifest
+    content = (MODELS / "npc-policy-int8-v2.tflite").read_bytes()
+    state = {"case": None, "sent": 0}
+
+    async def handler(conn) -> None:
+        await conn.recv()  # {"offset": N}
+        for part in WS_CASES[state["case"]](content):
+            with contextlib.suppress(websockets.ConnectionClosed):
+                if isinstance(part, bytes):
+                    state["sent"] += len(part)
+                    await conn.send(part)
+                else:
+                    await conn.send(json.dumps(part))
+
+    async def body(s: AgentSession):
+        got = []
+        async with serve(handler, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            for name in WS_CASES:
+                state["case"], state["sent"] = name, 0
+                with pytest.raises(AgentError) as err:
+                    await s.update(f"ws://127.0.0.1:{port}/models/npc-policy/tflite-int8/2", v2, timeout=60)
+                got.append((name, err.value.code, s.faults[-1]))
+        return got, await s.hello()
+
+    got, hello = agent.run(body, timeout=60)
+    assert hello["model"]["version"] == 1
+    for name, code, fault in got:
+        assert code == "refused" and fault["kind"] in ("hash", "transfer"), (name, fault)
