@@ -14,23 +14,22 @@ from pathlib import Path
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from bench import trust
-from bench.bisect import DEFAULT_RUNS, Bisection, NotRun, bisect
-from bench.bundles import reset_model
+from bench.bundles import reset_model, trust
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in
-from bench.console import emit_json, err, out
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.flashing import flash_devices
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.console import emit_json, err, out
+from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.units import figure
 from bench.lab.acquire import reachable_devices
+from bench.nightly.flashing import flash_devices
 from bench.nightly.run import model_mismatch, recorded_replay
 from bench.replay.session import read_session
-from bench.results.store import open_store
+from bench.results.bisect import DEFAULT_RUNS, Bisection, NotRun, bisect
 from bench.results.thresholds import load_thresholds
-from bench.units import figure
+from bench.store.results import open_store
 from bench.virtual import board_controls
 
 MODEL_SUFFIXES = (".tflite",)

@@ -14,15 +14,15 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from bench.core.units import UNIT_SYMBOLS, readable
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.report import svg
 from bench.report.build import Report
 from bench.report.measures import NOUNS, count_text, measure_rows
 from bench.report.nights import Cell, SessionGrid
+from bench.report.runview import UPDATE_RUN_KIND
 from bench.results.judge import ICOUNT
-from bench.results.runview import UPDATE_RUN_KIND
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
-from bench.units import UNIT_SYMBOLS, readable
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from bench.fingerprint import changes
-from bench.results.store import ResultStore
+from bench.bundles.fingerprint import changes
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REGRESSION
+from bench.store.results import ResultStore
 
 HISTORY_NIGHTS = 60  # nights a cell of the history page shows
 MARKED = (REGRESSION, NOT_REPRODUCED, INCONCLUSIVE)  # verdicts a cell marks on its point

@@ -1,5 +1,5 @@
 """The bench as an installed package, outside a checkout: the wheel carries the agents, fixtures and firmware
-(bench/paths.py finds them), and `pip install .` into a new venv gives a `hilbench nightly` that passes every
+(bench/core/paths.py finds them), and `pip install .` into a new venv gives a `hilbench nightly` that passes every
 stage from any folder. The full install-and-nightly run takes minutes: set HILBENCH_INSTALL_TEST=1 to run it."""
 
 from __future__ import annotations

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.errors import ExitCode
 from bench.lab.acquire import lab_devices
 from bench.lab.client import LabClient
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 from tests.conftest import REPO, hilbench
 
 pytestmark = pytest.mark.e2e

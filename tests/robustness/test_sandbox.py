@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.landlock import abi_version
+from bench.core.landlock import abi_version
 from tests.conftest import REPO
 from tests.esp32c6_support import FIRMWARE, Board, mpremote, preflash, virtual_c6
 
@@ -72,8 +72,9 @@ def test_landlock_confines_a_process_to_its_folder(tmp_path: Path) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        argv = [sys.executable, "-m", "bench.landlock", "--rw", str(inside), "--", "tests.robustness.landlock_probe",
-                str(inside), str(outside), str(listener.getsockname()[1])]  # fmt: skip
+        argv = [sys.executable, "-m", "bench.core.landlock", "--rw", str(inside), "--",
+                "tests.robustness.landlock_probe", str(inside), str(outside),
+                str(listener.getsockname()[1])]  # fmt: skip
         ran = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)
