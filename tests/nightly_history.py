@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench.alerts import record_night
+from bench.alerts.findings import findings_of_verdicts
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
 from bench.results.evidence import record_fingerprint
@@ -67,6 +69,41 @@ def write_history(store: ResultStore, thresholds: Thresholds, plan: Plan, device
             ])  # fmt: skip
             store.update_device(run, name, status="ok")
         store.finish_run(run, "ok")
-        asyncio.run(confirm_run(store, run, "combat.mcap", [], thresholds, None))
+        done = asyncio.run(confirm_run(store, run, "combat.mcap", [], thresholds, None))
+        record_night(store, findings_of_verdicts(store, run, done.verdicts), thresholds.alerts, "nightly on test-host")
         ids.append(run)
     return ids
+
+
+def store_night(
+    store: ResultStore,
+    thresholds: Thresholds,
+    rng: np.random.Generator,
+    *,
+    slower: dict[str, float] | None = None,
+    models: dict[str, str] | None = None,
+    devices: tuple[str, ...] = ("c6-a", "orin-1"),
+    session: str = "combat",
+) -> int:
+    """One judged night of `session` on `devices` (real-time clocks, CV 1.2%), each device's inference P50 times
+    its `slower` factor, running the model `models` names (default "0"*64), its findings recorded as alerts by the
+    nightly's own step; returns the run id."""
+    run = store.begin_run("replay", session=session)
+    for name in devices:
+        kind, inference, latency, fps, mem, _ = FLEET[name]
+        store.add_device(run, name, kind)
+        noise = rng.lognormal(0.0, 0.012, 3)
+        model = (models or {}).get(name, "0" * 64)
+        record_fingerprint(store, run, name, {"model_sha256": model, "virtual": True, "clock": "real time"})
+        store.add_measurements(run, name, [
+            Measurement("inference_latency_p50", "us", inference * (slower or {}).get(name, 1.0) * noise[0],
+                        samples=900),
+            Measurement("decision_latency_p50", "us", latency * noise[1], samples=900),
+            Measurement("fps", "FPS", fps * (1 + (noise[2] - 1) / 20), samples=900),
+            Measurement("mem_peak", "B", mem, samples=40),
+        ])  # fmt: skip
+        store.update_device(run, name, status="ok")
+    store.finish_run(run, "ok")
+    done = asyncio.run(confirm_run(store, run, f"{session}.mcap", [], thresholds, None))
+    record_night(store, findings_of_verdicts(store, run, done.verdicts), thresholds.alerts, "nightly on test-host")
+    return run

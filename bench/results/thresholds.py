@@ -46,13 +46,24 @@ class HostRules:
 
 
 @dataclass(frozen=True)
+class AlertRules:
+    """How alerts (bench.alerts) close, reopen, fail a night and fall overdue."""
+
+    fixed_after_nights: int = 3  # an alert is fixed after this many nights in a row inside the baseline's spread
+    reopen_nights: int = 14  # a fixed alert whose step comes back within this many nights of its fix reopens
+    untriaged_days: float = 3.0  # an alert untriaged for longer than this is flagged overdue
+    fail_acknowledged: bool = False  # whether an acknowledged alert still makes the night exit 1
+
+
+@dataclass(frozen=True)
 class Thresholds:
-    """All metric rules of one thresholds file, the baseline window size and the host rules."""
+    """All metric rules of one thresholds file, the baseline window size, the host rules and the alert rules."""
 
     path: Path
     rules: tuple[MetricRule, ...]
     baseline_runs: int = 5
     host: HostRules = HostRules()
+    alerts: AlertRules = AlertRules()
 
     def rule(self, name: str) -> MetricRule:
         """The rule called `name` (KeyError if absent)."""
@@ -71,10 +82,10 @@ def load_thresholds(path: str | Path | None = None) -> Thresholds:
 
 def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     """Validate the parsed TOML `data` of `file` into Thresholds."""
-    unknown = set(data) - {"defaults", "host", "metrics"}
+    unknown = set(data) - {"defaults", "host", "alerts", "metrics"}
     if unknown:
         raise ConfigError(
-            f"{file}: unknown section(s) {sorted(unknown)}; expected [defaults], [host] and [metrics.NAME]"
+            f"{file}: unknown section(s) {sorted(unknown)}; expected [defaults], [host], [alerts] and [metrics.NAME]"
         )
     defaults = _table(data.get("defaults", {}), file, "defaults")
     _no_unknown(defaults, {"alpha", "baseline_runs"}, file, "defaults")
@@ -88,7 +99,22 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     if not metrics:
         raise ConfigError(f"{file}: no [metrics.NAME] tables; a thresholds file needs at least one metric")
     rules = tuple(_rule(name, _table(body, file, f"metrics.{name}"), file, alpha) for name, body in metrics.items())
-    return Thresholds(file, rules, runs, HostRules(busy, margin))
+    return Thresholds(file, rules, runs, HostRules(busy, margin), _alert_rules(data.get("alerts", {}), file))
+
+
+def _alert_rules(value: Any, file: Path) -> AlertRules:
+    """The [alerts] table, validated (every field optional)."""
+    body = _table(value, file, "alerts")
+    _no_unknown(body, {"fixed_after_nights", "reopen_nights", "untriaged_days", "fail_acknowledged"}, file, "alerts")
+    fail = body.get("fail_acknowledged", False)
+    if not isinstance(fail, bool):
+        raise ConfigError(f"{file}: alerts.fail_acknowledged must be true or false, not {fail!r}")
+    return AlertRules(
+        fixed_after_nights=_integer(body.get("fixed_after_nights", 3), file, "alerts.fixed_after_nights", low=1),
+        reopen_nights=_integer(body.get("reopen_nights", 14), file, "alerts.reopen_nights", low=0),
+        untriaged_days=_number(body.get("untriaged_days", 3.0), file, "alerts.untriaged_days", low=0.0, high=365.0),
+        fail_acknowledged=fail,
+    )
 
 
 _RULE_FIELDS = {"measurement", "worse", "threshold_pct", "min_samples", "alpha", "host_timed", "replay_paced",

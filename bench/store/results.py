@@ -39,7 +39,7 @@ from bench.store.dialect import (
 from bench.store.frame_columns import FIELDS, PACKED, FrameColumns, empty
 from bench.store.frame_writer import BackgroundFrameWriter
 from bench.store.packed import NONE, pack, unpack
-from bench.store.schema import SCHEMA_VERSION, TABLES
+from bench.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
 DEFAULT_STORE = Path("reports") / "results.sqlite"
 RAW_TABLES = ["frames", "frame_packs", "inputs", "input_sends"]  # the frame and input rows retention prunes
@@ -152,10 +152,25 @@ class ResultStore:
                 f"results store {_redacted(str(path))}: cannot open: {str(exc).strip()}",
                 hint="check the URL (--results or [bench] results) and that the PostgreSQL server runs",
             ) from None
-        version = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
-        if int(version) != SCHEMA_VERSION:
-            raise ConfigError(f"results store {path}: schema version {version}, this bench writes {SCHEMA_VERSION}")
+        version = int(self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"results store {path}: schema version {version}, this bench writes {SCHEMA_VERSION}",
+                hint="update this bench host's checkout: another host's newer bench migrated the store",
+            )
+        self._migrate(version)
         self.interrupted_runs = self._close_orphaned_runs()
+
+    def _migrate(self, version: int) -> None:
+        """Bring a store written by an older bench to SCHEMA_VERSION, one version at a time (each step's statements
+        are idempotent, and the version moves on only from the one it was: two hosts opening it at once agree)."""
+        for step in range(version, SCHEMA_VERSION):
+            with self._tx():
+                for statement in MIGRATIONS.get(step, []):
+                    self.db.execute(statement)
+                self.db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version' AND value = ?", (str(step + 1), str(step))
+                )
 
     def _close_orphaned_runs(self) -> list[int]:
         """Mark `interrupted` the runs still `running` whose writer (a process on this host) is gone."""

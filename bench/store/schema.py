@@ -1,6 +1,42 @@
 """The results schema (docs/results.md). Plain SQL types so a PostgreSQL backend can reuse it."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+# alerts (bench.alerts, docs/alerts.md): one row per alert with its state, and every change to it
+ALERT_TABLES = [
+    """CREATE TABLE IF NOT EXISTS alerts (
+        id INTEGER PRIMARY KEY,
+        session TEXT NOT NULL,
+        device TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        first_run INTEGER NOT NULL,
+        last_run INTEGER NOT NULL,
+        opened_at TEXT NOT NULL,
+        state_since TEXT NOT NULL,
+        owner TEXT NOT NULL DEFAULT '',
+        note TEXT NOT NULL DEFAULT '',
+        link TEXT NOT NULL DEFAULT '',
+        reason TEXT NOT NULL DEFAULT '',
+        of_alert INTEGER,
+        fixed_run INTEGER,
+        good_nights INTEGER NOT NULL DEFAULT 0,
+        data TEXT NOT NULL DEFAULT '{}')""",
+    """CREATE TABLE IF NOT EXISTS alert_events (
+        id INTEGER PRIMARY KEY,
+        alert_id INTEGER NOT NULL REFERENCES alerts(id),
+        run_id INTEGER,
+        at TEXT NOT NULL,
+        event TEXT NOT NULL,
+        actor TEXT NOT NULL DEFAULT '',
+        detail TEXT NOT NULL DEFAULT '')""",
+    "CREATE INDEX IF NOT EXISTS alerts_by_key ON alerts (session, device, metric)",
+    "CREATE INDEX IF NOT EXISTS alert_events_by_run ON alert_events (run_id)",
+]
+
+# schema version -> the statements that bring a store of that version to the next one
+MIGRATIONS: dict[int, list[str]] = {1: ALERT_TABLES}
 
 TABLES = [
     """CREATE TABLE IF NOT EXISTS meta (
@@ -185,4 +221,5 @@ TABLES = [
         rx_ns BLOB NOT NULL,
         flags BLOB NOT NULL,
         PRIMARY KEY (run_id, device))""",
+    *ALERT_TABLES,
 ]

@@ -1,0 +1,142 @@
+"""An alert and its states: what a team does with a confirmed regression, drift or product failure.
+
+States, and what moves an alert between them:
+
+- `untriaged`: opened by a nightly (or reopened by one when its fix did not hold); nobody has looked yet;
+- `acknowledged`: someone owns it (`owner`, `note`, optional `link` to a bug);
+- `invalid`: not the product's fault (`reason`, e.g. the lab's USB hub);
+- `downstream`: caused by another alert (`of_alert`), e.g. a second device's step on the same model change;
+- `fixed`: the bench saw `fixed_after_nights` nights in a row back inside the baseline's spread, or someone
+  named the run that fixed it.
+
+By hand (`hilbench alerts`), an alert that is not fixed may be acknowledged, marked invalid, downstream or
+fixed; a fixed one only reopens by itself. A bad night on an open alert joins it; on a fixed one within
+`reopen_nights` of its fix, it reopens it as untriaged (the owner and note stay, for whoever looks next)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from bench.core.errors import ConfigError
+
+UNTRIAGED = "untriaged"
+ACKNOWLEDGED = "acknowledged"
+INVALID = "invalid"
+DOWNSTREAM = "downstream"
+FIXED = "fixed"
+STATES = (UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM, FIXED)
+OPEN = (UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM)  # a bad night joins these (a fixed one reopens)
+
+REGRESSION = "regression"
+DRIFT = "drift"
+FAILURE = "failure"  # a product failure (a stage the product failed on the device), not a judged figure
+
+# the states a hand-made change may start from (a fixed alert reopens only by itself, on a bad night)
+BY_HAND_FROM = {ACKNOWLEDGED: OPEN, INVALID: OPEN, DOWNSTREAM: OPEN, FIXED: OPEN}
+
+
+class AlertError(ConfigError):
+    """A request about an alert that cannot be done (unknown id, a state change that is not allowed): exit 2."""
+
+
+@dataclass
+class Alert:
+    """One alert: which step on which device, session and metric, its evidence and its state."""
+
+    id: int
+    session: str
+    device: str
+    metric: str
+    kind: str  # regression, drift or failure
+    state: str
+    first_run: int  # the first bad night
+    last_run: int  # the newest bad night that joined it
+    opened_at: str  # ISO-8601 UTC: the first night's start
+    state_since: str  # when it entered its state
+    owner: str = ""
+    note: str = ""
+    link: str = ""
+    reason: str = ""  # why it is invalid
+    of_alert: int | None = None  # the alert it is downstream of
+    fixed_run: int | None = None  # the run that fixed it
+    good_nights: int = 0  # nights in a row back inside the baseline since the last bad one
+    data: dict[str, Any] = field(default_factory=dict)  # evidence: title, unit, effect, p, change, cause, bisect
+
+    @property
+    def title(self) -> str:
+        """What regressed, for people ("inference P50", "product failure in replay")."""
+        return str(self.data.get("title") or self.metric)
+
+    @property
+    def effect_pct(self) -> float | None:
+        """The first night's effect against the baseline, percent."""
+        return self.data.get("effect_pct")
+
+    @property
+    def p_value(self) -> float | None:
+        """The first night's one-sided p-value (the effect's confidence is 1 - p)."""
+        return self.data.get("p_value")
+
+    @property
+    def change(self) -> list[str]:
+        """The fingerprint change that came with the step ("model sha256 3f2a… -> 9b1c…")."""
+        return list(self.data.get("change") or [])
+
+    @property
+    def cause(self) -> str:
+        """The attribution's words, when the nightly found the cause by replay."""
+        return str(self.data.get("cause") or "")
+
+    @property
+    def bisect(self) -> str:
+        """The `hilbench bisect` command that finds the first bad build."""
+        return str(self.data.get("bisect") or "")
+
+    @property
+    def suggested_of(self) -> int | None:
+        """An open alert on another device with the same fingerprint change: this one may be downstream of it."""
+        return self.data.get("suggested_of")
+
+    def age_days(self, now: dt.datetime | None = None) -> float:
+        """Days since the alert entered its state."""
+        now = now or dt.datetime.now(dt.UTC)
+        return max(0.0, (now - _parse(self.state_since)).total_seconds() / 86400.0)
+
+    def overdue(self, days: float, now: dt.datetime | None = None) -> bool:
+        """Whether it has been untriaged for longer than `days`."""
+        return self.state == UNTRIAGED and self.age_days(now) > days
+
+    def effect_text(self) -> str:
+        """ "+41% (p 0.0003)" for a figure; the failure's words for a product failure."""
+        if self.effect_pct is None:
+            return str(self.data.get("reason", ""))[:60] if self.kind == FAILURE else "-"
+        p = self.p_value
+        return f"{self.effect_pct:+.1f}%" + (f" (p {p:.2g})" if p is not None else "")
+
+    def line(self, now: dt.datetime | None = None) -> str:
+        """One line for a summary: "#3 c6-a inference P50 +41.0% untriaged 2.0 d"."""
+        state = self.state + (f" of #{self.of_alert}" if self.state == DOWNSTREAM else "")
+        return f"#{self.id} {self.device} {self.title} {self.effect_text()} {state} {self.age_days(now):.1f} d"
+
+    def to_json(self, now: dt.datetime | None = None) -> dict[str, Any]:
+        """JSON-ready form, with its age in days."""
+        out = asdict(self)
+        out.update(title=self.title, age_days=round(self.age_days(now), 2))
+        return out
+
+
+def check_change(alert: Alert, to: str) -> None:
+    """AlertError unless a hand-made change of `alert` to state `to` is allowed."""
+    allowed = BY_HAND_FROM.get(to)
+    if allowed is None:
+        raise AlertError(f"alert {alert.id}: cannot be set to {to!r} by hand", hint=f"states: {', '.join(STATES)}")
+    if alert.state not in allowed:
+        hint = "a fixed alert reopens by itself when its step comes back" if alert.state == FIXED else ""
+        raise AlertError(f"alert {alert.id} is {alert.state}: it cannot become {to}", hint=hint)
+
+
+def _parse(stamp: str) -> dt.datetime:
+    when = dt.datetime.fromisoformat(stamp)
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)

@@ -1,0 +1,80 @@
+"""One night's alerts, as its page, terminal summary, `--json` and CI files show them: the new ones (opened or
+reopened by the night's runs), the known ones (open alerts the night's steps joined), those it fixed, those that
+fail the night, and every alert left untriaged for too long."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.alerts import table
+from bench.alerts.model import ACKNOWLEDGED, UNTRIAGED, Alert
+from bench.results.thresholds import AlertRules
+from bench.store.results import ResultStore
+
+NEW_EVENTS = ("opened", "reopened")
+
+
+@dataclass
+class NightAlerts:
+    """The alerts of one night's runs, each with its state as stored now."""
+
+    new: list[Alert] = field(default_factory=list)
+    known: list[Alert] = field(default_factory=list)
+    fixed: list[Alert] = field(default_factory=list)
+    overdue: list[Alert] = field(default_factory=list)  # untriaged for longer than the rules allow (any night's)
+    rules: AlertRules = field(default_factory=AlertRules)
+    now: dt.datetime | None = None
+
+    @property
+    def failing(self) -> list[Alert]:
+        """The night's alerts that make it exit 1: untriaged ones, and acknowledged ones when the rules say so."""
+        states = (UNTRIAGED, ACKNOWLEDGED) if self.rules.fail_acknowledged else (UNTRIAGED,)
+        return [a for a in [*self.new, *self.known] if a.state in states]
+
+    def lines(self) -> list[str]:
+        """The summary's lines (each under 80 columns): new alerts, known ones, fixed ones, overdue ones."""
+        out = []
+        for label, alerts in (("NEW", self.new), ("known", self.known), ("fixed", self.fixed)):
+            out += [f"  {label} alert {a.line(self.now)}"[:79] for a in alerts]
+            out += [f"    downstream of #{a.suggested_of}? hilbench alerts downstream {a.id} --of {a.suggested_of}"
+                    for a in alerts if label == "NEW" and a.suggested_of and a.of_alert is None]  # fmt: skip
+        days = f"{self.rules.untriaged_days:g}"
+        out += [f"  OVERDUE (untriaged > {days} d) {a.line(self.now)}"[:79] for a in self.overdue]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "new": [a.to_json(self.now) for a in self.new],
+            "known": [a.to_json(self.now) for a in self.known],
+            "fixed": [a.to_json(self.now) for a in self.fixed],
+            "failing": [a.id for a in self.failing],
+            "overdue": [a.id for a in self.overdue],
+            "fail_acknowledged": self.rules.fail_acknowledged,
+        }
+
+
+def night_alerts(
+    store: ResultStore, run_ids: Iterable[int], rules: AlertRules | None = None, now: dt.datetime | None = None
+) -> NightAlerts:
+    """The alerts the runs `run_ids` (one night's session runs) opened, reopened, joined or fixed, by id."""
+    rules = rules or AlertRules()
+    by_event: dict[str, set[int]] = {}
+    for e in table.events_of_runs(store, run_ids):
+        by_event.setdefault(e.event, set()).add(e.alert_id)
+    new_ids = set().union(*(by_event.get(e, set()) for e in NEW_EVENTS))
+    known_ids = by_event.get("joined", set()) - new_ids
+    fixed_ids = by_event.get("fixed", set())
+    cache: dict[int, Alert] = {}
+
+    def alerts(ids: set[int]) -> list[Alert]:
+        for i in ids - cache.keys():
+            cache[i] = table.get(store, i)
+        return [cache[i] for i in sorted(ids)]
+
+    overdue = [a for a in table.select(store, states=[UNTRIAGED]) if a.overdue(rules.untriaged_days, now)]
+    return NightAlerts(alerts(new_ids), alerts(known_ids), alerts(fixed_ids), sorted(overdue, key=lambda a: a.id),
+                       rules, now)  # fmt: skip

@@ -1,0 +1,180 @@
+"""Alerts on a synthetic history judged by the nightly's own confirm stage: a step opens one alert and later bad
+nights join it; triage by hand moves it through its states; k good nights fix it; a relapse reopens it; a second
+device's step on the same model is suggested downstream. Also the [alerts] settings and the store's migration."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.alerts import night_alerts, table
+from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, UNTRIAGED, AlertError
+from bench.alerts.triage import acknowledge, downstream, fix, invalidate
+from bench.core.errors import ConfigError
+from bench.results.thresholds import load_thresholds, parse_thresholds
+from bench.store.results import open_store
+from bench.store.schema import SCHEMA_VERSION
+from tests.nightly_history import store_night
+
+RULES = load_thresholds()
+BAD = "1" * 64  # the model with the step
+GOOD = "2" * 64  # a later model without it
+
+
+def _baseline(store, rng, nights: int = 6) -> list[int]:
+    return [store_night(store, RULES, rng) for _ in range(nights)]
+
+
+def test_a_step_opens_one_alert_that_later_bad_nights_join(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        first = store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        night = night_alerts(store, [first], RULES.alerts)
+        (alert,) = night.new
+        assert (alert.device, alert.metric, alert.state, alert.first_run) == ("c6-a", "inference_p50", UNTRIAGED, first)
+        assert alert.effect_pct == pytest.approx(40, abs=6) and alert.p_value < 0.01
+        assert alert.change == ["model sha256 00000000… -> 11111111…"]
+        assert "hilbench bisect --device c6-a" in alert.bisect and "--metric inference_p50" in alert.bisect
+        assert night.failing == [alert] and night.known == []
+        later = [store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD}) for _ in range(5)]
+        assert len(table.select(store)) == 1  # joined, not opened again
+        again = night_alerts(store, [later[-1]], RULES.alerts)
+        assert again.new == [] and [a.id for a in again.known] == [alert.id]
+        assert table.get(store, alert.id).last_run == later[-1]
+        assert [e.event for e in table.events(store, alert.id)] == ["opened"] + ["joined"] * 5
+
+
+def test_ack_keeps_a_known_alert_out_of_the_exit_code_unless_acknowledged_ones_fail(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        (alert,) = table.select(store)
+        acked = acknowledge(store, alert.id, "maria", "model v7 is heavier", "https://bugs.example/123")
+        assert (acked.state, acked.owner, acked.link) == (ACKNOWLEDGED, "maria", "https://bugs.example/123")
+        run = store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        night = night_alerts(store, [run], RULES.alerts)
+        assert [a.state for a in night.known] == [ACKNOWLEDGED] and night.failing == []
+        strict = night_alerts(store, [run], replace(RULES.alerts, fail_acknowledged=True))
+        assert [a.id for a in strict.failing] == [alert.id]
+        assert table.events(store, alert.id)[1].actor.endswith("@" + table.who().split("@")[1])
+
+
+def test_k_good_nights_fix_it_and_a_relapse_reopens_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    k = RULES.alerts.fixed_after_nights
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        (alert,) = table.select(store)
+        good = [store_night(store, RULES, rng, models={"c6-a": GOOD}) for _ in range(k)]
+        assert table.get(store, alert.id).state == FIXED
+        assert table.get(store, alert.id).fixed_run == good[-1]
+        assert [a.id for a in night_alerts(store, [good[-1]], RULES.alerts).fixed] == [alert.id]
+        relapse = store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        night = night_alerts(store, [relapse], RULES.alerts)
+        assert [a.id for a in night.new] == [alert.id] and night.new[0].state == UNTRIAGED  # the same alert, reopened
+        assert table.events(store, alert.id)[-1].event == "reopened"
+        assert len(table.select(store)) == 1
+
+
+def test_k_minus_one_good_nights_then_a_bad_one_keeps_it_open(tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        for _ in range(RULES.alerts.fixed_after_nights - 1):
+            store_night(store, RULES, rng, models={"c6-a": GOOD})
+        store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        (alert,) = table.select(store)
+        assert alert.state == UNTRIAGED and alert.good_nights == 0
+
+
+def test_a_second_devices_step_on_the_same_model_is_suggested_downstream(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        run = store_night(store, RULES, rng, slower={"c6-a": 1.4, "orin-1": 1.3}, models={"c6-a": BAD, "orin-1": BAD})
+        night = night_alerts(store, [run], RULES.alerts)
+        (second,) = night.new
+        (root,) = night.known
+        assert second.device == "orin-1" and second.suggested_of == root.id
+        assert any(f"downstream {second.id} --of {root.id}" in line for line in night.lines())
+        marked = downstream(store, second.id, root.id)
+        assert (marked.state, marked.of_alert) == (DOWNSTREAM, root.id)
+        assert night_alerts(store, [run], RULES.alerts).failing == [root]  # only the root fails the night
+
+
+def test_wrong_triage_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    rng = np.random.default_rng(6)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        run = store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        (alert,) = table.select(store)
+        with pytest.raises(AlertError, match="no alert 99"):
+            acknowledge(store, 99, "maria", "x")
+        with pytest.raises(AlertError, match="--owner is empty"):
+            acknowledge(store, alert.id, " ", "x")
+        with pytest.raises(AlertError, match="names the alert itself"):
+            downstream(store, alert.id, alert.id)
+        with pytest.raises(AlertError, match="not after its first night"):
+            fix(store, alert.id, run)
+        with pytest.raises(ConfigError, match="no run 999"):
+            fix(store, alert.id, 999)
+        assert invalidate(store, alert.id, "the lab's USB hub").state == INVALID
+        later = store_night(store, RULES, rng)
+        assert fix(store, alert.id, later).state == FIXED
+        with pytest.raises(AlertError, match="is fixed: it cannot become acknowledged"):
+            acknowledge(store, alert.id, "maria", "x")
+
+
+def test_an_untriaged_alert_past_its_deadline_is_overdue(tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        run = store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        later = dt.datetime.now(dt.UTC) + dt.timedelta(days=RULES.alerts.untriaged_days + 1)
+        night = night_alerts(store, [run], RULES.alerts, now=later)
+        assert [a.id for a in night.overdue] == [night.new[0].id]
+        assert any(line.startswith("  OVERDUE") for line in night.lines())
+        assert night_alerts(store, [run], RULES.alerts).overdue == []
+
+
+def test_alert_settings_are_validated(tmp_path: Path) -> None:
+    body = {"metrics": {"x": {"measurement": "fps", "worse": "lower", "threshold_pct": 5}}}
+    assert parse_thresholds(body, tmp_path / "t.toml").alerts.fixed_after_nights == 3
+    with pytest.raises(ConfigError, match=r"t.toml: alerts.fixed_after_nights = 0 must be at least 1"):
+        parse_thresholds({**body, "alerts": {"fixed_after_nights": 0}}, tmp_path / "t.toml")
+    with pytest.raises(ConfigError, match=r"alerts: unknown field\(s\) \['k'\]"):
+        parse_thresholds({**body, "alerts": {"k": 3}}, tmp_path / "t.toml")
+    with pytest.raises(ConfigError, match=r"alerts\.fail_acknowledged must be true or false"):
+        parse_thresholds({**body, "alerts": {"fail_acknowledged": "yes"}}, tmp_path / "t.toml")
+
+
+def test_a_store_of_the_previous_schema_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    open_store(path).close()
+    db = sqlite3.connect(path)  # as the previous schema left it: no alert tables, version 1
+    db.execute("DROP TABLE alert_events")
+    db.execute("DROP TABLE alerts")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with open_store(path) as store:
+        assert store.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(
+            SCHEMA_VERSION
+        )
+        assert table.select(store) == []
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    db.commit()
+    db.close()
+    with pytest.raises(ConfigError, match="update this bench host's checkout"):
+        open_store(path)
