@@ -26,6 +26,7 @@ COMMANDS = {
     "nightly": "bench.commands.nightly",
     "report": "bench.commands.report",
     "baseline": "bench.commands.report",
+    "alerts": "bench.commands.alerts",
     "results": "bench.commands.results",
     "keys": "bench.commands.keys",
     "model": "bench.commands.model",

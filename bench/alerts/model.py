@@ -115,10 +115,15 @@ class Alert:
         p = self.p_value
         return f"{self.effect_pct:+.1f}%" + (f" (p {p:.2g})" if p is not None else "")
 
-    def line(self, now: dt.datetime | None = None) -> str:
-        """One line for a summary: "#3 c6-a inference P50 +41.0% untriaged 2.0 d"."""
+    def line(self, now: dt.datetime | None = None, width: int = 70) -> str:
+        """One line of at most `width` characters for a summary: "#3 c6-a inference P50: +41.0% · untriaged ·
+        2.0 d" (the title is shortened when the line would be longer)."""
         state = self.state + (f" of #{self.of_alert}" if self.state == DOWNSTREAM else "")
-        return f"#{self.id} {self.device} {self.title} {self.effect_text()} {state} {self.age_days(now):.1f} d"
+        effect = f"{self.effect_pct:+.1f}%" if self.effect_pct is not None else "failed"
+        head, tail = f"#{self.id} {self.device} ", f": {effect} · {state} · {self.age_days(now):.1f} d"
+        room = max(8, width - len(head) - len(tail))
+        title = self.title if len(self.title) <= room else self.title[: room - 1] + "…"
+        return head + title + tail
 
     def to_json(self, now: dt.datetime | None = None) -> dict[str, Any]:
         """JSON-ready form, with its age in days."""

@@ -38,11 +38,11 @@ class NightAlerts:
         """The summary's lines (each under 80 columns): new alerts, known ones, fixed ones, overdue ones."""
         out = []
         for label, alerts in (("NEW", self.new), ("known", self.known), ("fixed", self.fixed)):
-            out += [f"  {label} alert {a.line(self.now)}"[:79] for a in alerts]
+            out += [f"  {label} {a.line(self.now, 79 - 3 - len(label))}" for a in alerts]
             out += [f"    downstream of #{a.suggested_of}? hilbench alerts downstream {a.id} --of {a.suggested_of}"
                     for a in alerts if label == "NEW" and a.suggested_of and a.of_alert is None]  # fmt: skip
         days = f"{self.rules.untriaged_days:g}"
-        out += [f"  OVERDUE (untriaged > {days} d) {a.line(self.now)}"[:79] for a in self.overdue]
+        out += [f"  OVERDUE (untriaged > {days} d) {a.line(self.now, 58 - len(days))}" for a in self.overdue]
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -4,6 +4,7 @@ or PostgreSQL shared by a lab's hosts, so an alert acknowledged on one host read
 from __future__ import annotations
 
 import datetime as dt
+import getpass
 import json
 import os
 import socket
@@ -42,7 +43,10 @@ def now_text() -> str:
 def who() -> str:
     """The person (or CI job) at this bench host: "user@host" (LG_HOSTNAME names the host, as for labgrid)."""
     host = os.environ.get("LG_HOSTNAME") or socket.gethostname()
-    user = os.environ.get("USER") or os.environ.get("LOGNAME") or "?"
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's user)
+        user = str(os.getuid())
     return f"{user}@{host}"
 
 

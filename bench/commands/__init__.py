@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from bench.ci.write import CiFiles
 from bench.commands.values import seconds
 from bench.config.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet, one_board_fleet
 from bench.core.console import err, note
@@ -137,3 +138,33 @@ def held_devices(devices: list[Device], command: str, wait_s: float) -> Iterator
         for name in sorted({d.name for d in devices if d.lab is None}):
             leases.acquire(name, wait_s, say=lambda line: err.print(line, highlight=False))
         yield leases
+
+
+def add_ci_options(parser: argparse.ArgumentParser) -> None:
+    """--summary-md, --junit, --metrics and --pages-url: the files a CI job or a dashboard reads (bench.ci)."""
+    group = parser.add_argument_group("files for CI and dashboards")
+    group.add_argument(
+        "--summary-md",
+        type=Path,
+        metavar="FILE",
+        help="Markdown summary for a job page or PR comment (also appended to $GITHUB_STEP_SUMMARY)",
+    )
+    group.add_argument(
+        "--junit", type=Path, metavar="FILE", help="JUnit XML: one case per device, session and judged metric"
+    )
+    group.add_argument(
+        "--metrics",
+        type=Path,
+        metavar="FILE",
+        help="OpenMetrics text of the figures (node-exporter textfile collector, push gateway)",
+    )
+    group.add_argument(
+        "--pages-url", metavar="URL", help="where CI publishes the output folder's pages: the summary links there"
+    )
+
+
+def ci_files(args: argparse.Namespace) -> CiFiles:
+    """The CI files `args` ask for, checked writable before the job runs (ConfigError naming the option)."""
+    files = CiFiles(args.summary_md, args.junit, args.metrics, args.pages_url)
+    files.check()
+    return files

@@ -11,7 +11,16 @@ from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, T
 from rich.table import Table
 
 from bench.bundles import reset_model, trust
-from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.ci.write import write_ci_files
+from bench.commands import (
+    add_ci_options,
+    add_device_options,
+    add_fleet_options,
+    add_output_dir,
+    ci_files,
+    held_devices,
+    selected_devices,
+)
 from bench.commands.replay import parse_speed
 from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
@@ -21,6 +30,7 @@ from bench.core.paths import SESSIONS_DIR
 from bench.devices.esp32c6 import check_firmware
 from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
+from bench.nightly.ci_report import nightly_report
 from bench.nightly.flashing import ProgressFactory
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
@@ -59,8 +69,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_output_dir(p, "--reports")
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
+    p.add_argument(
+        "--fail-acknowledged", action=argparse.BooleanOptionalAction, default=None,
+        help="acknowledged alerts still fail the night (default: the thresholds' [alerts] fail_acknowledged)",
+    )  # fmt: skip
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
     add_device_options(p)
+    add_ci_options(p)
     p.set_defaults(func=cmd_nightly)
 
 
@@ -105,6 +120,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     devices = change_under_test(devices, args.model, args.firmware)
     sessions = session_files(args)
+    files = ci_files(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
     if args.baseline and get_baseline(store, args.baseline) is None:
         store.close()
@@ -113,13 +129,14 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     opts = NightlyOptions(
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=args.output_dir,
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
-        thresholds=load_thresholds(args.thresholds),
+        thresholds=load_thresholds(args.thresholds), fail_acknowledged=args.fail_acknowledged,
     )  # fmt: skip
     trust.check(devices)
     with held_devices(devices, "nightly", args.lease_wait):
         result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()
     (result.log_dir / "nightly.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_ci_files(nightly_report(result, store, opts.thresholds or load_thresholds()), files)
     store.close()
     if args.json:
         emit_json(summary)
@@ -216,6 +233,7 @@ def _print_runs(result: NightlyResult) -> None:
         if busy:
             out.print(f"  inconclusive (bench host busy): {', '.join(busy)}", highlight=False)
         out.print(f"  report {run.page}", highlight=False)
+    _print_alerts(result)
     for name, outcome in sorted(result.outcomes().items()):
         if outcome.cls != FailureClass.PASS or outcome.passed_on_retry:
             out.print(f"[yellow]{name}[/yellow]: {outcome.label}", highlight=False)
@@ -227,6 +245,23 @@ def _print_runs(result: NightlyResult) -> None:
     if result.retention is not None:
         out.print(result.retention.line(), highlight=False)
     out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
+
+
+def _print_alerts(result: NightlyResult) -> None:
+    """The night's alerts: new ones first, then known ones (with their state), fixed and overdue ones."""
+    alerts = result.alerts
+    if alerts is None or not (alerts.new or alerts.known or alerts.fixed or alerts.overdue):
+        return
+    failing = len(alerts.failing)
+    states = "untriaged and acknowledged" if alerts.rules.fail_acknowledged else "untriaged"
+    out.print(
+        f"alerts: {len(alerts.new)} new, {len(alerts.known)} known, {len(alerts.fixed)} fixed;"
+        f" {failing} {states} fail the night",
+        highlight=False,
+    )
+    for line in alerts.lines():
+        out.print(line, highlight=False, markup=False)
+    out.print("  triage: hilbench alerts list / ack ID --owner O --note N", highlight=False)
 
 
 def _word(stage: str, detail: str) -> str:

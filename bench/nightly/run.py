@@ -8,21 +8,23 @@ import datetime as dt
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.alerts import NightAlerts
 from bench.bundles.artefacts import ArtefactStore, keep_deployed
 from bench.bundles.fingerprint import configured_model_sha256, device_fingerprint
 from bench.config.fleet import Device, Fleet
 from bench.core.errors import BenchError, ConfigError, ExitCode
-from bench.core.outcomes import PASS, FailureClass, Outcome, infrastructure, product, worst
+from bench.core.outcomes import PASS, PRODUCT_CLASSES, FailureClass, Outcome, infrastructure, product, worst
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.core.paths import ROOT
 from bench.devices.probe import probe_link
 from bench.lab.acquire import lab_devices
 from bench.lab.doctor import device_problems
 from bench.measure.host import HostNoiseMeter
+from bench.nightly.alerting import night_findings, record_alerts
 from bench.nightly.attribution import attribute, regressions_of
 from bench.nightly.confirm import Confirmation, confirm_run
 from bench.nightly.flashing import DeviceFlash, ProgressFactory, flash_devices
@@ -61,6 +63,7 @@ class NightlyOptions:
     speed: float | None = 1.0
     skip: frozenset[str] = frozenset()
     thresholds: Thresholds | None = None
+    fail_acknowledged: bool | None = None  # acknowledged alerts fail the night (None: the thresholds' [alerts])
 
 
 @dataclass
@@ -81,6 +84,7 @@ class NightlyResult:
     confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
     retries: dict[str, int] = field(default_factory=dict)  # session id -> the run that retried infrastructure failures
     retention: PruneResult | None = None  # the raw rows pruned after the night (bench.store.retention)
+    alerts: NightAlerts | None = None  # the night's alerts, new and known (bench.alerts)
 
     def outcomes(self) -> dict[str, Outcome]:
         """Each device's failure class over the whole nightly (bench.core.outcomes): the worst of its stages' and
@@ -99,15 +103,22 @@ class NightlyResult:
 
     @property
     def exit_code(self) -> ExitCode:
-        """3 when no device was reachable (or all are marked bad); else by the devices' failure classes: 1 on a
-        regression or product failure (or a stage that failed as a whole), 3 when only infrastructure failed,
-        else 0 (also for a device that passed on retry)."""
+        """3 when no device was reachable (or all are marked bad); 1 when a stage failed as a whole, or on an
+        alert that fails the night (untriaged, or acknowledged when the rules say so: bench.alerts; without
+        alerts, on any regression or product failure); else 3 when only infrastructure failed, else 0 (also for a
+        device that passed on retry)."""
         if self.skipped and not self.stages:
             return ExitCode.UNREACHABLE
         check = next((s for s in self.stages if s.name == "check"), None)
         if check is not None and check.devices and not any(o.ok for o in check.devices.values()):
             return ExitCode.UNREACHABLE
-        if any(s.error for s in self.stages) or any(r.regressions for r in self.runs):
+        if any(s.error for s in self.stages):
+            return ExitCode.FAILED
+        if self.alerts is not None:  # every regression and product failure has its alert: triaged ones pass
+            if self.alerts.failing:
+                return ExitCode.FAILED
+            return outcome_exit_code(o for o in self.outcomes().values() if o.cls not in PRODUCT_CLASSES)
+        if any(r.regressions for r in self.runs):
             return ExitCode.FAILED
         return outcome_exit_code(self.outcomes().values())
 
@@ -128,6 +139,7 @@ class NightlyResult:
             "runs": [r.to_json() for r in self.runs if r.session != OTA_SESSION],
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
             "retention": self.retention.to_json() if self.retention else None,
+            "alerts": self.alerts.to_json() if self.alerts else None,
         }
 
 
@@ -212,6 +224,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     if result.ota_run_id is not None:
         ota_ok = all(s.ok for s in result.stages if s.name in ("update", "faults"))
         opts.store.finish_run(result.ota_run_id, "ok" if ota_ok else "failed")
+    result.alerts = _alerts(opts, result)  # before the pages, which show them
     result.runs = publish_runs(
         opts.store, result.replay_run_ids, opts.reports_dir, result.confirmations, result.ota_run_id
     )
@@ -221,6 +234,17 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     )
     result.retention = prune(opts.store, opts.fleet.retention)  # last: tonight's reports are written
     return result
+
+
+def _alerts(opts: NightlyOptions, result: NightlyResult) -> NightAlerts:
+    """Record the night's confirmed regressions, drifts and product failures as alerts (bench.alerts)."""
+    rules = _thresholds(opts).alerts
+    if opts.fail_acknowledged is not None:
+        rules = replace(rules, fail_acknowledged=opts.fail_acknowledged)
+    ota = {s.name: {d: stage_outcome(s.name, o) for d, o in s.devices.items()}
+           for s in result.stages if s.name in ("update", "faults")}  # fmt: skip
+    findings = night_findings(opts.store, result.confirmations, result.replay_run_ids, result.ota_run_id, ota)
+    return record_alerts(opts.store, findings, rules)
 
 
 def _thresholds(opts: NightlyOptions) -> Thresholds:

@@ -61,6 +61,7 @@ def build_report(
     clocks: dict[str, str] | None = None,
     virtual: frozenset[str] = frozenset(),
     bisect: dict[str, str] | None = None,
+    alerts: dict | None = None,
 ) -> Report:
     """Everything the report shows about `run`, compared with `baseline` (if any) and trended over `history`."""
     verdicts = verdicts or []
@@ -91,6 +92,7 @@ def build_report(
             "bisect": bisect or {},  # device -> the `hilbench bisect` command to copy
         },
         "changes": what_changed or {},
+        "alerts": alerts or {},  # bench.alerts.NightAlerts.to_json(): the run's new, known and fixed alerts
         "host": host or {},
         "devices": [],
     }

@@ -14,6 +14,8 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
+from bench.alerts import Alert
+from bench.alerts.model import FIXED
 from bench.core.units import UNIT_SYMBOLS, readable
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.report import svg
@@ -182,7 +184,8 @@ def _grid_view(grid: SessionGrid) -> dict:
         rows.append({"device": device, "cells": cells})
     first, last = (grid.nights[0][1], grid.nights[-1][1]) if grid.nights else ("", "")
     return {"session": grid.session or "(no session)", "rules": grid.rules, "rows": rows, "nights": len(grid.nights),
-            "first": first[:10], "last": last[:10]}  # fmt: skip
+            "first": first[:10], "last": last[:10], "alerts": [_alert_view(a, grid) for a in grid.alerts],
+            "untriaged_days": grid.untriaged_days}  # fmt: skip
 
 
 _MARKS = {REGRESSION: "regression", NOT_REPRODUCED: "not reproduced", INCONCLUSIVE: "inconclusive"}
@@ -215,7 +218,31 @@ def _cell_view(cell: Cell, grid: SessionGrid) -> dict:
     mark = "" if newest is None else _MARKS.get(newest.status, "")
     if mark == "regression" and newest is not None and newest.drift_since is not None:
         mark = "drift"
-    return {"svg": Markup(spark), "text": text, "na": "", "status": mark}
+    return {
+        "svg": Markup(spark),
+        "text": text,
+        "na": "",
+        "status": mark,
+        "alert": _alert_view(_shown(cell.alert, index), grid),
+    }
+
+
+def _shown(alert: Alert | None, nights: dict[int, int]) -> Alert | None:
+    """A cell's alert unless it was fixed before the nights shown."""
+    if alert is None or (alert.state == FIXED and alert.fixed_run not in nights):
+        return None
+    return alert
+
+
+def _alert_view(alert: Alert | None, grid: SessionGrid) -> dict | None:
+    """An alert as a history cell or the grid's list shows it: number, state, age; overdue when untriaged too long."""
+    if alert is None:
+        return None
+    age = alert.age_days()
+    who = f" of #{alert.of_alert}" if alert.of_alert else (f" · {alert.owner}" if alert.owner else "")
+    return {"id": alert.id, "state": alert.state, "text": f"#{alert.id} {alert.state}{who} · {age:.1f} d",
+            "overdue": alert.overdue(grid.untriaged_days), "title": alert.line(), "device": alert.device,
+            "what": alert.title}  # fmt: skip
 
 
 def write_health(reports_dir: Path, started: str, health: list[dict], skipped: dict[str, str]) -> Path:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from bench.alerts import Alert, table
+from bench.alerts.model import FIXED
 from bench.bundles.fingerprint import changes
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REGRESSION
@@ -38,6 +40,7 @@ class Cell:
     points: list[Point]
     failures: dict[int, str] = field(default_factory=dict)  # run id -> why the device's part did not finish
     changes: dict[int, list[str]] = field(default_factory=dict)  # run id -> what changed against the night before
+    alert: Alert | None = None  # the newest alert of this device and metric (bench.alerts)
 
     @property
     def not_applicable(self) -> str:
@@ -62,6 +65,8 @@ class SessionGrid:
     devices: list[str]
     rules: list[MetricRule]
     cells: dict[tuple[str, str], Cell]  # (device, metric) -> cell
+    alerts: list[Alert] = field(default_factory=list)  # the session's alerts not fixed, product failures' included
+    untriaged_days: float = 3.0  # an alert untriaged for longer is flagged
 
 
 def load_grids(store: ResultStore, thresholds: Thresholds, nights: int = HISTORY_NIGHTS) -> list[SessionGrid]:
@@ -112,6 +117,7 @@ def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list
     ):
         prints.setdefault(device, {})[run_id] = json.loads(data)
     changed = {device: _changes(by_run) for device, by_run in prints.items()}
+    newest = {(a.device, a.metric): a for a in table.of_session(store, session)}
     cells: dict[tuple[str, str], Cell] = {}
     rules = []
     for rule in thresholds.rules:
@@ -127,12 +133,14 @@ def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list
                 )
             if any(p.value is not None or p.status == NOT_APPLICABLE for p in points):
                 row[(device, rule.name)] = Cell(
-                    device, rule, unit, points, failures.get(device, {}), changed.get(device, {})
-                )
+                    device, rule, unit, points, failures.get(device, {}), changed.get(device, {}),
+                    newest.get((device, rule.name)),
+                )  # fmt: skip
         if any(c.not_applicable == "" for c in row.values()):  # a metric no device has a figure of is left out
             rules.append(rule)
             cells.update(row)
-    return SessionGrid(session, nights, sorted(devices), rules, cells)
+    open_alerts = sorted((a for a in newest.values() if a.state != FIXED), key=lambda a: a.id)
+    return SessionGrid(session, nights, sorted(devices), rules, cells, open_alerts, thresholds.alerts.untriaged_days)
 
 
 def _changes(by_run: dict[int, dict]) -> dict[int, list[str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.alerts import night_alerts
 from bench.bundles.fingerprint import changes
 from bench.core.errors import ConfigError, ExitCode
 from bench.core.paths import OUTPUT_DIR
@@ -92,6 +93,7 @@ def publish_run(
         clocks={device: device_timing(fp.get("clock"), fp.get("latency_clock")) for device, fp in prints.items()},
         virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
         bisect=bisect_offers(store, run_id, verdicts),
+        alerts=night_alerts(store, [run_id], rules.alerts).to_json(),
     )
     page = None
     if reports_dir is not None:

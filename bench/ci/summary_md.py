@@ -1,0 +1,151 @@
+"""The Markdown summary of a job, for a CI job page or a pull request comment (GitHub-flavoured Markdown).
+
+It leads with what the job found and its exit code, then the verdicts that changed, each alert with its state,
+the judged figures against their baseline (one folded table per device and session), the pages, notes and where
+the time went. It stays under `limit` characters (GitHub takes 65,535 in a comment, 1 MiB per step summary):
+rows that do not fit are left out and counted in a line that says where to read them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from bench.ci.facts import CiReport, Judged
+from bench.core.units import figure
+from bench.results.verdict import IMPROVED, INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
+
+COMMENT_LIMIT = 65_535  # characters in a GitHub pull request comment
+STEP_LIMIT = 1024 * 1024  # bytes of one GitHub Actions step summary
+MARK = {
+    REGRESSION: "❌ regression",
+    IMPROVED: "✅ improved",
+    INCONCLUSIVE: "⚠️ inconclusive",
+    NOT_REPRODUCED: "➖ not reproduced",
+}
+EXIT_WORDS = {0: "✅ pass", 1: "❌ regression or failure", 2: "⚠️ usage error", 3: "⚠️ bench infrastructure failed"}
+_RESERVE = 400  # room kept for the closing lines and the note on what was left out
+
+
+class _Budget:
+    """Lines that stay under a character limit; counts the rows that did not fit."""
+
+    def __init__(self, limit: int) -> None:
+        self.lines: list[str] = []
+        self.left = limit - _RESERVE
+        self.dropped = 0
+
+    def add(self, *lines: str, keep: int = 0) -> bool:
+        """Add `lines` whole if they fit with `keep` characters to spare (False, counted as one dropped row, when
+        not)."""
+        size = sum(len(line) + 1 for line in lines)
+        if size + keep > self.left:
+            self.dropped += 1
+            return False
+        self.lines.extend(lines)
+        self.left -= size
+        return True
+
+    def close(self, *lines: str) -> None:
+        """Lines that must be written (closing tags, room kept for them by `add`)."""
+        self.lines.extend(lines)
+        self.left -= sum(len(line) + 1 for line in lines)
+
+
+def cell(text: str) -> str:
+    """Text safe in one table cell: no pipe splits it, no newline ends the row."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def link(text: str, path: Path, base_url: str | None) -> str:
+    """A Markdown link to a page: under `base_url` when the job's pages are published there, else its path."""
+    target = f"{base_url.rstrip('/')}/{path.name}" if base_url else os.path.relpath(path)
+    return f"[{cell(text)}]({target.replace(' ', '%20')})"
+
+
+def change(j: Judged) -> str:
+    """The effect against the baseline mean, signed ("-" when not judged)."""
+    effect = j.verdict.effect_pct
+    return "-" if effect is None else f"{effect:+.1f}%"
+
+
+def summary_markdown(report: CiReport, *, limit: int = COMMENT_LIMIT, base_url: str | None = None) -> str:
+    """The summary of `report` in at most `limit` characters."""
+    out = _Budget(limit)
+    regressions = sum(j.verdict.status == REGRESSION for j in report.judged)
+    out.add(f"## {cell(report.title)}: {EXIT_WORDS.get(report.exit_code, 'exit')} (exit {report.exit_code})", "")
+    out.add(cell(report.headline), "")
+    changed = [j for j in report.judged if j.changed]
+    out.add("### Verdicts that changed", "")
+    if changed:
+        out.add("| device | session | metric | verdict | now | baseline | change |", "|---|---|---|---|---|---|---|")
+        for j in sorted(changed, key=lambda j: (j.verdict.status != REGRESSION, j.verdict.device, j.session)):
+            v = j.verdict
+            out.add(
+                f"| {cell(v.device)} | {cell(j.session)} | {cell(v.title)} | {MARK.get(v.status, cell(v.status))}"
+                f" | {figure(v.run_value, v.unit)} | {figure(v.baseline_value, v.unit)} | {change(j)} |"
+            )
+        out.add("")
+        for j in changed:
+            out.add(f"- **{cell(j.verdict.device)} {cell(j.verdict.title)}**: {cell(j.verdict.reason)}")
+    else:
+        judged = sum(1 for j in report.judged if j.verdict.status != "collecting baseline")
+        out.add(f"None: {judged} judged figure(s) unchanged." if report.judged else "Nothing was judged.")
+    out.add("")
+    if report.alerts:
+        out.add("### Alerts", "", "| alert | state | device | session | metric | |", "|---|---|---|---|---|---|")
+        for a in sorted(report.alerts, key=lambda a: (not a.new, a.id)):
+            out.add(
+                f"| #{a.id} | {'**new**, ' if a.new else ''}{cell(a.state)} | {cell(a.device)} | "
+                f"{cell(a.session)} | {cell(a.metric)} | {cell(a.text)} |"
+            )
+        out.add("")
+    _figures(out, report)
+    if report.pages:
+        out.add("### Pages", "")
+        for what, page in report.pages:
+            out.add(f"- {link(what, page, base_url)}")
+        out.add("")
+    if report.notes:
+        out.add("### Notes", "")
+        for note in report.notes:
+            out.add(f"- {cell(note)}")
+        out.add("")
+    if report.timings:
+        total = sum(s for _, s in report.timings)
+        out.add("### Where the time went", "", "| step | seconds | share |", "|---|---:|---:|")
+        for what, seconds in report.timings:
+            out.add(f"| {cell(what)} | {seconds:.1f} | {100 * seconds / total if total else 0:.0f}% |")
+        out.add(f"| **total** | **{total:.1f}** | |", "")
+    if out.dropped:
+        out.close(f"_{out.dropped} row(s) left out to stay under {limit:,} characters: the pages have them all._")
+    if regressions:
+        out.close("", f"<sub>{regressions} regression(s); exit {report.exit_code}.</sub>")
+    return "\n".join(out.lines) + "\n"
+
+
+def _figures(out: _Budget, report: CiReport) -> None:
+    """Per device and session, the judged figures against their baseline, folded (the changed ones open)."""
+    groups: dict[tuple[str, str, int], list[Judged]] = {}
+    for j in report.judged:
+        groups.setdefault((j.verdict.device, j.session, j.run_id), []).append(j)
+    if not groups:
+        return
+    out.add("### Figures against their baseline", "")
+    for (device, session, run_id), rows in sorted(groups.items()):
+        opened = " open" if any(j.changed for j in rows) else ""
+        if not out.add(
+            f"<details{opened}><summary>{cell(device)} · {cell(session)} (run {run_id})</summary>",
+            "",
+            "| metric | now | baseline | change | runs | verdict |",
+            "|---|---:|---:|---:|---:|---|",
+            keep=16,
+        ):
+            continue
+        for j in rows:
+            v = j.verdict
+            out.add(
+                f"| {cell(v.title)} | {figure(v.run_value, v.unit)} | {figure(v.baseline_value, v.unit)} | "
+                f"{change(j)} | {v.n_baseline} | {MARK.get(v.status, cell(v.status))} |",
+                keep=16,
+            )
+        out.close("", "</details>", "")

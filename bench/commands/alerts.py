@@ -1,0 +1,230 @@
+"""`hilbench alerts list / show ID / ack ID / invalid ID / downstream ID / fix ID`: the morning triage of the
+nightly's alerts (docs/alerts.md), in the results store the nightly writes."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shlex
+import textwrap
+
+from bench.alerts import STATES, Alert, table
+from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, UNTRIAGED
+from bench.alerts.triage import acknowledge, downstream, fix, invalidate
+from bench.commands.report import run_id_arg
+from bench.config.fleet import find_fleet, load_fleet
+from bench.core.console import compact_table, emit_json, out
+from bench.core.errors import ConfigError
+from bench.results.thresholds import load_thresholds
+from bench.store.results import DEFAULT_STORE, ResultStore, open_store
+
+WIDTH = 79  # what a line of `show` fits (80 columns)
+COMMAND_END = "\0"  # marks a line of a command, which `show` does not wrap
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `alerts` command group."""
+    group = sub.add_parser("alerts", help="the nightly's alerts: list, show and triage them")
+    asub = group.add_subparsers(dest="alerts_command", required=True)
+    p = asub.add_parser("list", help="alerts not fixed (or --state S, --all), newest first")
+    p.add_argument("--state", action="append", choices=STATES, default=[], help="only alerts in this state")
+    p.add_argument("--all", action="store_true", help="alerts in every state, fixed ones included")
+    p.add_argument("--device", metavar="NAME", help="only this device's alerts")
+    _common(p, thresholds=True)
+    p.set_defaults(func=cmd_list)
+    p = asub.add_parser("show", help="one alert: its evidence, state and history")
+    p.add_argument("id", help="the alert's number")
+    _common(p)
+    p.set_defaults(func=cmd_show)
+    p = asub.add_parser("ack", help="acknowledge: someone owns it (it no longer fails the night)")
+    p.add_argument("id", help="the alert's number")
+    p.add_argument("--owner", required=True, metavar="NAME", help="who owns it")
+    p.add_argument("--note", required=True, metavar="TEXT", help="what is known")
+    p.add_argument("--link", default="", metavar="URL", help="a bug or pull request")
+    _common(p)
+    p.set_defaults(func=cmd_ack)
+    p = asub.add_parser("invalid", help="not the product's fault (e.g. the lab's USB hub)")
+    p.add_argument("id", help="the alert's number")
+    p.add_argument("--reason", required=True, metavar="TEXT", help="why it is invalid")
+    _common(p)
+    p.set_defaults(func=cmd_invalid)
+    p = asub.add_parser("downstream", help="caused by another alert (e.g. the same model on another device)")
+    p.add_argument("id", help="the alert's number")
+    p.add_argument("--of", required=True, metavar="N", help="the alert that causes it")
+    _common(p)
+    p.set_defaults(func=cmd_downstream)
+    p = asub.add_parser("fix", help="fixed by run R (the bench also fixes alerts by itself)")
+    p.add_argument("id", help="the alert's number")
+    p.add_argument("--run", required=True, metavar="R", help="the run that shows it fixed")
+    _common(p)
+    p.set_defaults(func=cmd_fix)
+
+
+def _common(p: argparse.ArgumentParser, *, thresholds: bool = False) -> None:
+    p.add_argument(
+        "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
+    )
+    p.add_argument("--fleet", metavar="FILE", help="whose [bench] results is the store (default: as the nightly)")
+    if thresholds:
+        p.add_argument("--thresholds", metavar="FILE", help="its [alerts] untriaged_days flags overdue alerts")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def _store(args: argparse.Namespace) -> ResultStore:
+    """The store the nightly writes: --results, else the fleet's [bench] results, else the default."""
+    if args.results:
+        return open_store(args.results)
+    path, _ = find_fleet(args.fleet)
+    results = load_fleet(path).bench.get("results") if path.exists() else None
+    return open_store(results or DEFAULT_STORE)
+
+
+def _id(value: str, what: str = "alert") -> int:
+    try:
+        number = int(value.lstrip("#"))
+    except ValueError:
+        raise ConfigError(f"{what} {value!r}: alert ids are numbers", hint="see `hilbench alerts list`") from None
+    if not 0 < number < 2**63:
+        raise ConfigError(f"{what} {value}: no such alert", hint="see `hilbench alerts list`")
+    return number
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The alerts as a table (80 columns), overdue untriaged ones flagged."""
+    rules = load_thresholds(args.thresholds).alerts
+    states = None if args.all else (args.state or list(OPEN))
+    with _store(args) as store:
+        alerts = table.select(store, states=states, device=args.device)
+    now = dt.datetime.now(dt.UTC)
+    if args.json:
+        emit_json([{**a.to_json(now), "overdue": a.overdue(rules.untriaged_days, now)} for a in alerts])
+        return 0
+    if not alerts:
+        out.print("no alerts" + ("" if args.all else " open (--all shows fixed ones)"), highlight=False)
+        return 0
+    grid = compact_table()
+    for col in ("#", "device", "metric", "effect", "state", "age", "who / why"):
+        grid.add_column(col, no_wrap=col in ("#", "device", "age"), justify="right" if col in ("#", "age") else "left")
+    for a in alerts:
+        late = a.overdue(rules.untriaged_days, now)
+        state = f"[red]{a.state}![/red]" if late else a.state
+        grid.add_row(str(a.id), a.device, a.title, _effect(a), state, f"{a.age_days(now):.1f} d", _who(a))
+    out.print(grid)
+    late = [a for a in alerts if a.overdue(rules.untriaged_days, now)]
+    if late:
+        ids = ", ".join(f"#{a.id}" for a in late)
+        out.print(f"! untriaged for more than {rules.untriaged_days:g} days: {ids}", highlight=False)
+    return 0
+
+
+def _effect(a: Alert) -> str:
+    if a.effect_pct is None:
+        return "failed"
+    return f"{a.effect_pct:+.1f}%"
+
+
+def _who(a: Alert) -> str:
+    if a.state == DOWNSTREAM:
+        return f"of #{a.of_alert}"
+    if a.state == INVALID:
+        return a.reason
+    if a.state == UNTRIAGED and a.suggested_of:
+        return f"same change as #{a.suggested_of}?"
+    return a.owner
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """One alert with its evidence and history."""
+    with _store(args) as store:
+        alert = table.get(store, _id(args.id))
+        history = table.events(store, alert.id)
+    if args.json:
+        emit_json({**alert.to_json(), "events": [e.to_json() for e in history]})
+        return 0
+    lines = [
+        f"alert #{alert.id}: {alert.device} {alert.title} ({alert.kind}), session {alert.session}",
+        f"  state {alert.state} since {alert.state_since[:16]}" + _state_detail(alert),
+        f"  first night run {alert.first_run}, newest bad night run {alert.last_run}",
+        f"  effect {alert.effect_text()}" + _baseline(alert),
+    ]
+    lines += [f"  change: {c}" for c in alert.change] or ["  change: none in the fingerprint"]
+    lines += [f"  {alert.cause}"] if alert.cause else []
+    lines += [f"  reason: {alert.data['reason']}"] if alert.data.get("reason") and alert.effect_pct is None else []
+    lines += ["  find the first bad build:", *command_lines(alert.bisect, "    ")] if alert.bisect else []
+    if alert.suggested_of and alert.of_alert is None:
+        lines.append(f"  same change as alert #{alert.suggested_of}: hilbench alerts downstream {alert.id} "
+                     f"--of {alert.suggested_of}")  # fmt: skip
+    lines.append("  history:")
+    lines += [f"    {e.at[:16]} {e.event} ({e.actor}): {e.detail}" for e in history]
+    for line in lines:
+        parts = [line] if line.endswith(COMMAND_END) else textwrap.wrap(
+            line, WIDTH, subsequent_indent=" " * 6, break_on_hyphens=False)  # fmt: skip
+        for part in parts:
+            out.print(part.removesuffix(COMMAND_END), highlight=False, markup=False, soft_wrap=True)
+    return 0
+
+
+def command_lines(command: str, indent: str) -> list[str]:
+    """A shell command in lines of at most WIDTH columns (an option stays with its value), continued with a
+    backslash; each line ends in COMMAND_END, which tells `show` not to wrap it again."""
+    chunks: list[str] = []
+    for word in (shlex.quote(w) for w in shlex.split(command)):
+        if chunks and chunks[-1].startswith("-") and " " not in chunks[-1] and not word.startswith("-"):
+            chunks[-1] += " " + word
+        else:
+            chunks.append(word)
+    lines, line = [], indent
+    for chunk in chunks:
+        if line.strip() and len(line) + len(chunk) + 3 > WIDTH:
+            lines.append(line + " \\")
+            line = indent + "  "
+        line += ("" if not line.strip() else " ") + chunk
+    return [part + COMMAND_END for part in [*lines, line]]
+
+
+def _state_detail(a: Alert) -> str:
+    if a.owner:
+        return f"; owner {a.owner}: {a.note}" + (f" ({a.link})" if a.link else "")
+    if a.state == INVALID:
+        return f": {a.reason}"
+    if a.state == DOWNSTREAM:
+        return f": of alert #{a.of_alert}"
+    return f" by run {a.fixed_run}" if a.fixed_run else ""
+
+
+def _baseline(a: Alert) -> str:
+    base, value, unit = a.data.get("baseline_value"), a.data.get("value"), a.data.get("unit", "")
+    if base is None or value is None:
+        return ""
+    return f": {base:.4g} -> {value:.4g} {unit}".rstrip()
+
+
+def _changed(args: argparse.Namespace, change) -> int:
+    with _store(args) as store:
+        alert = change(store)
+    if args.json:
+        emit_json(alert.to_json())
+    else:
+        out.print(f"alert #{alert.id}: {alert.state}" + _state_detail(alert), highlight=False, markup=False)
+    return 0
+
+
+def cmd_ack(args: argparse.Namespace) -> int:
+    """Acknowledge an alert."""
+    return _changed(args, lambda s: acknowledge(s, _id(args.id), args.owner, args.note, args.link))
+
+
+def cmd_invalid(args: argparse.Namespace) -> int:
+    """Mark an alert invalid."""
+    return _changed(args, lambda s: invalidate(s, _id(args.id), args.reason))
+
+
+def cmd_downstream(args: argparse.Namespace) -> int:
+    """Mark an alert downstream of another."""
+    return _changed(args, lambda s: downstream(s, _id(args.id), _id(args.of, "--of")))
+
+
+def cmd_fix(args: argparse.Namespace) -> int:
+    """Mark an alert fixed by a run."""
+    run = run_id_arg(args.run, "--run") or 0
+    return _changed(args, lambda s: fix(s, _id(args.id), run))

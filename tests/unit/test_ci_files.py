@@ -1,0 +1,169 @@
+"""The CI files, each read by its consumer: JUnit XML by junitparser, OpenMetrics by prometheus-client's parser,
+the Markdown summary by markdown-it-py (GitHub-flavoured tables) under GitHub's 65,535-character comment limit."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from junitparser import Error, Failure, JUnitXml, Skipped
+from markdown_it import MarkdownIt
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from bench.ci.facts import CiReport, figure_clock, judged_runs, outcome_cases, run_figures, verdict_cases
+from bench.ci.junit import junit_xml
+from bench.ci.openmetrics import openmetrics_text
+from bench.ci.summary_md import COMMENT_LIMIT, summary_markdown
+from bench.ci.write import STEP_SUMMARY_ENV, CiFiles, write_ci_files
+from bench.core.errors import ConfigError
+from bench.core.outcomes import infrastructure, product
+from bench.nightly.ci_report import nightly_report
+from bench.nightly.publish import PublishedRun
+from bench.nightly.run import NightlyResult
+from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.results.evidence import stored_verdicts
+from bench.results.thresholds import load_thresholds
+from bench.results.verdict import INCONCLUSIVE, REGRESSION
+from bench.store.results import open_store
+from tests.nightly_history import Plan, write_history
+
+DEVICES = ("c6-a", "pi5-1")
+GFM = MarkdownIt("commonmark").enable(["table", "strikethrough"])  # what GitHub renders, less autolinks
+STEP_NIGHT = 6  # c6-a's memory peak steps up 40% that night
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> CiReport:
+    """A nightly's report: the night of a memory step on c6-a, one metric made inconclusive, a device failed."""
+    thresholds = load_thresholds()
+    with open_store(tmp_path_factory.mktemp("ci") / "r.sqlite") as store:
+        ids = write_history(store, thresholds, Plan(STEP_NIGHT + 1, step_night=STEP_NIGHT), DEVICES)
+        run = ids[-1]
+        verdicts = stored_verdicts(store, run)
+        busy = next(i for i, v in enumerate(verdicts) if v.device == "pi5-1" and v.metric == "latency_p50")
+        verdicts[busy] = replace(verdicts[busy], status=INCONCLUSIVE, reason="inconclusive: bench host busy (78%)")
+        judged = judged_runs([("combat", run, verdicts)], thresholds)
+        figures = run_figures(store, run)
+    outcomes = {"orin-1": infrastructure("flash: no answer on its link"), "c6-b": product("agent crashed")}
+    return CiReport(
+        job="nightly", title="hilbench nightly 20261204-020000", exit_code=1, headline="1 regression(s)",
+        judged=judged, figures=figures, cases=verdict_cases("nightly", judged) + outcome_cases("nightly", outcomes),
+        pages=[("combat (run 7)", Path("reports/runs/7.html"))], notes=["orin-1 left the run at flash"],
+        timings=[("stage replay", 61.2), ("stage confirm", 30.1)], started=dt.datetime(2026, 12, 4, 2, tzinfo=dt.UTC),
+    )  # fmt: skip
+
+
+def test_junit_has_a_case_per_device_session_and_metric_failing_on_the_regression(report, tmp_path) -> None:
+    path = tmp_path / "junit.xml"
+    path.write_text(junit_xml(report))
+    cases = {(c.classname, c.name): c for suite in JUnitXml.fromfile(str(path)) for c in suite}
+    thresholds = load_thresholds()
+    for device in DEVICES:
+        assert {name for cls, name in cases if cls == f"combat.{device}"} == {r.name for r in thresholds.rules}
+    failed = {key: c for key, c in cases.items() if any(isinstance(r, Failure) for r in c.result)}
+    assert list(failed) == [("combat.c6-a", "memory_peak"), ("devices.c6-b", "run")]
+    assert "memory peak" in failed["combat.c6-a", "memory_peak"].result[0].message
+    busy = cases["combat.pi5-1", "latency_p50"]
+    assert isinstance(busy.result[0], Skipped) and "bench host busy" in busy.result[0].message
+    collecting = [c for c in cases.values() if c.result and isinstance(c.result[0], Skipped)]
+    assert all(c.result[0].message for c in collecting)  # every skip says why
+    assert isinstance(cases["devices.orin-1", "run"].result[0], Error)
+    assert isinstance(cases["devices.c6-b", "run"].result[0], Failure)
+    xml = JUnitXml.fromfile(str(path))
+    assert sum(s.failures for s in xml) == 2 and sum(s.errors for s in xml) == 1
+
+
+def test_openmetrics_parses_with_prometheus_client_and_labels_every_figure(report) -> None:
+    text = openmetrics_text(report)
+    assert text.endswith("# EOF\n")
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    figures = families["hilbench_figure"].samples
+    assert len(figures) == len(report.figures)
+    labels = {"device", "kind", "session", "metric", "clock", "unit", "run_kind", "build"}
+    assert all(set(s.labels) == labels for s in figures)
+    mem = next(s for s in figures if s.labels["device"] == "c6-a" and s.labels["metric"] == "mem_peak")
+    assert mem.labels["kind"] == "esp32c6" and mem.labels["session"] == "combat" and mem.labels["clock"] == "none"
+    assert mem.value == pytest.approx(118_000 * 1.4)
+    inference = next(s for s in figures if s.labels["device"] == "pi5-1" and s.labels["metric"].startswith("infer"))
+    assert inference.labels["clock"] == "guest"  # an icount guest's device clock
+    flagged = {(s.labels["device"], s.labels["metric"]) for s in families["hilbench_regression"].samples if s.value}
+    assert flagged == {("c6-a", "mem_peak")}
+    base = next(s for s in families["hilbench_figure_baseline"].samples if s.labels["metric"] == "mem_peak")
+    assert base.value == pytest.approx(118_000, rel=0.05)
+    assert families["hilbench_job_exit_code"].samples[0].value == 1
+
+
+def test_openmetrics_refuses_two_figures_with_the_same_labels(report) -> None:
+    twice = replace(report, figures=[*report.figures, report.figures[0]])
+    with pytest.raises(ValueError, match="same labels"):
+        openmetrics_text(twice)
+
+
+def test_summary_renders_as_markdown_tables_with_the_regression_first(report) -> None:
+    text = summary_markdown(report, base_url="https://ci.example/reports/runs")
+    html = GFM.render(text)
+    assert html.count("<table>") >= 3  # changed verdicts, figures per device, where the time went
+    assert "(exit 1)" in text and "https://ci.example/reports/runs/7.html" in html
+    changed = text.split("### Verdicts that changed", 1)[1].split("###", 1)[0]
+    rows = [line for line in changed.splitlines() if line.startswith("| ") and "device" not in line]
+    assert "regression" in rows[0] and "c6-a" in rows[0] and "+40.0%" in rows[0]
+    assert any("inconclusive" in r and "pi5-1" in r for r in rows)
+    assert len(text) <= COMMENT_LIMIT
+
+
+def test_a_huge_summary_stays_under_the_comment_limit_and_says_what_it_left_out(report) -> None:
+    many = [replace(j, session=f"session-{n:03d}") for n in range(400) for j in report.judged]
+    text = summary_markdown(replace(report, judged=many))
+    assert len(text) <= COMMENT_LIMIT
+    assert "left out to stay under 65,535 characters" in text
+    html = GFM.render(text)
+    assert html.count("<details") == html.count("</details>")  # every fold it opened is closed
+
+
+def test_files_are_written_and_the_step_summary_appended(report, tmp_path) -> None:
+    step = tmp_path / "step.md"
+    step.write_text("earlier step\n")
+    files = CiFiles(tmp_path / "s.md", tmp_path / "j.xml", tmp_path / "m.prom")
+    written = write_ci_files(report, files, env={STEP_SUMMARY_ENV: str(step)})
+    assert set(written) == {tmp_path / "s.md", tmp_path / "j.xml", tmp_path / "m.prom", step}
+    assert step.read_text().startswith("earlier step\n## hilbench nightly")
+    assert (tmp_path / "s.md").read_text() == step.read_text().removeprefix("earlier step\n")
+
+
+def test_an_unwritable_file_is_a_usage_error_naming_the_option(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"--junit .*cannot write"):
+        CiFiles(junit=tmp_path / "no-such-dir" / "j.xml").check()
+
+
+def test_a_figure_says_which_clock_it_is_on() -> None:
+    assert figure_clock("decision_latency_p50", {"clock": "real time"}) == "bench"
+    assert figure_clock("decision_latency_p50", {"clock": "icount", "latency_clock": "device"}) == "guest"
+    assert figure_clock("inference_latency_p50", {"clock": "realtime"}) == "device"
+    assert figure_clock("mem_peak", {}) == "none"
+    assert REGRESSION  # the status the failing case rests on
+
+
+def test_the_nightly_report_has_its_runs_verdicts_outcomes_and_stage_times(tmp_path) -> None:
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        run = write_history(store, thresholds, Plan(STEP_NIGHT + 1, step_night=STEP_NIGHT), DEVICES)[-1]
+        result = NightlyResult(
+            "20261204-020000",
+            tmp_path,
+            [
+                StageResult(
+                    "replay",
+                    61.0,
+                    {"c6-a": DeviceOutcome(True), "pi5-1": DeviceOutcome(True), "orin-1": DeviceOutcome(False, "hung")},
+                )
+            ],
+        )
+        result.runs = [PublishedRun("combat", run, "window", tmp_path / "7.html", stored_verdicts(store, run))]
+        report = nightly_report(result, store, thresholds)
+    assert report.exit_code == 1 and report.headline.startswith("1 regression(s): c6-a memory peak")
+    assert {f.device for f in report.figures} == set(DEVICES) and {f.run_kind for f in report.figures} == {"replay"}
+    failing = {(c.classname, c.name) for c in report.cases if c.status == "failed"}
+    assert failing == {("combat.c6-a", "memory_peak"), ("devices.orin-1", "run")}  # a replay that hung: product
+    assert report.timings == [("stage replay", 61.0)] and report.pages == [(f"combat (run {run})", tmp_path / "7.html")]
