@@ -37,12 +37,11 @@ from bench.replay.agents import deploy, fleet_opener
 from bench.replay.run import DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
-from bench.report.runview import UPDATE_RUN_KIND
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, record_fingerprint, record_host
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
-from bench.store.results import ResultStore
+from bench.store.results import UPDATE_RUN_KIND, ResultStore
 from bench.store.retention import PruneResult, prune
 from bench.virtual import board_controls, virtual_fleet
 

@@ -20,7 +20,7 @@ from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
 from bench.report.measures import device_timing
 from bench.report.nights import load_grids
-from bench.report.runview import UPDATE_RUN_KIND, RunView
+from bench.report.runview import RunView
 from bench.report.view_adapter import load_run
 from bench.results.baseline import get_baseline
 from bench.results.bisect import offer
@@ -28,7 +28,7 @@ from bench.results.evidence import fingerprints, host_of, stored_verdicts
 from bench.results.judge import judge_run
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
-from bench.store.results import ResultStore
+from bench.store.results import UPDATE_RUN_KIND, ResultStore
 
 DEFAULT_REPORTS = OUTPUT_DIR
 

@@ -16,7 +16,6 @@ INFERENCE_MS = "inference_ms"  # t1 - t0 on the device, one per inference
 FRAME_INTERVAL_MS = "frame_interval_ms"  # time between consecutive frames
 FRAME_DEVIATION_US = "frame_deviation_us"  # |actual - scheduled| frame time
 FIRST_FRAME_MS = "first_frame_ms"  # one per session replay / model (re)load
-UPDATE_RUN_KIND = "ota"  # the nightly's model updates and fault cases: a run without performance figures
 MEMORY_PEAK_MB = "memory_peak_mb"  # one peak per telemetry window or session
 
 

@@ -42,6 +42,7 @@ from bench.store.packed import NONE, pack, unpack
 from bench.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
 DEFAULT_STORE = Path("reports") / "results.sqlite"
+UPDATE_RUN_KIND = "ota"  # the nightly's model updates and fault cases: a run without performance figures
 RAW_TABLES = ["frames", "frame_packs", "inputs", "input_sends"]  # the frame and input rows retention prunes
 
 
