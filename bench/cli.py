@@ -35,6 +35,7 @@ COMMANDS = {
     "session": "bench.commands.session",
     "replay": "bench.commands.replay",
     "bisect": "bench.commands.bisect",
+    "check": "bench.commands.check",
     "linux": "bench.commands.linux",
     "image": "bench.commands.image",
     "flash": "bench.commands.flash",

@@ -12,6 +12,7 @@
 - `agent` / `console` / `devices` (ready devices, their consoles, crash reports): `bench.testkit.device_fixtures`.
 - Failure classes (an infrastructure failure is an ERROR naming the class) and `--quarantine FILE` (known-flaky
   tests run and are reported, do not fail the session, with their pass/fail history): `bench.testkit.classes`.
+- The nightly's open alerts of the tested devices (`--results PATH`): `bench.testkit.alerts_fixtures`.
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ from bench.lab.doctor import require_pyserial
 from bench.provision.controls import BoardControls
 from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
 
-# record_measurement; agent, console, devices; failure classes and --quarantine
-pytest_plugins = ("bench.testkit.measure_fixtures", "bench.testkit.device_fixtures", "bench.testkit.classes")
+# record_measurement; agent, console, devices; failure classes and --quarantine; the devices' open alerts
+pytest_plugins = (
+    "bench.testkit.measure_fixtures",
+    "bench.testkit.device_fixtures",
+    "bench.testkit.classes",
+    "bench.testkit.alerts_fixtures",
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,8 +13,13 @@ from npc_update import FetchStats, UpdateFailed
 from npcota_pb import METHOD, Chunk, FetchRequest
 
 
-async def fetch(url: str, part: Path, stats: FetchStats, timeout_s: float = 30.0) -> Path:
-    """Fetch `grpc://HOST:PORT/models/...` into `part`, resuming from what it holds; return `part`."""
+class OverLimit(Exception):
+    """The server broke a transfer bound (npc_update's): the caller deletes the part file and refuses."""
+
+
+async def fetch(url: str, part: Path, stats: FetchStats, limit: int, timeout_s: float = 30.0) -> Path:
+    """Fetch `grpc://HOST:PORT/models/...` (at most `limit` bytes, in order) into `part`, resuming from what it
+    holds; return `part`."""
     target, _, path = url[len("grpc://") :].partition("/")
     meta_path = part.with_name(part.name + ".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
@@ -27,12 +32,19 @@ async def fetch(url: str, part: Path, stats: FetchStats, timeout_s: float = 30.0
         )
         with part.open("r+b" if offset else "wb") as f:
             f.truncate(offset)
+            f.seek(offset)
             try:
                 async for chunk in call(FetchRequest(path=path, offset=offset), timeout=timeout_s):
                     if meta.get("etag") not in (None, chunk.etag):  # changed since the part was written
                         stats.restarts += 1
                         meta_path.unlink(missing_ok=True)
                         raise UpdateFailed("transfer", f"{url}: the resource changed; the next update restarts")
+                    end = chunk.offset + len(chunk.data)
+                    if chunk.offset != f.tell() or end > limit or chunk.size > limit or len(chunk.etag) > 64:
+                        raise OverLimit(
+                            f"a chunk at {chunk.offset} (expected {f.tell()}) to {end} of {chunk.size} B, "
+                            f"the manifest says {limit}"
+                        )
                     if not meta:
                         meta = {"etag": chunk.etag}
                         meta_path.write_text(json.dumps(meta))

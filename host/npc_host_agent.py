@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import platform
+import stat
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ except ImportError:  # running from a source checkout: the shared modules live e
     import wire
 
 import npcfeat
+import npcmanifest
 import npcrecords
 import npcsched
 from npc_links import serve_stdio, serve_tcp
@@ -152,7 +154,7 @@ class Agent:
     def broadcast(self, msg: dict) -> None:
         """Send an unsolicited message to every connected bench; faults raised while no bench is connected
         (at start) wait for the first one."""
-        line = wire.encode(msg)
+        line = wire.encode_reply(msg)
         if not self.links and msg["t"] == "fault" and len(self.undelivered) < MAX_UNDELIVERED:
             self.undelivered.append(line)
         for link in list(self.links):
@@ -180,12 +182,12 @@ class Agent:
             msg = wire.decode(line)
         except wire.WireError as exc:
             self.errors[exc.code] = self.errors.get(exc.code, 0) + 1
-            link.write(wire.encode(wire.error(exc.code, exc.detail, exc.id)))
+            link.write(wire.encode_reply(wire.error(exc.code, exc.detail, exc.id)))
             return
         handler = self.handlers.get(msg["t"])
         if handler is None:
             self.errors["unknown_type"] += 1
-            link.write(wire.encode(wire.error("unknown_type", f"no message type '{msg['t']}'", msg.get("id"))))
+            link.write(wire.encode_reply(wire.error("unknown_type", f"no message type '{msg['t']}'", msg.get("id"))))
             return
         if msg["t"] in BACKGROUND:  # the link goes on being read (pings, inputs) while it waits for its server
             task = asyncio.ensure_future(self.dispatch(link, handler, msg, rx_us))
@@ -208,7 +210,7 @@ class Agent:
         if reply is not None:
             if reply.get("t") == "error":
                 self.errors[reply["code"]] = self.errors.get(reply["code"], 0) + 1
-            link.write(wire.encode(reply))
+            link.write(wire.encode_reply(reply))
 
     # -- requests ------------------------------------------------------------------------------------
 
@@ -216,18 +218,18 @@ class Agent:
         return wire.reply(msg, "hello", self.hello_msg())
 
     async def on_ping(self, msg, rx_us):
-        return wire.reply(msg, "pong", {"b0": msg.get("b0"), "d": rx_us})
+        return wire.reply(msg, "pong", {"b0": wire.number(msg.get("b0"), "b0"), "d": rx_us})
 
     async def on_load(self, msg, rx_us):
-        path = msg["path"]
-        manifest = dict(msg["manifest"])
+        path = wire.text(msg["path"], "path")
+        manifest = npcmanifest.fields(msg["manifest"])
         if "sig" in msg and "sig" not in manifest:
             manifest["sig"] = msg["sig"]
         if self.loading:
             return wire.error("busy", "a load is in progress", msg.get("id"))
         self.loading = True
         try:
-            model, verify_us = await self._verified(path, manifest)
+            model, verify_us = await self._verified(path, manifest, bool(msg.get("allow_downgrade")))
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
@@ -248,24 +250,20 @@ class Agent:
             raise Refused("parse", f"path {path!r}: not a file in the models folder")
         return full
 
-    async def _verified(self, path: str, manifest: dict):
+    async def _verified(self, path: str, manifest: dict, allow_downgrade: bool):
         full = self.model_path(path)
         t0 = now_us()
-        try:
-            with open(full, "rb") as f:
-                data = f.read()
-        except OSError as exc:
-            raise Refused("parse", f"cannot read {path}: {exc.strerror}") from None
+        data = read_model_file(full, path, manifest.get("size"))
         loop = asyncio.get_running_loop()
-        model = await loop.run_in_executor(None, self.models.check_and_parse, data, manifest)
+        model = await loop.run_in_executor(None, self.models.check_and_parse, data, manifest, allow_downgrade)
         return model, now_us() - t0
 
     async def on_update(self, msg, rx_us):
         """Fetch a model over CoAP (npc_update) into updates/ (beside the models folder), verify it there (hash,
         signature, parse), and only then rename it into the models folder and switch as `load` does: a refused
         update leaves every installed file as it was."""
-        url = str(msg["url"])
-        manifest = dict(msg["manifest"])
+        url = wire.text(msg["url"], "url")
+        manifest = npcmanifest.fields(msg["manifest"])
         if self.loading:
             return wire.error("busy", "a load is in progress", msg.get("id"))
         try:
@@ -273,8 +271,11 @@ class Agent:
         except ImportError as exc:  # a target without aiocoap
             return wire.error("internal", f"no CoAP update support on this agent: {exc}", msg.get("id"))
         timing = npc_update.Timing.from_json(msg.get("coap"))  # a bad value is bad_field before anything is fetched
+        allow = bool(msg.get("allow_downgrade"))
         self.loading = True
         try:
+            if self.models.verifier.signed(manifest):  # (a forged one is refused as `signature` before any fetch)
+                self.models.check_forward(manifest, allow)  # an older or foreign model: nothing is fetched
             if self.coap is None:
                 import aiocoap
 
@@ -296,7 +297,7 @@ class Agent:
             loop = asyncio.get_running_loop()
             try:
                 model = await loop.run_in_executor(
-                    None, self.models.check_and_parse, result.path.read_bytes(), manifest
+                    None, self.models.check_and_parse, result.path.read_bytes(), manifest, allow
                 )
                 dest = self.update_path(manifest)
                 os.replace(result.path, dest)
@@ -513,6 +514,26 @@ class Agent:
         self.broadcast(rec)
 
 
+def read_model_file(full: str, shown: str, size) -> bytes:
+    """The bytes of the regular file `full` (`shown` in messages), read once; Refused("parse") for anything else
+    (a FIFO would block the agent: it is opened without waiting, and refused), Refused("hash") when its size is not
+    the manifest's `size` (nothing more is read of a file that cannot match)."""
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise Refused("parse", f"cannot read {shown}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused("parse", f"{shown} is not a regular file")
+        if isinstance(size, int) and st.st_size != size:
+            raise Refused("hash", f"{shown} has {st.st_size} B, the manifest says {size}")
+        try:
+            return f.read()
+        except OSError as exc:
+            raise Refused("parse", f"cannot read {shown}: {exc.strerror}") from None
+
+
 def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
     """Verify and switch to the model given on the command line; returns a console line."""
     try:
@@ -520,9 +541,10 @@ def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
             manifest = json.load(f)
         with open(model_path, "rb") as f:
             data = f.read()
-        model = agent.models.check_and_parse(data, manifest)
+        model = agent.models.check_and_parse(data, manifest, allow_downgrade=True)
         model.source = os.path.abspath(model_path)
         agent.models.switch(model)
+        agent.models.line = manifest.get("name")
         return f"model {manifest.get('name')} v{manifest.get('version')} loaded"
     except Refused as exc:
         return f"model {model_path} refused ({exc.kind}): {exc.detail}"
@@ -553,7 +575,7 @@ def load_remembered(agent: Agent, saved: dict) -> str:
             return "remembered model is the deployed one"
         with open(saved["path"], "rb") as f:
             data = f.read()
-        model = agent.models.check_and_parse(data, manifest)
+        model = agent.models.check_and_parse(data, manifest, allow_downgrade=True)  # accepted when it was switched to
         model.source = saved["path"]
         agent.models.switch(model)
     except Refused as exc:

@@ -56,7 +56,7 @@ async def _serve_link(agent, reader, link: Link, boot) -> None:
     try:
         for text in boot:
             link.write((f"{text}\n").encode())
-        link.write(wire.encode(agent.hello_msg()))
+        link.write(wire.encode_reply(agent.hello_msg()))
         for line in agent.undelivered:
             link.write(line)
         agent.undelivered.clear()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 
+import npcmanifest
 import npcrecords
 import numpy as np
 from npc_verify import Refused
@@ -171,13 +172,22 @@ class ModelManager:
         self.interpreter_cls, self.runtime_name = runtime()
         self.current = None
         self.prev = None
+        self.line = None  # the deployed model's name: a model of another name needs allow_downgrade
         self.t_switch = 0
         self.counts = {"loads": 0, "refused": 0, "faults": 0, "rollbacks": 0}
 
-    def check_and_parse(self, data: bytes, manifest: dict) -> Model:
-        """Everything before a switch: hash, signature, parse. Raises Refused."""
+    def check_and_parse(self, data: bytes, manifest: dict, allow_downgrade: bool = False) -> Model:
+        """Everything before a switch: hash, signature, version, parse. Raises Refused."""
         self.verifier.check(data, manifest)
+        self.check_forward(manifest, allow_downgrade)
         return Model(data, manifest, self.interpreter_cls)
+
+    def check_forward(self, manifest: dict, allow_downgrade: bool = False) -> None:
+        """Refused("version") for a model of another line, or older than the running one, unless allowed."""
+        running = self.current.manifest if self.current is not None else None
+        why = npcmanifest.forward(manifest, running, self.line, allow_downgrade)
+        if why:
+            raise Refused("version", why)
 
     def refuse(self, exc: Refused, manifest) -> None:
         """Report a refused load as a fault (the running model is untouched)."""

@@ -9,6 +9,11 @@ is done here, on RFC 7252's schedule with the link's timing, so every retransmis
 that gives up keeps its `.part`: the next `fetch_update` for the same target resumes from the last good
 block (if the server's ETag still matches). A completed file whose hash is wrong (a corrupted block) is
 discarded and fetched once more; a second mismatch is refused.
+
+Bounds: nothing past the size the signed manifest gives is written (a delta manifest: MAX_MANIFEST bytes); a
+block larger than its size, a short block that says more follow, a block size growing mid-transfer or an ETag
+longer than RFC 7252's 8 bytes ends the transfer, as do more than MAX_RESTARTS changes of the ETag; each of
+these refusals deletes what was written (nothing is kept for resume).
 """
 
 from __future__ import annotations
@@ -24,12 +29,17 @@ from typing import Any
 
 import aiocoap
 import npc_bspatch  # deployed flat beside the agent
+import npcmanifest
+import wire
 from aiocoap import error as coap_error
 from aiocoap.numbers.codes import Code
 from aiocoap.numbers.constants import TransportTuning
 from aiocoap.optiontypes import BlockOption
 
 BLOCK_SZX = 6  # 1024-byte blocks
+MAX_RESTARTS = 3  # content changes (a new ETag) one fetch starts over for, then gives up
+MAX_MANIFEST = 4096  # bytes of a delta manifest (one is ~500)
+MAX_ETAG = 8  # bytes (RFC 7252 5.10.6)
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,12 @@ class _BlockLost(Exception):
     pass
 
 
+def _discard(part: Path) -> None:
+    """Delete a refused transfer's file and its resume record: nothing refused is kept for resume."""
+    part.unlink(missing_ok=True)
+    part.with_name(part.name + ".json").unlink(missing_ok=True)
+
+
 class _RoundTrip:
     """Round-trip estimate of one transfer (RFC 6298's SRTT/RTTVAR, from blocks answered at the first try).
 
@@ -155,16 +171,52 @@ async def _get_block(
 
 
 async def fetch(
-    ctx: aiocoap.Context, url: str, part: Path, timing: Timing, stats: FetchStats, rng: random.Random
+    ctx: aiocoap.Context,
+    url: str,
+    part: Path,
+    timing: Timing,
+    stats: FetchStats,
+    rng: random.Random,
+    limit: int,
 ) -> Path:
-    """Fetch `url` into `part` block by block, resuming from what `part` already holds; return `part`.
+    """Fetch `url` (at most `limit` bytes) into `part` block by block, resuming from what `part` already holds;
+    return `part`.
 
-    Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume).
-    A `grpc://` URL is fetched over the gRPC update channel instead (npc_grpc), with the same resume rule."""
+    Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume), or when
+    the server breaks a bound (module docstring; the part file is deleted). A `grpc://` URL is fetched over the
+    gRPC update channel instead (npc_grpc), with the same resume rule and limit."""
+    try:
+        return await _fetch(ctx, url, part, timing, stats, rng, limit)
+    except _Broken as exc:
+        _discard(part)
+        raise UpdateFailed(exc.kind, f"{url}: {exc}; nothing kept", stats) from None
+
+
+class _Broken(Exception):
+    """The server broke a transfer bound: the transfer is refused (kind `hash` for content longer than the signed
+    size, `transfer` for the protocol's other bounds) and its file deleted."""
+
+    def __init__(self, detail: str, kind: str = "transfer") -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+async def _fetch(
+    ctx: aiocoap.Context,
+    url: str,
+    part: Path,
+    timing: Timing,
+    stats: FetchStats,
+    rng: random.Random,
+    limit: int,
+) -> Path:
     if url.startswith("grpc://"):
         import npc_grpc  # deployed flat beside the agent; needs grpcio and protobuf
 
-        return await npc_grpc.fetch(url, part, stats)
+        try:
+            return await npc_grpc.fetch(url, part, stats, limit)
+        except npc_grpc.OverLimit as exc:
+            raise _Broken(str(exc), "hash") from None
     meta_path = part.with_name(part.name + ".json")
     meta = json.loads(meta_path.read_text()) if meta_path.is_file() and part.is_file() else {}
     szx = BLOCK_SZX
@@ -185,9 +237,13 @@ async def fetch(
             if not response.code.is_successful():
                 raise UpdateFailed("transfer", f"{url}: server answered {response.code}", stats)
             remote = (response.remote, response.request.opt.uri_path)
+            if len(response.opt.etag or b"") > MAX_ETAG:
+                raise _Broken(f"an ETag of {len(response.opt.etag)} bytes (at most {MAX_ETAG})")
             etag = (response.opt.etag or b"").hex()
             if meta.get("etag") not in (None, etag):  # content changed since the part was written: start over
                 stats.restarts += 1
+                if stats.restarts > MAX_RESTARTS:
+                    raise _Broken(f"the content changed {stats.restarts} times during the transfer")
                 meta, num = {}, 0
                 f.seek(0)
                 f.truncate(0)
@@ -198,8 +254,11 @@ async def fetch(
             block = response.opt.block2
             if block is not None and block.size_exponent < szx and block.start == num * size:
                 szx, size, num = block.size_exponent, block.size, block.block_number  # the server's smaller blocks
+            if block is not None and block.size_exponent > szx:
+                raise _Broken(f"block {num}: the server's block size grew to {block.size} B")
             if block is not None and block.block_number != num:
                 raise UpdateFailed("transfer", f"{url}: asked for block {num}, got {block.block_number}", stats)
+            _check_block(response, block, num, size, limit)
             f.seek(num * size)
             f.write(response.payload)
             f.flush()  # the last good block survives a crash of the agent
@@ -214,6 +273,18 @@ async def fetch(
     return part
 
 
+def _check_block(response: aiocoap.Message, block: Any, num: int, size: int, limit: int) -> None:
+    """_Broken when block `num` (of `size` bytes) would write past `limit` bytes or is not a block's size."""
+    n = len(response.payload)
+    if n > size:
+        raise _Broken(f"block {num} carries {n} B, more than its {size}")
+    if block is not None and block.more and n != size:
+        raise _Broken(f"block {num} carries {n} B of {size} and says more follow")
+    if num * size + n > limit or (response.opt.size2 or 0) > limit:
+        total = max(num * size + n, response.opt.size2 or 0)
+        raise _Broken(f"the server sends {total} B or more, the manifest says {limit}", "hash")
+
+
 def _sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with path.open("rb") as f:
@@ -223,11 +294,18 @@ def _sha256_file(path: Path) -> str:
 
 
 async def _fetch_verified(
-    ctx: aiocoap.Context, url: str, part: Path, sha256: str, timing: Timing, stats: FetchStats, rng: random.Random
+    ctx: aiocoap.Context,
+    url: str,
+    part: Path,
+    sha256: str,
+    timing: Timing,
+    stats: FetchStats,
+    rng: random.Random,
+    limit: int,
 ) -> Path:
     """Fetch with resume; on a hash mismatch discard and fetch once more, then refuse."""
     for attempt in range(2):
-        await fetch(ctx, url, part, timing, stats, rng)
+        await fetch(ctx, url, part, timing, stats, rng, limit)
         if _sha256_file(part) == sha256:
             return part
         part.unlink()
@@ -263,13 +341,18 @@ class UpdateResult:
 async def _fetch_json(
     ctx: aiocoap.Context, url: str, part: Path, timing: Timing, stats: FetchStats, rng: random.Random
 ) -> dict[str, Any]:
-    await fetch(ctx, url, part, timing, stats, rng)
+    """A delta manifest: at most MAX_MANIFEST bytes, nested at most wire.MAX_DEPTH deep, an object whose
+    fields have their types and sizes; UpdateFailed("parse") naming what is wrong otherwise."""
+    await fetch(ctx, url, part, timing, stats, rng, MAX_MANIFEST)
     try:
-        return json.loads(part.read_bytes())
-    except ValueError:
-        raise UpdateFailed("parse", f"{url}: not a JSON manifest", stats) from None
+        body = part.read_bytes()
+        if not wire.shallow(body):
+            raise ValueError(f"nested deeper than {wire.MAX_DEPTH}")
+        return npcmanifest.fields(json.loads(body), "delta manifest")
+    except (ValueError, RecursionError) as exc:
+        raise UpdateFailed("parse", f"{url}: not a delta manifest: {exc}", stats) from None
     finally:
-        part.unlink(missing_ok=True)
+        _discard(part)
 
 
 async def fetch_update(
@@ -300,9 +383,11 @@ async def fetch_update(
         raise UpdateFailed("signature", f"manifest of {what} is not signed by the trusted key")
     verify_s = time.monotonic() - t0
     sha = manifest["sha256"]
+    if not isinstance(sha, str) or len(sha) != 64 or not isinstance(manifest.get("size"), int):
+        raise UpdateFailed("parse", "the manifest has no sha256 of 64 hex digits and size")
     target = workdir / f"{sha}.bin"
     if not delta:
-        await _fetch_verified(ctx, url, workdir / f"{sha}.part", sha, timing, stats, rng)
+        await _fetch_verified(ctx, url, workdir / f"{sha}.part", sha, timing, stats, rng, manifest["size"])
         (workdir / f"{sha}.part").replace(target)
     else:
         dm = await _fetch_json(ctx, url + "/manifest", workdir / f"{sha}.delta.json.part", timing, stats, rng)
@@ -316,8 +401,11 @@ async def fetch_update(
             have, want = str(base_sha)[:12], str(dm.get("base"))[:12]
             raise UpdateFailed("hash", f"delta is against base {want}, the running model is {have}", stats)
         verify_s += time.monotonic() - t0
-        patch_part = workdir / f"{dm['patch_sha256']}.part"
-        patch = await _fetch_verified(ctx, url, patch_part, dm["patch_sha256"], timing, stats, rng)
+        patch_sha, patch_size = dm.get("patch_sha256"), dm.get("patch_size")
+        if not isinstance(patch_sha, str) or len(patch_sha) != 64 or not isinstance(patch_size, int):
+            raise UpdateFailed("parse", "the delta manifest has no patch_sha256 of 64 hex digits and patch_size", stats)
+        patch_part = workdir / f"{patch_sha}.part"
+        patch = await _fetch_verified(ctx, url, patch_part, patch_sha, timing, stats, rng, patch_size)
         try:
             target.write_bytes(npc_bspatch.apply_patch(current, patch.read_bytes()))
         except ValueError as exc:

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - every port used here has select
     import uselect as select
 
 import npcfeat
+import npcmanifest
 import npcnn
 import npcrecords
 import npcsched
@@ -37,8 +38,8 @@ CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
+MAX_MANIFEST = 4096  # bytes of a delta manifest (one is ~500)
 
-READ_CHUNK = 512  # bytes per UART read
 # while an update waits for its server: the requests answered at once (None: a line that does not decode, whose
 # error reply is immediate too); the others wait for the update's reply, at most DEFERRED_MAX lines of them
 ANSWERED_DURING_UPDATE = ("ping", "in", "stats", None)
@@ -111,38 +112,51 @@ def _replace(src, dest):
 
 
 class Link:
-    """The UART: lines in from stdin, protocol lines out on stdout."""
+    """The UART: lines in from stdin, protocol lines out on stdout. Reading never waits for input that has not
+    come: a line arrives byte by byte, each read only when `poll` says one is there, so a half-sent line cannot
+    stop the frame loop (a blocking `readline` waited for its newline)."""
 
     def __init__(self):
         self.rx = getattr(sys.stdin, "buffer", sys.stdin)
         self.tx = getattr(sys.stdout, "buffer", None)
         self.poller = select.poll()
         self.poller.register(sys.stdin, select.POLLIN)
+        self.one = bytearray(1)
+        self.buf = bytearray(wire.MAX_LINE + 2)  # the line being received: its first MAX_LINE + 1 bytes, a newline
+        self.n = 0  # bytes of it received (those past the buffer are read away, not kept)
 
     def ready(self, timeout_ms):
-        """True when a line can be read within `timeout_ms`."""
+        """True when input can be read within `timeout_ms`."""
         mask = select.POLLIN | select.POLLHUP | select.POLLERR
         return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
-    def _read(self):
-        line = self.rx.readline(READ_CHUNK)  # readline(n) allocates n bytes up front: keep n small
-        return line.encode() if isinstance(line, str) else line
-
     def readline(self):
-        """One line, read in pieces; of a line longer than a protocol line only its first MAX_LINE + a piece
-        are kept (the decoder answers that with `bad_frame`) and the rest is read away, so a huge line
-        never has to fit in the heap."""
-        piece = self._read()
-        if not piece or piece.endswith(b"\n"):
-            return piece
-        parts = [piece]
-        total = len(piece)
-        while piece and not piece.endswith(b"\n"):
-            piece = self._read()
-            if total <= wire.MAX_LINE:
-                parts.append(piece)
-            total += len(piece)
-        return b"".join(parts)
+        """The next whole line (ending in a newline) once it has all come; None while only part of one has come
+        (what came is kept for the next call); b"" at the end of input. Of a line longer than a protocol line
+        only its first MAX_LINE + 1 bytes are kept (the decoder answers that with `bad_frame`). One call reads at
+        most that many bytes, so a flood without newlines leaves the frame loop its turn between calls."""
+        one, buf, poll, readinto = self.one, self.buf, self.poller.ipoll, self.rx.readinto
+        cap = len(buf) - 1
+        n = self.n
+        for _ in range(cap):
+            for _ in poll(0):
+                break
+            else:
+                break
+            if not readinto(one):
+                self.n = 0
+                return b""
+            c = one[0]
+            if c == 10:
+                self.n = 0
+                n = n if n < cap else cap
+                buf[n] = c
+                return bytes(memoryview(buf)[: n + 1])
+            if n < cap:
+                buf[n] = c
+            n += 1
+        self.n = n
+        return None
 
     def write(self, data):
         if self.tx is not None:
@@ -214,10 +228,7 @@ class Agent:
     # -- output --------------------------------------------------------------------------------------
 
     def send(self, msg):
-        try:
-            self.link.write(wire.encode(msg))
-        except ValueError as exc:  # over the line limit: say so instead of dying
-            self.link.write(wire.encode(wire.error("internal", "reply not sent: %s" % exc, msg.get("id"))))
+        self.link.write(wire.encode_reply(msg))  # a reply over the line limit becomes an `internal` error
 
     def hello_msg(self):
         cur = self.models.current
@@ -272,7 +283,7 @@ class Agent:
         return wire.reply(msg, "hello", self.hello_msg())
 
     def on_ping(self, msg, rx_us):
-        return wire.reply(msg, "pong", {"b0": msg.get("b0"), "d": rx_us})
+        return wire.reply(msg, "pong", {"b0": wire.number(msg.get("b0"), "b0"), "d": rx_us})
 
     def resolve(self, path):
         """A `load` path: a file in models/ (relative, with or without the `models/` prefix, or absolute inside
@@ -288,15 +299,14 @@ class Agent:
         return path if parts[0] == "models" else "models/" + path
 
     def on_load(self, msg, rx_us):
-        path = msg["path"]
-        if not isinstance(path, str):
-            raise ValueError("path must be a string")
-        manifest = dict(msg["manifest"])
+        path = wire.text(msg["path"], "path")
+        manifest = npcmanifest.fields(msg["manifest"])
         if "sig" in msg and "sig" not in manifest:
             manifest["sig"] = msg["sig"]
         if msg.get("cold") and self.loop is not None:
             return wire.error("busy", "a cold load needs the frame loop stopped", msg.get("id"))
-        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {}, bool(msg.get("cold")))
+        allow = bool(msg.get("allow_downgrade"))
+        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {}, bool(msg.get("cold")), allow=allow)
 
     def on_update(self, msg, rx_us):
         """Fetch a model over CoAP Block2 (whole, or as a bsdiff4-zlib delta applied to the running model:
@@ -305,8 +315,9 @@ class Agent:
         outside models/, streamed to flash block by block (the heap never holds the model twice); its hash,
         signature and parse are checked there, and only a verified file is renamed into models/. A refused
         update leaves every installed file as it was."""
-        manifest = dict(msg["manifest"])
-        url = msg["url"]
+        manifest = npcmanifest.fields(msg["manifest"])
+        url = wire.text(msg["url"], "url")
+        allow = bool(msg.get("allow_downgrade"))
         name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
         path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
         import npccoap  # only when an update comes: it costs heap
@@ -314,6 +325,7 @@ class Agent:
         timing = npccoap.Timing.from_json(msg.get("coap"))  # a bad field is bad_field before anything else
         try:
             self.models.check_signature(manifest)  # a forged manifest: nothing is fetched
+            self.models.check_forward(manifest, allow)  # nor an older or foreign one
         except Refused as exc:
             self.models.refuse(exc, manifest)
             raise
@@ -323,11 +335,13 @@ class Agent:
             if msg.get("delta"):
                 fetched = self.fetch_delta(client, url, manifest, tmp)
             else:
-                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.serve_during_update)
+                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.serve_during_update, manifest.get("size"))
         except Refused as exc:
+            _remove(tmp)  # a patched file that is refused is not kept
             self.models.refuse(exc, manifest)
             raise
         except (npccoap.FetchError, OSError, ValueError) as exc:  # ValueError: a patch that does not apply
+            _remove(tmp)
             kind = getattr(exc, "kind", "parse" if isinstance(exc, ValueError) else "transfer")
             refused = Refused(kind, "%s: %s" % (url, exc))
             self.models.refuse(refused, manifest)
@@ -339,7 +353,7 @@ class Agent:
             figures[k] = fetched.get(k, 0)
         if msg.get("delta"):  # the model's size less what travelled (delta manifest and patch)
             figures["delta_saved"] = max(0, int(manifest.get("size", 0)) - figures["bytes"])
-        return self.switch_to(msg, "updated", tmp, manifest, figures, store_as=path)
+        return self.switch_to(msg, "updated", tmp, manifest, figures, store_as=path, allow=allow)
 
     def fetch_delta(self, client, url, manifest, path):
         """Fetch the signed delta manifest (`url`/manifest) and, once it checks out against the running model,
@@ -348,17 +362,17 @@ class Agent:
         import npcsig
 
         cur = self.models.current
-        stats = client.fetch(url + "/manifest", path + ".delta", None, self.serve_during_update)
-        with open(path + ".delta") as f:
-            dm = json.load(f)
-        os.remove(path + ".delta")
+        stats = client.fetch(url + "/manifest", path + ".delta", None, self.serve_during_update, MAX_MANIFEST)
+        dm = read_delta_manifest(path + ".delta")
         if self.models.key is None or not npcsig.verify_manifest(dm, self.models.key):
             raise Refused("signature", "delta manifest does not verify with the trusted key")
         if dm.get("algo") != "bsdiff4-zlib" or dm.get("target") != manifest.get("sha256"):
             raise Refused("hash", "the delta manifest is not a bsdiff4-zlib patch to this model")
         if cur is None or dm.get("base") != cur.manifest.get("sha256"):
             raise Refused("hash", "delta is against base %s, not the running model" % str(dm.get("base"))[:12])
-        patch = client.fetch(url, path + ".patch", dm.get("patch_sha256"), self.serve_during_update)
+        patch = client.fetch(
+            url, path + ".patch", dm.get("patch_sha256"), self.serve_during_update, dm.get("patch_size")
+        )
         try:
             npcpatch.apply(cur.path, path + ".patch", path)
         finally:
@@ -373,9 +387,9 @@ class Agent:
         pings, inputs and stats answered at once (other requests wait for the update's reply, in order:
         DEFERRED_MAX lines at most)."""
         self.run_due()
-        while len(self.deferred) < DEFERRED_MAX and self.link.ready(0):
+        while len(self.deferred) < DEFERRED_MAX:
             line = self.link.readline()
-            if not line:
+            if not line:  # none whole yet, or the end of input
                 return
             rx = self.clock.now()
             if _type_of(line) in ANSWERED_DURING_UPDATE:
@@ -395,7 +409,7 @@ class Agent:
             else:
                 self.on_vsync()
 
-    def switch_to(self, msg, reply_type, path, manifest, figures, cold=False, store_as=None):
+    def switch_to(self, msg, reply_type, path, manifest, figures, cold=False, store_as=None, allow=False):
         """Verify the model at `path` (refusals become a fault and a `refused` error), switch, reply, warm up.
         `cold`: release the models in RAM first (Models.cold_check_and_parse). `store_as`: a verified model is
         moved there first (an update, from updates/ into models/, its manifest's signature checked before the
@@ -403,9 +417,9 @@ class Agent:
         t0 = self.clock.now()
         try:
             if cold:
-                model = self.models.cold_check_and_parse(path, manifest)
+                model = self.models.cold_check_and_parse(path, manifest, allow)
             else:
-                model = self.models.check_and_parse(path, manifest, signed=store_as is not None)
+                model = self.models.check_and_parse(path, manifest, store_as is not None, allow)
             if store_as is not None:
                 _replace(path, store_as)
                 model.path = store_as
@@ -596,6 +610,8 @@ class Agent:
                 continue
             if self.wait_input(event[0] if event else None):
                 line = self.link.readline()
+                if line is None:
+                    continue  # part of a line: the rest is read when it comes, the loop goes on meanwhile
                 if not line:
                     break  # stdin closed: the bench has gone
                 self.handle_line(line, self.clock.now())
@@ -615,6 +631,22 @@ class Agent:
                 )
                 self.loop.stopping = True
                 self.loop.sched.pending = []
+
+
+def read_delta_manifest(path):
+    """The delta manifest fetched into `path` (at most MAX_MANIFEST bytes), deleted once read: a JSON object nested
+    at most wire.MAX_DEPTH deep whose fields have their types; Refused("parse") naming what is wrong otherwise."""
+    try:
+        with open(path, "rb") as f:
+            body = f.read(MAX_MANIFEST + 1)
+    finally:
+        _remove(path)
+    try:
+        if len(body) > MAX_MANIFEST or not wire.shallow(body):
+            raise ValueError("over %d B or %d levels" % (MAX_MANIFEST, wire.MAX_DEPTH))
+        return npcmanifest.fields(json.loads(body), "delta manifest")
+    except (ValueError, RuntimeError, MemoryError) as exc:
+        raise Refused("parse", "not a delta manifest: %s" % exc)
 
 
 def read_record(path):
@@ -639,7 +671,7 @@ def boot_models(agent):
             manifest = record["manifest"]
             if models.current is not None and manifest.get("sha256") == models.current.manifest.get("sha256"):
                 continue  # the remembered model is the deployed one
-            model = models.check_and_parse(agent.resolve(record["path"]), manifest)
+            model = models.check_and_parse(agent.resolve(record["path"]), manifest, allow_downgrade=True)
         except Refused as exc:
             notes.append("%s model refused (%s): %s" % (label, exc.kind, exc.detail))
             continue
@@ -649,6 +681,7 @@ def boot_models(agent):
         models.switch(model)
         if label == "deployed":
             models.prev = None  # nothing to roll back to
+            models.line = manifest.get("name")
         else:
             agent.warm_up_pending = True
         notes.append("%s model %s v%s loaded" % (label, manifest.get("name"), manifest.get("version")))

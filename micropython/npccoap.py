@@ -5,6 +5,10 @@ from the last good block after an interruption (the server's ETag must still mat
 its own: confirmable GETs, the first wait uniform in [ack_timeout, ack_timeout * random_factor], doubling,
 at most max_retransmit times. A finished file whose SHA-256 differs from the expected one is fetched once
 more from the start, then refused. Runs unchanged on CPython (for tools) and MicroPython (unix, ESP32).
+
+Bounds: a fetch writes no byte past its `limit` (the signed size); a block longer than its size, a short block
+that says more follow, a block size that grows, an ETag over 8 bytes or more than MAX_RESTARTS changes of the
+ETag end it, and what it wrote is deleted (nothing refused is kept for resume).
 """
 
 import binascii
@@ -31,6 +35,8 @@ GET = 1
 CONTENT = 0x45  # 2.05
 WAIT_SLICE_MS = 20  # a wait for an answer is cut into slices this long; `on_wait` runs between them
 OPT_ETAG, OPT_URI_PATH, OPT_BLOCK2, OPT_SIZE2 = 4, 11, 23, 28
+MAX_RESTARTS = 3  # content changes (a new ETag) one fetch starts over for, then gives up
+MAX_ETAG = 8  # bytes (RFC 7252 5.10.6)
 
 
 class FetchError(Exception):
@@ -244,12 +250,21 @@ class Client:
             wait *= 2
         raise FetchError("transfer", f"block {num}: no answer after {t.max_retransmit} retransmissions")
 
-    def fetch(self, url, path, sha256=None, on_block=None):
-        """Fetch `url` into file `path` (via `path`.part), resuming; return the transfer figures.
+    def fetch(self, url, path, sha256=None, on_block=None, limit=None):
+        """Fetch `url` (at most `limit` bytes) into file `path` (via `path`.part), resuming; return the transfer
+        figures.
 
-        With `sha256` the finished file is checked; a mismatch re-fetches once, then raises FetchError("hash")."""
+        With `sha256` the finished file is checked; a mismatch re-fetches once, then raises FetchError("hash").
+        A server that breaks a bound (module docstring) gets FetchError("transfer") and the part file is deleted."""
+        if not isinstance(limit, int) or limit < 0:
+            raise FetchError("transfer", url + ": no size to bound the transfer")
         for attempt in range(2):
-            stats = self._fetch_once(url, path + ".part", on_block)
+            try:
+                stats = self._fetch_once(url, path + ".part", on_block, limit)
+            except _Broken as exc:
+                _remove(path + ".part")
+                _remove(path + ".part.etag")
+                raise FetchError(exc.kind, "%s: %s; nothing kept" % (url, exc))
             if sha256 is None or file_sha256(path + ".part") == sha256:
                 _remove(path)
                 os.rename(path + ".part", path)
@@ -258,7 +273,7 @@ class Client:
             _remove(path + ".part")
         raise FetchError("hash", url + ": content hash differs from the manifest twice")
 
-    def _fetch_once(self, url, part, on_block):
+    def _fetch_once(self, url, part, on_block, limit):
         host, port, segments = parse_url(url)
         addr = socket.getaddrinfo(host, port)[0][-1]
         if self.sock is None:
@@ -268,18 +283,20 @@ class Client:
         try:
             while True:
                 try:
-                    self._transfer(url, addr, segments, part, stats, on_block)
+                    self._transfer(url, addr, segments, part, stats, on_block, limit)
                     break
                 except _ContentChanged:  # the server's content changed since the part was written: start over
                     _remove(part)
                     _remove(part + ".etag")
                     stats["restarts"] += 1
+                    if stats["restarts"] > MAX_RESTARTS:
+                        raise _Broken("the content changed %d times during the transfer" % stats["restarts"])
         finally:
             stats["transfer_us"] = ticks_diff(ticks_ms(), started) * 1000
         _remove(part + ".etag")
         return stats
 
-    def _transfer(self, url, addr, segments, part, stats, on_block):
+    def _transfer(self, url, addr, segments, part, stats, on_block, limit):
         szx = self.szx
         size = 1 << (szx + 4)
         etag = _read_text(part + ".etag")
@@ -291,6 +308,8 @@ class Client:
                 code, opts, payload = self._exchange(addr, segments, num, szx, stats)
                 if code != CONTENT:
                     raise FetchError("transfer", f"{url}: server answered {code >> 5}.{code & 31:02d}")
+                if len(opts.get(OPT_ETAG, b"")) > MAX_ETAG:
+                    raise _Broken("an ETag of %d bytes (at most %d)" % (len(opts[OPT_ETAG]), MAX_ETAG))
                 tag = binascii.hexlify(opts.get(OPT_ETAG, b"")).decode()
                 if etag and tag != etag:
                     raise _ContentChanged()
@@ -303,8 +322,21 @@ class Client:
                     szx = block & 7  # the server's smaller blocks, from here on
                     size = 1 << (szx + 4)
                     num = block >> 4
+                if OPT_BLOCK2 in opts and block & 7 > szx:
+                    raise _Broken("block %d: the server's block size grew to %d B" % (num, 1 << ((block & 7) + 4)))
                 if OPT_BLOCK2 in opts and block >> 4 != num:
                     raise FetchError("transfer", f"asked for block {num}, got {block >> 4}")
+                more = OPT_BLOCK2 in opts and block & 8
+                n = len(payload)
+                if n > size or (more and n != size):
+                    raise _Broken(
+                        "block %d carries %d B of %d%s" % (num, n, size, " and says more follow" * bool(more))
+                    )
+                size2 = _to_int(opts[OPT_SIZE2]) if OPT_SIZE2 in opts else 0
+                if num * size + n > limit or size2 > limit:
+                    raise _Broken(
+                        "the server sends %d B or more, at most %d" % (max(num * size + n, size2), limit), "hash"
+                    )
                 f.seek(num * size)
                 f.write(payload)
                 f.flush()  # the last good block is on flash before the next is asked for
@@ -314,9 +346,18 @@ class Client:
                 num += 1
                 if on_block is not None:
                     on_block(num, stats["size"])
-                if OPT_BLOCK2 not in opts or not block & 8:
+                if not more:
                     return
 
 
 class _ContentChanged(Exception):
     pass
+
+
+class _Broken(Exception):
+    """The server broke a transfer bound: the fetch is refused (kind `hash` for content longer than the signed size,
+    `transfer` for the protocol's other bounds) and its file deleted."""
+
+    def __init__(self, detail, kind="transfer"):
+        super().__init__(detail)
+        self.kind = kind

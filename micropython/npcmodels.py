@@ -8,7 +8,9 @@ and reports a `rollback` fault with the time it took.
 """
 
 import gc
+import os
 
+import npcmanifest
 import npcnn
 import npcrecords
 import npcsig
@@ -17,6 +19,32 @@ PROBATION_US = 3000000
 N_FEATURES = 48
 N_ACTIONS = 8
 INFO_KEYS = ("name", "version", "sha256", "size", "format")
+
+
+S_IFMT, S_IFREG = 0o170000, 0o100000
+
+
+def regular_size(path):
+    """The size of the regular file at `path`; Refused("parse") for anything else (a FIFO would block the read)."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise Refused("parse", "cannot read %s: %s" % (path, exc))
+    if st[0] & S_IFMT != S_IFREG:
+        raise Refused("parse", "%s is not a regular file" % path)
+    return st[6]
+
+
+def _same_bytes(path, digest, size, manifest):
+    """Refused("hash") unless the file's bytes are the manifest's. `digest` None (a parse that stopped early, whose
+    reads did not take the whole file): the file is hashed again, only to name the refusal; nothing of it runs."""
+    if digest is None:
+        try:
+            digest, size = npcsig.file_sha256(path)
+        except OSError:
+            return
+    if digest != manifest.get("sha256") or size != manifest.get("size", size):
+        raise Refused("hash", "%s: sha256 %s (%d B) does not match the manifest" % (path, digest, size))
 
 
 class Refused(Exception):
@@ -54,6 +82,7 @@ class Models:
         self.emit = emit
         self.current = None
         self.prev = None
+        self.line = None  # the deployed model's name: a model of another name needs allow_downgrade
         self.spare = None  # npcnn.Buffers: arrays the next model of the running one's shapes is read into
         self.t_switch = 0
         self.counts = {"loads": 0, "refused": 0, "faults": 0, "rollbacks": 0}
@@ -62,24 +91,24 @@ class Models:
         self.infer_us_max = 0
         self.infer_n = 0
 
-    def check_and_parse(self, path, manifest, signed=False):
-        """Everything before a switch (hash, signature, parse). Raises Refused. `signed`: this very manifest
-        object passed `check_signature` already (an update checks it before the transfer; one ECDSA verify
-        costs the C6 far more than the hash)."""
+    def check_and_parse(self, path, manifest, signed=False, allow_downgrade=False):
+        """Everything before a switch: the manifest's signature and version, then one read of the file that is
+        both hashed and parsed, so the bytes that run are the bytes whose sha256 and size match the manifest (a
+        file changed between a hash and a parse cannot run under another's manifest). Raises Refused. `signed`:
+        this very manifest object passed `check_signature` already (an update checks it before the transfer;
+        one ECDSA verify costs the C6 far more than the hash)."""
         if not isinstance(manifest, dict):
             raise Refused("parse", "manifest is not an object")
-        try:
-            digest, size = npcsig.file_sha256(path)
-        except OSError as exc:
-            raise Refused("parse", "cannot read %s: %s" % (path, exc))
-        if digest != manifest.get("sha256") or size != manifest.get("size", size):
-            raise Refused("hash", "%s: sha256 %s (%d B) does not match the manifest" % (path, digest, size))
         if not signed:
             self.check_signature(manifest)
+        self.check_forward(manifest, allow_downgrade)
         fmt = manifest.get("format", "npcm-int8")
         if not str(fmt).startswith("npcm"):
             raise Refused("parse", "format %r is not an .npcm model" % fmt)
-        net = self._parse(path, size)
+        size = regular_size(path)
+        if size != manifest.get("size", size):
+            raise Refused("hash", "%s: %d B, the manifest says %s" % (path, size, manifest.get("size")))
+        net = self._parse(path, size, manifest)
         if net.n_features != N_FEATURES or net.n_actions != N_ACTIONS:
             raise Refused(
                 "parse",
@@ -88,6 +117,13 @@ class Models:
             )
         return Loaded(net, manifest, path)
 
+    def check_forward(self, manifest, allow_downgrade=False):
+        """Refused("version") for a model of another line, or older than the running one, unless allowed."""
+        running = self.current.manifest if self.current is not None else None
+        why = npcmanifest.forward(manifest, running, self.line, allow_downgrade)
+        if why:
+            raise Refused("version", why)
+
     def check_signature(self, manifest):
         """Refused("signature") unless `manifest` is signed by the trusted key."""
         if self.key is None:
@@ -95,11 +131,13 @@ class Models:
         if not isinstance(manifest, dict) or not npcsig.verify_manifest(manifest, self.key):
             raise Refused("signature", "signature does not verify with the trusted key")
 
-    def cold_check_and_parse(self, path, manifest):
+    def cold_check_and_parse(self, path, manifest, allow_downgrade=False):
         """`check_and_parse` as a cold start: the models in RAM are released first, so the load runs on a heap
         that holds no model, as at boot (back-to-back loads beside the running model and its rollback target
         fragmented a 300 KB heap into MemoryError). A refused cold load parses the released model again from
         its file, verified as any load, so the running model is kept (its probation is not restarted)."""
+        self.check_signature(manifest)
+        self.check_forward(manifest, allow_downgrade)  # against the running model, before it is released
         was = self.current
         kept = (was.path, was.manifest) if was is not None else None
         if was is not None and self.spare is None:
@@ -107,32 +145,45 @@ class Models:
         self.current = self.prev = was = None
         gc.collect()
         try:
-            return self.check_and_parse(path, manifest)
+            return self.check_and_parse(path, manifest, signed=True, allow_downgrade=True)
         except Refused:
             if kept is not None:
-                self.current = self.check_and_parse(kept[0], kept[1])
+                self.current = self.check_and_parse(kept[0], kept[1], allow_downgrade=True)
             raise
 
-    def _parse(self, path, size):
-        """Parse the model file into the spare arrays where their sizes match. On a MemoryError whatever does
-        not run is let go (the rollback target of a model in probation: the switch that follows would drop it
-        anyway; a spare of other shapes) and the parse is tried once more, into the rollback target's arrays
-        when the spare's shapes were the new model's."""
+    def _parse(self, path, size, manifest):
+        """Parse the model file, hashing what the parser reads, into the spare arrays where their sizes match.
+        On a MemoryError whatever does not run is let go (the rollback target of a model in probation: the switch
+        that follows would drop it anyway; a spare of other shapes) and the parse is tried once more, into the
+        rollback target's arrays when the spare's shapes were the new model's. A file whose bytes are not the
+        manifest's is refused as `hash` whatever its parse did."""
         reuse, self.spare = self.spare, None
         for attempt in (0, 1):
             gc.collect()
             kept = reuse.count() if reuse is not None else 0
             try:
-                model = npcnn.load(path, reuse=reuse)
+                with open(path, "rb") as f:
+                    hashed = npcsig.Hashed(f)
+                    model = npcnn.Model(hashed, True, reuse)
+                try:
+                    _same_bytes(path, hashed.hexdigest(), hashed.size, manifest)
+                except Refused:
+                    self._recycle(model)  # its arrays (the spare's, maybe) serve the next parse
+                    raise
+            except OSError as exc:
+                raise Refused("parse", "cannot read %s: %s" % (path, exc))
             except MemoryError as exc:
+                model = None
+                gc.collect()
+                _same_bytes(path, None, size, manifest)
                 if attempt:
-                    gc.collect()
                     raise Refused("oom", "MemoryError while loading %s (%d B): %s" % (path, size, exc))
                 same_shapes = reuse is None or reuse.count() != kept
                 reuse = npcnn.Buffers.of(self.prev.net) if self.prev is not None and same_shapes else None
                 self.prev = None
                 continue
             except npcnn.ModelError as exc:
+                _same_bytes(path, None, size, manifest)
                 raise Refused("parse", "%s: %s" % (path, exc))
             if reuse is not None and reuse.count() == kept:  # another shape: nothing was taken, keep it
                 self.spare = reuse

@@ -85,16 +85,47 @@ def verify_manifest(manifest, key):
     return p256.verify(key, digest, der)
 
 
-def file_sha256(path, chunk=1024):
-    """(hex sha256, size) of the file at `path`, read in small chunks."""
-    h = hashlib.sha256()
-    size = 0
-    buf = bytearray(chunk)
-    with open(path, "rb") as f:
+class Hashed:
+    """A binary file read through SHA-256: whatever a parser takes from it is what is hashed, so the bytes that
+    are parsed are the bytes that are checked (read once: a file changed between two reads cannot slip in)."""
+
+    def __init__(self, f):
+        self.f = f
+        self.h = hashlib.sha256()
+        self.size = 0
+
+    def read(self, n):
+        data = self.f.read(n)
+        self.h.update(data)
+        self.size += len(data)
+        return data
+
+    def readinto(self, buf):
+        """Read into `buf` and hash all of it: right when the read fills it, as every read of a parse that
+        succeeds does (a short read ends the parse with an error, and the hash is not used then)."""
+        n = self.f.readinto(buf)
+        if n:
+            self.h.update(buf)
+            self.size += n
+        return n
+
+    def drain(self, chunk=512):
+        """Hash the rest of the file (after a parse that stopped early); returns the total size."""
+        buf = bytearray(chunk)
         while True:
-            n = f.readinto(buf)
+            n = self.f.readinto(buf)
             if not n:
-                break
-            h.update(buf if n == chunk else buf[:n])
-            size += n
-    return hexlify(h.digest()).decode(), size
+                return self.size
+            self.h.update(buf if n == chunk else buf[:n])
+            self.size += n
+
+    def hexdigest(self):
+        return hexlify(self.h.digest()).decode()
+
+
+def file_sha256(path):
+    """(hex sha256, size) of the file at `path`, read in small chunks."""
+    with open(path, "rb") as f:
+        hashed = Hashed(f)
+        hashed.drain()
+        return hashed.hexdigest(), hashed.size

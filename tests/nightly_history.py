@@ -19,6 +19,7 @@ from bench.store.results import ResultStore
 # device -> (kind, inference P50 us, decision latency P50 us, FPS, memory peak B, clock)
 FLEET = {
     "c6-a": ("esp32c6", 1000.0, 9000.0, 20.0, 118_000.0, "real time"),
+    "c6-b": ("esp32c6", 1000.0, 9000.0, 20.0, 118_000.0, "real time"),
     "pi5-1": ("pi5", 460.0, 6000.0, 30.0, 52e6, "icount"),
     "orin-1": ("jetson-orin-nx", 360.0, 3100.0, 60.0, 61e6, "real time"),
     "switch-1": ("switch-arm64", 400.0, 29000.0, 30.0, 48e6, "real time"),

@@ -241,14 +241,23 @@ class AgentSession:
         return self.clock.to_bench_ns(device_us)
 
     async def load(
-        self, path: str, manifest: dict[str, Any], timeout: float = 60.0, *, cold: bool = False
+        self,
+        path: str,
+        manifest: dict[str, Any],
+        timeout: float = 60.0,
+        *,
+        cold: bool = False,
+        allow_downgrade: bool = False,
     ) -> dict[str, Any]:
         """Switch to the model file `path` on the device, described by the signed `manifest`.
         `cold`: a cold start (the agent may release the models it holds first; the frame loop must be stopped).
+        `allow_downgrade`: a model older than the running one, or of another name, is taken too.
         On refusal raises AgentError (code `refused`); the matching fault is in `faults`."""
         fields: dict[str, Any] = {"path": path, "manifest": manifest}
         if cold:
             fields["cold"] = True
+        if allow_downgrade:
+            fields["allow_downgrade"] = True
         if "sig" in manifest:
             fields["sig"] = manifest["sig"]
         reply = await self.request("load", timeout=timeout, **fields)
@@ -263,12 +272,17 @@ class AgentSession:
         delta: bool = False,
         coap: dict[str, Any] | None = None,
         timeout: float = 600.0,
+        allow_downgrade: bool = False,
     ) -> dict[str, Any]:
         """Have the agent fetch a model over CoAP from `url`, verify and switch (see `load` for errors).
-        `coap`: the link's retransmission timing (`ack_timeout_ms`, `ack_random_factor`, `max_retransmit`)."""
+        `coap`: the link's retransmission timing (`ack_timeout_ms`, `ack_random_factor`, `max_retransmit`).
+        `allow_downgrade`: the agent may take a model older than its own or of another name (it refuses, kind
+        `version`, otherwise)."""
         fields: dict[str, Any] = {"url": url, "manifest": manifest, "delta": delta}
         if coap is not None:
             fields["coap"] = coap
+        if allow_downgrade:
+            fields["allow_downgrade"] = True
         reply = await self.request("update", timeout=timeout, **fields)
         self.info["model"] = reply.get("model")
         return reply

@@ -22,6 +22,7 @@ PORTABLE = [
     (MICROPYTHON_DIR / "npcsched.py", "npcsched.py"),
     (MICROPYTHON_DIR / "npcfeat.py", "npcfeat.py"),
     (MICROPYTHON_DIR / "npcrecords.py", "npcrecords.py"),
+    (MICROPYTHON_DIR / "npcmanifest.py", "npcmanifest.py"),
 ]
 HOST_FILES = [
     "npc_host_agent.py",

@@ -4,8 +4,9 @@ its pages and where its time went. The writers (summary_md, junit, openmetrics) 
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.core.outcomes import FailureClass, Outcome
@@ -91,15 +92,17 @@ class Case:
 
 @dataclass(frozen=True)
 class AlertLine:
-    """An alert the job opened or joined, with its state (untriaged, acknowledged, ...)."""
+    """An alert the job opened, joined or fixed, with its state (untriaged, acknowledged, ...)."""
 
     id: int
     state: str
     new: bool
     device: str
     session: str
-    metric: str
-    text: str = ""
+    metric: str  # its title, for people
+    age_days: float = 0.0  # in its state
+    overdue: bool = False  # untriaged for longer than the rules allow
+    text: str = ""  # its effect, owner and link
 
 
 @dataclass
@@ -189,3 +192,12 @@ def outcome_cases(job: str, outcomes: Mapping[str, Outcome]) -> list[Case]:
         if status is not None:
             cases.append(Case(f"hilbench {job}: devices", f"devices.{device}", "run", status, outcome.label))
     return cases
+
+
+def median_figures(figures: Iterable[Figure]) -> list[Figure]:
+    """The figures of several runs of one build as one per label set, each the median of its runs' values."""
+    groups: dict[tuple[str, ...], list[Figure]] = {}
+    for f in figures:
+        key = (f.device, f.kind, f.session, f.metric, f.clock, f.unit, f.run_kind, f.build)
+        groups.setdefault(key, []).append(f)
+    return [replace(fs[0], value=statistics.median(f.value for f in fs)) for fs in groups.values()]

@@ -92,12 +92,13 @@ def summary_markdown(report: CiReport, *, limit: int = COMMENT_LIMIT, base_url: 
         out.add(f"None: {judged} judged figure(s) unchanged." if report.judged else "Nothing was judged.")
     out.add("")
     if report.alerts:
-        out.add("### Alerts", "", "| alert | state | device | session | metric | |", "|---|---|---|---|---|---|")
-        for a in sorted(report.alerts, key=lambda a: (not a.new, a.id)):
-            out.add(
-                f"| #{a.id} | {'**new**, ' if a.new else ''}{cell(a.state)} | {cell(a.device)} | "
-                f"{cell(a.session)} | {cell(a.metric)} | {cell(a.text)} |"
-            )
+        out.add(
+            "### Alerts", "", "| alert | state | device | session | metric | age | |", "|---|---|---|---|---|---:|---|"
+        )
+        for a in sorted(report.alerts, key=lambda a: (not a.new, not a.overdue, a.id)):
+            state = ("**new**, " if a.new else "") + cell(a.state) + (" ⏰ **overdue**" if a.overdue else "")
+            out.add(f"| #{a.id} | {state} | {cell(a.device)} | {cell(a.session)} | {cell(a.metric)} | "
+                    f"{a.age_days:.1f} d | {cell(a.text)} |")  # fmt: skip
         out.add("")
     _figures(out, report)
     if report.pages:

@@ -15,7 +15,17 @@ from pathlib import Path
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from bench.bundles import reset_model, trust
-from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.ci import facts as ci
+from bench.ci.write import write_ci_files
+from bench.commands import (
+    add_ci_options,
+    add_device_options,
+    add_fleet_options,
+    add_output_dir,
+    ci_files,
+    held_devices,
+    selected_devices,
+)
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in
@@ -27,9 +37,9 @@ from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
 from bench.nightly.run import model_mismatch, recorded_replay
 from bench.replay.session import read_session
-from bench.results.bisect import DEFAULT_RUNS, Bisection, NotRun, bisect
+from bench.results.bisect import BAD, DEFAULT_RUNS, SKIPPED, Bisection, NotRun, bisect
 from bench.results.thresholds import load_thresholds
-from bench.store.results import open_store
+from bench.store.results import ResultStore, open_store
 from bench.virtual import board_controls
 
 MODEL_SUFFIXES = (".tflite",)
@@ -57,6 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
     add_output_dir(p, "--reports")
     add_device_options(p)
+    add_ci_options(p)
     p.set_defaults(func=cmd_bisect)
 
 
@@ -136,6 +147,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if len(devices) != 1:
         raise ConfigError(f"bisect runs on one device; the selection has {len(devices)}", hint="use --device NAME")
     read_session(args.session)  # a bad file is reported before any device is touched
+    files = ci_files(args)
     speed = parse_speed(args.speed)
     thresholds = load_thresholds(args.thresholds)
     if args.metric and args.metric not in {r.name for r in thresholds.rules}:
@@ -167,7 +179,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     with held_devices(devices, "bisect", args.lease_wait):  # one lease for every step
         bench = str(fleet.bench.get("name", ""))
+        started = dt.datetime.now().astimezone()
         result = asyncio.run(_run(devices[0], names, artefact, store, speed, work, thresholds, args, good, bad, bench))
+    write_ci_files(bisect_report(result, store, started, work), files)
     store.close()
     if args.json:
         emit_json({**result.to_json(), "store": str(work / "bisect.sqlite"), "command": _command(args)})
@@ -210,6 +224,22 @@ async def _run(device, names, artefact: Callable[[int], Path], store, speed, wor
 
             return await bisect(store, device.name, names, deploy, replay, thresholds, good=good, bad=bad,
                                 runs=args.runs, metric=args.metric, progress=show)  # fmt: skip
+
+
+def bisect_report(result: Bisection, store: ResultStore, started: dt.datetime, work: Path) -> ci.CiReport:
+    """What the bisection's summary, JUnit and metrics files say: a case per step (failed when bad, skipped with
+    the reason), each step's median figures labelled with its build, and every step's line."""
+    lines = summary_lines(result)
+    steps = ([result.baseline] if result.baseline else []) + result.steps
+    figures = [
+        f for s in steps for f in ci.median_figures(f for r in s.runs for f in ci.run_figures(store, r, build=s.build))
+    ]
+    status = {BAD: ci.FAILED, SKIPPED: ci.SKIPPED}
+    cases = [ci.Case(f"hilbench bisect: {result.device}", f"bisect.{result.device}", s.build,
+                     status.get(s.status, ci.PASSED), s.reason) for s in steps]  # fmt: skip
+    return ci.CiReport(job="bisect", title=f"hilbench bisect on {result.device}", exit_code=int(ExitCode.OK),
+                    headline=lines[0], figures=figures, cases=cases, notes=[*lines[1:], f"steps and runs: {work}"],
+                    started=started)  # fmt: skip
 
 
 def summary_lines(result: Bisection) -> list[str]:

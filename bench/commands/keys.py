@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def cmd_gen(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     private, public = out_dir / f"{args.name}.key.pem", out_dir / f"{args.name}.pub.pem"
     for path in (private, public):
-        if path.exists() and not args.force:
+        if os.path.lexists(path) and not args.force:  # a dangling symbolic link counts too
             raise ConfigError(f"{path} exists", hint="pick another --name or --out, or pass --force")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", action="append", default=[], metavar="NAME", help="only this device")
     p.add_argument("--kind", action="append", default=[], metavar="KIND", help="only devices of this kind")
     add_output_dir(p)
+    p.add_argument("--metrics", metavar="FILE", help="OpenMetrics text of the tests' measurements (record_measurement)")
     p.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="more pytest arguments")
     p.set_defaults(func=cmd_suite)
 
@@ -42,6 +43,7 @@ def suite_argv(args: argparse.Namespace) -> list[str]:
         note(f"using the bundled virtual fleet ({fleet})")
     argv = [sys.executable, "-m", "pytest", str(HIL_DIR), "--fleet", str(fleet), "--output-dir", str(args.output_dir)]
     argv += [f"--device={d}" for d in args.device] + [f"--kind={k}" for k in args.kind]
+    argv += [f"--metrics={args.metrics}"] if args.metrics else []
     return [*argv, "-p", "no:cacheprovider", f"--rootdir={HIL_DIR}", *args.pytest_args]
 
 

@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, metavar="NAME[@VERSION]", help="published model (default: latest)")
     p.add_argument("--delta", action="store_true", help="send a bsdiff4 delta where the device's model allows")
     p.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="let devices install a version older than theirs, or a model of another name (refused otherwise)",
+    )
+    p.add_argument(
         "--results",
         metavar="PATH",
         help=f"results store the device health goes to (default: the fleet's [bench] results, else {DEFAULT_STORE})",
@@ -61,7 +66,9 @@ def cmd_update(args: argparse.Namespace) -> int:
             done.append(r.device)
             status.update(f"updating to {label}: {len(done)}/{len(devices)} done (last: {r.device})")
 
-        results = asyncio.run(_run(devices, store, args.model, args.delta, impairment, on_done, results_at))
+        results = asyncio.run(
+            _run(devices, store, args.model, args.delta, args.allow_downgrade, impairment, on_done, results_at)
+        )
     if args.json:
         emit_json({"model": args.model, "manifests": manifests, "devices": [r.to_json() for r in results]})
     else:
@@ -69,13 +76,22 @@ def cmd_update(args: argparse.Namespace) -> int:
     return exit_code(r.outcome for r in results)
 
 
-async def _run(devices, store, spec, delta, impairment, on_done, results_at: str) -> list[DeviceUpdate]:
+async def _run(
+    devices, store, spec, delta, allow_downgrade, impairment, on_done, results_at: str
+) -> list[DeviceUpdate]:
     """Update the devices; one that does not answer is recovered by the ladder first (recorded in the results
     store's device health, as the nightly's)."""
     with contextlib.closing(open_results(results_at)) as results:
         async with reachable_devices(devices) as (resolved, _):
             return await update_devices(
-                resolved, store, spec, want_delta=delta, impairment=impairment, on_done=on_done, results=results
+                resolved,
+                store,
+                spec,
+                want_delta=delta,
+                allow_downgrade=allow_downgrade,
+                impairment=impairment,
+                on_done=on_done,
+                results=results,
             )
 
 

@@ -19,17 +19,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bench.core.cachefiles import write_atomic
 from bench.core.errors import LeaseBusy
+from bench.core.folders import UnsafeFolder, check_folder, own_folder
 
 DEFAULT_TTL_S = 300.0
 
 
 def lease_dir() -> Path:
-    """Where leases live: $HILBENCH_LEASE_DIR, else a per-user folder under /tmp shared by all runs."""
+    """Where leases live: $HILBENCH_LEASE_DIR, else a per-user folder under /tmp shared by all runs (made and
+    checked by `bench.core.folders`: this user's own, nobody else may write to it)."""
     env = os.environ.get("HILBENCH_LEASE_DIR")
-    path = Path(env) if env else Path("/tmp") / f"hilbench-leases-{os.getuid()}"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    if env:
+        return own_folder(Path(env), "lease folder ($HILBENCH_LEASE_DIR)")
+    return own_folder(Path("/tmp") / f"hilbench-leases-{os.getuid()}", "lease folder", private=True)
 
 
 @dataclass
@@ -70,7 +73,13 @@ def process_start(pid: int) -> float | None:
 
 @contextlib.contextmanager
 def _mutex(folder: Path):
-    with open(folder / ".mutex", "a+") as f:
+    check_folder(folder, "lease folder")  # each time: a folder swapped since the start is refused too
+    try:
+        fd = os.open(folder / ".mutex", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # ELOOP: a symbolic link planted as the mutex
+        raise UnsafeFolder(f"lease folder {folder}: cannot open its .mutex: {exc.strerror or exc}",
+                           hint=f"remove {folder / '.mutex'}", file=str(folder / ".mutex")) from None  # fmt: skip
+    with os.fdopen(fd, "r+b") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -86,9 +95,7 @@ def _read(path: Path) -> LeaseInfo | None:
 
 
 def _write(path: Path, info: LeaseInfo) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(info)))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(asdict(info)).encode(), mode=0o600)  # never through a planted link
 
 
 def list_leases(folder: Path | None = None) -> list[LeaseInfo]:

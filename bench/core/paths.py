@@ -13,6 +13,7 @@ import os
 from pathlib import Path, PurePosixPath
 
 from bench.core.errors import ConfigError
+from bench.core.folders import own_folder
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "npc-hil-bench"
@@ -65,25 +66,26 @@ WIRE_MODULE = PACKAGE_DIR / "agent" / "wire.py"  # the bench's wire format, depl
 
 def cache_root() -> Path:
     """The bench's cache folder ($HILBENCH_CACHE_DIR or ~/.cache/npc-hil-bench): built images, downloads,
-    virtual devices' state, the OTA store and the logs of work done outside a run."""
+    virtual devices' state, the OTA store and the logs of work done outside a run. Made and checked by
+    `bench.core.folders` each time: this user's own, nobody else may write to it."""
     env = os.environ.get("HILBENCH_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "npc-hil-bench"
+    if env:
+        return own_folder(Path(env), "cache folder ($HILBENCH_CACHE_DIR)")
+    return own_folder(Path.home() / ".cache" / "npc-hil-bench", "cache folder")
 
 
 def state_dir() -> Path:
     """Where devices keep their persistent state (virtual devices' flash files, filesystems and keys; a web
     device's origin storage): $HILBENCH_STATE_DIR, else the bench cache's `virtual/`."""
     env = os.environ.get("HILBENCH_STATE_DIR")
-    path = Path(env) if env else cache_root() / "virtual"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    if env:
+        return own_folder(Path(env), "state folder ($HILBENCH_STATE_DIR)")
+    return own_folder(cache_root() / "virtual", "state folder")
 
 
 def default_log_dir() -> Path:
     """Where a driver writes its logs when no run gave it a log folder."""
-    path = cache_root() / "logs"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return own_folder(cache_root() / "logs", "log folder")
 
 
 def deploy_name(device: str, name: str) -> str:

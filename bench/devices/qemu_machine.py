@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.bundles import HOST_AGENT_PORT
 from bench.config.fleet import QemuLink
 from bench.core.errors import DeviceUnreachable
+from bench.core.folders import own_folder
 from bench.core.procs import DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
@@ -129,7 +130,7 @@ class QemuMachine:
                 f"{self.name}: {self.link.binary} not found", hint="apt-get install qemu-system-arm"
             )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._tmp.mkdir(mode=0o700, exist_ok=True)
+        own_folder(self._tmp, "QEMU socket folder", private=True)
         self.started_ns = time.monotonic_ns()
         self.proc = await asyncio.create_subprocess_exec(
             *DIE_WITH_BENCH,

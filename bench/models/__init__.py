@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from bench.config.kinds import KINDS, Settings, get_kind
 from bench.core.cachefiles import write_atomic
 from bench.core.errors import ConfigError
+from bench.core.folders import own_folder
 from bench.core.inputs import read_input
 from bench.core.paths import MODELS_DIR
 
@@ -46,11 +48,16 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
     return path
 
 
-CONVERTED_DIR = Path(tempfile.gettempdir()) / f"hilbench-models-{os.getuid()}"  # .npcm converted from own models
+def converted_dir() -> Path:
+    """Where .npcm conversions of teams' own models go: $TMPDIR/hilbench-models-UID, made and checked by
+    `bench.core.folders` (this user's, mode 0700) each time it is used."""
+    return own_folder(Path(tempfile.gettempdir()) / f"hilbench-models-{os.getuid()}", "model cache", private=True)
 
 
 def own_model(path: Path, ext: str) -> Path:
-    """A team's .tflite model (checked), or its .npcm conversion for MicroPython boards (cached by content)."""
+    """A team's .tflite model (checked), or its .npcm conversion for MicroPython boards. The conversion is
+    redone from the model's bytes each time (milliseconds); the file under the model's sha256 is used only
+    when its bytes are the conversion's, else it is written again (a planted or altered file is never used)."""
     tflite = path
     hint = "give the path of a .tflite file"
     if tflite.suffix != ".tflite":
@@ -60,20 +67,33 @@ def own_model(path: Path, ext: str) -> Path:
         raise ConfigError(f"model {tflite}: not a TFLite model (no TFL3 file identifier)", hint="give a .tflite file")
     if ext == "tflite":
         return tflite
-    out = CONVERTED_DIR / hashlib.sha256(data).hexdigest()[:16] / f"{tflite.stem}.{ext}"
-    if not out.is_file():
-        from bench.models.npcm import convert_bytes
+    from bench.models.npcm import convert_bytes
 
-        try:
-            converted = convert_bytes(data, str(tflite))
-        except ConfigError as exc:
-            why = str(exc).split("\n")[0].replace(f"model {tflite}: ", "")
-            raise ConfigError(
-                f"model {tflite}: cannot be converted to .npcm for MicroPython boards: {why}",
-                hint="MCU kinds run int8 fully-connected policies; leave them out with --kind or --device",
-            ) from None
+    try:
+        converted = convert_bytes(data, str(tflite))
+    except ConfigError as exc:
+        why = str(exc).split("\n")[0].replace(f"model {tflite}: ", "")
+        raise ConfigError(
+            f"model {tflite}: cannot be converted to .npcm for MicroPython boards: {why}",
+            hint="MCU kinds run int8 fully-connected policies; leave them out with --kind or --device",
+        ) from None
+    folder = own_folder(converted_dir() / hashlib.sha256(data).hexdigest(), "model cache", private=True)
+    out = folder / f"{tflite.stem}.{ext}"
+    if _sha256_of(out) != hashlib.sha256(converted).hexdigest():
         write_atomic(out, converted)  # another bench process may read it meanwhile
     return out
+
+
+def _sha256_of(path: Path) -> str | None:
+    """The sha256 of a regular file at `path` (no symbolic link followed), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return hashlib.sha256(fh.read()).hexdigest()
 
 
 # the one table of model formats: format -> file extension

@@ -12,6 +12,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from bench.core.cachefiles import write_atomic
 from bench.core.errors import ConfigError
 from bench.core.inputs import read_input
 from bench.core.paths import KEYS_DIR
@@ -32,13 +33,16 @@ def generate_key() -> ec.EllipticCurvePrivateKey:
 
 
 def save_key_pair(key: ec.EllipticCurvePrivateKey, private_path: Path, public_path: Path) -> None:
-    """Write the private key (PKCS#8 PEM, mode 0600) and its public key (SubjectPublicKeyInfo PEM)."""
-    private_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    """Write the private key (PKCS#8 PEM, created mode 0600) and its public key (SubjectPublicKeyInfo PEM),
+    each into a new file renamed into place: never through a symbolic link, never readable by others."""
+    write_atomic(
+        private_path,
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+        mode=0o600,
     )
-    private_path.chmod(0o600)
-    public_path.write_bytes(
-        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    write_atomic(
+        public_path,
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
     )
 
 

@@ -29,6 +29,7 @@ AGENT_MODULES = (
     "npcsched.py",
     "npcfeat.py",
     "npcrecords.py",
+    "npcmanifest.py",
 )
 ESP32C6_HEAP = "300K"  # what an ESP32-C6 has free under MicroPython
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bench.ci.facts import CiReport, Figure, judged_runs, outcome_cases, run_figures, verdict_cases
+from bench.alerts import NightAlerts
+from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cases, run_figures, verdict_cases
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import NightlyResult
 from bench.results.thresholds import Thresholds
@@ -50,8 +51,23 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
         judged=judged,
         figures=figures,
         cases=verdict_cases("nightly", judged) + outcome_cases("nightly", result.outcomes()),
+        alerts=alert_lines(result.alerts) if result.alerts is not None else [],
         pages=pages,
         notes=notes,
         timings=[(f"stage {s.name}", s.seconds) for s in result.stages],
         started=dt.datetime.strptime(result.started, "%Y%m%d-%H%M%S").astimezone(),
     )
+
+
+def alert_lines(found: NightAlerts) -> list[AlertLine]:
+    """The night's alerts for the CI files: new ones, known ones it joined, fixed ones, and overdue ones of any
+    night, each once."""
+    lines: dict[int, AlertLine] = {}
+    overdue = {a.id for a in found.overdue}
+    for new, alerts in ((True, found.new), (False, [*found.known, *found.fixed, *found.overdue])):
+        for a in alerts:
+            effect = f"{a.effect_pct:+.1f}%" if a.effect_pct is not None else a.effect_text()
+            extra = [f"owner {a.owner}" if a.owner else "", a.link, f"of #{a.of_alert}" if a.of_alert else ""]
+            lines.setdefault(a.id, AlertLine(a.id, a.state, new, a.device, a.session, a.title, a.age_days(found.now),
+                                             a.id in overdue, "; ".join(x for x in (effect, *extra) if x)))  # fmt: skip
+    return list(lines.values())

@@ -132,9 +132,11 @@ async def update_device(
     *,
     timing: LinkTiming,
     want_delta: bool = False,
+    allow_downgrade: bool = False,
 ) -> DeviceUpdate:
     """Update the agent behind `session` to `manifest`'s model, served at `base_url` (the update server, or
-    an impairment proxy in front of it, as the device reaches it). Never raises for a device-side failure."""
+    an impairment proxy in front of it, as the device reaches it). Never raises for a device-side failure.
+    `allow_downgrade`: the agent may install a model older than its own, or of another name (else it refuses)."""
     result = DeviceUpdate(device=session.device, target=f"{manifest['name']}@{manifest['version']}", checked=False)
     started = time.monotonic()
     faults_before = len(session.faults)
@@ -162,7 +164,9 @@ async def update_device(
         result.delta = base_version is not None
         blocks = -(-manifest["size"] // 1024)
         timeout = 60 + blocks * timing.ack_timeout * 4
-        reply = await session.update(url, manifest, delta=result.delta, coap=timing.to_json(), timeout=timeout)
+        reply = await session.update(
+            url, manifest, delta=result.delta, coap=timing.to_json(), timeout=timeout, allow_downgrade=allow_downgrade
+        )
         result.ok = True
         result.blocks = int(reply.get("blocks", 0))
         result.bytes = int(reply.get("bytes", 0))
@@ -174,6 +178,8 @@ async def update_device(
         result.delta_saved = int(reply.get("delta_saved", manifest["size"] - result.bytes if result.delta else 0))
     except BenchError as exc:  # AgentError (refused), DeviceUnreachable, ProtocolMismatch
         result.detail = str(exc)
+        if "refused" in result.detail and "version:" in result.detail:
+            result.notes.append("an older model, or one of another name, installs only with --allow-downgrade")
     try:
         result.running = (await session.hello()).get("model")
         result.checked = True
@@ -218,6 +224,7 @@ async def _update_one(
     ports: dict[str, int],
     *,
     want_delta: bool,
+    allow_downgrade: bool = False,
     results: ResultStore | None = None,
 ) -> DeviceUpdate:
     """Open the device's agent through its driver (climbing the recovery ladder when it does not answer, recorded
@@ -239,7 +246,9 @@ async def _update_one(
     try:
         timing = timing_named(device.settings.ota_timing)
         base_url = channel_url(device, driver, ports)
-        result = await update_device(session, store, manifest, base_url, timing=timing, want_delta=want_delta)
+        result = await update_device(
+            session, store, manifest, base_url, timing=timing, want_delta=want_delta, allow_downgrade=allow_downgrade
+        )
         if recovered_by:
             result.notes.append(f"the agent did not answer; the recovery ladder brought it back by {recovered_by}")
         return result
@@ -254,12 +263,13 @@ async def update_devices(
     spec: str,
     *,
     want_delta: bool = False,
+    allow_downgrade: bool = False,
     impairment: Impairment | None = None,
     on_done: Callable[[DeviceUpdate], None] | None = None,
     results: ResultStore | None = None,
 ) -> list[DeviceUpdate]:
     """Serve `store` and update every device (links resolved: real, or from `virtual_fleet`) concurrently to
-    `spec` (NAME[@VERSION]) in the format each device runs.
+    `spec` (NAME[@VERSION]) in the format each device runs (`allow_downgrade`: see `update_device`).
 
     With `impairment`, devices fetch through a loopback impairment proxy in front of the server (only for
     devices that reach the bench over loopback)."""
@@ -273,7 +283,13 @@ async def update_devices(
 
         async def one(device: Device) -> DeviceUpdate:
             result = await _update_one(
-                device, store, manifests[device.name], ports, want_delta=want_delta, results=results
+                device,
+                store,
+                manifests[device.name],
+                ports,
+                want_delta=want_delta,
+                allow_downgrade=allow_downgrade,
+                results=results,
             )
             if on_done is not None:
                 on_done(result)

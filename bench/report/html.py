@@ -185,7 +185,7 @@ def _grid_view(grid: SessionGrid) -> dict:
     first, last = (grid.nights[0][1], grid.nights[-1][1]) if grid.nights else ("", "")
     return {"session": grid.session or "(no session)", "rules": grid.rules, "rows": rows, "nights": len(grid.nights),
             "first": first[:10], "last": last[:10], "alerts": [_alert_view(a, grid) for a in grid.alerts],
-            "untriaged_days": grid.untriaged_days}  # fmt: skip
+            "untriaged_days": f"{grid.untriaged_days:g}"}  # fmt: skip
 
 
 _MARKS = {REGRESSION: "regression", NOT_REPRODUCED: "not reproduced", INCONCLUSIVE: "inconclusive"}

@@ -13,7 +13,6 @@ builds between them.
 from __future__ import annotations
 
 import shlex
-import statistics
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,8 +20,9 @@ from typing import Any
 from bench.core.errors import BenchError
 from bench.results.evidence import accept
 from bench.results.judge import judge_run
+from bench.results.majority import majority
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import INCONCLUSIVE, SUSPECTED, Verdict
+from bench.results.verdict import INCONCLUSIVE, SUSPECTED
 from bench.store.results import ResultStore
 
 GOOD, BAD, SKIPPED = "good", "bad", "skipped"
@@ -98,30 +98,20 @@ def judge_step(
 ) -> tuple[str, str, str, dict[str, tuple[float, str]]]:
     """good/bad/skipped for a step's runs against the accepted good-end runs, the metric it rests on, why, and the
     median figure of every judged metric."""
-    per_metric: dict[str, list[Verdict]] = {}
-    for run in runs:
-        for v in judge_run(store, run, thresholds, devices=[device]):
-            per_metric.setdefault(v.metric, []).append(v)
-    figures = {
-        m: (statistics.median(x.run_value for x in vs if x.run_value is not None), vs[0].unit)
-        for m, vs in per_metric.items()
-        if any(x.run_value is not None for x in vs)
-    }
+    combined = {v.metric: v for v in majority(judge_run(store, run, thresholds, devices=[device]) for run in runs)}
+    figures = {m: (v.run_value, v.unit) for m, v in combined.items() if v.run_value is not None}
     if metric is not None:
-        if metric not in per_metric:
-            known = ", ".join(sorted(per_metric)) or "none"
+        if metric not in combined:
+            known = ", ".join(sorted(combined)) or "none"
             return SKIPPED, metric, f"no {metric} verdict (judged metrics: {known})", figures
-        per_metric = {metric: per_metric[metric]}
-    majority = len(runs) // 2 + 1
-    suspects = {m: vs for m, vs in per_metric.items() if sum(v.status == SUSPECTED for v in vs) >= majority}
+        combined = {metric: combined[metric]}
+    suspects = [v for v in combined.values() if v.status == SUSPECTED]
     if suspects:
-        name = max(suspects, key=lambda m: statistics.median(v.effect_pct or 0.0 for v in suspects[m]))
-        hits = [v for v in suspects[name] if v.status == SUSPECTED]
-        return BAD, name, f"{name}: {len(hits)} of {len(runs)} runs worse; {hits[0].reason}", figures
-    busy = {m: vs for m, vs in per_metric.items() if sum(v.status == INCONCLUSIVE for v in vs) >= majority}
+        worst = max(suspects, key=lambda v: v.effect_pct or 0.0)
+        return BAD, worst.metric, f"{worst.metric}: {worst.reason}", figures
+    busy = [v for v in combined.values() if v.status == INCONCLUSIVE]
     if busy:
-        name = next(iter(busy))
-        return SKIPPED, name, f"inconclusive: {busy[name][0].reason}", figures
+        return SKIPPED, busy[0].metric, f"inconclusive: {busy[0].reason}", figures
     return GOOD, metric or "", "no judged metric worse in a majority of the runs", figures
 
 

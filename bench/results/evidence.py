@@ -13,6 +13,10 @@ from bench.store.results import ResultStore
 
 HISTORY_RUNS = 20  # accepted runs whose spread a verdict may use when it is wider than the window's
 DRIFT_WHY = "drift: "  # how a night that belongs to a detected drift says why it left the baseline window
+# the run kinds of a pre-merge check's replays (the candidate's and the baseline build's): judged against each other
+# only, never part of a nightly's window or drift series, whatever their baseline membership says
+CHECK_KIND, CHECK_BASELINE_KIND = "check", "check-baseline"
+_NOT_CHECKS = f" AND r.kind NOT IN ('{CHECK_KIND}', '{CHECK_BASELINE_KIND}')"
 
 
 def record_host(store: ResultStore, run_id: int, noise: dict[str, Any]) -> None:
@@ -68,24 +72,46 @@ def membership(store: ResultStore, run_id: int) -> dict[str, tuple[bool, str]]:
 
 
 def window(
-    store: ResultStore, session: str, device: str, measurement: str, *, before: int, size: int, pinned: int | None
+    store: ResultStore,
+    session: str,
+    device: str,
+    measurement: str,
+    *,
+    before: int,
+    size: int,
+    pinned: int | None,
+    only: tuple[int, ...] | None = None,
 ) -> Window:
     """The last `size` accepted runs of `session` on `device` before run `before` (or up to and including the
     `pinned` run) that have `measurement`, with its values, oldest first; plus the values of the last
-    HISTORY_RUNS such runs (the spread of a heavy-tailed figure needs more than five)."""
+    HISTORY_RUNS such runs (the spread of a heavy-tailed figure needs more than five). A pre-merge check's runs
+    are never in it. With `only`, the window is those runs (a check's baseline replays), accepted or not."""
+    if only is not None:
+        return _runs_window(store, device, measurement, only)
     last, op = (pinned, "<=") if pinned is not None else (before, "<")
     rows = store.db.execute(
         "SELECT m.run_id, m.value FROM measurements m"
         " JOIN baseline_members b ON b.run_id = m.run_id AND b.device = m.device"
         " JOIN runs r ON r.id = m.run_id"
         f" WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND b.accepted = 1 AND m.run_id {op} ?"
-        " AND m.value IS NOT NULL ORDER BY m.run_id DESC LIMIT ?",
+        f" AND m.value IS NOT NULL{_NOT_CHECKS} ORDER BY m.run_id DESC LIMIT ?",
         (device, measurement, session, last, max(size, HISTORY_RUNS)),
     ).fetchall()
     rows.reverse()
     recent = rows[-size:]
     history = tuple(float(r[1]) for r in rows) if len(rows) > size else ()
     return Window(tuple(int(r[0]) for r in recent), tuple(float(r[1]) for r in recent), size, pinned, history)
+
+
+def _runs_window(store: ResultStore, device: str, measurement: str, runs: tuple[int, ...]) -> Window:
+    """The window of exactly `runs` (those that have `measurement` on `device`), oldest first."""
+    marks = ", ".join("?" for _ in runs)
+    rows = store.db.execute(
+        f"SELECT run_id, value FROM measurements WHERE device = ? AND name = ? AND run_id IN ({marks})"
+        " AND value IS NOT NULL ORDER BY run_id",
+        (device, measurement, *runs),
+    ).fetchall()
+    return Window(tuple(int(r[0]) for r in rows), tuple(float(r[1]) for r in rows), len(runs))
 
 
 def series(
@@ -99,7 +125,7 @@ def series(
         " JOIN baseline_members b ON b.run_id = m.run_id AND b.device = m.device"
         " JOIN runs r ON r.id = m.run_id"
         " WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND m.run_id < ?"
-        " AND (b.accepted = 1 OR b.why LIKE ?) AND m.value IS NOT NULL ORDER BY m.run_id DESC LIMIT ?",
+        f" AND (b.accepted = 1 OR b.why LIKE ?) AND m.value IS NOT NULL{_NOT_CHECKS} ORDER BY m.run_id DESC LIMIT ?",
         (device, measurement, session, before, DRIFT_WHY + "%", limit),
     ).fetchall()
     rows.reverse()

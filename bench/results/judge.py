@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.measure.catalogue import METERED
+from bench.measure.catalogue import CATALOGUE, DEVICE, METERED
 from bench.measure.energy import SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
@@ -62,7 +62,8 @@ def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
 def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
     """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured): other
     processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
-    of the baseline runs. A host that is always as busy has that noise in the window's spread already."""
+    of the baseline runs (a host that is always as busy has that noise in the window's spread already), or more
+    than `starved_others_pct` whatever the baseline runs had (the bench got too little of the host to measure)."""
     data = host_of(store, run_id)
     if not data or "others_pct" not in data:
         return None
@@ -70,6 +71,8 @@ def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baselin
     rules = thresholds.host
     if not noise.busy(rules.busy_others_pct):
         return None
+    if noise.busy(rules.starved_others_pct):
+        return f"{noise.describe()}: over {rules.starved_others_pct:g}%, the bench was starved"
     usual = max((HostNoise.from_json(host_of(store, r) or {}).load_pct for r in baseline_runs), default=0.0)
     if noise.load_pct <= usual + rules.busier_margin_pct:
         return None
@@ -84,12 +87,14 @@ def judge_run(
     against: int | None = None,
     pinned: int | None = None,
     devices: list[str] | None = None,
+    window_runs: tuple[int, ...] | None = None,
 ) -> list[Verdict]:
     """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
-    (default: this run) or at the `pinned` run. A night the window passes is suspected when the whole series of
+    (default: this run) or at the `pinned` run; with `window_runs` they are those runs (a pre-merge check's
+    baseline replays) and no drift is looked for. A night the window passes is suspected when the whole series of
     judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
     move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
-    during its baseline runs is INCONCLUSIVE."""
+    during its baseline runs (or starved) is INCONCLUSIVE; not one an icount guest counts on its own clock."""
     row = store.run(run_id)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
@@ -110,22 +115,29 @@ def judge_run(
             m = stored.get(rule.measurement)
             base = window(
                 store, row.session or "", dev.name, rule.measurement,
-                before=against or run_id, size=thresholds.baseline_runs, pinned=pinned,
+                before=against or run_id, size=thresholds.baseline_runs, pinned=pinned, only=window_runs,
             )  # fmt: skip
             verdict = judge(rule, dev.name, m.value if m else None, m.samples if m else None, base, m.unit if m else "")
             if verdict.status == NO_DATA and (why := no_data_reason(rule, stored)):
                 verdict = replace(verdict, reason=why)
-            if verdict.status == UNCHANGED and pinned is None and m is not None and m.value is not None:
+            fixed = pinned is not None or window_runs is not None  # a window that does not move
+            if verdict.status == UNCHANGED and not fixed and m is not None and m.value is not None:
                 verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
             if rule.bench_clock and icount and fp.get("latency_clock") != "device":
                 verdict = not_applicable(verdict, ICOUNT)
             elif rule.replay_paced and pace:
                 verdict = off_pace(verdict, pace)
-            elif virtual and rule.host_timed and verdict.status == SUSPECTED:
+            elif virtual and rule.host_timed and not counted(rule, icount) and verdict.status == SUSPECTED:
                 busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
+
+
+def counted(rule: MetricRule, icount: bool) -> bool:
+    """Whether the rule's figure is counted in instructions, not timed by the host: a device-clock figure of a QEMU
+    guest in icount mode (its clock advances with executed instructions, whatever the host's load)."""
+    return icount and rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].clock == DEVICE
 
 
 def drift_check(

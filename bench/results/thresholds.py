@@ -43,6 +43,7 @@ class HostRules:
 
     busy_others_pct: float = 25.0  # CPU used by processes outside the bench, % of the host's capacity
     busier_margin_pct: float = 10.0  # ...and that much more than during any of the baseline runs
+    starved_others_pct: float = 75.0  # or this much, whatever the baseline runs had: the bench was starved
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,15 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     alpha = _number(defaults.get("alpha", 0.01), file, "defaults.alpha", low=0.0, high=0.5, open_low=True)
     runs = _integer(defaults.get("baseline_runs", 5), file, "defaults.baseline_runs", low=3)
     host = _table(data.get("host", {}), file, "host")
-    _no_unknown(host, {"busy_others_pct", "busier_margin_pct"}, file, "host")
+    _no_unknown(host, {"busy_others_pct", "busier_margin_pct", "starved_others_pct"}, file, "host")
     busy = _number(host.get("busy_others_pct", 25.0), file, "host.busy_others_pct", low=0.0, high=100.0)
     margin = _number(host.get("busier_margin_pct", 10.0), file, "host.busier_margin_pct", low=0.0, high=100.0)
+    starved = _number(host.get("starved_others_pct", 75.0), file, "host.starved_others_pct", low=0.0, high=100.0)
     metrics = _table(data.get("metrics"), file, "metrics")
     if not metrics:
         raise ConfigError(f"{file}: no [metrics.NAME] tables; a thresholds file needs at least one metric")
     rules = tuple(_rule(name, _table(body, file, f"metrics.{name}"), file, alpha) for name, body in metrics.items())
-    return Thresholds(file, rules, runs, HostRules(busy, margin), _alert_rules(data.get("alerts", {}), file))
+    return Thresholds(file, rules, runs, HostRules(busy, margin, starved), _alert_rules(data.get("alerts", {}), file))
 
 
 def _alert_rules(value: Any, file: Path) -> AlertRules:

@@ -7,6 +7,11 @@
 
 `record_measurement(name, reading)` also takes an energy reading of `power_meter` (its energy in mJ).
 
+`--metrics FILE` writes every recorded measurement as OpenMetrics text when the session ends (bench.ci's
+`hilbench_figure` family, labelled with the test's device and kind, the test's id as `session` and `run_kind`
+"pytest"), for node-exporter's textfile collector or a push gateway; an xdist worker writes FILE's name with its
+id before the suffix (metrics.gw0.prom), one file per worker in the same folder.
+
 `power_meter`: the test device's power meter (its fleet `energy` table), on the bench clock:
 `power_meter.start()` / `stop()`, `with power_meter.measure() as reading:` (energy of the block: `reading.mj`,
 `.seconds`, `.mean_mw`), `power_meter.samples`; the test is skipped when the device has no meter.
@@ -22,10 +27,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from html import escape
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench.ci.facts import CiReport, Figure, figure_clock
+from bench.ci.write import CiFiles, write_ci_files
+from bench.config.fleet import Device
 from bench.energy.meters import meter_for
 from bench.energy.protocol import Meter, PowerSample
 from bench.measure.energy import Integrator
@@ -44,6 +53,7 @@ class RecordedMeasurement:
 
 
 MEASUREMENTS = pytest.StashKey[list[RecordedMeasurement]]()
+FIGURES = pytest.StashKey[list[Figure]]()  # the session's measurements, for --metrics
 RecordMeasurement = Callable[..., None]
 
 
@@ -53,6 +63,8 @@ def record_measurement(
 ) -> RecordMeasurement:
     """`record_measurement(name, value, unit, samples=None)`: keep a measurement in the JUnit XML and HTML reports."""
     recorded = request.node.stash.setdefault(MEASUREMENTS, [])
+    figures = request.config.stash.setdefault(FIGURES, [])
+    device = next((v for v in request.node.funcargs.values() if isinstance(v, Device)), None)
 
     def record(name: str, value: float | EnergyReading, unit: str = "", samples: Sequence[float] | None = None) -> None:
         if isinstance(value, EnergyReading):  # energy of a `power_meter.measure()` block
@@ -67,6 +79,8 @@ def record_measurement(
             raise ValueError(f"record_measurement({name!r}): value must be a finite number, not {value!r}")
         kept = tuple(float(s) for s in samples) if samples is not None else None
         recorded.append(RecordedMeasurement(name, float(value), unit, kept))
+        figures.append(Figure(device.name if device else "", device.kind if device else "", request.node.nodeid, name,
+                              figure_clock(name, {}), unit, float(value), "pytest"))  # fmt: skip
         record_property(f"{name} [{unit}]", value)
 
     return record
@@ -143,6 +157,30 @@ def power_meter(agent) -> Iterator[PowerMeter]:
         yield handle
     finally:
         handle.stop()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """--metrics FILE."""
+    parser.getgroup("hilbench").addoption(
+        "--metrics", metavar="FILE", default=None,
+        help="write every record_measurement as OpenMetrics text (node-exporter textfile collector, push gateway)",
+    )  # fmt: skip
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write --metrics FILE (per xdist worker: FILE's name with the worker's id)."""
+    path = session.config.getoption("--metrics")
+    if not path:
+        return
+    path = Path(path)
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if worker is None and session.config.pluginmanager.hasplugin("dsession"):
+        return  # the xdist controller: its workers measured and write their own files
+    if worker is not None:
+        path = path.with_name(f"{path.stem}.{worker}{path.suffix}")
+    figures = session.config.stash.get(FIGURES, [])
+    report = CiReport(job="pytest", title="hilbench pytest", exit_code=int(exitstatus), headline="", figures=figures)
+    write_ci_files(report, CiFiles(metrics=path))
 
 
 @pytest.hookimpl(hookwrapper=True)

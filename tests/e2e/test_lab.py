@@ -18,16 +18,21 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from bench.alerts import night_alerts
+from bench.alerts import table as alert_table
 from bench.config.fleet import load_fleet
 from bench.core.errors import ExitCode
 from bench.lab.acquire import lab_devices
 from bench.lab.client import LabClient
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
+from bench.results.thresholds import load_thresholds
 from bench.store import open_store
 from tests.conftest import REPO, hilbench
+from tests.nightly_history import store_night
 
 pytestmark = pytest.mark.e2e
 
@@ -241,6 +246,31 @@ def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab
             assert store.frame_count(doc["run_id"], name) == dev["frames"]
             assert len(store.inputs(doc["run_id"], name)) == dev["inputs_sent"] == doc["inputs"]
             assert {m.name for m in store.measurements(doc["run_id"], name)} >= {"fps", "decision_latency_p50"}
+
+
+def test_an_alert_acknowledged_on_one_bench_host_is_acknowledged_on_the_other(lab: Lab, pg_url: str) -> None:
+    # nights of the lab's shared PostgreSQL history, judged and alerted by the nightly's own steps
+    rules, rng = load_thresholds(), np.random.default_rng(8)
+    with open_store(pg_url) as store:
+        for _ in range(6):
+            store_night(store, rules, rng, devices=("c6-a", "c6-b"))
+        store_night(store, rules, rng, slower={"c6-b": 1.4}, models={"c6-b": "1" * 64}, devices=("c6-a", "c6-b"))
+        (alert,) = alert_table.select(store)
+    acked = lab.run("alerts", "ack", str(alert.id), "--owner", "maria", "--note", "v2 is heavier", "--results", pg_url,
+                    LG_HOSTNAME="bench-a")  # fmt: skip
+    assert acked.returncode == 0, acked.stderr
+    shown = lab.run("alerts", "show", str(alert.id), "--json", "--results", pg_url, LG_HOSTNAME="bench-b")
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert (doc["state"], doc["owner"], doc["device"]) == ("acknowledged", "maria", "c6-b")
+    assert doc["events"][-1]["actor"].endswith("@bench-a")  # who acknowledged it, and on which host
+    listed = lab.run("alerts", "list", "--json", "--results", pg_url, LG_HOSTNAME="bench-b")
+    assert [(a["id"], a["state"]) for a in json.loads(listed.stdout)] == [(alert.id, "acknowledged")]
+    with open_store(pg_url) as store:  # the next bad night (any host's) joins the acknowledged alert
+        run = store_night(store, rules, rng, slower={"c6-b": 1.4}, models={"c6-b": "1" * 64}, devices=("c6-a", "c6-b"))
+        night = night_alerts(store, [run], rules.alerts)
+    assert night.new == [] and [(a.id, a.state) for a in night.known] == [(alert.id, "acknowledged")]
+    assert night.failing == []
 
 
 PYTEST_DEVICE_TEST = """

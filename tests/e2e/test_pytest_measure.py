@@ -54,3 +54,30 @@ def html_extras(page: Path) -> dict[str, str]:
     blob = re.search(r'data-jsonblob="([^"]*)"', page.read_text()).group(1)
     tests = json.loads(unescape(blob))["tests"]
     return {tid: "".join(e["content"] for run in runs for e in run["extras"]) for tid, runs in tests.items()}
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_measurements_reach_a_metrics_file_prometheus_reads(tmp_path: Path, workers: list[str]) -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    (tmp_path / "test_measuring.py").write_text(MEASURING_TESTS)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_measuring.py", "--metrics", "m.prom", "-p", "no:cacheprovider", "-q",
+         *workers],
+        cwd=tmp_path, capture_output=True, text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    files = sorted(tmp_path.glob("m*.prom"))
+    assert [f.name for f in files] == (["m.gw0.prom", "m.gw1.prom"] if workers else ["m.prom"])
+    samples = {
+        (s.labels["session"], s.labels["metric"]): s
+        for f in files
+        for family in text_string_to_metric_families(f.read_text())
+        if family.name == "hilbench_figure"
+        for s in family.samples
+    }
+    fps = samples["test_measuring.py::test_latency", "fps"]
+    assert fps.value == 57.8 and fps.labels["unit"] == "FPS" and fps.labels["run_kind"] == "pytest"
+    assert fps.labels["clock"] == "device"  # the catalogue's clock for a figure of that name
+    assert 25 < samples["test_measuring.py::test_latency", "decision_latency_p99"].value < 40

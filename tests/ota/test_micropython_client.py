@@ -21,22 +21,25 @@ pytestmark = [pytest.mark.e2e, pytest.mark.programs("micropython")]
 DRIVER = """
 import json, sys, npccoap
 url, path, sha, ack_ms, retr = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+limit = int(sys.argv[6])
 client = npccoap.Client(npccoap.Timing(ack_ms, 1.5, retr))
 try:
-    print(json.dumps({"ok": True, "stats": client.fetch(url, path, sha or None)}))
+    print(json.dumps({"ok": True, "stats": client.fetch(url, path, sha or None, limit=limit)}))
 except npccoap.FetchError as exc:
     print(json.dumps({"ok": False, "kind": exc.kind, "detail": str(exc)}))
 client.close()
 """
 
 
-def mp_fetch(tmp_path: Path, url: str, dest: Path, sha: str = "", ack_ms: int = 50, retransmits: int = 6) -> dict:
-    """Run the client in MicroPython; its JSON verdict."""
+def mp_fetch(
+    tmp_path: Path, url: str, dest: Path, sha: str = "", ack_ms: int = 50, retransmits: int = 6, limit: int = 1 << 24
+) -> dict:
+    """Run the client in MicroPython (at most `limit` bytes); its JSON verdict."""
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     env = {**os.environ, "MICROPYPATH": f"{REPO / 'micropython'}:.frozen"}
     proc = subprocess.run(
-        [MICROPYTHON, str(driver), url, str(dest), sha, str(ack_ms), str(retransmits)],
+        [MICROPYTHON, str(driver), url, str(dest), sha, str(ack_ms), str(retransmits), str(limit)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -178,3 +178,31 @@ def test_a_store_of_the_previous_schema_is_migrated(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(ConfigError, match="update this bench host's checkout"):
         open_store(path)
+
+
+def test_a_product_failure_opens_an_alert_that_passing_nights_fix(tmp_path: Path) -> None:
+    from bench.core.outcomes import PASS, product
+    from bench.nightly.alerting import night_findings, record_alerts
+
+    def night(outcome, ota_outcome) -> int:
+        run = store.begin_run("replay", session="combat")
+        store.add_device(run, "c6-a", "esp32c6")
+        store.update_device(run, "c6-a", status="ok" if outcome == PASS else "failed", outcome=outcome.to_json())
+        store.finish_run(run, "ok")
+        ota = store.begin_run("ota", session="update-and-faults")
+        store.finish_run(ota, "ok")
+        found = night_findings(store, {}, {"combat": run}, ota, {"faults": {"c6-a": ota_outcome}})
+        record_alerts(store, found, RULES.alerts)
+        return run
+
+    with open_store(tmp_path / "r.sqlite") as store:
+        crashed = product("agent crashed: MemoryError in npc_agent.run")
+        first = night(crashed, PASS)
+        (alert,) = night_alerts(store, [first], RULES.alerts).new
+        assert (alert.kind, alert.metric, alert.state) == ("failure", "product failure: replay", UNTRIAGED)
+        assert "MemoryError" in alert.data["reason"] and alert.line().startswith("#1 c6-a product failure in replay")
+        night(crashed, product("model refused: bad signature"))  # the replay's joins; the faults stage opens its own
+        assert {a.metric for a in table.select(store)} == {"product failure: replay", "product failure: faults"}
+        for _ in range(RULES.alerts.fixed_after_nights):
+            night(PASS, PASS)
+        assert {a.state for a in table.select(store)} == {FIXED}

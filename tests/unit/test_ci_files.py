@@ -12,6 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from markdown_it import MarkdownIt
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
+from bench.alerts import night_alerts
 from bench.ci.facts import CiReport, figure_clock, judged_runs, outcome_cases, run_figures, verdict_cases
 from bench.ci.junit import junit_xml
 from bench.ci.openmetrics import openmetrics_text
@@ -161,9 +162,28 @@ def test_the_nightly_report_has_its_runs_verdicts_outcomes_and_stage_times(tmp_p
             ],
         )
         result.runs = [PublishedRun("combat", run, "window", tmp_path / "7.html", stored_verdicts(store, run))]
+        result.alerts = night_alerts(store, [run], thresholds.alerts)
         report = nightly_report(result, store, thresholds)
     assert report.exit_code == 1 and report.headline.startswith("1 regression(s): c6-a memory peak")
     assert {f.device for f in report.figures} == set(DEVICES) and {f.run_kind for f in report.figures} == {"replay"}
     failing = {(c.classname, c.name) for c in report.cases if c.status == "failed"}
     assert failing == {("combat.c6-a", "memory_peak"), ("devices.orin-1", "run")}  # a replay that hung: product
+    (alert,) = report.alerts
+    assert (alert.new, alert.state, alert.device, alert.metric) == (
+        True,
+        "untriaged",
+        "c6-a",
+        "memory peak (agent high-water mark)",
+    )
+    assert alert.text.startswith("+4")  # the step's effect
+    table = summary_markdown(report).split("### Alerts", 1)[1]
+    assert f"| #{alert.id} | **new**, untriaged | c6-a | combat | memory peak (agent high-water mark) |" in table
     assert report.timings == [("stage replay", 61.0)] and report.pages == [(f"combat (run {run})", tmp_path / "7.html")]
+
+
+def test_the_suite_passes_metrics_to_pytest() -> None:
+    from bench.cli import build_parser
+    from bench.commands.suite import suite_argv
+
+    args = build_parser("suite").parse_args(["suite", "--metrics", "m.prom", "--fleet", "fixtures/fleets/virtual.toml"])
+    assert "--metrics=m.prom" in suite_argv(args)

@@ -13,6 +13,7 @@ import { Features, N_FEATURES, numbers, whole } from "./npcfeat.js";
 import { ModelManager, PROBATION_US, loadRuntime, nowUs } from "./models.js";
 import { Refused, Verifier } from "./verify.js";
 import { fetchUpdate } from "./update.js";
+import * as npcmanifest from "./manifest.js";
 
 const AGENT = "npc-web";
 const VERSION = "0.1.0";
@@ -77,7 +78,7 @@ class Agent {
   }
 
   broadcast(msg) {
-    const line = wire.encode(msg);
+    const line = wire.encodeReply(msg);
     if ((!this.link || this.link.readyState !== WebSocket.OPEN) && msg.t === "fault" && this.undelivered.length < MAX_UNDELIVERED) {
       this.undelivered.push(line);
     }
@@ -92,7 +93,7 @@ class Agent {
       this.link = ws;
       this.rx = ""; // a line cut off with the previous link is not continued on this one
       for (const text of this.boot) ws.send(text + "\n");
-      ws.send(wire.encode(this.helloMsg()));
+      ws.send(wire.encodeReply(this.helloMsg()));
       for (const line of this.undelivered) ws.send(line);
       this.undelivered = [];
     };
@@ -142,14 +143,14 @@ class Agent {
     } catch (exc) {
       const code = exc instanceof wire.WireError ? exc.code : "bad_frame";
       this.errors[code]++;
-      this.send(wire.encode(wire.error(code, exc.message, exc.id ?? null)));
+      this.send(wire.encodeReply(wire.error(code, String(exc.message), exc.id ?? null)));
       return;
     }
     const handler = this.handlers[msg.t];
     const id = msg.id ?? null;
     if (!handler) {
       this.errors.unknown_type++;
-      this.send(wire.encode(wire.error("unknown_type", `no message type '${msg.t}'`, id)));
+      this.send(wire.encodeReply(wire.error("unknown_type", `no message type '${msg.t}'`, id)));
       return;
     }
     let reply;
@@ -163,7 +164,7 @@ class Agent {
     }
     if (reply) {
       if (reply.t === "error") this.errors[reply.code] = (this.errors[reply.code] || 0) + 1;
-      this.send(wire.encode(reply));
+      this.send(wire.encodeReply(reply));
     }
   }
 
@@ -174,7 +175,7 @@ class Agent {
   }
 
   async onPing(msg, rxUs) {
-    return wire.reply(msg, "pong", { b0: msg.b0 ?? null, d: rxUs });
+    return wire.reply(msg, "pong", { b0: wire.number(msg.b0, "b0"), d: rxUs });
   }
 
   /** The URL of the file `path` names inside the models folder; Refused (saying nothing of the file) otherwise.
@@ -206,10 +207,8 @@ class Agent {
   }
 
   async onLoad(msg) {
-    if (!msg.manifest || typeof msg.manifest !== "object" || Array.isArray(msg.manifest)) {
-      throw new TypeError("load needs a manifest object");
-    }
-    const manifest = { ...msg.manifest };
+    wire.text(msg.path, "path");
+    const manifest = npcmanifest.fields(msg.manifest);
     if ("sig" in msg && !("sig" in manifest)) manifest.sig = msg.sig;
     if (this.loading) return wire.error("busy", "a load is in progress", msg.id);
     this.loading = true;
@@ -218,7 +217,7 @@ class Agent {
     try {
       const t0 = nowUs();
       const data = await this.readStored(msg.path);
-      model = await this.models.checkAndParse(data, manifest);
+      model = await this.models.checkAndParse(data, manifest, !!msg.allow_downgrade);
       verifyUs = nowUs() - t0;
     } catch (exc) {
       if (exc instanceof Refused) this.models.refuse(exc, manifest);
@@ -234,22 +233,23 @@ class Agent {
   }
 
   async onUpdate(msg) {
-    if (typeof msg.url !== "string" || !msg.manifest || typeof msg.manifest !== "object") {
-      throw new TypeError("update needs a string url and a manifest object");
-    }
+    wire.text(msg.url, "url");
+    const manifest = npcmanifest.fields(msg.manifest);
     if (!/^wss?:/.test(msg.url)) return wire.error("refused", `transfer: this agent updates over ws:// only, not ${msg.url}`, msg.id);
-    const manifest = { ...msg.manifest };
     if (this.loading) return wire.error("busy", "a load is in progress", msg.id);
     this.loading = true;
     let model;
     let figures;
     let verifyUs;
     try {
+      const allow = !!msg.allow_downgrade;
+      // an older or foreign model: nothing is fetched (a forged manifest is refused as `signature` by the fetch)
+      if (await this.models.verifier.signed(manifest)) this.models.checkForward(manifest, allow);
       const current = this.models.current ? this.models.current.data : null;
       const got = await fetchUpdate(msg.url, manifest, this.models.verifier, { delta: !!msg.delta, current });
       figures = got.figures;
       const t0 = nowUs();
-      model = await this.models.checkAndParse(got.data, manifest);
+      model = await this.models.checkAndParse(got.data, manifest, allow);
       verifyUs = nowUs() - t0;
       await this.store(`updates/${manifest.name}-${manifest.version}.tflite`, got.data);
     } catch (exc) {
@@ -442,9 +442,10 @@ async function main() {
   } catch {}
   try {
     const data = await agent.readStored(config.model);
-    const model = await agent.models.checkAndParse(data, config.manifest);
+    const model = await agent.models.checkAndParse(data, config.manifest, true);
     model.source = config.model;
     agent.models.switch(model);
+    agent.models.line = config.manifest.name;
     agent.boot.push(`model ${config.manifest.name} v${config.manifest.version} loaded`);
   } catch (exc) {
     agent.boot.push(`model ${config.model} not loaded: ${exc.kind || exc.name}: ${exc.detail || exc.message}`);
@@ -453,7 +454,8 @@ async function main() {
     const cur = agent.models.current;
     if (!cur || cur.manifest.sha256 !== saved.manifest.sha256) {
       try {
-        const model = await agent.models.checkAndParse(await agent.readStored(saved.path.split("/models/").pop()), saved.manifest);
+        const stored = await agent.readStored(saved.path.split("/models/").pop());
+        const model = await agent.models.checkAndParse(stored, saved.manifest, true); // accepted when switched to
         model.source = saved.path.split("/models/").pop();
         agent.models.switch(model);
         await agent.models.infer(agent.features.vector()).catch(() => {});

@@ -7,6 +7,7 @@
 import * as litert from "@litertjs/core";
 import { ioQuantization } from "./tflite.js";
 import { Refused } from "./verify.js";
+import { forward } from "./manifest.js";
 
 export const N_FEATURES = 48;
 export const N_ACTIONS = 8;
@@ -146,6 +147,7 @@ export class ModelManager {
     Object.assign(this, { verifier, emit, memLimit, onCurrent });
     this.current = null;
     this.prev = null;
+    this.line = null; // the deployed model's name: a model of another name needs allow_downgrade
     this.tSwitch = 0;
     this.heapAtSwitch = 0;
     this.peak = 0;
@@ -156,9 +158,17 @@ export class ModelManager {
     return runtimeName;
   }
 
-  async checkAndParse(data, manifest) {
+  /** Everything before a switch: hash, signature, version, parse. Throws Refused. */
+  async checkAndParse(data, manifest, allowDowngrade = false) {
     await this.verifier.check(data, manifest);
+    this.checkForward(manifest, allowDowngrade);
     return Model.parse(data, manifest);
+  }
+
+  /** Refused("version") for a model of another line, or older than the running one, unless allowed. */
+  checkForward(manifest, allowDowngrade = false) {
+    const why = forward(manifest, this.current ? this.current.manifest : null, this.line, allowDowngrade);
+    if (why) throw new Refused("version", why);
   }
 
   refuse(exc, manifest) {

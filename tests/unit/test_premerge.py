@@ -1,0 +1,123 @@
+"""The pre-merge check's plan and judgement: ABBA order, candidate replays judged against the same job's baseline
+replays by majority, and no check run in a nightly's baseline window or drift series."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from bench.measure.measurement import Measurement
+from bench.premerge.plan import BASE, CANDIDATE, order, switches
+from bench.premerge.run import KINDS, SessionCheck, judge_session
+from bench.results.evidence import (
+    accept,
+    membership,
+    record_fingerprint,
+    record_host,
+    series,
+    stored_verdicts,
+    window,
+)
+from bench.results.judge import judge_run
+from bench.results.majority import majority
+from bench.results.thresholds import load_thresholds
+from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, UNCHANGED
+from bench.store.results import ResultStore, open_store
+from tests.nightly_history import Plan, write_history
+
+RNG = np.random.default_rng(3)
+
+
+def test_the_builds_alternate_abba_so_a_host_that_changes_weighs_on_both() -> None:
+    assert order(3) == [BASE, CANDIDATE, CANDIDATE, BASE, BASE, CANDIDATE]
+    assert order(2).count(BASE) == order(2).count(CANDIDATE) == 2
+    assert switches(order(3), same_build=False) == 4 and switches(order(3), same_build=True) == 1
+
+
+def replay(store: ResultStore, kind: str, inference_us: float, session: str = "combat") -> int:
+    """A stored replay of c6-a with an inference P50 around `inference_us` (1% noise)."""
+    run = store.begin_run(kind, session=session)
+    store.add_device(run, "c6-a", "esp32c6")
+    value = inference_us * RNG.lognormal(0.0, 0.01)
+    store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=900),
+                                         Measurement("mem_peak", "B", 118_000.0, samples=40)])  # fmt: skip
+    store.update_device(run, "c6-a", status="ok")
+    store.finish_run(run, "ok")
+    return run
+
+
+def check_of(store: ResultStore, candidate_us: float, runs: int = 3) -> SessionCheck:
+    check = SessionCheck("combat", "combat.mcap")  # type: ignore[arg-type]
+    for side in order(runs):
+        check.runs[side].append(replay(store, KINDS[side], candidate_us if side == CANDIDATE else 1000.0))
+    return check
+
+
+def test_a_slower_candidate_is_a_regression_and_an_unchanged_one_is_not(tmp_path) -> None:
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        slower = check_of(store, 1500.0)
+        verdicts = {v.metric: v for v in judge_session(store, slower, thresholds, ["c6-a"])}
+        assert verdicts["inference_p50"].status == REGRESSION
+        assert verdicts["inference_p50"].reason.startswith("3 of 3 runs worse (median +")
+        assert verdicts["inference_p50"].baseline_runs == tuple(slower.runs[BASE])
+        assert verdicts["memory_peak"].status == UNCHANGED
+        assert stored_verdicts(store, slower.runs[CANDIDATE][-1])  # kept with the last candidate run
+        same = check_of(store, 1000.0)
+        assert all(v.status != REGRESSION for v in judge_session(store, same, thresholds, ["c6-a"]))
+        for run in slower.runs[BASE] + slower.runs[CANDIDATE]:
+            assert membership(store, run) == {}  # no check run joins a baseline
+
+
+def test_check_runs_never_enter_a_nightly_window_or_drift_series(tmp_path) -> None:
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        nights = write_history(store, thresholds, Plan(6), ("c6-a",))
+        check = check_of(store, 5000.0)
+        for run in check.runs[BASE] + check.runs[CANDIDATE]:
+            accept(store, run, "c6-a", True)  # even a check run marked accepted by mistake stays out
+        tonight = replay(store, "replay", 1000.0)
+        base = window(store, "combat", "c6-a", "inference_latency_p50", before=tonight, size=5, pinned=None)
+        assert set(base.run_ids) <= set(nights) and len(base.run_ids) == 5
+        ids, _ = series(store, "combat", "c6-a", "inference_latency_p50", before=tonight, limit=50)
+        assert not set(ids) & set(check.runs[BASE] + check.runs[CANDIDATE])
+        verdict = next(v for v in judge_run(store, tonight, thresholds) if v.metric == "inference_p50")
+        assert verdict.status != SUSPECTED and verdict.baseline_value == pytest.approx(1000.0, rel=0.05)
+
+
+def test_a_majority_decides(tmp_path) -> None:
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        check = check_of(store, 1000.0)
+        base = tuple(check.runs[BASE])
+        runs = [judge_run(store, r, thresholds, window_runs=base) for r in check.runs[CANDIDATE]]
+
+    def with_status(statuses: list[str]) -> list:
+        first = [next(v for v in r if v.metric == "inference_p50") for r in runs]
+        return [[replace(v, status=s)] for v, s in zip(first, statuses, strict=True)]
+
+    assert majority(with_status([SUSPECTED, SUSPECTED, UNCHANGED]))[0].status == SUSPECTED
+    one = majority(with_status([SUSPECTED, UNCHANGED, UNCHANGED]))[0]
+    assert one.status == UNCHANGED and "1 of 3 runs worse: no majority" in one.reason
+    assert majority(with_status([INCONCLUSIVE, INCONCLUSIVE, SUSPECTED]))[0].status == INCONCLUSIVE
+
+
+STARVED = {"host": "vm", "cpu": "x", "cores": 2, "seconds": 40.0, "load_start": 12.0, "load_end": 12.0,
+           "busy_pct": 99.0, "bench_pct": 12.0, "others_pct": 86.0, "steal_pct": 0.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(("clock", "status"), [("real time", INCONCLUSIVE), ("icount", SUSPECTED)])
+def test_a_starved_host_makes_a_suspect_inconclusive_unless_an_icount_guest_counted_it(tmp_path, clock, status):
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        check = check_of(store, 1500.0)
+        for run in check.runs[BASE] + check.runs[CANDIDATE]:
+            record_host(store, run, STARVED)  # as busy during the baseline: only the starved rule can apply
+            record_fingerprint(store, run, "c6-a", {"virtual": True, "clock": clock})
+        (verdict,) = [v for v in judge_run(store, check.runs[CANDIDATE][0], thresholds, window_runs=tuple(
+            check.runs[BASE])) if v.metric == "inference_p50"]  # fmt: skip
+    assert verdict.status == status
+    if status == INCONCLUSIVE:
+        assert "the bench was starved" in verdict.reason
