@@ -114,7 +114,9 @@ class Agent:
 
     def __init__(self, verifier: Verifier, models_dir: str, mem_limit: int = 0, spin_us: int = SPIN_US) -> None:
         self.links = set()
-        self.models = ModelManager(verifier, self.broadcast, mem_limit, on_current=self.remember)
+        self.models = ModelManager(
+            verifier, self.broadcast, mem_limit, on_current=self.remember, on_rolled_back=self.forget
+        )
         self.models_dir = models_dir
         # where a transfer lands until it is verified: beside the models folder, not in it
         self.updates_dir = os.path.join(os.path.dirname(os.path.abspath(models_dir)), "updates")
@@ -337,6 +339,17 @@ class Agent:
             with open(record + ".tmp", "w") as f:
                 json.dump({"path": self.record_path(model.source), "manifest": model.manifest}, f)
             os.replace(record + ".tmp", record)
+
+    def forget(self, model) -> None:
+        """Delete the file of a model the watchdog rolled back when an `update` installed it (a loaded file is the
+        bench's, and stays): a faulty model is not kept on the device."""
+        if (
+            model.source
+            and isinstance(model.manifest.get("version"), int)
+            and model.source == self.update_path(model.manifest)
+        ):
+            with contextlib.suppress(OSError):
+                os.remove(model.source)
 
     def _warm_up(self) -> None:
         """The new model's first inference, under the watchdog, even when no frame loop runs."""

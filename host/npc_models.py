@@ -164,10 +164,11 @@ class ModelManager:
 
     `emit(msg)` sends unsolicited messages (faults). The frame loop and `infer` requests go through `infer`."""
 
-    def __init__(self, verifier, emit, mem_limit: int = 0, on_current=None) -> None:
+    def __init__(self, verifier, emit, mem_limit: int = 0, on_current=None, on_rolled_back=None) -> None:
         self.verifier = verifier
         self.emit = emit
         self.on_current = on_current or (lambda model: None)  # told of every switch and rollback
+        self.on_rolled_back = on_rolled_back or (lambda model: None)  # told of the model a rollback left
         self.mem_limit = mem_limit
         self.interpreter_cls, self.runtime_name = runtime()
         self.current = None
@@ -260,6 +261,7 @@ class ModelManager:
             self.prev = None
             self.on_current(prev)
             cur.release()  # refcounting frees its interpreter and arena here
+            self.on_rolled_back(cur)
             rollback_us = now_us() - t_fault
             self.counts["rollbacks"] += 1
             self.emit(

@@ -89,6 +89,13 @@ def _remove(path):
         pass
 
 
+def update_path(manifest):
+    """Where an update stores a verified model: `models/NAME-VERSION.npcm` (the name reduced to letters, digits,
+    `-` and `_`)."""
+    name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
+    return "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
+
+
 def _type_of(line):
     """The `t` of a protocol line, or None when it is not one or does not decode."""
     if not wire.is_message(line):
@@ -135,7 +142,9 @@ class Link:
         (what came is kept for the next call); b"" at the end of input. Of a line longer than a protocol line
         only its first MAX_LINE + 1 bytes are kept (the decoder answers that with `bad_frame`). One call reads at
         most that many bytes, so a flood without newlines leaves the frame loop its turn between calls."""
-        one, buf, poll, readinto = self.one, self.buf, self.poller.ipoll, self.rx.readinto
+        # ipoll allocates nothing per call; a port whose select has only poll() is served too
+        poll = getattr(self.poller, "ipoll", self.poller.poll)
+        one, buf, readinto = self.one, self.buf, self.rx.readinto
         cap = len(buf) - 1
         n = self.n
         for _ in range(cap):
@@ -199,7 +208,7 @@ class Agent:
     def __init__(self, link, key, key_error=None, mem_limit=0):
         self.link = link
         self.clock = Clock()
-        self.models = Models(key, self.clock, self.send, mem_limit, self.remember)
+        self.models = Models(key, self.clock, self.send, mem_limit, self.remember, self.forget)
         self.warm_up_pending = False
         self.key_error = key_error
         self.features = npcfeat.Features()
@@ -318,8 +327,7 @@ class Agent:
         manifest = npcmanifest.fields(msg["manifest"])
         url = wire.text(msg["url"], "url")
         allow = bool(msg.get("allow_downgrade"))
-        name = "".join(c for c in str(manifest["name"]) if c.isalpha() or c.isdigit() or c in "-_")
-        path = "models/%s-%d.npcm" % (name or "model", int(manifest["version"]))
+        path = update_path(manifest)
         import npccoap  # only when an update comes: it costs heap
 
         timing = npccoap.Timing.from_json(msg.get("coap"))  # a bad field is bad_field before anything else
@@ -450,6 +458,16 @@ class Agent:
             _replace(CURRENT + ".tmp", CURRENT)
         except OSError:
             pass  # a read-only board still runs; it just boots without a model
+
+    def forget(self, model):
+        """Delete the file of a model the watchdog rolled back when an `update` installed it (a loaded file is the
+        bench's, and stays): a faulty model is not kept on flash."""
+        try:
+            installed = model.path == update_path(model.manifest)
+        except (KeyError, TypeError, ValueError):
+            installed = False
+        if installed:
+            _remove(model.path)
 
     def warm_up(self):
         """The new model's first inference, under the watchdog, even when no frame loop runs."""

@@ -74,9 +74,10 @@ class Loaded:
 class Models:
     """Current and previous model, the probation watchdog, and fault reports through `emit(msg)`."""
 
-    def __init__(self, key, clock, emit, mem_limit=0, on_current=None):
+    def __init__(self, key, clock, emit, mem_limit=0, on_current=None, on_rolled_back=None):
         self.key = key
         self.on_current = on_current  # called with the model each time another one becomes current
+        self.on_rolled_back = on_rolled_back  # called with the model a rollback left
         self.mem_limit = mem_limit
         self.clock = clock
         self.emit = emit
@@ -270,6 +271,8 @@ class Models:
             self.current = prev
             self.prev = None
             self._recycle(cur.net)
+            if self.on_rolled_back is not None:
+                self.on_rolled_back(cur)
             cur = cur.version
             gc.collect()
             rollback_us = self.clock.now() - t_fault

@@ -30,6 +30,7 @@ class RelayedSession:
         self.sent_ns: dict[int, int] = session.sent_ns  # shared by every inner session: input send times
         self.dropped_inputs = 0
         self._old_faults: list[dict[str, Any]] = []
+        self._old_refusals: list[dict[str, Any]] = []
         self._start_args: dict[str, Any] | None = None
         self._stopping = False
         self._recovering = False
@@ -55,6 +56,11 @@ class RelayedSession:
     def faults(self) -> list[dict[str, Any]]:
         """`fault` messages from every agent session of the run."""
         return self._old_faults + self.inner.faults
+
+    @property
+    def refusals(self) -> list[dict[str, Any]]:
+        """`error` replies to lines sent without an id (inputs), from every agent session of the run."""
+        return self._old_refusals + self.inner.refusals
 
     # -- requests ----------------------------------------------------------------------------------
 
@@ -136,6 +142,7 @@ class RelayedSession:
         """Close the current session, keeping its faults."""
         await self.inner.close()
         self._old_faults += self.inner.faults
+        self._old_refusals += self.inner.refusals
 
     async def _adopt(self, session: AgentSession) -> None:
         """Carry on with `session`: it shares the input send times, its clock is synced, indices continue."""

@@ -105,6 +105,7 @@ class AgentSession:
         self.console_listeners: list[Callable[[str], None]] = []  # called with each console line as it arrives
         self.faults: list[dict[str, Any]] = []
         self.framing_errors = 0
+        self.refusals: list[dict[str, Any]] = []  # `error` replies no request waited for: lines sent as is (`in`)
         self.last_stats: dict[str, Any] | None = None
         self.last_stopped: dict[str, Any] | None = None
         self.sent_ns: dict[int, int] = {}  # input seq -> bench send time
@@ -419,6 +420,9 @@ class AgentSession:
             self.faults.append(msg)
             self._fault_q.put_nowait(msg)
             self._note(f"[fault] {msg!r}")
+        elif t == "error":  # the agent refused a line the bench sent without an id (an input)
+            self.refusals.append(msg)
+            self._note(f"[bench] the agent refused a line: {msg!r}")
         elif t == "log":
             self._note(f"[{msg.get('level', 'info')}] {msg.get('msg', '')}")
         elif t == "stats":

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.alerts.model import Alert, AlertError
+from bench.store import stored
 from bench.store.results import ResultStore
 
 _COLUMNS = ("id, session, device, metric, kind, state, first_run, last_run, opened_at, state_since, owner, note,"
@@ -50,8 +51,8 @@ def who() -> str:
     return f"{user}@{host}"
 
 
-def _alert(row: tuple) -> Alert:
-    return Alert(*row[:17], data=json.loads(row[17] or "{}"))
+def _alert(row: tuple, store: ResultStore) -> Alert:
+    return Alert(*row[:17], data=stored.json_object(row[17], store.label, "alerts", row[0], "data"))
 
 
 def get(store: ResultStore, alert_id: int) -> Alert:
@@ -59,7 +60,7 @@ def get(store: ResultStore, alert_id: int) -> Alert:
     row = store.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE id = ?", (alert_id,)).fetchone()
     if row is None:
         raise AlertError(f"results store {store.path}: no alert {alert_id}", hint="see `hilbench alerts list`")
-    return _alert(row)
+    return _alert(row, store)
 
 
 def select(store: ResultStore, *, states: Iterable[str] | None = None, device: str | None = None) -> list[Alert]:
@@ -73,7 +74,7 @@ def select(store: ResultStore, *, states: Iterable[str] | None = None, device: s
         where.append("device = ?")
         params.append(device)
     sql = f"SELECT {_COLUMNS} FROM alerts" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
-    return [_alert(r) for r in store.db.execute(sql, params).fetchall()]
+    return [_alert(r, store) for r in store.db.execute(sql, params).fetchall()]
 
 
 def of_key(store: ResultStore, session: str, device: str, metric: str) -> Alert | None:
@@ -82,14 +83,14 @@ def of_key(store: ResultStore, session: str, device: str, metric: str) -> Alert 
         f"SELECT {_COLUMNS} FROM alerts WHERE session = ? AND device = ? AND metric = ? ORDER BY id DESC LIMIT 1",
         (session, device, metric),
     ).fetchone()
-    return _alert(row) if row else None
+    return _alert(row, store) if row else None
 
 
 def of_session(store: ResultStore, session: str) -> list[Alert]:
     """The newest alert of each device and metric of a session."""
     newest: dict[tuple[str, str], Alert] = {}
     for row in store.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE session = ? ORDER BY id", (session,)):
-        a = _alert(row)
+        a = _alert(row, store)
         newest[(a.device, a.metric)] = a
     return list(newest.values())
 

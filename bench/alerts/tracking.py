@@ -3,7 +3,7 @@
 - A bad finding (a confirmed regression, drift or product failure) joins the open alert of its session, device and
   metric; with none, it reopens the newest one when that was fixed within `reopen_nights` nights, else opens a new
   one, untriaged. A new alert whose fingerprint change (a model, firmware, agent bundle or OS image) is the same as
-  an open alert's on another device names that alert as the one it may be downstream of.
+  an untriaged or acknowledged alert's on another device names that alert as the one it may be downstream of.
 - A good finding (the metric back inside the baseline's spread, or the stage passed) counts towards closing the
   open alert: after `fixed_after_nights` in a row it is fixed, by the bench, with that night as the fixing run. An
   invalid alert stays invalid.
@@ -16,7 +16,7 @@ from collections.abc import Iterable
 
 from bench.alerts import table
 from bench.alerts.findings import Finding
-from bench.alerts.model import DRIFT, FIXED, INVALID, OPEN, UNTRIAGED, Alert
+from bench.alerts.model import ACKNOWLEDGED, DRIFT, FIXED, INVALID, OPEN, UNTRIAGED, Alert
 from bench.results.thresholds import AlertRules
 from bench.store.results import UPDATE_RUN_KIND, ResultStore
 
@@ -85,12 +85,13 @@ def _good(store: ResultStore, f: Finding, current: Alert, rules: AlertRules, act
 
 
 def _same_change(store: ResultStore, alert: Alert) -> Alert | None:
-    """The oldest open alert on another device whose step came with the same component change as `alert`'s (the
-    same new model, firmware, agent bundle or OS image), or None."""
+    """The oldest untriaged or acknowledged alert on another device whose step came with the same component change
+    as `alert`'s (the same new model, firmware, agent bundle or OS image), or None."""
     mine = {(k, str(v[1])) for k, v in (alert.data.get("components") or {}).items() if v[1]}
     if not mine:
         return None
-    candidates = [a for a in table.select(store, states=OPEN) if a.device != alert.device and a.of_alert is None]
+    live = table.select(store, states=(UNTRIAGED, ACKNOWLEDGED))  # not one marked invalid or downstream itself
+    candidates = [a for a in live if a.device != alert.device]
     for other in sorted(candidates, key=lambda a: a.id):
         theirs = {(k, str(v[1])) for k, v in (other.data.get("components") or {}).items() if v[1]}
         if mine & theirs:

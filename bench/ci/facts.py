@@ -74,8 +74,9 @@ class Judged:
 
     @property
     def changed(self) -> bool:
-        """Whether it says anything but "unchanged" (or "collecting baseline", which is no verdict yet)."""
-        return self.verdict.status not in (UNCHANGED, COLLECTING)
+        """Whether it moved: a regression, an improvement, one the replay did not reproduce, or one the bench could
+        not tell (inconclusive). Not judging (no data, too few samples, n/a, collecting) is no change."""
+        return self.verdict.status in (REGRESSION, SUSPECTED, IMPROVED, NOT_REPRODUCED, INCONCLUSIVE)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Families (all gauges, no timestamps: the textfile collector refuses them):
 - `hilbench_figure{device,kind,session,metric,clock,unit,run_kind,build}`: each figure of the job's runs;
 - `hilbench_figure_baseline{...}`: the mean of the baseline window a judged figure was held against;
 - `hilbench_regression{...}`: 1 when the judged figure is a regression, else 0;
-- `hilbench_job_exit_code{job}` and `hilbench_job_started_seconds{job}` (Unix time)."""
+- `hilbench_job_exit_code{command}` and `hilbench_job_started_seconds{command}` (Unix time)."""
 
 from __future__ import annotations
 
@@ -57,13 +57,13 @@ class _Job(Collector):
         code = GaugeMetricFamily(
             "hilbench_job_exit_code",
             "the job's exit code (0 pass, 1 regression or failure, 2 usage, 3 infrastructure)",
-            labels=["job"],
+            labels=["command"],
         )
         code.add_metric(job, float(self.report.exit_code))
         yield code
         if self.report.started is not None:
             started = GaugeMetricFamily(
-                "hilbench_job_started_seconds", "when the job started (Unix time)", labels=["job"]
+                "hilbench_job_started_seconds", "when the job started (Unix time)", labels=["command"]
             )
             started.add_metric(job, self.report.started.timestamp())
             yield started

@@ -12,17 +12,19 @@ from pathlib import Path
 
 from bench.ci.facts import CiReport, Judged
 from bench.core.units import figure
-from bench.results.verdict import IMPROVED, INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
+from bench.results.verdict import IMPROVED, INCONCLUSIVE, NOT_REPRODUCED, REGRESSION, UNCHANGED
 
 COMMENT_LIMIT = 65_535  # characters in a GitHub pull request comment
 STEP_LIMIT = 1024 * 1024  # bytes of one GitHub Actions step summary
-MARK = {
-    REGRESSION: "❌ regression",
-    IMPROVED: "✅ improved",
-    INCONCLUSIVE: "⚠️ inconclusive",
-    NOT_REPRODUCED: "➖ not reproduced",
+# plain words, bold where the job fails: they read the same in any renderer and font (no emoji glyph needed)
+MARK = {REGRESSION: "**regression**", IMPROVED: "improved", INCONCLUSIVE: "*inconclusive*",
+        NOT_REPRODUCED: "not reproduced"}  # fmt: skip
+EXIT_WORDS = {
+    0: "pass",
+    1: "**FAILED**: regression or failure",
+    2: "**usage error**",
+    3: "**bench infrastructure failed**",
 }
-EXIT_WORDS = {0: "✅ pass", 1: "❌ regression or failure", 2: "⚠️ usage error", 3: "⚠️ bench infrastructure failed"}
 _RESERVE = 400  # room kept for the closing lines and the note on what was left out
 
 
@@ -88,8 +90,9 @@ def summary_markdown(report: CiReport, *, limit: int = COMMENT_LIMIT, base_url: 
         for j in changed:
             out.add(f"- **{cell(j.verdict.device)} {cell(j.verdict.title)}**: {cell(j.verdict.reason)}")
     else:
-        judged = sum(1 for j in report.judged if j.verdict.status != "collecting baseline")
-        out.add(f"None: {judged} judged figure(s) unchanged." if report.judged else "Nothing was judged.")
+        judged = sum(1 for j in report.judged if j.verdict.status in (UNCHANGED, IMPROVED))
+        out.add(f"None: {judged} judged figure(s) unchanged; the others not judged (see below)." if judged
+                else "Nothing was judged yet (see below).")  # fmt: skip
     out.add("")
     if report.alerts:
         out.add(

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from bench.ci.write import CiFiles
+from bench.ci.files import CiFiles
 from bench.commands.values import seconds
 from bench.config.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet, one_board_fleet
 from bench.core.console import err, note

@@ -15,6 +15,7 @@ from bench.commands.report import run_id_arg
 from bench.config.fleet import find_fleet, load_fleet
 from bench.core.console import compact_table, emit_json, out
 from bench.core.errors import ConfigError
+from bench.core.units import figure
 from bench.results.thresholds import load_thresholds
 from bench.store.results import DEFAULT_STORE, ResultStore, open_store
 
@@ -196,7 +197,7 @@ def _baseline(a: Alert) -> str:
     base, value, unit = a.data.get("baseline_value"), a.data.get("value"), a.data.get("unit", "")
     if base is None or value is None:
         return ""
-    return f": {base:.4g} -> {value:.4g} {unit}".rstrip()
+    return f": {figure(base, unit)} -> {figure(value, unit)}"
 
 
 def _changed(args: argparse.Namespace, change) -> int:

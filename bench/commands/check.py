@@ -40,7 +40,7 @@ from bench.premerge.plan import Estimate, order, switches
 from bench.premerge.run import CheckOptions, CheckResult, run_check
 from bench.replay.session import read_session
 from bench.results.thresholds import load_thresholds
-from bench.results.verdict import COLLECTING, UNCHANGED
+from bench.results.verdict import COLLECTING, INCONCLUSIVE, UNCHANGED
 from bench.store.results import DEFAULT_STORE, open_store
 
 DEFAULT_RUNS = 3
@@ -212,4 +212,6 @@ def _print(result: CheckResult) -> None:
     timing.add_row("total", f"{sum(s for _, s in result.timings):.1f}")
     out.print(timing)
     words = {0: "pass", 1: "REGRESSION (or the candidate failed)", 3: "the bench failed"}
-    out.print(f"exit {result.exit_code}: {words.get(result.exit_code, '')}", highlight=False)
+    busy = sorted({f"{v.device} {v.metric}" for v in result.verdicts if v.status == INCONCLUSIVE})
+    tail = f" (inconclusive: {', '.join(busy)}; re-run on a quieter host)" if busy and result.exit_code == 0 else ""
+    out.print(f"exit {result.exit_code}: {words.get(result.exit_code, '')}{tail}", highlight=False)

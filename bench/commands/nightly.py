@@ -7,6 +7,7 @@ import asyncio
 import json
 from pathlib import Path
 
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -216,10 +217,10 @@ def _print_runs(result: NightlyResult) -> None:
         if run.regressions:
             verdict = f"[red]{len(run.regressions)} regression(s)[/red]"
         elif outcome == "pass":
-            verdict = "[green]no regression[/green]" + (f"; {run.note}" if run.note else "")
+            verdict = "[green]no regression[/green]" + (f"; {escape(run.note)}" if run.note else "")
         else:  # nothing was judged: saying "no regression" would claim a check that did not happen
-            verdict = f"not judged ({run.note or outcome})"
-        out.print(f"session {run.session} (run {run.run_id}): {verdict}")
+            verdict = f"not judged ({escape(run.note or outcome)})"
+        out.print(f"session {escape(str(run.session))} (run {run.run_id}): {verdict}", highlight=False)
         for v in run.regressions:
             out.print(f"  REGRESSION {v.device} {v.title}: {v.reason}", highlight=False)
         causes = result.confirmations[run.session].causes if run.session in result.confirmations else {}

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from bench.bundles import trust
@@ -96,9 +97,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         for r in result.devices:
             outcome = r.outcome
             if outcome.cls != FailureClass.PASS:
-                out.print(f"[yellow]{r.device.name}[/yellow]: {outcome.label}", highlight=False)
-            elif r.detail:
-                out.print(f"[yellow]{r.device.name}[/yellow]: {r.detail}")
+                out.print(f"[yellow]{escape(r.device.name)}[/yellow]: {escape(outcome.label)}", highlight=False)
+            elif r.detail:  # what an agent said: its text is neither markup nor highlighted
+                out.print(f"[yellow]{escape(r.device.name)}[/yellow]: {escape(r.detail)}", highlight=False)
         out.print(f"run {result.run_id} stored in {store.path}")
     return exit_code(result)
 

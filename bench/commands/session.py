@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.text import Text
+
 from bench.commands.values import float_in, int_in
 from bench.core.console import compact_table, emit_json, out
 from bench.core.errors import ConfigError, ExitCode
@@ -48,10 +50,10 @@ def cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(info.to_dict())
         return ExitCode.OK
-    out.print(
-        f"[bold]{info.path}[/bold]  session {info.session_id}  scenario {info.scenario or '-'}  "
-        f"{info.duration_s:.2f} s  {info.messages} messages"
-    )
+    head = Text(info.path, style="bold")  # the file's own text: no markup, no highlighting (quadratic in rich)
+    head.append(f"  session {info.session_id}  scenario {info.scenario or '-'}  ")
+    head.append(f"{info.duration_s:.2f} s  {info.messages} messages")
+    out.print(head, highlight=False)
     table = compact_table(caption="Hz: nominal, measured; max Δt: longest interval")
     for col in ("channel", "msgs", "Hz", "real Hz", "first s", "last s", "max Δt ms", "gaps"):
         table.add_column(col, justify="left" if col == "channel" else "right", no_wrap=col != "gaps")

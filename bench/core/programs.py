@@ -19,7 +19,7 @@ from pathlib import Path
 MANIFEST = Path(__file__).with_name("programs.toml")
 PIP = "pip"  # `debian` value of a program the venv installs
 _VERSION_RE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)")  # "7.2.22", "v20.20.2"; not the 2 of mke2fs
-_KEYS = {"program", "also", "debian", "min_version", "version_args", "needed_by", "paths", "setup", "why"}
+_KEYS = {"program", "also", "debian", "min_version", "version_args", "needed_by", "paths", "setup", "file", "why"}
 
 
 class ManifestError(ValueError):
@@ -39,6 +39,7 @@ class Program:
     version_args: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
     setup: bool = True
+    file: bool = False  # a file the package installs (a library's), looked for in `paths` only
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -53,9 +54,10 @@ class Program:
         return f"apt-get install -y {self.debian}"
 
     def find(self, path: str | None = None) -> str | None:
-        """Where it is on this host: `path` (default $PATH, then the venv's bin folder), then `paths`."""
+        """Where it is on this host: `path` (default $PATH, then the venv's bin folder), then `paths`; a `file`
+        entry in `paths` only, and need not be executable."""
         search = path if path is not None else os.pathsep.join([os.environ.get("PATH", ""), _venv_bin()])
-        for name in self.names:
+        for name in () if self.file else self.names:
             found = shutil.which(name, path=search)
             if found:
                 return found
@@ -63,7 +65,7 @@ class Program:
             for folder in sorted(glob.glob(pattern), reverse=True):
                 for name in self.names:
                     candidate = Path(folder) / name
-                    if candidate.is_file() and os.access(candidate, os.X_OK):
+                    if candidate.is_file() and (self.file or os.access(candidate, os.X_OK)):
                         return str(candidate)
         return None
 
@@ -123,7 +125,10 @@ def parse_manifest(data: dict, source: Path = MANIFEST) -> tuple[Program, ...]:
             version_args=_strings(entry, "version_args", where),
             paths=_strings(entry, "paths", where),
             setup=bool(entry.get("setup", True)),
+            file=bool(entry.get("file", False)),
         )
+        if program.file and not program.paths:
+            raise ManifestError(f"{where}: a `file` entry needs `paths` (where the package puts it)")
         if program.min_version and not program.version_args:
             raise ManifestError(f"{where}: `min_version` needs `version_args` (how to read the version)")
         for name in program.names:

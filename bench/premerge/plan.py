@@ -10,8 +10,11 @@ import itertools
 from dataclasses import dataclass
 
 BASE, CANDIDATE = "baseline", "candidate"
-REPLAY_OVERHEAD_S = 15.0  # agent start, clock sync and storing the figures, per replay (virtual fleet, shared host)
-DEPLOY_S = 20.0  # one switch of build on the slowest virtual board (model converted, signed, copied, agent back)
+# agent start, clock sync, the cold starts of first-frame time and storing the figures, per replay: 16-21 s on pi5-1's
+# guest with others using a quarter of the host (the check's own timing table), several times that on a host others
+# keep 85% busy
+REPLAY_OVERHEAD_S = 20.0
+DEPLOY_S = 15.0  # one switch of build on pi5-1's guest (model signed and copied, OS checked): 5-15 s measured so
 
 
 def order(runs: int) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,7 @@ class ChannelSpec:
         if self.encoding == "f32le":
             if len(value) != self.floats:
                 raise PayloadError(f"{self.name} message must have {self.floats} values, got {len(value)}")
+            _check_finite(value)
             return struct.pack(f"<{self.floats}f", *value)
         check_event(value)
         return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
@@ -79,15 +81,35 @@ class ChannelSpec:
         if self.encoding == "f32le":
             if len(payload) != 4 * self.floats:
                 raise PayloadError(f"{self.name} payload has {len(payload)} bytes, expected {4 * self.floats}")
-            return struct.unpack(f"<{self.floats}f", payload)
+            return _check_finite(struct.unpack(f"<{self.floats}f", payload))
         if len(payload) > EVENT_MAX_BYTES:
             raise PayloadError(f"{len(payload)} bytes, over the {EVENT_MAX_BYTES}-byte limit (one protocol line)")
         try:
-            value = json.loads(payload)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            value = json.loads(payload, parse_constant=_no_constant, parse_float=_finite_float)
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, NaN/Infinity, 1e400, nested too deep
             raise PayloadError(f"not JSON: {exc}") from None
         check_event(value)
         return value
+
+
+def _check_finite(values: Any) -> Any:
+    """`values`, or PayloadError naming the first NaN or infinite one (the wire protocol carries finite numbers
+    only: a sensor dropout is a missing message, or the channel's own "no data" value such as confidence 0)."""
+    for n, v in enumerate(values):
+        if not math.isfinite(v):
+            raise PayloadError(f"value {n} is {v!r}: NaN and infinity are not replayed (record a dropout as a gap)")
+    return values
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number (NaN and infinity are not replayed)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is out of range for a number")
+    return value
 
 
 def check_event(value: Any) -> None:
@@ -104,6 +126,7 @@ def check_event(value: Any) -> None:
     ctx = value["context"]
     if not isinstance(ctx, dict) or not all(isinstance(ctx.get(k), int | float) for k in ("hp_ratio", "aggro_level")):
         raise PayloadError("event field 'context' must hold numbers 'hp_ratio' and 'aggro_level'")
+    _check_finite([ctx["hp_ratio"], ctx["aggro_level"]])
 
 
 CHANNELS: dict[str, ChannelSpec] = {

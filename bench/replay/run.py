@@ -324,6 +324,13 @@ class ReplayRun:
             await self._cold_starts(run)
         if run.track is not None and run.track.failed:  # the link stopped taking inputs
             run.fail(f"link lost: {run.track.failed}", FailureClass.INFRASTRUCTURE)
+        refused = getattr(session, "refusals", [])
+        if run.status == "running" and refused:  # the bench sends valid lines only: refusing them is the product's
+            first = refused[0]
+            run.fail(
+                f"the agent refused {len(refused)} input line(s), first {first.get('code')}: {first.get('detail', '')}",
+                FailureClass.PRODUCT,
+            )
         if run.status == "running":
             run.status = "ok"
 

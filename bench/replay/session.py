@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcap.exceptions import RecordLengthLimitExceeded
+from mcap.exceptions import EndOfFile, RecordLengthLimitExceeded
 from mcap.reader import make_reader
 from mcap.records import Chunk
 from mcap.stream_reader import StreamReader
@@ -24,6 +26,8 @@ FORMAT_VERSION = "1"
 LIBRARY = "npc-hil-bench session writer 1"  # fixed, so a file's bytes do not depend on the mcap version
 CHUNK_LIMIT = 64 * 1024 * 1024
 """The largest MCAP record (a chunk, inflated or not) a session may hold; the writer's chunks are 256 KiB."""
+MAX_LABEL = 200
+"""The longest session id or scenario name (printable characters only)."""
 MAX_GAP_S = 60.0
 """The longest silence between two messages of a session; a longer one is refused (a replay would wait it)."""
 
@@ -145,18 +149,38 @@ def read_session(path: str | Path, *, max_gap_s: float = MAX_GAP_S) -> Session:
             messages = _read_messages(reader, path)
         except SessionError:
             raise
-        except Exception as exc:  # McapError (CRC), EOFError, zstd/lz4 errors, struct.error: the bytes are bad
+        except (EndOfFile, EOFError):
             raise SessionTruncated(
-                f"{path}: the file is cut short or corrupt ({type(exc).__name__}: {exc})",
+                f"{path}: the file ends early (at {path.stat().st_size} bytes, inside a record)",
                 hint="the recorder probably stopped mid-write; record the session again",
+                file=str(path),
+            ) from None
+        except Exception as exc:  # McapError (CRC), zstd/lz4 errors, struct.error: the bytes are bad
+            raise SessionTruncated(
+                f"{path}: the file is corrupt: its bytes changed after they were written ({type(exc).__name__}:"
+                f" {str(exc)[:120]})",
+                hint="copy the session again from where it was recorded, or record it again",
+                file=str(path),
             ) from None
     if not messages:
         raise BadSessionMessage(f"{path}: the session holds no messages")
     _check_gaps(messages, path, max_gap_s)
-    session_id = meta.pop("id", path.stem)
-    scenario = meta.pop("scenario", "")
+    session_id = _label(meta.pop("id", path.stem), "session id", path)
+    scenario = _label(meta.pop("scenario", ""), "scenario", path)
     meta.pop("format_version", None)
     return Session(session_id=session_id, scenario=scenario, messages=messages, meta=meta, path=path)
+
+
+def _label(text: str, what: str, path: Path) -> str:
+    """`text` (a session id or scenario: it is shown, stored and put in reports) when it is at most MAX_LABEL
+    printable characters; a BadSessionMessage saying what is wrong otherwise."""
+    if len(text) > MAX_LABEL:
+        raise BadSessionMessage(f"{path}: the {what} is {len(text)} characters, over the {MAX_LABEL}-character limit",
+                                hint="record the session again", file=str(path))  # fmt: skip
+    if not text.isprintable():
+        raise BadSessionMessage(f"{path}: the {what} {text[:40]!r} holds control characters",
+                                hint="record the session again", file=str(path))  # fmt: skip
+    return text
 
 
 def _check_record_sizes(fh: Any, path: Path) -> None:
@@ -171,7 +195,15 @@ def _check_record_sizes(fh: Any, path: Path) -> None:
                     " limit for a session chunk",
                     hint="an event this large cannot be replayed; record the session again",
                 )
-    except RecordLengthLimitExceeded:
+    except RecordLengthLimitExceeded as exc:
+        claimed = int(re.search(r"length (\d+)", str(exc))[1]) if re.search(r"length (\d+)", str(exc)) else 0
+        size = os.fstat(fh.fileno()).st_size
+        if claimed > size:  # a damaged length field, not a record that exists
+            raise SessionTruncated(
+                f"{path}: the file is corrupt: a record's length field says {claimed} bytes, the file has {size}",
+                hint="copy the session again from where it was recorded, or record it again",
+                file=str(path),
+            ) from None
         raise BadSessionMessage(
             f"{path}: a record is over the {CHUNK_LIMIT >> 20} MiB limit for a session record",
             hint="an event this large cannot be replayed; record the session again",

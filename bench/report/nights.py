@@ -4,7 +4,6 @@ of nights renders in well under a second (tests/bench/bench_history_page.py)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from bench.alerts import Alert, table
@@ -12,6 +11,7 @@ from bench.alerts.model import FIXED
 from bench.bundles.fingerprint import changes
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REGRESSION
+from bench.store import stored
 from bench.store.results import ResultStore
 
 HISTORY_NIGHTS = 60  # nights a cell of the history page shows
@@ -102,7 +102,8 @@ def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list
     for run_id, device, metric, data in db.execute(
         f"SELECT run_id, device, metric, data FROM verdicts WHERE run_id IN ({marks})", ids
     ):
-        verdicts[(run_id, device, metric)] = json.loads(data)
+        where = f"({run_id}, {device!r}, {metric!r})"
+        verdicts[(run_id, device, metric)] = stored.json_object(data, store.label, "verdicts", where, "data")
     failures: dict[str, dict[int, str]] = {}
     devices: set[str] = set()
     for run_id, device, status, detail in db.execute(
@@ -115,7 +116,8 @@ def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list
     for run_id, device, data in db.execute(
         f"SELECT run_id, device, data FROM fingerprints WHERE run_id IN ({marks}) ORDER BY run_id", ids
     ):
-        prints.setdefault(device, {})[run_id] = json.loads(data)
+        where = f"({run_id}, {device!r})"
+        prints.setdefault(device, {})[run_id] = stored.json_object(data, store.label, "fingerprints", where, "data")
     changed = {device: _changes(by_run) for device, by_run in prints.items()}
     newest = {(a.device, a.metric): a for a in table.of_session(store, session)}
     cells: dict[tuple[str, str], Cell] = {}

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from bench.results.verdict import Verdict, Window
+from bench.store import stored
 from bench.store.results import ResultStore
 
 HISTORY_RUNS = 20  # accepted runs whose spread a verdict may use when it is wider than the window's
@@ -27,7 +28,7 @@ def record_host(store: ResultStore, run_id: int, noise: dict[str, Any]) -> None:
 def host_of(store: ResultStore, run_id: int) -> dict[str, Any] | None:
     """The stored host noise of a run, or None."""
     row = store.db.execute("SELECT data FROM run_host WHERE run_id = ?", (run_id,)).fetchone()
-    return json.loads(row[0]) if row else None
+    return stored.json_object(row[0], store.label, "run_host", run_id, "data") if row else None
 
 
 def record_fingerprint(store: ResultStore, run_id: int, device: str, fingerprint: dict[str, Any]) -> None:
@@ -38,7 +39,10 @@ def record_fingerprint(store: ResultStore, run_id: int, device: str, fingerprint
 def fingerprints(store: ResultStore, run_id: int) -> dict[str, dict[str, Any]]:
     """device -> fingerprint of a run."""
     rows = store.db.execute("SELECT device, data FROM fingerprints WHERE run_id = ?", (run_id,))
-    return {device: json.loads(data) for device, data in rows.fetchall()}
+    return {
+        device: stored.json_object(data, store.label, "fingerprints", f"({run_id}, {device!r})", "data")
+        for device, data in rows.fetchall()
+    }
 
 
 def record_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict]) -> None:
@@ -49,12 +53,22 @@ def record_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict]) ->
 
 def stored_verdicts(store: ResultStore, run_id: int) -> list[Verdict]:
     """The verdicts recorded for a run (empty when it was never judged)."""
-    rows = store.db.execute("SELECT data FROM verdicts WHERE run_id = ? ORDER BY device, metric", (run_id,))
+    rows = store.db.execute(
+        "SELECT device, metric, data FROM verdicts WHERE run_id = ? ORDER BY device, metric", (run_id,)
+    )
     out = []
-    for (data,) in rows.fetchall():
-        fields = json.loads(data)
-        fields["baseline_runs"] = tuple(fields.get("baseline_runs") or ())
-        out.append(Verdict(**fields))
+    for device, metric, data in rows.fetchall():
+        where = f"({run_id}, {device!r}, {metric!r})"
+        fields = stored.json_object(data, store.label, "verdicts", where, "data")
+        try:
+            fields["baseline_runs"] = tuple(fields.get("baseline_runs") or ())
+            out.append(Verdict(**fields))
+        except TypeError as exc:
+            raise stored.DamagedStore(
+                f"results store {store.label}: table verdicts, row {where}, field data: not a verdict ({exc})",
+                file=str(store.label),
+                field="verdicts.data",
+            ) from None
     return out
 
 

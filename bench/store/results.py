@@ -28,6 +28,7 @@ from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame, FrameLike
+from bench.store import stored
 from bench.store.dialect import (
     PostgresConnection,
     connect_sqlite,
@@ -94,6 +95,9 @@ class MeasurementRow:
     description: str
 
 
+_REALS = ("value", "low", "high", "marginal_low", "marginal_high")  # the REAL columns of a measurement
+
+
 def _redacted(url: str) -> str:
     """A URL without its password, for messages."""
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
@@ -153,7 +157,8 @@ class ResultStore:
                 f"results store {_redacted(str(path))}: cannot open: {str(exc).strip()}",
                 hint="check the URL (--results or [bench] results) and that the PostgreSQL server runs",
             ) from None
-        version = int(self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = stored.integer(row[0] if row else None, self.label, "meta", "'schema_version'", "value", low=1)
         if version > SCHEMA_VERSION:
             raise ConfigError(
                 f"results store {path}: schema version {version}, this bench writes {SCHEMA_VERSION}",
@@ -178,8 +183,9 @@ class ResultStore:
         host = socket.gethostname()
         closed = []
         for run_id, summary in self.db.execute("SELECT id, summary FROM runs WHERE status = 'running'").fetchall():
-            owner = json.loads(summary or "{}").get("owner") or {}
-            if owner.get("host") != host or process_start(int(owner.get("pid", 0))) == owner.get("pid_start"):
+            owner = stored.json_object(summary, self.label, "runs", run_id, "summary").get("owner") or {}
+            pid = owner.get("pid") if isinstance(owner, dict) else None
+            if not isinstance(pid, int) or owner.get("host") != host or process_start(pid) == owner.get("pid_start"):
                 continue
             self.db.execute(
                 "UPDATE runs SET status = 'interrupted', finished_at = ?, summary = ? WHERE id = ? AND status = ?",
@@ -191,6 +197,11 @@ class ResultStore:
             self._pack_frames(run_id)
             closed.append(int(run_id))
         return closed
+
+    @property
+    def label(self) -> str:
+        """The store as error messages name it (a PostgreSQL URL without its password)."""
+        return _redacted(str(self.path)) if isinstance(self.path, str) else str(self.path)
 
     @property
     def local_dir(self) -> Path | None:
@@ -272,7 +283,8 @@ class ResultStore:
     ) -> None:
         """Set a device's status/detail and merge `info` keys into its info."""
         row = self.db.execute("SELECT info FROM devices WHERE run_id = ? AND name = ?", (run_id, name)).fetchone()
-        merged = {**json.loads(row[0]), **info} if row else info
+        where = f"({run_id}, {name!r})"
+        merged = {**stored.json_object(row[0], self.label, "devices", where, "info"), **info} if row else info
         self.db.execute(
             "UPDATE devices SET status = COALESCE(?, status), detail = COALESCE(?, detail), info = ?"
             " WHERE run_id = ? AND name = ?",
@@ -425,13 +437,30 @@ class ResultStore:
     def devices(self, run_id: int) -> list[DeviceRow]:
         """The devices of a run, by name."""
         rows = self.db.execute("SELECT * FROM devices WHERE run_id = ? ORDER BY name", (run_id,))
-        return [DeviceRow(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+        return [
+            DeviceRow(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                stored.json_object(r[5], self.label, "devices", f"({r[0]}, {r[1]!r})", "info"),
+            )
+            for r in rows
+        ]
 
     def measurements(self, run_id: int, device: str | None = None) -> list[MeasurementRow]:
         """Measurements of a run (one device's, or all), by device then name."""
         sql = "SELECT * FROM measurements WHERE run_id = ?" + (" AND device = ?" if device else "")
         rows = self.db.execute(sql + " ORDER BY device, name", (run_id, device) if device else (run_id,))
-        return [MeasurementRow(*r[:11], tuple(f for f in r[11].split(",") if f), r[12] or _rule(r[2])) for r in rows]
+        return [self._measurement(r) for r in rows]
+
+    def _measurement(self, r: tuple) -> MeasurementRow:
+        where = f"({r[0]}, {r[1]!r}, {r[2]!r})"
+        numbers = [stored.number(v, self.label, "measurements", where, f) for v, f in zip(r[4:9], _REALS, strict=True)]
+        samples = None if r[10] is None else stored.integer(r[10], self.label, "measurements", where, "samples")
+        flags = tuple(f for f in str(r[11] or "").split(",") if f)
+        return MeasurementRow(r[0], r[1], r[2], r[3], *numbers, r[9], samples, flags, r[12] or _rule(r[2]))
 
     def history(self, name: str, device: str, *, limit: int = 30) -> list[tuple[int, str, float | None]]:
         """(run id, started_at, value) of measurement `name` on `device` over the latest runs, oldest first."""
@@ -447,7 +476,20 @@ class ResultStore:
         rows = self.db.execute(
             "SELECT name, unit, encoded FROM histograms WHERE run_id = ? AND device = ?", (run_id, device)
         )
-        return {name: Histogram.decode(name, unit, encoded) for name, unit, encoded in rows}
+        out = {}
+        for name, unit, encoded in rows:
+            try:
+                out[name] = Histogram.decode(name, unit, encoded)
+            except Exception as exc:  # hdrh raises its own classes, ValueError, zlib.error, TypeError
+                where = f"({run_id}, {device!r}, {name!r})"
+                raise stored.DamagedStore(
+                    f"results store {self.label}: table histograms, row {where}, field encoded: cannot decode "
+                    f"({type(exc).__name__}: {str(exc)[:60]})",
+                    hint="the store was changed outside the bench: restore it from a backup, or delete that row",
+                    file=self.label,
+                    field="histograms.encoded",
+                ) from None
+        return out
 
     def telemetry(self, run_id: int, device: str) -> list[tuple[str, str, int, float]]:
         """Telemetry values of `device` as (name, unit, t_ns, value), by name then time."""
@@ -552,6 +594,8 @@ class ResultStore:
         ).fetchone()
         return dict(zip(("offset_ns", "drift_ppm", "ref_ns", "uncertainty_ns"), row, strict=True)) if row else None
 
-    @staticmethod
-    def _run(r: tuple) -> RunRow:
-        return RunRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], json.loads(r[9]), json.loads(r[10]))
+    def _run(self, r: tuple) -> RunRow:
+        config = stored.json_object(r[9], self.label, "runs", r[0], "config")
+        summary = stored.json_object(r[10], self.label, "runs", r[0], "summary")
+        speed = stored.number(r[7], self.label, "runs", r[0], "speed")
+        return RunRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], speed, r[8], config, summary)

@@ -33,7 +33,8 @@ import numpy as np
 import pytest
 
 from bench.ci.facts import CiReport, Figure, figure_clock
-from bench.ci.write import CiFiles, write_ci_files
+from bench.ci.files import CiFiles
+from bench.ci.write import write_ci_files
 from bench.config.fleet import Device
 from bench.energy.meters import meter_for
 from bench.energy.protocol import Meter, PowerSample

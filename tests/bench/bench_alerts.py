@@ -15,6 +15,13 @@ NightlyResult.exit_code), and triage through the `hilbench alerts` CLI as a user
    `hilbench alerts downstream` marks it so (only the root fails the night).
 
 Each step prints what happened next to what it should be, and the script exits 1 if any step is not met.
+
+With --real DEVICES it runs real nightlies instead (`hilbench nightly` on the bundled virtual fleet with its Linux
+boards as loopback stand-ins, update and fault stages skipped, from a scratch copy of the checkout, as
+tests/bench/bench_verdicts.py does): six unchanged nights, then the agents hold ~13% more memory (a new agent
+bundle) for three nights, acknowledged after the first two, then the agents as they were for
+`fixed_after_nights` nights. Each night prints its exit code and alerts; `hilbench alerts show` prints the
+alert as a real nightly filled it in (the fingerprint change, the attribution, the bisect command).
 """
 
 from __future__ import annotations
@@ -91,13 +98,81 @@ def _v(sha: str) -> str:
     return {V1: "v1", V2: "v2", V3: "v3"}[sha]
 
 
+def real_history(out: Path, devices: list[str], duration: float) -> list[tuple[str, bool, str]]:
+    """Real nightlies on the virtual fleet: a memory step that opens an alert, is acknowledged and is fixed."""
+    import bench_verdicts as bv  # its scratch copy, fleet, night and injection helpers
+
+    repo = bv.scratch_copy(out)
+    os.environ.setdefault("HILBENCH_LEASE_DIR", str(out / "leases"))
+    os.environ["HILBENCH_STATE_DIR"] = str(out / "state")
+    synth = bv.hilbench(repo, "session", "synth", "--scenario", "combat", "--duration", str(duration),
+                        "--out", str(out / "sessions"))  # fmt: skip
+    if synth.returncode:
+        raise SystemExit(synth.stderr)
+    (session,) = (out / "sessions").glob("*.mcap")
+    store, reports, fleet = out / "results.sqlite", out / "reports", bv.realtime_fleet(repo)
+    checks: list[tuple[str, bool, str]] = []
+
+    def night(label: str) -> tuple[dict, list]:
+        result = bv.night(repo, label, devices, session, store, reports, fleet)
+        with open_store(store) as db:
+            found = night_alerts(db, [result["run"]], RULES.alerts)
+        words = [f"new #{a.id} {a.device} {a.title}" for a in found.new]
+        words += [f"known #{a.id} {a.state}" for a in found.known] + [f"fixed #{a.id}" for a in found.fixed]
+        print(f"{label:<14} run {result['run']:>3} exit {result['exit']} ({result['seconds']:.0f} s)  "
+              f"{', '.join(words) or '-'}", flush=True)  # fmt: skip
+        return result, [*found.new, *found.known, *found.fixed]
+
+    def cli(*args: str) -> None:
+        done = bv.hilbench(repo, "alerts", *args, "--results", str(store))
+        lines = (done.stdout + done.stderr).splitlines()
+        print(f"$ hilbench alerts {shlex.join(args)}\n" + "".join(f"  {x}\n" for x in lines), end="")
+
+    for k in range(1, 7):
+        night(f"unchanged-{k}")
+    originals = {name: (repo / name).read_text() for name in (bv.HOST_AGENT, bv.MPY_AGENT)}
+    print("injected:", bv.inject_memory(repo, store, devices))
+    first, opened = night("memory+13%")
+    ids = sorted({a.id for a in opened})
+    checks.append(("a real step opens an alert per device and metric, and the night fails",
+                   bool(ids) and first["exit"] == 1, f"alerts {ids}, exit {first['exit']}"))  # fmt: skip
+    for i in ids:
+        cli("show", str(i))
+    second, joined = night("memory+13% (2)")
+    checks.append(("the next night joins them", sorted({a.id for a in joined}) == ids and second["exit"] == 1,
+                   f"alerts {sorted({a.id for a in joined})}, exit {second['exit']}"))  # fmt: skip
+    for i in ids:
+        cli("ack", str(i), "--owner", "maria", "--note", "agent ballast; reverting")
+    third, _ = night("memory+13% (3)")
+    checks.append(("acknowledged, the night passes", third["exit"] == 0, f"exit {third['exit']}"))
+    for name, text in originals.items():
+        (repo / name).write_text(text)
+    for k in range(1, RULES.alerts.fixed_after_nights + 1):
+        night(f"reverted-{k}")
+    with open_store(store) as db:
+        states = {i: table.get(db, i).state for i in ids}
+    checks.append((f"fixed after {RULES.alerts.fixed_after_nights} nights", set(states.values()) == {"fixed"},
+                   str(states)))  # fmt: skip
+    cli("list", "--all")
+    for what, ok, seen in checks:
+        print(f"  -> {'met' if ok else 'NOT MET'}: {what} ({seen})")
+    return checks
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", help="work folder (default: a temporary one, kept)")
     p.add_argument("--json", action="store_true", help="also print the checks as JSON")
+    p.add_argument("--real", metavar="DEVICES", help="real nightlies on these virtual devices (e.g. pi5-1,c6-a)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds of the synthetic session (--real)")
     args = p.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-alerts-"))
     out.mkdir(parents=True, exist_ok=True)
+    if args.real:
+        checks = real_history(out, args.real.split(","), args.duration)
+        if args.json:
+            print(json.dumps([{"step": w, "met": ok, "seen": seen} for w, ok, seen in checks], indent=2))
+        return 0 if all(ok for _, ok, _ in checks) else 1
     path = out / "results.sqlite"
     path.unlink(missing_ok=True)
     k = RULES.alerts.fixed_after_nights

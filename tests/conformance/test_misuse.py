@@ -167,3 +167,22 @@ def test_the_web_agent_reads_no_storage_file_outside_models(tmp_path, path: str)
 
     err = agent.run(body)
     assert err.code == "refused" and "models folder" in err.detail, err.detail
+
+
+def test_a_fifo_in_the_models_folder_is_refused_not_waited_on(agent) -> None:
+    """`load` of a FIFO (nobody writes to it) is refused at once as no regular file, and the agent answers on;
+    before, the host and MicroPython agents blocked in open() for good."""
+    import os
+
+    _, manifest = agent.deploy("npc-policy-int8-v2", 2)
+    os.mkfifo(agent.models_dir / "fifo.bin")
+
+    async def body(s: AgentSession):
+        t0 = time.monotonic()
+        with pytest.raises(AgentError) as err:
+            await s.load("fifo.bin", manifest, timeout=20)
+        return err.value, time.monotonic() - t0, s.faults, await s.hello()
+
+    err, took, faults, hello = agent.run(body)
+    assert err.code == "refused" and faults[-1]["kind"] == "parse", (err.reply, faults)
+    assert took < 10 and hello["model"]["version"] == 1

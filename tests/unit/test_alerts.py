@@ -206,3 +206,23 @@ def test_a_product_failure_opens_an_alert_that_passing_nights_fix(tmp_path: Path
         for _ in range(RULES.alerts.fixed_after_nights):
             night(PASS, PASS)
         assert {a.state for a in table.select(store)} == {FIXED}
+
+
+def test_a_postgres_store_of_the_previous_schema_is_migrated(pg_url: str) -> None:
+    import psycopg
+
+    open_store(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as db:  # as the previous schema left it
+        db.execute("DROP TABLE alert_events")
+        db.execute("DROP TABLE alerts")
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with open_store(pg_url) as store:
+        assert store.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == str(
+            SCHEMA_VERSION
+        )
+        rng = np.random.default_rng(12)
+        for _ in range(6):
+            store_night(store, RULES, rng)
+        store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
+        (alert,) = table.select(store)
+        assert acknowledge(store, alert.id, "maria", "on PostgreSQL").state == ACKNOWLEDGED

@@ -20,7 +20,7 @@ from bench.ci.summary_md import COMMENT_LIMIT, summary_markdown
 from bench.ci.write import STEP_SUMMARY_ENV, CiFiles, write_ci_files
 from bench.core.errors import ConfigError
 from bench.core.outcomes import infrastructure, product
-from bench.nightly.ci_report import nightly_report
+from bench.nightly.ci_report import alert_lines, nightly_report
 from bench.nightly.publish import PublishedRun
 from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
@@ -35,11 +35,11 @@ GFM = MarkdownIt("commonmark").enable(["table", "strikethrough"])  # what GitHub
 STEP_NIGHT = 6  # c6-a's memory peak steps up 40% that night
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory: pytest.TempPathFactory) -> CiReport:
-    """A nightly's report: the night of a memory step on c6-a, one metric made inconclusive, a device failed."""
+def nightly_ci_report(folder: Path) -> CiReport:
+    """A nightly's report: the night of a memory step on c6-a (its alert new), one metric made inconclusive, two
+    devices failed."""
     thresholds = load_thresholds()
-    with open_store(tmp_path_factory.mktemp("ci") / "r.sqlite") as store:
+    with open_store(folder / "r.sqlite") as store:
         ids = write_history(store, thresholds, Plan(STEP_NIGHT + 1, step_night=STEP_NIGHT), DEVICES)
         run = ids[-1]
         verdicts = stored_verdicts(store, run)
@@ -47,13 +47,21 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> CiReport:
         verdicts[busy] = replace(verdicts[busy], status=INCONCLUSIVE, reason="inconclusive: bench host busy (78%)")
         judged = judged_runs([("combat", run, verdicts)], thresholds)
         figures = run_figures(store, run)
+        result = NightlyResult("20261204-020000", folder)
+        result.alerts = night_alerts(store, [run], thresholds.alerts)
+        alerts = alert_lines(result.alerts)
     outcomes = {"orin-1": infrastructure("flash: no answer on its link"), "c6-b": product("agent crashed")}
     return CiReport(
         job="nightly", title="hilbench nightly 20261204-020000", exit_code=1, headline="1 regression(s)",
         judged=judged, figures=figures, cases=verdict_cases("nightly", judged) + outcome_cases("nightly", outcomes),
-        pages=[("combat (run 7)", Path("reports/runs/7.html"))], notes=["orin-1 left the run at flash"],
+        alerts=alerts, pages=[("combat (run 7)", Path("reports/runs/7.html"))], notes=["orin-1 left the run at flash"],
         timings=[("stage replay", 61.2), ("stage confirm", 30.1)], started=dt.datetime(2026, 12, 4, 2, tzinfo=dt.UTC),
     )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> CiReport:
+    return nightly_ci_report(tmp_path_factory.mktemp("ci"))
 
 
 def test_junit_has_a_case_per_device_session_and_metric_failing_on_the_regression(report, tmp_path) -> None:
@@ -93,7 +101,8 @@ def test_openmetrics_parses_with_prometheus_client_and_labels_every_figure(repor
     assert flagged == {("c6-a", "mem_peak")}
     base = next(s for s in families["hilbench_figure_baseline"].samples if s.labels["metric"] == "mem_peak")
     assert base.value == pytest.approx(118_000, rel=0.05)
-    assert families["hilbench_job_exit_code"].samples[0].value == 1
+    (code,) = families["hilbench_job_exit_code"].samples
+    assert code.value == 1 and code.labels == {"command": "nightly"}  # not `job`, which Prometheus sets itself
 
 
 def test_openmetrics_refuses_two_figures_with_the_same_labels(report) -> None:

@@ -79,7 +79,7 @@ def test_truncated_file_gets_named_error(tmp_path: Path) -> None:
     data = path.read_bytes()
     cut = tmp_path / "cut.mcap"
     cut.write_bytes(data[: len(data) // 2])
-    with pytest.raises(SessionTruncated, match="cut short"):
+    with pytest.raises(SessionTruncated, match="ends early"):
         read_session(cut)
 
 

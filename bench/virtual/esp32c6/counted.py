@@ -1,0 +1,115 @@
+"""The counted ESP32-C6 core: the bench's RV32IMAC MicroPython firmware (bench.image.c6_firmware) run by
+qemu-system-riscv32 under -icount, so the chip's time comes from the instructions it runs. This module knows
+its command line, what the board hands the firmware at boot, and what the firmware's exit codes ask for."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+QEMU = "qemu-system-riscv32"
+RAM = "16M"  # QEMU virt RAM; the firmware uses 1 MB of code and the chip's 512 KB of SRAM of it
+BOOTINFO_ADDR = 0x80800000  # firmware/esp32c6/counted/link.ld BOARDIO
+BOOTINFO_MAGIC = 0x49423643  # "C6BI"
+STATUS_ADDR = 0x80800100
+STATUS_MAGIC = 0x54533643  # "C6ST"
+STATUS_FORMAT = "<IIQQQ"  # magic, state, chip_ns, busy_cycles, idle_ns (virt.h c6_status_t)
+
+
+class ResetCause(IntEnum):
+    """machine.reset_cause() values of MicroPython's esp32 port (the board hands one to the firmware)."""
+
+    USB = 0  # the esp32 port maps the USB-Serial-JTAG reset to no constant
+    PWRON_RESET = 1
+    HARD_RESET = 2
+    WDT_RESET = 3
+    DEEPSLEEP_RESET = 4
+    SOFT_RESET = 5
+
+
+class FirmwareExit(IntEnum):
+    """The QEMU exit code with which the firmware asks the board for something (virt.h EXIT_*)."""
+
+    RESET = 8  # machine.reset(): reboot, rst:0xc (SW_CPU)
+    BOOTLOADER = 9  # machine.bootloader(): reboot into the ROM's download mode
+    WDT = 10  # the task watchdog was not fed (the firmware printed the panic lines)
+    DEEPSLEEP = 11  # machine.deepsleep()'s timer woke the chip: reboot as a deep-sleep wake
+    PANIC = 12  # a CPU exception (the firmware printed a Guru Meditation line)
+
+
+class CoreState(IntEnum):
+    """What the core is doing, from the status block."""
+
+    RUN = 0
+    IDLE = 1
+    DEEPSLEEP = 2
+
+
+@dataclass(frozen=True)
+class Vfs:
+    """The flash region the firmware's filesystem lives in: `size` bytes of `path` from `offset`."""
+
+    path: Path
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class CoreStatus:
+    """The firmware's status block: its counted clock and how much of it was busy or idle."""
+
+    state: CoreState
+    chip_ns: int
+    busy_cycles: int
+    idle_ns: int
+
+    @classmethod
+    def parse(cls, data: bytes) -> CoreStatus | None:
+        """From the block's bytes; None before the firmware wrote it."""
+        magic, state, chip_ns, busy, idle = struct.unpack(STATUS_FORMAT, data[: struct.calcsize(STATUS_FORMAT)])
+        if magic != STATUS_MAGIC or state not in CoreState._value2member_map_:
+            return None
+        return cls(CoreState(state), chip_ns, busy, idle)
+
+
+def qemu_command(
+    elf: Path,
+    *,
+    mac: bytes,
+    reset_cause: ResetCause = ResetCause.PWRON_RESET,
+    vfs: Vfs | None = None,
+    serial: Sequence[str] = ("-serial", "stdio"),
+    qmp: Path | None = None,
+) -> list[str]:
+    """The qemu-system-riscv32 command line that runs the firmware `elf`.
+
+    `serial`: how the console UART is exposed (default QEMU's stdin/stdout, raw bytes). `vfs`: the flash
+    region the filesystem lives in (a virtio block device over exactly that range: the guest reaches no other
+    host file). `qmp`: a QMP socket to read the status block with (`xp`)."""
+    if len(mac) != 6:
+        raise ValueError(f"mac must be 6 bytes, got {len(mac)}")
+    cmd = [
+        QEMU, "-M", "virt", "-m", RAM, "-smp", "1", "-bios", "none", "-nodefaults", "-no-reboot",
+        "-icount", "shift=0,sleep=on",  # 1 instruction = 1 ns of virtual time; idle passes at wall time
+        "-display", "none", "-monitor", "none", *serial,
+        "-kernel", str(elf),
+    ]  # fmt: skip
+    cmd += _loader(BOOTINFO_ADDR, BOOTINFO_MAGIC, 4)
+    cmd += _loader(BOOTINFO_ADDR + 4, int(reset_cause), 4)
+    cmd += _loader(BOOTINFO_ADDR + 8, int.from_bytes(mac, "little"), 8)
+    if vfs is not None:
+        cmd += [
+            "-blockdev", f"driver=file,node-name=flashfile,filename={vfs.path},locking=off",
+            "-blockdev", f"driver=raw,node-name=vfs,file=flashfile,offset={vfs.offset},size={vfs.size}",
+            "-device", "virtio-blk-device,drive=vfs",
+        ]  # fmt: skip
+    if qmp is not None:
+        cmd += ["-qmp", f"unix:{qmp},server=on,wait=off"]
+    return cmd
+
+
+def _loader(addr: int, value: int, size: int) -> list[str]:
+    return ["-device", f"loader,addr={addr:#x},data={value:#x},data-len={size}"]

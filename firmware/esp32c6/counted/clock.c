@@ -1,0 +1,209 @@
+// The counted clock: the chip's time at 160 MHz, from QEMU's instruction count (-icount shift=0).
+//
+// QEMU counts 1 ns of virtual time per instruction and `mcycle` reads that virtual time. The ESP32-C6 runs
+// one instruction per 6.25 ns cycle (160 MHz, CPI 1 assumed), so busy chip time = instructions x 6.25 ns.
+// Idle time is spent in `wfi` on the CLINT timer; QEMU (sleep=on) lets virtual time pass at wall-clock rate
+// then, so idle chip time = the virtual time that passed (1:1). A timed sleep that runs to its end, or that an
+// alarm ends, is credited exactly the chip time up to its end; a wait that input ends is credited the time that
+// passed, rounded up to a whole microsecond. So what a program does after its input arrived takes the same
+// ticks on every run. Time is kept in quarter nanoseconds (one cycle = 25 of them) so nothing is rounded.
+#include "virt.h"
+
+#define CLINT_MTIMECMP (VIRT_CLINT_BASE + 0x4000u)
+#define CLINT_MTIME    (VIRT_CLINT_BASE + 0xbff8u)
+#define NS_PER_MTIME   (1000000000u / VIRT_MTIME_HZ)
+
+#define Q_PER_NS (4u)
+#define Q_PER_CYCLE (25u)
+#define Q_PER_US (4000u)
+
+static uint64_t idle_virt;     // virtual ns spent idle so far
+static uint64_t idle_chip_q;   // chip time credited for idle so far, in quarter ns
+static uint64_t idle_start_v;  // virtual ns when the current idle began
+static bool idle_now;
+static uint64_t idle_until_v;  // virtual ns the current idle ends at
+static uint64_t alarm_ns;      // chip ns the alarm is due at (0: none)
+static uint64_t alarm_fired_ns; // the due time of the alarm that fired during the current idle (0: none)
+uint32_t clock_idle_state = C6_IDLE;
+
+static inline uint64_t read_mcycle(void) {
+    uint32_t hi, lo, hi2;
+    do {
+        __asm__ volatile ("csrr %0, mcycleh" : "=r" (hi));
+        __asm__ volatile ("csrr %0, mcycle" : "=r" (lo));
+        __asm__ volatile ("csrr %0, mcycleh" : "=r" (hi2));
+    } while (hi != hi2);
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static inline void mie_set(uint32_t bits) {
+    __asm__ volatile ("csrs mie, %0" :: "r" (bits));
+}
+static inline void mie_clear(uint32_t bits) {
+    __asm__ volatile ("csrc mie, %0" :: "r" (bits));
+}
+static inline uint32_t irq_disable(void) {
+    uint32_t old;
+    __asm__ volatile ("csrrc %0, mstatus, %1" : "=r" (old) : "r" (MSTATUS_MIE));
+    return old & MSTATUS_MIE;
+}
+static inline void irq_restore(uint32_t state) {
+    if (state) {
+        __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
+    }
+}
+
+static void set_mtimecmp(uint64_t value) {
+    mmio_write32(CLINT_MTIMECMP + 4, 0xffffffffu);
+    mmio_write32(CLINT_MTIMECMP, (uint32_t)value);
+    mmio_write32(CLINT_MTIMECMP + 4, (uint32_t)(value >> 32));
+}
+
+void clock_init(void) {
+    c6_status.magic = STATUS_MAGIC;
+    clock_set_state(C6_RUN);
+}
+
+static uint64_t busy_cycles_at(uint64_t v) {
+    return (idle_now ? idle_start_v : v) - idle_virt;
+}
+
+static uint64_t chip_q_at(uint64_t v) {
+    uint64_t q = busy_cycles_at(v) * Q_PER_CYCLE + idle_chip_q;
+    return idle_now ? q + (v - idle_start_v) * Q_PER_NS : q;
+}
+
+static uint64_t chip_ns_at(uint64_t v) {
+    return chip_q_at(v) / Q_PER_NS;
+}
+
+uint64_t clock_chip_ns(void) {
+    return chip_ns_at(read_mcycle());
+}
+
+uint64_t clock_chip_cycles(void) {
+    return chip_q_at(read_mcycle()) / Q_PER_CYCLE;
+}
+
+void clock_set_state(uint32_t state) {
+    uint64_t v = read_mcycle();
+    c6_status.chip_ns = chip_ns_at(v);
+    c6_status.busy_cycles = busy_cycles_at(v);
+    c6_status.idle_ns = c6_status.chip_ns - c6_status.busy_cycles * Q_PER_CYCLE / Q_PER_NS;
+    c6_status.state = state;
+}
+
+// The virtual ns at which the counted clock reaches `chip_ns` (busy: 6.25 chip ns per virtual ns).
+static uint64_t virt_for(uint64_t chip_ns) {
+    uint64_t v = read_mcycle();
+    uint64_t now = chip_ns_at(v);
+    if (chip_ns <= now) {
+        return v;
+    }
+    uint64_t ahead = chip_ns - now;
+    return v + (idle_now ? ahead : (ahead * 4 + 24) / 25);
+}
+
+// Point the CLINT at the earliest of the idle's end and the alarm; MTIE off when neither is pending.
+static void program_timer(void) {
+    uint64_t target = UINT64_MAX;
+    if (idle_now) {
+        target = idle_until_v;
+    }
+    if (alarm_ns) {
+        uint64_t a = virt_for(alarm_ns);
+        if (a < target) {
+            target = a;
+        }
+    }
+    if (target == UINT64_MAX) {
+        mie_clear(MIE_MTIE);
+        return;
+    }
+    set_mtimecmp((target + NS_PER_MTIME - 1) / NS_PER_MTIME);
+    mie_set(MIE_MTIE);
+}
+
+void clock_set_alarm(uint64_t deadline_ns) {
+    uint32_t state = irq_disable();
+    alarm_ns = deadline_ns;
+    program_timer();
+    irq_restore(state);
+}
+
+// Interrupt handlers do not count as the program's busy time (what they cost depends on when input arrives).
+uint64_t clock_irq_enter(void) {
+    return read_mcycle();
+}
+
+void clock_irq_exit(uint64_t entered) {
+    if (!idle_now) {
+        idle_virt += read_mcycle() - entered;
+    }
+}
+
+// Round the clock up to a whole microsecond: done when input is taken, so what follows it runs on the
+// same ticks whenever the input arrived.
+void clock_align_us(void) {
+    uint32_t state = irq_disable();
+    uint64_t q = chip_q_at(read_mcycle());
+    idle_chip_q += (Q_PER_US - q % Q_PER_US) % Q_PER_US;
+    irq_restore(state);
+}
+
+void clock_timer_irq(void) {
+    if (alarm_ns && clock_chip_ns() >= alarm_ns) {
+        if (idle_now) {
+            alarm_fired_ns = alarm_ns;
+        }
+        alarm_ns = 0;
+        c6_alarm();
+    }
+    if (idle_now && read_mcycle() >= idle_until_v) {
+        idle_until_v = UINT64_MAX; // the idle loop sees its end by the time; stop the interrupt
+    }
+    program_timer();
+}
+
+bool clock_idle(uint64_t chip_ns, bool (*wake)(void)) {
+    uint32_t state = irq_disable();
+    uint64_t start = read_mcycle();
+    uint64_t start_ns = chip_ns_at(start);
+    uint64_t until = chip_ns == UINT64_MAX ? UINT64_MAX : start + chip_ns;
+    alarm_fired_ns = 0;
+    clock_set_state(clock_idle_state);
+    idle_start_v = start;
+    idle_until_v = until;
+    idle_now = true;
+    program_timer();
+    bool early = false;
+    for (;;) {
+        if (wake && wake()) {
+            early = true;
+            break;
+        }
+        if (read_mcycle() >= until) {
+            break;
+        }
+        __asm__ volatile ("wfi");
+        irq_restore(MSTATUS_MIE); // take the pending interrupt (UART, timer) here
+        irq_disable();
+    }
+    uint64_t end = read_mcycle();
+    idle_now = false;
+    idle_virt += end - start;
+    if (!early) {
+        idle_chip_q += chip_ns * Q_PER_NS;
+    } else if (alarm_fired_ns) { // ended by the alarm: exactly up to its due time
+        uint64_t upto = alarm_fired_ns > start_ns ? alarm_fired_ns - start_ns : 0;
+        idle_chip_q += (upto < chip_ns ? upto : chip_ns) * Q_PER_NS;
+    } else {
+        idle_chip_q += (end - start) * Q_PER_NS; // ended by input: the time that passed, to a whole us
+        uint64_t q = chip_q_at(end);
+        idle_chip_q += (Q_PER_US - q % Q_PER_US) % Q_PER_US;
+    }
+    program_timer();
+    clock_set_state(C6_RUN);
+    irq_restore(state);
+    return early;
+}

@@ -1,0 +1,106 @@
+// Boot, the REPL loop with soft reset, traps, and the garbage collector's roots.
+#include <stdio.h>
+#include <string.h>
+
+#include "py/builtin.h"
+#include "py/compile.h"
+#include "py/cstack.h"
+#include "py/gc.h"
+#include "py/mperrno.h"
+#include "py/mphal.h"
+#include "py/runtime.h"
+#include "py/stackctrl.h"
+#include "shared/readline/readline.h"
+#include "shared/runtime/gchelper.h"
+#include "shared/runtime/pyexec.h"
+#include "filesystem.h"
+#include "virt.h"
+
+__attribute__((section(".info.boot"))) volatile c6_bootinfo_t c6_bootinfo;
+__attribute__((section(".info.status"))) volatile c6_status_t c6_status;
+
+extern uint32_t _sstack, _estack;
+static uint8_t heap[MICROPY_HEAP_SIZE] __attribute__((aligned(16)));
+
+void c6_machine_soft_reset_deinit(void); // modmachine.c
+
+__attribute__((noreturn)) void c6_exit(uint32_t code) {
+    mmio_write32(VIRT_TEST_BASE, (code << 16) | 0x3333u);
+    for (;;) {
+        __asm__ volatile ("wfi");
+    }
+}
+
+void c6_trap(uint32_t mcause, uint32_t mepc) {
+    if (mcause & MCAUSE_INT) {
+        uint64_t entered = clock_irq_enter();
+        uint32_t code = mcause & ~MCAUSE_INT;
+        if (code == IRQ_M_TIMER) {
+            clock_timer_irq();
+        } else if (code == IRQ_M_EXT) {
+            uart_irq();
+        }
+        clock_irq_exit(entered);
+        return;
+    }
+    uint32_t mtval;
+    __asm__ volatile ("csrr %0, mtval" : "=r" (mtval));
+    mp_printf(&mp_plat_print, "Guru Meditation Error: Core  0 panic'ed (exception %u). "
+        "MEPC: 0x%08x MTVAL: 0x%08x\n\nRebooting...\n", (unsigned)mcause, (unsigned)mepc, (unsigned)mtval);
+    c6_exit(EXIT_PANIC);
+}
+
+int c6_main(void) {
+    clock_init();
+    uart_init();
+    __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
+    c6_fs_mount(); // no partition or an unusable one: the board runs without a filesystem (os raises ENODEV)
+soft_reset:
+    mp_cstack_init_with_top(&_estack, (char *)&_estack - (char *)&_sstack);
+    gc_init(heap, heap + sizeof(heap));
+    mp_init();
+    readline_init0();
+    mp_obj_list_append(mp_sys_path, mp_obj_new_str("/lib", 4)); // after '' and '.frozen'
+    pyexec_file_if_exists("boot.py");
+    if (pyexec_mode_kind == PYEXEC_MODE_FRIENDLY_REPL) {
+        int ret = pyexec_file_if_exists("main.py");
+        if (ret & PYEXEC_FORCED_EXIT) {
+            goto soft_reset_exit;
+        }
+    }
+    for (;;) {
+        if (pyexec_mode_kind == PYEXEC_MODE_RAW_REPL) {
+            if (pyexec_raw_repl() != 0) {
+                break;
+            }
+        } else {
+            if (pyexec_friendly_repl() != 0) {
+                break;
+            }
+        }
+    }
+soft_reset_exit:
+    mp_printf(&mp_plat_print, "MPY: soft reboot\n");
+    c6_machine_soft_reset_deinit();
+    gc_sweep_all();
+    mp_deinit();
+    goto soft_reset;
+}
+
+void gc_collect(void) {
+    gc_collect_start();
+    gc_helper_collect_regs_and_stack();
+    gc_collect_end();
+}
+
+void nlr_jump_fail(void *val) {
+    mp_printf(&mp_plat_print, "FATAL: uncaught exception %p\n", val);
+    c6_exit(EXIT_PANIC);
+}
+
+void __assert_func(const char *file, int line, const char *func, const char *expr) {
+    mp_printf(&mp_plat_print, "Assertion '%s' failed, at file %s:%d\n", expr, file, line);
+    c6_exit(EXIT_PANIC);
+}
+
+

@@ -1,0 +1,73 @@
+// MicroPython configuration of the counted virtual ESP32-C6 (RV32IMAC on QEMU virt): the core as the esp32
+// port configures it for the C6, with the modules this port writes itself (no extmod in the source used).
+#include <stdint.h>
+
+#define MICROPY_CONFIG_ROM_LEVEL            (MICROPY_CONFIG_ROM_LEVEL_EXTRA_FEATURES)
+
+// what the board reports, as MicroPython's esp32 port on an ESP32-C6 module
+#define MICROPY_HW_BOARD_NAME               "ESP32C6 module"
+#define MICROPY_HW_MCU_NAME                 "ESP32C6"
+#define MICROPY_PY_SYS_PLATFORM             "esp32"
+
+// code generation: bytecode, and native/viper through the RV32 emitter, as on the chip
+#define MICROPY_EMIT_RV32                   (1)
+#define MICROPY_EMIT_INLINE_RV32            (1)
+#define MICROPY_PERSISTENT_CODE_LOAD        (1)
+#define MICROPY_NLR_RV32I                   (1)
+#define MICROPY_GCREGS_SETJMP               (0)
+
+// memory
+#define MICROPY_ALLOC_PATH_MAX              (128)
+#define MICROPY_ENABLE_GC                   (1)
+#define MICROPY_ENABLE_FINALISER            (1)
+#define MICROPY_STACK_CHECK                 (1)
+#define MICROPY_ENABLE_EMERGENCY_EXCEPTION_BUF (1)
+#define MICROPY_EMERGENCY_EXCEPTION_BUF_SIZE (0)
+#define MICROPY_LONGINT_IMPL                (MICROPY_LONGINT_IMPL_MPZ)
+#define MICROPY_FLOAT_IMPL                  (MICROPY_FLOAT_IMPL_FLOAT)
+#define MICROPY_ERROR_REPORTING             (MICROPY_ERROR_REPORTING_NORMAL)
+#define MICROPY_WARNINGS                    (1)
+
+// the REPL and console
+#define MICROPY_HELPER_REPL                 (1)
+#define MICROPY_REPL_AUTO_INDENT            (1)
+#define MICROPY_REPL_EMACS_KEYS             (1)
+#define MICROPY_KBD_EXCEPTION               (1)
+#define MICROPY_PY_SYS_STDFILES             (1)
+#define MICROPY_PY_SYS_STDIO_BUFFER         (1)
+#define MICROPY_ENABLE_SCHEDULER            (1)
+#define MICROPY_SCHEDULER_DEPTH             (8)
+#define MICROPY_PY_MICROPYTHON_RINGIO       (1)
+#define MICROPY_ENABLE_COMPILER             (1)
+#define MICROPY_MODULE_FROZEN_STR           (1) // modules/*.py, compiled at import (mkfrozen.py)
+#define MICROPY_MODULE_FROZEN_MPY           (1) // none (no mpy-cross in the source used)
+
+// the core's own modules on; extmod's are written by this port (or absent)
+#define MICROPY_PY_IO                       (1)
+#define MICROPY_PY_IO_IOBASE                (1)
+#define MICROPY_PY_OS                       (0)
+#define MICROPY_PY_TIME                     (0)
+#define MICROPY_PY_MACHINE                  (0)
+#define MICROPY_PY_UCTYPES                  (0)
+#define MICROPY_PY_OS_DUPTERM               (0)
+#define MICROPY_VFS                         (0)
+#define MICROPY_PY_JSON                     (1)
+#define MICROPY_EPOCH_IS_1970               (1)
+#define MICROPY_PY_SYS_EXIT                 (1)
+#define MICROPY_PY_SYS_MODULES              (1)
+#define MICROPY_PY_BUILTINS_HELP            (1)
+#define MICROPY_PY_BUILTINS_HELP_MODULES    (1)
+#define MICROPY_PY_BUILTINS_INPUT           (1)
+#define MICROPY_USE_INTERNAL_PRINTF         (1)
+
+// waiting for events idles the core in wfi on the counted clock (mphalport.c)
+#define MICROPY_INTERNAL_WFE(TIMEOUT_MS) c6_wfe(TIMEOUT_MS)
+void c6_wfe(int timeout_ms);
+
+#define MP_SSIZE_MAX                        (0x7fffffff)
+typedef long mp_off_t;
+
+#define MICROPY_HEAP_SIZE                   (300 * 1024) // the free heap of MicroPython on the chip
+#define MP_STATE_PORT MP_STATE_VM
+
+#include <alloca.h>

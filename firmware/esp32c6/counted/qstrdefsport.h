@@ -1,0 +1,1 @@
+// qstrs of the port that the qstr scanner cannot see

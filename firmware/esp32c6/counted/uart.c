@@ -1,0 +1,82 @@
+// The console: the virt machine's 16550 UART, receive by interrupt (PLIC source 10) into a ring buffer.
+#include "py/mpconfig.h"
+#include "py/runtime.h"
+#include "shared/runtime/interrupt_char.h"
+#include "virt.h"
+
+#define UART_RBR (VIRT_UART0_BASE + 0)
+#define UART_THR (VIRT_UART0_BASE + 0)
+#define UART_IER (VIRT_UART0_BASE + 1)
+#define UART_FCR (VIRT_UART0_BASE + 2)
+#define UART_LCR (VIRT_UART0_BASE + 3)
+#define UART_MCR (VIRT_UART0_BASE + 4)
+#define UART_LSR (VIRT_UART0_BASE + 5)
+#define LSR_DR   (0x01)
+#define LSR_THRE (0x20)
+
+#define PLIC_PRIORITY(irq) (VIRT_PLIC_BASE + 4u * (irq))
+#define PLIC_ENABLE_CTX0   (VIRT_PLIC_BASE + 0x2000u)
+#define PLIC_THRESHOLD0    (VIRT_PLIC_BASE + 0x200000u)
+#define PLIC_CLAIM0        (VIRT_PLIC_BASE + 0x200004u)
+
+#define RX_SIZE (1024) // the esp32 port's UART RX ring is of this order
+static uint8_t rx_buf[RX_SIZE];
+static volatile uint32_t rx_head, rx_tail;
+
+static void rx_store(uint8_t c) {
+    uint32_t next = (rx_head + 1) % RX_SIZE;
+    if (next != rx_tail) { // full: the byte is lost, as on a UART whose buffer overflows
+        rx_buf[rx_head] = c;
+        rx_head = next;
+    }
+}
+
+void uart_init(void) {
+    mmio_write8(UART_LCR, 0x03); // 8N1
+    while (mmio_read8(UART_LSR) & LSR_DR) { // what arrived before boot: turning the FIFO on drops it
+        rx_store(mmio_read8(UART_RBR));
+    }
+    mmio_write8(UART_FCR, 0x01); // FIFOs on
+    mmio_write8(UART_MCR, 0x0b); // DTR, RTS, OUT2 (interrupts out)
+    mmio_write8(UART_IER, 0x01); // receive data available
+    mmio_write32(PLIC_PRIORITY(VIRT_UART0_IRQ), 1);
+    mmio_write32(PLIC_ENABLE_CTX0, 1u << VIRT_UART0_IRQ);
+    mmio_write32(PLIC_THRESHOLD0, 0);
+    __asm__ volatile ("csrs mie, %0" :: "r" (MIE_MEIE));
+}
+
+void uart_write(const char *buf, uint32_t len) {
+    while (len--) {
+        while (!(mmio_read8(UART_LSR) & LSR_THRE)) {
+        }
+        mmio_write8(UART_THR, (uint8_t)*buf++);
+    }
+}
+
+int uart_rx_any(void) {
+    return rx_head != rx_tail;
+}
+
+int uart_rx_char(void) {
+    if (rx_head == rx_tail) {
+        return -1;
+    }
+    int c = rx_buf[rx_tail];
+    rx_tail = (rx_tail + 1) % RX_SIZE;
+    return c;
+}
+
+void uart_irq(void) {
+    uint32_t irq = mmio_read32(PLIC_CLAIM0);
+    while (mmio_read8(UART_LSR) & LSR_DR) {
+        uint8_t c = mmio_read8(UART_RBR);
+        if (c == mp_interrupt_char) {
+            mp_sched_keyboard_interrupt();
+            continue;
+        }
+        rx_store(c);
+    }
+    if (irq) {
+        mmio_write32(PLIC_CLAIM0, irq);
+    }
+}

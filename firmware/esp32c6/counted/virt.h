@@ -1,0 +1,93 @@
+// The QEMU `virt` machine's devices this firmware uses, the board's exit codes, and the clock's interface.
+#ifndef C6_VIRT_H
+#define C6_VIRT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VIRT_TEST_BASE   (0x00100000u) // sifive_test: a write ends QEMU (with -no-reboot) with an exit code
+#define VIRT_CLINT_BASE  (0x02000000u)
+#define VIRT_PLIC_BASE   (0x0c000000u)
+#define VIRT_UART0_BASE  (0x10000000u) // 16550
+#define VIRT_UART0_IRQ   (10)
+#define VIRT_MMIO_BASE   (0x10001000u) // virtio-mmio slots, 0x1000 apart
+#define VIRT_MMIO_SLOTS  (8)
+#define VIRT_MTIME_HZ    (10000000u)   // the CLINT's mtime counts QEMU virtual time at 10 MHz
+
+// QEMU exit codes the board reads (the interface with bench/virtual/esp32c6)
+#define EXIT_RESET       (8)  // machine.reset()
+#define EXIT_BOOTLOADER  (9)  // machine.bootloader()
+#define EXIT_WDT         (10) // the task watchdog was not fed
+#define EXIT_DEEPSLEEP   (11) // the deep sleep's timer woke the chip
+#define EXIT_PANIC       (12) // a CPU exception in the firmware
+
+#define MCAUSE_INT       (0x80000000u)
+#define IRQ_M_TIMER      (7)
+#define IRQ_M_EXT        (11)
+#define MIE_MTIE         (1u << IRQ_M_TIMER)
+#define MIE_MEIE         (1u << IRQ_M_EXT)
+#define MSTATUS_MIE      (1u << 3)
+
+// What the board hands the firmware at boot (-device loader writes it before the CPU starts).
+typedef struct {
+    uint32_t magic;       // BOOTINFO_MAGIC when the board wrote it
+    uint32_t reset_cause; // machine.reset_cause()
+    uint8_t mac[8];       // base MAC (6 bytes used)
+} c6_bootinfo_t;
+#define BOOTINFO_MAGIC (0x49423643u) // "C6BI"
+
+// What the board may read while the guest runs (QMP `xp`): the counted clock's split.
+typedef struct {
+    uint32_t magic;        // STATUS_MAGIC
+    uint32_t state;        // C6_RUN, C6_IDLE, C6_DEEPSLEEP
+    uint64_t chip_ns;      // the counted clock when the state last changed
+    uint64_t busy_cycles;  // instructions run (one 160 MHz cycle each)
+    uint64_t idle_ns;      // chip time spent idle (wfi)
+} c6_status_t;
+#define STATUS_MAGIC (0x54533643u) // "C6ST"
+enum { C6_RUN = 0, C6_IDLE = 1, C6_DEEPSLEEP = 2 };
+
+extern volatile c6_bootinfo_t c6_bootinfo;
+extern volatile c6_status_t c6_status;
+
+static inline void mmio_write32(uint32_t addr, uint32_t value) {
+    *(volatile uint32_t *)addr = value;
+}
+static inline uint32_t mmio_read32(uint32_t addr) {
+    return *(volatile uint32_t *)addr;
+}
+static inline void mmio_write8(uint32_t addr, uint8_t value) {
+    *(volatile uint8_t *)addr = value;
+}
+static inline uint8_t mmio_read8(uint32_t addr) {
+    return *(volatile uint8_t *)addr;
+}
+
+// clock.c: chip time at 160 MHz, counted (busy: instructions x 6.25 ns; idle: wall time of wfi)
+void clock_init(void);
+uint64_t clock_chip_ns(void);
+uint64_t clock_chip_cycles(void);
+// Idle until `chip_ns` more chip time has passed, or until `wake()` returns true (checked at every
+// interrupt). Returns true when woken early. A full wait credits exactly `chip_ns` (deterministic).
+bool clock_idle(uint64_t chip_ns, bool (*wake)(void));
+void clock_set_state(uint32_t state);
+extern uint32_t clock_idle_state; // the state an idle is reported as (C6_IDLE, or C6_DEEPSLEEP)
+void clock_timer_irq(void);
+uint64_t clock_irq_enter(void);
+void clock_irq_exit(uint64_t entered);
+void clock_align_us(void);
+// Run `cb` when the counted clock reaches `deadline_ns` (one slot, for machine.Timer/WDT); 0 cancels.
+void clock_set_alarm(uint64_t deadline_ns);
+extern void c6_alarm(void); // modmachine.c: the alarm fired (interrupt context)
+
+// uart.c: the console UART (16550), interrupt driven receive
+void uart_init(void);
+void uart_write(const char *buf, uint32_t len);
+int uart_rx_any(void);
+int uart_rx_char(void); // -1 when empty
+void uart_irq(void);
+
+// main.c
+__attribute__((noreturn)) void c6_exit(uint32_t code);
+
+#endif
