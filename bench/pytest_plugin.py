@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -34,12 +35,14 @@ from bench.lab.doctor import require_pyserial
 from bench.provision.controls import BoardControls
 from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
 
-# record_measurement; agent, console, devices; failure classes and --quarantine; the devices' open alerts
+# record_measurement; agent, console, devices; failure classes and --quarantine; the devices' open alerts; under
+# pytest-xdist, each device's tests on one worker
 pytest_plugins = (
     "bench.testkit.measure_fixtures",
     "bench.testkit.device_fixtures",
     "bench.testkit.classes",
     "bench.testkit.alerts_fixtures",
+    *(("bench.testkit.scheduling",) if importlib.util.find_spec("xdist") else ()),
 )
 
 
@@ -64,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
             pytest.PytestDeprecationWarning("--hil-log-dir is deprecated: use --output-dir"), 2
         )
     if config.getoption("--fleet") or config.getoption("--device") or config.getoption("--kind"):
-        _selected(config)  # bad options fail fast, as a usage error
+        selected_devices(config)  # bad options fail fast, as a usage error
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -73,7 +76,8 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"hilbench fleet: {path} ({'the bundled virtual fleet' if origin == 'bundled' else origin})"
 
 
-def _selected(config: pytest.Config) -> list[Device]:
+def selected_devices(config: pytest.Config) -> list[Device]:
+    """The fleet devices that --device and --kind select (a bad option is a pytest usage error)."""
     try:
         return _fleet(config).select(config.getoption("--device"), config.getoption("--kind"))
     except BenchError as exc:
@@ -101,7 +105,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # a test suite's own `device` fixture: not ours to parametrize
     config = metafunc.config
     fleet = _fleet(config)
-    devices = _selected(config)
+    devices = selected_devices(config)
     marker = metafunc.definition.get_closest_marker("kinds")
     wanted = tuple(marker.args) if marker else ()
     if wanted:

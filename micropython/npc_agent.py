@@ -15,6 +15,7 @@ import gc
 import json
 import os
 import sys
+import time
 
 try:
     import select
@@ -39,11 +40,33 @@ DEPLOYED = "models/deployed.json"
 EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
 MAX_MANIFEST = 4096  # bytes of a delta manifest (one is ~500)
+MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
+# inputs held at once (`hold` ahead of a loop, or `hold_ms`): the bench feeds at most 2 s of session time ahead of
+# the newest frame record, ~620 inputs of `combat` with voice features; each held input is ~150 bytes of heap
+MAX_HELD = 1024
+COMPACT_HELD = 64  # released inputs are dropped from the front of the held list in batches of at least this
 
 # while an update waits for its server: the requests answered at once (None: a line that does not decode, whose
 # error reply is immediate too); the others wait for the update's reply, at most DEFERRED_MAX lines of them
 ANSWERED_DURING_UPDATE = ("ping", "in", "stats", None)
 DEFERRED_MAX = 8
+
+
+def platform_name():
+    """`micropython-<sys.platform>`, plus `/qemu-icount` when the firmware's clock is QEMU's instruction count (its
+    `os.uname().version` ends with `qemu-icount`, as the virtual ESP32-C6's counted firmware says), so every figure
+    says which clock it came from."""
+    try:
+        version = os.uname().version
+    except (AttributeError, OSError):
+        version = ""
+    return "micropython-" + sys.platform + ("/qemu-icount" if version.endswith("qemu-icount") else "")
+
+
+def spin_us(platform):
+    """How long before a deadline the loop stops waiting on the UART and spins: none on a counted clock, whose
+    timed waits end exactly when asked (a spin there would only count as busy time)."""
+    return 0 if platform.endswith("/qemu-icount") else SPIN_US
 
 
 def _mem_alloc():
@@ -219,8 +242,14 @@ class Agent:
         self.errors = {}
         for code in wire.ERROR_CODES:
             self.errors[code] = 0
-        self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
+        self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
         self.mem_peak = 0
+        self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
+        self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
+        self.held = []  # (ts_us, ch, ts, d, seq) of inputs, in arrival order; those before held_next are released
+        self.held_next = 0
+        self.held_late_max_us = 0
+        self.spin_us = spin_us(platform_name())
         self.handlers = {
             "hello": self.on_hello,
             "ping": self.on_ping,
@@ -229,6 +258,7 @@ class Agent:
             "start": self.on_start,
             "stop": self.on_stop,
             "in": self.on_input,
+            "hold": self.on_hold,
             "stats": self.on_stats,
             "infer": self.on_infer,
             "shutdown": self.on_shutdown,
@@ -247,11 +277,11 @@ class Agent:
             "proto": wire.PROTO,
             "agent": AGENT,
             "version": VERSION,
-            "platform": "micropython-" + sys.platform,
+            "platform": platform_name(),
             "runtime": "%s %s npcnn %s" % (impl.name, ".".join(str(v) for v in impl.version[:3]), npcnn.KERNEL),
             "verifier": "p256.py",
             "model": cur.info if cur else None,
-            "caps": ["npcm", "int8", "update-coap", "delta-bsdiff-zlib", "rollback", "stats", "infer"],
+            "caps": ["npcm", "int8", "update-coap", "delta-bsdiff-zlib", "rollback", "stats", "infer", "hold"],
         }
 
     # -- input ---------------------------------------------------------------------------------------
@@ -485,8 +515,44 @@ class Agent:
         vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, npcsched.MAX_HZ)
         key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
         frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
+        hold_ms = msg.get("hold_ms")
+        hold_ms = None if hold_ms is None else npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
         self.loop = FrameLoop(npcsched.Scheduler(fps, vsync_hz, key_every), self.clock, frames)
-        return wire.reply(msg, "ack")
+        self.epoch = None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms
+        if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
+            self.drop_held()
+        self.holding = False
+        return wire.reply(msg, "ack", {} if self.epoch is None else {"epoch": self.epoch, "rx": rx_us})
+
+    def on_hold(self, msg, rx_us):
+        """Hold the inputs that arrive from now on for the next `start` with `hold_ms` (protocol.md `hold`)."""
+        if self.loop is not None:
+            return wire.error("busy", "the frame loop is running", msg.get("id"))
+        self.drop_held()
+        self.holding = True
+        return wire.reply(msg, "ack", {"max": MAX_HELD})
+
+    def drop_held(self):
+        """Forget the inputs held and not released (counted in `held_dropped`)."""
+        self.counts["held_dropped"] += len(self.held) - self.held_next
+        self.held = []
+        self.held_next = 0
+
+    def release(self, t_us):
+        """Hand the held inputs due by `t_us` (device clock) to the features, in arrival order."""
+        held, epoch = self.held, self.epoch
+        while self.held_next < len(held) and epoch + held[self.held_next][0] <= t_us:
+            _, ch, ts, d, seq = held[self.held_next]
+            held[self.held_next] = None
+            self.held_next += 1
+            try:
+                self.features.add(ch, ts, d, seq)
+            except (KeyError, TypeError, ValueError) as exc:  # as for an input that is not held
+                self.errors["bad_field"] += 1
+                self.send(wire.error("bad_field", "input: %s" % exc))
+        if self.held_next >= COMPACT_HELD and 2 * self.held_next >= len(held):
+            del held[: self.held_next]
+            self.held_next = 0
 
     def on_stop(self, msg, rx_us):
         if self.loop is None:
@@ -497,7 +563,17 @@ class Agent:
 
     def on_input(self, msg, rx_us):
         try:
-            self.features.add(msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
+            args = (msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
+            if self.epoch is None and not self.holding:
+                self.features.add(*args)
+            else:  # held until the agent's clock reaches its due time; its data are checked when it is released
+                ts_us = round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
+                if len(self.held) - self.held_next >= MAX_HELD:
+                    return wire.error("busy", "input: %d inputs are held already" % MAX_HELD)
+                if self.epoch is not None and rx_us > self.epoch + ts_us:  # after its due time: released at once
+                    self.counts["held_late"] += 1
+                    self.held_late_max_us = max(self.held_late_max_us, rx_us - self.epoch - ts_us)
+                self.held.append((ts_us,) + args)  # noqa: RUF005 (MicroPython has no starred tuple displays)
         except (KeyError, TypeError, ValueError) as exc:
             return wire.error("bad_field", "input: %s" % exc)
         self.counts["inputs"] += 1
@@ -507,6 +583,8 @@ class Agent:
         self.models.in_probation()  # releases the previous model once probation is over
         cur = self.models.current
         fields = dict(self.counts)
+        fields["held"] = len(self.held) - self.held_next
+        fields["held_late_max_us"] = self.held_late_max_us
         fields["mem"] = self.note_memory()
         fields["mem_peak"] = self.mem_peak
         fields["mem_free"] = _mem_free()
@@ -558,6 +636,8 @@ class Agent:
     def run_slot(self, slot):
         sched = self.loop.sched
         t0 = self.clock.now()
+        if self.epoch is not None:
+            self.release(t0)
         sched.begin(slot, t0)
         try:
             result, model = self.models.infer(self.features.vector())
@@ -577,7 +657,10 @@ class Agent:
 
     def on_vsync(self):
         loop = self.loop
-        slot = loop.sched.on_vsync(loop.vsync.take())
+        vsync = loop.vsync.take()
+        if self.epoch is not None:
+            self.release(vsync)
+        slot = loop.sched.on_vsync(vsync)
         loop.taken += 1
         if slot.skip:
             self.emit_frame(slot, None)
@@ -585,6 +668,8 @@ class Agent:
     def end_loop(self):
         loop = self.loop
         self.loop = None
+        self.drop_held()  # not yet due when the loop stopped
+        self.epoch = None
         s = loop.sched
         self.send(
             {"t": "stopped", "frames": loop.taken, "inferences": s.inferences, "skipped": s.skipped, "late": s.late}
@@ -602,11 +687,14 @@ class Agent:
             rem = deadline - self.clock.now()
             if rem <= 0:
                 return False  # a due event goes before any waiting input
-            if rem <= SPIN_US:  # too close to handle a line: spin, so the event starts on time
+            if rem <= self.spin_us:  # too close to handle a line: spin, so the event starts on time
                 while self.clock.now() < deadline:
                     pass
                 return False
-            if self.link.ready(min((rem - SPIN_US) // 1000, IDLE_MS)):
+            if rem < 1000 and not self.spin_us:  # a counted clock: sleep the rest, the wait ends exactly then
+                time.sleep_us(rem)
+                return False
+            if self.link.ready(min((rem - self.spin_us) // 1000, IDLE_MS)):
                 return True
 
     def serve(self):

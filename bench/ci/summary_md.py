@@ -77,29 +77,14 @@ def summary_markdown(report: CiReport, *, limit: int = COMMENT_LIMIT, base_url: 
     out.add(f"## {cell(report.title)}: {EXIT_WORDS.get(report.exit_code, 'exit')} (exit {report.exit_code})", "")
     out.add(cell(report.headline), "")
     changed = [j for j in report.judged if j.changed]
-    out.add("### Verdicts that changed", "")
-    if changed:
-        out.add("| device | session | metric | verdict | now | baseline | change |", "|---|---|---|---|---|---|---|")
-        for j in sorted(changed, key=lambda j: (j.verdict.status != REGRESSION, j.verdict.device, j.session)):
-            v = j.verdict
-            out.add(
-                f"| {cell(v.device)} | {cell(j.session)} | {cell(v.title)} | {MARK.get(v.status, cell(v.status))}"
-                f" | {figure(v.run_value, v.unit)} | {figure(v.baseline_value, v.unit)} | {change(j)} |"
-            )
-        out.add("")
-        for j in changed:
-            out.add(f"- **{cell(j.verdict.device)} {cell(j.verdict.title)}**: {cell(j.verdict.reason)}")
-    else:
-        judged = sum(1 for j in report.judged if j.verdict.status in (UNCHANGED, IMPROVED))
-        out.add(f"None: {judged} judged figure(s) unchanged; the others not judged (see below)." if judged
-                else "Nothing was judged yet (see below).")  # fmt: skip
-    out.add("")
+    if report.judged or not report.cases:  # a bisection's steps are its cases and notes, not verdicts
+        _changed(out, report, changed)
     if report.alerts:
         out.add(
             "### Alerts", "", "| alert | state | device | session | metric | age | |", "|---|---|---|---|---|---:|---|"
         )
         for a in sorted(report.alerts, key=lambda a: (not a.new, not a.overdue, a.id)):
-            state = ("**new**, " if a.new else "") + cell(a.state) + (" ⏰ **overdue**" if a.overdue else "")
+            state = ("**new**, " if a.new else "") + cell(a.state) + (", **overdue**" if a.overdue else "")
             out.add(f"| #{a.id} | {state} | {cell(a.device)} | {cell(a.session)} | {cell(a.metric)} | "
                     f"{a.age_days:.1f} d | {cell(a.text)} |")  # fmt: skip
         out.add("")
@@ -125,6 +110,27 @@ def summary_markdown(report: CiReport, *, limit: int = COMMENT_LIMIT, base_url: 
     if regressions:
         out.close("", f"<sub>{regressions} regression(s); exit {report.exit_code}.</sub>")
     return "\n".join(out.lines) + "\n"
+
+
+def _changed(out: _Budget, report: CiReport, changed: list[Judged]) -> None:
+    """The verdicts that moved, regressions first, each with its figure against the baseline and its reason."""
+    out.add("### Verdicts that changed", "")
+    if changed:
+        out.add("| device | session | metric | verdict | now | baseline | change |", "|---|---|---|---|---|---|---|")
+        for j in sorted(changed, key=lambda j: (j.verdict.status != REGRESSION, j.verdict.device, j.session)):
+            v = j.verdict
+            out.add(
+                f"| {cell(v.device)} | {cell(j.session)} | {cell(v.title)} | {MARK.get(v.status, cell(v.status))}"
+                f" | {figure(v.run_value, v.unit)} | {figure(v.baseline_value, v.unit)} | {change(j)} |"
+            )
+        out.add("")
+        for j in changed:
+            out.add(f"- **{cell(j.verdict.device)} {cell(j.verdict.title)}**: {cell(j.verdict.reason)}")
+    else:
+        judged = sum(1 for j in report.judged if j.verdict.status in (UNCHANGED, IMPROVED))
+        out.add(f"None: {judged} judged figure(s) unchanged; the others not judged (see below)." if judged
+                else "Nothing was judged yet (see below).")  # fmt: skip
+    out.add("")
 
 
 def _figures(out: _Budget, report: CiReport) -> None:

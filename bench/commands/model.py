@@ -8,19 +8,19 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.commands.model_fixtures import add_fixture_commands
+from bench.commands.values import int_in
 from bench.core.console import emit_json, out
 from bench.core.errors import ExitCode
 from bench.models import guess_name_and_format
 from bench.models.shape import check_model
 from bench.models.signing import load_private_key
-from bench.ota.store import ModelStore, default_store_dir
+from bench.ota.store import MAX_VERSION, ModelStore, default_store_dir
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:
-    """--store DIR (default $HILBENCH_OTA_STORE or ~/.cache/npc-hil-bench/ota-store)."""
-    parser.add_argument(
-        "--store", metavar="DIR", help="model store directory (default: $HILBENCH_OTA_STORE or ~/.cache)"
-    )
+    """--store DIR (default: bench.ota.store.default_store_dir)."""
+    store_help = "model store directory (default: $HILBENCH_OTA_STORE, else ota-store in the bench cache)"
+    parser.add_argument("--store", metavar="DIR", help=store_help)
 
 
 def open_store(args: argparse.Namespace) -> ModelStore:
@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--key", required=True, metavar="KEY", help="ECDSA-P256 private key (PEM)")
     p.add_argument("--name", help="model name (default: from the file name, e.g. npc-policy)")
     p.add_argument("--format", dest="fmt", help="model format (default: from the file, e.g. tflite-int8)")
-    p.add_argument("--version", type=int, help="version number (default: the latest + 1)")
+    p.add_argument("--version", type=int_in(1, MAX_VERSION), metavar="N",
+                   help=f"version number, 1-{MAX_VERSION} (default: the latest + 1)")  # fmt: skip
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_publish)
@@ -63,8 +64,9 @@ def cmd_publish(args: argparse.Namespace) -> int:
         return ExitCode.OK
     out.print(f"published {m['name']}@{m['version']} ({m['format']}, {m['size']} B, sha256 {m['sha256'][:16]}…)")
     if delta:
-        saved = 100 * (1 - delta["patch_size"] / m["size"])
-        out.print(f"  delta from @{delta['base_version']}: {delta['patch_size']} B ({saved:.0f}% smaller)")
+        ratio = delta["patch_size"] / m["size"] if m["size"] else 1.0
+        than = f"{100 * (1 - ratio):.0f}% smaller" if ratio < 1 else f"{100 * (ratio - 1):.0f}% larger"
+        out.print(f"  delta from @{delta['base_version']}: {delta['patch_size']} B ({than} than the model)")
     out.print(f"  store {store.root}")
     return ExitCode.OK
 

@@ -8,7 +8,7 @@ import contextlib
 
 from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.model import add_store_option, open_store
-from bench.commands.values import percent
+from bench.commands.values import float_in
 from bench.core.console import compact_table, emit_json, out
 from bench.core.errors import ConfigError
 from bench.core.outcomes import exit_code
@@ -37,7 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"results store the device health goes to (default: the fleet's [bench] results, else {DEFAULT_STORE})",
     )
     p.add_argument(
-        "--loss", type=percent, default=0.0, metavar="PCT", help="drop PCT %% of datagrams (loopback impairment proxy)"
+        "--loss",
+        type=float_in(0.0, 50.0),
+        default=0.0,
+        metavar="PCT",  # the proxy drops at most half
+        help="drop PCT %% of datagrams, 0-50 (loopback impairment proxy)",
     )
     add_store_option(p)
     add_device_options(p)

@@ -5,6 +5,7 @@ what the bench then loads, or point a file the bench writes somewhere else."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
@@ -58,3 +59,19 @@ def check_folder(path: Path, what: str, *, private: bool = False) -> None:
         )
     if private and st.st_mode & 0o077:
         os.chmod(path, 0o700, follow_symlinks=False)  # only this user could write to it: safe to keep, now closed
+
+
+def real_folder(path: Path, what: str) -> Path:
+    """`path` made (with its parents) when missing, refused (UnsafeFolder) when it is a symbolic link or not a
+    folder: for the folders the bench makes inside a folder its user named (a report's `runs/`), so a link
+    planted there never leads its writes elsewhere."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o755)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a folder"
+        raise UnsafeFolder(f"{what} {path} is {kind}", hint="remove it; the bench makes the folder itself",
+                           file=str(path))  # fmt: skip
+    return path

@@ -104,7 +104,7 @@ def read_input_text(path: str | Path, kind: str, *, hint: str | None = None) -> 
     """The UTF-8 text of `path`, read as `read_input` does."""
     data = read_input(path, kind, hint=hint)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark (Windows editors) is read past
     except UnicodeDecodeError:
         raise InputError(f"{kind} {path}: not UTF-8 text", file=path, hint=hint) from None
 

@@ -18,12 +18,24 @@ from pathlib import Path
 
 MANIFEST = Path(__file__).with_name("programs.toml")
 PIP = "pip"  # `debian` value of a program the venv installs
+# the source checkout this module runs from (None: an installed package), for the command that installs a PIP program
+_HERE = Path(__file__).resolve()
+_SOURCE = next((p for p in _HERE.parents if (p / "pyproject.toml").is_file() and _HERE.is_relative_to(p / "bench")),
+               None)  # fmt: skip
 _VERSION_RE = re.compile(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)*)")  # "7.2.22", "v20.20.2"; not the 2 of mke2fs
 _KEYS = {"program", "also", "debian", "min_version", "version_args", "needed_by", "paths", "setup", "file", "why"}
 
 
 class ManifestError(ValueError):
     """programs.toml is malformed (a developer's mistake: the message names the entry and field)."""
+
+
+def pip_fix() -> str:
+    """The command that installs the bench's Python dependencies: into the checkout's venv, or, for an installed
+    package, into the environment it runs in."""
+    if _SOURCE is not None:
+        return ".venv/bin/python -m pip install -e '.[dev]'  (or .ci/setup)"
+    return f"{sys.executable} -m pip install npc-hil-bench (from its wheel or source: installs what it lacks)"
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,7 @@ class Program:
     def fix(self) -> str:
         """The command that installs it."""
         if self.debian == PIP:
-            return ".venv/bin/python -m pip install -e '.[dev]'  (or .ci/setup)"
+            return pip_fix()
         return f"apt-get install -y {self.debian}"
 
     def find(self, path: str | None = None) -> str | None:

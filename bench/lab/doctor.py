@@ -23,7 +23,7 @@ from bench.config.fleet import Device, Fleet
 from bench.config.os_spec import BUILD
 from bench.core.errors import ConfigError
 from bench.core.paths import DISTRIBUTION, WEB_DIR, cache_root
-from bench.core.programs import Program, load_manifest, version_tuple
+from bench.core.programs import Program, load_manifest, pip_fix, version_tuple
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 DISK_FREE_GB = {"os-build": 8.0, "any": 1.0}  # images and their build trees; the results store and reports
@@ -158,7 +158,7 @@ def check_python() -> list[Finding]:
             missing.append(name.strip())
     findings.append(Finding("venv packages", FAIL if missing else OK,
                             f"missing: {', '.join(missing)}" if missing else "every dependency installed",
-                            ".venv/bin/python -m pip install -e '.[dev]'" if missing else ""))  # fmt: skip
+                            pip_fix() if missing else ""))  # fmt: skip
     findings.append(check_pyserial())
     return findings
 

@@ -15,6 +15,7 @@ from bench.measure.energy import SLOW_RULE
 from bench.measure.frames import STUTTER_RULE
 from bench.measure.histogram import DISTRIBUTION_KEYS
 
+COMPUTE = "inference_latency"  # the histogram of spans that are compute alone (t0..t1): an icount guest counts them
 BENCH = "bench"  # measured on the bench's clock: meaningless on a guest whose clock is virtual (icount)
 DEVICE = "device"  # measured on the device's clock
 NO_CLOCK = ""  # a size or a count of events
@@ -64,7 +65,7 @@ _METERED = [
 _ENTRIES = [
     *_distribution("decision_latency", "us", BENCH, "decision latency",
                    "input sent -> decision (t1 on the bench clock)"),
-    *_distribution("inference_latency", "us", DEVICE, "inference time", "inference time t1 - t0 on the device clock",
+    *_distribution(COMPUTE, "us", DEVICE, "inference time", "inference time t1 - t0 on the device clock",
                    "inference time P50 (device clock)"),
     *_distribution("first_frame", "us", BENCH, "first-frame time",
                    "cold start: model load request sent -> end of the first inference",

@@ -75,7 +75,7 @@ def lookup(store: ModelStore, path: str) -> Resource | None:
         return None
     try:
         if seg.algo is None and not seg.manifest:
-            data = store.blob_path(seg.name, seg.version, seg.fmt).read_bytes()
+            data = store.read_file(store.blob_path(seg.name, seg.version, seg.fmt))
             return Resource(data, store.manifest(seg.name, seg.version, seg.fmt)["sha256"])
         if seg.algo is None:
             return _json(store.manifest(seg.name, seg.version, seg.fmt))
@@ -86,9 +86,9 @@ def lookup(store: ModelStore, path: str) -> Resource | None:
         if seg.manifest:
             return _json(dm)
         return Resource(
-            store.delta_path(seg.name, seg.version, seg.base, seg.fmt, seg.algo).read_bytes(), dm["patch_sha256"]
+            store.read_file(store.delta_path(seg.name, seg.version, seg.base, seg.fmt, seg.algo)), dm["patch_sha256"]
         )
-    except (ValueError, OSError, ConfigError):
+    except (ValueError, KeyError, TypeError, OSError, ConfigError):
         return None
 
 

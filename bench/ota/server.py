@@ -26,7 +26,7 @@ import json
 import socket
 import time
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiocoap
@@ -49,7 +49,6 @@ KNOWN_CRITICAL = frozenset({1, 3, 5, 7, 11, 15, 17, 23, 27})
 RESERVED_SZX = 7
 MAX_SZX = 6  # 1024-byte blocks: the largest plain CoAP-over-UDP block size
 REVALIDATE_S = 0.5  # how long a looked-up blob is served before the store is checked again
-MAX_HELD_BYTES = 64 * 1024 * 1024  # blobs up to this size are served from memory
 MAX_ENCODED_BLOCKS = 65536  # encoded block responses kept (64 MB of 1 KB blocks)
 OCTET_STREAM = ContentFormat.OCTETSTREAM
 JSON = ContentFormat.JSON
@@ -70,8 +69,8 @@ class ServedCounts:
 
 @dataclass(frozen=True)
 class Blob:
-    """Something the server can serve: a file (its size as stored now) or in-memory bytes, with the hash
-    its manifest gives (the ETag)."""
+    """Something the server can serve: its bytes (read once from the store's file, `path`, which the cache
+    watches for changes), with the hash its manifest gives (the ETag)."""
 
     sha256: str
     size: int
@@ -80,19 +79,8 @@ class Blob:
     data: bytes = b""
 
     def read(self, offset: int, length: int) -> bytes:
-        """`length` bytes at `offset`, read from the file without loading the rest (unless `loaded()`)."""
-        if self.path is None or self.data:
-            return self.data[offset : offset + length]
-        with self.path.open("rb") as f:
-            f.seek(offset)
-            return f.read(length)
-
-    def loaded(self) -> Blob:
-        """The same blob with the file's bytes in memory when it is small enough (models are); else itself."""
-        if self.path is None or self.data or self.size > MAX_HELD_BYTES:
-            return self
-        data = self.path.read_bytes()
-        return replace(self, data=data) if len(data) == self.size else self
+        """`length` bytes at `offset`."""
+        return self.data[offset : offset + length]
 
 
 def block_response(blob: Blob, block2: BlockOption.BlockwiseTuple | None, max_szx: int = MAX_SZX) -> aiocoap.Message:
@@ -199,7 +187,7 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
             return cached[1]
         blob = self._lookup(parts)
         if stamp is not None:
-            self._cache[parts] = (stamp, blob.loaded(), now)
+            self._cache[parts] = (stamp, blob, now)
         return blob
 
     def _lookup(self, parts: tuple[str, ...]) -> Blob:
@@ -212,7 +200,8 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
             if seg.algo is None and not seg.manifest:
                 path = store.blob_path(seg.name, seg.version, seg.fmt)
                 sha = store.manifest(seg.name, seg.version, seg.fmt)["sha256"]
-                return Blob(sha, path.stat().st_size, OCTET_STREAM, path=path)
+                data = store.read_file(path)  # a regular file inside the store, read once (never a FIFO)
+                return Blob(sha, len(data), OCTET_STREAM, path=path, data=data)
             if seg.algo is None:
                 return _json_blob(store.manifest(seg.name, seg.version, seg.fmt))
             assert seg.base is not None
@@ -221,8 +210,9 @@ class ModelsResource(aiocoap.resource.Resource, aiocoap.resource.PathCapable):
                 return _json_blob(dm)
             if dm is not None:
                 path = store.delta_path(seg.name, seg.version, seg.base, seg.fmt, seg.algo)
-                return Blob(dm["patch_sha256"], path.stat().st_size, OCTET_STREAM, path=path)
-        except (ValueError, OSError, ConfigError):
+                data = store.read_file(path)
+                return Blob(dm["patch_sha256"], len(data), OCTET_STREAM, path=path, data=data)
+        except (ValueError, KeyError, TypeError, OSError, ConfigError):
             pass
         raise error.NotFound(f"no {'/'.join(parts)} in the model store")
 
@@ -346,6 +336,10 @@ def _install_fast_path(ctx: aiocoap.Context, models: ModelsResource) -> None:
         slow = pool.datagram_received
 
         def datagram_received(data: bytes, sockaddr: tuple, pool=pool, slow=slow) -> None:
+            if len(data) >= 4 and data[0] & 0x0F > 8:  # token length 9-15: a message format error (RFC 7252 3)
+                if data[0] & 0x30 == 0:  # confirmable: rejected with a Reset; anything else is silently ignored
+                    pool._transport.sendto(bytes((0x70, 0)) + data[2:4], sockaddr)
+                return
             response = _fast_response(data, models)
             if response is None:
                 slow(data, sockaddr)

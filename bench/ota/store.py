@@ -8,10 +8,12 @@ a device gets the format it runs. Where a name has a single format, `fmt` may be
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,8 @@ from bench.models.signing import model_manifest, sign_manifest
 from bench.ota.delta import ALGOS, delta_manifest, make_patch
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+MAX_FILE = 64 * 1024 * 1024  # the largest file a store serves (a model's limit in bench.core.inputs)
+MAX_VERSION = 999_999_999  # the largest version a store holds (nine digits as a path segment)
 VERSION_RE = re.compile(r"^(0|[1-9][0-9]{0,8})$")  # a version (or delta base) as a path segment: plain digits
 
 
@@ -34,7 +38,7 @@ def version_of(segment: str) -> int | None:
 
 
 def default_store_dir() -> Path:
-    """$HILBENCH_OTA_STORE, else ~/.cache/npc-hil-bench/ota-store."""
+    """$HILBENCH_OTA_STORE, else the bench cache's ota-store ($HILBENCH_CACHE_DIR or ~/.cache/npc-hil-bench)."""
     env = os.environ.get("HILBENCH_OTA_STORE")
     return Path(env) if env else cache_root() / "ota-store"
 
@@ -118,10 +122,19 @@ class ModelStore:
         """The signed manifest of a version, or a ConfigError naming what exists."""
         fmt = self.format_of(name, fmt)
         path = self.version_dir(name, version, fmt) / "manifest.json"
-        if not path.is_file():
+        if not os.path.lexists(path):
             have = ", ".join(map(str, self.versions(name, fmt))) or "none"
             raise ConfigError(f"model store {self.root}: no {name}@{version} in {fmt} (versions: {have})")
-        return json.loads(path.read_text())
+        manifest = self.read_json(path)
+        said = (manifest.get("name"), manifest.get("format"), manifest.get("version"))
+        if said != (name, fmt, version):
+            raise ConfigError(
+                f"model store {self.root}: {name}/{fmt}/{version} holds the manifest of "
+                f"{said[0]!r} {said[1]!r} version {said[2]!r}",
+                hint="a version folder was copied or planted by hand: remove it, publish with `hilbench model publish`",
+                file=str(path),
+            )
+        return manifest
 
     def _delta_file(self, name: str, version: int, base_version: int, fmt: str | None, algo: str, ext: str) -> Path:
         if algo not in ALGOS:
@@ -139,7 +152,47 @@ class ModelStore:
     ) -> dict[str, Any] | None:
         """The signed delta manifest from `base_version` to `version`, or None when there is no such delta."""
         path = self._delta_file(name, version, base_version, fmt, algo, ".json")
-        return json.loads(path.read_text()) if path.is_file() else None
+        return self.read_json(path) if os.path.lexists(path) else None
+
+    def read_file(self, path: Path) -> bytes:
+        """The bytes of a regular file inside the store, checked at open: no symbolic link followed, a FIFO or
+        device never waited on (O_NONBLOCK), the open file regular, at most MAX_FILE bytes, and where it
+        resolves inside the store; a ConfigError naming the file otherwise."""
+        where = f"model store {self.root}: {path}"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            why = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be opened ({exc.strerror or exc})"
+            raise ConfigError(f"{where} {why}", file=str(path)) from None
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ConfigError(f"{where} is not a regular file", file=str(path))
+            if st.st_size > MAX_FILE:
+                raise ConfigError(
+                    f"{where} has {st.st_size} bytes, over the {MAX_FILE >> 20} MiB limit", file=str(path)
+                )
+            real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if self.root.resolve() not in real.parents:
+                raise ConfigError(f"{where} resolves outside the store ({real})", file=str(path))
+            data = fh.read(MAX_FILE + 1)
+        if len(data) > MAX_FILE:
+            raise ConfigError(f"{where} grew over the {MAX_FILE >> 20} MiB limit while read", file=str(path))
+        return data
+
+    def read_json(self, path: Path) -> dict[str, Any]:
+        """A manifest of the store (`read_file`'s checks), a JSON object; a ConfigError naming the file when it is
+        not JSON, nested too deeply, or not an object."""
+        try:
+            doc = json.loads(self.read_file(path))
+        except RecursionError:
+            raise ConfigError(f"model store {self.root}: {path} is nested too deeply", file=str(path)) from None
+        except ValueError as exc:
+            raise ConfigError(f"model store {self.root}: {path} is not JSON ({exc})", file=str(path)) from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"model store {self.root}: {path} is a JSON {type(doc).__name__}, not an object",
+                              file=str(path))  # fmt: skip
+        return doc
 
     def delta_from(
         self, name: str, version: int, base_sha256: str, fmt: str | None = None, algo: str = "bsdiff4"
@@ -181,6 +234,11 @@ class ModelStore:
         previous = self.manifest(name, versions[-1], fmt) if versions else None
         if version is None:
             version = versions[-1] + 1 if versions else 1
+        if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_VERSION:
+            raise ConfigError(
+                f"model {name} ({fmt}): version {version} is outside 1..{MAX_VERSION}",
+                hint="versions are whole numbers a store folder and the agents can name",
+            )
         if versions and version <= versions[-1]:
             raise ConfigError(f"model {name} ({fmt}): version {version} is not newer than the published {versions[-1]}")
         manifest = model_manifest(Path(model), name, version, fmt)
@@ -217,7 +275,7 @@ class ModelStore:
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
         delta = None
         if previous is not None:
-            base = self.blob_path(name, previous["version"], fmt).read_bytes()
+            base = self.read_file(self.blob_path(name, previous["version"], fmt))
             for algo in reversed(ALGOS):  # the standard bsdiff4 one last: that is the delta returned
                 patch = make_patch(base, data, algo)
                 delta = sign_manifest(delta_manifest(previous, manifest, patch, algo), key)
@@ -234,7 +292,7 @@ class ModelStore:
                 for version in self.versions(name, fmt):
                     m = self.manifest(name, version, fmt)
                     deltas = [
-                        {"base_version": b, "algo": algo, "patch_size": dm["patch_size"]}
+                        {"base_version": b, "algo": algo, "patch_size": dm.get("patch_size")}
                         for b in self.versions(name, fmt)
                         for algo in ALGOS
                         if (dm := self.delta_manifest(name, version, b, fmt, algo)) is not None

@@ -7,6 +7,7 @@ DTR/RTS is `bench.devices.serial_reset`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ BACKENDS: dict[str, type[PowerDriver]] = {
 }
 
 __all__ = ["BACKENDS", "PowerDriver", "PowerError", "PowerSpec", "PowerState", "parse_power", "power_for"]
+
+
+MAX_OFF_S = 600.0  # the longest a power cycle keeps a board off
 
 
 def parse_power(raw: Any, where: str, base_dir: Path, defaults: dict[str, Any] | None = None) -> PowerSpec:
@@ -49,6 +53,14 @@ def parse_power(raw: Any, where: str, base_dir: Path, defaults: dict[str, Any] |
             value = float(value)
         if not isinstance(value, want) or isinstance(value, bool):
             raise ConfigError(f"{where}: field 'power.{key}': expected {want.__name__}, got {value!r}")
+        pattern = backend.PATTERNS.get(key)
+        if pattern is not None and not re.fullmatch(pattern, value):
+            raise ConfigError(f"{where}: field 'power.{key}': {value[:40]!r} is not a {key} (e.g. 1-1.4)",
+                              field=f"power.{key}")  # fmt: skip
+        low, high = backend.RANGES.get(key, (None, None))
+        if low is not None and not low <= value <= high:
+            raise ConfigError(f"{where}: field 'power.{key}': {value!r} is outside {low:g}..{high:g}",
+                              field=f"power.{key}")  # fmt: skip
         options[key] = value
     for key, value in (defaults or {}).items():
         if key in backend.FIELDS and value is not None:
@@ -60,8 +72,8 @@ def parse_power(raw: Any, where: str, base_dir: Path, defaults: dict[str, Any] |
             hint=f"power driver {name!r} needs {', '.join(backend.REQUIRED)}",
         )
     off_s = raw.get("off_s", DEFAULT_OFF_S)
-    if isinstance(off_s, bool) or not isinstance(off_s, int | float) or off_s < 0:
-        raise ConfigError(f"{where}: field 'power.off_s': expected seconds >= 0, got {off_s!r}")
+    if isinstance(off_s, bool) or not isinstance(off_s, int | float) or not 0 <= off_s <= MAX_OFF_S:
+        raise ConfigError(f"{where}: field 'power.off_s': expected seconds 0..{MAX_OFF_S:g}, got {off_s!r}")
     return PowerSpec(driver=name, options=options, off_s=float(off_s), base_dir=base_dir)
 
 

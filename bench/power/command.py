@@ -18,6 +18,7 @@ class CommandPower(PowerDriver):
     """Shell commands that switch (and optionally read) the device's supply."""
 
     FIELDS: ClassVar[dict[str, type]] = {"on": str, "off": str, "status": str, "cycle": str, "timeout_s": float}
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"timeout_s": (0.1, 3600.0)}
     REQUIRED: ClassVar[tuple[str, ...]] = ("on", "off")
 
     @property

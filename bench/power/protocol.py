@@ -45,6 +45,8 @@ class PowerDriver(ABC):
     """Switches one device's power. Same class for a real hub port and a virtual board's."""
 
     FIELDS: ClassVar[dict[str, type]] = {}  # fleet-file fields besides `driver` and `off_s`
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {}  # a numeric field's allowed range (inclusive)
+    PATTERNS: ClassVar[dict[str, str]] = {}  # a text field's form (a regular expression it must match whole)
     REQUIRED: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, device: str, spec: PowerSpec) -> None:

@@ -35,14 +35,18 @@ class QmpClient:
             raise PowerError(f"QMP socket {path}: {exc}") from None
         client = cls(reader, writer)
         try:
-            greeting = await client._read(timeout_s)
-            if "QMP" not in greeting:
-                raise PowerError(f"QMP socket {path}: no QMP greeting")
-            await client.execute("qmp_capabilities", timeout_s=timeout_s)
+            await client.negotiate(timeout_s)
         except BaseException:
             await client.close()
             raise
         return client
+
+    async def negotiate(self, timeout_s: float = QMP_TIMEOUT_S) -> None:
+        """Read the greeting and leave capabilities negotiation (a connection made some other way: a socket pair)."""
+        greeting = await self._read(timeout_s)
+        if "QMP" not in greeting:
+            raise PowerError("QMP: no greeting")
+        await self.execute("qmp_capabilities", timeout_s=timeout_s)
 
     async def _read(self, timeout_s: float) -> dict[str, Any]:
         try:

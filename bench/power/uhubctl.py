@@ -32,6 +32,8 @@ class UhubctlPower(PowerDriver):
     """One port of a per-port-power-switching USB hub."""
 
     FIELDS: ClassVar[dict[str, type]] = {"location": str, "port": int, "uhubctl": str}
+    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"port": (1, 255)}  # a USB hub's port numbers
+    PATTERNS: ClassVar[dict[str, str]] = {"location": r"[0-9]{1,3}(-[0-9]{1,3}(\.[0-9]{1,3}){0,6})?"}  # bus-port.port
     REQUIRED: ClassVar[tuple[str, ...]] = ("location", "port")
 
     @property

@@ -26,7 +26,7 @@ from bench.results.majority import majority
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION, Verdict, settle
 from bench.store.results import ResultStore
-from bench.virtual import board_controls
+from bench.virtual import VirtualDevice, board_controls
 
 KINDS = {BASE: CHECK_BASELINE_KIND, CANDIDATE: CHECK_KIND}
 Progress = Callable[[str], None]
@@ -146,8 +146,8 @@ async def run_check(opts: CheckOptions, progress: Progress | None = None) -> Che
     return result
 
 
-async def _deploy(devices: list[Device], side: str, opts: CheckOptions, result: CheckResult, running, show: Progress,
-                  *, first: bool) -> None:  # fmt: skip
+async def _deploy(devices: list[Device], side: str, opts: CheckOptions, result: CheckResult,
+                  running: dict[str, VirtualDevice], show: Progress, *, first: bool) -> None:  # fmt: skip
     """Put `side`'s build on the devices (on the first deploy, Linux boards' OS images too, as the nightly does)."""
     show(f"deploying the {side} build")
     started = time.monotonic()

@@ -10,7 +10,7 @@ from bench.core.units import convert, factor
 from bench.energy.store import POWER_NAME, WINDOWS_NAME
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
-from bench.report.measures import BENCH_CLOCK_FIELDS, GUEST_TIMING, ICOUNT_TIMING
+from bench.report.measures import BENCH_CLOCK_FIELDS, COUNTED_TIMING, GUEST_TIMING, ICOUNT_TIMING
 from bench.report.runview import LATENCY_MS, DeviceRun, RunView
 from bench.report.summary import DeviceSummary, summarize
 from bench.results.verdict import (
@@ -126,7 +126,11 @@ def build_report(
         )
         base_device = baseline.devices.get(name) if baseline else None
         report.plots[name] = device_plots(
-            device, base_device, data["devices"][-1]["trend"], icount=icount, guest=timing == GUEST_TIMING
+            device,
+            base_device,
+            data["devices"][-1]["trend"],
+            icount=icount,
+            guest=timing in (GUEST_TIMING, COUNTED_TIMING),
         )
         report.plots[name].update(drift_plots(device_verdicts, data["devices"][-1]["trend"]))
     return report

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -16,6 +15,8 @@ from markupsafe import Markup
 
 from bench.alerts import Alert
 from bench.alerts.model import FIXED
+from bench.core.cachefiles import write_atomic
+from bench.core.folders import real_folder
 from bench.core.units import UNIT_SYMBOLS, readable
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.report import svg
@@ -118,8 +119,7 @@ def write_report(
     """Write runs/<run>.html and .json, refresh latest.html (if this is the newest session
     run: the update-and-faults run comes after the sessions but is not what "latest report" means) and index.html
     (with the history `grids` when given)."""
-    runs_dir = reports_dir / "runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    runs_dir = real_folder(reports_dir / "runs", "report folder")
     stem = run_file_stem(report.run_id)
     page = runs_dir / f"{stem}.html"
     _atomic_write(page, html if html is not None else render_html(report))
@@ -134,8 +134,7 @@ def write_report(
 
 def write_comparison(report: Report, reports_dir: Path, against: str) -> Path:
     """Write compare/<run>-vs-<other>.html and .json; the run's own page, latest.html and the index stay as they are."""
-    compare_dir = reports_dir / "compare"
-    compare_dir.mkdir(parents=True, exist_ok=True)
+    compare_dir = real_folder(reports_dir / "compare", "report folder")
     stem = f"{run_file_stem(report.run_id)}-vs-{run_file_stem(against)}"
     page = compare_dir / f"{stem}.html"
     _atomic_write(page, render_html(report))
@@ -265,10 +264,4 @@ def _css() -> Markup:
 
 def _atomic_write(path: Path, text: str) -> None:
     """`path` replaced whole by `text`, or left as it was: the temporary file goes on any error (a full disk)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, text.encode("utf-8"))  # a new temp file (never through a link), renamed over `path`

@@ -14,17 +14,25 @@ GUEST_ICOUNT = "guest (icount)"
 GUEST_CLOCK = "guest clock (icount)"  # a figure measured end to end on an icount guest's own clock
 METER_CLOCK = "bench (the meter's samples)"  # energy on a guest: its meter's samples are stamped on the bench clock
 EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest without icount (plain TCG)
+# the virtual ESP32-C6's counted core (QEMU -icount running the RV32 firmware): its time is its instruction count
+COUNTED = "counted: RV32 at the chip's 160 MHz"
+COUNTED_ENERGY = "modelled from counted cycles and the datasheet's currents"  # its virtual PPK2's figures
 
 # how a device is timed (device_timing): the report's `clocks` values
 REAL_TIMING, EMULATED_TIMING, GUEST_TIMING, ICOUNT_TIMING = "", "realtime", "guest", "icount"
+COUNTED_TIMING = "counted"  # a microcontroller's firmware on an instruction-counted core, replayed on its clock
+MCU_PLATFORM = "micropython-"  # the MicroPython agent's platform prefix (npc_agent.py hello)
 
 
-def device_timing(clock: str | None, latency_clock: str | None) -> str:
-    """How a device's figures are timed, from its fingerprint's `clock` and `latency_clock`: on the guest's clock
-    end to end (GUEST_TIMING), an icount guest without latency figures (ICOUNT_TIMING), an emulator in real time
+def device_timing(clock: str | None, latency_clock: str | None, platform: str | None = None) -> str:
+    """How a device's figures are timed, from its fingerprint's `clock`, `latency_clock` and `platform`: a
+    microcontroller's firmware on a counted core replayed on its clock (COUNTED_TIMING), on the guest's clock end
+    to end (GUEST_TIMING), an icount guest without latency figures (ICOUNT_TIMING), an emulator in real time
     (EMULATED_TIMING), or a real board's clocks (REAL_TIMING)."""
     if clock == "icount":
-        return GUEST_TIMING if latency_clock == "device" else ICOUNT_TIMING
+        if latency_clock != "device":
+            return ICOUNT_TIMING
+        return COUNTED_TIMING if (platform or "").startswith(MCU_PLATFORM) else GUEST_TIMING
     return EMULATED_TIMING if clock == "realtime" else REAL_TIMING
 
 
@@ -92,6 +100,8 @@ NOUNS = {row.metric: row.noun for row in ROWS if row.metric}
 
 def clock_label(row: Row, icount: bool, timing: str = REAL_TIMING) -> str:
     """The clock a row's figure is on, as the table shows it."""
+    if row.clock and timing == COUNTED_TIMING:
+        return COUNTED_ENERGY if row.field in ENERGY_FIELDS else COUNTED
     if row.clock and timing == GUEST_TIMING:
         return METER_CLOCK if row.field in ENERGY_FIELDS else GUEST_CLOCK
     if row.clock and timing == EMULATED_TIMING:

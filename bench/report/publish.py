@@ -90,7 +90,10 @@ def publish_run(
         thresholds_file=str(rules.path),
         what_changed=what_changed(store, run_id, verdicts, pinned),
         host=host_of(store, run_id),
-        clocks={device: device_timing(fp.get("clock"), fp.get("latency_clock")) for device, fp in prints.items()},
+        clocks={
+            device: device_timing(fp.get("clock"), fp.get("latency_clock"), fp.get("platform"))
+            for device, fp in prints.items()
+        },
         virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
         bisect=bisect_offers(store, run_id, verdicts),
         alerts=night_alerts(store, [run_id], rules.alerts).to_json(),

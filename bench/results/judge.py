@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from bench.measure.catalogue import CATALOGUE, DEVICE, METERED
+from bench.measure.catalogue import CATALOGUE, COMPUTE, METERED
 from bench.measure.energy import SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
@@ -135,9 +135,10 @@ def judge_run(
 
 
 def counted(rule: MetricRule, icount: bool) -> bool:
-    """Whether the rule's figure is counted in instructions, not timed by the host: a device-clock figure of a QEMU
-    guest in icount mode (its clock advances with executed instructions, whatever the host's load)."""
-    return icount and rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].clock == DEVICE
+    """Whether the rule's figure is counted in instructions, not timed by the host: on a QEMU guest in icount mode,
+    a figure of compute alone (inference t0..t1, where the guest's clock advances only with executed instructions).
+    Not frame timing or jitter: an idle guest's clock follows the host's real time, and so its load."""
+    return icount and rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].histogram == COMPUTE
 
 
 def drift_check(

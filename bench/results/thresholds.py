@@ -91,7 +91,8 @@ def parse_thresholds(data: dict[str, Any], file: Path) -> Thresholds:
     defaults = _table(data.get("defaults", {}), file, "defaults")
     _no_unknown(defaults, {"alpha", "baseline_runs"}, file, "defaults")
     alpha = _number(defaults.get("alpha", 0.01), file, "defaults.alpha", low=0.0, high=0.5, open_low=True)
-    runs = _integer(defaults.get("baseline_runs", 5), file, "defaults.baseline_runs", low=3)
+    # more runs than a window ever holds would leave every verdict waiting for its baseline, silently
+    runs = _integer(defaults.get("baseline_runs", 5), file, "defaults.baseline_runs", low=3, high=MAX_BASELINE_RUNS)
     host = _table(data.get("host", {}), file, "host")
     _no_unknown(host, {"busy_others_pct", "busier_margin_pct", "starved_others_pct"}, file, "host")
     busy = _number(host.get("busy_others_pct", 25.0), file, "host.busy_others_pct", low=0.0, high=100.0)
@@ -112,8 +113,10 @@ def _alert_rules(value: Any, file: Path) -> AlertRules:
     if not isinstance(fail, bool):
         raise ConfigError(f"{file}: alerts.fail_acknowledged must be true or false, not {fail!r}")
     return AlertRules(
-        fixed_after_nights=_integer(body.get("fixed_after_nights", 3), file, "alerts.fixed_after_nights", low=1),
-        reopen_nights=_integer(body.get("reopen_nights", 14), file, "alerts.reopen_nights", low=0),
+        fixed_after_nights=_integer(
+            body.get("fixed_after_nights", 3), file, "alerts.fixed_after_nights", low=1, high=365
+        ),
+        reopen_nights=_integer(body.get("reopen_nights", 14), file, "alerts.reopen_nights", low=0, high=3650),
         untriaged_days=_number(body.get("untriaged_days", 3.0), file, "alerts.untriaged_days", low=0.0, high=365.0),
         fail_acknowledged=fail,
     )
@@ -188,9 +191,14 @@ def _number(value: Any, file: Path, where: str, *, low: float, high: float, open
     return float(value)
 
 
-def _integer(value: Any, file: Path, where: str, *, low: int) -> int:
+MAX_BASELINE_RUNS = 100  # a baseline window of over three months of nightly runs
+
+
+def _integer(value: Any, file: Path, where: str, *, low: int, high: int = 1_000_000) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{file}: {where} must be an integer, not {value!r}")
+        raise ConfigError(f"{file}: {where} must be an integer, not {value!r}", file=str(file), field=where)
     if value < low:
-        raise ConfigError(f"{file}: {where} = {value} must be at least {low}")
+        raise ConfigError(f"{file}: {where} = {value} must be at least {low}", file=str(file), field=where)
+    if value > high:
+        raise ConfigError(f"{file}: {where} = {value} must be at most {high}", file=str(file), field=where)
     return value

@@ -264,12 +264,17 @@ class ResultStore:
 
     def finish_run(self, run_id: int, status: str, summary: dict[str, Any] | None = None) -> None:
         """Mark a run finished with `status` (ok, failed, interrupted) and a JSON summary; its frame records are
-        packed (one row per device)."""
+        packed (one row per device). A device of the run still `running` (its command was stopped before it
+        could say how the device ended, e.g. by a second Ctrl-C) becomes `interrupted` with it."""
         self._pack_frames(run_id)
-        self.db.execute(
-            "UPDATE runs SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
-            (_now(), status, json.dumps(summary or {}, default=str), run_id),
-        )
+        with self._tx():
+            self.db.execute(
+                "UPDATE devices SET status = 'interrupted' WHERE run_id = ? AND status = 'running'", (run_id,)
+            )
+            self.db.execute(
+                "UPDATE runs SET finished_at = ?, status = ?, summary = ? WHERE id = ?",
+                (_now(), status, json.dumps(summary or {}, default=str), run_id),
+            )
 
     def add_device(self, run_id: int, name: str, kind: str, info: dict[str, Any] | None = None) -> None:
         """Register a device in a run (status `running`)."""

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Sequence
 from html import escape
 from pathlib import Path
@@ -51,7 +52,7 @@ class AgentPool:
         self.loop = devices_pool.loop
         self.log_root = log_root
         hosts = [d.settings.ota_server_host for d in fleet]
-        self.ota = TestOta(log_root / "_session", hosts, run_signing_key(list(fleet)))
+        self.ota = TestOta(services_dir(log_root), hosts, run_signing_key(list(fleet)))
         self.agents: dict[str, DeviceAgent] = {}
         self.broken: dict[str, str] = {}  # device name -> the one line that says why
         self.notes: dict[str, list[str]] = {}  # device name -> what getting it ready took, for the next test's console
@@ -92,6 +93,13 @@ class AgentPool:
             agent.console.save(agent.log_dir / f"{agent.name}.console.log", start=0)
         with contextlib.suppress(Exception):
             self.loop.run(self.ota.close(), timeout_s=30)
+
+
+def services_dir(log_root: Path) -> Path:
+    """Where the session's model store and results store go: `_session/`, or `_session/xdist-gwN/` on a
+    pytest-xdist worker (each worker serves the devices it holds)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    return log_root / "_session" / f"xdist-{worker}" if worker else log_root / "_session"
 
 
 async def _prepare(agent: DeviceAgent, ladder: Sequence[RecoveryStep]) -> list[str]:

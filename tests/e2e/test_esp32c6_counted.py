@@ -140,8 +140,8 @@ def work():
 c0 = time.ticks_cpu(); t0 = time.ticks_us()
 work()
 busy = time.ticks_diff(time.ticks_cpu(), c0), time.ticks_diff(time.ticks_us(), t0)
-t0 = time.ticks_us(); time.sleep_ms(30); work(); time.sleep_us(700)
-print(busy[0], busy[1], time.ticks_diff(time.ticks_us(), t0))
+c0 = time.ticks_cpu(); time.sleep_ms(30); work(); time.sleep_us(700)
+print(busy[0], busy[1], time.ticks_diff(time.ticks_cpu(), c0))
 """
 
 
@@ -150,10 +150,13 @@ def test_counted_ticks_are_the_same_on_every_boot(firmware: BuiltFirmware):
     for _ in range(3):
         with board(firmware.elf) as t:
             runs.append(tuple(int(x) for x in run(t, COUNTED).split()))
-    assert runs[0] == runs[1] == runs[2], runs
-    cycles, busy_us, with_sleeps_us = runs[0]
-    assert abs(cycles / 160 - busy_us) < 10  # ticks_cpu counts the chip's 160 MHz cycles (windows differ by a call)
-    assert with_sleeps_us - busy_us - 30_700 in range(0, 200)  # the sleeps added their own time (and calls)
+    cycles = {(r[0], r[2]) for r in runs}
+    assert len(cycles) == 1, runs  # cycle-exact on every boot
+    busy_cycles, with_sleeps_cycles = cycles.pop()
+    # ticks_us is the same clock in whole microseconds: a difference of two readings may be 1 us apart
+    # between boots (each reading is truncated; the sub-microsecond phase at the start differs)
+    assert all(abs(busy_cycles / 160 - r[1]) < 10 for r in runs)  # the windows differ by a call
+    assert 0 <= (with_sleeps_cycles - busy_cycles) / 160 - 30_700 < 200  # the sleeps add their own time
 
 
 def test_files_live_in_the_flash_partition_across_power_cycles(firmware: BuiltFirmware, tmp_path: Path):
@@ -182,3 +185,88 @@ def test_machine_reset_and_bootloader_end_qemu_with_their_exit_codes(firmware: B
         cmd = qemu_command(firmware.elf, mac=MAC, serial=("-serial", "stdio"))
         done = subprocess.run(cmd, input=f"import machine\r{call}\r".encode(), capture_output=True, timeout=30)
         assert done.returncode == code, done.stdout[-300:]
+
+
+MODULES = r"""
+import json, hashlib, binascii, random, select, sys, time
+d = json.loads('{"a": [1, 2.5, -3e2, true, false, null, "x\\u00e9\\n"], "b": {"c": "d\\"q"}, '
+               '"n": 12345678901234567890}')
+bad = 0
+for text in ('{"a" 1}', '[1,]', '"abc', 'tru', '{"a": 1} x'):
+    try:
+        json.loads(text)
+    except ValueError:
+        bad += 1
+h = hashlib.sha256(b"abc")
+h2 = hashlib.sha256()
+for _ in range(10):
+    h2.update(b"0123456789" * 100)
+poller = select.poll()
+poller.register(sys.stdin, select.POLLIN)
+t0 = time.ticks_ms()
+idle = poller.poll(40)
+waited = time.ticks_diff(time.ticks_ms(), t0)
+print(json.dumps([d, bad, h.digest().hex(), h2.digest().hex(), binascii.hexlify(b"\x01\xfe", ":"),
+      binascii.b2a_base64(b"hello world"), binascii.a2b_base64(b"aGVsbG8gd29ybGQ="), binascii.crc32(b"hello"),
+      binascii.unhexlify("deadBEEF").hex(), 0 <= random.getrandbits(16) < 65536, 1 <= random.randint(1, 6) <= 6,
+      idle, waited], separators=(",", ":")))
+"""
+
+
+def test_modules_the_agent_needs_agree_with_cpython(firmware: BuiltFirmware):
+    import binascii
+    import hashlib
+    import json
+    import zlib
+
+    with board(firmware.elf) as t:
+        got = json.loads(run(t, MODULES))
+    assert got[0] == {
+        "a": [1, 2.5, -300.0, True, False, None, "x\u00e9\n"],
+        "b": {"c": 'd"q'},
+        "n": 12345678901234567890,
+    }
+    assert got[1] == 5  # every malformed document raised ValueError
+    assert got[2] == hashlib.sha256(b"abc").hexdigest()
+    assert got[3] == hashlib.sha256(b"0123456789" * 1000).hexdigest()
+    assert got[4:9] == ["01:fe", "aGVsbG8gd29ybGQ=\n", "hello world", zlib.crc32(b"hello"), "deadbeef"]
+    assert binascii.a2b_base64(got[5]) == b"hello world"
+    assert got[9:11] == [True, True]
+    assert got[11] == [] and got[12] == 40  # nothing on stdin: poll idled exactly its 40 ms of chip time
+
+
+INFERENCE = """
+import time, gc, npcnn
+model = npcnn.load("models/npc-policy-int8.npcm")
+x = [((k * 37) % 100) / 50.0 - 1.0 for k in range(48)]
+times = []
+for _ in range(10):
+    gc.collect()
+    t0 = time.ticks_cpu()
+    model.infer(x)
+    times.append(time.ticks_diff(time.ticks_cpu(), t0))
+    time.sleep_ms(50)
+print(npcnn.KERNEL, " ".join(str(t) for t in times))
+"""
+
+
+def test_bundled_model_inference_runs_viper_on_the_counted_clock(firmware: BuiltFirmware, tmp_path: Path):
+    repo = Path(__file__).resolve().parents[2]
+    vfs = blank_flash(tmp_path / "flash.bin")
+    with board(firmware.elf, vfs) as t:
+        for name in ("npcnn.py", "npcnn_viper.py", "npcfeat.py"):
+            t.fs_writefile(name, (repo / "micropython" / name).read_bytes())
+        t.fs_mkdir("models")
+        t.fs_writefile(
+            "models/npc-policy-int8.npcm", (repo / "fixtures" / "models" / "npc-policy-int8.npcm").read_bytes()
+        )
+    runs = []
+    for _ in range(2):  # two boots that do the same: the heap, and so the counted time, is the same
+        with board(firmware.elf, vfs) as t:
+            kernel, *times = run(t, INFERENCE).split()
+            runs.append([int(x) for x in times])
+    assert kernel == "viper"  # the MAC loops compiled by the RV32 emitter
+    assert runs[0] == runs[1]  # the same inferences take the same cycles on every boot
+    median_us = sorted(runs[0])[len(runs[0]) // 2] / 160
+    print(f"\nbundled policy, one inference, counted RV32 at 160 MHz: median {median_us:.0f} us (silicon: 24.6 ms)")
+    assert 1_000 < median_us < 100_000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -139,3 +140,29 @@ def test_nightly_refuses_an_unknown_baseline_or_model_before_touching_devices(tm
     words = " ".join(proc.stderr.split())
     assert proc.returncode == ExitCode.USAGE and "cannot be converted to .npcm for MicroPython boards" in words
     assert "Traceback" not in proc.stderr and not (tmp_path / "b.sqlite").exists()  # refused before anything ran
+
+
+def test_nightly_writes_the_ci_files_their_consumers_read(tmp_path: Path, short_session: Path) -> None:
+    from junitparser import JUnitXml
+    from markdown_it import MarkdownIt
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    md, xml, prom, step = (tmp_path / n for n in ("s.md", "j.xml", "m.prom", "step.md"))
+    proc = subprocess.run(
+        hilbench("nightly", "--device", "c6-b", "--session", str(short_session), "--skip", "update", "--skip",
+                 "faults", "--reports", str(tmp_path / "reports"), "--results", str(tmp_path / "r.sqlite"),
+                 "--summary-md", str(md), "--junit", str(xml), "--metrics", str(prom)),
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "GITHUB_STEP_SUMMARY": str(step)},
+    )  # fmt: skip
+    # the files are written whatever the night's outcome (on a loaded host c6-b's agent may miss its hello: exit 3)
+    assert proc.returncode in (ExitCode.OK, ExitCode.UNREACHABLE), proc.stdout + proc.stderr
+    text = md.read_text()
+    assert text.startswith("## hilbench nightly") and f"(exit {proc.returncode})" in text and step.read_text() == text
+    assert "<table>" in MarkdownIt("commonmark").enable("table").render(text)
+    cases = [c for suite in JUnitXml.fromfile(str(xml)) for c in suite]
+    assert cases and {c.classname.rsplit(".", 1)[1] for c in cases} == {"c6-b"}
+    families = {f.name: f for f in text_string_to_metric_families(prom.read_text())}
+    assert families["hilbench_job_exit_code"].samples[0].value == proc.returncode
+    if proc.returncode == ExitCode.OK:
+        figures = {s.labels["metric"]: s for s in families["hilbench_figure"].samples}
+        assert figures["inference_latency_p50"].labels["kind"] == "esp32c6" and figures["fps"].value > 0

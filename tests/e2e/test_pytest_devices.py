@@ -233,6 +233,42 @@ def test_micropython_crash_is_decoded_into_the_reports(pytester: pytest.Pytester
     assert "micropython/npc_agent.py" in extras
 
 
+XDIST_TESTS = r"""
+import os
+
+
+def test_hello(agent, record_property):
+    record_property("worker", os.environ["PYTEST_XDIST_WORKER"])
+    assert agent.hello()["model"]
+
+
+def test_infer(agent, record_property):
+    record_property("worker", os.environ["PYTEST_XDIST_WORKER"])
+    assert agent.infer([0.0] * 48)["act"] is not None
+"""
+
+
+def test_each_device_on_one_xdist_worker(pytester: pytest.Pytester) -> None:
+    """The project's own options (-n, --dist loadfile) over two files that use both devices: each device's tests
+    run on one worker, the two devices on the two workers, and no worker waits for a device another holds."""
+    fleet = fleet_file(
+        pytester.path / "fleet.toml",
+        'name = "pi5-x"\nkind = "pi5"\nvirtual = true',
+        'name = "pi5-y"\nkind = "pi5"\nvirtual = true',
+    )
+    pytester.makepyfile(test_first=XDIST_TESTS, test_second=XDIST_TESTS)
+    result, _ = run(pytester, fleet, "-n", "2", "--dist", "loadfile", "--lease-wait", "5")
+    out = result.stdout.str()
+    junit = ElementTree.parse(pytester.path / "junit.xml").getroot()
+    ran = [c for c in junit.iter("testcase")]  # both files' tests (`cases` is by name: the files share names)
+    assert len(ran) == 8 and {status(c) for c in ran} == {"passed"}, out
+    workers = {}
+    for case in ran:
+        workers.setdefault(case.get("name").split("[")[1].rstrip("]"), set()).add(props(case)["worker"])
+    assert all(len(w) == 1 for w in workers.values()), workers  # each device held by one worker
+    assert workers["pi5-x"] != workers["pi5-y"], workers  # and the two devices served in parallel
+
+
 @pytest.mark.slow  # opt-in (--run-slow): the whole hil/ suite; the fixtures it uses are tested above by default
 def test_the_device_suite_passes_on_a_virtual_linux_board(pytester: pytest.Pytester) -> None:
     """The representative part of `pytest hil/` in the default run: its checks on one virtual Pi 5. Decision

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.landlock import abi_version
+from bench.core.landlock import abi_version, program_argv
 from tests.conftest import REPO
 from tests.esp32c6_support import FIRMWARE, Board, mpremote, preflash, virtual_c6
 
@@ -81,3 +82,31 @@ def test_landlock_confines_a_process_to_its_folder(tmp_path: Path) -> None:
     assert result["write inside"] == result["read inside"] == "allowed"
     for attempt in ("read outside", "read via ..", "write outside", "spawn", "tcp connect"):
         assert result[attempt].startswith("refused"), (attempt, result)
+
+
+@pytest.mark.skipif(abi_version() < 1, reason="the kernel has no Landlock")
+@pytest.mark.programs("qemu-system-aarch64")
+def test_landlock_runs_qemu_with_its_given_files_only(tmp_path: Path) -> None:
+    """QEMU confined as the counted ESP32-C6 core runs (bench.core.landlock.program_argv): a kernel among the files it
+    was given loads; a host file it was not given cannot be opened, and no other program can be run."""
+    qemu = shutil.which("qemu-system-aarch64")
+    assert qemu is not None
+    given = tmp_path / "given.bin"
+    given.write_bytes(b"\x7f\x20\x03\xd5" * 4)  # `wfi`: a kernel QEMU loads as raw bytes
+    secret = tmp_path / "secret.bin"
+    secret.write_bytes(given.read_bytes())
+    machine = [qemu, "-M", "virt", "-cpu", "cortex-a53", "-nodefaults", "-display", "none", "-monitor", "none"]
+    quit_qmp = '{"execute": "qmp_capabilities"}\n{"execute": "quit"}\n'
+
+    def run(kernel: Path) -> subprocess.CompletedProcess[str]:
+        argv = program_argv([*machine, "-kernel", str(kernel), "-S", "-qmp", "stdio"], read_only=[str(given)])
+        return subprocess.run(argv, cwd=REPO, input=quit_qmp, capture_output=True, text=True, timeout=60)
+
+    allowed = run(given)
+    assert allowed.returncode == 0 and '"return"' in allowed.stdout, allowed.stdout + allowed.stderr
+    refused = run(secret)
+    assert refused.returncode != 0 and "could not load kernel" in refused.stderr, refused.stderr
+    other = program_argv([qemu])
+    other[other.index("--") + 1] = "/bin/true"  # confined as QEMU is, another program
+    spawn = subprocess.run(other, capture_output=True, text=True, timeout=60)
+    assert spawn.returncode != 0 and "Permission denied" in spawn.stderr, spawn.stderr

@@ -196,3 +196,31 @@ def test_the_suite_passes_metrics_to_pytest() -> None:
 
     args = build_parser("suite").parse_args(["suite", "--metrics", "m.prom", "--fleet", "fixtures/fleets/virtual.toml"])
     assert "--metrics=m.prom" in suite_argv(args)
+
+
+def test_a_bisection_has_a_case_per_step_and_its_figures_labelled_by_build(tmp_path) -> None:
+    from bench.commands.bisect import bisect_report
+    from bench.measure.measurement import Measurement
+    from bench.results.bisect import Bisection, Step
+
+    with open_store(tmp_path / "r.sqlite") as store:
+        runs = {}
+        for build, us in (("m1.tflite", 1000.0), ("m2.tflite", 1000.0), ("m3.tflite", 1300.0)):
+            runs[build] = []
+            for _ in range(2):
+                run = store.begin_run("bisect", session="combat")
+                store.add_device(run, "c6-a", "esp32c6")
+                store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", us, samples=900)])
+                runs[build].append(run)
+        result = Bisection("c6-a", list(runs), 0, 2, 2, Step(0, "m1.tflite", "baseline", runs["m1.tflite"]),
+                           [Step(1, "m2.tflite", "good", runs["m2.tflite"]),
+                            Step(2, "m3.tflite", "bad", runs["m3.tflite"], "inference_p50", "2 of 2 runs worse")],
+                           first_bad=2, last_good=1)  # fmt: skip
+        report = bisect_report(result, store, dt.datetime(2026, 12, 4, tzinfo=dt.UTC), tmp_path)
+    cases = {c.name: c for suite in JUnitXml.fromstring(junit_xml(report).encode()) for c in suite}
+    assert set(cases) == set(runs) and isinstance(cases["m3.tflite"].result[0], Failure)
+    families = {f.name: f for f in text_string_to_metric_families(openmetrics_text(report))}
+    by_build = {s.labels["build"]: s.value for s in families["hilbench_figure"].samples}
+    assert by_build == {"m1.tflite": 1000.0, "m2.tflite": 1000.0, "m3.tflite": 1300.0}
+    text = summary_markdown(report)
+    assert "first bad build: m3.tflite" in text and "Verdicts that changed" not in text

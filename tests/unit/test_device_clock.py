@@ -38,3 +38,24 @@ def test_the_fingerprint_clock_follows_what_the_agent_reports() -> None:
     # a virtual ESP32-C6 runs MicroPython's unix port on the bench host: its times are the host's, not the chip's
     assert device_clock(board, {"platform": "micropython-linux"}) == "realtime"
     assert device_clock(board, {"platform": "micropython-esp32"}) == "real time"
+
+
+@pytest.mark.parametrize(
+    ("version", "suffix"),
+    [
+        ("v1.29.0-preview on 2026-01-01 qemu-icount", "/qemu-icount"),  # the virtual ESP32-C6's counted firmware
+        ("v1.28.0 on 2026-04-06", ""),  # a chip's own build says nothing of the kind
+    ],
+)
+def test_the_micropython_agent_names_a_counted_clock_from_the_firmware(monkeypatch, version, suffix) -> None:
+    import os
+    import sys
+
+    import npc_agent as agent  # micropython/ is on the tests' path (pyproject's pythonpath)
+
+    monkeypatch.setattr(os, "uname", lambda: os.uname_result(("esp32", "", "", version, "")))
+    name = agent.platform_name()
+    assert name == "micropython-" + sys.platform + suffix
+    assert (agent.spin_us(name) == 0) == (suffix == "/qemu-icount")
+    board = Device("c6-a", "esp32c6", None, virtual=True)
+    assert device_clock(board, {"platform": "micropython-esp32" + suffix}) == ("icount" if suffix else "real time")

@@ -287,3 +287,24 @@ def test_an_icount_guests_latency_is_judged_when_replayed_on_its_own_clock(
     assert p50.status == status
     page = published.page.read_text()
     assert ("guest clock (icount)" in page) == (latency_clock == "device")
+
+
+@pytest.mark.parametrize(
+    ("platform", "label"),
+    [("micropython-esp32/qemu-icount", "counted: RV32 at the chip"), ("linux-aarch64/qemu-icount", "guest clock")],
+)
+def test_a_counted_microcontrollers_figures_say_so(tmp_path: Path, platform: str, label: str) -> None:
+    """A MicroPython agent on an icount clock, replayed on it, is the counted ESP32-C6 core: its figures say counted
+    RV32 time, its energy that it is modelled from counted cycles; an aarch64 guest's keep the guest-clock label."""
+    from bench.results.evidence import record_fingerprint
+
+    path = tmp_path / "results.sqlite"
+    last = build_store(path, runs=3, devices=1, frames=200)
+    with open_store(path) as store:
+        for run in range(1, last + 1):
+            fingerprint = {"virtual": True, "clock": "icount", "latency_clock": "device", "platform": platform}
+            record_fingerprint(store, run, "c6-a", fingerprint)
+        published = publish_run(store, last, reports_dir=tmp_path)
+    page = published.page.read_text()
+    assert label in page
+    assert ("counted: RV32" in page) == platform.startswith("micropython-")

@@ -3,6 +3,11 @@
 UART input arrives through `feed()` from any front end; UART output goes to every attached sink and
 to a bounded log. Modes: held in reset, ROM download (ROM or stub dialect), app (MicroPython),
 boot loop (no valid image). All timing is asyncio; the board never blocks the loop.
+
+The app is what the flashed image is: an image built for the counted core (bench.virtual.esp32c6.core_image)
+runs in qemu-system-riscv32 -icount (bench.virtual.esp32c6.core), its UART passed through untouched and its
+exit code acted on as the chip's resets; any other valid image runs the MicroPython unix-port VM behind the
+board's own REPL (repl.py, vm.py), timed by the host.
 """
 
 from __future__ import annotations
@@ -26,8 +31,11 @@ from bench.virtual.esp32c6.boot import (
     rom_banner,
     watchdog_text,
 )
+from bench.virtual.esp32c6.core import CountedCore
+from bench.virtual.esp32c6.core_image import core_elf, runs_on_core
+from bench.virtual.esp32c6.counted import FirmwareExit, ResetCause, Vfs
 from bench.virtual.esp32c6.efuse import Efuses, RegisterFile
-from bench.virtual.esp32c6.flash import FlashStorage, SpiFlashController
+from bench.virtual.esp32c6.flash import FILESYSTEM_OFFSET, FlashStorage, SpiFlashController
 from bench.virtual.esp32c6.repl import Repl, ReplExit
 from bench.virtual.esp32c6.rom import After, RomLoader
 from bench.virtual.esp32c6.slip import SlipDecoder, slip_encode
@@ -37,6 +45,15 @@ USB_BAUD_EQUIVALENT = 10_000_000  # USB full speed moves ~1 MB/s through the CDC
 BOOT_PIN_LATCH_S = 0.25  # IO9 low within this long after EN rises selects download mode
 BOOT_LOOP_PERIOD_S = 1.0
 LOG_LIMIT = 256 * 1024
+CORE_ELF = "core.elf"  # in the state folder: the flashed image's segments as QEMU loads them (rewritten every boot)
+# what the counted core's exit asks for: (boot into download mode, the reset as the ROM reports it)
+CORE_EXITS = {
+    FirmwareExit.RESET: (False, "software"),
+    FirmwareExit.BOOTLOADER: (True, "software"),
+    FirmwareExit.WDT: (False, "task_wdt"),
+    FirmwareExit.DEEPSLEEP: (False, "deepsleep"),
+    FirmwareExit.PANIC: (False, "panic"),
+}
 
 
 class Mode(enum.Enum):
@@ -78,6 +95,7 @@ class Board:
         self._task: asyncio.Task[None] | None = None
         self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
         self._repl: Repl | None = None
+        self._core: CountedCore | None = None
         self._lines = (False, False)  # (dtr, rts) as last set through RFC 2217
         self._boot_latch: asyncio.Task[None] | None = None
         self._boot_low_seen = False
@@ -112,7 +130,9 @@ class Board:
 
     def feed(self, data: bytes) -> None:
         """UART input."""
-        if self.mode == Mode.APP and self._repl is not None:
+        if self.mode == Mode.APP and self._core is not None:
+            self._core.feed(data)
+        elif self.mode == Mode.APP and self._repl is not None:
             self._repl.feed(data)
         elif self.mode == Mode.DOWNLOAD:
             self._inbox.put_nowait(data)
@@ -122,6 +142,11 @@ class Board:
     def vm_pid(self) -> int | None:
         """The MicroPython VM's process id while the app runs (None in the ROM, in reset or off)."""
         return self._repl.vm_pid if self.mode == Mode.APP and self._repl is not None else None
+
+    @property
+    def core(self) -> CountedCore | None:
+        """The counted core while it runs the app (None in the ROM, in reset, off, or with the unix-port VM)."""
+        return self._core if self.mode == Mode.APP else None
 
     # -- reset and strapping ---------------------------------------------------------------------
 
@@ -172,6 +197,7 @@ class Board:
             self._task.cancel()
         self._task = None
         self._repl = None
+        self._core = None
         self._stop_watchdog()
         self.mode = Mode.RESET
         self.events.append("reset held")
@@ -266,6 +292,7 @@ class Board:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._repl = None
+        self._core = None
 
     async def _boot(self, download: bool, cause: str) -> None:
         """From reset: the ROM's lines, then download mode, the boot loop or MicroPython (until the next reset)."""
@@ -284,6 +311,11 @@ class Board:
                 self.write(boot_loop_text(decision.problem, first_word))
         self.write(loader_text(decision.image))
         self.mode = Mode.APP
+        if runs_on_core(decision.image):
+            self.events.append("app started (counted core)")
+            download, next_cause = await self._run_core(core_elf(decision.image), cause)
+            self._start(self._boot(download, next_cause))
+            return
         self.events.append("app started")
         self._repl = Repl(
             self.flash.fs_dir,
@@ -297,6 +329,27 @@ class Board:
         self._repl = None
         self._stop_watchdog()
         self._start(self._boot(exit_reason == ReplExit.BOOTLOADER, "software"))
+
+    async def _run_core(self, elf: bytes, cause: str) -> tuple[bool, str]:
+        """Run the flashed firmware on the counted core until it asks for a reset; what comes next (download mode,
+        the reset cause). A reset from outside (EN, power) cancels this and kills QEMU."""
+        path = self.config.state_dir / CORE_ELF
+        path.write_bytes(elf)
+        vfs = Vfs(self.flash.path, FILESYSTEM_OFFSET, self.flash.filesystem_bytes)
+        core = CountedCore(path, vfs, self.config.mac, ResetCause(RESET_CAUSES[cause].machine_cause), self.write)
+        self._core = core
+        try:
+            await core.start()
+            code, errors = await core.wait()
+        finally:
+            self._core = None
+            await core.stop()
+        if code not in CORE_EXITS:
+            self.events.append(f"counted core exited {code}: {errors[-300:]}")
+            print(f"virtual board {self.config.name}: QEMU exited {code}: {errors}", file=sys.stderr)
+            return False, "panic"
+        self.events.append(f"counted core: {FirmwareExit(code).name.lower()}")
+        return CORE_EXITS[FirmwareExit(code)]
 
     # -- machine.WDT (the task watchdog) ---------------------------------------------------------
 

@@ -31,6 +31,8 @@ RESET_CAUSES = {
     "software": ResetCause(0xC, "SW_CPU", 2),  # machine.reset() (esp_restart)
     "usb": ResetCause(0x15, "USB_UART_HPSYS", 0),  # the USB-Serial-JTAG port's RTS (esp_reset_reason: USB)
     "task_wdt": ResetCause(0xC, "SW_CPU", 3),  # machine.WDT expired: panic handler, then esp_restart
+    "panic": ResetCause(0xC, "SW_CPU", 3),  # a CPU exception: panic handler, esp_restart (esp32 port: WDT_RESET)
+    "deepsleep": ResetCause(0x5, "SLEEP_WAKEUP", 4),  # machine.deepsleep()'s timer woke the chip (DEEPSLEEP_RESET)
 }
 BOOT_MODE_FLASH = b"boot:0x6c (SPI_FAST_FLASH_BOOT)"
 BOOT_MODE_DOWNLOAD = b"boot:0x5 (DOWNLOAD(USB/UART/SDIO_REI_FEO))"

@@ -27,7 +27,9 @@ from bench.virtual.esp32c6.supply import Supply
 async def serve(config: BoardConfig, host: str) -> None:
     """Serve `config`'s board until a termination signal."""
     board = Board(config)
-    supply = Supply(lambda: (board.powered, board.mode == Mode.RESET, board.mode == Mode.APP, board.vm_pid))
+    supply = Supply(
+        lambda: (board.powered, board.mode == Mode.RESET, board.mode == Mode.APP, board.vm_pid), lambda: board.core
+    )
     meter = VirtualPpk2(supply)
     rfc = await start_tcp(board, host, rfc2217_mode=True)
     raw = await start_tcp(board, host, rfc2217_mode=False)

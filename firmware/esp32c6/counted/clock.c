@@ -142,6 +142,17 @@ void clock_irq_exit(uint64_t entered) {
     }
 }
 
+// Wait until `ready()` with interrupts held off, without counting the wait: it lasts as long as the host
+// takes (the UART's output), and the instructions around it are the same whether it waited or not.
+void clock_stall_until(bool (*ready)(void)) {
+    uint32_t state = irq_disable();
+    uint64_t start = read_mcycle();
+    while (!ready()) {
+    }
+    idle_virt += read_mcycle() - start;
+    irq_restore(state);
+}
+
 // Round the clock up to a whole microsecond: done when input is taken, so what follows it runs on the
 // same ticks whenever the input arrived.
 void clock_align_us(void) {

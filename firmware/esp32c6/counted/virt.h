@@ -76,6 +76,7 @@ void clock_timer_irq(void);
 uint64_t clock_irq_enter(void);
 void clock_irq_exit(uint64_t entered);
 void clock_align_us(void);
+void clock_stall_until(bool (*ready)(void));
 // Run `cb` when the counted clock reaches `deadline_ns` (one slot, for machine.Timer/WDT); 0 cancels.
 void clock_set_alarm(uint64_t deadline_ns);
 extern void c6_alarm(void); // modmachine.c: the alarm fired (interrupt context)

@@ -1,0 +1,150 @@
+"""The counted core of a virtual ESP32-C6: the flashed firmware running in qemu-system-riscv32 -icount.
+
+One QEMU process per boot. Its console UART is QEMU's stdin/stdout, passed both ways untouched (the firmware's
+own REPL, raw REPL, raw-paste and soft reset); its filesystem is the vfs partition of the board's flash.bin
+(a block device over exactly that range); the firmware's exit code says what the chip does next (reset,
+bootloader, watchdog, deep-sleep wake, panic). QEMU runs inside the Landlock sandbox (bench.core.landlock): it may
+read its ELF, read and write flash.bin, and execute nothing but itself; QMP is a socket pair it inherits, so it
+needs no socket path. The process is tied to the board (bench.core.procs.tied) and killed with every reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import socket
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.core.landlock import program_argv
+from bench.core.procs import tied
+from bench.power.qmp import PowerError, QmpClient
+from bench.virtual.esp32c6.counted import (
+    QEMU,
+    STATUS_ADDR,
+    STATUS_FORMAT,
+    CoreStatus,
+    ResetCause,
+    Vfs,
+    qemu_command,
+)
+
+STATUS_WORDS = 8  # the status block: 2 u32 + 3 u64 (counted.STATUS_FORMAT)
+QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
+
+
+class CoreMissing(RuntimeError):
+    """qemu-system-riscv32 is not installed."""
+
+
+class CountedCore:
+    """One boot of the firmware in `elf`: start it, feed its UART, read its status, wait for its exit."""
+
+    def __init__(
+        self, elf: Path, vfs: Vfs, mac: bytes, reset_cause: ResetCause, on_output: Callable[[bytes], None]
+    ) -> None:
+        self.elf = elf
+        self.vfs = vfs
+        self.mac = mac
+        self.reset_cause = reset_cause
+        self.on_output = on_output
+        self._proc: asyncio.subprocess.Process | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._qmp: QmpClient | None = None
+        self._qmp_lock = asyncio.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """QEMU's process id while it runs."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.returncode is None else None
+
+    async def start(self) -> None:
+        """Start QEMU (CoreMissing when it is not installed)."""
+        binary = shutil.which(QEMU)
+        if binary is None:
+            raise CoreMissing(f"{QEMU} is not installed (Debian: qemu-system-misc); `hilbench doctor` checks it")
+        ours, theirs = socket.socketpair()
+        argv = qemu_command(self.elf, mac=self.mac, reset_cause=self.reset_cause, vfs=self.vfs)
+        argv[0] = binary
+        argv += ["-chardev", f"socket,id=qmp,fd={theirs.fileno()}", "-mon", "chardev=qmp,mode=control"]
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *tied(program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        self._pump = asyncio.ensure_future(self._forward_output())
+        reader, writer = await asyncio.open_unix_connection(sock=ours)
+        client = QmpClient(reader, writer)
+        try:
+            await client.negotiate(QMP_START_S)
+        except (PowerError, OSError):
+            await client.close()  # QEMU did not come up: wait() tells why
+            return
+        self._qmp = client
+
+    def feed(self, data: bytes) -> None:
+        """UART input (bytes to the firmware's console)."""
+        proc = self._proc
+        if proc is not None and proc.stdin is not None and proc.returncode is None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                proc.stdin.write(data)
+
+    async def wait(self) -> tuple[int, str]:
+        """Until QEMU exits: its exit code (the firmware's request, counted.FirmwareExit) and what it printed on
+        stderr (QEMU's own complaints)."""
+        assert self._proc is not None and self._proc.stderr is not None
+        errors = await self._proc.stderr.read()
+        code = await self._proc.wait()
+        if self._pump is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump  # every byte the firmware printed goes out before the board acts on the exit
+        return code, errors.decode(errors="replace").strip()
+
+    async def status(self) -> CoreStatus | None:
+        """The firmware's status block (its counted clock, busy and idle time); None before it wrote one or
+        when QEMU is not answering."""
+        client = self._qmp
+        if client is None or self.pid is None:
+            return None
+        async with self._qmp_lock:
+            try:
+                text = await client.execute(
+                    "human-monitor-command", {"command-line": f"xp /{STATUS_WORDS}wx {STATUS_ADDR:#x}"}
+                )
+            except (PowerError, OSError, RuntimeError):  # QEMU gone, or the connection closed by a reset
+                return None
+        words = [int(w, 16) for line in str(text).splitlines() for w in line.split(":", 1)[-1].split()]
+        data = b"".join(w.to_bytes(4, "little") for w in words[:STATUS_WORDS])
+        return CoreStatus.parse(data) if len(data) >= struct.calcsize(STATUS_FORMAT) else None
+
+    async def stop(self) -> None:
+        """Kill QEMU (a reset or power loss: nothing is shut down) and wait for it."""
+        proc, self._proc = self._proc, None
+        if self._qmp is not None:
+            await self._qmp.close()
+            self._qmp = None
+        if proc is not None:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+            await proc.wait()
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+            self._pump = None
+
+    async def _forward_output(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        stdout = self._proc.stdout
+        while chunk := await stdout.read(65536):
+            self.on_output(chunk)

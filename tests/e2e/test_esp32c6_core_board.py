@@ -1,0 +1,135 @@
+"""The virtual ESP32-C6 running the counted firmware: esptool writes the image built from the firmware's ELF (by
+esptool's own elf2image), the board boots it in qemu-system-riscv32 -icount, and mpremote talks to the firmware's
+own REPL through the board's ports. Resets stop QEMU; nothing is left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ppk2_api.ppk2_api import PPK2_API
+
+from bench.devices.esp_image import parse_image
+from bench.image.c6_firmware import build_firmware
+from bench.virtual.esp32c6.core_image import image_for, runs_on_core
+from bench.virtual.esp32c6.supply import ACTIVE_UA, IDLE_UA
+from tests.e2e.test_esp32c6_ppk2 import _measure
+from tests.esp32c6_support import Board, esptool, mpremote, virtual_c6
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.programs("riscv64-unknown-elf-gcc", "picolibc.specs", "make", "qemu-system-riscv32"),
+]
+MAC = "60:55:f9:c6:20:01"
+
+
+@pytest.fixture(scope="module")
+def image() -> Path:
+    return image_for(build_firmware().elf)
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory: pytest.TempPathFactory, image: Path):
+    with virtual_c6(tmp_path_factory.mktemp("c6core"), mac=MAC) as running:
+        write = esptool("--port", running.urls["rfc2217"], "write-flash", "0x0", str(image))
+        assert write.returncode == 0, write.stdout + write.stderr
+        assert "Hash of data verified" in write.stdout
+        yield running
+
+
+def qemu_pids(state: Path) -> list[int]:
+    """QEMU processes running a core of the board whose state folder is `state`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qemu-system-riscv32") and str(state).encode() in b" ".join(argv):
+                pids.append(int(entry.name))
+    return pids
+
+
+def test_the_image_is_the_elf_segments(image: Path) -> None:
+    """esptool's elf2image image checks as a C6 image, and it is recognised as one for the counted core."""
+    info = parse_image(image.read_bytes(), chip_id=13, chip_revision=1)
+    assert runs_on_core(info)
+    committed = Path(__file__).resolve().parents[2] / "firmware" / "esp32c6" / "virtual-micropython.bin"
+    assert not runs_on_core(parse_image(committed.read_bytes()))
+
+
+def test_flashed_firmware_runs_on_the_counted_core(board: Board) -> None:
+    """After esptool's hard reset the board runs the flashed firmware in QEMU: the firmware's own REPL answers."""
+    status = board.wait_mode("app", timeout_s=30)
+    assert "app started (counted core)" in status["events"]
+    ran = mpremote(
+        "connect", board.urls["socket"], "exec", "import sys; print(sys.platform, sys.implementation._build)"
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.split() == ["esp32", "ESP32_GENERIC_C6"]  # the unix-port VM says "linux"
+    assert len(qemu_pids(board.virtual.state_dir)) == 1
+
+
+def test_raw_paste_and_soft_reset_pass_through(board: Board, tmp_path: Path) -> None:
+    """A program longer than raw-paste's window runs whole; variables are gone after a soft reset."""
+    program = tmp_path / "long.py"
+    program.write_text("total = 0\n" + "".join(f"total += {i}  # {'x' * 40}\n" for i in range(200)) + "print(total)\n")
+    run = mpremote("connect", board.urls["socket"], "run", str(program))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.strip() == str(sum(range(200)))
+    kept = mpremote("connect", board.urls["socket"], "resume", "exec", "print(total)")
+    assert kept.stdout.strip() == str(sum(range(200))), kept.stdout + kept.stderr
+    gone = mpremote("connect", board.urls["socket"], "soft-reset", "resume", "exec", "print('total' in globals())")
+    assert gone.stdout.strip().endswith("False"), gone.stdout + gone.stderr
+
+
+def test_reset_and_download_mode_stop_qemu(board: Board) -> None:
+    """Held in reset or in the ROM loader the core does not run: its QEMU is gone; a reset boots a new one."""
+    board.control("download")
+    assert board.wait_mode("download")["mode"] == "download"
+    assert qemu_pids(board.virtual.state_dir) == []
+    chip = esptool("--port", board.urls["socket"], "--before", "no-reset", "--after", "no-reset", "chip-id")
+    assert chip.returncode == 0 and "ESP32-C6" in chip.stdout, chip.stdout + chip.stderr
+    board.control("boot")
+    board.wait_mode("app")
+    ran = mpremote("connect", board.urls["socket"], "exec", "print(6 * 7)")
+    assert ran.stdout.strip() == "42", ran.stdout + ran.stderr
+    assert len(qemu_pids(board.virtual.state_dir)) == 1
+    board.control("hold_reset")
+    assert board.wait_mode("reset")["mode"] == "reset"
+    assert qemu_pids(board.virtual.state_dir) == []
+    board.control("power_cycle")
+    assert board.wait_mode("app")["mode"] == "app"
+
+
+def test_the_supply_follows_the_counted_busy_time(board: Board) -> None:
+    """The virtual PPK2's current on the counted core is the firmware's busy fraction in counted time between the
+    datasheet's CPU-idle (27 mA) and CPU-running (38 mA) figures: at the REPL it idles, in a busy loop it runs,
+    whatever the host's load."""
+    board.control("boot")
+    board.wait_mode("app")
+    ppk = PPK2_API(board.urls["ppk2"], timeout=1, write_timeout=1)
+    assert ppk.get_modifiers()
+    ppk.use_source_meter()
+    ppk.set_source_voltage(3300)
+    ppk.toggle_DUT_power("ON")
+    time.sleep(0.5)
+    _measure(ppk, 1.0)
+    idle = board.control("ppk2")["window"]["mean_ua"]
+    loop = subprocess.Popen([sys.executable, "-m", "mpremote", "connect", board.urls["socket"], "exec",
+                             "print('go')\nwhile True: pass"], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert loop.stdout is not None and loop.stdout.readline().strip() == "go"
+        _measure(ppk, 1.0)
+        busy = board.control("ppk2")["window"]["mean_ua"]
+    finally:
+        loop.kill()
+        loop.wait()
+        board.control("boot")  # out of the endless loop
+    del ppk
+    assert idle == pytest.approx(IDLE_UA, rel=0.02)
+    assert busy == pytest.approx(ACTIVE_UA, rel=0.02)
