@@ -53,8 +53,10 @@ class Timing:
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Timing:
         """From `{"ack_timeout_ms": .., "ack_random_factor": .., "max_retransmit": ..}`; missing keys default."""
-        if not data:
+        if data is None:
             return cls()
+        if not isinstance(data, dict):
+            raise ValueError("coap must be an object of link timings")
         return cls(
             _bounded(data.get("ack_timeout_ms", 50), "ack_timeout_ms", 1, 60000) / 1000,
             float(_bounded(data.get("ack_random_factor", 1.5), "ack_random_factor", 1, 4)),

@@ -23,13 +23,19 @@ except ImportError:  # pragma: no cover - every port used here has select
     import uselect as select
 
 import npcfeat
-import npcmanifest
-import npcnn
-import npcrecords
-import npcsched
-import wire
-from npcclock import Clock
-from npcmodels import Models, Refused
+
+# the input windows' 17 KB array, made before the other modules are compiled: on a young heap it finds a
+# contiguous block, which the code objects of every module, scattered over the heap, would leave it no more
+# (Agent takes it)
+_features = npcfeat.Features()
+
+import npcmanifest  # noqa: E402
+import npcnn  # noqa: E402
+import npcrecords  # noqa: E402
+import npcsched  # noqa: E402
+import wire  # noqa: E402
+from npcclock import Clock  # noqa: E402
+from npcmodels import Models, Refused  # noqa: E402
 
 AGENT = "npc-mpy"
 VERSION = "0.1.0"
@@ -39,7 +45,7 @@ CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
-MAX_MANIFEST = 4096  # bytes of a delta manifest (one is ~500)
+LINE_START = 512  # bytes of the line buffer, enough for the usual line (a mocap input is ~470)
 MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 # inputs held at once (`hold` ahead of a loop, or `hold_ms`): the bench feeds at most 2 s of session time ahead of
 # the newest frame record, ~620 inputs of `combat` with voice features; each held input is ~150 bytes of heap
@@ -152,8 +158,11 @@ class Link:
         self.poller = select.poll()
         self.poller.register(sys.stdin, select.POLLIN)
         self.one = bytearray(1)
-        self.buf = bytearray(wire.MAX_LINE + 2)  # the line being received: its first MAX_LINE + 1 bytes, a newline
-        self.n = 0  # bytes of it received (those past the buffer are read away, not kept)
+        # the line being received: a small buffer for the usual lines, grown to MAX_LINE + 2 bytes (the first
+        # MAX_LINE + 1 bytes of a line and its newline) only while a longer line arrives, so the heap does not
+        # keep 4 KB for the rare one
+        self.small = self.buf = bytearray(LINE_START)
+        self.n = 0  # bytes of it received (those past MAX_LINE + 1 are read away, not kept)
 
     def ready(self, timeout_ms):
         """True when input can be read within `timeout_ms`."""
@@ -168,7 +177,8 @@ class Link:
         # ipoll allocates nothing per call; a port whose select has only poll() is served too
         poll = getattr(self.poller, "ipoll", self.poller.poll)
         one, buf, readinto = self.one, self.buf, self.rx.readinto
-        cap = len(buf) - 1
+        cap = wire.MAX_LINE + 1
+        room = len(buf) - 1
         n = self.n
         for _ in range(cap):
             for _ in poll(0):
@@ -177,13 +187,20 @@ class Link:
                 break
             if not readinto(one):
                 self.n = 0
+                self.buf = self.small
                 return b""
             c = one[0]
             if c == 10:
                 self.n = 0
                 n = n if n < cap else cap
                 buf[n] = c
+                self.buf = self.small
                 return bytes(memoryview(buf)[: n + 1])
+            if n == room and n < cap:  # a long line: the full-size buffer, for this line only
+                self.buf = bytearray(cap + 1)
+                self.buf[:n] = buf[:n]
+                buf = self.buf
+                room = cap
             if n < cap:
                 buf[n] = c
             n += 1
@@ -234,7 +251,8 @@ class Agent:
         self.models = Models(key, self.clock, self.send, mem_limit, self.remember, self.forget)
         self.warm_up_pending = False
         self.key_error = key_error
-        self.features = npcfeat.Features()
+        global _features
+        self.features, _features = _features or npcfeat.Features(), None
         self.loop = None
         self.running = True
         self.deferred = []  # (line, rx us) of requests that came while an update was waiting
@@ -348,77 +366,18 @@ class Agent:
         return self.switch_to(msg, "loaded", self.resolve(path), manifest, {}, bool(msg.get("cold")), allow=allow)
 
     def on_update(self, msg, rx_us):
-        """Fetch a model over CoAP Block2 (whole, or as a bsdiff4-zlib delta applied to the running model:
-        MicroPython has no bz2 for plain bsdiff4), verify it, and only then store it in models/ and switch as
-        `load` does. The manifest's signature is checked before any transfer; the transfer lands in updates/,
-        outside models/, streamed to flash block by block (the heap never holds the model twice); its hash,
-        signature and parse are checked there, and only a verified file is renamed into models/. A refused
-        update leaves every installed file as it was."""
+        """Fetch a model over CoAP Block2 (npcupdate: whole, or as a bsdiff4-zlib delta applied to the running
+        model), verify it, and only then store it in models/ and switch as `load` does. A refused update leaves
+        every installed file as it was."""
         manifest = npcmanifest.fields(msg["manifest"])
         url = wire.text(msg["url"], "url")
         allow = bool(msg.get("allow_downgrade"))
         path = update_path(manifest)
-        import npccoap  # only when an update comes: it costs heap
+        import npcupdate  # only when an update comes: it and the CoAP client cost heap
 
-        timing = npccoap.Timing.from_json(msg.get("coap"))  # a bad field is bad_field before anything else
-        try:
-            self.models.check_signature(manifest)  # a forged manifest: nothing is fetched
-            self.models.check_forward(manifest, allow)  # nor an older or foreign one
-        except Refused as exc:
-            self.models.refuse(exc, manifest)
-            raise
         tmp = _updates_dir() + path[len("models") :]
-        client = npccoap.Client(timing, on_wait=self.serve_during_update)
-        try:
-            if msg.get("delta"):
-                fetched = self.fetch_delta(client, url, manifest, tmp)
-            else:
-                fetched = client.fetch(url, tmp, manifest.get("sha256"), self.serve_during_update, manifest.get("size"))
-        except Refused as exc:
-            _remove(tmp)  # a patched file that is refused is not kept
-            self.models.refuse(exc, manifest)
-            raise
-        except (npccoap.FetchError, OSError, ValueError) as exc:  # ValueError: a patch that does not apply
-            _remove(tmp)
-            kind = getattr(exc, "kind", "parse" if isinstance(exc, ValueError) else "transfer")
-            refused = Refused(kind, "%s: %s" % (url, exc))
-            self.models.refuse(refused, manifest)
-            raise refused
-        finally:
-            client.close()
-        figures = {"delta_saved": 0}
-        for k in ("blocks", "bytes", "retransmits", "transfer_us", "resumed_from", "restarts"):
-            figures[k] = fetched.get(k, 0)
-        if msg.get("delta"):  # the model's size less what travelled (delta manifest and patch)
-            figures["delta_saved"] = max(0, int(manifest.get("size", 0)) - figures["bytes"])
+        figures = npcupdate.fetch(self, msg, manifest, url, allow, tmp)
         return self.switch_to(msg, "updated", tmp, manifest, figures, store_as=path, allow=allow)
-
-    def fetch_delta(self, client, url, manifest, path):
-        """Fetch the signed delta manifest (`url`/manifest) and, once it checks out against the running model,
-        the patch (`url`); apply it into `path`. Returns the transfer figures of both fetches."""
-        import npcpatch
-        import npcsig
-
-        cur = self.models.current
-        stats = client.fetch(url + "/manifest", path + ".delta", None, self.serve_during_update, MAX_MANIFEST)
-        dm = read_delta_manifest(path + ".delta")
-        if self.models.key is None or not npcsig.verify_manifest(dm, self.models.key):
-            raise Refused("signature", "delta manifest does not verify with the trusted key")
-        if dm.get("algo") != "bsdiff4-zlib" or dm.get("target") != manifest.get("sha256"):
-            raise Refused("hash", "the delta manifest is not a bsdiff4-zlib patch to this model")
-        if cur is None or dm.get("base") != cur.manifest.get("sha256"):
-            raise Refused("hash", "delta is against base %s, not the running model" % str(dm.get("base"))[:12])
-        patch = client.fetch(
-            url, path + ".patch", dm.get("patch_sha256"), self.serve_during_update, dm.get("patch_size")
-        )
-        try:
-            npcpatch.apply(cur.path, path + ".patch", path)
-        finally:
-            os.remove(path + ".patch")
-        for k in ("blocks", "bytes", "retransmits", "transfer_us", "restarts"):
-            stats[k] = stats.get(k, 0) + patch.get(k, 0)
-        stats["resumed_from"] = patch.get("resumed_from", 0)
-        return stats
 
     def serve_during_update(self, *_progress):
         """Between an update's blocks and while it waits for its server: the frame events due, and the link's
@@ -737,22 +696,6 @@ class Agent:
                 )
                 self.loop.stopping = True
                 self.loop.sched.pending = []
-
-
-def read_delta_manifest(path):
-    """The delta manifest fetched into `path` (at most MAX_MANIFEST bytes), deleted once read: a JSON object nested
-    at most wire.MAX_DEPTH deep whose fields have their types; Refused("parse") naming what is wrong otherwise."""
-    try:
-        with open(path, "rb") as f:
-            body = f.read(MAX_MANIFEST + 1)
-    finally:
-        _remove(path)
-    try:
-        if len(body) > MAX_MANIFEST or not wire.shallow(body):
-            raise ValueError("over %d B or %d levels" % (MAX_MANIFEST, wire.MAX_DEPTH))
-        return npcmanifest.fields(json.loads(body), "delta manifest")
-    except (ValueError, RuntimeError, MemoryError) as exc:
-        raise Refused("parse", "not a delta manifest: %s" % exc)
 
 
 def read_record(path):

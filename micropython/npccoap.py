@@ -58,7 +58,10 @@ class Timing:
     @classmethod
     def from_json(cls, data):
         """From the `coap` object of an `update` message (missing keys default)."""
-        data = data or {}
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ValueError("coap must be an object of link timings")
         return cls(
             _bounded(data.get("ack_timeout_ms", 50), "ack_timeout_ms", 1, 60000),
             _bounded(data.get("ack_random_factor", 1.5), "ack_random_factor", 1, 4),

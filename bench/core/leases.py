@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -79,7 +80,10 @@ def _mutex(folder: Path):
     except OSError as exc:  # ELOOP: a symbolic link planted as the mutex
         raise UnsafeFolder(f"lease folder {folder}: cannot open its .mutex: {exc.strerror or exc}",
                            hint=f"remove {folder / '.mutex'}", file=str(folder / ".mutex")) from None  # fmt: skip
-    with os.fdopen(fd, "r+b") as f:
+    with os.fdopen(fd, "r+b", buffering=0) as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO or device planted as the mutex
+            raise UnsafeFolder(f"lease folder {folder}: its .mutex is not a regular file",
+                               hint=f"remove {folder / '.mutex'}", file=str(folder / ".mutex"))  # fmt: skip
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -88,14 +92,27 @@ def _mutex(folder: Path):
 
 
 def _read(path: Path) -> LeaseInfo | None:
+    """The lease in `path`: a regular file (no link followed, a FIFO never waited on), else None."""
     try:
-        return LeaseInfo(**json.loads(path.read_text()))
-    except (OSError, ValueError, TypeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return LeaseInfo(**json.loads(os.read(fd, 1 << 16)))
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
 
 
 def _write(path: Path, info: LeaseInfo) -> None:
-    write_atomic(path, json.dumps(asdict(info)).encode(), mode=0o600)  # never through a planted link
+    try:
+        write_atomic(path, json.dumps(asdict(info)).encode(), mode=0o600)  # never through a planted link
+    except OSError as exc:  # a folder or something else planted at the lease's name
+        raise UnsafeFolder(f"lease folder {path.parent}: cannot write {path.name}: {exc.strerror or exc}",
+                           hint=f"remove {path}", file=str(path), device=info.device) from None  # fmt: skip
 
 
 def list_leases(folder: Path | None = None) -> list[LeaseInfo]:

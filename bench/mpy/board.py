@@ -23,6 +23,7 @@ AGENT_MODULES = (
     "npcnn.py",
     "npcnn_viper.py",
     "npccoap.py",
+    "npcupdate.py",
     "npcpatch.py",
     "npcsig.py",
     "p256.py",

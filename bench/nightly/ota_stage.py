@@ -2,13 +2,18 @@
 pushed through the same update path; each must be refused or rolled back with the running model kept).
 
 Models come from a store made for the run from the fixture models: version 1 is the bundled model (so a
-delta can be taken from it), version 2 its successor, and the fault fixtures follow as later versions."""
+delta can be taken from it), version 2 its successor. The fault fixtures never enter it: the fault suite
+publishes them in a store of its own, deleted when the suite ends, each under a name of its own (`npc-fault-crash`,
+...), which every agent refuses (kind `version`: not the device's line) unless the update says `allow_downgrade`,
+as only the fault suite's do. A fault model rolled back is deleted by the agent, so the devices end the stage
+running the model they ran, with no fault file on them."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import functools
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,7 @@ from bench.report.ota_results import ota_record
 from bench.store.results import ResultStore
 
 FAMILY = "npc-policy"
+FAULT_FAMILY = "npc-fault"  # the fault models' names: npc-fault-<case>, never a device's line
 FAULT_WAIT_S = 15.0  # a rollback comes within the 3 s probation; slow links and emulation get some slack
 
 
@@ -61,9 +67,9 @@ Manifests = dict[tuple[str, str], dict[str, Any]]
 
 @functools.cache
 def build_store(root: Path, key_path: Path) -> tuple[ModelStore, Manifests]:
-    """A store with v1 (bundled), v2 and each fault fixture of the policy in every format; returns it and the
-    manifest of each (format, case): "v1", "v2", "forged-v1", "forged-v2" or a fault case name. Built once per
-    `root`: the update stage and the fault suite of a run share it. Models are signed with `key_path`."""
+    """A store with v1 (bundled) and v2 of the policy in every format; returns it and the manifest of each
+    (format, case): "v1", "v2", "forged-v1", "forged-v2". Built once per `root`: the update stage and the fault
+    suite of a run share it. Models are signed with `key_path`."""
     store = ModelStore(root)
     key = load_private_key(key_path)
     manifests: Manifests = {}
@@ -74,13 +80,36 @@ def build_store(root: Path, key_path: Path) -> tuple[ModelStore, Manifests]:
         for version in ("v1", "v2"):  # a good model signed by another key; sent as the one the device lacks
             forged = {k: v for k, v in manifests[fmt, version].items() if k != "sig"}
             manifests[fmt, f"forged-{version}"] = sign_manifest(forged, other_key)
+    return store, manifests
+
+
+def fault_store(root: Path, key_path: Path) -> tuple[ModelStore, Manifests]:
+    """The fault suite's own store at `root`, with the fault models (`publish_faults`); returns it and the
+    manifest of each (format, case name)."""
+    store = ModelStore(root)
+    return store, publish_faults(store, key_path)
+
+
+def publish_faults(store: ModelStore, key_path: Path) -> Manifests:
+    """Publish each fault fixture in every format into `store`, named `npc-fault-<case>` (a name no device runs,
+    so an agent takes it only with `allow_downgrade`), signed with `key_path`; the manifest of each (format, case
+    name)."""
+    key = load_private_key(key_path)
+    manifests: Manifests = {}
+    for fmt, ext in fleet_formats().items():
         for case in FAULT_CASES:
             fixture = case.fixture.get(fmt) if isinstance(case.fixture, dict) else case.fixture
             if fixture is not None and (MODELS_DIR / f"{fixture}.{ext}").is_file():
+                name = f"{FAULT_FAMILY}-{case.name}"
                 manifests[fmt, case.name] = store.publish(
-                    MODELS_DIR / f"{fixture}.{ext}", key, name=FAMILY, fmt=fmt
+                    MODELS_DIR / f"{fixture}.{ext}", key, name=name, fmt=fmt
                 ).manifest
-    return store, manifests
+    return manifests
+
+
+def is_fault_model(manifest: dict[str, Any]) -> bool:
+    """Whether `manifest` is one of the fault models (`publish_faults`)."""
+    return str(manifest.get("name", "")).startswith(FAULT_FAMILY + "-")
 
 
 class _Agent:
@@ -171,54 +200,73 @@ def _update_text(u: DeviceUpdate) -> str:
 async def fault_suite(
     devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
 ) -> dict[str, DeviceOutcome]:
-    """Push each bad artefact; a case passes when the agent reports an expected fault and still runs the model
-    it ran before. Faults are kept with the run."""
-    store, manifests = build_store(log_dir / "ota-store", run_signing_key(devices))
+    """Push each bad artefact (from the suite's own store, deleted afterwards; module docstring); a case passes
+    when the agent reports an expected fault and still runs the model it ran before. Faults are kept with the
+    run."""
+    key_path = run_signing_key(devices)
+    _, manifests = build_store(log_dir / "ota-store", key_path)
+    root = log_dir / "fault-store"
+    shutil.rmtree(root, ignore_errors=True)  # a suite killed before its cleanup left one
+    try:
+        store, faults = fault_store(root, key_path)
+        work = functools.partial(_fault_cases, store, manifests, faults, results, run_id)
+        return await _served(devices, log_dir, store, work)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
-    async def work(agent: _Agent, ports: dict[str, int]) -> DeviceOutcome:
-        session = agent.session
-        timing = timing_named(agent.device.settings.ota_timing)
-        cases: dict[str, dict[str, Any]] = {}
-        events = []
-        fmt = _format(agent.device)
-        for case in FAULT_CASES:
-            before = (await session.hello()).get("model")
-            if case.fixture is None:
-                running_v2 = (before or {}).get("sha256") == manifests[fmt, "v2"]["sha256"]
-                manifest = manifests.get((fmt, "forged-v1" if running_v2 else "forged-v2"))
-            else:
-                manifest = manifests.get((fmt, case.name))
-            if manifest is None:
-                continue
-            update = await update_device(session, store, manifest, agent.base_url(ports), timing=timing)
-            try:
-                fault = await session.next_fault(timeout=FAULT_WAIT_S)
-            except BenchError:
-                fault = None
-            after = (await session.hello()).get("model")
-            kept = (before or {}).get("sha256") == (after or {}).get("sha256")
-            if fault is not None:
-                events.append(fault_event(fault))
-            handled = fault is not None and fault.get("kind") in case.expect and kept
-            cases[case.name] = {
-                "ok": handled,
-                "fault": None
-                if fault is None
-                else {k: fault.get(k) for k in ("kind", "cause", "rollback_us", "detail")},
-                "kept_model": kept,
-                "update_detail": update.detail,
-            }
-        if run_id is not None and events:
-            results.add_faults(run_id, agent.device.name, events)
-        failed = [n for n, c in cases.items() if not c["ok"]]
-        detail = (
-            f"{len(cases)} fault case(s) handled, running model kept"
-            if not failed
-            else "not handled: " + ", ".join(f"{n} ({_why(cases[n])})" for n in failed)
+
+async def _fault_cases(
+    store: ModelStore,
+    manifests: Manifests,
+    faults: Manifests,
+    results: ResultStore,
+    run_id: int | None,
+    agent: _Agent,
+    ports: dict[str, int],
+) -> DeviceOutcome:
+    """The fault cases on one device (see `fault_suite`): the fault models go with `allow_downgrade`, as their
+    names are not the device's line; the forged one without, as a real update would."""
+    session = agent.session
+    timing = timing_named(agent.device.settings.ota_timing)
+    cases: dict[str, dict[str, Any]] = {}
+    events = []
+    fmt = _format(agent.device)
+    for case in FAULT_CASES:
+        before = (await session.hello()).get("model")
+        if case.fixture is None:
+            running_v2 = (before or {}).get("sha256") == manifests[fmt, "v2"]["sha256"]
+            manifest = manifests.get((fmt, "forged-v1" if running_v2 else "forged-v2"))
+        else:
+            manifest = faults.get((fmt, case.name))
+        if manifest is None:
+            continue
+        update = await update_device(
+            session, store, manifest, agent.base_url(ports), timing=timing, allow_downgrade=case.fixture is not None
         )
-        return DeviceOutcome(not failed, detail, data={"cases": cases})
-
-    return await _served(devices, log_dir, store, work)
+        try:
+            fault = await session.next_fault(timeout=FAULT_WAIT_S)
+        except BenchError:
+            fault = None
+        after = (await session.hello()).get("model")
+        kept = (before or {}).get("sha256") == (after or {}).get("sha256")
+        if fault is not None:
+            events.append(fault_event(fault))
+        handled = fault is not None and fault.get("kind") in case.expect and kept
+        cases[case.name] = {
+            "ok": handled,
+            "fault": None if fault is None else {k: fault.get(k) for k in ("kind", "cause", "rollback_us", "detail")},
+            "kept_model": kept,
+            "update_detail": update.detail,
+        }
+    if run_id is not None and events:
+        results.add_faults(run_id, agent.device.name, events)
+    failed = [n for n, c in cases.items() if not c["ok"]]
+    detail = (
+        f"{len(cases)} fault case(s) handled, running model kept"
+        if not failed
+        else "not handled: " + ", ".join(f"{n} ({_why(cases[n])})" for n in failed)
+    )
+    return DeviceOutcome(not failed, detail, data={"cases": cases})
 
 
 def _why(case: dict[str, Any]) -> str:

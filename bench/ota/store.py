@@ -61,6 +61,9 @@ class ModelStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        if os.path.lexists(self.root) and not self.root.is_dir():  # a file or FIFO given as --store
+            raise ConfigError(f"model store {self.root} is not a folder", hint="give the store's folder (--store DIR)",
+                              file=str(self.root))  # fmt: skip
 
     def names(self) -> list[str]:
         """Every model name with at least one version."""

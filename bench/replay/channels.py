@@ -8,7 +8,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from bench.agent.wire import MAX_LINE
+from bench.agent.wire import MAX_DEPTH, MAX_LINE, shallow
 
 VOICE_RATE_HZ = 16_000
 VOICE_CHUNK_MS = 10
@@ -20,6 +20,7 @@ MOCAP_JOINT_NAMES = (
     "neck", "head", "l_shoulder", "l_elbow", "l_wrist", "r_shoulder", "r_elbow", "r_wrist",
 )  # fmt: skip
 
+MAX_TIMESTAMP_MS = 2**53  # an event's own clock: a whole number every agent reads exactly (a JavaScript number)
 EVENT_MAX_BYTES = MAX_LINE - 128
 """The largest JSON action/event payload: it must fit one agent protocol line with the `in` frame around it."""
 
@@ -121,11 +122,15 @@ def check_event(value: Any) -> None:
             raise PayloadError(f"event lacks field {key!r}")
     if not isinstance(value["session_id"], str) or not isinstance(value["action"], str):
         raise PayloadError("event fields 'session_id' and 'action' must be strings")
-    if not isinstance(value["timestamp_ms"], int):
-        raise PayloadError("event field 'timestamp_ms' must be an integer")
+    ts = value["timestamp_ms"]
+    if isinstance(ts, bool) or not isinstance(ts, int) or abs(ts) > MAX_TIMESTAMP_MS:
+        raise PayloadError("event field 'timestamp_ms' must be a whole number within ±2^53")
     ctx = value["context"]
-    if not isinstance(ctx, dict) or not all(isinstance(ctx.get(k), int | float) for k in ("hp_ratio", "aggro_level")):
+    numbers = [ctx.get(k) for k in ("hp_ratio", "aggro_level")] if isinstance(ctx, dict) else []
+    if not numbers or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
         raise PayloadError("event field 'context' must hold numbers 'hp_ratio' and 'aggro_level'")
+    if not shallow(b"[" + json.dumps(value).encode() + b"]"):  # as deep as in the `in` line around it
+        raise PayloadError(f"event nests arrays and objects deeper than {MAX_DEPTH - 1} (the protocol's limit)")
     _check_finite([ctx["hp_ratio"], ctx["aggro_level"]])
 
 

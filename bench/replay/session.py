@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import re
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,9 @@ FORMAT_VERSION = "1"
 LIBRARY = "npc-hil-bench session writer 1"  # fixed, so a file's bytes do not depend on the mcap version
 CHUNK_LIMIT = 64 * 1024 * 1024
 """The largest MCAP record (a chunk, inflated or not) a session may hold; the writer's chunks are 256 KiB."""
+MAX_MESSAGES = 2_000_000
+"""The most messages one session may hold: a replay holds them all (about 1.8 h of voice, gaze and mocap at
+their full rates); the memory this takes is measured by tests/bench/bench_session_memory.py."""
 MAX_LABEL = 200
 """The longest session id or scenario name (printable characters only)."""
 MAX_GAP_S = 60.0
@@ -90,37 +94,44 @@ class Session:
 def write_session(path: Path, session: Session) -> None:
     """Write `session` as an MCAP file (zstd chunks, indexed, one metadata record `session`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        _write(path, session)
-    except BaseException:  # a full disk or an interrupt leaves no partial .mcap behind
-        path.unlink(missing_ok=True)
-        raise
+    _write(path, session)  # a full disk or an interrupt leaves no partial .mcap behind, and any old file as it was
 
 
 def _write(path: Path, session: Session) -> None:
-    with path.open("wb") as fh:
-        writer = Writer(fh, compression=CompressionType.ZSTD, chunk_size=256 * 1024)
-        writer.start(profile=FORMAT_PROFILE, library=LIBRARY)
-        event_schema = writer.register_schema(
-            "npc.event", "jsonschema", json.dumps(EVENT_SCHEMA, sort_keys=True).encode()
-        )
-        ids: dict[str, int] = {}
-        for spec in CHANNELS.values():
-            meta = {"channel": spec.name, "description": spec.description}
-            if spec.rate_hz is not None:
-                meta["rate_hz"] = f"{spec.rate_hz:g}"
-            if spec.floats:
-                meta["values"] = str(spec.floats)
-            schema_id = event_schema if spec.encoding == "json" else 0
-            ids[spec.name] = writer.register_channel(spec.topic, spec.encoding, schema_id, meta)
-        for seq, msg in enumerate(session.messages):
-            data = CHANNELS[msg.channel].encode(msg.value)
-            writer.add_message(ids[msg.channel], log_time=msg.ts_ns, data=data, publish_time=msg.ts_ns, sequence=seq)
-        writer.add_metadata(
-            "session",
-            {"id": session.session_id, "scenario": session.scenario, "format_version": FORMAT_VERSION, **session.meta},
-        )
-        writer.finish()
+    """Into a new temp file beside `path` (O_EXCL|O_NOFOLLOW), renamed over it: never through a link."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            _write_mcap(fh, session)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _write_mcap(fh: Any, session: Session) -> None:
+    """The session as MCAP into the open file `fh`."""
+    writer = Writer(fh, compression=CompressionType.ZSTD, chunk_size=256 * 1024)
+    writer.start(profile=FORMAT_PROFILE, library=LIBRARY)
+    event_schema = writer.register_schema("npc.event", "jsonschema", json.dumps(EVENT_SCHEMA, sort_keys=True).encode())
+    ids: dict[str, int] = {}
+    for spec in CHANNELS.values():
+        meta = {"channel": spec.name, "description": spec.description}
+        if spec.rate_hz is not None:
+            meta["rate_hz"] = f"{spec.rate_hz:g}"
+        if spec.floats:
+            meta["values"] = str(spec.floats)
+        schema_id = event_schema if spec.encoding == "json" else 0
+        ids[spec.name] = writer.register_channel(spec.topic, spec.encoding, schema_id, meta)
+    for seq, msg in enumerate(session.messages):
+        data = CHANNELS[msg.channel].encode(msg.value)
+        writer.add_message(ids[msg.channel], log_time=msg.ts_ns, data=data, publish_time=msg.ts_ns, sequence=seq)
+    writer.add_metadata(
+        "session",
+        {"id": session.session_id, "scenario": session.scenario, "format_version": FORMAT_VERSION, **session.meta},
+    )
+    writer.finish()
 
 
 def read_session(path: str | Path, *, max_gap_s: float = MAX_GAP_S) -> Session:
@@ -235,8 +246,17 @@ def _session_metadata(reader: Any, path: Path) -> dict[str, str]:
 
 
 def _read_messages(reader: Any, path: Path) -> list[SessionMessage]:
+    """The messages in time order, read in file order (a recorder writes them in order; mcap's own time
+    ordering costs a heap comparison per message) and sorted only when the file is not; at most MAX_MESSAGES."""
     messages: list[SessionMessage] = []
-    for index, (_schema, channel, message) in enumerate(reader.iter_messages(log_time_order=True)):
+    in_order, last = True, -1
+    for index, (_schema, channel, message) in enumerate(reader.iter_messages(log_time_order=False)):
+        if index >= MAX_MESSAGES:
+            raise BadSessionMessage(
+                f"{path}: more than {MAX_MESSAGES} messages, the limit for one session (held in memory to replay)",
+                hint="cut the session into parts (`hilbench session info` shows its span)",
+                file=str(path),
+            )
         spec = BY_TOPIC.get(channel.topic)
         if spec is None:
             raise BadSessionMessage(
@@ -252,6 +272,10 @@ def _read_messages(reader: Any, path: Path) -> list[SessionMessage]:
         except PayloadError as exc:
             raise BadSessionMessage(f"{path}: {spec.name} message #{index} at {message.log_time} ns: {exc}") from None
         messages.append(SessionMessage(message.log_time, spec.name, value))
+        in_order = in_order and message.log_time >= last
+        last = message.log_time
+    if not in_order:
+        messages.sort(key=lambda m: m.ts_ns)  # stable: equal times keep the file's order
     return messages
 
 

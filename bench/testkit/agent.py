@@ -26,6 +26,7 @@ from bench.devices import has_driver
 from bench.devices.base import Driver
 from bench.models import kind_model
 from bench.nightly.flashing import make_driver
+from bench.nightly.ota_stage import is_fault_model
 from bench.ota.rollout import DeviceUpdate, channel_url, update_device
 from bench.ota.timing import timing_named
 from bench.provision.controls import BoardControls
@@ -114,14 +115,19 @@ class DeviceAgent:
         """Memory in use and peak, frame and inference counts, error counters."""
         return self._run(self._session().stats())
 
-    def update(self, model: str | Path | dict[str, Any], *, delta: bool = False) -> DeviceUpdate:
+    def update(
+        self, model: str | Path | dict[str, Any], *, delta: bool = False, allow_downgrade: bool = False
+    ) -> DeviceUpdate:
         """Update the agent over its update channel (`update_channel`: CoAP, WebSocket or gRPC) through the
         bench's update server, as the nightly's update stage does, and check the result through its hello.
         `model`: a model file (signed with the fleet's key, published as the next version), a manifest already
         published in `ota.store`, or a name from `ota.manifest(...)` ("v1", "v2", "forged-v2", "crash", ...).
-        Never raises for a device-side failure: see the returned record's `ok`, `detail`, `kept_previous`."""
+        `allow_downgrade`: the agent may take an older model (the fault models, named `npc-fault-...`, always
+        go with it). Never raises for a device-side failure: see the returned record's `ok`, `detail`,
+        `kept_previous`."""
         manifest = self.ota.resolve(model, self.device)
-        return self._run(self._update(manifest, delta), timeout_s=900)
+        allow = allow_downgrade or is_fault_model(manifest)
+        return self._run(self._update(manifest, delta, allow), timeout_s=900)
 
     def load_model(self, path: str | Path) -> DeviceUpdate:
         """Switch the agent to the model file `path` (signed with the fleet's signing key, sent over its update
@@ -273,10 +279,18 @@ class DeviceAgent:
         with contextlib.suppress(BenchError, OSError):
             await driver.follow_console(lambda text: self.console.feed(text, "device"))
 
-    async def _update(self, manifest: dict[str, Any], delta: bool) -> DeviceUpdate:
+    async def _update(self, manifest: dict[str, Any], delta: bool, allow_downgrade: bool) -> DeviceUpdate:
         base_url = channel_url(self.device, self.driver, await self.ota.ports(self.device))
         timing = timing_named(self.settings.ota_timing)
-        return await update_device(self._session(), self.ota.store, manifest, base_url, timing=timing, want_delta=delta)
+        return await update_device(
+            self._session(),
+            self.ota.store,
+            manifest,
+            base_url,
+            timing=timing,
+            want_delta=delta,
+            allow_downgrade=allow_downgrade,
+        )
 
     async def _replay(self, session_file: Path, speed: float | None) -> Replayed:
         from bench.replay.service import replay_fleet  # the replayer and its store: only when a test replays

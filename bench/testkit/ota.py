@@ -1,6 +1,6 @@
 """The bench services a pytest session shares between devices: the update servers of the devices' update
 channels (CoAP, WebSocket, gRPC: bench/ota/channels.py) with their model store (the nightly's store: v1, v2,
-forged signatures and the fault fixtures) and a results store for replays."""
+forged signatures; and the nightly's fault models, named `npc-fault-<case>`) and a results store for replays."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from bench.config.fleet import Device
 from bench.core.errors import ConfigError
 from bench.models import guess_name_and_format
 from bench.models.signing import load_private_key
-from bench.nightly.ota_stage import FAMILY, build_store
+from bench.nightly.ota_stage import FAMILY, build_store, publish_faults
 from bench.ota import channels
 from bench.ota.rollout import bind_address
 from bench.ota.store import ModelStore
@@ -100,5 +100,6 @@ class TestOta:
 
     def _store(self) -> tuple[ModelStore, dict]:
         if self._built is None:
-            self._built = build_store(self.root / "ota-store", self.signing_key)
+            store, manifests = build_store(self.root / "ota-store", self.signing_key)
+            self._built = store, {**manifests, **publish_faults(store, self.signing_key)}
         return self._built

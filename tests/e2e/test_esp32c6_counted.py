@@ -270,3 +270,45 @@ def test_bundled_model_inference_runs_viper_on_the_counted_clock(firmware: Built
     median_us = sorted(runs[0])[len(runs[0]) // 2] / 160
     print(f"\nbundled policy, one inference, counted RV32 at 160 MHz: median {median_us:.0f} us (silicon: 24.6 ms)")
     assert 1_000 < median_us < 100_000
+
+
+def test_the_micropython_agent_runs_on_the_counted_firmware(firmware: BuiltFirmware, tmp_path: Path):
+    """The reference agent, deployed to the flash as `hilbench flash` does, verifies a signed model and infers."""
+    from bench.agent import wire
+    from tests.e2e.mpy_agent_proc import make_board, signed
+
+    local = make_board(tmp_path, ("npc-policy-int8",))
+    vfs = blank_flash(tmp_path / "flash.bin")
+    with board(firmware.elf, vfs) as t:
+        for path in sorted(local.rglob("*")):
+            name = path.relative_to(local).as_posix()
+            t.fs_mkdir(name) if path.is_dir() else t.fs_writefile(name, path.read_bytes())
+        t.exec_raw_no_follow("import npc_agent; npc_agent.run()")
+        pending = b""
+
+        def message(timeout_s: float = 60) -> dict:
+            nonlocal pending
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    if wire.is_message(line + b"\n"):
+                        return wire.decode(line)
+                pending += t.serial.read(t.serial.in_waiting or 1)
+            raise AssertionError(f"no message from the agent within {timeout_s} s: {pending[-300:]!r}")
+
+        hello = message()
+        assert hello["platform"].endswith("/qemu-icount")
+        manifest = signed(local, "npc-policy-int8", 1)
+        t.serial.write(wire.encode({"t": "load", "path": "models/npc-policy-int8.npcm", "manifest": manifest, "id": 1}))
+        loaded = message()
+        assert loaded["t"] == "loaded", loaded
+        x = [((k * 37) % 100) / 50.0 - 1.0 for k in range(48)]
+        results = []
+        for rid in range(2, 5):
+            t.serial.write(wire.encode({"t": "infer", "x": x, "id": rid}))
+            results.append(message())
+    assert [r["t"] for r in results] == ["result"] * 3
+    assert len({r["act"] for r in results}) == 1
+    print(f"\nagent on the counted core: verify {loaded['verify_us']} us, infer {[r['us'] for r in results]} us")
+    assert all(1_000 < r["us"] < 100_000 for r in results)

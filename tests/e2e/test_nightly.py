@@ -51,6 +51,10 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
         assert set(cases) == {"forged-signature", "crash", "out-of-memory", "broken-weights"}
         assert all(c["kept_model"] and c["fault"] for c in cases.values())
     assert {c["fault"]["kind"] for c in cases.values()} == {"signature", "rollback", "parse"}  # web: two rollbacks
+    # the fault models never enter the fleet's store, and the suite's own store is gone after it
+    stores = list((tmp_path / "reports").rglob("ota-store"))
+    assert stores and not [p for st in stores for p in st.rglob("*") if "fault" in p.name], stores
+    assert not list((tmp_path / "reports").rglob("fault-store"))
     updates = stages["update"]["devices"]
     assert updates["pi5-1"]["data"]["delta"] is True  # the host agent patches deltas
     # the bundled pi5-1 is an aarch64 guest whose image has no grpcio yet: it updates over CoAP

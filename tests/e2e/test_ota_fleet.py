@@ -46,7 +46,8 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
         async with virtual_fleet(devices) as (resolved, _):
             flashed = await asyncio.gather(*(driver_for(d).flash() for d in resolved))
             assert all(s.ok for steps in flashed for s in steps), flashed
-            back = await update_devices(resolved, store, "npc-policy@1")  # agents start with what they ran last
+            # agents start with what they ran last: back to v1, a downgrade when that was v2
+            back = await update_devices(resolved, store, "npc-policy@1", allow_downgrade=True)
             assert all(r.ok for r in back), back
             return await update_devices(resolved, store, "npc-policy@2", want_delta=True)
 
@@ -78,7 +79,8 @@ def test_micropython_agent_cut_resume_loss_and_rollback(tmp_path: Path) -> None:
         async with virtual_fleet([c6]) as (resolved, _):
             steps = await driver_for(resolved[0]).flash()
             assert all(s.ok for s in steps), steps
-            (back,) = await update_devices(resolved, store, "npc-policy@1")  # whatever an earlier run left
+            # whatever an earlier run left
+            (back,) = await update_devices(resolved, store, "npc-policy@1", allow_downgrade=True)
         async with virtual_fleet([c6_fast]) as (resolved, _):
             (cut,) = await update_devices(resolved, store, "npc-policy@2", impairment=Impairment(cut_at_block=3))
         async with virtual_fleet([c6]) as (resolved, _):

@@ -67,7 +67,8 @@ def update_cli(tmp_path: Path, board: RunningBoard, store: ModelStore, *args: st
 
 
 def test_delta_then_forged_then_full_update_through_the_cli(pi: RunningBoard, store: ModelStore, tmp_path: Path):
-    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1")  # the agent starts with what it ran last
+    # the agent starts with what it ran last: back to v1, a downgrade when that was v2
+    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1", "--allow-downgrade")
     assert code == ExitCode.OK and row["running"]["version"] == 1
     code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@2", "--delta")
     assert code == ExitCode.OK and row["ok"], row
@@ -83,13 +84,16 @@ def test_delta_then_forged_then_full_update_through_the_cli(pi: RunningBoard, st
     assert code == ExitCode.FAILED and not row["ok"] and row["kept_previous"]
     assert "signature" in row["detail"] and row["running"]["version"] == 2
 
-    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1", "--loss", "5")  # full: no delta 2 -> 1
+    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1")  # an older version: refused
+    assert code == ExitCode.FAILED and row["kept_previous"] and "version" in row["detail"], row
+    assert any("--allow-downgrade" in note for note in row["notes"]) and row["running"]["version"] == 2
+    code, row = update_cli(tmp_path, pi, store, "--model", "npc-policy@1", "--allow-downgrade", "--loss", "5")
     assert code == ExitCode.OK and not row["delta"] and row["running"]["version"] == 1
     assert row["blocks"] == -(-V1.stat().st_size // 1024) and row["bytes"] == V1.stat().st_size
 
 
 def test_cut_transfer_keeps_the_model_and_the_next_update_resumes(pi: RunningBoard, store: ModelStore):
-    (first,) = pi.loop.run(update_devices([pi.device], store, "npc-policy@1"), timeout_s=120)
+    (first,) = pi.loop.run(update_devices([pi.device], store, "npc-policy@1", allow_downgrade=True), timeout_s=120)
     assert first.ok  # the board runs v1 whatever the previous test left
     target = store.manifest("npc-policy", 2)
     fast = pi.device.with_settings(ota_timing="loopback")  # quick give-up

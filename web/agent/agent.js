@@ -235,7 +235,11 @@ class Agent {
   async onUpdate(msg) {
     wire.text(msg.url, "url");
     const manifest = npcmanifest.fields(msg.manifest);
-    if (!/^wss?:/.test(msg.url)) return wire.error("refused", `transfer: this agent updates over ws:// only, not ${msg.url}`, msg.id);
+    if (!/^wss?:/.test(msg.url)) {
+      const exc = new Refused("transfer", `this agent updates over ws:// only, not ${msg.url}`);
+      this.models.refuse(exc, manifest); // every refusal comes with its fault record
+      throw exc;
+    }
     if (this.loading) return wire.error("busy", "a load is in progress", msg.id);
     this.loading = true;
     let model;
