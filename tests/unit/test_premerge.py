@@ -23,9 +23,9 @@ from bench.results.evidence import (
 )
 from bench.results.judge import counted, judge_run
 from bench.results.majority import majority
-from bench.results.store import ResultStore, open_store
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, UNCHANGED
+from bench.store.results import ResultStore, open_store
 from tests.nightly_history import Plan, write_history
 
 RNG = np.random.default_rng(3)
