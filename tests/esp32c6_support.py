@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -10,13 +11,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fleet import Device, SerialLink
-from bench.kinds import get_kind
-from bench.loop_thread import LoopThread
+from bench.config.fleet import Device, SerialLink
+from bench.config.kinds import get_kind
+from bench.core.loop_thread import LoopThread
 from bench.virtual.esp32c6 import VirtualEsp32c6
 
 REPO = Path(__file__).resolve().parent.parent
-FIRMWARE = REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
+# the image the tests flash: the committed one (the unix-port VM), or HILBENCH_TEST_C6_FIRMWARE, e.g. the counted
+# firmware's image (bench.virtual.esp32c6.core_image.image_for), to run the same tests on the counted core
+FIRMWARE = Path(
+    os.environ.get("HILBENCH_TEST_C6_FIRMWARE") or REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
+)
 
 
 def c6_device(name: str, mac: str, **settings: object) -> Device:

@@ -10,18 +10,18 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from bench import trust
+from bench.bundles import trust
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
-from bench.console import compact_table, emit_json, err, out
-from bench.errors import ConfigError
+from bench.core.console import compact_table, emit_json, err, out
+from bench.core.errors import ConfigError
+from bench.core.outcomes import FailureClass
+from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
-from bench.outcomes import FailureClass
-from bench.outcomes import exit_code as outcome_exit_code
 from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
-from bench.results.store import DEFAULT_STORE, open_store
+from bench.store.results import DEFAULT_STORE, open_store
 
 # (measurement, header, scale, format, in the compact default): the default fits 80 columns; --wide shows all
 SUMMARY_COLUMNS = (
@@ -94,12 +94,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         emit_json(result_json(result, store.path))
     else:
         out.print(summary_table(result, wide=args.wide))
-        for r in result.devices:
-            outcome = r.outcome
-            if outcome.cls != FailureClass.PASS:
-                out.print(f"[yellow]{escape(r.device.name)}[/yellow]: {escape(outcome.label)}", highlight=False)
-            elif r.detail:  # what an agent said: its text is neither markup nor highlighted
-                out.print(f"[yellow]{escape(r.device.name)}[/yellow]: {escape(r.detail)}", highlight=False)
+        for line in device_notes(result.devices):
+            out.print(line, highlight=False)
         out.print(f"run {result.run_id} stored in {store.path}")
     return exit_code(result)
 
@@ -141,6 +137,19 @@ def _value(r: DeviceRun, name: str) -> float | None:
     if r.result is None:
         return None
     return next((m.value for m in r.result.measurements if m.name == name), None)
+
+
+def device_notes(runs: list) -> list[str]:
+    """A line (rich markup) per device that did not pass or has a detail: what an agent said is escaped, so its
+    text is never read as markup (a `[/x]` in it would stop the command)."""
+    lines = []
+    for r in runs:
+        outcome = r.outcome
+        if outcome.cls != FailureClass.PASS:
+            lines.append(f"[yellow]{escape(r.device.name)}[/yellow]: {escape(outcome.label)}")
+        elif r.detail:
+            lines.append(f"[yellow]{escape(r.device.name)}[/yellow]: {escape(r.detail)}")
+    return lines
 
 
 def summary_table(result: ReplayResult, *, wide: bool = False) -> Table:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bench.fleet import Link
+from bench.config.fleet import Link
 from bench.replay.channels import CHANNELS
 from bench.replay.session import BadSessionMessage, Session
 from bench.replay.voice_features import voice_features
@@ -27,7 +27,7 @@ class VoiceMode(StrEnum):
     FEATURES = "voicef"  # per-10 ms [rms, zcr, pitch_hz, voiced]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedInput:
     """One input to send: due `offset_ns` after the replay starts (at 1x), and its line per voice mode."""
 

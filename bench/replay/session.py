@@ -18,8 +18,8 @@ from mcap.records import Chunk
 from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
 
-from bench.errors import ConfigError
-from bench.inputs import InputError, open_input
+from bench.core.errors import ConfigError
+from bench.core.inputs import InputError, open_input
 from bench.replay.channels import BY_TOPIC, CHANNELS, EVENT_SCHEMA, PayloadError
 
 FORMAT_PROFILE = "npc-session"
@@ -27,9 +27,10 @@ FORMAT_VERSION = "1"
 LIBRARY = "npc-hil-bench session writer 1"  # fixed, so a file's bytes do not depend on the mcap version
 CHUNK_LIMIT = 64 * 1024 * 1024
 """The largest MCAP record (a chunk, inflated or not) a session may hold; the writer's chunks are 256 KiB."""
-MAX_MESSAGES = 2_000_000
-"""The most messages one session may hold: a replay holds them all (about 1.8 h of voice, gaze and mocap at
-their full rates); the memory this takes is measured by tests/bench/bench_session_memory.py."""
+MAX_MESSAGES = 1_000_000
+"""The most messages one session may hold: a replay holds them all, read and planned, in memory (about 54 min
+of voice, gaze and mocap at their full rates; 10^6 messages peak near 760 MiB, within the 1 GiB bound, by
+tests/bench/bench_session_memory.py)."""
 MAX_LABEL = 200
 """The longest session id or scenario name (printable characters only)."""
 MAX_GAP_S = 60.0
@@ -56,7 +57,7 @@ class BadSessionMessage(SessionError):
     """A message whose payload does not fit its channel, or that goes back in time."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SessionMessage:
     """One recorded message: its original timestamp (ns), channel name and decoded value."""
 

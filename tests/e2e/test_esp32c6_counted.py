@@ -312,3 +312,37 @@ def test_the_micropython_agent_runs_on_the_counted_firmware(firmware: BuiltFirmw
     assert len({r["act"] for r in results}) == 1
     print(f"\nagent on the counted core: verify {loaded['verify_us']} us, infer {[r['us'] for r in results]} us")
     assert all(1_000 < r["us"] < 100_000 for r in results)
+
+
+def test_deflateio_reads_what_cpython_compressed(firmware: BuiltFirmware, tmp_path: Path):
+    import gzip
+    import hashlib
+    import random
+    import zlib
+
+    rnd = random.Random(1)
+    data = bytes(rnd.choice(b"abcdefgh  \n0123") for _ in range(20000)) + rnd.randbytes(2000)
+
+    def compressed(level: int, wbits: int) -> bytes:
+        c = zlib.compressobj(level, zlib.DEFLATED, wbits)
+        return c.compress(data) + c.flush()
+
+    cases = {  # name: (stream, DeflateIO format, wbits); what npcpatch reads is zlib with a 1 KB window
+        "zlib10": (compressed(9, 10), 2, 10),
+        "stored": (compressed(0, 15), 0, 0),
+        "raw": (compressed(6, -12), 1, 12),
+        "gzip": (gzip.compress(data), 3, 0),
+    }
+    vfs = blank_flash(tmp_path / "flash.bin")
+    with board(firmware.elf, vfs) as t:
+        for name, (blob, fmt, wbits) in cases.items():
+            t.fs_writefile(f"{name}.z", blob)
+            code = (
+                "import deflate, hashlib\nh = hashlib.sha256()\n"
+                f"with open('{name}.z', 'rb') as f:\n    d = deflate.DeflateIO(f, {fmt}, {wbits})\n"
+                "    while b := d.read(700):\n        h.update(b)\nprint(h.digest().hex())"
+            )
+            assert run(t, code).strip() == hashlib.sha256(data).hexdigest(), name
+        t.fs_writefile("bad.z", cases["zlib10"][0][:500])
+        with pytest.raises(Exception, match="EINVAL"):  # a truncated stream is an error, not a short file
+            t.exec("import deflate\ndeflate.DeflateIO(open('bad.z', 'rb'), 2).read()")

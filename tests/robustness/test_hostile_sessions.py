@@ -13,15 +13,15 @@ import pytest
 
 from bench.agent import wire
 from bench.agent.endpoint import AgentEndpoint
-from bench.errors import ExitCode
-from bench.fleet import Device
-from bench.outcomes import FailureClass
+from bench.config.fleet import Device
+from bench.core.errors import ExitCode
+from bench.core.outcomes import FailureClass
 from bench.replay import channels
 from bench.replay.plan import build_plan
 from bench.replay.run import ReplayRun
 from bench.replay.session import Session, SessionMessage, write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 from tests.conformance.harness import HostAgent
 from tests.conftest import REPO, hilbench
 
@@ -174,3 +174,32 @@ def test_replay_fails_when_the_agent_refuses_inputs(tmp_path: Path) -> None:
     (run,) = agent.run(body)
     assert run.status == "failed" and run.failure == FailureClass.PRODUCT, run.detail
     assert "refused 1 input line(s), first bad_json" in run.detail
+
+
+def test_more_messages_than_the_limit_are_refused_while_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session over the message limit is refused by name as soon as the limit is passed (here the limit is
+    lowered to 10; the real one's memory is measured by tests/bench/bench_session_memory.py)."""
+    from bench.replay import session as session_module
+
+    path = tmp_path / "many.mcap"
+    write_session(path, Session("s", "combat", [SessionMessage(k * 1_000_000, "gaze", (0.1, 0.2, 0.3))
+                                                for k in range(20)]))  # fmt: skip
+    monkeypatch.setattr(session_module, "MAX_MESSAGES", 10)
+    with pytest.raises(session_module.BadSessionMessage, match="more than 10 messages"):
+        session_module.read_session(path)
+
+
+def test_agent_text_in_the_replay_output_is_not_markup() -> None:
+    """A device's failure detail holding `[/yellow]` and `[bold]` (an agent's own words) is printed as written:
+    as markup, rich would raise on the stray closing tag and `hilbench replay` would stop with a traceback."""
+    from rich.console import Console
+
+    from bench.commands.replay import device_notes
+    from bench.replay.run import DeviceRun
+
+    run = DeviceRun(Device("c6-a", "esp32c6", None, virtual=True))
+    run.fail("the agent refused 1 input line(s), first bad_json: [/yellow] [bold]x", FailureClass.PRODUCT)
+    console = Console(record=True, width=300)
+    for line in device_notes([run]):
+        console.print(line, highlight=False)
+    assert "first bad_json: [/yellow] [bold]x" in console.export_text()

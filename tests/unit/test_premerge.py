@@ -3,6 +3,7 @@ replays by majority, and no check run in a nightly's baseline window or drift se
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -22,9 +23,9 @@ from bench.results.evidence import (
 )
 from bench.results.judge import counted, judge_run
 from bench.results.majority import majority
-from bench.results.store import ResultStore, open_store
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, UNCHANGED
+from bench.store.results import ResultStore, open_store
 from tests.nightly_history import Plan, write_history
 
 RNG = np.random.default_rng(3)
@@ -129,3 +130,25 @@ def test_only_compute_is_counted_on_an_icount_guest(tmp_path) -> None:
     assert counted(rules["inference_p50"], icount=True)
     assert not counted(rules["jitter_std"], icount=True) and not counted(rules["fps"], icount=True)
     assert not counted(rules["inference_p50"], icount=False)
+
+
+def test_the_exit_code_gates_a_merge(tmp_path) -> None:
+    """1 on a regression or a candidate the device crashed on, 3 when only the bench failed, 0 otherwise (an
+    inconclusive metric too: the summary says so)."""
+    from bench.core.outcomes import infrastructure, product
+    from bench.premerge.run import CheckResult
+
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        slower, same = check_of(store, 1500.0), check_of(store, 1000.0)
+        slower.verdicts = judge_session(store, slower, thresholds, ["c6-a"])
+        same.verdicts = judge_session(store, same, thresholds, ["c6-a"])
+    passed = CheckResult("model m.tflite", 3, [same])
+    assert passed.exit_code == 0 and json.dumps(passed.to_json())
+    assert CheckResult("model m.tflite", 3, [slower]).exit_code == 1
+    broken = CheckResult("model m.tflite", 3, [same], {"c6-a": [infrastructure("no answer on its link")]})
+    assert broken.exit_code == 3
+    crashed = CheckResult("model m.tflite", 3, [same], {"c6-a": [product("did not run the candidate")]})
+    assert crashed.exit_code == 1
+    busy = [replace(v, status=INCONCLUSIVE) if v.metric == "inference_p50" else v for v in same.verdicts]
+    assert CheckResult("model m.tflite", 3, [replace(same, verdicts=busy)]).exit_code == 0

@@ -1,0 +1,76 @@
+"""Benchmark: the bundled policy's inference time on the virtual ESP32-C6's counted core, next to the silicon's.
+
+Flashes the counted firmware (built from its pinned sdist, `bench.image.c6_firmware`) onto a virtual board,
+copies the agent's network code and the model with mpremote, and times `npcnn` inference on the board's own
+counted clock (`time.ticks_us`: one RV32 instruction per cycle of 160 MHz), with the viper kernels (RV32 native
+code) and without. Prints one JSON line per (model, kernel): the median and every run, next to the seed's
+published 24.6 ms mean on the chip. Counted time does not depend on the host's load, so the figures are the same
+on a busy host; the count leaves out the chip's flash cache misses and its CPI above 1 (docs/esp32c6.md).
+
+Run: .venv/bin/python tests/bench/bench_c6_counted.py [--model npc-policy-int8] [--runs 7] [--elf PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
+
+from bench.image.c6_firmware import build_firmware  # noqa: E402
+from bench.virtual.esp32c6.core_image import image_for  # noqa: E402
+from tests.esp32c6_support import mpremote, preflash, virtual_c6  # noqa: E402
+
+SEED_MEAN_MS = 24.6  # the product's published mean inference on an ESP32-C6 at 160 MHz
+CODE = """
+import time, npcnn
+x = [((i * 37) % 17 - 8) / 8 for i in range(48)]
+for native in (True, False):
+    m = npcnn.load({model!r} + '.npcm', native)
+    m.infer(x)
+    ts = []
+    for k in range({runs}):
+        t = time.ticks_us(); m.infer(x); ts.append(time.ticks_diff(time.ticks_us(), t))
+    print('viper' if native else 'plain', ' '.join(str(t) for t in ts))
+    m = None
+"""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="npc-policy-int8", help="fixtures/models/<model>.npcm")
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--elf", type=Path, help="a built firmware ELF (default: build or reuse the cached one)")
+    args = parser.parse_args()
+    image = image_for(args.elf or build_firmware().elf)
+    files = [REPO / "micropython" / n for n in ("npcfeat.py", "npcnn.py", "npcnn_viper.py")]
+    files.append(REPO / "fixtures" / "models" / f"{args.model}.npcm")
+    with tempfile.TemporaryDirectory() as tmp, virtual_c6(preflash(Path(tmp), image.read_bytes())) as board:
+        board.wait_mode("app", timeout_s=30)
+        port = board.urls["socket"]
+        for path in files:
+            copied = mpremote("connect", port, "fs", "cp", str(path), ":" + path.name, timeout_s=300)
+            if copied.returncode != 0:
+                print(f"mpremote cp {path.name}: {copied.stderr.strip()[-300:]}", file=sys.stderr)
+                return 3
+        ran = mpremote("connect", port, "exec", CODE.format(model=args.model, runs=args.runs), timeout_s=900)
+    if ran.returncode != 0:
+        print(f"the board could not run the model: {ran.stdout.strip()[-500:]}", file=sys.stderr)
+        return 1
+    for line in ran.stdout.strip().splitlines():
+        kernel, *times = line.split()
+        runs_us = [int(t) for t in times]
+        median = sorted(runs_us)[len(runs_us) // 2]
+        figures = {"model": args.model, "kernel": kernel, "clock": "counted: RV32 at the chip's 160 MHz",
+                   "median_ms": median / 1000, "runs_us": runs_us, "seed_mean_ms": SEED_MEAN_MS,
+                   "seed_over_counted": round(SEED_MEAN_MS * 1000 / median, 2)}  # fmt: skip
+        print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
