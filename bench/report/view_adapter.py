@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.core.outcomes import FailureClass
 from bench.core.units import factor, figure
+from bench.measure.frames import deviation_us, frame_time_us
 from bench.measure.histogram import Histogram, histogram_values
 from bench.report.ota_results import ota_transfers
 from bench.report.runview import (
@@ -169,10 +170,10 @@ def _frames(
     if not ran.any():
         return None, None, [], None
     t0 = columns.values["t0"][ran].astype(float)
-    deviation_us = t0 - columns.values["due"][ran]
-    deviation_us[~columns.present("due")[ran]] = np.nan  # no schedule reported for that frame
-    interval_ms = np.concatenate([[np.nan], np.diff(t0) / 1000.0])
-    trace = FrameTrace(t_s=(t0 - t0[0]) / 1e6, interval_ms=interval_ms, deviation_us=deviation_us)
+    deviation = deviation_us(t0, columns.values["due"][ran])
+    deviation[~columns.present("due")[ran]] = np.nan  # no schedule reported for that frame
+    interval_ms = np.concatenate([[np.nan], frame_time_us(t0[:-1], t0[1:]) / 1000.0])
+    trace = FrameTrace(t_s=(t0 - t0[0]) / 1e6, interval_ms=interval_ms, deviation_us=deviation)
     models = sorted(int(m) for m in np.unique(columns.values["model"][ran & columns.present("model")]) if m >= 0)
     received = inference & columns.present("rx_ns")
     first_rx_ns = int(columns.values["rx_ns"][received][0]) if received.any() else None
