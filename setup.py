@@ -1,5 +1,5 @@
 """The shipped data files, by folder: every file of each agent, suite, web, fixture and firmware folder (the last two
-with their subfolders) goes to share/npc-hil-bench/<folder>, where bench/paths.py finds it. A new kind's
+with their subfolders) goes to share/npc-hil-bench/<folder>, where bench/core/paths.py finds it. A new kind's
 firmware/<kind>/ (or a new fixtures folder) ships with no entry of its own; pyproject.toml holds the rest of the
 packaging.
 

@@ -17,8 +17,8 @@ import sys
 from typing import NoReturn
 
 from bench import __version__
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.stopping import STOP_SIGNALS, Interrupted, exit_code
+from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.stopping import STOP_SIGNALS, Interrupted, exit_code
 
 # Each command's module has register(subparsers), which adds its commands with `func=handler(args) -> int`.
 COMMANDS = {
@@ -196,7 +196,7 @@ _received: list[int] = []
 def _as_interrupt(signum: int, frame: object) -> None:
     """SIGTERM/SIGHUP (cron, systemd, CI, a closed terminal) do what Ctrl-C does: whatever handles SIGINT right
     now (asyncio.run cancels its main task, so devices are stopped, leases released and the run marked
-    interrupted; a server's bench.stopping.StopSignals stops it; elsewhere KeyboardInterrupt). A repeated
+    interrupted; a server's bench.core.stopping.StopSignals stops it; elsewhere KeyboardInterrupt). A repeated
     SIGTERM/SIGHUP is ignored while stopping."""
     if _received:  # already stopping: a second SIGTERM must not cut the cleanup short (SIGKILL still does)
         return
@@ -221,7 +221,7 @@ def _say(text: str, *, error: bool) -> None:
     """One line on stderr, never wrapped (a log keeps it whole): through rich when the commands loaded it
     (colour on a terminal), else plain (an interrupt while modules still import must not import more). Errors
     are said under -q too."""
-    console = sys.modules.get("bench.console")
+    console = sys.modules.get("bench.core.console")
     if console is not None and "rich.markup" in sys.modules and not console.err.quiet:
         from rich.markup import escape
 
@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(command).parse_args(argv)
         _setup_logging(opts)
         if opts.quiet:
-            from bench.console import set_quiet
+            from bench.core.console import set_quiet
 
             set_quiet(True)
         as_json = bool(getattr(args, "json", False))

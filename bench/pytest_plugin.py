@@ -8,11 +8,11 @@
 - Fixtures: `fleet` (the loaded Fleet), `device` (the selected Device, leased for the session, virtual
   devices started on first use), `device_log_dir` (a folder per test and device), `bench_loop` (run
   async bench code from a sync test), `record_measurement(name, value, unit, samples=None)` (from
-  `bench.pytest_measure`: JUnit XML properties and pytest-html tables and plots).
-- `agent` / `console` / `devices` (ready devices, their consoles, crash reports): `bench.pytest_devices`.
+  `bench.testkit.measure_fixtures`: JUnit XML properties and pytest-html tables and plots).
+- `agent` / `console` / `devices` (ready devices, their consoles, crash reports): `bench.testkit.device_fixtures`.
 - Failure classes (an infrastructure failure is an ERROR naming the class) and `--quarantine FILE` (known-flaky
-  tests run and are reported, do not fail the session, with their pass/fail history): `bench.pytest_classes`.
-- The nightly's open alerts of the tested devices (`--results PATH`): `bench.pytest_alerts`.
+  tests run and are reported, do not fail the session, with their pass/fail history): `bench.testkit.classes`.
+- The nightly's open alerts of the tested devices (`--results PATH`): `bench.testkit.alerts_fixtures`.
 """
 
 from __future__ import annotations
@@ -24,24 +24,24 @@ from pathlib import Path
 
 import pytest
 
-from bench.doctor import require_pyserial
-from bench.errors import BenchError
-from bench.fleet import FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet
+from bench.config.fleet import FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet
+from bench.core.errors import BenchError
+from bench.core.leases import LeaseSet
+from bench.core.loop_thread import LoopThread
+from bench.core.outcomes import class_of
+from bench.core.paths import OUTPUT_DIR
 from bench.lab.acquire import lab_devices
-from bench.leases import LeaseSet
-from bench.loop_thread import LoopThread
-from bench.outcomes import class_of
-from bench.paths import OUTPUT_DIR
+from bench.lab.doctor import require_pyserial
 from bench.provision.controls import BoardControls
 from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
 
 # record_measurement; agent, console, devices; failure classes and --quarantine; the devices' open alerts; under
 # pytest-xdist, each device's tests on one worker
 pytest_plugins = (
-    "bench.pytest_measure",
-    "bench.pytest_devices",
-    "bench.pytest_classes",
-    "bench.pytest_alerts",
+    "bench.testkit.measure_fixtures",
+    "bench.testkit.device_fixtures",
+    "bench.testkit.classes",
+    "bench.testkit.alerts_fixtures",
     *(("bench.testkit.scheduling",) if importlib.util.find_spec("xdist") else ()),
 )
 

@@ -1,6 +1,6 @@
 """Model signature checks for the MicroPython agent: canonical manifest bytes, trusted key, file hash.
 
-`canonical(manifest)` reproduces bench/signing.py's bytes (CPython's `json.dumps(sort_keys=True,
+`canonical(manifest)` reproduces bench/models/signing.py's bytes (CPython's `json.dumps(sort_keys=True,
 separators=(",", ":"))`, ASCII-escaped) without relying on MicroPython's json, which cannot sort keys.
 """
 

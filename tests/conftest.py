@@ -44,7 +44,7 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     put("HILBENCH_LEASE_DIR", str(base / "leases"))
     put("HILBENCH_STATE_DIR", str(base / "virtual"))
     put("HILBENCH_OTA_STORE", str(base / "ota-store"))  # `hilbench model publish` numbers versions in its store
-    # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.trust);
+    # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.bundles.trust);
     # tests/robustness/test_trust.py runs without this
     os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
 

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fleet import Device, SerialLink
-from bench.kinds import get_kind
-from bench.loop_thread import LoopThread
+from bench.config.fleet import Device, SerialLink
+from bench.config.kinds import get_kind
+from bench.core.loop_thread import LoopThread
 from bench.virtual.esp32c6 import VirtualEsp32c6
 
 REPO = Path(__file__).resolve().parent.parent

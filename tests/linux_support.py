@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.fleet import Device, load_fleet
-from bench.loop_thread import LoopThread
+from bench.config.fleet import Device, load_fleet
+from bench.core.loop_thread import LoopThread
 from bench.virtual.linux import VirtualLinuxDevice
 
 LINUX_KINDS = ("jetson-orin-nx", "pi5")

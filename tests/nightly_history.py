@@ -13,8 +13,8 @@ from bench.alerts.findings import findings_of_verdicts
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
 from bench.results.evidence import record_fingerprint
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
+from bench.store.results import ResultStore
 
 # device -> (kind, inference P50 us, decision latency P50 us, FPS, memory peak B, clock)
 FLEET = {

@@ -5,7 +5,7 @@ What counts as "starting a program":
   `asyncio.create_subprocess_exec`, `os.exec*` or the bench's own runners (`run_command`, `run_tool`,
   `_run`, `ProcessTransport.spawn`): a string literal, a list/tuple literal's first element (a starred prefix such as
   `*DIE_WITH_BENCH` counts as its first element), or a name bound to one of those in the function or module;
-- `tied(argv)` adds its `setpriv` prefix (bench/procs.py);
+- `tied(argv)` adds its `setpriv` prefix (bench/core/procs.py);
 - the argument of `shutil.which`, including each name of a `for name in ("a", "b")` loop;
 - a field or constant named `binary`, `*_BINARY` or `SSHD` holding a string (a configurable program's default).
 Paths count by their last component (`/usr/sbin/sshd` is `sshd`); `sys.executable` and other computed values
@@ -22,7 +22,7 @@ from pathlib import Path
 SUBPROCESS = {"run", "Popen", "call", "check_call", "check_output"}  # as subprocess.NAME
 OS_EXEC = {"execv", "execvp", "execvpe", "execl", "execlp", "execlpe"}  # as os.NAME
 BENCH_RUNNERS = {"run_command", "run_tool", "_run"}  # bench's own, called by bare name
-TIED_PREFIX = "setpriv"  # bench.procs.tied() puts `setpriv --pdeathsig KILL --` in front of argv
+TIED_PREFIX = "setpriv"  # bench.core.procs.tied() puts `setpriv --pdeathsig KILL --` in front of argv
 PROGRAM_NAMES = ("binary", "_BINARY", "SSHD")
 
 

@@ -1,4 +1,4 @@
-"""Tests that need an external program ask for it here, by its name in bench/programs.toml.
+"""Tests that need an external program ask for it here, by its name in bench/core/programs.toml.
 
 Missing, the test is skipped on a developer's machine and fails under CI (`CI` set to true/1/yes), so CI
 cannot stay green by skipping what setup failed to install. Use `require_program("bmaptool")` in a test or
@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from bench.programs import get_program
+from bench.core.programs import get_program
 
 CI_VALUES = ("1", "true", "yes")
 

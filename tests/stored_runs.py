@@ -10,7 +10,7 @@ import numpy as np
 from bench.measure.faults import FaultEvent
 from bench.results.baseline import set_baseline
 from bench.results.evidence import accept
-from bench.results.store import ResultStore, open_store
+from bench.store.results import ResultStore, open_store
 from tests.measured_runs import Shape, measured, records
 
 DEVICES = (("c6-a", "esp32c6", 20, 24.6), ("orin-1", "jetson-orin-nx", 60, 3.1), ("pi5-1", "pi5", 30, 9.5),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.results.runview import DeviceRun, FaultEvent, FrameTrace, OtaTransfer, RunView
-from bench.results.view_adapter import add_stored
+from bench.report.runview import DeviceRun, FaultEvent, FrameTrace, OtaTransfer, RunView
+from bench.report.view_adapter import add_stored
 from tests.measured_runs import Shape, measured, records
 
 # name, kind, fps target, median decision latency (ms), memory (MB)

@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bench.fleet import Device
-from bench.kinds import DECISION_BUDGET_MS
+from bench.config.fleet import Device
+from bench.config.kinds import DECISION_BUDGET_MS
 
 
 class FrameLike(Protocol):

@@ -1,8 +1,8 @@
 """The part every recovering session wrapper shares: an AgentSession look-alike that forwards to the agent
 session of the moment (`inner`), which the wrapper replaces when it brings the agent back. Frame indices keep
 counting across sessions, faults of the closed sessions are kept, and inputs sent while no session can take
-them are dropped and counted. How a wrapper recovers is its own (bench.devices.resilient: restart a Linux
-agent; bench.health.session: the recovery ladder for any driver)."""
+them are dropped and counted. How a wrapper recovers is its own (bench.recovery.resilient: restart a Linux
+agent; bench.recovery.session: the recovery ladder for any driver)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
 from bench.agent.session import AgentError, AgentSession, FrameRecord
-from bench.errors import BenchError, DeviceUnreachable
+from bench.core.errors import BenchError, DeviceUnreachable
 
 if TYPE_CHECKING:
-    from bench.health.ladder import RecoveryResult
+    from bench.recovery.ladder import RecoveryResult
 
 RECOVERY_CLOCK_PINGS = 8  # clock exchanges with each session after a recovery
 

@@ -13,14 +13,14 @@ from typing import Any
 from bench.agent import wire
 from bench.agent.clock import ClockSync
 from bench.agent.transport import LineTransport
-from bench.errors import BenchError, DeviceUnreachable, ProductFailure
-from bench.kinds import DECISION_BUDGET_MS
+from bench.config.kinds import DECISION_BUDGET_MS
+from bench.core.errors import BenchError, DeviceUnreachable, ProductFailure
 
 DEFAULT_TIMEOUT = 5.0
 
 
 class AgentError(ProductFailure):
-    """The agent answered a request with an `error` message (a product failure: bench.outcomes)."""
+    """The agent answered a request with an `error` message (a product failure: bench.core.outcomes)."""
 
     def __init__(self, device: str, request: str, reply: dict[str, Any]) -> None:
         self.code = str(reply.get("code", "internal"))

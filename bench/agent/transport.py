@@ -15,9 +15,9 @@ from typing import Protocol
 import serial
 
 from bench.agent.wire import MAX_LINE
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.procs import tied
 from bench.links.spec import DEFAULT_BAUD
-from bench.procs import tied
 
 READ_LIMIT = 4 * MAX_LINE  # asyncio stream buffer; longer console lines are cut, never fatal
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.alerts.model import DRIFT, FAILURE, REGRESSION
-from bench.bisect import offer
-from bench.fingerprint import changes
+from bench.bundles.fingerprint import changes
+from bench.results.bisect import offer
 from bench.results.evidence import fingerprints
-from bench.results.store import ResultStore
 from bench.results.verdict import IMPROVED, UNCHANGED, Verdict
 from bench.results.verdict import REGRESSION as CONFIRMED
+from bench.store.results import ResultStore
 
 # fingerprint fields whose change names what a step came with (and matches two devices' steps to one change)
 COMPONENT_FIELDS = ("model_sha256", "firmware_sha256", "agent_bundle", "os_image")

@@ -19,7 +19,7 @@ import datetime as dt
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 
 UNTRIAGED = "untriaged"
 ACKNOWLEDGED = "acknowledged"

@@ -11,8 +11,8 @@ from typing import Any
 
 from bench.alerts import table
 from bench.alerts.model import ACKNOWLEDGED, UNTRIAGED, Alert
-from bench.results.store import ResultStore
 from bench.results.thresholds import AlertRules
+from bench.store.results import ResultStore
 
 NEW_EVENTS = ("opened", "reopened")
 

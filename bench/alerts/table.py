@@ -1,4 +1,4 @@
-"""Alerts in the results store (tables `alerts` and `alert_events`, bench.results.schema): SQLite on one bench host,
+"""Alerts in the results store (tables `alerts` and `alert_events`, bench.store.schema): SQLite on one bench host,
 or PostgreSQL shared by a lab's hosts, so an alert acknowledged on one host reads acknowledged on every other."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.alerts.model import Alert, AlertError
-from bench.results import stored
-from bench.results.store import ResultStore
+from bench.store import stored
+from bench.store.results import ResultStore
 
 _COLUMNS = ("id, session, device, metric, kind, state, first_run, last_run, opened_at, state_since, owner, note,"
             " link, reason, of_alert, fixed_run, good_nights, data")  # fmt: skip

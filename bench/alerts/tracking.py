@@ -17,9 +17,8 @@ from collections.abc import Iterable
 from bench.alerts import table
 from bench.alerts.findings import Finding
 from bench.alerts.model import ACKNOWLEDGED, DRIFT, FIXED, INVALID, OPEN, UNTRIAGED, Alert
-from bench.results.runview import UPDATE_RUN_KIND
-from bench.results.store import ResultStore
 from bench.results.thresholds import AlertRules
+from bench.store.results import UPDATE_RUN_KIND, ResultStore
 
 
 def record_night(store: ResultStore, findings: Iterable[Finding], rules: AlertRules, actor: str) -> None:

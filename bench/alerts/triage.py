@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from bench.alerts import table
 from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, OPEN, Alert, AlertError, check_change
-from bench.results.store import ResultStore
+from bench.store.results import ResultStore
 
 
 def acknowledge(store: ResultStore, alert_id: int, owner: str, note: str, link: str = "") -> Alert:

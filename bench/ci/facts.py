@@ -9,10 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from bench.core.outcomes import FailureClass, Outcome
 from bench.measure.catalogue import BENCH, DEVICE, metric
-from bench.outcomes import FailureClass, Outcome
 from bench.results.evidence import fingerprints
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import (
     COLLECTING,
@@ -27,6 +26,7 @@ from bench.results.verdict import (
     UNCHANGED,
     Verdict,
 )
+from bench.store.results import ResultStore
 
 PASSED, FAILED, SKIPPED, ERROR = "passed", "failed", "skipped", "error"
 BASELINE = "-baseline"  # the run kind of a job's baseline replays ends so (check-baseline)

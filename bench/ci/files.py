@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import os
 from pathlib import Path
 
 from bench.ci.facts import CiReport, Judged
+from bench.core.units import figure
 from bench.results.verdict import IMPROVED, INCONCLUSIVE, NOT_REPRODUCED, REGRESSION, UNCHANGED
-from bench.units import figure
 
 COMMENT_LIMIT = 65_535  # characters in a GitHub pull request comment
 STEP_LIMIT = 1024 * 1024  # bytes of one GitHub Actions step summary

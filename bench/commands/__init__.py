@@ -10,12 +10,12 @@ from pathlib import Path
 
 from bench.ci.files import CiFiles
 from bench.commands.values import seconds
-from bench.console import err, note
-from bench.doctor import require_pyserial
-from bench.errors import ConfigError
-from bench.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet, one_board_fleet
-from bench.leases import LeaseSet
-from bench.paths import OUTPUT_DIR
+from bench.config.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, find_fleet, load_fleet, one_board_fleet
+from bench.core.console import err, note
+from bench.core.errors import ConfigError
+from bench.core.leases import LeaseSet
+from bench.core.paths import OUTPUT_DIR
+from bench.lab.doctor import require_pyserial
 
 DEFAULT_LEASE_WAIT_S = 60.0
 log = logging.getLogger(__name__)
@@ -40,9 +40,9 @@ def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:
 
 
 def fleet_of(args: argparse.Namespace) -> Fleet:
-    """The fleet a command works on: --port's one board, else `bench.fleet.find_fleet`'s file; the bundled
+    """The fleet a command works on: --port's one board, else `bench.config.fleet.find_fleet`'s file; the bundled
     virtual fleet is said in one line, so a forgotten --fleet does not go unnoticed. Refuses labgrid's fork of
-    pyserial (bench.doctor.require_pyserial) before any device is touched."""
+    pyserial (bench.lab.doctor.require_pyserial) before any device is touched."""
     require_pyserial()
     port = getattr(args, "port", None)
     if port is not None:
@@ -94,7 +94,9 @@ class _AllowDevKey(argparse.Action):
         super().__init__(nargs=0, default=False, **kw)
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
-        from bench import trust  # here: it loads the signing code, which only this option and device commands need
+        from bench.bundles import (
+            trust,  # here: it loads the signing code, which only this option and device commands need
+        )
 
         trust.allow_dev_key()
         setattr(namespace, self.dest, True)
@@ -102,7 +104,7 @@ class _AllowDevKey(argparse.Action):
 
 def add_device_options(parser: argparse.ArgumentParser) -> None:
     """Options of commands that touch devices: --lease-wait (how long to wait for a device another bench
-    process holds) and --allow-dev-key (bench.trust)."""
+    process holds) and --allow-dev-key (bench.bundles.trust)."""
     parser.add_argument(
         "--allow-dev-key", action=_AllowDevKey,
         help="let real devices trust the committed development key (a warning each time; virtual ones may anyway)",

@@ -12,12 +12,12 @@ from bench.alerts import STATES, Alert, table
 from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, UNTRIAGED
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.commands.report import run_id_arg
-from bench.console import compact_table, emit_json, out
-from bench.errors import ConfigError
-from bench.fleet import find_fleet, load_fleet
-from bench.results.store import DEFAULT_STORE, ResultStore, open_store
+from bench.config.fleet import find_fleet, load_fleet
+from bench.core.console import compact_table, emit_json, out
+from bench.core.errors import ConfigError
+from bench.core.units import figure
 from bench.results.thresholds import load_thresholds
-from bench.units import figure
+from bench.store.results import DEFAULT_STORE, ResultStore, open_store
 
 WIDTH = 79  # what a line of `show` fits (80 columns)
 COMMAND_END = "\0"  # marks a line of a command, which `show` does not wrap

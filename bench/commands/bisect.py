@@ -14,9 +14,7 @@ from pathlib import Path
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from bench import trust
-from bench.bisect import BAD, DEFAULT_RUNS, SKIPPED, Bisection, NotRun, bisect
-from bench.bundles import reset_model
+from bench.bundles import reset_model, trust
 from bench.ci import facts as ci
 from bench.ci.write import write_ci_files
 from bench.commands import (
@@ -31,16 +29,17 @@ from bench.commands import (
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in
-from bench.console import emit_json, err, out
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.flashing import flash_devices
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.console import emit_json, err, out
+from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.units import figure
 from bench.lab.acquire import reachable_devices
+from bench.nightly.flashing import flash_devices
 from bench.nightly.run import model_mismatch, recorded_replay
 from bench.replay.session import read_session
-from bench.results.store import ResultStore, open_store
+from bench.results.bisect import BAD, DEFAULT_RUNS, SKIPPED, Bisection, NotRun, bisect
 from bench.results.thresholds import load_thresholds
-from bench.units import figure
+from bench.store.results import ResultStore, open_store
 from bench.virtual import board_controls
 
 MODEL_SUFFIXES = (".tflite",)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from bench import trust
+from bench.bundles import trust
 from bench.ci.write import write_ci_files
 from bench.commands import (
     add_ci_options,
@@ -29,19 +29,19 @@ from bench.commands.bisect import build_commit
 from bench.commands.nightly import change_under_test
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in, seconds
-from bench.console import compact_table, emit_json, err, out
-from bench.errors import ConfigError
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.console import compact_table, emit_json, err, out
+from bench.core.errors import ConfigError
+from bench.core.units import figure
 from bench.models import guess_name_and_format
 from bench.models.shape import check_model
 from bench.premerge.ci_report import check_report
 from bench.premerge.plan import Estimate, order, switches
 from bench.premerge.run import CheckOptions, CheckResult, run_check
 from bench.replay.session import read_session
-from bench.results.store import DEFAULT_STORE, open_store
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import COLLECTING, INCONCLUSIVE, UNCHANGED
-from bench.units import figure
+from bench.store.results import DEFAULT_STORE, open_store
 
 DEFAULT_RUNS = 3
 DEFAULT_REPLAY_S = 12.0  # bench seconds of each replay on a guest replayed on its own clock (its replay_budget_s)

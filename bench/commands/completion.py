@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.errors import ExitCode
+from bench.core.errors import ExitCode
 
 SHELLS = ("bash", "zsh")
 

@@ -7,9 +7,9 @@ import argparse
 from rich.markup import escape
 
 from bench.commands import add_fleet_options, add_output_dir, selected_devices
-from bench.console import emit_json, out
-from bench.doctor import FAIL, OK, WARN, diagnose
-from bench.errors import ExitCode
+from bench.core.console import emit_json, out
+from bench.core.errors import ExitCode
+from bench.lab.doctor import FAIL, OK, WARN, diagnose
 
 _MARK = {OK: "[green]ok[/green]  ", WARN: "[yellow]warn[/yellow]", FAIL: "[red]FAIL[/red]"}
 

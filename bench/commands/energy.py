@@ -10,10 +10,10 @@ from rich.table import Table
 
 from bench.commands import add_device_command, held_devices, selected_devices
 from bench.commands.values import float_in
-from bench.console import emit_json, out
+from bench.config.fleet import Device
+from bench.core.console import emit_json, out
+from bench.core.errors import BenchError, ConfigError, ExitCode
 from bench.energy.meters import meter_for
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.fleet import Device
 from bench.lab.acquire import reachable_devices
 from bench.measure.energy import Integrator
 

@@ -10,17 +10,16 @@ from pathlib import Path
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench import trust
-from bench.bundles import reset_model
+from bench.bundles import reset_model, trust
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
 from bench.commands.values import int_in
-from bench.console import compact_table, emit_json, err, out
+from bench.core.console import compact_table, emit_json, err, out
+from bench.core.errors import ConfigError, ExitCode
+from bench.core.inputs import check_file
+from bench.core.outcomes import exit_code
 from bench.devices import has_driver
-from bench.errors import ConfigError, ExitCode
-from bench.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
-from bench.inputs import check_file
 from bench.lab.acquire import reachable_devices
-from bench.outcomes import exit_code
+from bench.nightly.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
 from bench.virtual import board_controls
 
 
@@ -48,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_flash(args: argparse.Namespace) -> int:
     """Flash the selection; exit 2 if a device's input was refused before it was touched (an image the fleet
-    does not pin, a bmap that does not describe its image), else by the devices' failure classes (bench.outcomes:
+    does not pin, a bmap that does not describe its image), else by the devices' failure classes (bench.core.outcomes:
     3 when only infrastructure failed)."""
     _fleet, devices = selected_devices(args)
     devices = [d for d in devices if has_driver(d.kind)]

@@ -11,13 +11,13 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.commands import add_device_command, add_fleet_options, add_output_dir, held_devices, selected_devices
-from bench.console import compact_table, emit_json, err, out
+from bench.config.fleet import Device
+from bench.core.console import compact_table, emit_json, err, out
+from bench.core.errors import ExitCode
+from bench.core.leases import lease_dir, list_leases
 from bench.devices import has_driver
-from bench.errors import ExitCode
-from bench.fleet import Device
+from bench.devices.probe import probe_link
 from bench.lab.acquire import reachable_devices
-from bench.leases import lease_dir, list_leases
-from bench.probe import probe_link
 from bench.virtual import has_virtual
 
 
@@ -160,9 +160,9 @@ def leases_table(folder: str, rows: list[dict]) -> Table:
 
 def cmd_health(args: argparse.Namespace) -> int:
     """Check (and with --fix recover) the selected devices; exit 0 when all are good, 3 otherwise."""
-    from bench.health.check import check_fleet  # here, as every heavy import: `fleet list` must start fast
-    from bench.health.records import summary
-    from bench.results.store import DEFAULT_STORE, open_store
+    from bench.recovery.check import check_fleet  # here, as every heavy import: `fleet list` must start fast
+    from bench.recovery.records import summary
+    from bench.store.results import DEFAULT_STORE, open_store
 
     fleet, devices = selected_devices(args)
     store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
@@ -198,7 +198,7 @@ def health_table(title: str, checks: list) -> Table:
 def cmd_discover(args: argparse.Namespace) -> int:
     """Print fleet entries for the boards found (TOML on stdout), or add them to --write FILE; exit 3 when a
     board could not be identified."""
-    from bench.discovery import append_entries, discover, new_entries
+    from bench.devices.discovery import append_entries, discover, new_entries
 
     target = Path(args.write) if args.write else None
     boards = asyncio.run(discover())

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bench.console import emit_json, err, out
-from bench.errors import ConfigError, ExitCode
+from bench.config.kinds import KINDS
+from bench.core.console import emit_json, err, out
+from bench.core.errors import ConfigError, ExitCode
+from bench.core.paths import FIRMWARE_DIR
 from bench.image.build import BuiltImage, build_image, cached_image
-from bench.kinds import KINDS
-from bench.paths import FIRMWARE_DIR
 
 
 def image_kinds() -> list[str]:

@@ -7,9 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from bench.console import emit_json, out
-from bench.errors import ConfigError, ExitCode
-from bench.signing import generate_key, public_key_raw, save_key_pair
+from bench.core.console import emit_json, out
+from bench.core.errors import ConfigError, ExitCode
+from bench.models.signing import generate_key, public_key_raw, save_key_pair
 
 _PLAIN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

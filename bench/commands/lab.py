@@ -13,15 +13,15 @@ from pathlib import Path
 from rich.table import Table
 
 from bench.commands import add_device_options, add_fleet_options, fleet_of, held_devices
-from bench.console import emit_json, err, out
-from bench.errors import ConfigError, ExitCode
-from bench.fleet import Fleet, Link, SerialLink, SshLink
+from bench.config.fleet import Fleet, Link, SerialLink, SshLink
+from bench.core.console import emit_json, err, out
+from bench.core.errors import ConfigError, ExitCode
+from bench.core.identity import job_identity
+from bench.core.stopping import StopSignals
 from bench.lab.client import LabClient
 from bench.lab.exporter import exporter_config, host_devices
-from bench.lab.identity import job_identity
 from bench.lab.janitor import sweep
 from bench.lab.sync import fleet_tag, sync_places
-from bench.stopping import StopSignals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -127,8 +127,8 @@ def cmd_exporter_config(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve one bench host until SIGINT/SIGTERM."""
+    from bench.core.paths import state_dir
     from bench.lab.serve import serve_host
-    from bench.paths import state_dir
 
     fleet = _lab_fleet(args)
     config = Path(args.config) if args.config else state_dir() / f"exporter-{args.host}.yaml"

@@ -10,11 +10,11 @@ from rich.table import Table
 
 from bench.commands import add_device_command, held_devices, selected_devices
 from bench.commands.values import float_in
-from bench.console import emit_json, out
+from bench.config.fleet import Device, SshLink
+from bench.config.kinds import of_family
+from bench.core.console import emit_json, out
+from bench.core.errors import BenchError, ConfigError, DeviceUnreachable, ExitCode
 from bench.devices.linux import LinuxDriver
-from bench.errors import BenchError, ConfigError, DeviceUnreachable, ExitCode
-from bench.fleet import Device, SshLink
-from bench.kinds import of_family
 from bench.lab.acquire import reachable_devices
 from bench.telemetry import summarize
 

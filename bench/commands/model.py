@@ -9,12 +9,12 @@ from rich.table import Table
 
 from bench.commands.model_fixtures import add_fixture_commands
 from bench.commands.values import int_in
-from bench.console import emit_json, out
-from bench.errors import ExitCode
+from bench.core.console import emit_json, out
+from bench.core.errors import ExitCode
 from bench.models import guess_name_and_format
 from bench.models.shape import check_model
+from bench.models.signing import load_private_key
 from bench.ota.store import MAX_VERSION, ModelStore, default_store_dir
-from bench.signing import load_private_key
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:

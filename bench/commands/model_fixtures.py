@@ -8,9 +8,9 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.console import emit_json, out
-from bench.errors import ConfigError, ExitCode
-from bench.kinds import KINDS
+from bench.config.kinds import KINDS
+from bench.core.console import emit_json, out
+from bench.core.errors import ConfigError, ExitCode
 from bench.models import MODELS_DIR, npcm
 from bench.models.catalogue import build_all
 from bench.models.tflite_read import read_int8_policy

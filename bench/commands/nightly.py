@@ -11,8 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from bench import trust
-from bench.bundles import reset_model
+from bench.bundles import reset_model, trust
 from bench.ci.write import write_ci_files
 from bench.commands import (
     add_ci_options,
@@ -24,24 +23,24 @@ from bench.commands import (
     selected_devices,
 )
 from bench.commands.replay import parse_speed
-from bench.console import compact_table, emit_json, err, out
+from bench.config.fleet import Device
+from bench.core.console import compact_table, emit_json, err, out
+from bench.core.errors import ConfigError
+from bench.core.outcomes import FailureClass
+from bench.core.paths import SESSIONS_DIR
 from bench.devices.esp32c6 import check_firmware
-from bench.errors import ConfigError
-from bench.flashing import ProgressFactory
-from bench.fleet import Device
 from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.ci_report import nightly_report
+from bench.nightly.flashing import ProgressFactory
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
-from bench.outcomes import FailureClass
-from bench.paths import SESSIONS_DIR
 from bench.replay.session import read_session
 from bench.report.build import outcome_of
 from bench.results.baseline import get_baseline
-from bench.results.store import DEFAULT_STORE, open_store
 from bench.results.thresholds import load_thresholds
+from bench.store.results import DEFAULT_STORE, open_store
 
 DEFAULT_SESSIONS = SESSIONS_DIR
 

@@ -9,11 +9,11 @@ import sys
 
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import port
-from bench.console import err, out
-from bench.errors import ExitCode
+from bench.core.console import err, out
+from bench.core.errors import ExitCode
+from bench.core.stopping import StopSignals
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.stopping import StopSignals
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -10,9 +10,9 @@ from rich.table import Table
 
 from bench.commands import add_device_command, held_devices, selected_devices
 from bench.commands.values import float_in
-from bench.console import emit_json, out
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.console import emit_json, out
+from bench.core.errors import BenchError, ConfigError, ExitCode
 from bench.lab.acquire import reachable_devices
 from bench.power import power_for
 

@@ -10,18 +10,18 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
-from bench import trust
+from bench.bundles import trust
 from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
-from bench.console import compact_table, emit_json, err, out
-from bench.errors import ConfigError
+from bench.core.console import compact_table, emit_json, err, out
+from bench.core.errors import ConfigError
+from bench.core.outcomes import FailureClass
+from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
-from bench.outcomes import FailureClass
-from bench.outcomes import exit_code as outcome_exit_code
 from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
-from bench.results.store import DEFAULT_STORE, open_store
+from bench.store.results import DEFAULT_STORE, open_store
 
 # (measurement, header, scale, format, in the compact default): the default fits 80 columns; --wide shows all
 SUMMARY_COLUMNS = (

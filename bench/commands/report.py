@@ -8,10 +8,10 @@ from contextlib import nullcontext
 from rich.markup import escape
 
 from bench.commands import add_output_dir
-from bench.console import emit_json, err, out
-from bench.errors import ConfigError, ExitCode
+from bench.core.console import emit_json, err, out
+from bench.core.errors import ConfigError, ExitCode
 from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
-from bench.results.store import ResultStore, open_store
+from bench.store.results import ResultStore, open_store
 
 
 def register(sub: argparse._SubParsersAction) -> None:

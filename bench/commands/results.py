@@ -7,9 +7,9 @@ from dataclasses import replace
 
 from bench.commands import FLEET_HELP, fleet_of
 from bench.commands.values import int_in
-from bench.console import emit_json, out
-from bench.results.retention import prune
-from bench.results.store import DEFAULT_STORE, open_store
+from bench.core.console import emit_json, out
+from bench.store.results import DEFAULT_STORE, open_store
+from bench.store.retention import prune
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 from rich.text import Text
 
 from bench.commands.values import float_in, int_in
-from bench.console import compact_table, emit_json, out
-from bench.errors import ConfigError, ExitCode
-from bench.paths import SESSIONS_DIR
+from bench.core.console import compact_table, emit_json, out
+from bench.core.errors import ConfigError, ExitCode
+from bench.core.paths import SESSIONS_DIR
 from bench.replay.info import session_info
 from bench.replay.session import read_session, write_session
 from bench.replay.synth import SCENARIOS, synth_session

@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 from bench.commands import FLEET_HELP, add_output_dir
-from bench.console import note
-from bench.errors import ExitCode
-from bench.fleet import BUNDLED, find_fleet
-from bench.paths import HIL_DIR
-from bench.stopping import exit_code
+from bench.config.fleet import BUNDLED, find_fleet
+from bench.core.console import note
+from bench.core.errors import ExitCode
+from bench.core.paths import HIL_DIR
+from bench.core.stopping import exit_code
 
 # pytest's exit status -> the bench's: tests failed 1, interrupted 128+SIGINT, internal error 3, usage error and
 # no test collected 2

@@ -9,15 +9,15 @@ import contextlib
 from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import float_in
-from bench.console import compact_table, emit_json, out
-from bench.errors import ConfigError
+from bench.core.console import compact_table, emit_json, out
+from bench.core.errors import ConfigError
+from bench.core.outcomes import exit_code
 from bench.lab.acquire import reachable_devices
 from bench.ota.impair import Impairment
 from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
 from bench.ota.timing import timing_named
-from bench.outcomes import exit_code
-from bench.results.store import DEFAULT_STORE
-from bench.results.store import open_store as open_results
+from bench.store.results import DEFAULT_STORE
+from bench.store.results import open_store as open_results
 
 
 def register(sub: argparse._SubParsersAction) -> None:

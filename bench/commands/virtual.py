@@ -9,9 +9,9 @@ import sys
 from dataclasses import replace
 
 from bench.commands import add_device_command, held_devices, selected_devices
-from bench.console import out
-from bench.errors import ConfigError, ExitCode
-from bench.stopping import StopSignals
+from bench.core.console import out
+from bench.core.errors import ConfigError, ExitCode
+from bench.core.stopping import StopSignals
 from bench.virtual import has_virtual, virtual_fleet
 
 

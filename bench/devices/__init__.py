@@ -1,10 +1,10 @@
-"""Device drivers, one module per kind, looked up through the kind registry (bench/kinds.py)."""
+"""Device drivers, one module per kind, looked up through the kind registry (bench/config/kinds.py)."""
 
 from __future__ import annotations
 
+from bench.config.fleet import Device
+from bench.config.kinds import KINDS
 from bench.devices.base import Driver
-from bench.fleet import Device
-from bench.kinds import KINDS
 
 
 def has_driver(kind: str) -> bool:

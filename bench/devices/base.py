@@ -7,9 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.steps import Progress, StepResult, no_progress
 from bench.links.probe_result import ProbeResult
-from bench.steps import Progress, StepResult, no_progress
 
 if TYPE_CHECKING:
     from bench.power.protocol import PowerDriver

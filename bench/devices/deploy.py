@@ -8,10 +8,10 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.bundles.trust import TRUST_FILES, refuse_key_downgrade
+from bench.core.errors import BenchError
+from bench.core.paths import deploy_name
 from bench.links.ssh import SshConnection, quote
-from bench.paths import deploy_name
-from bench.trust import TRUST_FILES, refuse_key_downgrade
 
 # remote path (relative to the deploy folder) -> local file or bytes
 Files = dict[str, Path | bytes]

@@ -22,15 +22,15 @@ import serial
 
 from bench.agent.transport import SerialTransport
 from bench.bundles import micropython_bundle
+from bench.config.fleet import Device, SerialLink
+from bench.config.kinds import USB_SERIAL_JTAG
+from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.inputs import read_input
 from bench.devices.base import Driver, Progress, StepResult, no_progress
+from bench.devices.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.devices.esptool_link import flash_image, has_modem_lines
 from bench.devices.mpremote_deploy import deploy_files, request_bootloader, request_reset
 from bench.devices.serial_reset import can_hard_reset, hard_reset
-from bench.errors import BenchError, ConfigError, DeviceUnreachable
-from bench.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
-from bench.fleet import Device, SerialLink
-from bench.inputs import read_input
-from bench.kinds import USB_SERIAL_JTAG
 
 FIRMWARE_OFFSET = 0x0  # MicroPython's ESP32_GENERIC_C6 .bin starts with the bootloader at 0x0
 RAW_PROMPT = b"raw REPL; CTRL-B to exit\r\n>"

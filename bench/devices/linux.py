@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.config.fleet import Device, SshLink
+from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.deploy import Files, deploy
 from bench.devices.linux_os import check_os, provision_os
 from bench.devices.linux_runtime import RuntimeReport, check_runtime, install_hint
-from bench.errors import BenchError, ConfigError, DeviceUnreachable
-from bench.fleet import Device, SshLink
 from bench.links.ssh import SshConnection, quote
 from bench.provision.controls import BoardControls, fleet_controls
 from bench.telemetry import TelemetryMonitor

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.config.os_spec import OsSpec
+from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.steps import Progress, StepResult
 from bench.image.build import build_image
 from bench.image.fetch import sha256_file
-from bench.os_spec import OsSpec
 from bench.provision.bmap import check_against_image, read_bmap, verify_written, write_image
 from bench.provision.controls import BoardControls, run_command
 from bench.provision.fingerprint import Fingerprint, differences, read_fingerprint, write_marker
-from bench.steps import Progress, StepResult
 
 if TYPE_CHECKING:
     from bench.devices.linux import LinuxDriver

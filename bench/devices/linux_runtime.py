@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from bench.errors import BenchError, ConfigError
-from bench.kinds import get_kind
+from bench.config.kinds import get_kind
+from bench.core.errors import BenchError, ConfigError
 from bench.links.ssh import SshConnection, quote
 
 MIN_PYTHON = (3, 8)  # JetPack 5's python3; JetPack 6 has 3.10, Raspberry Pi OS bookworm 3.11

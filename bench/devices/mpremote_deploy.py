@@ -18,8 +18,8 @@ from typing import IO
 from mpremote.transport import TransportError
 from mpremote.transport_serial import SerialTransport
 
-from bench.paths import deploy_name
-from bench.trust import TRUST_FILES, refuse_key_downgrade
+from bench.bundles.trust import TRUST_FILES, refuse_key_downgrade
+from bench.core.paths import deploy_name
 
 CHUNK = 512
 RAW_REPL_ATTEMPTS = 4  # a board that was just reset needs a moment before its REPL answers

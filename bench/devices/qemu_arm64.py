@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.config.fleet import Device, QemuLink
+from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.paths import default_log_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GUEST_AGENT_PORT, GuestFault, QemuMachine
-from bench.errors import ConfigError, DeviceUnreachable
-from bench.fleet import Device, QemuLink
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
 from bench.links.probe_result import ProbeResult
-from bench.paths import default_log_dir
 from bench.power.protocol import PowerDriver, PowerError
 from bench.power.qmp import QmpPower, qmp
 

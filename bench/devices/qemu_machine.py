@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.bundles import HOST_AGENT_PORT
-from bench.errors import DeviceUnreachable
-from bench.fleet import QemuLink
-from bench.folders import own_folder
-from bench.procs import DIE_WITH_BENCH
+from bench.config.fleet import QemuLink
+from bench.core.errors import DeviceUnreachable
+from bench.core.folders import own_folder
+from bench.core.procs import DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
 BOOT_TIMEOUT_S = 180.0  # QEMU start -> guest up: TCG on a loaded 2-core host; icount boots are slower still

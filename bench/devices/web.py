@@ -12,12 +12,12 @@ import hashlib
 import time
 from pathlib import Path
 
+from bench.config.fleet import Device
+from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.paths import state_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
-from bench.errors import ConfigError, DeviceUnreachable
-from bench.fleet import Device
 from bench.links.browser import BrowserLink
 from bench.links.probe_result import ProbeResult
-from bench.paths import state_dir
 from bench.web.browser import Cdp, Page, connect
 from bench.web.pages import PageServer, WebSocketTransport
 

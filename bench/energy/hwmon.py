@@ -6,10 +6,10 @@ import asyncio
 import time
 from pathlib import Path
 
+from bench.core.fields import resolve_path
 from bench.energy.parse import hwmon_power_mw
 from bench.energy.protocol import Meter, MeterError, PowerSample
 from bench.energy.spec import HwmonSettings
-from bench.fields import resolve_path
 
 
 class BenchHwmonMeter(Meter):

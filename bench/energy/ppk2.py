@@ -9,9 +9,9 @@ import sys
 import tempfile
 from typing import IO
 
+from bench.core.procs import stop_process, tied
 from bench.energy.protocol import Meter, MeterError, PowerSample
 from bench.energy.spec import Ppk2Settings
-from bench.procs import stop_process, tied
 
 OPEN_TIMEOUT_S = 10.0
 

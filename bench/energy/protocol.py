@@ -13,8 +13,8 @@ import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from bench.core.errors import BenchError
 from bench.energy.spec import EnergySpec
-from bench.errors import BenchError
 
 FIRST_SAMPLE_S = 10.0  # how long a started meter may take to deliver its first sample (beyond 3 of its periods)
 

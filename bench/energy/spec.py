@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bench.errors import ConfigError
-from bench.fields import typed
+from bench.core.errors import ConfigError
+from bench.core.fields import typed
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.cachefiles import build_lock
-from bench.errors import BenchError, ExitCode
+from bench.core.cachefiles import build_lock
+from bench.core.errors import BenchError, ExitCode
+from bench.core.paths import FIRMWARE_DIR, cache_root
+from bench.core.steps import Progress, no_progress
 from bench.image.fetch import sha256_file
-from bench.paths import FIRMWARE_DIR, cache_root
-from bench.steps import Progress, no_progress
 
 PORT_DIR = FIRMWARE_DIR / "esp32c6" / "counted"
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.image.recipe import Recipe
 
 _CHUNK = 1 << 20

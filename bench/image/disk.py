@@ -14,7 +14,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.image import rootfs
 from bench.image.cpio import write_archive
 from bench.image.fetch import sha256_file

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.image.recipe import Recipe, Wheel
 
 

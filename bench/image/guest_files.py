@@ -11,14 +11,14 @@ from pathlib import Path
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bench.cachefiles import write_if_changed
-from bench.errors import ConfigError
-from bench.fleet import Device
-from bench.kinds import get_kind, load
+from bench.config.fleet import Device
+from bench.config.kinds import get_kind, load
+from bench.core.cachefiles import write_if_changed
+from bench.core.errors import ConfigError
+from bench.core.paths import MODELS_DIR as FIXTURE_MODELS
+from bench.core.paths import cache_root
 from bench.models import guess_name_and_format
-from bench.paths import MODELS_DIR as FIXTURE_MODELS
-from bench.paths import cache_root
-from bench.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
+from bench.models.signing import DEV_PRIVATE_KEY, DEV_PUBLIC_KEY, canonical_bytes, load_private_key, model_manifest
 
 AGENT_DIR = "opt/npc/agent"
 MODELS_DIR = "opt/npc/models"

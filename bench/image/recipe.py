@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.errors import ConfigError
-from bench.inputs import load_toml
-from bench.paths import FIRMWARE_DIR, PACKAGE_DIR
+from bench.core.errors import ConfigError
+from bench.core.inputs import load_toml
+from bench.core.paths import FIRMWARE_DIR, PACKAGE_DIR
 
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
 BUILDER_VERSION = "2"

@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.image.recipe import Recipe
 
 _MADE_DIRS = ("proc", "sys", "dev", "tmp", "run", "mnt", "var/log", "etc", "root")

@@ -1,6 +1,6 @@
 """Acquire the labgrid places of a job's devices, hand out their links, release them in all cases.
 
-Each place is acquired as this job's own owner identity (bench.lab.identity). A device given by
+Each place is acquired as this job's own owner identity (bench.core.identity). A device given by
 `lab_tags` is reserved first (any matching place will do) and the allocated place acquired. The link
 is read from the place's resources after every acquire (a restarted exporter publishes a new port), and
 waited for until the deadline while the exporter is away. Everything is released on exit, also on an
@@ -16,10 +16,10 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from bench.errors import DeviceUnreachable
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.errors import DeviceUnreachable
+from bench.core.identity import job_identity
 from bench.lab.client import POLL_S, LabClient
-from bench.lab.identity import job_identity
 from bench.lab.links import link_from_resources
 from bench.virtual import VirtualDevice, virtual_fleet
 

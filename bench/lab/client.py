@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from bench.errors import BenchError, DeviceUnreachable, ExitCode
+from bench.core.errors import BenchError, DeviceUnreachable, ExitCode
 
 POLL_S = 0.25  # retry interval for a busy place or a pending reservation
 CONNECT_TIMEOUT_S = 10.0

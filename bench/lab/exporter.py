@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import yaml
 
-from bench.errors import ConfigError
-from bench.fleet import Device, Fleet, Link
+from bench.config.fleet import Device, Fleet, Link
+from bench.core.errors import ConfigError
 from bench.links.spec import DEFAULT_BAUD
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bench.core.identity import holder_gone
 from bench.lab.client import LabClient
-from bench.lab.identity import holder_gone
 from bench.lab.sync import FLEET_TAG
 
 

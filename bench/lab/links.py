@@ -5,8 +5,8 @@ Drivers only ever see the link types of bench/links/spec.py; nothing past this m
 
 from __future__ import annotations
 
-from bench.errors import DeviceUnreachable
-from bench.fleet import Device, Link
+from bench.config.fleet import Device, Link
+from bench.core.errors import DeviceUnreachable
 from bench.lab.client import Resource
 
 

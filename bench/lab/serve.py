@@ -12,9 +12,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from bench.fleet import Fleet
+from bench.config.fleet import Fleet
+from bench.core.procs import stop_process, tied
 from bench.lab.exporter import exporter_config, host_devices
-from bench.procs import stop_process, tied
 from bench.virtual import virtual_fleet
 
 RESTART_DELAY_S = 1.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bench.fleet import Device, Fleet
+from bench.config.fleet import Device, Fleet
 from bench.lab.client import LabClient, PlaceInfo
 
 FLEET_TAG = "hb_fleet"

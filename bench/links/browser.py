@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
-from bench.errors import ConfigError
-from bench.fields import typed
+from bench.core.errors import ConfigError
+from bench.core.fields import typed
 from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.core.errors import ConfigError, DeviceUnreachable
 
 
 class OnTheBenchHost:

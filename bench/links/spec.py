@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from bench.errors import ConfigError
-from bench.fields import resolve_path, typed
+from bench.core.errors import ConfigError
+from bench.core.fields import resolve_path, typed
 from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
@@ -130,7 +130,7 @@ class SshLink:
     """An SSH endpoint with key authentication."""
 
     family: ClassVar[str] = "ssh"
-    # `os`: the [device.os] table of a Linux board's OS image (bench.os_spec)
+    # `os`: the [device.os] table of a Linux board's OS image (bench.config.os_spec)
     fields: ClassVar[frozenset[str]] = frozenset({"ssh", "key", "host_key", "known_hosts", "python", "os"})
     lab_classes: ClassVar[tuple[str, ...]] = ("NetworkService",)
 

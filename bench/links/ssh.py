@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.procs import stop_process, tied
 from bench.links.spec import SshLink
-from bench.procs import stop_process, tied
 
 SSH_BINARY = "ssh"
 # ssh exits 255 for its own errors (connection, auth, host key); any other status is the remote command's.
@@ -153,7 +153,7 @@ class SshConnection:
 
     def base_args(self) -> list[str]:
         """ssh options shared by the master and every command (without the destination); the ssh process dies
-        with the bench (bench.procs.tied)."""
+        with the bench (bench.core.procs.tied)."""
         link = self.link
         args = [
             SSH_BINARY,

@@ -17,6 +17,7 @@ import statistics
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from bench.measure.histogram import Histogram
 from bench.measure.records import FrameLike
@@ -25,6 +26,18 @@ STUTTER_FACTOR = 2.5
 STUTTER_WINDOW = 30
 STUTTER_MIN_HISTORY = 5
 STUTTER_RULE = f"frame time > {STUTTER_FACTOR:g}x moving average of {STUTTER_WINDOW}"  # the one wording
+
+Us = TypeVar("Us")  # device microseconds: one value, or a numpy array of them (the report's frame trace)
+
+
+def frame_time_us(previous_t0: Us, t0: Us) -> Us:
+    """Frame time: from one inference frame's start to the next one's (us)."""
+    return t0 - previous_t0  # type: ignore[operator]
+
+
+def deviation_us(t0: Us, due: Us) -> Us:
+    """Jitter of one inference frame: its start against its scheduled time, signed (us)."""
+    return t0 - due  # type: ignore[operator]
 
 
 @dataclass(frozen=True)
@@ -48,9 +61,9 @@ def frame_timing(records: Sequence[FrameLike]) -> FrameTiming:
     """Compute FrameTiming from frame records (any order; sorted by frame index here)."""
     ordered = sorted(records, key=lambda r: r.i)
     ran = [r for r in ordered if r.ran and r.t0 is not None]
-    times = [b.t0 - a.t0 for a, b in itertools.pairwise(ran)]
+    times = [frame_time_us(a.t0, b.t0) for a, b in itertools.pairwise(ran)]
     frame_time = Histogram("frame_time", "us").record_all(times)
-    deviations = [r.t0 - r.due for r in ran if r.due is not None]
+    deviations = [deviation_us(r.t0, r.due) for r in ran if r.due is not None]
     deviation = Histogram("frame_deviation", "us").record_all(abs(d) for d in deviations)
     fps = 1e6 / statistics.fmean(times) if times and statistics.fmean(times) > 0 else None
     p99 = frame_time.percentile(99) if times else None

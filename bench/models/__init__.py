@@ -10,12 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench.cachefiles import write_atomic
-from bench.errors import ConfigError
-from bench.folders import own_folder
-from bench.inputs import read_input
-from bench.kinds import KINDS, Settings, get_kind
-from bench.paths import MODELS_DIR
+from bench.config.kinds import KINDS, Settings, get_kind
+from bench.core.cachefiles import write_atomic
+from bench.core.errors import ConfigError
+from bench.core.folders import own_folder
+from bench.core.inputs import read_input
+from bench.core.paths import MODELS_DIR
 
 FEATURES = 48
 ACTIONS = 8
@@ -50,7 +50,7 @@ def model_file(name: str, ext: str = "tflite", models_dir: Path = MODELS_DIR) ->
 
 def converted_dir() -> Path:
     """Where .npcm conversions of teams' own models go: $TMPDIR/hilbench-models-UID, made and checked by
-    `bench.folders` (this user's, mode 0700) each time it is used."""
+    `bench.core.folders` (this user's, mode 0700) each time it is used."""
     return own_folder(Path(tempfile.gettempdir()) / f"hilbench-models-{os.getuid()}", "model cache", private=True)
 
 
@@ -136,6 +136,6 @@ def kind_model(kind: str, settings: Settings | None = None, models_dir: Path = M
 
 def fixture_manifest(path: Path, fmt: str) -> dict[str, Any]:
     """The unsigned manifest of a fixture model: name `npc-policy`, version 2 for the `-v2` files, else 1."""
-    from bench.signing import model_manifest
+    from bench.models.signing import model_manifest
 
     return model_manifest(Path(path), "npc-policy", 2 if Path(path).stem.endswith("-v2") else 1, fmt)

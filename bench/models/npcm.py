@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.errors import ConfigError
-from bench.inputs import read_input
+from bench.core.errors import ConfigError
+from bench.core.inputs import read_input
 from bench.models.policy import QuantLayer, QuantMLP
 from bench.models.tflite_read import Int8Policy, parse_int8_policy
 

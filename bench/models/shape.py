@@ -7,8 +7,8 @@ from pathlib import Path
 
 import tflite
 
-from bench.errors import ConfigError
-from bench.inputs import read_input
+from bench.core.errors import ConfigError
+from bench.core.inputs import read_input
 from bench.models import ACTIONS, FEATURES, FORMAT_EXT, npcm
 
 

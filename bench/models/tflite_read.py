@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import tflite
 
-from bench.errors import ConfigError
-from bench.inputs import read_input
+from bench.core.errors import ConfigError
+from bench.core.inputs import read_input
 from bench.models.policy import QuantLayer, QuantMLP, quant_layer
 
 _NP = {tflite.TensorType.INT8: np.int8, tflite.TensorType.INT32: np.int32, tflite.TensorType.FLOAT32: np.float32}

@@ -12,9 +12,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.errors import ConfigError
-from bench.paths import MICROPYTHON_DIR, WIRE_MODULE, deploy_name
-from bench.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
+from bench.core.errors import ConfigError
+from bench.core.paths import MICROPYTHON_DIR, WIRE_MODULE, deploy_name
+from bench.models.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 
 AGENT_MODULES = (
     "npc_agent.py",

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 
 from bench.alerts import NightAlerts, night_alerts, record_night
 from bench.alerts.findings import Finding, failure_finding, findings_of_verdicts, passed_finding
+from bench.core.outcomes import FailureClass, Outcome
 from bench.nightly.confirm import Confirmation
-from bench.outcomes import FailureClass, Outcome
-from bench.results.store import ResultStore
 from bench.results.thresholds import AlertRules
+from bench.store.results import ResultStore
 
 
 def night_findings(

@@ -2,7 +2,7 @@
 
 With one fingerprint change against the baseline, that change is the cause (with the regression's figure).
 With more than one, the device is replayed once per changed component with that component put back to the
-baseline's (from the artefacts kept by sha256, bench.artefacts), the others new; the confirm replay of the new
+baseline's (from the artefacts kept by sha256, bench.bundles.artefacts), the others new; the confirm replay of the new
 set is the control. A component whose put-back makes the regression go away is the cause:
 "cause: model (09c5… -> c84a…): with the old firmware and the new model +41%; with the old model and the new
 firmware +0.4%". A component the bench cannot put back (the agent bundle: the bench deploys its own checkout's;
@@ -14,13 +14,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.artefacts import ArtefactStore
-from bench.fleet import Device
+from bench.bundles.artefacts import ArtefactStore
+from bench.config.fleet import Device
 from bench.results.evidence import fingerprints
 from bench.results.judge import judge_run
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION, SUSPECTED, Verdict
+from bench.store.results import ResultStore
 
 # component -> its fingerprint field
 COMPONENTS = {"model": "model_sha256", "firmware": "firmware_sha256", "agent": "agent_bundle", "OS image": "os_image"}

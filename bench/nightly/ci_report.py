@@ -9,9 +9,9 @@ from bench.alerts import NightAlerts
 from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cases, run_figures, verdict_cases
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import NightlyResult
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION
+from bench.store.results import ResultStore
 
 
 def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresholds) -> CiReport:

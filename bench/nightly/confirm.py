@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from bench.fleet import Device
-from bench.outcomes import FailureClass, Outcome
+from bench.config.fleet import Device
+from bench.core.outcomes import FailureClass, Outcome
+from bench.core.units import figure
 from bench.results.evidence import accept, leave_window, record_verdicts
 from bench.results.judge import acceptance, judge_run
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, confirmed, settle
-from bench.units import figure
+from bench.store.results import ResultStore
 
 # replay(session file, devices, run kind) -> the new run's id
 Replay = Callable[[str, list[Device]], Awaitable[int]]
@@ -58,7 +58,7 @@ async def confirm_run(
 ) -> Confirmation:
     """Judge run `run_id` (only the `judged` devices, if given: a device whose run failed on the bench's side has
     figures of a hang, not of the product), replay its suspected regressions (when `replay` is given), store the
-    final verdicts and which devices join later baselines (none whose run did not pass: bench.outcomes). The
+    final verdicts and which devices join later baselines (none whose run did not pass: bench.core.outcomes). The
     nights of a confirmed drift, tonight's included, leave the baseline windows (a window that held them would
     absorb the drift)."""
     first = judge_run(store, run_id, thresholds, pinned=pinned, devices=judged)

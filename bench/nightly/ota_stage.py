@@ -19,22 +19,22 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent.session import AgentSession
+from bench.bundles.trust import run_signing_key
+from bench.config.fleet import Device
+from bench.core.errors import BenchError
+from bench.core.outcomes import Outcome, class_of
+from bench.core.paths import MODELS_DIR
 from bench.devices import driver_for
-from bench.errors import BenchError
-from bench.fleet import Device
 from bench.measure.faults import fault_event
 from bench.models import fleet_formats
+from bench.models.signing import generate_key, load_private_key, sign_manifest
 from bench.nightly.stages import DeviceOutcome
 from bench.ota import channels
 from bench.ota.rollout import DeviceUpdate, bind_address, channel_url, update_device
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
-from bench.outcomes import Outcome, class_of
-from bench.paths import MODELS_DIR
-from bench.results.ota_results import ota_record
-from bench.results.store import ResultStore
-from bench.signing import generate_key, load_private_key, sign_manifest
-from bench.trust import run_signing_key
+from bench.report.ota_results import ota_record
+from bench.store.results import ResultStore
 
 FAMILY = "npc-policy"
 FAULT_FAMILY = "npc-fault"  # the fault models' names: npc-fault-<case>, never a device's line

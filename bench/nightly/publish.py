@@ -8,8 +8,8 @@ from typing import Any
 
 from bench.nightly.confirm import Confirmation
 from bench.report.publish import publish_run
-from bench.results.store import ResultStore
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, Verdict, collecting_summary
+from bench.store.results import ResultStore
 
 
 @dataclass

@@ -13,37 +13,36 @@ from pathlib import Path
 from typing import Any
 
 from bench.alerts import NightAlerts
-from bench.artefacts import ArtefactStore, keep_deployed
-from bench.doctor import device_problems
-from bench.errors import BenchError, ConfigError, ExitCode
-from bench.fingerprint import configured_model_sha256, device_fingerprint
-from bench.flashing import DeviceFlash, ProgressFactory, flash_devices
-from bench.fleet import Device, Fleet
-from bench.health.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
+from bench.bundles.artefacts import ArtefactStore, keep_deployed
+from bench.bundles.fingerprint import configured_model_sha256, device_fingerprint
+from bench.config.fleet import Device, Fleet
+from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.outcomes import PASS, PRODUCT_CLASSES, FailureClass, Outcome, infrastructure, product, worst
+from bench.core.outcomes import exit_code as outcome_exit_code
+from bench.core.paths import ROOT
+from bench.devices.probe import probe_link
 from bench.lab.acquire import lab_devices
+from bench.lab.doctor import device_problems
 from bench.measure.host import HostNoiseMeter
 from bench.nightly.alerting import night_findings, record_alerts
 from bench.nightly.attribution import attribute, regressions_of
 from bench.nightly.confirm import Confirmation, confirm_run
+from bench.nightly.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
-from bench.outcomes import PASS, PRODUCT_CLASSES, FailureClass, Outcome, infrastructure, product, worst
-from bench.outcomes import exit_code as outcome_exit_code
-from bench.paths import ROOT
-from bench.probe import probe_link
 from bench.provision.controls import BoardControls
+from bench.recovery.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.replay.agents import deploy, fleet_opener
 from bench.replay.run import DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
 from bench.results.evidence import fingerprints, record_fingerprint, record_host
-from bench.results.retention import PruneResult, prune
-from bench.results.runview import UPDATE_RUN_KIND
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
+from bench.store.results import UPDATE_RUN_KIND, ResultStore
+from bench.store.retention import PruneResult, prune
 from bench.virtual import board_controls, virtual_fleet
 
 CONFIRM_STATES = (REGRESSION, NOT_REPRODUCED)
@@ -83,11 +82,11 @@ class NightlyResult:
     ota_run_id: int | None = None  # the run of the update and fault stages
     confirmations: dict[str, Confirmation] = field(default_factory=dict)  # session id -> final verdicts
     retries: dict[str, int] = field(default_factory=dict)  # session id -> the run that retried infrastructure failures
-    retention: PruneResult | None = None  # the raw rows pruned after the night (bench.results.retention)
+    retention: PruneResult | None = None  # the raw rows pruned after the night (bench.store.retention)
     alerts: NightAlerts | None = None  # the night's alerts, new and known (bench.alerts)
 
     def outcomes(self) -> dict[str, Outcome]:
-        """Each device's failure class over the whole nightly (bench.outcomes): the worst of its stages' and
+        """Each device's failure class over the whole nightly (bench.core.outcomes): the worst of its stages' and
         of its final verdicts (a confirmed regression, an inconclusive one)."""
         per: dict[str, list[Outcome]] = {}
         for stage in self.stages:

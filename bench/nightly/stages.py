@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from bench.outcomes import Outcome
+from bench.core.outcomes import Outcome
 
 
 @dataclass
@@ -16,7 +16,7 @@ class DeviceOutcome:
     detail: str = ""
     skipped: bool = False
     data: dict[str, Any] = field(default_factory=dict)
-    outcome: Outcome | None = None  # the failure class (bench.outcomes); None: the stage's default for `ok`
+    outcome: Outcome | None = None  # the failure class (bench.core.outcomes); None: the stage's default for `ok`
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
-from bench.errors import ConfigError
-from bench.fleet import Device
-from bench.kinds import UPDATE_CHANNELS
+from bench.config.fleet import Device
+from bench.config.kinds import UPDATE_CHANNELS
+from bench.core.errors import ConfigError
 from bench.ota.store import ModelStore
 
 SCHEMES = dict(zip(UPDATE_CHANNELS, ("coap", "grpc", "ws"), strict=True))

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.ota.npcota_pb import SERVICE, Chunk, FetchRequest
 from bench.ota.resources import ChunkedServer, Served, lookup
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import aiocoap
 
-from bench.errors import ConfigError
-from bench.lifecycle import StartStop
+from bench.core.errors import ConfigError
+from bench.core.lifecycle import StartStop
 
 MAX_PENDING = 4096  # datagrams held for delay or reordering; beyond this they are dropped (and counted)
 MAX_CLIENTS = 64

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.errors import ConfigError
-from bench.lifecycle import StartStop
+from bench.core.errors import ConfigError
+from bench.core.lifecycle import StartStop
 from bench.ota.store import NAME_RE, ModelStore, version_of
 
 CHUNK = 16 * 1024  # bytes per message of a streamed resource (a gRPC Chunk, a WebSocket binary frame)

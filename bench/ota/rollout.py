@@ -12,17 +12,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench.agent.session import AgentSession
+from bench.config.fleet import Device
+from bench.core.errors import BenchError, ConfigError
+from bench.core.outcomes import PASS, Outcome, infrastructure, product
 from bench.devices import driver_for, has_driver
-from bench.errors import BenchError, ConfigError
-from bench.fleet import Device
-from bench.health.ladder import recover
 from bench.ota import channels
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.server import delta_segment, model_path
 from bench.ota.store import ModelStore
 from bench.ota.timing import LinkTiming, timing_named
-from bench.outcomes import PASS, Outcome, infrastructure, product
-from bench.results.store import ResultStore
+from bench.recovery.ladder import recover
+from bench.store.results import ResultStore
 
 DELTA_CAPS = {"delta-bsdiff": "bsdiff4", "delta-bsdiff-zlib": "bsdiff4-zlib"}  # agent cap -> delta container
 
@@ -58,7 +58,7 @@ class DeviceUpdate:
 
     @property
     def outcome(self) -> Outcome:
-        """The failure class (bench.outcomes): a pass; a product failure when the device answered but refused or
+        """The failure class (bench.core.outcomes): a pass; a product failure when the device answered but refused or
         rolled back the model; an infrastructure failure when the bench could not tell (the agent not reached)."""
         if self.ok:
             return PASS

@@ -38,8 +38,8 @@ from aiocoap.numbers.optionnumbers import OptionNumber
 from aiocoap.numbers.types import ACK
 from aiocoap.optiontypes import BlockOption
 
-from bench.errors import ConfigError
-from bench.lifecycle import StartStop
+from bench.core.errors import ConfigError
+from bench.core.lifecycle import StartStop
 from bench.ota.resources import DELTA_PATHS, segments
 from bench.ota.store import ModelStore
 

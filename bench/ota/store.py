@@ -20,14 +20,14 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bench.errors import ConfigError
-from bench.inputs import read_input
+from bench.core.errors import ConfigError
+from bench.core.inputs import read_input
+from bench.core.paths import cache_root
+from bench.models.signing import model_manifest, sign_manifest
 from bench.ota.delta import ALGOS, delta_manifest, make_patch
-from bench.paths import cache_root
-from bench.signing import model_manifest, sign_manifest
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-MAX_FILE = 64 * 1024 * 1024  # the largest file a store serves (a model's limit in bench.inputs)
+MAX_FILE = 64 * 1024 * 1024  # the largest file a store serves (a model's limit in bench.core.inputs)
 MAX_VERSION = 999_999_999  # the largest version a store holds (nine digits as a path segment)
 VERSION_RE = re.compile(r"^(0|[1-9][0-9]{0,8})$")  # a version (or delta base) as a path segment: plain digits
 

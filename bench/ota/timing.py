@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

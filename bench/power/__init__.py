@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.power.command import CommandPower
 from bench.power.labgrid import LabgridPower
 from bench.power.protocol import DEFAULT_OFF_S, PowerDriver, PowerError, PowerSpec, PowerState

@@ -41,7 +41,7 @@ class LabgridPower(PowerDriver):
         return str(beside) if beside.exists() else (shutil.which("labgrid-client") or "labgrid-client")
 
     async def _power(self, action: str) -> str:
-        from bench.lab.identity import job_identity  # bench.lab sits above the fleet file, which names backends
+        from bench.core.identity import job_identity  # bench.lab sits above the fleet file, which names backends
 
         host, user = job_identity()
         env = {**os.environ, "LG_HOSTNAME": host, "LG_USERNAME": user}

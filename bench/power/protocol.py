@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 
 DEFAULT_OFF_S = 2.0  # how long a power cycle leaves the device without power (caps drain, USB re-enumerates)
 

@@ -7,12 +7,12 @@ import datetime as dt
 from pathlib import Path
 
 from bench.ci.facts import CiReport, judged_runs, median_figures, outcome_cases, run_figures, verdict_cases
-from bench.outcomes import FailureClass
+from bench.core.outcomes import FailureClass
 from bench.premerge.plan import BASE, CANDIDATE
 from bench.premerge.run import KINDS, CheckResult
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION
+from bench.store.results import ResultStore
 
 FLEET_BUILD = "the fleet's build"
 FAILED_RUN = (FailureClass.PRODUCT, FailureClass.INFRASTRUCTURE)  # the verdicts say the rest

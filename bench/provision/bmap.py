@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from bench.errors import BenchError, ConfigError
+from bench.core.errors import BenchError, ConfigError
 from bench.provision.controls import run_command
 
 _CHUNK = 1 << 20

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bench.errors import BenchError, ConfigError, DeviceUnreachable
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.procs import stop_process
 from bench.power import PowerSpec, power_for
 from bench.power.command import CommandPower
-from bench.procs import stop_process
 
 STORAGE_APPEAR_TIMEOUT_S = 60.0
 

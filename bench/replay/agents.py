@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 from bench.agent.endpoint import AgentEndpoint, OpenAgent
 from bench.agent.session import AgentSession
+from bench.config.fleet import Device
+from bench.config.kinds import load
+from bench.core.errors import BenchError, ConfigError
 from bench.devices import driver_for, has_driver
 from bench.devices.base import Driver
-from bench.errors import BenchError, ConfigError
-from bench.fleet import Device
-from bench.health.session import RecoveringSession
-from bench.kinds import load
+from bench.recovery.session import RecoveringSession
 
 if TYPE_CHECKING:  # the recovery ladder's store (health records); the replay itself writes through a RunSink
-    from bench.results.store import ResultStore
+    from bench.store.results import ResultStore
 
 
 async def deploy(device: Device, log_dir: Path | None = None) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bench.fleet import Link
+from bench.config.fleet import Link
 from bench.replay.channels import CHANNELS
 from bench.replay.session import BadSessionMessage, Session
 from bench.replay.voice_features import voice_features

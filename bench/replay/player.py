@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.replay.pacing import Pacer, gc_frozen, gil_switch_interval, realtime_priority
 from bench.replay.plan import Plan, VoiceMode
 

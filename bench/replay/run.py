@@ -16,18 +16,18 @@ from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.bundles import loaded_model
+from bench.bundles.fingerprint import device_clock
+from bench.config.fleet import Device
+from bench.config.kinds import Settings
+from bench.core.errors import BenchError, DeviceUnreachable
+from bench.core.outcomes import PASS, FailureClass, Outcome, class_of, infrastructure, product, recovered
 from bench.energy.meters import meter_for
 from bench.energy.protocol import Meter, PowerSample
 from bench.energy.store import add_power
-from bench.errors import BenchError, DeviceUnreachable
-from bench.fingerprint import device_clock
-from bench.fleet import Device
-from bench.kinds import Settings
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.energy import EnergyFigures, energy_figures
 from bench.measure.records import FrameLike, OffsetClock
 from bench.measure.replay_timing import ReplayTiming
-from bench.outcomes import PASS, FailureClass, Outcome, class_of, infrastructure, product, recovered
 from bench.replay.pacing import Pacer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
 from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track

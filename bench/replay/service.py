@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING
 
 from bench.agent import wire
 from bench.agent.endpoint import OpenAgent
-from bench.fleet import Device
-from bench.outcomes import FailureClass
+from bench.config.fleet import Device
+from bench.core.outcomes import FailureClass
 from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
 
 if TYPE_CHECKING:  # the run's record (begin/finish); what the replay writes into it goes through a RunSink
-    from bench.results.store import ResultStore
+    from bench.store.results import ResultStore
 
 # progress(run) is called about every PROGRESS_S while the replay runs
 PROGRESS_S = 0.25
@@ -62,7 +62,7 @@ async def replay_fleet(
         and store the run; returns it.
 
         Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
-        their own with the run (e.g. bench.devices.linux_endpoint.LinuxAgentOpener's telemetry). `kind` is the stored
+        their own with the run (e.g. bench.recovery.linux_endpoint.LinuxAgentOpener's telemetry). `kind` is the stored
     run's kind ("confirm" for the nightly's replays of a suspected regression)."""
     if (open_agent is None) == (make_opener is None):
         raise ValueError("give exactly one of open_agent and make_opener")

@@ -18,8 +18,8 @@ from mcap.records import Chunk
 from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
 
-from bench.errors import ConfigError
-from bench.inputs import InputError, open_input
+from bench.core.errors import ConfigError
+from bench.core.inputs import InputError, open_input
 from bench.replay.channels import BY_TOPIC, CHANNELS, EVENT_SCHEMA, PayloadError
 
 FORMAT_PROFILE = "npc-session"

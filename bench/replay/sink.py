@@ -2,7 +2,7 @@
 
 The replay knows nothing of databases: a replay run (`ReplayRun`) hands devices, frame records, inputs,
 measurements, histograms, faults, clock mappings and power-meter samples to a `RunSink`.
-`bench.results.store.ResultStore` is the bench's sink (SQLite or PostgreSQL); a test may pass anything with these
+`bench.store.results.ResultStore` is the bench's sink (SQLite or PostgreSQL); a test may pass anything with these
 methods."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.replay.channels import MOCAP_JOINTS, VOICE_CHUNK_SAMPLES, VOICE_RATE_HZ
 from bench.replay.session import Session, messages_from, write_session
 

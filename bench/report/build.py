@@ -6,12 +6,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bench.core.units import convert, factor
 from bench.energy.store import POWER_NAME, WINDOWS_NAME
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.measures import BENCH_CLOCK_FIELDS, COUNTED_TIMING, GUEST_TIMING, ICOUNT_TIMING
+from bench.report.runview import LATENCY_MS, DeviceRun, RunView
 from bench.report.summary import DeviceSummary, summarize
-from bench.results.runview import LATENCY_MS, DeviceRun, RunView
 from bench.results.verdict import (
     COLLECTING,
     IMPROVED,
@@ -22,7 +23,6 @@ from bench.results.verdict import (
     Verdict,
     collecting_summary,
 )
-from bench.units import convert, factor
 
 TREND_RUNS = 30  # how many past runs the trend plots show
 

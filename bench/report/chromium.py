@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.web import chromium
 
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from bench.report.build import TREND_RUNS, HistoryPoint
+from bench.report.runview import DeviceRun
 from bench.report.summary import summarize
-from bench.results.runview import DeviceRun
-from bench.results.store import ResultStore
-from bench.results.view_adapter import add_stored, fault_event
+from bench.report.view_adapter import add_stored, fault_event
+from bench.store.results import ResultStore
 
 
 def load_history(

@@ -15,17 +15,17 @@ from markupsafe import Markup
 
 from bench.alerts import Alert
 from bench.alerts.model import FIXED
-from bench.cachefiles import write_atomic
-from bench.folders import real_folder
+from bench.core.cachefiles import write_atomic
+from bench.core.folders import real_folder
+from bench.core.units import UNIT_SYMBOLS, readable
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.report import svg
 from bench.report.build import Report
 from bench.report.measures import NOUNS, count_text, measure_rows
 from bench.report.nights import Cell, SessionGrid
 from bench.results.judge import ICOUNT
-from bench.results.runview import UPDATE_RUN_KIND
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
-from bench.units import UNIT_SYMBOLS, readable
+from bench.store.results import UPDATE_RUN_KIND
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 from bench.alerts import Alert, table
 from bench.alerts.model import FIXED
-from bench.fingerprint import changes
-from bench.results import stored
-from bench.results.store import ResultStore
+from bench.bundles.fingerprint import changes
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REGRESSION
+from bench.store import stored
+from bench.store.results import ResultStore
 
 HISTORY_NIGHTS = 60  # nights a cell of the history page shows
 MARKED = (REGRESSION, NOT_REPRODUCED, INCONCLUSIVE)  # verdicts a cell marks on its point

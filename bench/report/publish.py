@@ -12,23 +12,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.alerts import night_alerts
-from bench.bisect import offer
-from bench.errors import ConfigError, ExitCode
-from bench.fingerprint import changes
-from bench.paths import OUTPUT_DIR
+from bench.bundles.fingerprint import changes
+from bench.core.errors import ConfigError, ExitCode
+from bench.core.paths import OUTPUT_DIR
 from bench.report.build import Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
 from bench.report.measures import device_timing
 from bench.report.nights import load_grids
+from bench.report.runview import RunView
+from bench.report.view_adapter import load_run
 from bench.results.baseline import get_baseline
+from bench.results.bisect import offer
 from bench.results.evidence import fingerprints, host_of, stored_verdicts
 from bench.results.judge import judge_run
-from bench.results.runview import UPDATE_RUN_KIND, RunView
-from bench.results.store import ResultStore
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
-from bench.results.view_adapter import load_run
+from bench.store.results import UPDATE_RUN_KIND, ResultStore
 
 DEFAULT_REPORTS = OUTPUT_DIR
 

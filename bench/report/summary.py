@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from bench.core.units import convert
 from bench.measure.catalogue import metric
-from bench.results.runview import DeviceRun
-from bench.units import convert
+from bench.report.runview import DeviceRun
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from bench.errors import ConfigError
-from bench.results.store import ResultStore
+from bench.core.errors import ConfigError
+from bench.store.results import ResultStore
 
 DEFAULT_BASELINE = "default"
 _DDL = (

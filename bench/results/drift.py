@@ -19,9 +19,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from bench.core.units import figure
 from bench.results.thresholds import MetricRule
 from bench.results.verdict import SUSPECTED, Verdict, p_text
-from bench.units import figure
 
 MIN_NIGHTS = 3  # a drift is sustained over at least this many nights (one night is the night test's job)
 MAX_NIGHTS = 30  # how far back a drift's first night may lie (the trend plots' reach)

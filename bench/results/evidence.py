@@ -1,16 +1,16 @@
 """What a verdict rests on, kept with the results: the bench host's noise per run, each device's
 fingerprint, the verdicts themselves, and which device runs were accepted into later baselines.
 
-Tables `run_host`, `fingerprints`, `verdicts` and `baseline_members` (bench.results.schema)."""
+Tables `run_host`, `fingerprints`, `verdicts` and `baseline_members` (bench.store.schema)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from bench.results import stored
-from bench.results.store import ResultStore
 from bench.results.verdict import Verdict, Window
+from bench.store import stored
+from bench.store.results import ResultStore
 
 HISTORY_RUNS = 20  # accepted runs whose spread a verdict may use when it is wider than the window's
 DRIFT_WHY = "drift: "  # how a night that belongs to a detected drift says why it left the baseline window

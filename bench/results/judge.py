@@ -13,7 +13,6 @@ from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
 from bench.results.evidence import fingerprints, host_of, series, window
-from bench.results.store import ResultStore
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
     INCONCLUSIVE,
@@ -27,6 +26,7 @@ from bench.results.verdict import (
     not_applicable,
     off_pace,
 )  # fmt: skip
+from bench.store.results import ResultStore
 
 ICOUNT = (
     "QEMU runs this guest with -icount: its clock advances with executed instructions, not real time, and its "

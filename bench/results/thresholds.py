@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.errors import ConfigError
-from bench.inputs import load_toml
+from bench.core.errors import ConfigError
+from bench.core.inputs import load_toml
+from bench.core.paths import BASELINES_DIR
 from bench.measure.catalogue import BENCH, metric
-from bench.paths import BASELINES_DIR
 
 DEFAULT_THRESHOLDS = BASELINES_DIR / "default.toml"
 WORSE = ("higher", "lower")

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 from scipy import stats
 
+from bench.core.units import figure
 from bench.results.thresholds import MetricRule
-from bench.units import figure
 
 REGRESSION = "regression"
 IMPROVED = "improved"

@@ -14,8 +14,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from bench.errors import BenchError
-from bench.lifecycle import StartStop
+from bench.core.errors import BenchError
+from bench.core.lifecycle import StartStop
 from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
 

@@ -17,15 +17,15 @@ from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
+from bench.bundles.fingerprint import device_clock
+from bench.config.fleet import Device
+from bench.config.kinds import Settings
+from bench.core.errors import BenchError, ConfigError
+from bench.core.loop_thread import LoopThread
 from bench.devices import has_driver
 from bench.devices.base import Driver
-from bench.errors import BenchError, ConfigError
-from bench.fingerprint import device_clock
-from bench.flashing import make_driver
-from bench.fleet import Device
-from bench.kinds import Settings
-from bench.loop_thread import LoopThread
 from bench.models import kind_model
+from bench.nightly.flashing import make_driver
 from bench.nightly.ota_stage import is_fault_model
 from bench.ota.rollout import DeviceUpdate, channel_url, update_device
 from bench.ota.timing import timing_named
@@ -98,7 +98,7 @@ class DeviceAgent:
 
     @property
     def clock(self) -> str:
-        """The clock its figures are on, as the device reports it (bench.fingerprint.device_clock): "icount"
+        """The clock its figures are on, as the device reports it (bench.bundles.fingerprint.device_clock): "icount"
         for an emulator whose guest time is virtual (bench-clock latencies measure the emulation), else
         "realtime" or "real time"."""
         return device_clock(self.device, self.hello())

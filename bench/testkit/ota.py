@@ -9,15 +9,15 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from bench.errors import ConfigError
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.core.errors import ConfigError
 from bench.models import guess_name_and_format
+from bench.models.signing import load_private_key
 from bench.nightly.ota_stage import FAMILY, build_store, publish_faults
 from bench.ota import channels
 from bench.ota.rollout import bind_address
 from bench.ota.store import ModelStore
-from bench.results.store import ResultStore
-from bench.signing import load_private_key
+from bench.store.results import ResultStore
 
 
 class TestOta:
@@ -27,7 +27,7 @@ class TestOta:
 
     def __init__(self, root: Path, hosts: list[str], signing_key: Path) -> None:
         self.root = root
-        self.signing_key = signing_key  # the fleet's signing key (bench.trust), as the nightly signs with
+        self.signing_key = signing_key  # the fleet's signing key (bench.bundles.trust), as the nightly signs with
         self.hosts = hosts  # where the session's devices reach the bench (their ota_server_host)
         self._servers = contextlib.AsyncExitStack()
         self._ports: dict[str, int] = {}  # served update channel -> its port

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.testkit.agent import DeviceAgent
 
 

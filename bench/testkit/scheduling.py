@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 
 GROUPS_KEY = "hilbench_device_groups"  # workerinput key: the file the workers write the groups to
 MODES = ("load", "loadscope", "loadfile", "loadgroup")  # --dist modes whose work units the plugin can group
@@ -134,7 +134,7 @@ def _devices_of(config: pytest.Config, item: pytest.Item) -> set[str]:
     if callspec is not None and _ours(item, "device", "bench.pytest_plugin"):
         name = callspec.params.get("device")
         return {name} if isinstance(name, str) else set()
-    if _ours(item, "devices", "bench.pytest_devices"):
+    if _ours(item, "devices", "bench.testkit.device_fixtures"):
         from bench.pytest_plugin import selected_devices  # the devices the fixture picks from
 
         marker = item.get_closest_marker("devices")

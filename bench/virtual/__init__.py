@@ -8,9 +8,9 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from bench.fleet import Device, Link
-from bench.kinds import KINDS
-from bench.paths import state_dir
+from bench.config.fleet import Device, Link
+from bench.config.kinds import KINDS
+from bench.core.paths import state_dir
 from bench.provision.controls import BoardControls
 from bench.virtual.usb_hubs import plug, unplug
 

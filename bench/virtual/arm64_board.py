@@ -19,12 +19,12 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.config.fleet import Device, QemuLink, SshLink
+from bench.core.errors import BenchError, ConfigError
+from bench.core.paths import KEYS_DIR
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GuestFault, QemuMachine
-from bench.errors import BenchError, ConfigError
-from bench.fleet import Device, QemuLink, SshLink
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
 from bench.links.ssh import free_local_port
-from bench.paths import KEYS_DIR
 from bench.provision.controls import BoardControls
 
 if TYPE_CHECKING:

@@ -23,11 +23,11 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.errors import BenchError, ConfigError
-from bench.fleet import Device, SshLink
+from bench.config.fleet import Device, SshLink
+from bench.core.errors import BenchError, ConfigError
+from bench.core.procs import DIE_WITH_BENCH, stop_process
+from bench.core.reaper import processes_in
 from bench.links.ssh import free_local_port
-from bench.procs import DIE_WITH_BENCH, stop_process
-from bench.reaper import processes_in
 from bench.virtual.arm64_board import VirtualArm64Board
 from bench.virtual.control import control_url, new_token, serve_control
 
@@ -195,7 +195,7 @@ Subsystem sftp internal-sftp
         self._write_root()
         # not tied: it outlives the bench by a moment to kill the board's detached agents (even on SIGKILL)
         self._reaper = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.reaper", str(self.root), stdin=asyncio.subprocess.PIPE
+            sys.executable, "-m", "bench.core.reaper", str(self.root), stdin=asyncio.subprocess.PIPE
         )
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation folder

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from bench.fleet import Device
+from bench.config.fleet import Device
 
 UHUBCTL = Path(__file__).resolve().parent / "host_tools" / "uhubctl"
 

@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.fleet import Device
+from bench.config.fleet import Device
 from bench.links.browser import BrowserLink
 from bench.web.browser import Browser
 

@@ -12,8 +12,8 @@ import functools
 import json
 from pathlib import Path
 
-from bench.errors import ConfigError
-from bench.paths import WEB_DIR
+from bench.core.errors import ConfigError
+from bench.core.paths import WEB_DIR
 
 NODE_MODULES = WEB_DIR / "node_modules"
 LITERT_CORE = NODE_MODULES / "@litertjs" / "core"

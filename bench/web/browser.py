@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 import websockets
 
-from bench.errors import DeviceUnreachable
-from bench.lifecycle import StartStop
-from bench.procs import stop_process
+from bench.core.errors import DeviceUnreachable
+from bench.core.lifecycle import StartStop
+from bench.core.procs import stop_process
 from bench.web import chromium
 from bench.web.relay import DevToolsRelay
 

@@ -23,8 +23,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.errors import ConfigError
-from bench.procs import DIE_WITH_BENCH
+from bench.core.errors import ConfigError
+from bench.core.procs import DIE_WITH_BENCH
 
 BROWSER_USERS = ("hilbench-browser", "nobody")  # the first that exists runs Chromium when the bench is root
 

@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from bench import signing
+from bench.models import signing
 from bench.web.assets import litert_version, wasm_dir_url
 
 CURRENT = "current.json"

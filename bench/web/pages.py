@@ -30,8 +30,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import websockets
 from websockets.asyncio.server import ServerConnection
 
-from bench.errors import DeviceUnreachable
-from bench.lifecycle import StartStop
+from bench.core.errors import DeviceUnreachable
+from bench.core.lifecycle import StartStop
 from bench.web.assets import content_type, static_file
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}

@@ -20,7 +20,7 @@ import websockets
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from bench.lifecycle import StartStop
+from bench.core.lifecycle import StartStop
 
 if TYPE_CHECKING:
     from bench.web.browser import Cdp

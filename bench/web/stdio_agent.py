@@ -13,7 +13,7 @@ import contextlib
 import sys
 from pathlib import Path
 
-from bench.errors import BenchError
+from bench.core.errors import BenchError
 from bench.web.browser import Browser
 from bench.web.pages import PageServer
 

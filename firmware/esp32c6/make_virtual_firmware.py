@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from bench.esp_image import build_image
+from bench.devices.esp_image import build_image
 from bench.virtual.esp32c6.boot import FIRMWARE_MARKER
 
 HERE = Path(__file__).resolve().parent

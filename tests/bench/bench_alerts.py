@@ -42,8 +42,8 @@ from bench.alerts import night_alerts, table
 from bench.nightly.publish import PublishedRun
 from bench.nightly.run import NightlyResult
 from bench.results.evidence import stored_verdicts
-from bench.results.store import ResultStore, open_store
 from bench.results.thresholds import load_thresholds
+from bench.store.results import ResultStore, open_store
 from tests.conftest import REPO, hilbench
 from tests.nightly_history import store_night
 

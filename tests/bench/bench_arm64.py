@@ -22,8 +22,8 @@ from pathlib import Path
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.agent.session import AgentSession
+from bench.config.fleet import Device, load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
-from bench.fleet import Device, load_fleet
 from bench.image.build import build_image
 
 TIMINGS = ("realtime", "icount")

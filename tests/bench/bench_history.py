@@ -38,15 +38,15 @@ from pathlib import Path
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
 
-from bench.fleet import RawRetention
+from bench.config.fleet import RawRetention
 from bench.measure.measurement import Measurement
 from bench.report.html import run_file_stem, write_index
 from bench.report.nights import load_grids
 from bench.results.evidence import accept, record_fingerprint, record_host, record_verdicts
 from bench.results.judge import judge_run
-from bench.results.retention import prune
-from bench.results.store import RAW_TABLES, ResultStore, open_store
 from bench.results.thresholds import load_thresholds
+from bench.store.results import RAW_TABLES, ResultStore, open_store
+from bench.store.retention import prune
 from tests.measured_runs import Shape, measured, records
 
 SESSIONS = ("combat", "dialogue", "exploration")

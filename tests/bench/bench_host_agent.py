@@ -137,7 +137,7 @@ async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict
         # no remembered model: the command line's --model runs
         (host.models_dir / "current.json").unlink(missing_ok=True)
         if model != "npc-policy-int8":
-            from bench import signing
+            from bench.models import signing
 
             src = ROOT / "fixtures" / "models" / f"{model}.tflite"
             (host.models_dir / src.name).write_bytes(src.read_bytes())

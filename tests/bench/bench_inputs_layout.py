@@ -1,5 +1,5 @@
 """The size of a stored nightly's replayed inputs, a row per input (the layout before) against packed rows,
-one per run, device and channel (bench.results.packed, the layout now), and the store per night with each.
+one per run, device and channel (bench.store.packed, the layout now), and the store per night with each.
 
     .venv/bin/python tests/bench/bench_inputs_layout.py reports/results.sqlite
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
-from bench.results.store import open_store
+from bench.store.results import open_store
 
 
 def table_bytes(path: Path) -> dict[str, int]:

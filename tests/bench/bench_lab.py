@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 
-from bench.fleet import load_fleet  # noqa: E402
+from bench.config.fleet import load_fleet  # noqa: E402
 from bench.lab.acquire import lab_devices  # noqa: E402
 from bench.lab.client import LabClient  # noqa: E402
 

@@ -21,8 +21,8 @@ import benchpath  # noqa: F401  (first: the checkout and the agents' folders on 
 import numpy as np
 
 from bench.agent.session import AgentSession
+from bench.config.fleet import load_fleet
 from bench.devices.linux import LinuxDriver
-from bench.fleet import load_fleet
 from bench.virtual import virtual_fleet
 
 

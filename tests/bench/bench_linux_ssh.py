@@ -21,8 +21,8 @@ import time
 
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
+from bench.config.fleet import load_fleet
 from bench.devices.deploy import deploy
-from bench.fleet import load_fleet
 from bench.links.ssh import SshConnection
 from bench.virtual import virtual_fleet
 

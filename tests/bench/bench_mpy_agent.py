@@ -19,9 +19,9 @@ from pathlib import Path
 
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
-from bench.kinds import KINDS
+from bench.config.kinds import KINDS
+from bench.core.paths import MODELS_DIR
 from bench.mpy.board import agent_command
-from bench.paths import MODELS_DIR
 from tests.e2e.mpy_agent_proc import MpyAgent, make_board, signed
 
 

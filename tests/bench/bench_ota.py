@@ -38,9 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 import npc_update  # noqa: E402
 
+from bench.models.signing import generate_key  # noqa: E402
 from bench.ota.impair import Impairment, ImpairmentProxy  # noqa: E402
 from bench.ota.store import ModelStore  # noqa: E402
-from bench.signing import generate_key  # noqa: E402
 
 SIZE = 200 * 1024
 GOAL_LIBCOAP_RATIO = 0.8  # the bench server's throughput relative to libcoap's, at least

@@ -22,11 +22,11 @@ from pathlib import Path
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.agent.session import AgentSession
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.grpc_server import GrpcUpdateServer
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.timing import timing_named
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from tests.conformance.harness import MODELS, HostAgent
 
 MODEL = "npc-policy-large-int8"

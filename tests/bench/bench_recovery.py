@@ -18,9 +18,9 @@ from pathlib import Path
 
 import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
+from bench.config.fleet import SerialLink, load_fleet
 from bench.devices import driver_for
-from bench.fleet import SerialLink, load_fleet
-from bench.health.ladder import answers, recover
+from bench.recovery.ladder import answers, recover
 from bench.virtual import virtual_fleet
 
 UHUBCTL = Path(__file__).resolve().parents[2] / "bench" / "virtual" / "host_tools" / "uhubctl"

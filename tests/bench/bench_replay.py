@@ -95,9 +95,9 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
     from bench.agent.endpoint import AgentEndpoint
     from bench.agent.session import AgentSession
     from bench.agent.transport import StreamTransport
-    from bench.fleet import Device
+    from bench.config.fleet import Device
     from bench.replay.service import replay_fleet
-    from bench.results import open_store
+    from bench.store import open_store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     settings = {"model": "npc-policy-int8", "memory_limit_mb": 256, "fps_target": 30, "vsync_hz": 60}

@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
 
-from bench.results.store import open_store  # noqa: E402
+from bench.store.results import open_store  # noqa: E402
 from tests.stored_runs import build_store  # noqa: E402
 
 

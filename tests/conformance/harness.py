@@ -1,6 +1,6 @@
 """Agents under test for the conformance suite: deploy a reference agent, start it, talk to it.
 
-Each agent is deployed from its real bundle (bench/bundles.py) into a temp folder and started as a
+Each agent is deployed from its real bundle (bench/bundles/__init__.py) into a temp folder and started as a
 local process speaking the protocol on stdin/stdout: host/ under this Python, micropython/ under the
 MicroPython unix VM.
 """
@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from bench import bundles, signing
+from bench import bundles
 from bench.agent.session import AgentSession
 from bench.agent.transport import ProcessTransport
-from bench.fleet import Device
+from bench.config.fleet import Device
+from bench.models import signing
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "fixtures" / "models"
@@ -158,7 +159,7 @@ class MicroPythonAgent(AgentUnderTest):
     broken_model = "npc-fault-broken-int8"
 
     def __init__(self, folder: Path) -> None:
-        from bench.fleet import load_fleet
+        from bench.config.fleet import load_fleet
         from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
         super().__init__(folder)

@@ -17,8 +17,8 @@ from aiocoap.numbers.types import Type
 from aiocoap.optiontypes import BlockOption
 
 from bench.agent.session import AgentError, AgentSession
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from tests.conformance.harness import MODELS
 
 pytestmark = pytest.mark.e2e

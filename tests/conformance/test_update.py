@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bench.agent.session import AgentError, AgentSession
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from tests.conformance.harness import MODELS
 
 pytestmark = pytest.mark.e2e  # real agents, the real aiocoap server, UDP on loopback
@@ -56,8 +56,8 @@ def test_a_refused_update_leaves_every_installed_file_byte_identical(agent, tmp_
     """Issue 31 case 1: an update for the installed version signed by a key the board does not trust, and a
     trusted manifest whose transfer brings other bytes (wrong sha256), are refused, and the models folder is
     byte for byte what it was (the MicroPython agent stored the attacker's bytes before it checked)."""
+    from bench.models.signing import generate_key
     from bench.ota.ws_server import WsUpdateServer
-    from bench.signing import generate_key
 
     ext = agent.model_ext
     fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"

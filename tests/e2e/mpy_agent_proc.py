@@ -12,8 +12,8 @@ from typing import Any
 
 from bench.agent import wire
 from bench.models import model_file
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key, model_manifest, sign_manifest
 from bench.mpy.board import ESP32C6_HEAP, agent_command, populate_board
-from bench.signing import DEV_PRIVATE_KEY, load_private_key, model_manifest, sign_manifest
 
 
 def signed(board: Path, name: str, version: int, key=None) -> dict[str, Any]:

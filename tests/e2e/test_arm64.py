@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import Device, load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.devices.qemu_machine import GuestFault
-from bench.fleet import Device, load_fleet
 from bench.image.build import BuiltImage, build_image
 
 pytestmark = pytest.mark.e2e
@@ -152,7 +152,7 @@ _ORPHAN_SCRIPT = """
 import asyncio, sys
 from pathlib import Path
 from bench.devices.qemu_arm64 import QemuArm64Driver
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
 
 async def main():
     driver = QemuArm64Driver(load_fleet().get("switch-1"), Path(sys.argv[1]), mode="idle")

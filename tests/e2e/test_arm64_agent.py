@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bench.agent.session import AgentSession
+from bench.config.fleet import load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
-from bench.fleet import load_fleet
 from bench.image.build import build_image
 from tests.e2e.test_arm64 import my_qemus, qemu_alive
 
@@ -99,7 +99,7 @@ def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: 
     from bench.replay.plan import build_plan
     from bench.replay.run import ReplayRun
     from bench.replay.synth import synth_session
-    from bench.results import open_store
+    from bench.store import open_store
 
     plan = build_plan(synth_session("combat", 3, duration_s=2.0), wire.encode)
     device = guest.driver.device
@@ -133,11 +133,11 @@ def test_ota_delta_update_switches_the_guest_model(guest: Guest, tmp_path: Path)
     """A hot model update as on the other Linux targets: the agent in the guest fetches the bsdiff delta
     v1 -> v2 block-wise from the bench's CoAP server at 10.0.2.2, verifies the signature and switches.
     (Last in this module: the guest runs v2 afterwards.)"""
+    from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
     from bench.ota.rollout import device_base_url, update_device
     from bench.ota.server import UpdateServer
     from bench.ota.store import ModelStore
     from bench.ota.timing import LAN
-    from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
     key = load_private_key(DEV_PRIVATE_KEY)
     store = ModelStore(tmp_path / "store")

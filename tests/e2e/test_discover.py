@@ -1,5 +1,5 @@
 """End to end: `fleet discover` finds a virtual ESP32-C6 behind a pty (pyserial's port list substituted at
-`bench.discovery.list_ports`, the one function that asks the OS), identifies it with the real esptool and
+`bench.devices.discovery.list_ports`, the one function that asks the OS), identifies it with the real esptool and
 mpremote paths, and writes a fleet entry that `fleet check` accepts; a second run adds nothing (same MAC)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from serial.tools.list_ports_common import ListPortInfo
 
-from bench import cli, discovery
-from bench.fleet import load_fleet
+from bench import cli
+from bench.config.fleet import load_fleet
+from bench.devices import discovery
 from tests.conftest import hilbench
 from tests.esp32c6_support import FIRMWARE, preflash, virtual_c6
 

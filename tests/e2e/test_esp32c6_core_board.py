@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from ppk2_api.ppk2_api import PPK2_API
 
-from bench.esp_image import parse_image
+from bench.devices.esp_image import parse_image
 from bench.image.c6_firmware import build_firmware
 from bench.virtual.esp32c6.core_image import image_for, runs_on_core
 from bench.virtual.esp32c6.supply import ACTIVE_UA, IDLE_UA

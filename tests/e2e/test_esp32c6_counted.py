@@ -346,3 +346,39 @@ def test_deflateio_reads_what_cpython_compressed(firmware: BuiltFirmware, tmp_pa
         t.fs_writefile("bad.z", cases["zlib10"][0][:500])
         with pytest.raises(Exception, match="EINVAL"):  # a truncated stream is an error, not a short file
             t.exec("import deflate\ndeflate.DeflateIO(open('bad.z', 'rb'), 2).read()")
+
+
+def test_mpremote_cli_mount_df_cp_ls_rtc(firmware: BuiltFirmware, tmp_path: Path):
+    """The real mpremote CLI on the firmware's UART: `mount` (os.mount of its remote filesystem, imports from
+    the host folder), `df` (vfs.mount()), `cp`/`ls` on the flash, `rtc --set`."""
+    import sys
+
+    host = tmp_path / "host"
+    (host / "sub").mkdir(parents=True)
+    (host / "hostmod.py").write_text('print("hello from the host", 6 * 7)\n')
+    (host / "sub" / "f.txt").write_text("data123\n")
+    port = _free_port()
+    serial = ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
+    proc = subprocess.Popen(qemu_command(firmware.elf, mac=MAC, vfs=blank_flash(tmp_path / "flash.bin"), serial=serial))
+    mpremote = [sys.executable, "-m", "mpremote", "connect", f"socket://127.0.0.1:{port}"]
+
+    def cli(*args: str) -> str:
+        done = subprocess.run([*mpremote, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    try:
+        time.sleep(0.5)
+        code = "import os; print(os.getcwd(), sorted(os.listdir())); import hostmod; print(open('sub/f.txt').read())"
+        out = cli("mount", str(host), "exec", code)
+        assert "/remote ['hostmod.py', 'sub']" in out and "hello from the host 42" in out and "data123" in out
+        df = cli("df").splitlines()
+        assert df[1].split() == ["<VfsLfs2>", "6291456", "8192", "6283264", "0", "/"]
+        cli("fs", "cp", str(host / "hostmod.py"), ":main_copy.py")
+        assert "main_copy.py" in cli("fs", "ls", ":")
+        cli("rtc", "--set")
+        year = int(cli("exec", "import time; print(time.localtime()[0])"))
+        assert year == time.gmtime()[0]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.devices.esp_image import parse_image
 from bench.devices.esptool_link import open_port
-from bench.esp_image import parse_image
 from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
 
 pytestmark = pytest.mark.e2e

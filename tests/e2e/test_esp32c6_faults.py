@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import serial
 
-from bench.esp_image import build_image
+from bench.devices.esp_image import build_image
 from tests.esp32c6_support import REPO, Board, virtual_c6
 
 pytestmark = pytest.mark.e2e
@@ -98,7 +98,7 @@ def test_board_killed_mid_write_fails_alone_and_is_recovered_next_run(tmp_path: 
         time.sleep(0.5)  # the write takes ~2 s on the simulated wire
         victim.kill()
         code, result = finish(proc)
-        assert code == 3  # a flash that failed on the wire is an infrastructure failure (bench.outcomes)
+        assert code == 3  # a flash that failed on the wire is an infrastructure failure (bench.core.outcomes)
         assert result["c6-healthy"]["ok"] and not result["c6-healthy"]["up_to_date"]
         assert not result["c6-victim"]["ok"] and result["c6-victim"]["attempts"] == 2
         assert result["c6-victim"]["reason"]

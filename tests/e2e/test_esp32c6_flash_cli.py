@@ -13,8 +13,8 @@ import pytest
 
 from bench.agent import wire
 from bench.bundles import micropython_bundle
+from bench.config.fleet import load_fleet
 from bench.devices.esp32c6 import Esp32c6Driver
-from bench.fleet import load_fleet
 from tests.conftest import hilbench
 from tests.esp32c6_support import FIRMWARE, REPO, mpremote, preflash, virtual_c6
 

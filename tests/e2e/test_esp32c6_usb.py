@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.kinds import UART_BRIDGE, USB_SERIAL_JTAG
+from bench.config.kinds import UART_BRIDGE, USB_SERIAL_JTAG
 from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, preflash, virtual_c6
 
 pytestmark = pytest.mark.e2e

@@ -8,7 +8,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from bench.errors import ExitCode
+from bench.core.errors import ExitCode
 from tests.conftest import REPO, hilbench
 
 

@@ -14,7 +14,7 @@ import pytest
 from bench import bundles
 from bench.agent.session import AgentError, AgentSession
 from bench.agent.transport import open_transport
-from bench.fleet import Device
+from bench.config.fleet import Device
 from tests.conformance.harness import HostAgent
 
 pytestmark = pytest.mark.e2e

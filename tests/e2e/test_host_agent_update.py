@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench.agent.session import AgentError, AgentSession
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from tests.conformance.harness import MODELS, HostAgent
 
 pytestmark = pytest.mark.e2e

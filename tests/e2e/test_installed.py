@@ -1,5 +1,5 @@
 """The bench as an installed package, outside a checkout: the wheel carries the agents, fixtures and firmware
-(bench/paths.py finds them) and every file a bundled fleet, thresholds file or image recipe names; an installed
+(bench/core/paths.py finds them) and every file a bundled fleet, thresholds file or image recipe names; an installed
 wheel's `hilbench` runs the README's commands from an empty folder on the bundled fleet. The full
 install-and-nightly run takes minutes: set HILBENCH_INSTALL_TEST=1 to run it too."""
 

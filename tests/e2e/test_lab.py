@@ -23,14 +23,14 @@ import pytest
 
 from bench.alerts import night_alerts
 from bench.alerts import table as alert_table
-from bench.errors import ExitCode
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.errors import ExitCode
 from bench.lab.acquire import lab_devices
 from bench.lab.client import LabClient
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
 from bench.results.thresholds import load_thresholds
+from bench.store import open_store
 from tests.conftest import REPO, hilbench
 from tests.nightly_history import store_night
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from bench.agent.session import AgentSession
+from bench.core.reaper import processes_in
 from bench.devices import driver_for
 from bench.devices.linux import LinuxDriver
-from bench.devices.supervised import run_frames
-from bench.reaper import processes_in
+from bench.recovery.supervised import run_frames
 from tests.linux_support import LINUX_KINDS, RunningBoard, virtual_board
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
+from bench.core.errors import ExitCode
 from bench.links.ssh import free_local_port
 from tests.conftest import REPO, hilbench
 from tests.linux_support import RunningBoard, virtual_board

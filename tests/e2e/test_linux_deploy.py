@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from bench.core.errors import BenchError, ConfigError
 from bench.devices import driver_for
 from bench.devices.linux import LinuxDriver
-from bench.errors import BenchError, ConfigError
 from tests.linux_support import LINUX_KINDS, RunningBoard, virtual_board
 
 pytestmark = pytest.mark.e2e

@@ -14,17 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import Device, load_fleet
+from bench.config.os_spec import OsSpec
 from bench.devices.linux import LinuxDriver
-from bench.flashing import DeviceFlash, flash_devices
-from bench.fleet import Device, load_fleet
 from bench.image.build import BuiltImage, build_image
-from bench.os_spec import OsSpec
+from bench.nightly.flashing import DeviceFlash, flash_devices
 from bench.provision.bmap import read_bmap
 from bench.provision.fingerprint import MARKER
 from bench.replay.agents import fleet_opener
 from bench.replay.service import replay_fleet
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 from bench.virtual import board_controls, virtual_fleet
 from bench.virtual.arm64_board import VirtualArm64Board
 

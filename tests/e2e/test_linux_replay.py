@@ -14,18 +14,18 @@ from typing import Any, TypeVar
 import pytest
 
 from bench.agent import wire
+from bench.config.fleet import Device, load_fleet
+from bench.core.loop_thread import LoopThread
+from bench.core.steps import StepResult
 from bench.devices import driver_for
-from bench.devices.linux_endpoint import LinuxAgentOpener
-from bench.fleet import Device, load_fleet
-from bench.loop_thread import LoopThread
+from bench.recovery.linux_endpoint import LinuxAgentOpener
 from bench.replay.plan import Plan, build_plan
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import read_session
 from bench.report.build import build_report
 from bench.report.html import render_html
-from bench.results.store import ResultStore, open_store
-from bench.results.view_adapter import load_run
-from bench.steps import StepResult
+from bench.report.view_adapter import load_run
+from bench.store.results import ResultStore, open_store
 from bench.virtual import VirtualDevice, virtual_fleet
 from tests.conftest import REPO
 from tests.linux_support import loopback

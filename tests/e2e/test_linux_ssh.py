@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError, DeviceUnreachable, ExitCode
+from bench.core.errors import ConfigError, DeviceUnreachable, ExitCode
 from bench.links.ssh import SshConnection, free_local_port
 from tests.linux_support import LINUX_KINDS, RunningBoard, virtual_board
 

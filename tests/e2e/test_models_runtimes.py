@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from ai_edge_litert.interpreter import Interpreter
 
-from bench.kinds import KINDS
+from bench.config.kinds import KINDS
 from bench.models import model_file
 from bench.models import reference as R
 from bench.models.catalogue import policy

@@ -7,8 +7,8 @@ from bench.agent import wire
 from bench.models import model_file
 from bench.models import reference as R
 from bench.models.policy import calibration_inputs
+from bench.models.signing import generate_key
 from bench.models.tflite_read import read_int8_policy
-from bench.signing import generate_key
 
 from .mpy_agent_proc import MpyAgent, make_board, signed
 
@@ -181,10 +181,10 @@ def test_debounce_pushes_close_inferences_16_ms_after_the_previous(agent, board)
 
 
 def test_update_fetches_over_coap_then_verifies_and_switches(agent, board, tmp_path):
-    from bench.loop_thread import LoopThread
+    from bench.core.loop_thread import LoopThread
+    from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
     from bench.ota.server import UpdateServer
     from bench.ota.store import ModelStore
-    from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
     assert load(agent, board, "npc-policy-int8", 1)["t"] == "loaded"
     store = ModelStore(tmp_path / "store")

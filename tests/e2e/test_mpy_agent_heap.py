@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from bench.agent import wire
-from bench.loop_thread import LoopThread
+from bench.core.loop_thread import LoopThread
 from bench.models import model_file
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.replay.plan import VoiceMode, build_plan
 from bench.replay.session import read_session
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
 from .mpy_agent_proc import MpyAgent, make_board, signed
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
-from bench.results import open_store
+from bench.core.errors import ExitCode
+from bench.store import open_store
 from tests.conftest import REPO, hilbench
 
 pytestmark = pytest.mark.e2e

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from bench.agent.session import AgentSession
+from bench.config.fleet import load_fleet
+from bench.core.loop_thread import LoopThread
 from bench.devices import driver_for
-from bench.fleet import load_fleet
-from bench.loop_thread import LoopThread
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.rollout import update_devices
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.virtual import virtual_fleet
 from tests.conftest import REPO
 from tests.linux_support import loopback

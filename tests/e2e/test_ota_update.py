@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.errors import ExitCode
 from bench.devices.linux import LinuxDriver
-from bench.errors import ExitCode
+from bench.models.signing import DEV_PRIVATE_KEY, generate_key, load_private_key
 from bench.ota.impair import Impairment
 from bench.ota.rollout import update_devices
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key
 from tests.conftest import REPO, hilbench
 from tests.linux_support import RunningBoard, virtual_board
 

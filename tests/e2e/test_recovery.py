@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.fleet import load_fleet
-from bench.health.check import check_one
-from bench.health.records import BAD, events, health, set_state
+from bench.config.fleet import load_fleet
+from bench.recovery.check import check_one
+from bench.recovery.records import BAD, events, health, set_state
 from bench.replay.agents import deploy, fleet_opener
 from bench.replay.service import replay_fleet
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 from bench.virtual import virtual_fleet
 from tests.conftest import hilbench
 

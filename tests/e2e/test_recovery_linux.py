@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import load_fleet
 from bench.devices.linux import LinuxDriver
-from bench.fleet import load_fleet
-from bench.health.ladder import answers, recover
-from bench.health.records import events
 from bench.power import PowerState, power_for
-from bench.results import open_store
+from bench.recovery.ladder import answers, recover
+from bench.recovery.records import events
+from bench.store import open_store
 from bench.virtual import virtual_fleet
 from bench.virtual.linux import processes_in
 

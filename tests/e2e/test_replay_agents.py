@@ -21,11 +21,11 @@ from bench import bundles
 from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import StreamTransport
-from bench.fleet import Device, SerialLink
+from bench.config.fleet import Device, SerialLink
 from bench.replay.service import replay_fleet
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 
 pytestmark = pytest.mark.e2e
 
@@ -129,7 +129,7 @@ def test_replay_into_two_host_agents_over_tcp(tmp_path: Path, session_file: Path
 def _micropython_board(folder: Path) -> list[str]:
     """Deploy the MicroPython agent's board bundle into `folder`; its argv."""
     from bench.bundles import micropython_bundle
-    from bench.fleet import load_fleet
+    from bench.config.fleet import load_fleet
     from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
@@ -140,7 +140,7 @@ def _micropython_board(folder: Path) -> list[str]:
 
 def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -> None:
     from bench.agent.transport import ProcessTransport
-    from bench.fleet import load_fleet
+    from bench.config.fleet import load_fleet
 
     board = tmp_path / "board"
     argv = _micropython_board(board)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.paths import SESSIONS_DIR
+from bench.core.paths import SESSIONS_DIR
 from tests.conftest import hilbench
 
 pytestmark = pytest.mark.e2e

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
+from bench.core.errors import ExitCode
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 from tests.conftest import REPO, hilbench
 from tests.linux_support import loopback_fleet
 

@@ -13,14 +13,14 @@ from bench.agent import wire
 from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import ProcessTransport
-from bench.fleet import Device
+from bench.config.fleet import Device
 from bench.replay.plan import build_plan
 from bench.replay.run import ReplayRun
 from bench.replay.synth import synth_session
 from bench.report.publish import publish_run
-from bench.results.runview import FRAME_INTERVAL_MS, LATENCY_MS
-from bench.results.store import open_store
-from bench.results.view_adapter import load_run
+from bench.report.runview import FRAME_INTERVAL_MS, LATENCY_MS
+from bench.report.view_adapter import load_run
+from bench.store.results import open_store
 from tests.conformance.harness import HostAgent
 
 SETTINGS = {"fps_target": 30, "vsync_hz": 30, "decision_budget_ms": 50}

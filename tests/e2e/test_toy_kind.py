@@ -19,13 +19,13 @@ import pytest
 from bench.agent.transport import ProcessTransport
 from bench.bundles import host_agent_command, host_bundle
 from bench.cli import main
+from bench.config.kinds import KINDS, Kind, Settings, ranged, register
+from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.fields import resolve_path, typed
+from bench.core.paths import SESSIONS_DIR
 from bench.devices.base import Driver, Progress, StepResult, no_progress
-from bench.errors import ConfigError, DeviceUnreachable
-from bench.fields import resolve_path, typed
-from bench.kinds import KINDS, Kind, Settings, ranged, register
 from bench.links.probe_result import ProbeResult
 from bench.links.spec import FleetEntry
-from bench.paths import SESSIONS_DIR
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e
@@ -151,7 +151,7 @@ def test_fleet_check_flash_and_replay_serve_a_registered_kind(
         "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
     )  # fmt: skip
     assert code == 0, replayed
-    from bench.results.store import open_store
+    from bench.store.results import open_store
 
     with open_store(tmp_path / "results.sqlite") as store:
         run = store.runs(kind="replay", limit=1)[0]
@@ -204,7 +204,8 @@ EXTENDING = REPO / "docs" / "extending.md"
 
 
 def pi4_snippets() -> dict[str, str]:
-    """The Pi 4 example's code blocks, by the file each says it goes in ("bench/kinds.py", "bench/virtual/linux.py")."""
+    """The Pi 4 example's code blocks, by the file each says it goes in ("bench/config/kinds.py",
+    "bench/virtual/linux.py")."""
     section = EXTENDING.read_text(encoding="utf-8").split("Worked example: a Raspberry Pi 4", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n# (\S+)\n(.*?)```", section, re.S)
     return dict(blocks)
@@ -212,11 +213,11 @@ def pi4_snippets() -> dict[str, str]:
 
 def apply_pi4_example() -> None:
     """Add the example's code to the two modules it names, as if pasted at their ends (and register the kind)."""
-    import bench.kinds
+    import bench.config.kinds
     import bench.virtual.linux
 
     snippets = pi4_snippets()
-    for module in (bench.virtual.linux, bench.kinds):
+    for module in (bench.virtual.linux, bench.config.kinds):
         name = f"{module.__name__.replace('.', '/')}.py"
         exec(compile(snippets[name], f"{EXTENDING}:{name}", "exec"), module.__dict__)
 
@@ -235,13 +236,13 @@ def test_on_the_pi4(device, agent):
 def test_the_docs_pi4_example_touches_two_files_and_runs_everywhere(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import bench.kinds
+    import bench.config.kinds
     import bench.virtual.linux
 
-    assert sorted(pi4_snippets()) == ["bench/kinds.py", "bench/virtual/linux.py"]
+    assert sorted(pi4_snippets()) == ["bench/config/kinds.py", "bench/virtual/linux.py"]
     monkeypatch.setattr(bench.virtual.linux, "PI4", None, raising=False)  # taken back after the test
     monkeypatch.setattr(bench.virtual.linux, "virtual_pi4", None, raising=False)
-    monkeypatch.setattr(bench.kinds, "Pi4Settings", None, raising=False)
+    monkeypatch.setattr(bench.config.kinds, "Pi4Settings", None, raising=False)
     monkeypatch.setitem(KINDS, "pi4", None)
     apply_pi4_example()
     assert KINDS["pi4"].settings.__name__ == "Pi4Settings"
@@ -260,7 +261,7 @@ def test_the_docs_pi4_example_touches_two_files_and_runs_everywhere(
         "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
     )  # fmt: skip
     assert code == 0, replayed
-    from bench.results.store import open_store
+    from bench.store.results import open_store
 
     with open_store(tmp_path / "results.sqlite") as store:
         run = store.runs(kind="replay", limit=1)[0]

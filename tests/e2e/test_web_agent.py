@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench import signing
 from bench.agent.session import AgentSession
+from bench.models import signing
 from bench.models.catalogue import policy
 from bench.models.tflite_build import int8_graph, serialize
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.agent.session import AgentSession
+from bench.config.fleet import load_fleet
 from bench.devices import driver_for
-from bench.fleet import load_fleet
 from bench.virtual import virtual_fleet
 
 pytestmark = pytest.mark.e2e

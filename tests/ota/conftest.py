@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
 MODEL_SIZE = 50_000
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.signing import load_public_key, verify_manifest
+from bench.models.signing import load_public_key, verify_manifest
 from tests.requires import require_program
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,10 +12,10 @@ import aiocoap
 import npc_update
 import pytest
 
+from bench.models.signing import DEV_PUBLIC_KEY, generate_key, load_public_key, sign_manifest, verify_manifest
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PUBLIC_KEY, generate_key, load_public_key, sign_manifest, verify_manifest
 
 TRUSTED = load_public_key(DEV_PUBLIC_KEY)
 FAST_GIVE_UP = npc_update.Timing(ack_timeout=0.01, ack_random_factor=1.5, max_retransmit=3)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from bench.agent.session import AgentError, AgentSession
+from bench.models.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
 from bench.ota.grpc_server import GrpcUpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.ws_server import WsUpdateServer
-from bench.signing import DEV_PRIVATE_KEY, generate_key, load_private_key, sign_manifest
 from tests.conformance.harness import MODELS, HostAgent
 
 pytestmark = pytest.mark.e2e  # real agents (host: Python + ai-edge-litert; web: Chromium + LiteRT.js)

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.ota.impair import Impairment, ImpairmentProxy
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.loop_thread import LoopThread
+from bench.core.loop_thread import LoopThread
+from bench.core.programs import get_program
 from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.server import UpdateServer
-from bench.programs import get_program
 
 REPO = Path(__file__).resolve().parents[2]
 MICROPYTHON = get_program("micropython").find()

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.core.programs import get_program
 from bench.ota.delta import make_patch
-from bench.programs import get_program
 
 REPO = Path(__file__).resolve().parents[2]
 MICROPYTHON = get_program("micropython").find()

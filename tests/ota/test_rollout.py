@@ -6,9 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.rollout import bind_address, plan
 from bench.ota.store import ModelStore
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
 REPO = Path(__file__).resolve().parents[2]
 

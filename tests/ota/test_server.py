@@ -95,9 +95,9 @@ def test_fast_path_answers_exactly_what_aiocoap_would(tmp_path):
     from aiocoap.numbers.codes import Code
     from aiocoap.optiontypes import BlockOption
 
+    from bench.models.signing import generate_key
     from bench.ota.server import ModelsResource, _fast_response, block_response
     from bench.ota.store import ModelStore
-    from bench.signing import generate_key
 
     data = random.Random(3).randbytes(5000)
     (tmp_path / "blob.bin").write_bytes(data)

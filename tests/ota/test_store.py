@@ -7,10 +7,9 @@ from pathlib import Path
 import bsdiff4
 import pytest
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.models import guess_name_and_format
-from bench.ota.store import ModelStore
-from bench.signing import (
+from bench.models.signing import (
     DEV_PRIVATE_KEY,
     DEV_PUBLIC_KEY,
     generate_key,
@@ -18,6 +17,7 @@ from bench.signing import (
     load_public_key,
     verify_manifest,
 )
+from bench.ota.store import ModelStore
 
 
 def test_publish_signs_versions_and_a_delta_that_rebuilds_the_target(two_versions) -> None:

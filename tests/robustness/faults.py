@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.reaper import processes_in
+from bench.core.reaper import processes_in
 from tests.conftest import REPO, hilbench
 
 

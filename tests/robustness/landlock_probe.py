@@ -1,4 +1,4 @@
-"""Run confined by `python -m bench.landlock` in test_sandbox: try what a sandboxed board must not do."""
+"""Run confined by `python -m bench.core.landlock` in test_sandbox: try what a sandboxed board must not do."""
 
 from __future__ import annotations
 

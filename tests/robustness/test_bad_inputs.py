@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from bench.replay.session import Session, SessionMessage, write_session
-from bench.results import open_store
 from bench.results.thresholds import DEFAULT_THRESHOLDS
+from bench.store import open_store
 from tests.conftest import REPO, hilbench
 from tests.stored_runs import build_store
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import websockets
 
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.store import ModelStore
 from bench.ota.ws_server import WsUpdateServer
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 
 MODEL = Path(__file__).resolve().parents[2] / "fixtures/models/npc-policy-int8.tflite"
 BAD = ['{"offset": 1e400}', "[" * 100_000 + "]" * 100_000, '{"offset": ' * 50_000 + "0" + "}" * 50_000,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
-from bench.results import open_store
+from bench.core.errors import ExitCode
+from bench.store import open_store
 from tests.conftest import REPO
 from tests.stored_runs import build_store
 

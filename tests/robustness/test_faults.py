@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError
-from bench.results import open_store
+from bench.core.errors import ConfigError
 from bench.results.baseline import set_baseline
+from bench.store import open_store
 from tests.conftest import REPO, hilbench
 from tests.robustness.faults import kill_nightly_at, leftovers
 

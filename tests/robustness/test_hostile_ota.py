@@ -15,12 +15,12 @@ import pytest
 import websockets
 from aiocoap.numbers.codes import Code
 
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.grpc_server import GrpcUpdateServer
 from bench.ota.npcota_pb import METHOD, Chunk, FetchRequest
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.ws_server import WsUpdateServer
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from tests.conformance.harness import MODELS
 
 pytestmark = pytest.mark.e2e  # the real servers on loopback
@@ -155,7 +155,7 @@ def test_websocket_server_serves_nothing_outside_the_store(tmp_path):
 
 def test_store_refuses_names_that_leave_it(tmp_path):
     store, _ = _store(tmp_path)
-    from bench.errors import ConfigError
+    from bench.core.errors import ConfigError
 
     for name, fmt in (("..", "."), (str(tmp_path), "."), ("npc-policy", ".."), ("a/../..", "x")):
         with pytest.raises(ConfigError):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
+from bench.core.errors import ExitCode
 from bench.replay import channels
 from bench.replay.session import Session, SessionMessage, write_session
 from tests.conftest import REPO, hilbench

@@ -13,15 +13,15 @@ import pytest
 
 from bench.agent import wire
 from bench.agent.endpoint import AgentEndpoint
-from bench.errors import ExitCode
-from bench.fleet import Device
-from bench.outcomes import FailureClass
+from bench.config.fleet import Device
+from bench.core.errors import ExitCode
+from bench.core.outcomes import FailureClass
 from bench.replay import channels
 from bench.replay.plan import build_plan
 from bench.replay.run import ReplayRun
 from bench.replay.session import Session, SessionMessage, write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 from tests.conformance.harness import HostAgent
 from tests.conftest import REPO, hilbench
 

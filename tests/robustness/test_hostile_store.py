@@ -20,14 +20,14 @@ import pytest
 import websockets
 from aiocoap.numbers.codes import Code
 
-from bench.errors import ConfigError, ExitCode
+from bench.core.errors import ConfigError, ExitCode
+from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.grpc_server import GrpcUpdateServer
 from bench.ota.npcota_pb import METHOD, Chunk, FetchRequest
 from bench.ota.resources import lookup
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.ws_server import WsUpdateServer
-from bench.signing import DEV_PRIVATE_KEY, load_private_key
 from tests.conformance.harness import MODELS
 from tests.conftest import REPO, hilbench
 

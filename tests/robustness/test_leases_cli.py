@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
+from bench.core.errors import ExitCode
 from tests.conftest import REPO, hilbench
 
 HOLDER = """
 import sys, time
-from bench.leases import LeaseSet
+from bench.core.leases import LeaseSet
 leases = LeaseSet(holder="hilbench replay")
 leases.acquire(sys.argv[1])
 print("held", flush=True)

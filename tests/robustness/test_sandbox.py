@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.landlock import abi_version, program_argv
+from bench.core.landlock import abi_version, program_argv
 from tests.conftest import REPO
 from tests.esp32c6_support import FIRMWARE, Board, mpremote, preflash, virtual_c6
 
@@ -73,8 +73,9 @@ def test_landlock_confines_a_process_to_its_folder(tmp_path: Path) -> None:
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen()
-        argv = [sys.executable, "-m", "bench.landlock", "--rw", str(inside), "--", "tests.robustness.landlock_probe",
-                str(inside), str(outside), str(listener.getsockname()[1])]  # fmt: skip
+        argv = [sys.executable, "-m", "bench.core.landlock", "--rw", str(inside), "--",
+                "tests.robustness.landlock_probe", str(inside), str(outside),
+                str(listener.getsockname()[1])]  # fmt: skip
         ran = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ran.returncode == 0, ran.stderr
     result = json.loads(ran.stdout)
@@ -86,7 +87,7 @@ def test_landlock_confines_a_process_to_its_folder(tmp_path: Path) -> None:
 @pytest.mark.skipif(abi_version() < 1, reason="the kernel has no Landlock")
 @pytest.mark.programs("qemu-system-aarch64")
 def test_landlock_runs_qemu_with_its_given_files_only(tmp_path: Path) -> None:
-    """QEMU confined as the counted ESP32-C6 core runs (bench.landlock.program_argv): a kernel among the files it
+    """QEMU confined as the counted ESP32-C6 core runs (bench.core.landlock.program_argv): a kernel among the files it
     was given loads; a host file it was not given cannot be opened, and no other program can be run."""
     qemu = shutil.which("qemu-system-aarch64")
     assert qemu is not None

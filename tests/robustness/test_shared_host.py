@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ExitCode
-from bench.folders import UnsafeFolder, own_folder
-from bench.leases import LeaseSet
+from bench.core.errors import ExitCode
+from bench.core.folders import UnsafeFolder, own_folder
+from bench.core.leases import LeaseSet
 from bench.models import model_file
 from bench.models.npcm import convert_bytes
-from bench.signing import generate_key, save_key_pair
+from bench.models.signing import generate_key, save_key_pair
 from tests.conftest import REPO, hilbench
 
 MODELS = REPO / "fixtures" / "models"

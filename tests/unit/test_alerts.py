@@ -15,10 +15,10 @@ import pytest
 from bench.alerts import night_alerts, table
 from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, UNTRIAGED, AlertError
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
-from bench.errors import ConfigError
-from bench.results.schema import SCHEMA_VERSION
-from bench.results.store import open_store
+from bench.core.errors import ConfigError
 from bench.results.thresholds import load_thresholds, parse_thresholds
+from bench.store.results import open_store
+from bench.store.schema import SCHEMA_VERSION
 from tests.nightly_history import store_night
 
 RULES = load_thresholds()
@@ -181,8 +181,8 @@ def test_a_store_of_the_previous_schema_is_migrated(tmp_path: Path) -> None:
 
 
 def test_a_product_failure_opens_an_alert_that_passing_nights_fix(tmp_path: Path) -> None:
+    from bench.core.outcomes import PASS, product
     from bench.nightly.alerting import night_findings, record_alerts
-    from bench.outcomes import PASS, product
 
     def night(outcome, ota_outcome) -> int:
         run = store.begin_run("replay", session="combat")

@@ -13,16 +13,16 @@ import pytest
 from bench.alerts import night_alerts, table
 from bench.alerts.triage import acknowledge
 from bench.commands.nightly import _print
-from bench.console import out
-from bench.errors import ExitCode
+from bench.core.console import out
+from bench.core.errors import ExitCode
 from bench.nightly.publish import PublishedRun
 from bench.nightly.run import NightlyResult
 from bench.report.html import write_index
 from bench.report.nights import load_grids
 from bench.report.publish import publish_run
 from bench.results.evidence import stored_verdicts
-from bench.results.store import open_store
 from bench.results.thresholds import load_thresholds
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 from tests.nightly_history import store_night
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import QemuLink
+from bench.core.errors import ConfigError
 from bench.devices.qemu_machine import QemuMachine
-from bench.errors import ConfigError
-from bench.fleet import QemuLink
 from bench.image.cpio import write_cpio
 from bench.image.fetch import deb_filename
 from bench.image.recipe import load_recipe, recipe_path
@@ -143,9 +143,9 @@ def test_console_lines_become_fault_sentences(tmp_path: Path) -> None:
 def test_driver_resolves_images_and_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
+    from bench.config.fleet import load_fleet
+    from bench.core.errors import DeviceUnreachable
     from bench.devices.qemu_arm64 import QemuArm64Driver, resolve_image
-    from bench.errors import DeviceUnreachable
-    from bench.fleet import load_fleet
 
     monkeypatch.setenv("HILBENCH_CACHE_DIR", str(tmp_path / "cache"))
     dev = load_fleet().get("switch-1")

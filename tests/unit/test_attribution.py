@@ -10,15 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.artefacts import ArtefactStore
-from bench.fleet import load_fleet
+from bench.bundles.artefacts import ArtefactStore
+from bench.config.fleet import load_fleet
 from bench.measure.measurement import Measurement
 from bench.nightly.attribution import attribute, regressions_of
-from bench.results import open_store
 from bench.results.evidence import accept, record_fingerprint
 from bench.results.judge import judge_run
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import settle
+from bench.store import open_store
 
 RULES = load_thresholds()
 

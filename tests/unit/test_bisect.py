@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.bisect import BAD, GOOD, SKIPPED, BisectError, NotRun, bisect, next_index
 from bench.bundles import resets_model
 from bench.commands.bisect import with_artefact
-from bench.errors import ConfigError
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.errors import ConfigError
+from bench.core.paths import MODELS_DIR
 from bench.measure.measurement import Measurement
-from bench.paths import MODELS_DIR
-from bench.results import open_store
+from bench.results.bisect import BAD, GOOD, SKIPPED, BisectError, NotRun, bisect, next_index
 from bench.results.thresholds import load_thresholds
+from bench.store import open_store
 
 BUILDS = [f"model-{n}" for n in range(1, 9)]
 

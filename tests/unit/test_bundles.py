@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from bench import bundles, signing
-from bench.errors import ConfigError
-from bench.fleet import Device
+from bench import bundles
+from bench.config.fleet import Device
+from bench.core.errors import ConfigError
+from bench.models import signing
 
 
 def device(**settings):

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from bench.cli import build_parser
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 
 CI_DIR = Path(__file__).resolve().parents[2] / "docs" / "ci"
 SHELL_OPERATORS = {"&&", "||", ";", "|", "&"}

@@ -18,16 +18,16 @@ from bench.ci.junit import junit_xml
 from bench.ci.openmetrics import openmetrics_text
 from bench.ci.summary_md import COMMENT_LIMIT, summary_markdown
 from bench.ci.write import STEP_SUMMARY_ENV, CiFiles, write_ci_files
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
+from bench.core.outcomes import infrastructure, product
 from bench.nightly.ci_report import alert_lines, nightly_report
 from bench.nightly.publish import PublishedRun
 from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
-from bench.outcomes import infrastructure, product
 from bench.results.evidence import stored_verdicts
-from bench.results.store import open_store
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION
+from bench.store.results import open_store
 from tests.nightly_history import Plan, write_history
 
 DEVICES = ("c6-a", "pi5-1")
@@ -199,9 +199,9 @@ def test_the_suite_passes_metrics_to_pytest() -> None:
 
 
 def test_a_bisection_has_a_case_per_step_and_its_figures_labelled_by_build(tmp_path) -> None:
-    from bench.bisect import Bisection, Step
     from bench.commands.bisect import bisect_report
     from bench.measure.measurement import Measurement
+    from bench.results.bisect import Bisection, Step
 
     with open_store(tmp_path / "r.sqlite") as store:
         runs = {}

@@ -11,9 +11,9 @@ from rich.console import Console
 
 from bench.commands import flash, nightly, replay, session, update
 from bench.commands import fleet as fleet_cmd
+from bench.core.outcomes import FailureClass
+from bench.core.paths import SESSIONS_DIR
 from bench.nightly.run import STAGE_NAMES
-from bench.outcomes import FailureClass
-from bench.paths import SESSIONS_DIR
 
 WIDTH = 80
 ELLIPSES = ("…", "...")

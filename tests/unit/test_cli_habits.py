@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.cli import build_parser, split_globals
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from tests.conftest import REPO, hilbench
 
 HEAVY = ("scipy", "numpy", "aiocoap", "labgrid", "jinja2", "grpc", "websockets")

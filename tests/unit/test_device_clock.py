@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.fingerprint import device_clock
-from bench.fleet import Device
+from bench.bundles.fingerprint import device_clock
+from bench.config.fleet import Device
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError, ExitCode
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.errors import ConfigError, ExitCode
 from bench.ota.store import default_store_dir
 from tests.conftest import REPO
 

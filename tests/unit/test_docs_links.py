@@ -79,7 +79,7 @@ def test_the_readme_is_short_and_docs_name_no_issue_numbers():
 
 
 def test_the_fleet_page_example_is_a_valid_fleet(tmp_path: Path):
-    from bench.fleet import load_fleet
+    from bench.config.fleet import load_fleet
 
     page = (REPO / "docs" / "fleet.md").read_text(encoding="utf-8")
     example = page.split("## A first lab", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]

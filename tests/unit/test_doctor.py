@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.doctor import FAIL, device_needs, device_problems
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.programs import load_manifest
+from bench.lab.doctor import FAIL, device_needs, device_problems
 from bench.nightly.run import _check
-from bench.programs import load_manifest
 from tests.conftest import REPO, hilbench
 
 
@@ -81,7 +81,7 @@ def test_bad_selection_is_a_usage_error(args):
 def test_pyserial_shadowed_by_another_serial_module_is_named(tmp_path, monkeypatch):
     import serial
 
-    from bench.doctor import check_pyserial
+    from bench.lab.doctor import check_pyserial
 
     assert check_pyserial().status == "ok"  # .ci/setup installs plain pyserial last
     fork = tmp_path / "serial" / "__init__.py"

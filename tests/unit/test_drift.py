@@ -15,9 +15,9 @@ from bench.nightly.confirm import confirm_run
 from bench.report.publish import publish_run
 from bench.results.drift import find_drift
 from bench.results.evidence import DRIFT_WHY, membership
-from bench.results.store import open_store
 from bench.results.thresholds import load_thresholds, parse_thresholds
 from bench.results.verdict import REGRESSION, UNCHANGED
+from bench.store.results import open_store
 
 RULES = load_thresholds()
 WINDOW = RULES.baseline_runs

@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.config.fleet import parse_fleet
+from bench.core.errors import ConfigError
 from bench.energy.hwmon import BenchHwmonMeter
 from bench.energy.meters import meter_for
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, pmic_rails, read_jls, tegrastats_power_mw
 from bench.energy.protocol import MeterError, PowerSample
 from bench.energy.remote import TegrastatsMeter
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
-from bench.errors import ConfigError
-from bench.fleet import parse_fleet
 from bench.measure.device import DeviceMeasurements, add_energy
 from bench.measure.energy import ATTRIBUTED, TOO_SLOW, Integrator, energy_figures
 from bench.measure.records import Frame, OffsetClock

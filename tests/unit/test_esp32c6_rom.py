@@ -13,8 +13,8 @@ import pytest
 from esp_pylib.serial_reset import usb_jtag_bootloader_reset
 from esptool.targets.esp32c6 import ESP32C6ROM
 
-from bench.esp_image import xor_checksum
-from bench.kinds import UART_BRIDGE, USB_SERIAL_JTAG
+from bench.config.kinds import UART_BRIDGE, USB_SERIAL_JTAG
+from bench.devices.esp_image import xor_checksum
 from bench.virtual.esp32c6.board import Board, BoardConfig, Mode
 from bench.virtual.esp32c6.efuse import Efuses, RegisterFile, parse_mac
 from bench.virtual.esp32c6.flash import FILESYSTEM_OFFSET, FlashStorage, SpiFlashController

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from esptool.bin_image import LoadFirmwareImage
 
-from bench.esp_image import ImageError, build_image, parse_image
+from bench.devices.esp_image import ImageError, build_image, parse_image
 from bench.virtual.esp32c6.boot import DEFAULT_BANNER, check_flash_image
 
 REPO = Path(__file__).resolve().parents[2]

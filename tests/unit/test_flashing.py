@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import Device
+from bench.config.kinds import KINDS
+from bench.core.errors import ConfigError
 from bench.devices.base import Driver, StepResult
-from bench.errors import ConfigError
-from bench.flashing import flash_devices
-from bench.fleet import Device
-from bench.kinds import KINDS
+from bench.nightly.flashing import flash_devices
 
 PLANS: dict[str, list[object]] = {}  # device name -> what each attempt does
 
@@ -67,8 +67,8 @@ def test_flash_cli_rejects_a_missing_firmware_file_with_exit_2() -> None:
 
 
 def test_a_real_board_without_configured_firmware_is_refused(tmp_path: Path) -> None:
+    from bench.config.fleet import SerialLink
     from bench.devices.esp32c6 import Esp32c6Driver
-    from bench.fleet import SerialLink
 
     real = Device("bench-c6", "esp32c6", SerialLink("/dev/ttyACM0", 921600))
     with pytest.raises(ConfigError, match="no firmware configured for a real board"):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError, ExitCode
-from bench.fleet import DEFAULT_FLEET, QemuLink, SerialLink, SshLink, load_fleet
+from bench.config.fleet import DEFAULT_FLEET, QemuLink, SerialLink, SshLink, load_fleet
+from bench.core.errors import ConfigError, ExitCode
 from tests.conftest import REPO, hilbench
 
 
@@ -118,7 +118,7 @@ def test_selection_by_kind_tag_and_name() -> None:
 def test_settings_are_typed_frozen_and_defaulted_once_per_kind(tmp_path: Path) -> None:
     import dataclasses
 
-    from bench.kinds import KINDS
+    from bench.config.kinds import KINDS
 
     fleet = load_fleet(
         write(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.health.records import (
+from bench.recovery.records import (
     BAD,
     FAILURE,
     GOOD,
@@ -20,7 +20,7 @@ from bench.health.records import (
     set_state,
     summary,
 )
-from bench.results import open_store
+from bench.store import open_store
 
 
 def _exercise(location: str) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from bench.report.html import write_index
 from bench.report.nights import load_grids
-from bench.results.store import open_store
 from bench.results.thresholds import load_thresholds
+from bench.store.results import open_store
 from tests.nightly_history import Plan, write_history
 
 RULES = load_thresholds()

@@ -1,5 +1,5 @@
-"""The bench's imports follow the layer table of docs/architecture.md: no module imports from a layer above its
-own, and no two table entries import each other (directly or round a cycle).
+"""The bench's imports follow the layer table of docs/architecture.md, which lists folders: no module imports
+from a layer above its own, and no two folders import each other (directly or round a cycle).
 
 Counted: every import a module can run, at module level or inside a function (lazy imports are edges too);
 only `if TYPE_CHECKING:` imports, which never run, are left out."""
@@ -47,18 +47,13 @@ def module_name(path: Path, root: Path) -> str:
 
 
 def entry_of(path: Path, root: Path, table: list[tuple[str, list[str]]]) -> tuple[int, str] | None:
-    """(layer index, table entry) of a file: a file entry wins over its package's entry."""
+    """(layer index, table entry) of a file: the folder holding it, or the top-level module it is."""
     rel = path.relative_to(root).as_posix()
-    found = None
     for index, (_, entries) in enumerate(table):
         for entry in entries:
-            if entry.endswith(".py") and rel == entry:
+            if rel.startswith(entry) if entry.endswith("/") else rel == f"{entry}.py":
                 return index, entry
-            if rel in (f"{entry}.py", f"{entry.rstrip('/')}/__init__.py") or (
-                entry.endswith("/") and rel.startswith(entry)
-            ):
-                found = index, entry
-    return found
+    return None
 
 
 def imports(tree: ast.Module) -> list[tuple[str, int]]:
@@ -145,16 +140,27 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_bench_follows_the_documented_layers() -> None:
     table = layer_table(ARCHITECTURE.read_text(encoding="utf-8"))
-    assert len(table) >= 10 and any("fleet" in entries for _, entries in table), "the table is read"
+    assert len(table) >= 10 and any("config/" in entries for _, entries in table), "the table is read"
     assert len(edges(BENCH)) > 500, "the walk sees the imports"
     problems = violations(BENCH, table)
     assert problems == [], "\n".join(problems)
 
 
+ENTRY_POINTS = {"__init__", "__main__", "cli", "pytest_plugin"}  # `hilbench`, `python -m bench`, pytest11
+
+
+def test_the_layer_table_lists_folders_and_bench_holds_only_entry_points() -> None:
+    table = layer_table(ARCHITECTURE.read_text(encoding="utf-8"))
+    modules = [e for _, entries in table for e in entries if not e.endswith("/")]
+    assert set(modules) <= ENTRY_POINTS, f"not a folder: {sorted(set(modules) - ENTRY_POINTS)}"
+    loose = sorted(p.stem for p in BENCH.glob("*.py"))
+    assert set(loose) <= ENTRY_POINTS, f"bench/ modules outside a layer folder: {sorted(set(loose) - ENTRY_POINTS)}"
+
+
 TABLE = """## Layers
 | layer | modules | job |
 |---|---|---|
-| low | `base`, `pkg/leaf.py` | below |
+| low | `base`, `low/` | below |
 | high | `top`, `pkg/` | above |
 """
 
@@ -169,8 +175,10 @@ TABLE = """## Layers
          []),
         ({"top.py": "from app.pkg import mod\n", "pkg/__init__.py": "", "pkg/mod.py": "import app.top\n"},
          ["cycle: app/pkg/mod.py:1 imports app/top.py; app/top.py:1 imports app/pkg/mod.py"]),
-        ({"pkg/__init__.py": "", "pkg/leaf.py": "from app.pkg import mod\n", "pkg/mod.py": ""},
-         ["upward: app/pkg/leaf.py:1 imports app/pkg/mod.py"]),
+        ({"low/__init__.py": "", "low/leaf.py": "def f():\n    from app.pkg import mod\n", "pkg/__init__.py": "",
+          "pkg/mod.py": ""}, ["upward: app/low/leaf.py:2 imports app/pkg/mod.py"]),
+        ({"low/__init__.py": "", "low/a.py": "from app.low import b\n", "low/b.py": "from app.low import a\n"},
+         []),
         ({"stray.py": ""}, ["stray.py is in no layer"]),
     ],
 )  # fmt: skip

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.fingerprint import firmware_sha256
-from bench.fleet import Device
-from bench.kinds import Kind, Settings, SshLink, file_path, get_kind
-from bench.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
+from bench.bundles.fingerprint import firmware_sha256
+from bench.config.fleet import Device
+from bench.config.kinds import Kind, Settings, SshLink, file_path, get_kind
+from bench.core.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.errors import ConfigError, DeviceUnreachable, ExitCode
-from bench.fleet import SerialLink, SshLink, load_fleet
+from bench.config.fleet import SerialLink, SshLink, load_fleet
+from bench.core.errors import ConfigError, DeviceUnreachable, ExitCode
+from bench.core.identity import holder_gone, job_identity
 from bench.lab.client import Resource
 from bench.lab.exporter import exporter_config
-from bench.lab.identity import holder_gone, job_identity
 from bench.lab.links import link_from_resources
 from bench.lab.sync import desired_places
-from bench.results.dialect import PostgresConnection, postgres_ddl
+from bench.store.dialect import PostgresConnection, postgres_ddl
 from tests.conftest import REPO
 
 LAB = """

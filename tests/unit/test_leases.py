@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import LeaseBusy
-from bench.leases import LeaseSet, list_leases
+from bench.core.errors import LeaseBusy
+from bench.core.leases import LeaseSet, list_leases
 from tests.conftest import REPO, hilbench
 
 HOLDER = """
 import sys, time
 from pathlib import Path
-from bench.leases import LeaseSet
+from bench.core.leases import LeaseSet
 leases = LeaseSet(holder="job-42", ttl_s=float(sys.argv[2]), folder=Path(sys.argv[1]))
 leases.acquire("c6-a")
 print("held", flush=True)

@@ -6,13 +6,13 @@ import itertools
 import numpy as np
 import pytest
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
+from bench.core.paths import MODELS_DIR
 from bench.models import model_file, npcm
 from bench.models import reference as R
 from bench.models.catalogue import OVERSIZE_LAYERS, build_all, policy, sha256sums
 from bench.models.policy import calibration_inputs, quantize_multiplier
 from bench.models.tflite_read import read_int8_policy
-from bench.paths import MODELS_DIR
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +120,7 @@ def test_unknown_model_name_is_a_config_error_listing_the_known_ones():
 
 
 def test_kind_model_picks_the_file_and_format_each_kind_runs():
-    from bench.kinds import Pi5Settings
+    from bench.config.kinds import Pi5Settings
     from bench.models import fixture_manifest, kind_model
 
     path, fmt = kind_model("esp32c6")

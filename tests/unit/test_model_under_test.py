@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.errors import ConfigError
 from bench.models import MODELS_DIR, kind_model, model_file
 from bench.models.npcm import convert
 from tests.conftest import REPO

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.commands.nightly import _print
-from bench.console import out
+from bench.core.console import out
 from bench.nightly.publish import PublishedRun
 from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult

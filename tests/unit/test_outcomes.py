@@ -1,4 +1,4 @@
-"""Failure classes (bench.outcomes): what each device outcome is, and the exit code they make together."""
+"""Failure classes (bench.core.outcomes): what each device outcome is, and the exit code they make together."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ from pathlib import Path
 
 from bench.agent.session import AgentError
 from bench.commands.nightly import _print
-from bench.console import out
-from bench.devices.resilient import AgentGaveUp
-from bench.errors import BenchError, DeviceUnreachable, ExitCode, LeaseBusy
+from bench.core.console import out
+from bench.core.errors import BenchError, DeviceUnreachable, ExitCode, LeaseBusy
+from bench.core.outcomes import PASS, FailureClass, Outcome, exit_code, infrastructure, of_exception, product, recovered
 from bench.nightly.confirm import Confirmation
 from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
-from bench.outcomes import PASS, FailureClass, Outcome, exit_code, infrastructure, of_exception, product, recovered
+from bench.recovery.resilient import AgentGaveUp
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, confirmed, judge
 

@@ -1,4 +1,4 @@
-"""micropython/p256.py and npcsig.py under CPython against `cryptography` and bench/signing.py."""
+"""micropython/p256.py and npcsig.py under CPython against `cryptography` and bench/models/signing.py."""
 
 import hashlib
 
@@ -9,7 +9,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.models import model_file
-from bench.signing import (
+from bench.models.signing import (
     DEV_PRIVATE_KEY,
     DEV_PUBLIC_KEY,
     canonical_bytes,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError
-from bench.fleet import load_fleet
+from bench.config.fleet import load_fleet
+from bench.core.errors import ConfigError
 from bench.power import PowerError, PowerState, power_for
 from bench.power.uhubctl import parse_status
 

@@ -23,9 +23,9 @@ from bench.results.evidence import (
 )
 from bench.results.judge import counted, judge_run
 from bench.results.majority import majority
-from bench.results.store import ResultStore, open_store
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, UNCHANGED
+from bench.store.results import ResultStore, open_store
 from tests.nightly_history import Plan, write_history
 
 RNG = np.random.default_rng(3)
@@ -135,7 +135,7 @@ def test_only_compute_is_counted_on_an_icount_guest(tmp_path) -> None:
 def test_the_exit_code_gates_a_merge(tmp_path) -> None:
     """1 on a regression or a candidate the device crashed on, 3 when only the bench failed, 0 otherwise (an
     inconclusive metric too: the summary says so)."""
-    from bench.outcomes import infrastructure, product
+    from bench.core.outcomes import infrastructure, product
     from bench.premerge.run import CheckResult
 
     thresholds = load_thresholds()

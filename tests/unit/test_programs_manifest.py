@@ -1,4 +1,4 @@
-"""bench/programs.toml lists every program the bench and its tests start, and .ci/setup installs them."""
+"""bench/core/programs.toml lists every program the bench and its tests start, and .ci/setup installs them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.programs import PIP, ManifestError, get_program, load_manifest, parse_manifest, setup_packages
+from bench.core.programs import PIP, ManifestError, get_program, load_manifest, parse_manifest, setup_packages
 from tests.program_scan import Use, scan, scan_source
 from tests.requires import require_program
 
@@ -26,12 +26,12 @@ def test_every_program_the_code_starts_is_in_the_manifest():
     uses = scan(SCANNED)
     assert {"bmaptool", "qemu-system-aarch64", "sshd", "chromium", "setpriv"} <= {u.program for u in uses}
     missing = unlisted(uses)
-    assert not missing, "programs started but not in bench/programs.toml:\n" + "\n".join(map(str, missing))
+    assert not missing, "programs started but not in bench/core/programs.toml:\n" + "\n".join(map(str, missing))
 
 
 PLANTED = """
 import asyncio, shutil, subprocess
-from bench.procs import tied
+from bench.core.procs import tied
 
 TOOL = "/usr/bin/frobnicate"
 
@@ -64,10 +64,11 @@ def test_bmap_tools_comes_back_through_setup():
     packages = setup_packages(load_manifest())
     assert "bmap-tools" in packages and PIP not in packages and len(packages) == len(set(packages))
     assert get_program("coap-client-notls").debian == "libcoap3-bin"
-    printed = subprocess.run([sys.executable, str(REPO / "bench" / "programs.py"), "debian"], capture_output=True,
-                             text=True, check=True).stdout.split()  # fmt: skip
+    manifest = REPO / "bench" / "core" / "programs.py"
+    printed = subprocess.run([sys.executable, str(manifest), "debian"], capture_output=True, text=True,
+                             check=True).stdout.split()  # fmt: skip
     assert printed == packages
-    assert "bench/programs.py debian" in (REPO / ".ci" / "setup").read_text()
+    assert "bench/core/programs.py debian" in (REPO / ".ci" / "setup").read_text()
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import Device, SshLink, parse_fleet
+from bench.config.os_spec import default_bmap, parse_os
+from bench.core.errors import ConfigError
 from bench.devices.linux import LinuxDriver
 from bench.devices.linux_os import ImageRefused, provision_os
-from bench.errors import ConfigError
-from bench.fleet import Device, SshLink, parse_fleet
 from bench.image.recipe import load_recipe, recipe_path
-from bench.os_spec import default_bmap, parse_os
 from bench.provision.bmap import BmapMismatch, read_bmap, verify_written, write_image
 from bench.provision.controls import BoardControls
 from bench.provision.fingerprint import Fingerprint, differences, parse_fingerprint
@@ -156,7 +156,7 @@ def test_board_recipes_extend_the_linux_base_and_the_console_image() -> None:
 
 
 def test_virtual_boards_with_an_os_image_are_aarch64_guests() -> None:
-    from bench.fleet import load_fleet
+    from bench.config.fleet import load_fleet
     from bench.virtual import make_virtual
     from bench.virtual.arm64_board import VirtualArm64Board
     from bench.virtual.linux import VirtualLinuxDevice

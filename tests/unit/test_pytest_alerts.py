@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.alerts.triage import acknowledge
-from bench.results.store import open_store
 from bench.results.thresholds import load_thresholds
+from bench.store.results import open_store
 from tests.conftest import REPO
 from tests.nightly_history import store_night
 

@@ -10,8 +10,8 @@ from xml.etree import ElementTree
 
 TESTS = """
 import os
-from bench.errors import DeviceUnreachable
-from bench.devices.resilient import AgentGaveUp
+from bench.core.errors import DeviceUnreachable
+from bench.recovery.resilient import AgentGaveUp
 
 def test_board_gone():
     raise DeviceUnreachable("device c6-a: no frame record for 5 s")

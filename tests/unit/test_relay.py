@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from bench.agent.relay import RelayedSession
-from bench.errors import DeviceUnreachable
-from bench.health.ladder import RecoveryResult
+from bench.core.errors import DeviceUnreachable
+from bench.recovery.ladder import RecoveryResult
 
 
 class Inner:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from bench.fleet import SerialLink
+from bench.config.fleet import SerialLink
 from bench.replay.pacing import Pacer
 from bench.replay.plan import VoiceMode, build_plan, choose_voice_mode, link_bytes_per_s
 from bench.replay.player import LEAD_NS, Replayer, Track

@@ -13,14 +13,14 @@ import pytest
 
 from bench.agent import wire
 from bench.agent.endpoint import AgentEndpoint
-from bench.errors import DeviceUnreachable
-from bench.fleet import Device, SerialLink
+from bench.config.fleet import Device, SerialLink
+from bench.core.errors import DeviceUnreachable
 from bench.measure.records import Frame, OffsetClock
 from bench.replay.plan import build_plan
 from bench.replay.run import ReplayRun
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
-from bench.results import open_store
+from bench.store import open_store
 
 DEVICE_OFFSET_NS = 7_000_000_000  # the stand-in's clock runs 7 s ahead of the bench clock
 

@@ -10,8 +10,8 @@ import pytest
 
 from bench.report.build import HistoryPoint, build_report
 from bench.report.html import num, render_html, write_report
+from bench.report.runview import FaultEvent
 from bench.report.summary import summarize
-from bench.results.runview import FaultEvent
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, judge, not_applicable, settle
 from tests.synthetic_runs import synthetic_run
@@ -256,7 +256,7 @@ def test_the_measures_table_shows_the_stored_figure_the_verdict_judges() -> None
 def test_a_virtual_devices_telemetry_says_it_is_not_silicon() -> None:
     import numpy as np
 
-    from bench.results.runview import TimeSeries
+    from bench.report.runview import TimeSeries
 
     run = synthetic_run("run-0011", "2026-11-30T02:00:00Z", frames=500)
     for device in run.devices.values():

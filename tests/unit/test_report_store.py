@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.errors import ConfigError, ExitCode
+from bench.core.errors import ConfigError, ExitCode
 from bench.measure.histogram import Histogram
 from bench.report.history import load_history
 from bench.report.publish import publish_run
+from bench.report.runview import FRAME_INTERVAL_MS, LATENCY_MS, MEMORY_PEAK_MB
+from bench.report.view_adapter import histogram_values, load_run
 from bench.results.baseline import get_baseline, list_baselines, set_baseline
-from bench.results.runview import FRAME_INTERVAL_MS, LATENCY_MS, MEMORY_PEAK_MB
-from bench.results.store import open_store
-from bench.results.view_adapter import histogram_values, load_run
+from bench.store.results import open_store
 from tests.stored_runs import build_store
 
 FRAMES = 3000
@@ -146,7 +146,7 @@ def test_history_keeps_to_one_session(stored: tuple[Path, int]) -> None:
 def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> None:
     from bench.ota.rollout import DeviceUpdate
     from bench.report.html import render_html
-    from bench.results.ota_results import append_ota
+    from bench.report.ota_results import append_ota
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=1, devices=1, frames=500)
@@ -179,8 +179,8 @@ def test_model_updates_kept_in_device_info_reach_the_report(tmp_path: Path) -> N
 
 def test_memory_peak_is_the_agents_high_water_mark_not_board_telemetry(tmp_path: Path) -> None:
     from bench.measure.measurement import Measurement
+    from bench.store.telemetry import add_telemetry
     from bench.telemetry.monitor import Sample
-    from bench.telemetry.store import add_telemetry
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=6, devices=2, frames=500, regressed_runs=0)
@@ -233,7 +233,7 @@ def test_a_virtual_devices_timing_is_inconclusive_only_on_a_host_busier_than_for
 def test_a_refused_load_says_the_running_model_was_kept() -> None:
     from types import SimpleNamespace
 
-    from bench.results.view_adapter import fault_event as _fault
+    from bench.report.view_adapter import fault_event as _fault
 
     refused = SimpleNamespace(kind="signature", cause="", detail="bad sig", model_version=2, prev_version=1,
                               t_switch_us=None, t_fault_us=None, t_fault_bench_ns=None, since_switch_ms=None,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.results import open_store
+from bench.report.view_adapter import load_run
 from bench.results.baseline import get_baseline
-from bench.results.view_adapter import load_run
+from bench.store import open_store
 from tests.conftest import REPO
 from tests.stored_runs import build_store
 
@@ -73,7 +73,7 @@ WRITER = """
 import sys
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame
-from bench.results import open_store
+from bench.store import open_store
 url, host = sys.argv[1], sys.argv[2]
 with open_store(url) as store:  # every writer creates the schema at once on a fresh database
     for r in range(5):

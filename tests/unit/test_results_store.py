@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.measure.records import Frame
-from bench.results import open_store
 from bench.results.baseline import set_baseline
+from bench.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +94,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from bench.measure.records import Frame
-    from bench.results import open_store
+    from bench.store import open_store
     store = open_store(sys.argv[1])
     run = store.begin_run("replay", session="s")
     store.add_device(run, "d", "pi5")

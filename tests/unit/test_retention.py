@@ -1,4 +1,4 @@
-"""Retention of raw rows (bench.results.retention): frame and input rows of runs outside the fleet's
+"""Retention of raw rows (bench.store.retention): frame and input rows of runs outside the fleet's
 `[results]` policy are deleted and their space reclaimed, in SQLite and PostgreSQL alike; everything else of
 a run stays, and an old run's report still renders from its histograms and stored figures. Inputs are stored
 packed (one row per run, device and channel) and read back exactly, also from stores written a row per input."""
@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 from bench.cli import main
-from bench.errors import ConfigError
-from bench.fleet import RawRetention, parse_retention
+from bench.config.fleet import RawRetention, parse_retention
+from bench.core.errors import ConfigError
 from bench.report.publish import publish_run
-from bench.results import open_store
-from bench.results.retention import prune, to_prune
-from bench.results.store import ResultStore
+from bench.store import open_store
+from bench.store.results import ResultStore
+from bench.store.retention import prune, to_prune
 from tests.stored_runs import build_store
 
 RUNS, DEVICES, FRAMES = 4, 2, 300

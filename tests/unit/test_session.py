@@ -9,7 +9,7 @@ import pytest
 from bench.agent import wire
 from bench.agent.session import AgentError, AgentSession, ProtocolMismatch
 from bench.agent.transport import StreamTransport
-from bench.errors import DeviceUnreachable
+from bench.core.errors import DeviceUnreachable
 
 
 def run_async(fn):

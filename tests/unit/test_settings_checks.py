@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError
-from bench.fleet import load_fleet
-from bench.kinds import KINDS, SettingError, Settings, WebSettings
+from bench.config.fleet import load_fleet
+from bench.config.kinds import KINDS, SettingError, Settings, WebSettings
+from bench.core.errors import ConfigError
 from tests.conftest import REPO
 
 EXTENDING = REPO / "docs" / "extending.md"
@@ -36,7 +36,7 @@ def test_the_documented_pi4_kind_keeps_its_ranges_and_fails_as_documented(
     kind_code = next(b for b in _blocks("python") if "class Pi4Settings" in b)
     namespace: dict = {}
     monkeypatch.setitem(KINDS, "pi4", None)  # the example registers pi4: gone again after this test
-    exec(compile("from bench.kinds import *\n" + kind_code, str(EXTENDING), "exec"), namespace)
+    exec(compile("from bench.config.kinds import *\n" + kind_code, str(EXTENDING), "exec"), namespace)
     pi4 = namespace["Pi4Settings"]
     assert pi4().fps_target == 20 and pi4(fps_target=15).fps_target == 15
     with pytest.raises(SettingError, match="out of range"):

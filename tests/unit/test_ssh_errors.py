@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError, DeviceUnreachable, ExitCode
-from bench.fleet import SshLink
+from bench.config.fleet import SshLink
+from bench.core.errors import ConfigError, DeviceUnreachable, ExitCode
 from bench.links.ssh import Backoff, classify_ssh_error
 
 LINK = SshLink(user="nvidia", host="10.0.0.21", port=22, key=Path("/keys/bench"), host_key="ssh-ed25519 AAAA")

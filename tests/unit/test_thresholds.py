@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.errors import ConfigError
+from bench.core.errors import ConfigError
 from bench.results.thresholds import DEFAULT_THRESHOLDS, load_thresholds
 
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from bench.agent.transport import ProcessTransport, SerialTransport, open_transport
-from bench.errors import ConfigError, DeviceUnreachable
+from bench.core.errors import ConfigError, DeviceUnreachable
 
 ECHO = "import sys\nfor line in sys.stdin:\n    sys.stdout.write('echo ' + line)\n    sys.stdout.flush()\n"
 

@@ -15,8 +15,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
 from bench.agent import wire
+from bench.models.signing import DEV_PRIVATE_KEY, canonical_bytes, load_private_key, model_manifest, sign_manifest
 from bench.ota.delta import make_patch
-from bench.signing import DEV_PRIVATE_KEY, canonical_bytes, load_private_key, model_manifest, sign_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 import npcfeat  # noqa: E402

@@ -14,9 +14,9 @@ import json
 import sys
 from pathlib import Path
 
-from bench.errors import ConfigError, DeviceUnreachable
-from bench.fleet import Device, SerialLink
-from bench.procs import stop_process, tied
+from bench.config.fleet import Device, SerialLink
+from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.kinds import UART_BRIDGE, USB_SERIAL_JTAG
+from bench.config.kinds import UART_BRIDGE, USB_SERIAL_JTAG
 from bench.virtual.esp32c6.boot import (
     RESET_CAUSES,
     boot_loop_text,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.esp_image import ESP32C6_CHIP_ID, ImageError, ImageInfo, parse_image
+from bench.devices.esp_image import ESP32C6_CHIP_ID, ImageError, ImageInfo, parse_image
 
 FIRMWARE_MARKER = b"NPC-VIRTUAL-FIRMWARE:"
 DEFAULT_BANNER = "MicroPython v1.29.0 on 2026-01-01; ESP32C6 module with ESP32C6"

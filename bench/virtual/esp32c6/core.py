@@ -3,9 +3,9 @@
 One QEMU process per boot. Its console UART is QEMU's stdin/stdout, passed both ways untouched (the firmware's
 own REPL, raw REPL, raw-paste and soft reset); its filesystem is the vfs partition of the board's flash.bin
 (a block device over exactly that range); the firmware's exit code says what the chip does next (reset,
-bootloader, watchdog, deep-sleep wake, panic). QEMU runs inside the Landlock sandbox (bench.landlock): it may
+bootloader, watchdog, deep-sleep wake, panic). QEMU runs inside the Landlock sandbox (bench.core.landlock): it may
 read its ELF, read and write flash.bin, and execute nothing but itself; QMP is a socket pair it inherits, so it
-needs no socket path. The process is tied to the board (bench.procs.tied) and killed with every reset.
+needs no socket path. The process is tied to the board (bench.core.procs.tied) and killed with every reset.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.landlock import program_argv
+from bench.core.landlock import program_argv
+from bench.core.procs import tied
 from bench.power.qmp import PowerError, QmpClient
-from bench.procs import tied
 from bench.virtual.esp32c6.counted import (
     QEMU,
     STATUS_ADDR,

@@ -14,8 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.errors import BenchError
-from bench.esp_image import ImageInfo
+from bench.core.errors import BenchError
+from bench.devices.esp_image import ImageInfo
 
 CORE_MEMORY = (0x8000_0000, 0x8100_0000)  # QEMU virt's RAM with `-m 16M` (counted.RAM)
 IMAGE_NAME = "micropython.bin"  # next to the firmware's ELF

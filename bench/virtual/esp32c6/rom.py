@@ -11,7 +11,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from bench.esp_image import ESP32C6_CHIP_ID, xor_checksum
+from bench.devices.esp_image import ESP32C6_CHIP_ID, xor_checksum
 from bench.virtual.esp32c6.efuse import RegisterFile
 from bench.virtual.esp32c6.flash import SECTOR, FlashStorage, SpiFlashController
 

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from bench.kinds import UART_BRIDGE, USB_PERSONALITIES
+from bench.config.kinds import UART_BRIDGE, USB_PERSONALITIES
 from bench.virtual.control import control_url, new_token
 from bench.virtual.esp32c6.board import Board, BoardConfig, Mode
 from bench.virtual.esp32c6.control import start_control

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.core.procs import tied
 from bench.mpy.board import ESP32C6_HEAP
-from bench.procs import tied
 
 MPY_DIR = Path(__file__).resolve().parent / "mpy"
 INTERRUPT_GRACE_S = 2.0  # a VM that ignores Ctrl-C this long is restarted
@@ -101,7 +101,7 @@ class MicroPythonVM:
         argv = [
             sys.executable,
             "-m",
-            "bench.landlock",  # the VM reaches the board's folder and nothing else of the host
+            "bench.core.landlock",  # the VM reaches the board's folder and nothing else of the host
             "--rw",
             str(self.root),
             "--ro",

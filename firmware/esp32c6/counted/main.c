@@ -23,6 +23,7 @@ extern uint32_t _sstack, _estack;
 static uint8_t heap[MICROPY_HEAP_SIZE] __attribute__((aligned(16)));
 
 void c6_machine_soft_reset_deinit(void); // modmachine.c
+void c6_os_soft_reset(void); // modos.c
 
 __attribute__((noreturn)) void c6_exit(uint32_t code) {
     mmio_write32(VIRT_TEST_BASE, (code << 16) | 0x3333u);
@@ -82,6 +83,7 @@ soft_reset:
 soft_reset_exit:
     mp_printf(&mp_plat_print, "MPY: soft reboot\n");
     c6_machine_soft_reset_deinit();
+    c6_os_soft_reset();
     gc_sweep_all();
     mp_deinit();
     goto soft_reset;

@@ -74,8 +74,34 @@ static const char *resolve(const char *path, char *out) {
 }
 
 static const char *arg_path(mp_obj_t path_in, char *buf) {
-    need_fs();
     return resolve(mp_obj_str_get_str(path_in), buf);
+}
+
+// ---- a filesystem object mounted with os.mount (what `mpremote mount` mounts), one at a time ----
+
+static char mount_path[PATH_MAX_LEN]; // "": nothing mounted
+MP_REGISTER_ROOT_POINTER(mp_obj_t c6_mounted_vfs);
+
+// The mounted object when the absolute path `abs` lies under its mount point (`rel`: the path inside it);
+// otherwise MP_OBJ_NULL, and the path is on the flash's filesystem (which must then be there).
+static mp_obj_t mounted(const char *abs, const char **rel) {
+    size_t n = strlen(mount_path);
+    if (n && strncmp(abs, mount_path, n) == 0 && (abs[n] == 0 || abs[n] == '/')) {
+        *rel = abs[n] ? abs + n : "/";
+        return MP_STATE_PORT(c6_mounted_vfs);
+    }
+    need_fs();
+    return MP_OBJ_NULL;
+}
+
+static mp_obj_t vfs_call(mp_obj_t vfs, qstr method, const char *rel, size_t n_more, const mp_obj_t *more) {
+    mp_obj_t call[5];
+    mp_load_method(vfs, method, call);
+    call[2] = mp_obj_new_str(rel, strlen(rel));
+    for (size_t i = 0; i < n_more; i++) {
+        call[3 + i] = more[i];
+    }
+    return mp_call_method_n_kw(1 + n_more, 0, call);
 }
 
 // ---- file objects ----
@@ -259,7 +285,11 @@ mp_obj_t mp_builtin_open(size_t n_args, const mp_obj_t *args, mp_map_t *kwargs) 
     mp_arg_val_t a[MP_ARRAY_SIZE(allowed)];
     mp_arg_parse_all(n_args, args, kwargs, MP_ARRAY_SIZE(allowed), allowed, a);
     char buf[PATH_MAX_LEN];
-    const char *path = arg_path(a[ARG_file].u_obj, buf);
+    const char *path = arg_path(a[ARG_file].u_obj, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_open, rel, 1, &a[ARG_mode].u_obj);
+    }
     return file_open(path, mp_obj_str_get_str(a[ARG_mode].u_obj));
 }
 MP_DEFINE_CONST_FUN_OBJ_KW(mp_builtin_open_obj, 1, mp_builtin_open);
@@ -267,12 +297,24 @@ MP_DEFINE_CONST_FUN_OBJ_KW(mp_builtin_open_obj, 1, mp_builtin_open);
 // ---- imports from the filesystem ----
 
 mp_import_stat_t mp_import_stat(const char *path) {
-    if (!c6_lfs_mounted) {
+    char buf[PATH_MAX_LEN];
+    if (strlen(path) >= PATH_MAX_LEN) {
         return MP_IMPORT_STAT_NO_EXIST;
     }
-    char buf[PATH_MAX_LEN];
+    const char *abs = resolve(path, buf);
+    size_t n = strlen(mount_path);
+    if (n && strncmp(abs, mount_path, n) == 0 && (abs[n] == 0 || abs[n] == '/')) {
+        nlr_buf_t nlr;
+        if (nlr_push(&nlr) == 0) {
+            mp_obj_t st = vfs_call(MP_STATE_PORT(c6_mounted_vfs), MP_QSTR_stat, abs[n] ? abs + n : "/", 0, NULL);
+            nlr_pop();
+            mp_int_t mode = mp_obj_get_int(mp_obj_subscr(st, MP_OBJ_NEW_SMALL_INT(0), MP_OBJ_SENTINEL));
+            return mode & MODE_DIR ? MP_IMPORT_STAT_DIR : MP_IMPORT_STAT_FILE;
+        }
+        return MP_IMPORT_STAT_NO_EXIST;
+    }
     struct lfs_info info;
-    if (strlen(path) >= PATH_MAX_LEN || lfs_stat(&c6_lfs, resolve(path, buf), &info) < 0) {
+    if (!c6_lfs_mounted || lfs_stat(&c6_lfs, abs, &info) < 0) {
         return MP_IMPORT_STAT_NO_EXIST;
     }
     return info.type == LFS_TYPE_DIR ? MP_IMPORT_STAT_DIR : MP_IMPORT_STAT_FILE;
@@ -280,9 +322,22 @@ mp_import_stat_t mp_import_stat(const char *path) {
 
 // The whole file, read into the heap (`len` set); raises OSError.
 static char *read_whole(const char *name, size_t *len) {
-    need_fs();
     char buf[PATH_MAX_LEN];
-    mp_obj_t f = file_open(resolve(name, buf), "rb");
+    const char *abs = resolve(name, buf), *rel;
+    mp_obj_t vfs = mounted(abs, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        mp_obj_t mode = MP_OBJ_NEW_QSTR(MP_QSTR_rb);
+        mp_obj_t f = vfs_call(vfs, MP_QSTR_open, rel, 1, &mode);
+        mp_obj_t data = mp_call_function_0(mp_load_attr(f, MP_QSTR_read));
+        mp_call_function_0(mp_load_attr(f, MP_QSTR_close));
+        mp_buffer_info_t info;
+        mp_get_buffer_raise(data, &info, MP_BUFFER_READ);
+        char *copy = m_new(char, info.len ? info.len : 1);
+        memcpy(copy, info.buf, info.len);
+        *len = info.len;
+        return copy;
+    }
+    mp_obj_t f = file_open(abs, "rb");
     c6_file_t *file = MP_OBJ_TO_PTR(f);
     lfs_soff_t size = lfs_file_size(&c6_lfs, &file->file);
     char *data = m_new(char, size > 0 ? size : 1);
@@ -315,7 +370,13 @@ static MP_DEFINE_CONST_FUN_OBJ_0(os_getcwd_obj, os_getcwd);
 
 static mp_obj_t os_chdir(mp_obj_t path_in) {
     char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf);
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        vfs_call(vfs, MP_QSTR_chdir, rel, 0, NULL);
+        strcpy(cwd, path);
+        return mp_const_none;
+    }
     struct lfs_info info;
     check(lfs_stat(&c6_lfs, path, &info));
     if (info.type != LFS_TYPE_DIR) {
@@ -363,7 +424,11 @@ static mp_obj_t ilistdir_next(mp_obj_t self_in) {
 static mp_obj_t os_ilistdir(size_t n_args, const mp_obj_t *args) {
     mp_obj_t path_in = n_args ? args[0] : MP_OBJ_NEW_QSTR(MP_QSTR_);
     char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf);
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_ilistdir, rel, 0, NULL);
+    }
     ilistdir_it_t *it = mp_obj_malloc(ilistdir_it_t, &mp_type_polymorph_iter);
     it->iternext = ilistdir_next;
     it->want_str = !mp_obj_is_type(path_in, &mp_type_bytes);
@@ -375,10 +440,10 @@ static mp_obj_t os_ilistdir(size_t n_args, const mp_obj_t *args) {
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(os_ilistdir_obj, 0, 1, os_ilistdir);
 
 static mp_obj_t os_listdir(size_t n_args, const mp_obj_t *args) {
-    mp_obj_t it = os_ilistdir(n_args, args);
+    mp_obj_t it = mp_getiter(os_ilistdir(n_args, args), NULL);
     mp_obj_t list = mp_obj_new_list(0, NULL);
     mp_obj_t entry;
-    while ((entry = ilistdir_next(it)) != MP_OBJ_STOP_ITERATION) {
+    while ((entry = mp_iternext(it)) != MP_OBJ_STOP_ITERATION) {
         mp_obj_list_append(list, mp_obj_subscr(entry, MP_OBJ_NEW_SMALL_INT(0), MP_OBJ_SENTINEL));
     }
     return list;
@@ -387,7 +452,11 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(os_listdir_obj, 0, 1, os_listdir);
 
 static mp_obj_t os_stat(mp_obj_t path_in) {
     char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf);
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_stat, rel, 0, NULL);
+    }
     struct lfs_info info;
     check(lfs_stat(&c6_lfs, path, &info));
     mp_obj_tuple_t *t = MP_OBJ_TO_PTR(mp_obj_new_tuple(10, NULL));
@@ -402,7 +471,11 @@ static MP_DEFINE_CONST_FUN_OBJ_1(os_stat_obj, os_stat);
 
 static mp_obj_t os_statvfs(mp_obj_t path_in) {
     char buf[PATH_MAX_LEN];
-    arg_path(path_in, buf);
+    const char *rel;
+    mp_obj_t vfs = mounted(arg_path(path_in, buf), &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_statvfs, rel, 0, NULL);
+    }
     lfs_ssize_t used = lfs_fs_size(&c6_lfs);
     check(used);
     uint32_t blocks = c6_fs_block_count();
@@ -418,7 +491,11 @@ static MP_DEFINE_CONST_FUN_OBJ_1(os_statvfs_obj, os_statvfs);
 
 static mp_obj_t os_remove(mp_obj_t path_in) {
     char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf);
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_remove, rel, 0, NULL);
+    }
     struct lfs_info info;
     check(lfs_stat(&c6_lfs, path, &info));
     if (info.type == LFS_TYPE_DIR) {
@@ -431,7 +508,11 @@ static MP_DEFINE_CONST_FUN_OBJ_1(os_remove_obj, os_remove);
 
 static mp_obj_t os_rmdir(mp_obj_t path_in) {
     char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf);
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_rmdir, rel, 0, NULL);
+    }
     struct lfs_info info;
     check(lfs_stat(&c6_lfs, path, &info));
     if (info.type != LFS_TYPE_DIR) {
@@ -444,17 +525,119 @@ static MP_DEFINE_CONST_FUN_OBJ_1(os_rmdir_obj, os_rmdir);
 
 static mp_obj_t os_mkdir(mp_obj_t path_in) {
     char buf[PATH_MAX_LEN];
-    check(lfs_mkdir(&c6_lfs, arg_path(path_in, buf)));
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, MP_QSTR_mkdir, rel, 0, NULL);
+    }
+    check(lfs_mkdir(&c6_lfs, path));
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(os_mkdir_obj, os_mkdir);
 
 static mp_obj_t os_rename(mp_obj_t old_in, mp_obj_t new_in) {
     char a[PATH_MAX_LEN], b[PATH_MAX_LEN];
-    check(lfs_rename(&c6_lfs, arg_path(old_in, a), arg_path(new_in, b)));
+    const char *old = arg_path(old_in, a), *new = arg_path(new_in, b), *rel_old, *rel_new;
+    mp_obj_t vfs = mounted(old, &rel_old);
+    if ((mounted(new, &rel_new) != MP_OBJ_NULL) != (vfs != MP_OBJ_NULL)) {
+        mp_raise_OSError(MP_EXDEV); // across filesystems
+    }
+    if (vfs != MP_OBJ_NULL) {
+        mp_obj_t to = mp_obj_new_str(rel_new, strlen(rel_new));
+        return vfs_call(vfs, MP_QSTR_rename, rel_old, 1, &to);
+    }
+    check(lfs_rename(&c6_lfs, old, new));
     return mp_const_none;
 }
 static MP_DEFINE_CONST_FUN_OBJ_2(os_rename_obj, os_rename);
+
+static mp_obj_t os_mount(size_t n_args, const mp_obj_t *pos, mp_map_t *kw) {
+    static const mp_arg_t allowed[] = {
+        { MP_QSTR_, MP_ARG_REQUIRED | MP_ARG_OBJ, {.u_rom_obj = MP_ROM_NONE} },
+        { MP_QSTR_, MP_ARG_REQUIRED | MP_ARG_OBJ, {.u_rom_obj = MP_ROM_NONE} },
+        { MP_QSTR_readonly, MP_ARG_KW_ONLY | MP_ARG_BOOL, {.u_bool = false} },
+        { MP_QSTR_mkfs, MP_ARG_KW_ONLY | MP_ARG_BOOL, {.u_bool = false} },
+    };
+    mp_arg_val_t a[4];
+    mp_arg_parse_all(n_args, pos, kw, 4, allowed, a);
+    char buf[PATH_MAX_LEN];
+    const char *path = arg_path(a[1].u_obj, buf);
+    if (strcmp(path, "/") == 0 || mount_path[0]) {
+        mp_raise_OSError(MP_EPERM); // the flash's filesystem stays at /; one other mount at a time
+    }
+    mp_obj_t call[4];
+    mp_load_method(a[0].u_obj, MP_QSTR_mount, call);
+    call[2] = mp_obj_new_bool(a[2].u_bool);
+    call[3] = mp_obj_new_bool(a[3].u_bool);
+    mp_call_method_n_kw(2, 0, call);
+    MP_STATE_PORT(c6_mounted_vfs) = a[0].u_obj;
+    strcpy(mount_path, path);
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_KW(os_mount_obj, 2, os_mount);
+
+static mp_obj_t os_umount(mp_obj_t what) {
+    char buf[PATH_MAX_LEN];
+    bool match = mount_path[0] && (mp_obj_is_str(what) ? strcmp(arg_path(what, buf), mount_path) == 0
+                                                        : what == MP_STATE_PORT(c6_mounted_vfs));
+    if (!match) {
+        mp_raise_OSError(MP_EINVAL);
+    }
+    mp_obj_t vfs = MP_STATE_PORT(c6_mounted_vfs);
+    size_t n = strlen(mount_path);
+    if (strncmp(cwd, mount_path, n) == 0 && (cwd[n] == 0 || cwd[n] == '/')) {
+        strcpy(cwd, "/");
+    }
+    mount_path[0] = 0;
+    MP_STATE_PORT(c6_mounted_vfs) = MP_OBJ_NULL;
+    mp_call_method_n_kw(0, 0, (mp_obj_t[]) {mp_load_attr(vfs, MP_QSTR_umount), MP_OBJ_NULL});
+    return mp_const_none;
+}
+static MP_DEFINE_CONST_FUN_OBJ_1(os_umount_obj, os_umount);
+
+// The flash's littlefs, as `vfs.mount()` lists it (the esp32 port's VfsLfs2 object at /).
+static void lfs_vfs_print(const mp_print_t *print, mp_obj_t self_in, mp_print_kind_t kind) {
+    mp_print_str(print, "<VfsLfs2>");
+}
+static MP_DEFINE_CONST_OBJ_TYPE(lfs_vfs_type, MP_QSTR_VfsLfs2, MP_TYPE_FLAG_NONE, print, lfs_vfs_print);
+static const mp_obj_base_t lfs_vfs_obj = {&lfs_vfs_type};
+
+// vfs.mount(): the mounts as (filesystem, path); with arguments, os.mount.
+static mp_obj_t vfs_mount(size_t n_args, const mp_obj_t *pos, mp_map_t *kw) {
+    if (n_args == 0 && kw->used == 0) {
+        mp_obj_t list = mp_obj_new_list(0, NULL);
+        if (c6_lfs_mounted) {
+            mp_obj_t entry[2] = {MP_OBJ_FROM_PTR(&lfs_vfs_obj), MP_OBJ_NEW_QSTR(MP_QSTR__slash_)};
+            mp_obj_list_append(list, mp_obj_new_tuple(2, entry));
+        }
+        if (mount_path[0]) {
+            mp_obj_t entry[2] = {MP_STATE_PORT(c6_mounted_vfs), mp_obj_new_str(mount_path, strlen(mount_path))};
+            mp_obj_list_append(list, mp_obj_new_tuple(2, entry));
+        }
+        return list;
+    }
+    return os_mount(n_args, pos, kw);
+}
+static MP_DEFINE_CONST_FUN_OBJ_KW(vfs_mount_obj, 0, vfs_mount);
+
+static const mp_rom_map_elem_t vfs_module_globals_table[] = {
+    { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_vfs) },
+    { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&vfs_mount_obj) },
+    { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
+};
+static MP_DEFINE_CONST_DICT(vfs_module_globals, vfs_module_globals_table);
+
+const mp_obj_module_t mp_module_vfs = {
+    .base = { &mp_type_module },
+    .globals = (mp_obj_dict_t *)&vfs_module_globals,
+};
+MP_REGISTER_MODULE(MP_QSTR_vfs, mp_module_vfs);
+
+// A soft reset unmounts (the mounted object belonged to the old heap), as on the esp32 port.
+void c6_os_soft_reset(void) {
+    mount_path[0] = 0;
+    strcpy(cwd, "/");
+}
 
 static mp_obj_t os_sync(void) {
     return mp_const_none; // every write reaches the flash when the file is flushed or closed
@@ -520,6 +703,8 @@ static const mp_rom_map_elem_t os_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_mkdir), MP_ROM_PTR(&os_mkdir_obj) },
     { MP_ROM_QSTR(MP_QSTR_rename), MP_ROM_PTR(&os_rename_obj) },
     { MP_ROM_QSTR(MP_QSTR_sync), MP_ROM_PTR(&os_sync_obj) },
+    { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&os_mount_obj) },
+    { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
 };
 static MP_DEFINE_CONST_DICT(os_module_globals, os_module_globals_table);
 

@@ -1,0 +1,1 @@
+"""The fleet file, the kind registry and OS image specs, validated into typed objects."""

@@ -1,0 +1,424 @@
+"""The fleet file: one TOML inventory of every device, validated at load."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from bench.config.kinds import KINDS, Kind, SettingError, Settings, get_kind
+from bench.config.os_spec import OsSpec, parse_os
+from bench.core.errors import ConfigError
+from bench.core.fields import resolve_path, typed
+from bench.core.inputs import check_file, load_toml
+from bench.core.paths import FLEETS_DIR
+from bench.energy.spec import EnergySpec, parse_energy
+from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.power import PowerSpec, parse_power
+
+__all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
+
+DEFAULT_FLEET = FLEETS_DIR / "virtual.toml"
+FLEET_ENV = "HILBENCH_FLEET"  # a fleet file used when no --fleet is given (as labgrid's LG_ENV)
+LOCAL_FLEET = "fleet.toml"  # a fleet file in the current folder, used when neither --fleet nor $HILBENCH_FLEET is
+BUNDLED = "bundled"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+_TOP_KEYS = {"device", "bench", "lab", "results"}
+_BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
+_LAB_KEYS = {"coordinator", "acquire_timeout_s"}
+_RESULTS_KEYS = {"keep_raw_days", "keep_raw_runs"}
+_COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
+_PLACE_KEYS = {"place", "lab_host", "lab_tags"}
+_LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
+_COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
+_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+~-]+$")  # an interpreter path: it reaches a remote shell (quoted too)
+_TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place tags
+_TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class LabPlace:
+    """Where a device lives in a labgrid lab: a named place (exported by bench host `host`), or any
+    place whose tags include `tags` (reserved when the job starts)."""
+
+    place: str | None
+    host: str | None
+    tags: dict[str, str] = field(default_factory=dict)
+    local: Link | None = None  # how the bench host reaches the board (what its exporter publishes), if given
+    coordinator: str = ""  # the fleet's [lab] coordinator, "host:port"
+    acquire_timeout_s: float = 60.0  # how long a job waits for a busy place or an absent exporter
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of the fleet: its kind, how to reach it and its typed settings (the kind's defaults when
+    none are given)."""
+
+    name: str
+    kind: str
+    link: Link | None
+    virtual: bool = False
+    tags: tuple[str, ...] = ()
+    settings: Settings = None  # type: ignore[assignment]  # None: the kind's defaults; a mapping: those changed
+    extra: dict[str, Any] = field(default_factory=dict)
+    lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
+    os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
+    power: PowerSpec | None = None  # how the bench switches its supply (bench/power), when the lab can
+    energy: EnergySpec | None = None  # the power meter on its supply (bench/energy), when it has one
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.settings, Settings):
+            object.__setattr__(self, "settings", self.kind_info.settings(**(self.settings or {})))
+
+    @property
+    def kind_info(self) -> Kind:
+        """The registry entry of the device's kind (ConfigError for an unknown kind)."""
+        return get_kind(self.kind)
+
+    def with_link(self, link: Link) -> Device:
+        """A copy reached through another link (a started virtual device, a labgrid place)."""
+        return replace(self, link=link)
+
+    def with_settings(self, **changes: Any) -> Device:
+        """A copy with some settings changed."""
+        return replace(self, settings=replace(self.settings, **changes))
+
+
+@dataclass(frozen=True)
+class RawRetention:
+    """How long the results store keeps a run's raw frame and input rows (the fleet file's `[results]` table):
+    while the run is younger than `keep_raw_days`, or among the last `keep_raw_runs` runs of its device and
+    session. Everything else of a run is kept forever (docs/results.md, Retention)."""
+
+    keep_raw_days: int = 30
+    keep_raw_runs: int = 30
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """All devices of one fleet file, in file order."""
+
+    path: Path
+    devices: tuple[Device, ...]
+    bench: dict[str, Any] = field(default_factory=dict)
+    lab: dict[str, Any] = field(default_factory=dict)
+    retention: RawRetention = field(default_factory=RawRetention)
+
+    def __iter__(self):
+        return iter(self.devices)
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def get(self, name: str) -> Device:
+        """The device called `name`, or a ConfigError listing the known names."""
+        for dev in self.devices:
+            if dev.name == name:
+                return dev
+        known = ", ".join(d.name for d in self.devices) or "(none)"
+        raise ConfigError(
+            f"{self.path}: no device named {name!r}",
+            hint=f"devices in this fleet: {known}",
+            file=str(self.path),
+            device=name,
+        )
+
+    def select(
+        self,
+        names: list[str] | tuple[str, ...] = (),
+        kinds: list[str] | tuple[str, ...] = (),
+        tags: list[str] | tuple[str, ...] = (),
+    ) -> list[Device]:
+        """Devices matching every given filter (names must exist; kinds must be known)."""
+        for kind in kinds:
+            if kind not in KINDS:
+                raise ConfigError(f"unknown kind {kind!r}", hint=f"kinds: {', '.join(KINDS)}")
+        chosen = [self.get(n) for n in names] if names else list(self.devices)
+        if kinds:
+            chosen = [d for d in chosen if d.kind in kinds]
+        if tags:
+            chosen = [d for d in chosen if set(tags) <= set(d.tags)]
+        return chosen
+
+
+def load_fleet(path: str | Path | None = None) -> Fleet:
+    """Read and validate a fleet file (the bundled virtual fleet when `path` is None)."""
+    fleet_path = Path(path) if path is not None else DEFAULT_FLEET
+    data = load_toml(fleet_path, "fleet file", hint="a fleet file is TOML with [[device]] tables")
+    return parse_fleet(data, fleet_path)
+
+
+def find_fleet(given: str | Path | None) -> tuple[Path, str]:
+    """The fleet file to use and where it came from: `given` (--fleet), else $HILBENCH_FLEET, else ./fleet.toml,
+    else the bundled virtual fleet (origin BUNDLED)."""
+    if given is not None:
+        return Path(given), "--fleet"
+    env = os.environ.get(FLEET_ENV)
+    if env:
+        return Path(env), FLEET_ENV
+    if Path(LOCAL_FLEET).is_file():
+        return Path(LOCAL_FLEET), f"./{LOCAL_FLEET}"
+    return DEFAULT_FLEET, BUNDLED
+
+
+def one_board_fleet(port: str, kind: str = "esp32c6") -> Fleet:
+    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. A /dev/ttyACM* port
+    of an ESP32-C6 is its own USB-Serial-JTAG peripheral (a CDC-ACM device); other ports are a UART bridge."""
+    entry: dict[str, Any] = {"name": "board", "kind": kind, "port": port}
+    if kind == "esp32c6" and "ttyACM" in port:
+        entry["usb"] = "usb-serial-jtag"
+    return parse_fleet({"device": [entry]}, Path(f"--port {port}"))  # what titles say the fleet is
+
+
+def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
+    """Validate parsed TOML `data` read from `path` into a Fleet."""
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}",
+            hint="a fleet file has [[device]] tables and optional [bench], [lab] and [results] tables",
+        )
+    bench = _table(data.get("bench", {}), path, "[bench]")
+    for key in set(bench) - _BENCH_KEYS:
+        raise ConfigError(f"{path}: [bench]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_BENCH_KEYS))}")
+    raw_devices = data.get("device", [])
+    if not isinstance(raw_devices, list):
+        raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
+    lab = _parse_lab(data.get("lab", {}), path)
+    retention = parse_retention(_table(data.get("results", {}), path, "[results]"), f"{path}: [results]")
+    keys = {k: _key_file(bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
+    devices: list[Device] = []
+    seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_devices):
+        dev = _parse_device(raw, path, index, path.parent)
+        own = _key_file(raw, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
+        trust = {"trusted_key": own or keys["trusted_key"], "signing_key": keys["signing_key"]}
+        dev = replace(dev, extra={**dev.extra, **{k: v for k, v in trust.items() if v is not None}})
+        if dev.lab is not None and "coordinator" not in lab:
+            raise ConfigError(
+                f"{path}: device {dev.name!r}: field 'place'/'lab_tags' needs a labgrid coordinator",
+                hint='add a [lab] table with coordinator = "HOST:20408"',
+            )
+        if dev.name in seen:
+            raise ConfigError(
+                f"{path}: device {dev.name!r}: field 'name': duplicate (also device #{seen[dev.name] + 1})",
+                hint="device names must be unique within a fleet",
+            )
+        seen[dev.name] = index
+        if dev.lab is not None:
+            dev = replace(
+                dev, lab=replace(dev.lab, coordinator=lab["coordinator"], acquire_timeout_s=lab["acquire_timeout_s"])
+            )
+        if dev.power is not None and dev.power.driver == "labgrid":
+            dev = replace(dev, power=_labgrid_power(dev, lab, path))
+        devices.append(dev)
+    places = [d.lab.place for d in devices if d.lab and d.lab.place]
+    for place in places:
+        if places.count(place) > 1:
+            raise ConfigError(f"{path}: place {place!r} is given to more than one device", hint="one place per board")
+    return Fleet(path=path, devices=tuple(devices), bench=bench, lab=lab, retention=retention)
+
+
+def parse_retention(raw: dict[str, Any], where: str) -> RawRetention:
+    """A `[results]` table validated into a RawRetention (ConfigError naming `where` and the field)."""
+    for key in set(raw) - _RESULTS_KEYS:
+        raise ConfigError(f"{where}: unknown key {key!r}", hint=f"known: {', '.join(sorted(_RESULTS_KEYS))}")
+    values = {}
+    for key in sorted(_RESULTS_KEYS):
+        value = typed(raw, key, int, where, getattr(RawRetention, key))
+        if value < 0:
+            raise ConfigError(f"{where}: field {key!r}: {value} is negative", hint="0 or more (0: no such limit)")
+        values[key] = value
+    return RawRetention(**values)
+
+
+def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
+    """A `power = { driver = "labgrid" }` spec with the device's place and the fleet's coordinator filled in."""
+    assert dev.power is not None
+    options = dict(dev.power.options)
+    if dev.lab is not None and dev.lab.place:
+        options.setdefault("place", dev.lab.place)
+    if "coordinator" in lab:
+        options.setdefault("coordinator", lab["coordinator"])
+    if "place" not in options or "coordinator" not in options:
+        raise ConfigError(
+            f"{path}: device {dev.name!r}: field 'power': driver 'labgrid' needs a named place and a coordinator",
+            hint='give the device `place` and `lab_host`, and the fleet a [lab] table with coordinator = "HOST:20408"',
+        )
+    return replace(dev.power, options=options)
+
+
+def _parse_lab(value: Any, path: Path) -> dict[str, Any]:
+    lab = _table(value, path, "[lab]")
+    for key in set(lab) - _LAB_KEYS:
+        raise ConfigError(f"{path}: [lab]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_LAB_KEYS))}")
+    if "coordinator" in lab:
+        addr = typed(lab, "coordinator", str, f"{path}: [lab]", None)
+        if not _COORDINATOR_RE.match(addr):
+            raise ConfigError(
+                f"{path}: [lab]: field 'coordinator': {addr!r} is not HOST:PORT", hint='e.g. "lab-server:20408"'
+            )
+    timeout = typed(lab, "acquire_timeout_s", float, f"{path}: [lab]", 60.0)
+    if timeout <= 0:
+        raise ConfigError(f"{path}: [lab]: field 'acquire_timeout_s': must be positive")
+    return {**lab, "acquire_timeout_s": timeout}
+
+
+def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:
+    if not _PLACE_KEYS & set(raw):
+        return None
+    for key in _LOCAL_LINK_FIELDS & set(raw):
+        raise ConfigError(
+            f"{where}: field {key!r}: a device in the lab is reached through its place",
+            hint=f"remove {key!r}, or remove 'place'/'lab_tags' to use the local link",
+        )
+    place = typed(raw, "place", str, where, None)
+    if place is not None and not _NAME_RE.match(place):
+        raise ConfigError(f"{where}: field 'place': invalid name {place!r}", hint="letters, digits, '.', '_' or '-'")
+    host = typed(raw, "lab_host", str, where, None)
+    if host is not None and not _NAME_RE.match(host):
+        raise ConfigError(f"{where}: field 'lab_host': invalid name {host!r}", hint="the exporter name of a bench host")
+    if place is not None and host is None:
+        raise ConfigError(f"{where}: field 'lab_host': missing", hint="name the bench host whose exporter serves it")
+    tags = typed(raw, "lab_tags", dict, where, {})
+    for key, value in tags.items():
+        if not _TAG_KEY_RE.match(key) or not isinstance(value, str) or not _TAG_VALUE_RE.match(value):
+            raise ConfigError(
+                f"{where}: field 'lab_tags': {key} = {value!r} is not a labgrid tag",
+                hint="keys: lowercase letters, digits, '_' (starting with a letter); values: a string of the same",
+            )
+    if place is None and not tags:
+        raise ConfigError(f"{where}: field 'place': missing", hint="give place (and lab_host), or lab_tags to reserve")
+    return LabPlace(place=place, host=host, tags=dict(tags))
+
+
+def _key_file(raw: dict[str, Any], key: str, where: str, base_dir: Path) -> Path | None:
+    """A key file named by field `key` (bench.bundles.trust): it must exist."""
+    file = resolve_path(typed(raw, key, str, where, None), base_dir)
+    if file is not None:
+        try:
+            check_file(file, "key")
+        except ConfigError as exc:
+            raise ConfigError(
+                f"{where}: field {key!r}: {exc.message}",
+                hint="make one with `hilbench keys gen`",
+                file=str(file),
+                field=key,
+            ) from None
+    return file
+
+
+def _table(value: Any, path: Path, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: {where} must be a table")
+    return value
+
+
+def _file_settings(settings: type[Settings], values: dict[str, Any], base_dir: Path, where: str) -> dict[str, str]:
+    """The settings the kind declares as naming a file (`file_path`, or `named(or_path=SUFFIX)` given a path: a
+    team's model, a firmware image), taken from the fleet file's folder as every path in it is, not from
+    wherever the bench was started."""
+    out = {}
+    for f in fields(settings):
+        value, suffix = values.get(f.name), f.metadata.get("or_path")
+        if not isinstance(value, str) or not value:
+            continue
+        if suffix and ("/" in value or value.endswith(suffix)):
+            if not value.endswith(suffix):
+                hint = f"name a bundled one or give the path of your {suffix} file"
+                raise ConfigError(f"{where}: field {f.name!r}: {value!r} is a path but not a {suffix} file", hint=hint)
+            out[f.name] = str(resolve_path(value, base_dir))
+        elif f.metadata.get("path"):
+            out[f.name] = str(resolve_path(value, base_dir))
+    for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
+        if Path(file).exists():
+            try:
+                check_file(file, key)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: field {key!r}: {exc.message}", file=file, field=key) from None
+    return out
+
+
+def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec | None:
+    """The device's `energy` table and `energy_budget_mj` (which needs a meter to be judged)."""
+    budget = typed(raw, "energy_budget_mj", float, where, None)
+    if budget is not None and budget <= 0:
+        raise ConfigError(f"{where}: field 'energy_budget_mj': must be positive, got {budget!r}")
+    if "energy" not in raw:
+        if budget is not None:
+            hint = 'add an energy table, e.g. energy = { driver = "ppk2", port = "/dev/ttyACM3" }'
+            raise ConfigError(f"{where}: field 'energy_budget_mj': the device has no energy meter", hint=hint)
+        return None
+    return replace(parse_energy(raw["energy"], where, base_dir), budget_mj=budget)
+
+
+def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
+    where = f"{path}: device #{index + 1}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must be a table ([[device]])")
+    name = raw.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ConfigError(
+            f"{where}: field 'name': {'missing' if name is None else f'invalid value {name!r}'}",
+            hint="give each device a name of letters, digits, '.', '_' or '-'",
+        )
+    where = f"{path}: device {name!r}"
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise ConfigError(
+            f"{where}: field 'kind': {'missing' if kind is None else f'unknown kind {kind!r}'}",
+            hint=f"kinds: {', '.join(KINDS)}",
+        )
+    info = KINDS[kind]
+    types = info.setting_types()
+    allowed = _COMMON_KEYS | _PLACE_KEYS | info.link.fields | set(types)
+    for key in raw:
+        if key not in allowed:
+            other = next((lt.family for lt in LINK_TYPES if key in lt.fields), None)
+            hint = (
+                f"{kind} devices are reached by {info.family}, not {other}"
+                if other
+                else f"fields for {kind}: {', '.join(sorted(allowed))}"
+            )
+            raise ConfigError(f"{where}: unknown field {key!r}", hint=hint)
+    virtual = typed(raw, "virtual", bool, where, False)
+    tags = typed(raw, "tags", list, where, [])
+    if not all(isinstance(t, str) for t in tags):
+        raise ConfigError(f"{where}: field 'tags': must be a list of strings")
+    values = {key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw}
+    try:
+        settings = info.settings(**{**values, **_file_settings(info.settings, values, base_dir, where)})
+    except SettingError as exc:
+        raise ConfigError(f"{where}: field {exc.name!r}: {exc}") from None
+    python = typed(raw, "python", str, where, None)
+    if python is not None and not _PYTHON_RE.match(python):
+        raise ConfigError(f"{where}: field 'python': {python!r} is not a path to a Python interpreter",
+                          hint="e.g. python3 or /usr/bin/python3 (no spaces or shell characters)")  # fmt: skip
+    lab = _parse_place(raw, where)
+    if lab is not None and info.link is QemuLink:
+        raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
+    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", DEFAULT_BAUD))
+    link = info.link.parse(entry)
+    if lab is not None:  # jobs reach it through the place; `ssh` says where its bench host's exporter finds it
+        lab = replace(lab, local=link)
+        link = None
+    extra = {k: raw[k] for k in ("mac", "usb_serial", "python", "description") if k in raw}
+    if lab is not None:  # what the place's link lacks: how to log in, and which board a udev match picks
+        extra.update({k: typed(raw, k, str, where, None) for k in ("host_key",) if k in raw})
+        extra.update(
+            {k: resolve_path(typed(raw, k, str, where, None), base_dir) for k in ("key", "known_hosts") if k in raw}
+        )
+        if "baud" in raw:
+            extra["baud"] = typed(raw, "baud", int, where, None)
+    os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
+    power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
+    energy = _parse_energy(raw, where, base_dir)
+    return Device(
+        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
+        power=power, energy=energy,
+        os=os_spec,
+    )  # fmt: skip

@@ -1,0 +1,38 @@
+"""Child processes the bench starts: tied to the bench's life, and stopped with a grace period.
+
+Every child is started through `tied(argv)`: util-linux `setpriv --pdeathsig KILL` sets PR_SET_PDEATHSIG in
+the child before it execs the real program, so the kernel kills it when the bench dies, also on SIGKILL
+(no cleanup code of ours runs then). This is chosen over a `preexec_fn` calling prctl (Python code between
+fork and exec is unsafe in a process with threads, and the bench has some) and over a watchdog pipe per
+child (a helper process each). The death signal follows the *thread* that started the child, so children
+are started from the thread that owns them for their whole life (the event loop's thread).
+
+Processes that leave their parent on purpose (an agent a board runs detached, `setsid nohup`) are covered
+by `python -m bench.core.reaper`, a watchdog the owner keeps a pipe to (see bench.core.reaper)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+DIE_WITH_BENCH = ("setpriv", "--pdeathsig", "KILL", "--")
+
+
+def tied(argv: Sequence[str]) -> list[str]:
+    """`argv` prefixed so that the process is killed when the bench (the starting thread) dies."""
+    return [*DIE_WITH_BENCH, *argv]
+
+
+async def stop_process(proc: asyncio.subprocess.Process | None, grace_s: float) -> None:
+    """SIGTERM `proc`, give it `grace_s` to exit, then SIGKILL it; nothing when it already ended."""
+    if proc is None or proc.returncode is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        await asyncio.wait_for(proc.wait(), grace_s)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()

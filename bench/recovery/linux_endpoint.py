@@ -1,0 +1,84 @@
+"""Open a Linux board's agent for a replay run, with board telemetry sampled in the background and
+written to the results store (with the bench-side faults: agent exits, SSH drops) when the run closes it.
+The session is a ResilientSession: an agent that dies mid-run is restarted and the run carries on.
+
+    opener = LinuxAgentOpener(store, run_id)
+    await ReplayRun(plan, devices, opener.open, store, run_id).execute()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.agent.endpoint import AgentEndpoint
+from bench.config.fleet import Device
+from bench.devices.linux import AgentFault, LinuxDriver
+from bench.measure.faults import FaultEvent
+from bench.recovery.resilient import ResilientSession
+from bench.store.results import ResultStore
+from bench.store.telemetry import add_telemetry
+from bench.telemetry import Sample
+
+
+def bench_fault(fault: AgentFault) -> FaultEvent:
+    """A fault the bench saw (not one the agent reported), as the results store keeps faults."""
+    return FaultEvent(
+        kind=fault.kind,
+        cause="bench",
+        model_version=None,
+        prev_version=None,
+        t_switch_us=None,
+        t_fault_us=None,
+        t_fault_bench_ns=fault.t_ns,
+        since_switch_ms=None,
+        rollback_us=None,
+        detail=fault.detail,
+    )
+
+
+@dataclass
+class LinuxAgentOpener:
+    """`open(device)` for `ReplayRun`: agent session + telemetry monitor; `close()` stores what was sampled."""
+
+    store: ResultStore
+    run_id: int
+    telemetry: bool = True
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    errors: dict[str, list[str]] = field(default_factory=dict)
+    drivers: dict[str, LinuxDriver] = field(default_factory=dict)  # the open ones, by device name
+
+    async def open(self, device: Device) -> AgentEndpoint:
+        """Start (if needed) and open the device's agent; begin sampling its telemetry."""
+        driver = LinuxDriver(device)
+        self.drivers[device.name] = driver
+        try:
+            session = await ResilientSession.open(driver, store=self.store, run_id=self.run_id)
+            monitor = await driver.telemetry() if self.telemetry else None
+        except BaseException:
+            await driver.close()
+            raise
+        if monitor is not None:
+            await monitor.start()
+
+        async def close() -> None:
+            try:
+                if monitor is not None:
+                    samples = await monitor.stop()
+                    self.samples[device.name] = samples
+                    self.errors[device.name] = list(monitor.errors)
+                    add_telemetry(self.store, self.run_id, device.name, samples)
+                if driver.faults:
+                    self.store.add_faults(self.run_id, device.name, [bench_fault(f) for f in driver.faults])
+                self.store.update_device(
+                    self.run_id,
+                    device.name,
+                    telemetry_errors=self.errors.get(device.name, []),
+                    agent_restarts=session.restarts,
+                    dropped_inputs=session.dropped_inputs,
+                    recoveries=[r.to_json() for r in session.recoveries],
+                )
+            finally:
+                await session.close()
+                await driver.close()
+
+        return AgentEndpoint(session, close)
