@@ -131,8 +131,9 @@ class DeviceAgent:
 
     def load_model(self, path: str | Path) -> DeviceUpdate:
         """Switch the agent to the model file `path` (signed with the fleet's signing key, sent over its update
-        channel); BenchError if the agent refused it or did not switch."""
-        result = self.update(Path(path))
+        channel), whatever its line and version: the test chose it; BenchError if the agent refused it or did not
+        switch."""
+        result = self.update(Path(path), allow_downgrade=True)
         if not result.ok:
             raise BenchError(f"device {self.name}: model {path} not loaded: {result.detail}")
         return result
@@ -215,7 +216,7 @@ class DeviceAgent:
             return None
         if self._own_manifest is None:
             self._own_manifest = self.ota.resolve(path, self.device)
-        result = await self._update(self._own_manifest, delta=False)
+        result = await self._update(self._own_manifest, delta=False, allow_downgrade=True)  # back, maybe older
         if not result.ok:
             raise BenchError(f"device {self.name}: could not switch back to {path.name}: {result.detail}")
         return f"switched back to {path.name} (a test left v{running.get('version')} running)"
