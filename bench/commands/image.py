@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", type=Path, help="images folder (default: the bench cache)")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
     p.set_defaults(func=cmd_build)
+    p = isub.add_parser(
+        "firmware", help="build the virtual ESP32-C6's counted firmware (MicroPython for RV32) and its flashable image"
+    )
+    p.add_argument("--force", action="store_true", help="rebuild even when the cached build matches its inputs")
+    p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+    p.set_defaults(func=cmd_firmware)
     p = isub.add_parser("show", help="show the cached image for the current recipe (exit 1 if not built)")
     p.add_argument("kind", help=f"image kind: {', '.join(image_kinds())}")
     p.add_argument("--json", action="store_true", help="machine-readable output on stdout")
@@ -53,6 +59,30 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         image = build_image(args.kind, root=args.out, force=args.force, progress=progress)
     _print(image, args.json)
+    return ExitCode.OK
+
+
+def cmd_firmware(args: argparse.Namespace) -> int:
+    """Build (or reuse) the counted ESP32-C6 firmware; print its ELF and the image `hilbench flash --firmware`
+    writes (a virtual board runs it on its counted core)."""
+    from bench.image.c6_firmware import build_firmware
+    from bench.virtual.esp32c6.core_image import image_for
+
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True, disable=args.json) as bar:
+        task = bar.add_task("counted firmware", total=None)
+
+        def progress(done: int, total: int, what: str) -> None:
+            bar.update(task, completed=done, total=total or None, description=f"counted firmware: {what}")
+
+        firmware = build_firmware(force=args.force, progress=progress)
+        image = image_for(firmware.elf)
+    if args.json:
+        emit_json({**firmware.as_dict(), "image": str(image)})
+        return ExitCode.OK
+    verb = f"built in {firmware.seconds:.1f} s" if firmware.built else "cached (inputs unchanged)"
+    out.print(f"[bold]counted ESP32-C6 firmware[/bold] {verb}: {firmware.elf}", soft_wrap=True)
+    out.print(f"flashable image: {image}  (hilbench flash --firmware {image})", soft_wrap=True)
     return ExitCode.OK
 
 

@@ -382,3 +382,17 @@ def test_mpremote_cli_mount_df_cp_ls_rtc(firmware: BuiltFirmware, tmp_path: Path
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_hilbench_image_firmware_prints_the_elf_and_a_flashable_c6_image(firmware: BuiltFirmware):
+    import json
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "image", "firmware", "--json"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert Path(info["elf"]) == firmware.elf and info["elf_sha256"] == firmware.elf_sha256
+    image = Path(info["image"]).read_bytes()
+    assert image[0] == 0xE9 and int.from_bytes(image[12:14], "little") == 13  # an ESP image for chip id 13 (C6)
