@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 
+from bench import pytest_plugin
 from bench.core.errors import BenchError
+from bench.testkit import device_fixtures
 
 GROUPS_KEY = "hilbench_device_groups"  # workerinput key: the file the workers write the groups to
 MODES = ("load", "loadscope", "loadfile", "loadgroup")  # --dist modes whose work units the plugin can group
@@ -131,16 +133,14 @@ def _ours(item: pytest.Item, fixture: str, module: str) -> bool:
 def _devices_of(config: pytest.Config, item: pytest.Item) -> set[str]:
     """The fleet devices `item` may hold: its `device` parameter, or the candidates of its `devices` marker."""
     callspec = getattr(item, "callspec", None)
-    if callspec is not None and _ours(item, "device", "bench.pytest_plugin"):
+    if callspec is not None and _ours(item, "device", pytest_plugin.__name__):
         name = callspec.params.get("device")
         return {name} if isinstance(name, str) else set()
-    if _ours(item, "devices", "bench.testkit.device_fixtures"):
-        from bench.pytest_plugin import selected_devices  # the devices the fixture picks from
-
+    if _ours(item, "devices", device_fixtures.__name__):
         marker = item.get_closest_marker("devices")
         kind = marker.kwargs.get("kind") if marker else None
         try:
-            return {d.name for d in selected_devices(config) if kind is None or d.kind == kind}
+            return {d.name for d in pytest_plugin.selected_devices(config) if kind is None or d.kind == kind}
         except (BenchError, pytest.UsageError):
             return set()
     return set()
