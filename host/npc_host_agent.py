@@ -552,8 +552,7 @@ def load_initial(agent: Agent, model_path: str, manifest_path: str) -> str:
     try:
         with open(manifest_path, "rb") as f:
             manifest = json.load(f)
-        with open(model_path, "rb") as f:
-            data = f.read()
+        data = read_model_file(model_path, model_path, manifest.get("size"))
         model = agent.models.check_and_parse(data, manifest, allow_downgrade=True)
         model.source = os.path.abspath(model_path)
         agent.models.switch(model)
@@ -586,8 +585,7 @@ def load_remembered(agent: Agent, saved: dict) -> str:
         cur = agent.models.current
         if cur is not None and cur.manifest.get("sha256") == manifest.get("sha256"):
             return "remembered model is the deployed one"
-        with open(saved["path"], "rb") as f:
-            data = f.read()
+        data = read_model_file(saved["path"], saved["path"], manifest.get("size"))  # a planted FIFO is refused
         model = agent.models.check_and_parse(data, manifest, allow_downgrade=True)  # accepted when it was switched to
         model.source = saved["path"]
         agent.models.switch(model)

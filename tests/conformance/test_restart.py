@@ -50,3 +50,20 @@ def test_a_remembered_model_that_faults_at_start_falls_back_to_the_deployed_one(
     assert running == 1
     assert faults and faults[0]["kind"] == "rollback" and faults[0]["model"]["version"] == 3
     assert agent.run(version) == 1  # and the record now names the deployed model
+
+
+def test_a_fifo_remembered_as_the_model_does_not_stop_the_start(agent) -> None:
+    """`models/current.json` naming a FIFO (nobody writes to it): the agent starts with its deployed model and
+    answers, instead of blocking in open() before its hello."""
+    import os
+
+    _, manifest = agent.deploy("npc-policy-int8-v2", 2)
+    os.mkfifo(agent.models_dir / "fifo.bin")
+    record = {"path": str(agent.models_dir / "fifo.bin"), "manifest": manifest}
+    (agent.models_dir / "current.json").write_text(json.dumps(record))
+
+    async def body(s: AgentSession):
+        return await s.hello()
+
+    hello = agent.run(body, timeout=20)
+    assert hello["model"]["version"] == 1
