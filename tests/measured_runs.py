@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bench.agent.frame import Frame
 from bench.measure.device import DeviceMeasurements, measure_device
-from bench.measure.records import Frame, OffsetClock
+from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 
 BUDGET_MS = 50.0

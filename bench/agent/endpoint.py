@@ -7,22 +7,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from bench.agent.frame import Frame
 from bench.config.fleet import Device
 from bench.config.kinds import DECISION_BUDGET_MS
-
-
-class FrameLike(Protocol):
-    """What the metrics read from a frame record (bench.agent's FrameRecord and the store's Frame fit)."""
-
-    i: int
-    vsync: int
-    due: int | None
-    ran: bool
-    t0: int | None
-    t1: int | None
-    seq: int
-    skip: bool
-    late: bool
 
 
 class ClockLike(Protocol):
@@ -64,7 +51,7 @@ class AgentLike(Protocol):
         self, path: str, manifest: dict[str, Any], timeout: float = 60.0, *, cold: bool = False
     ) -> dict[str, Any]: ...
     async def send_raw(self, data: bytes) -> int: ...
-    def frames(self, timeout: float | None = None) -> AsyncIterator[FrameLike]: ...
+    def frames(self, timeout: float | None = None) -> AsyncIterator[Frame]: ...
 
 
 @dataclass

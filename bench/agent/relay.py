@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
-from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.agent.frame import Frame
+from bench.agent.session import AgentError, AgentSession
 from bench.core.errors import BenchError, DeviceUnreachable
 
 if TYPE_CHECKING:
@@ -132,9 +134,9 @@ class RelayedSession:
             self._recovering = False
             self._idle.set()
 
-    def _numbered(self, rec: FrameRecord) -> FrameRecord:
+    def _numbered(self, rec: Frame) -> Frame:
         """`rec` with its index continuing those of the sessions before."""
-        rec.i += self._index_offset
+        rec = dataclasses.replace(rec, i=rec.i + self._index_offset)
         self._next_index = rec.i + 1
         return rec
 

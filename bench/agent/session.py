@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.agent import wire
 from bench.agent.clock import ClockSync
+from bench.agent.frame import Frame
 from bench.agent.transport import LineTransport
 from bench.config.kinds import DECISION_BUDGET_MS
 from bench.core.errors import BenchError, DeviceUnreachable, ProductFailure
@@ -31,56 +31,6 @@ class AgentError(ProductFailure):
 
 class ProtocolMismatch(BenchError):
     """The agent speaks another protocol version than the bench."""
-
-
-def frame_fields(msg: dict[str, Any]) -> dict[str, Any]:
-    """The fields of a decoded `frame` message (docs/protocol.md), typed, optional ones defaulted."""
-    return {
-        "i": int(msg["i"]),
-        "vsync": int(msg["vsync"]),
-        "due": msg.get("due"),
-        "ran": bool(msg.get("ran", False)),
-        "t0": msg.get("t0"),
-        "t1": msg.get("t1"),
-        "act": msg.get("act"),
-        "p": msg.get("p"),
-        "seq": int(msg.get("seq", -1)),
-        "skip": bool(msg.get("skip", False)),
-        "late": bool(msg.get("late", False)),
-        "q": int(msg.get("q", 0)),
-        "model": msg.get("model"),
-    }
-
-
-@dataclass
-class FrameRecord:
-    """One `frame` message (device times in us on the device clock), plus when the bench received it."""
-
-    i: int
-    vsync: int
-    due: int | None
-    ran: bool
-    t0: int | None
-    t1: int | None
-    act: int | None
-    p: float | None
-    seq: int
-    skip: bool
-    late: bool
-    q: int
-    model: int | None
-    rx_ns: int  # bench monotonic_ns at receipt (decision latency: bench.measure.latency, from the send times)
-    raw: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    @classmethod
-    def from_msg(cls, msg: dict[str, Any], rx_ns: int) -> FrameRecord:
-        """Build from a decoded `frame` message (missing optional fields become None/defaults)."""
-        return cls(**frame_fields(msg), rx_ns=rx_ns, raw=msg)
-
-    @property
-    def infer_us(self) -> int | None:
-        """Inference time on the device, when inference ran."""
-        return self.t1 - self.t0 if self.ran and self.t0 is not None and self.t1 is not None else None
 
 
 class AgentSession:
@@ -116,7 +66,7 @@ class AgentSession:
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], int]]] = {}
         self._sent: dict[int, dict[str, Any]] = {}  # pending requests, to recognise a link that echoes them
         self.echoes = 0
-        self._frames: asyncio.Queue[FrameRecord | None] = asyncio.Queue()
+        self._frames: asyncio.Queue[Frame | None] = asyncio.Queue()
         self._fault_q: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._send_lock = asyncio.Lock()
         self._reader = asyncio.create_task(self._read_loop(), name=f"agent-reader-{device}")
@@ -338,7 +288,7 @@ class AgentSession:
 
     # -- what the agent sends ----------------------------------------------------------------------
 
-    async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
+    async def frames(self, timeout: float | None = None) -> AsyncIterator[Frame]:
         """Frame records as they arrive, until the agent reports the loop `stopped` (or the link ends).
         With `timeout`, raises DeviceUnreachable when no record comes for that long."""
         while True:
@@ -409,7 +359,7 @@ class AgentSession:
             return
         if t == "frame":
             try:
-                self._frames.put_nowait(FrameRecord.from_msg(msg, rx_ns))
+                self._frames.put_nowait(Frame.from_msg(msg, rx_ns))
             except (KeyError, TypeError, ValueError):
                 self.framing_errors += 1
                 self._note(f"[bench] malformed frame record: {msg!r}")

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.agent.frame import Frame
 from bench.measure.catalogue import metric
 from bench.measure.energy import EnergyFigures
 from bench.measure.faults import FaultEvent, fault_counts, fault_event
@@ -13,7 +14,7 @@ from bench.measure.frames import frame_timing
 from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
-from bench.measure.records import DeviceClock, FrameLike
+from bench.measure.records import DeviceClock
 from bench.measure.replay_timing import CLOCK_LABELS, SEED_ALIGNMENT_MS, ReplayTiming, release_error
 from bench.measure.samples import too_few_flags
 
@@ -59,7 +60,7 @@ class DeviceMeasurements:
 
 
 def measure_device(
-    frames: Sequence[FrameLike],
+    frames: Sequence[Frame],
     *,
     clock: DeviceClock,
     budget_ms: float,
@@ -115,7 +116,7 @@ def measure_device(
     return out
 
 
-def _latency(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming, budget_ms: float) -> None:
+def _latency(out: DeviceMeasurements, frames: Sequence[Frame], timing: ReplayTiming, budget_ms: float) -> None:
     """Decision latency, deadline misses and the session start's first-frame time, on `timing.clock`."""
     clock = timing.latency_clock
     decision = decision_latency(frames, timing.inputs_ns, clock, budget_ms, timing.end_ns)
@@ -135,7 +136,7 @@ def _latency(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: Repla
                 description=f"start request -> end of the first inference ({CLOCK_LABELS[timing.clock]})")  # fmt: skip
 
 
-def _fidelity(out: DeviceMeasurements, frames: Sequence[FrameLike], timing: ReplayTiming) -> None:
+def _fidelity(out: DeviceMeasurements, frames: Sequence[Frame], timing: ReplayTiming) -> None:
     """How faithfully and how much of the session reached the device: the send error (bench clock) or release
     error (device clock) against the seed's alignment, the part of the session played, and the frames and
     inferences its schedule gives while the frame loop ran."""

@@ -26,7 +26,8 @@ from typing import Protocol
 
 import numpy as np
 
-from bench.measure.records import DeviceClock, FrameLike
+from bench.agent.frame import Frame
+from bench.measure.records import DeviceClock
 from bench.measure.samples import too_few_flags
 
 SAMPLES_PER_WINDOW = 4  # a meter resolves decisions when its sample is at most a quarter of the median window
@@ -91,7 +92,7 @@ class Integrator:
 
 
 def energy_figures(
-    samples: Sequence[PowerLike], frames: Sequence[FrameLike], clock: DeviceClock, meter: str, period_s: float
+    samples: Sequence[PowerLike], frames: Sequence[Frame], clock: DeviceClock, meter: str, period_s: float
 ) -> EnergyFigures:
     """Integrate `samples` over the inference windows of `frames` (device clock, mapped by `clock`)."""
     if not samples:

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from bench.agent.frame import Frame
 from bench.measure.histogram import Histogram
-from bench.measure.records import FrameLike
 
 STUTTER_FACTOR = 2.5
 STUTTER_WINDOW = 30
@@ -57,7 +57,7 @@ class FrameTiming:
     deviation: Histogram  # |t0 - due| in us
 
 
-def frame_timing(records: Sequence[FrameLike]) -> FrameTiming:
+def frame_timing(records: Sequence[Frame]) -> FrameTiming:
     """Compute FrameTiming from frame records (any order; sorted by frame index here)."""
     ordered = sorted(records, key=lambda r: r.i)
     ran = [r for r in ordered if r.ran and r.t0 is not None]

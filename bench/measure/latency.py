@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bench.agent.frame import Frame
 from bench.measure.histogram import Histogram
-from bench.measure.records import DeviceClock, FrameLike
+from bench.measure.records import DeviceClock
 
 
-def inference_latency(records: Sequence[FrameLike]) -> Histogram:
+def inference_latency(records: Sequence[Frame]) -> Histogram:
     """t1 - t0 (us, device clock) of every frame whose inference ran."""
     return Histogram("inference_latency", "us").record_all(
         r.t1 - r.t0 for r in records if r.ran and r.t0 is not None and r.t1 is not None
@@ -36,7 +37,7 @@ class DecisionLatency:
 
 
 def decision_latency(
-    records: Sequence[FrameLike],
+    records: Sequence[Frame],
     sent_ns: Mapping[int, int],
     clock: DeviceClock,
     budget_ms: float,

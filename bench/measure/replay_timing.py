@@ -13,8 +13,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bench.agent.frame import Frame
 from bench.measure.histogram import Histogram
-from bench.measure.records import DeviceClock, FrameLike
+from bench.measure.records import DeviceClock
 
 SEED_ALIGNMENT_MS = 8.3  # the seed data set aligns its modalities within +-8.3 ms: a replay must do as well
 CLOCK_LABELS = {"bench": "bench clock", "device": "device clock"}
@@ -49,7 +50,7 @@ class ReleaseError:
     early: int  # inputs an inference used before it was due (the agent released it early: a broken agent)
 
 
-def release_error(records: Sequence[FrameLike], due_ns: Mapping[int, int]) -> ReleaseError:
+def release_error(records: Sequence[Frame], due_ns: Mapping[int, int]) -> ReleaseError:
     """For each input (seq -> due time on the device clock, ns): the `t0` of the first inference whose `seq` is at
     or past it, minus the `t0` of the first inference starting at or after its due time; inputs with either
     inference missing (the run ended first) are left out."""

@@ -16,8 +16,9 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from bench.agent.frame import Frame
 from bench.agent.relay import RelayedSession, start_fresh, still_answers
-from bench.agent.session import AgentSession, FrameRecord
+from bench.agent.session import AgentSession
 from bench.core.errors import DeviceUnreachable, ProductFailure
 from bench.devices.linux import AgentFault, LinuxDriver
 
@@ -69,7 +70,7 @@ class ResilientSession(RelayedSession):
 
     # -- frames ------------------------------------------------------------------------------------
 
-    async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
+    async def frames(self, timeout: float | None = None) -> AsyncIterator[Frame]:
         """Frame records until the loop is stopped; across agent restarts, with indices continuing."""
         while True:
             stalled = ""

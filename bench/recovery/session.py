@@ -17,8 +17,9 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bench.agent.clock import ClockSync
+from bench.agent.frame import Frame
 from bench.agent.relay import RelayedSession, start_fresh, still_answers
-from bench.agent.session import AgentSession, FrameRecord
+from bench.agent.session import AgentSession
 from bench.config.fleet import Device
 from bench.core.errors import BenchError, DeviceUnreachable
 from bench.devices.base import Driver
@@ -94,7 +95,7 @@ class RecoveringSession(RelayedSession):
 
     # -- frames ------------------------------------------------------------------------------------
 
-    async def frames(self, timeout: float | None = None) -> AsyncIterator[FrameRecord]:
+    async def frames(self, timeout: float | None = None) -> AsyncIterator[Frame]:
         """Frame records until the loop is stopped; across recoveries, indices continuing."""
         while True:
             try:
@@ -110,7 +111,7 @@ class RecoveringSession(RelayedSession):
                 return
             await self._recover(why)
 
-    def _to_run_clock(self, rec: FrameRecord) -> None:
+    def _to_run_clock(self, rec: Frame) -> None:
         if self._domain is None:
             return
         for name in _DEVICE_TIMES:

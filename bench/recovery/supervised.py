@@ -11,7 +11,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.agent.session import AgentSession, FrameRecord
+from bench.agent.frame import Frame
+from bench.agent.session import AgentSession
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.recovery.resilient import AgentGaveUp, ResilientSession
 
@@ -25,7 +26,7 @@ class Segment:
 
     agent_pid: int
     hello: dict[str, Any]
-    frames: list[FrameRecord] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
 
 
 @dataclass
@@ -40,7 +41,7 @@ class SupervisedRun:
     error: str | None = None  # set when the run had to give up (results so far are kept)
 
     @property
-    def frames(self) -> list[FrameRecord]:
+    def frames(self) -> list[Frame]:
         """Every frame record of every segment, in order."""
         return [rec for seg in self.segments for rec in seg.frames]
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
+from bench.agent.frame import Frame
 from bench.bundles import loaded_model
 from bench.bundles.fingerprint import device_clock
 from bench.config.fleet import Device
@@ -26,7 +27,7 @@ from bench.energy.protocol import Meter, PowerSample
 from bench.energy.store import add_power
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.energy import EnergyFigures, energy_figures
-from bench.measure.records import FrameLike, OffsetClock
+from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 from bench.replay.pacing import Pacer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
@@ -82,7 +83,7 @@ class DeviceRun:
     device: Device
     track: Track | None = None
     endpoint: AgentEndpoint | None = None
-    frames: list[FrameLike] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
     collector: asyncio.Task | None = None
     status: str = "pending"  # pending, opened (waiting for its wave), running, ok, failed, unreachable
     detail: str = ""

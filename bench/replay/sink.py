@@ -10,16 +10,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
+from bench.agent.frame import Frame
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
-from bench.measure.records import FrameLike
 
 
 class FrameSink(Protocol):
     """Takes frame records as they arrive, from the event loop, without blocking it."""
 
-    def put(self, run_id: int, device: str, frame: FrameLike) -> None:
+    def put(self, run_id: int, device: str, frame: Frame) -> None:
         """Queue one record (never blocks)."""
 
     def close(self) -> None:

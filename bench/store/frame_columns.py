@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bench.measure.records import Frame
+from bench.agent.frame import Frame
 from bench.store.packed import pack, unpack
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Frame))  # the columns of table `frames`, after run_id and device

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from bench.measure.records import FrameLike
+from bench.agent.frame import Frame
 
 _STOP = object()
 
@@ -22,7 +22,7 @@ _STOP = object()
 class FrameStore(Protocol):
     """The writer thread's own connection to a store."""
 
-    def add_frames(self, run_id: int, device: str, frames: Iterable[FrameLike]) -> None:
+    def add_frames(self, run_id: int, device: str, frames: Iterable[Frame]) -> None:
         """Write frame records in one transaction."""
 
     def close(self) -> None:
@@ -42,7 +42,7 @@ class BackgroundFrameWriter:
         self._thread = threading.Thread(target=self._run, name="frame-writer", daemon=True)
         self._thread.start()
 
-    def put(self, run_id: int, device: str, frame: FrameLike) -> None:
+    def put(self, run_id: int, device: str, frame: Frame) -> None:
         """Queue one record (never blocks); its `rx_ns` attribute, if any, is stored with it."""
         self._queue.put((run_id, device, frame))
 
@@ -72,7 +72,7 @@ class BackgroundFrameWriter:
                 if batch[-1] is _STOP:
                     stop = True
                     batch.pop()
-                by_device: dict[tuple[int, str], list[FrameLike]] = {}
+                by_device: dict[tuple[int, str], list[Frame]] = {}
                 for run_id, device, frame in batch:
                     by_device.setdefault((run_id, device), []).append(frame)
                 for (run_id, device), frames in by_device.items():

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.agent.frame import Frame
 from bench.core.errors import ConfigError
 from bench.core.leases import process_start
 from bench.measure.catalogue import metric
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
-from bench.measure.records import Frame, FrameLike
 from bench.store import stored
 from bench.store.dialect import (
     PostgresConnection,
@@ -296,11 +296,11 @@ class ResultStore:
             (status, detail, json.dumps(merged, default=str), run_id, name),
         )
 
-    def add_frame(self, run_id: int, device: str, frame: FrameLike, rx_ns: int | None = None) -> None:
+    def add_frame(self, run_id: int, device: str, frame: Frame, rx_ns: int | None = None) -> None:
         """Write one frame record now (committed at once)."""
         self.add_frames(run_id, device, [frame], rx_ns)
 
-    def add_frames(self, run_id: int, device: str, frames: Iterable[FrameLike], rx_ns: int | None = None) -> None:
+    def add_frames(self, run_id: int, device: str, frames: Iterable[Frame], rx_ns: int | None = None) -> None:
         """Write frame records in one transaction: a row each while the run goes on (small commits from the frame
         writer's thread), packed when it finishes (`finish_run`). A record with the same index replaces the
         stored one."""

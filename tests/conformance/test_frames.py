@@ -10,13 +10,14 @@ import npcfeat
 import numpy as np
 import pytest
 
-from bench.agent.session import AgentError, AgentSession, FrameRecord
+from bench.agent.frame import Frame
+from bench.agent.session import AgentError, AgentSession
 from tests.conformance.harness import voice_b64
 
 pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
 
 
-def run_frames(agent, n: int, **start) -> tuple[list[FrameRecord], dict]:
+def run_frames(agent, n: int, **start) -> tuple[list[Frame], dict]:
     async def body(s: AgentSession):
         await s.start(frames=n, **start)
         recs = [r async for r in s.frames(timeout=10)]

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.agent.frame import Frame
 from bench.config.fleet import parse_fleet
 from bench.core.errors import ConfigError
 from bench.energy.hwmon import BenchHwmonMeter
@@ -18,7 +19,7 @@ from bench.energy.remote import TegrastatsMeter
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
 from bench.measure.device import DeviceMeasurements, add_energy
 from bench.measure.energy import ATTRIBUTED, TOO_SLOW, Integrator, energy_figures
-from bench.measure.records import Frame, OffsetClock
+from bench.measure.records import OffsetClock
 
 # tegrastats as printed by a Jetson Orin Nano (JetPack 6) and a Jetson Nano (JetPack 4)
 ORIN = ("12-02-2026 02:20:43 RAM 2448/6480MB (lfb 4x4MB) SWAP 0/3240MB (cached 0MB) CPU [2%@729,0%@729,0%@729,"

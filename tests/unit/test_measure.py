@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from bench.agent.frame import Frame
 from bench.measure.device import measure_device
 from bench.measure.faults import fault_event
 from bench.measure.frames import count_stutters, frame_timing
 from bench.measure.histogram import Histogram
 from bench.measure.latency import decision_latency, inference_latency
 from bench.measure.measurement import Measurement
-from bench.measure.records import Frame, OffsetClock
+from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming, release_error
 from bench.measure.samples import min_samples
 

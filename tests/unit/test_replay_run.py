@@ -13,9 +13,10 @@ import pytest
 
 from bench.agent import wire
 from bench.agent.endpoint import AgentEndpoint
+from bench.agent.frame import Frame
 from bench.config.fleet import Device, SerialLink
 from bench.core.errors import DeviceUnreachable
-from bench.measure.records import Frame, OffsetClock
+from bench.measure.records import OffsetClock
 from bench.replay.plan import build_plan
 from bench.replay.run import ReplayRun
 from bench.replay.session import write_session

@@ -72,7 +72,7 @@ def test_verdict_evidence_is_the_same_in_postgresql_and_sqlite(tmp_path: Path, p
 WRITER = """
 import sys
 from bench.measure.measurement import Measurement
-from bench.measure.records import Frame
+from bench.agent.frame import Frame
 from bench.store import open_store
 url, host = sys.argv[1], sys.argv[2]
 with open_store(url) as store:  # every writer creates the schema at once on a fresh database

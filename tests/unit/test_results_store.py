@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.agent.frame import Frame
 from bench.core.errors import ConfigError
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
-from bench.measure.records import Frame
 from bench.results.baseline import set_baseline
 from bench.store import open_store
 
@@ -93,7 +93,7 @@ def test_unsupported_url_and_unknown_run_are_config_errors(tmp_path: Path) -> No
 WRITER = textwrap.dedent(
     """
     import sys, time
-    from bench.measure.records import Frame
+    from bench.agent.frame import Frame
     from bench.store import open_store
     store = open_store(sys.argv[1])
     run = store.begin_run("replay", session="s")
