@@ -20,7 +20,7 @@ from tests.conftest import REPO, hilbench
 C6 = '[[device]]\nname = "c6-a"\nkind = "esp32c6"\nport = "socket://127.0.0.1:9"\n'
 
 
-def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+def _bench(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(hilbench(*argv), cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True,
                           timeout=60)  # fmt: skip
 
@@ -42,8 +42,8 @@ def test_lease_file_that_is_a_fifo_never_hangs(tmp_path: Path, fleet: str) -> No
     """A FIFO at a device's lease: `fleet leases` lists without waiting on it, and a lease taken replaces it."""
     folder = _leases(tmp_path)
     os.mkfifo(folder / "c6-a.lease")
-    assert _run(["fleet", "leases"], HILBENCH_LEASE_DIR=str(folder)).returncode == 0
-    run = _run(["fleet", "check", "--fleet", fleet, "--device", "c6-a", "--lease-wait", "0"],
+    assert _bench(["fleet", "leases"], HILBENCH_LEASE_DIR=str(folder)).returncode == 0
+    run = _bench(["fleet", "check", "--fleet", fleet, "--device", "c6-a", "--lease-wait", "0"],
                HILBENCH_LEASE_DIR=str(folder))  # fmt: skip
     assert run.returncode == ExitCode.UNREACHABLE and "Traceback" not in run.stderr  # the board is not there
 
@@ -56,7 +56,7 @@ def test_folder_or_fifo_in_the_lease_folder_is_named(tmp_path: Path, fleet: str,
         os.mkfifo(folder / what)
     else:
         (folder / what).mkdir()
-    run = _run(["fleet", "check", "--fleet", fleet, "--device", "c6-a", "--lease-wait", "0"],
+    run = _bench(["fleet", "check", "--fleet", fleet, "--device", "c6-a", "--lease-wait", "0"],
                HILBENCH_LEASE_DIR=str(folder))  # fmt: skip
     assert run.returncode == ExitCode.USAGE and f"remove {folder / what}" in run.stderr, run.stderr
 
@@ -68,7 +68,7 @@ def test_session_is_not_written_through_a_link(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_bytes(b"precious")
     (out / "combat-0.mcap").symlink_to(victim)
-    run = _run(["session", "synth", "--scenario", "combat", "--out", str(out), "--duration", "1"])
+    run = _bench(["session", "synth", "--scenario", "combat", "--out", str(out), "--duration", "1"])
     assert run.returncode == 0, run.stderr
     assert victim.read_bytes() == b"precious" and not (out / "combat-0.mcap").is_symlink()
 
@@ -80,7 +80,7 @@ def test_store_that_is_not_a_folder_is_named(tmp_path: Path, kind: str) -> None:
     store = tmp_path / "store"
     store.write_text("x") if kind == "file" else os.mkfifo(store)
     for argv in (["model", "list", "--store", str(store)], ["ota", "serve", "--port", "0", "--store", str(store)]):
-        run = _run(argv)
+        run = _bench(argv)
         assert run.returncode == ExitCode.USAGE and f"model store {store} is not a folder" in run.stderr
 
 
@@ -109,7 +109,7 @@ def test_events_the_agents_would_refuse_are_refused_when_read(
     with monkeypatch.context() as m:
         m.setattr(channels, "check_event", lambda value: None)
         write_session(path, Session("s", "combat", [SessionMessage(0, "action", event)]))
-    run = _run(["session", "info", str(path)])
+    run = _bench(["session", "info", str(path)])
     assert run.returncode == ExitCode.USAGE and "action message #0" in run.stderr and why in run.stderr, run.stderr
 
 
