@@ -68,12 +68,22 @@ int uart_rx_char(void) {
     }
     int c = rx_buf[rx_tail];
     rx_tail = (rx_tail + 1) % RX_SIZE;
+    if (mmio_read8(UART_IER) == 0) {
+        mmio_write8(UART_IER, 0x01); // room again: take what waited in the UART
+    }
     return c;
 }
 
+// Received bytes go to the ring; when it is full the receive interrupt is turned off and the bytes wait in
+// the UART, so QEMU holds back the host's input (as USB flow control holds back the chip's console) instead
+// of losing it. Taking a byte from the ring turns the interrupt back on.
 void uart_irq(void) {
     uint32_t irq = mmio_read32(PLIC_CLAIM0);
     while (mmio_read8(UART_LSR) & LSR_DR) {
+        if ((rx_head + 1) % RX_SIZE == rx_tail) {
+            mmio_write8(UART_IER, 0x00);
+            break;
+        }
         uint8_t c = mmio_read8(UART_RBR);
         if (c == mp_interrupt_char) {
             mp_sched_keyboard_interrupt();
