@@ -117,6 +117,7 @@ def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(
             store.add_device(run, "pi5-1", "pi5")
             figure = Measurement("inference_latency_p50", "us", float(value), samples=900)
             store.add_measurements(run, "pi5-1", [figure])
+            store.update_device(run, "pi5-1", status="ok")  # a device still running when its run ends is interrupted
             store.finish_run(run, "ok")
             (v,) = asyncio.run(confirm_run(store, run, "combat.mcap", [], rules, None)).verdicts
             verdicts.append(v)
