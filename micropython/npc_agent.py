@@ -50,6 +50,10 @@ MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's f
 # inputs held at once (`hold` ahead of a loop, or `hold_ms`): the bench feeds at most 2 s of session time ahead of
 # the newest frame record, ~620 inputs of `combat` with voice features; each held input is ~150 bytes of heap
 MAX_HELD = 1024
+# a held input's heap on a 32-bit core (a mocap input's 51 boxed floats and its list and tuple), and the heap
+# kept free for the frame loop: `hold`'s `max` is what the free heap takes, at most MAX_HELD
+HELD_BYTES = 1200
+HOLD_RESERVE = 48 * 1024
 COMPACT_HELD = 64  # released inputs are dropped from the front of the held list in batches of at least this
 
 # while an update waits for its server: the requests answered at once (None: a line that does not decode, whose
@@ -264,6 +268,7 @@ class Agent:
         self.mem_peak = 0
         self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
         self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
+        self.max_held = MAX_HELD  # inputs held at once (`hold`'s reply says how many the heap takes)
         self.held = []  # (ts_us, ch, ts, d, seq) of inputs, in arrival order; those before held_next are released
         self.held_next = 0
         self.held_late_max_us = 0
@@ -489,7 +494,9 @@ class Agent:
             return wire.error("busy", "the frame loop is running", msg.get("id"))
         self.drop_held()
         self.holding = True
-        return wire.reply(msg, "ack", {"max": MAX_HELD})
+        gc.collect()
+        self.max_held = max(16, min(MAX_HELD, (_mem_free() - HOLD_RESERVE) // HELD_BYTES))
+        return wire.reply(msg, "ack", {"max": self.max_held})
 
     def drop_held(self):
         """Forget the inputs held and not released (counted in `held_dropped`)."""
@@ -527,8 +534,8 @@ class Agent:
                 self.features.add(*args)
             else:  # held until the agent's clock reaches its due time; its data are checked when it is released
                 ts_us = round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
-                if len(self.held) - self.held_next >= MAX_HELD:
-                    return wire.error("busy", "input: %d inputs are held already" % MAX_HELD)
+                if len(self.held) - self.held_next >= self.max_held:
+                    return wire.error("busy", "input: %d inputs are held already" % self.max_held)
                 if self.epoch is not None and rx_us > self.epoch + ts_us:  # after its due time: released at once
                     self.counts["held_late"] += 1
                     self.held_late_max_us = max(self.held_late_max_us, rx_us - self.epoch - ts_us)

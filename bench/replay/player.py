@@ -35,6 +35,7 @@ class DevicePace:
     hold_ms: int  # the agent's epoch is this long after its first VSync (the device time before any record)
     tail_ms: int = 500  # after the last input, wait until the device's clock is this far past it
     preloaded: int = 0  # the plan's first inputs already sent (Replayer.preload), held by the agent
+    max_held: int | None = None  # at most this many inputs sent ahead of the device's clock (`hold`'s `max`)
 
 
 class InputSink(Protocol):
@@ -157,11 +158,25 @@ class Replayer:
                 await asyncio.sleep(FEED_POLL_S)
             return clock.now_ns() < deadline
 
+        released = 0  # inputs the device's clock has reached (the agent has let them go)
+
+        async def room(index: int) -> bool:  # wait until the agent holds fewer than max_held; False: out of budget
+            nonlocal released
+            while True:
+                now_ms = session_ms()
+                while released < index and self.plan.inputs[released].offset_ns // 1_000_000 <= now_ms:
+                    released += 1
+                if pace.max_held is None or index - released < pace.max_held:
+                    return True
+                if clock.now_ns() >= deadline or track.failed is not None:
+                    return False
+                await asyncio.sleep(FEED_POLL_S)
+
         last_ms = self.plan.inputs[pace.preloaded - 1].offset_ns // 1_000_000 if pace.preloaded else 0
         for index in range(pace.preloaded, n):
             item = self.plan.inputs[index]
             last_ms = item.offset_ns // 1_000_000
-            if not await until(last_ms - LOOKAHEAD_MS):
+            if not await until(last_ms - LOOKAHEAD_MS) or not await room(index):
                 track.budget_hit = track.failed is None
                 return
             try:

@@ -232,7 +232,7 @@ class ReplayRun:
         run.track = Track(dev.name, _RecordingSink(session, [p.seq for p in self.plan.inputs]), choice.mode,
                           choice.reason)  # fmt: skip
         hold = HOLD_MS if run.latency_clock == "device" else None
-        preloaded = await self._hold_ahead(run) if hold is not None else 0
+        preloaded, max_held = await self._hold_ahead(run) if hold is not None else (0, None)
         run.start_ns = time.monotonic_ns()
         ack = await session.start(
             fps=s.fps_target, vsync_hz=s.vsync_hz, key_every=key_every(s), budget_ms=s.decision_budget_ms,
@@ -241,7 +241,9 @@ class ReplayRun:
         if hold is not None:
             run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
             budget_ns = round(self._budget_s(dev) * 1e9)
-            run.track.pace = DevicePace(run.epoch_us, run.device_now_us, budget_ns, HOLD_MS, preloaded=preloaded)
+            run.track.pace = DevicePace(
+                run.epoch_us, run.device_now_us, budget_ns, HOLD_MS, preloaded=preloaded, max_held=max_held
+            )
         run.collector = asyncio.create_task(self._collect(run), name=f"frames-{dev.name}")
         run.status = "running"
         self.store.update_device(
@@ -249,16 +251,18 @@ class ReplayRun:
             voice_reason=choice.reason, latency_clock=run.latency_clock,
         )  # fmt: skip
 
-    async def _hold_ahead(self, run: DeviceRun) -> int:
+    async def _hold_ahead(self, run: DeviceRun) -> tuple[int, int | None]:
         """Hand a device-clock agent the session before its loop starts (`hold`, then as many inputs as it can
-        hold); returns how many it holds. The `stats` reply comes after the agent has taken every line before it."""
+        hold); returns how many it holds and the most it can hold at once (None: no limit given). The `stats`
+        reply comes after the agent has taken every line before it."""
         session = run.endpoint.session
         ack = await session.hold()
-        sent = await self.replayer.preload(run.track, int(ack.get("max", len(self.plan.inputs))))
+        max_held = int(ack["max"]) if "max" in ack else None
+        sent = await self.replayer.preload(run.track, max_held if max_held is not None else len(self.plan.inputs))
         held = (await session.stats()).get("held")
         if held != sent:
             raise BenchError(f"agent on {run.device.name}: holds {held} of the {sent} inputs sent ahead of its loop")
-        return sent
+        return sent, max_held
 
     async def _start_meter(self, run: DeviceRun) -> None:
         """Start the device's power meter in the background (its failure is noted, and the run goes on)."""
