@@ -76,7 +76,8 @@ def _store(args: argparse.Namespace) -> ResultStore:
     if args.results:
         return open_store(args.results)
     path, _ = find_fleet(args.fleet)
-    results = load_fleet(path).bench.get("results") if path.exists() else None
+    named = args.fleet is not None
+    results = load_fleet(path).bench.get("results") if named or path.exists() else None  # a named fleet must load
     return open_store(results or DEFAULT_STORE)
 
 

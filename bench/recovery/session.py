@@ -13,6 +13,7 @@ with DeviceUnreachable (and is marked bad by the ladder).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -100,8 +101,7 @@ class RecoveringSession(RelayedSession):
         while True:
             try:
                 async for rec in self.inner.frames(timeout or self.stall_s):
-                    self._to_run_clock(rec)
-                    yield self._numbered(rec)
+                    yield self._numbered(self._to_run_clock(rec))
                 why = "transport dead: the link ended before the frame loop was stopped"
             except DeviceUnreachable as exc:
                 if not self._stopping and await still_answers(self.inner, self.stall_s):
@@ -111,13 +111,17 @@ class RecoveringSession(RelayedSession):
                 return
             await self._recover(why)
 
-    def _to_run_clock(self, rec: Frame) -> None:
+    def _to_run_clock(self, rec: Frame) -> Frame:
+        """The record with its device times on the run's clock (the first session's, once a recovery reset it)."""
         if self._domain is None:
-            return
-        for name in _DEVICE_TIMES:
-            value = getattr(rec, name)
-            if value is not None:
-                setattr(rec, name, self._domain.to_device_us(self.inner.clock.to_bench_ns(int(value))))
+            return rec
+        times = {name: getattr(rec, name) for name in _DEVICE_TIMES}
+        mapped = {
+            n: self._domain.to_device_us(self.inner.clock.to_bench_ns(int(v)))
+            for n, v in times.items()
+            if v is not None
+        }
+        return dataclasses.replace(rec, **mapped)
 
     async def _recover(self, why: str) -> None:
         """The device stopped answering mid-run: climb the ladder, reopen, restart the frame loop."""
