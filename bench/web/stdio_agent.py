@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 from pathlib import Path
 
 from bench.core.errors import BenchError
+from bench.core.lifecycle import cancel
 from bench.web.browser import Browser
 from bench.web.pages import PageServer
 
@@ -54,9 +54,7 @@ async def bridge(storage: Path, log: Path | None, connect_timeout: float) -> int
         down = asyncio.create_task(from_page())
         await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
         for task in (up, down):
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, BenchError):
-                await task
+            await cancel(task, BenchError)
         await link.close()
         await page.close()
     return 0
