@@ -38,9 +38,8 @@ void c6_wfe(int timeout_ms) {
 
 int mp_hal_stdin_rx_chr(void) {
     for (;;) {
-        int c = uart_rx_char();
+        int c = uart_rx_char(); // a wait for it ended on a whole microsecond (clock_idle)
         if (c >= 0) {
-            clock_align_us();
             return c;
         }
         c6_wait_events();
