@@ -177,10 +177,12 @@ class Link:
         return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
     def readline(self):
-        """The next whole line (ending in a newline); None while a line too long for the protocol is read away
-        (its first MAX_LINE + 1 bytes and a newline come back once its newline has come: the decoder answers
-        them with `bad_frame`); b"" at the end of input. One call reads at most MAX_LINE + 1 bytes, in pieces of
-        at most LINE_PIECE."""
+        """The next whole line (ending in a newline); None when no input has come, or while a line too long for
+        the protocol is read away (its first MAX_LINE + 1 bytes and a newline come back once its newline has come:
+        the decoder answers them with `bad_frame`); b"" at the end of input. One call reads at most MAX_LINE + 1
+        bytes, in pieces of at most LINE_PIECE."""
+        if not self.ready(0):
+            return None
         if self.long is not None:  # reading away the rest of a long line
             piece = self.rx.readline(LINE_PIECE)
             if piece and piece[-1] == 10:
@@ -388,7 +390,7 @@ class Agent:
         self.run_due()
         while len(self.deferred) < DEFERRED_MAX:
             line = self.link.readline()
-            if not line:  # none whole yet, or the end of input
+            if not line:  # no input, part of a long line, or the end of input
                 return
             rx = self.clock.now()
             if _type_of(line) in ANSWERED_DURING_UPDATE:
