@@ -1,8 +1,8 @@
-"""The agents' own cost per frame, on the device's counted clock, next to its goal (issue 41, item 5).
+"""The agents' own cost per frame, on the device's counted clock, next to its goal.
 
     python -m tests.bench bench_agent_cost [--fleet FILE] [--session FILE] [--host-device pi5-1]
         [--models npc-policy-int8,npc-policy-large-int8] [--c6-device c6-a] [--no-host] [--no-c6]
-        [--no-bench-host] [--results PATH] [--logs DIR] [--json]
+        [--no-bench-host] [--no-breakdown] [--results PATH] [--logs DIR] [--json] [--save FILE]
 
 Replays a session (default fixtures/sessions/combat.mcap) as `hilbench replay` does, one device at a time: the
 host agent on an icount QEMU guest (pi5-1: CPython + ai-edge-litert on aarch64, one run per model, deployed
@@ -182,7 +182,7 @@ async def bench_host_stats(model: str, session: Path, store, voice: str) -> dict
     from bench.config.fleet import Device
     from bench.replay.service import replay_fleet
 
-    device = Device("bench-host", "pi5", None, settings={"model": model, "voice": voice})
+    device = Device("bench-host", "pi5", None, virtual=True, settings={"model": model, "voice": voice})
     with tempfile.TemporaryDirectory() as tmp:
         agent = LocalHostAgent(device, Path(tmp))
 
@@ -203,6 +203,8 @@ async def bench_host_stats(model: str, session: Path, store, voice: str) -> dict
     (run,) = result.devices
     if run.status != "ok" or not run.stats:
         raise RuntimeError(f"bench host agent ({model}): replay {run.status}: {run.detail}")
+    if run.stats[-1].get("model_bytes") != (ROOT / "fixtures" / "models" / f"{model}.tflite").stat().st_size:
+        raise RuntimeError(f"bench host agent ran a model of {run.stats[-1].get('model_bytes')} B, not {model}")
     return {"device": "bench host", "run_id": result.run_id, "stats": run.stats[-1], "frames_received": len(run.frames)}
 
 
@@ -420,6 +422,7 @@ def main() -> int:
     ap.add_argument("--results", type=Path, help="results store for the runs (default: a temporary one)")
     ap.add_argument("--logs", type=Path, help="device logs (default: a temporary folder)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--save", type=Path, help="also write the --json document here")
     args = ap.parse_args()
 
     from bench.config.fleet import find_fleet, load_fleet
@@ -470,6 +473,8 @@ def main() -> int:
         "counted": counted,
         "bench_host": host,
     }
+    if args.save:
+        args.save.write_text(json.dumps(doc, indent=1, default=str))
     if args.json:
         print(json.dumps(doc, indent=1, default=str))
         return 0
