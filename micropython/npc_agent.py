@@ -601,12 +601,11 @@ class Agent:
 
     def run_slot(self, slot):
         sched = self.loop.sched
-        t0 = begin = self.clock.now()
-        if self.epoch is not None:  # the inputs due by now reach the features first; the inference starts after
+        t0 = self.clock.now()
+        if self.epoch is not None:  # the inputs due by t0 reach the features in this frame's decision
             self.release(t0)
-            begin = self.clock.now()
-            self.busy["release"] += begin - t0
-        sched.begin(slot, begin)
+            self.busy["release"] += self.clock.now() - t0
+        sched.begin(slot, t0)
         try:
             result, model = self.models.infer(self.features.vector())
             self.last = (result[0], round(result[1], 4))
