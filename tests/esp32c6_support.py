@@ -18,7 +18,7 @@ from bench.virtual.esp32c6 import VirtualEsp32c6
 
 REPO = Path(__file__).resolve().parent.parent
 # the image the tests flash: the committed one (the unix-port VM), or HILBENCH_TEST_C6_FIRMWARE, e.g. the counted
-# firmware's image (bench.virtual.esp32c6.core_image.image_for), to run the same tests on the counted core
+# firmware's image (bench.bundles.c6_firmware.image_for), to run the same tests on the counted core
 FIRMWARE = Path(
     os.environ.get("HILBENCH_TEST_C6_FIRMWARE") or REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
 )
@@ -93,6 +93,22 @@ def virtual_c6(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", 
         with contextlib.suppress(Exception):
             loop.run(virtual.stop(), timeout_s=30)
         loop.close()
+
+
+@contextlib.contextmanager
+def app_board(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01") -> Iterator[Board]:
+    """A virtual ESP32-C6 with the bundled firmware preflashed in `state` (esptool's part is tested elsewhere),
+    started and in its app."""
+    with virtual_c6(preflash(state, FIRMWARE.read_bytes()), name=name, mac=mac) as running:
+        assert running.wait_mode("app")["mode"] == "app"
+        yield running
+
+
+def run_on(board: Board, code: str, port: str = "socket", timeout_s: float = 60) -> str:
+    """What `code` printed, run on `board`'s REPL over its `port` URL with the real mpremote (exit 0 asserted)."""
+    ran = mpremote("connect", board.urls[port], "exec", code, timeout_s=timeout_s)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return ran.stdout
 
 
 def esptool(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:

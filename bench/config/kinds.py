@@ -30,6 +30,7 @@ UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: 
 
 DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
 VOICE_CHOICES = ("auto", "voice", "voicef")
+COUNTED = "counted"  # an ESP32-C6's `firmware`: the counted firmware the bench builds (bench.bundles.c6_firmware)
 
 
 class SettingError(ValueError):
@@ -63,9 +64,10 @@ def named(default: str, *, or_path: str = "") -> Any:
     return field(default=default, metadata={"name": True, "or_path": or_path})
 
 
-def file_path(default: str = "") -> Any:
-    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder."""
-    return field(default=default, metadata={"path": True})
+def file_path(default: str = "", keywords: tuple[str, ...] = ()) -> Any:
+    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder.
+    A value in `keywords` names something the bench makes itself, not a file."""
+    return field(default=default, metadata={"path": True, "keywords": keywords})
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,9 @@ class Settings:
     # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
     # the bench's time, from the start; 0: the session's own length (at the replay's speed)
     replay_budget_s: float = ranged(0.0, 0.0, 3600)
+    # a replay sends each sampled channel (voice, gaze, mocap) at most this often, the first input of each 1/N s
+    # of session time (events always go): for a board whose agent cannot take the session's every input; 0: all
+    input_max_hz: float = ranged(0.0, 0.0, 1000)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Keep the checks of every field a subclass overrides with a plain default; refuse a number without a range."""
@@ -158,7 +163,9 @@ class Esp32c6Settings(Settings):
     reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
-    firmware: str = file_path()  # image flashed at 0x0 ("" = firmware/esp32c6/virtual-micropython.bin)
+    # image flashed at 0x0: "" = firmware/esp32c6/virtual-micropython.bin (the unix-port VM on a virtual board);
+    # "counted" = the bench's counted MicroPython firmware, built from its pinned source (docs/esp32c6.md)
+    firmware: str = file_path(keywords=(COUNTED,))
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,8 @@ class Kind:
         configured = getattr(settings, "firmware", "")
         if not configured:
             return self.firmware
+        if configured == COUNTED:
+            raise ValueError("the counted firmware is built by bench.bundles.c6_firmware.device_firmware")
         path = Path(configured).expanduser()
         return path if path.is_absolute() else ROOT / path
 

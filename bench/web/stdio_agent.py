@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bench.core.errors import BenchError
+from bench.core.lifecycle import cancel
 from bench.web.browser import Browser, Cdp, connect
 from bench.web.pages import PageServer
 
@@ -77,9 +78,7 @@ async def bridge(storage: Path, log: Path | None, connect_timeout: float, devtoo
             down = asyncio.create_task(from_page())
             await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
             for task in (up, down):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, BenchError):
-                    await task
+                await cancel(task, BenchError)
             await link.close()
         finally:
             await page.close()  # in a shared browser the tab would outlive the agent

@@ -1,13 +1,13 @@
 """Benchmark: the bundled policy's inference time on the virtual ESP32-C6's counted core, next to the silicon's.
 
-Flashes the counted firmware (built from its pinned sdist, `bench.image.c6_firmware`) onto a virtual board,
+Flashes the counted firmware (built from its pinned sdist, `bench.bundles.c6_firmware`) onto a virtual board,
 copies the agent's network code and the model with mpremote, and times `npcnn` inference on the board's own
 counted clock (`time.ticks_us`: one RV32 instruction per cycle of 160 MHz), with the viper kernels (RV32 native
 code) and without. Prints one JSON line per (model, kernel): the median and every run, next to the seed's
 published 24.6 ms mean on the chip. Counted time does not depend on the host's load, so the figures are the same
 on a busy host; the count leaves out the chip's flash cache misses and its CPI above 1 (docs/esp32c6.md).
 
-Run: .venv/bin/python tests/bench/bench_c6_counted.py [--model npc-policy-int8] [--runs 7] [--elf PATH]
+Run: .venv/bin/python -m tests.bench bench_c6_counted [--model npc-policy-int8] [--runs 7] [--elf PATH]
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
+from bench.bundles.c6_firmware import build_firmware, image_for
+from tests.esp32c6_support import mpremote, preflash, virtual_c6
 
-from bench.image.c6_firmware import build_firmware  # noqa: E402
-from bench.virtual.esp32c6.core_image import image_for  # noqa: E402
-from tests.esp32c6_support import mpremote, preflash, virtual_c6  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 SEED_MEAN_MS = 24.6  # the product's published mean inference on an ESP32-C6 at 160 MHz
 CODE = """

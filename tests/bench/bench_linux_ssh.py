@@ -4,7 +4,7 @@ Prints: master connect time; remote command round trip over the ControlMaster vs
 command; deploy time for a 1 MB + 8 small-file bundle (first, unchanged, one file changed); and the
 round trip of a 64-byte line through the SSH-forwarded port vs straight to the same loopback server.
 
-    python tests/bench/bench_linux_ssh.py [--n 50]
+    python -m tests.bench bench_linux_ssh [--n 50]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.config.fleet import load_fleet
 from bench.devices.deploy import deploy
@@ -53,6 +51,15 @@ async def line_rtts(port: int, n: int) -> list[float]:
         out.append(time.perf_counter() - t)
     writer.close()
     return out
+
+
+async def start_echo(conn: SshConnection) -> int:
+    """Start a detached one-client echo server on the device (loopback only); the port it listens on there."""
+    await conn.run(
+        f"cd ~ && rm -f bench-echo.port && (setsid nohup python3 -c {shlex.quote(ECHO)} >/dev/null 2>&1 </dev/null &)"
+    )
+    wait = "cd ~; for i in $(seq 100); do [ -s bench-echo.port ] && break; sleep 0.1; done; cat bench-echo.port"
+    return int((await conn.run(wait)).text)
 
 
 async def main(n: int) -> None:
@@ -89,32 +96,10 @@ async def main(n: int) -> None:
             took = (time.perf_counter() - t) * 1e3
             print(f"deploy {label}: {took:.1f} ms, sent {len(result.sent)} file(s), {result.bytes_sent} bytes")
 
-        await conn.run(
-            f"cd ~ && rm -f bench-echo.port && (setsid nohup python3 -c {shlex.quote(ECHO)} "
-            ">/dev/null 2>&1 </dev/null &)"
-        )
-        port = int(
-            (
-                await conn.run(
-                    "cd ~; for i in $(seq 100); do [ -s bench-echo.port ] && break; sleep 0.1; done; "
-                    "cat bench-echo.port"
-                )
-            ).text
-        )
+        port = await start_echo(conn)
         local = await conn.forward(port)
         print(f"64-byte line via SSH forward: {ms(await line_rtts(local, n * 10))}")
-        await conn.run(
-            f"cd ~ && rm -f bench-echo.port && (setsid nohup python3 -c {shlex.quote(ECHO)} "
-            ">/dev/null 2>&1 </dev/null &)"
-        )
-        port = int(
-            (
-                await conn.run(
-                    "cd ~; for i in $(seq 100); do [ -s bench-echo.port ] && break; sleep 0.1; done; "
-                    "cat bench-echo.port"
-                )
-            ).text
-        )
+        port = await start_echo(conn)
         print(f"64-byte line direct to loopback: {ms(await line_rtts(port, n * 10))}")
         await conn.close()
 

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from bench import bundles
 from bench.agent.session import AgentSession
 from bench.agent.transport import ProcessTransport
 from bench.config.fleet import Device
 from bench.models import signing
+from bench.ota.store import ModelStore
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "fixtures" / "models"
@@ -44,6 +46,24 @@ class AgentUnderTest:
         self.env: dict[str, str] = {}  # more environment for the agent's process
         self.models_dir = folder / "models"
         self.key = signing.load_private_key(signing.DEV_PRIVATE_KEY)
+
+    @property
+    def model_format(self) -> str:
+        """The format of this agent's fixture models, as an update store publishes them."""
+        return "npcm-int8" if self.model_ext == "npcm" else "tflite-int8"
+
+    def publish(self, store: ModelStore, *fixtures: str) -> list[dict[str, Any]]:
+        """Publish fixture models (no extension: this agent's format of each) to `store` as the next versions of
+        npc-policy, signed with the development key; their manifests."""
+        return [
+            store.publish(MODELS / f"{f}.{self.model_ext}", self.key, name=FAMILY, fmt=self.model_format).manifest
+            for f in fixtures
+        ]
+
+    def needs_coap_updates(self, s: AgentSession) -> None:
+        """Skip the test when the agent does not update over CoAP."""
+        if "update-coap" not in s.info["caps"]:
+            pytest.skip(f"the {self.kind} agent does not update over CoAP")
 
     def argv(self) -> list[str]:
         """The command that starts the agent (cwd: `folder`), speaking on stdin/stdout."""
@@ -135,11 +155,11 @@ class HostAgent(AgentUnderTest):
             target = folder / dest
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, target)
-        self.command = bundles.host_agent_command(device, str(folder), python=sys.executable, stdio=True)
+        # isolated from the checkout (no PYTHONPATH): the bundle must stand alone
+        self.command = bundles.host_agent_command(device, str(folder), python=sys.executable, stdio=True, isolated=True)
 
     def argv(self) -> list[str]:
-        # -I: isolated from the checkout (no PYTHONPATH, no cwd on sys.path): the bundle must stand alone
-        return [self.command[0], "-I", *self.command[1:]]
+        return self.command
 
     def vm_argv(self) -> list[str]:
         # -E -s (not -I): no PYTHONPATH, no user site, but the script's own folder (the bundle) on the path
