@@ -45,7 +45,10 @@ CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
-LINE_START = 512  # bytes of the line buffer, enough for the usual line (a mocap input is ~470)
+# bytes one C readline may take: it allocates that much before it is cut to what came, so a small piece fits the
+# heap's small holes (pieces of 512 landed in the big free block, and a long-lived object after each split it:
+# a model that had loaded no longer found 12 KB in one piece); a line is joined from its pieces
+LINE_PIECE = 64
 MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 # inputs held at once (`hold` ahead of a loop, or `hold_ms`): the bench feeds at most 2 s of session time ahead of
 # the newest frame record, ~620 inputs of `combat` with voice features; each held input is ~150 bytes of heap
@@ -152,21 +155,21 @@ def _replace(src, dest):
 
 
 class Link:
-    """The UART: lines in from stdin, protocol lines out on stdout. Reading never waits for input that has not
-    come: a line arrives byte by byte, each read only when `poll` says one is there, so a half-sent line cannot
-    stop the frame loop (a blocking `readline` waited for its newline)."""
+    """The UART: lines in from stdin, protocol lines out on stdout.
+
+    `select.poll` says when a line has begun to arrive; the line is then read to its newline by the port's own
+    `readline` in C. Reading it byte by byte in Python, each byte after a poll, kept a half-sent line from ever
+    holding up the frame loop, but it cost about 3,000 instructions a byte on the RV32 core: at the 51 KB/s of a
+    combat session that is the whole of the chip's 160 MHz (docs/agents.md). So a line that stops half-way holds
+    the loop until its rest, or the next line, comes (the bench writes each line whole; a 470-byte line takes 5 ms
+    at 921,600 baud)."""
 
     def __init__(self):
         self.rx = getattr(sys.stdin, "buffer", sys.stdin)
         self.tx = getattr(sys.stdout, "buffer", None)
         self.poller = select.poll()
         self.poller.register(sys.stdin, select.POLLIN)
-        self.one = bytearray(1)
-        # the line being received: a small buffer for the usual lines, grown to MAX_LINE + 2 bytes (the first
-        # MAX_LINE + 1 bytes of a line and its newline) only while a longer line arrives, so the heap does not
-        # keep 4 KB for the rare one
-        self.small = self.buf = bytearray(LINE_START)
-        self.n = 0  # bytes of it received (those past MAX_LINE + 1 are read away, not kept)
+        self.long = None  # the first MAX_LINE + 1 bytes of a line too long for the protocol, while its rest is read
 
     def ready(self, timeout_ms):
         """True when input can be read within `timeout_ms`."""
@@ -174,41 +177,34 @@ class Link:
         return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
     def readline(self):
-        """The next whole line (ending in a newline) once it has all come; None while only part of one has come
-        (what came is kept for the next call); b"" at the end of input. Of a line longer than a protocol line
-        only its first MAX_LINE + 1 bytes are kept (the decoder answers that with `bad_frame`). One call reads at
-        most that many bytes, so a flood without newlines leaves the frame loop its turn between calls."""
-        # ipoll allocates nothing per call; a port whose select has only poll() is served too
-        poll = getattr(self.poller, "ipoll", self.poller.poll)
-        one, buf, readinto = self.one, self.buf, self.rx.readinto
-        cap = wire.MAX_LINE + 1
-        room = len(buf) - 1
-        n = self.n
-        for _ in range(cap):
-            for _ in poll(0):
-                break
-            else:
-                break
-            if not readinto(one):
-                self.n = 0
-                self.buf = self.small
+        """The next whole line (ending in a newline); None when no input has come, or while a line too long for
+        the protocol is read away (its first MAX_LINE + 1 bytes and a newline come back once its newline has come:
+        the decoder answers them with `bad_frame`); b"" at the end of input. One call reads at most MAX_LINE + 1
+        bytes, in pieces of at most LINE_PIECE."""
+        if not self.ready(0):
+            return None
+        if self.long is not None:  # reading away the rest of a long line
+            piece = self.rx.readline(LINE_PIECE)
+            if piece and piece[-1] == 10:
+                line, self.long = self.long, None
+                return line
+            if len(piece) < LINE_PIECE:  # the input ended inside it
+                self.long = None
                 return b""
-            c = one[0]
-            if c == 10:
-                self.n = 0
-                n = n if n < cap else cap
-                buf[n] = c
-                self.buf = self.small
-                return bytes(memoryview(buf)[: n + 1])
-            if n == room and n < cap:  # a long line: the full-size buffer, for this line only
-                self.buf = bytearray(cap + 1)
-                self.buf[:n] = buf[:n]
-                buf = self.buf
-                room = cap
-            if n < cap:
-                buf[n] = c
-            n += 1
-        self.n = n
+            return None
+        cap = wire.MAX_LINE + 1
+        parts = []
+        n = 0
+        while n < cap:
+            want = min(LINE_PIECE, cap - n)
+            piece = self.rx.readline(want)
+            parts.append(piece)
+            n += len(piece)
+            if piece and piece[-1] == 10:
+                return piece if len(parts) == 1 else b"".join(parts)
+            if len(piece) < want:  # the input ended inside the line
+                return b""
+        self.long = b"".join(parts) + b"\n"
         return None
 
     def write(self, data):
@@ -266,6 +262,9 @@ class Agent:
             self.errors[code] = 0
         self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
         self.mem_peak = 0
+        # device time (us) the agent was busy: reading and answering lines (`rx`), in frame events (`loop`, which
+        # holds the inferences, models' infer_us, and `release`: held inputs handed to the features)
+        self.busy = {"rx": 0, "loop": 0, "release": 0}
         self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
         self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
         self.max_held = MAX_HELD  # inputs held at once (`hold`'s reply says how many the heap takes)
@@ -391,7 +390,7 @@ class Agent:
         self.run_due()
         while len(self.deferred) < DEFERRED_MAX:
             line = self.link.readline()
-            if not line:  # none whole yet, or the end of input
+            if not line:  # no input, part of a long line, or the end of input
                 return
             rx = self.clock.now()
             if _type_of(line) in ANSWERED_DURING_UPDATE:
@@ -551,6 +550,7 @@ class Agent:
         fields = dict(self.counts)
         fields["held"] = len(self.held) - self.held_next
         fields["held_late_max_us"] = self.held_late_max_us
+        fields["busy_us"] = dict(self.busy)
         fields["mem"] = self.note_memory()
         fields["mem_peak"] = self.mem_peak
         fields["mem_free"] = _mem_free()
@@ -601,10 +601,12 @@ class Agent:
 
     def run_slot(self, slot):
         sched = self.loop.sched
-        t0 = self.clock.now()
-        if self.epoch is not None:
+        t0 = begin = self.clock.now()
+        if self.epoch is not None:  # the inputs due by now reach the features first; the inference starts after
             self.release(t0)
-        sched.begin(slot, t0)
+            begin = self.clock.now()
+            self.busy["release"] += begin - t0
+        sched.begin(slot, begin)
         try:
             result, model = self.models.infer(self.features.vector())
             self.last = (result[0], round(result[1], 4))
@@ -615,6 +617,7 @@ class Agent:
         sched.finish(slot, self.clock.now())
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
+        self.busy["loop"] += self.clock.now() - t0
 
     def emit_frame(self, slot, version):
         self.counts["frames"] += 1
@@ -623,13 +626,16 @@ class Agent:
 
     def on_vsync(self):
         loop = self.loop
+        t0 = self.clock.now()
         vsync = loop.vsync.take()
         if self.epoch is not None:
             self.release(vsync)
+            self.busy["release"] += self.clock.now() - t0
         slot = loop.sched.on_vsync(vsync)
         loop.taken += 1
         if slot.skip:
             self.emit_frame(slot, None)
+        self.busy["loop"] += self.clock.now() - t0
 
     def end_loop(self):
         loop = self.loop
@@ -681,12 +687,14 @@ class Agent:
                 self.handle_line(line, rx)
                 continue
             if self.wait_input(event[0] if event else None):
+                t0 = self.clock.now()
                 line = self.link.readline()
                 if line is None:
-                    continue  # part of a line: the rest is read when it comes, the loop goes on meanwhile
+                    continue  # part of a line too long for the protocol, read away
                 if not line:
                     break  # stdin closed: the bench has gone
                 self.handle_line(line, self.clock.now())
+                self.busy["rx"] += self.clock.now() - t0
                 continue
             if event is None:
                 self.models.in_probation()

@@ -18,7 +18,7 @@ from bench.virtual.esp32c6 import VirtualEsp32c6
 
 REPO = Path(__file__).resolve().parent.parent
 # the image the tests flash: the committed one (the unix-port VM), or HILBENCH_TEST_C6_FIRMWARE, e.g. the counted
-# firmware's image (bench.virtual.esp32c6.core_image.image_for), to run the same tests on the counted core
+# firmware's image (bench.bundles.c6_firmware.image_for), to run the same tests on the counted core
 FIRMWARE = Path(
     os.environ.get("HILBENCH_TEST_C6_FIRMWARE") or REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
 )

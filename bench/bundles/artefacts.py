@@ -16,6 +16,7 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+from bench.bundles.c6_firmware import device_firmware
 from bench.bundles.fingerprint import agent_bundle_files, firmware_sha256
 from bench.config.fleet import Device
 from bench.core.errors import BenchError
@@ -92,9 +93,8 @@ def keep_deployed(artefacts: ArtefactStore, device: Device) -> dict[str, str]:
         kept["model"] = artefacts.keep_file(deployed, "model", source)
     except (BenchError, OSError):
         pass
-    firmware = device.kind_info.firmware_image(device.settings)
-    if firmware_sha256(device) is not None and firmware is not None:
-        kept["firmware"] = artefacts.keep_file(firmware, "firmware")
+    if firmware_sha256(device) is not None:  # the image is there and readable
+        kept["firmware"] = artefacts.keep_file(device_firmware(device), "firmware")
     bundle, files = agent_bundle_files(device)
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:

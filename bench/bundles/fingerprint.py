@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
+from bench.bundles.c6_firmware import device_firmware
 from bench.config.fleet import Device
 from bench.config.kinds import MICROPYTHON_AGENT, WEB_AGENT
+from bench.core.errors import BenchError
 from bench.core.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
 
 # fingerprint field -> how the report names it
@@ -108,12 +110,10 @@ def agent_bundle_files(device: Device) -> tuple[str, list[Path]]:
 
 def firmware_sha256(device: Device) -> str | None:
     """sha256 of the firmware image flashed to the device (None for kinds that flash none: `Kind.firmware`)."""
-    path = device.kind_info.firmware_image(device.settings)
-    if path is None:
-        return None
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        path = device_firmware(device)
+        return None if path is None else hashlib.sha256(path.read_bytes()).hexdigest()
+    except (OSError, BenchError):  # not built or not readable: the flash that needs it says why
         return None
 
 
@@ -136,7 +136,6 @@ def _short(value: Any) -> str:
 
 def configured_model_sha256(device: Device) -> str | None:
     """sha256 of the model file the fleet configures for `device` (None when it cannot be resolved)."""
-    from bench.core.errors import BenchError
     from bench.models import kind_model
 
     try:

@@ -65,8 +65,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_firmware(args: argparse.Namespace) -> int:
     """Build (or reuse) the counted ESP32-C6 firmware; print its ELF and the image `hilbench flash --firmware`
     writes (a virtual board runs it on its counted core)."""
-    from bench.image.c6_firmware import build_firmware
-    from bench.virtual.esp32c6.core_image import image_for
+    from bench.bundles.c6_firmware import build_firmware, image_for
 
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"))
     with Progress(*columns, TimeElapsedColumn(), console=err, transient=True, disable=args.json) as bar:

@@ -330,7 +330,7 @@ def _file_settings(settings: type[Settings], values: dict[str, Any], base_dir: P
                 hint = f"name a bundled one or give the path of your {suffix} file"
                 raise ConfigError(f"{where}: field {f.name!r}: {value!r} is a path but not a {suffix} file", hint=hint)
             out[f.name] = str(resolve_path(value, base_dir))
-        elif f.metadata.get("path"):
+        elif f.metadata.get("path") and value not in f.metadata.get("keywords", ()):
             out[f.name] = str(resolve_path(value, base_dir))
     for key, file in out.items():  # a FIFO or a folder named here would hang or fail a flash much later
         if Path(file).exists():

@@ -37,6 +37,7 @@ UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: 
 DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
 VOICE_CHOICES = ("auto", "voice", "voicef")
 NO_SHELL_PATH = r"(?!(.*/)?\.\.(/|$))[A-Za-z0-9_./~-]+"  # a path a remote shell takes as it is, with no '..'
+COUNTED = "counted"  # an ESP32-C6's `firmware`: the counted firmware the bench builds (bench.bundles.c6_firmware)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class Settings(Declared):
     # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
     # the bench's time, from the start; 0: the session's own length (at the replay's speed)
     replay_budget_s: float = ranged(0.0, 0.0, 3600)
+    # a replay sends each sampled channel (voice, gaze, mocap) at most this often, the first input of each 1/N s
+    # of session time (events always go): for a board whose agent cannot take the session's every input; 0: all
+    input_max_hz: float = ranged(0.0, 0.0, 1000)
 
 
 # How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
@@ -87,7 +91,9 @@ class Esp32c6Settings(Settings):
     reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
-    firmware: str = file_path()  # image flashed at 0x0 ("" = firmware/esp32c6/virtual-micropython.bin)
+    # image flashed at 0x0: "" = firmware/esp32c6/virtual-micropython.bin (the unix-port VM on a virtual board);
+    # "counted" = the bench's counted MicroPython firmware, built from its pinned source (docs/esp32c6.md)
+    firmware: str = file_path(keywords=(COUNTED,))
 
 
 @dataclass(frozen=True)
@@ -169,6 +175,8 @@ class Kind:
         configured = getattr(settings, "firmware", "")
         if not configured:
             return self.firmware
+        if configured == COUNTED:
+            raise ValueError("the counted firmware is built by bench.bundles.c6_firmware.device_firmware")
         path = Path(configured).expanduser()
         return path if path.is_absolute() else ROOT / path
 

@@ -73,9 +73,10 @@ def named(default: str, *, or_path: str = "") -> Any:
     return field(default=default, metadata={"name": True, "or_path": or_path})
 
 
-def file_path(default: str = "") -> Any:
-    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder."""
-    return field(default=default, metadata={"path": True})
+def file_path(default: str = "", keywords: tuple[str, ...] = ()) -> Any:
+    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder.
+    A value in `keywords` names something the bench makes itself, not a file."""
+    return field(default=default, metadata={"path": True, "keywords": keywords})
 
 
 def matching(default: str | None, pattern: str, form: str) -> Any:

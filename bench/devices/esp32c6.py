@@ -22,6 +22,7 @@ import serial
 
 from bench.agent.transport import SerialTransport
 from bench.bundles import micropython_bundle
+from bench.bundles.c6_firmware import device_firmware
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import USB_SERIAL_JTAG
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
@@ -62,7 +63,7 @@ class Esp32c6Driver(Driver):
     def __init__(self, device: Device, log_dir: Path | None = None, firmware: Path | None = None) -> None:
         super().__init__(device, log_dir)
         self.firmware_configured = bool(firmware or self.device.settings.firmware)
-        self.firmware = Path(firmware) if firmware else device.kind_info.firmware_image(device.settings)
+        self.firmware_given = Path(firmware) if firmware else None
         self._agent: SerialTransport | None = None
 
     @property
@@ -87,6 +88,7 @@ class Esp32c6Driver(Driver):
                 f"(the default {self.device.kind_info.firmware.name} only boots on virtual boards)",
                 hint="set `firmware` in the fleet file or pass --firmware (see firmware/esp32c6/README.md)",
             )
+        self.firmware = self.firmware_given or device_firmware(self.device, progress=progress)
         image = check_firmware(self.firmware)  # before touching the board
         bundle_dir = Path(tempfile.mkdtemp(prefix=f"npc-bundle-{self.device.name}-"))
         files = micropython_bundle(self.device, bundle_dir)

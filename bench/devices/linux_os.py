@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.config.os_spec import OsSpec
+from bench.core.cachefiles import sha256_file
 from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.steps import Progress, StepResult
 from bench.image.build import build_image
-from bench.image.fetch import sha256_file
 from bench.provision.bmap import check_against_image, read_bmap, verify_written, write_image
 from bench.provision.controls import BoardControls, run_command
 from bench.provision.fingerprint import Fingerprint, differences, read_fingerprint, write_marker

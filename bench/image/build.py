@@ -9,14 +9,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.core.cachefiles import build_lock
+from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError
 from bench.core.paths import cache_root
 from bench.core.steps import Progress, no_progress
 from bench.image import disk, rootfs
 from bench.image.cpio import write_archive
 from bench.image.disk import BMAP_NAME, DISK_NAME
-from bench.image.fetch import fetch_debs, fetch_wheel, sha256_file
+from bench.image.fetch import fetch_debs, fetch_wheel
 from bench.image.guest_files import board_files, guest_files
 from bench.image.recipe import Recipe, load_recipe, recipe_path
 

@@ -14,10 +14,10 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from bench.core.cachefiles import sha256_file
 from bench.core.errors import BenchError
 from bench.image import rootfs
 from bench.image.cpio import write_archive
-from bench.image.fetch import sha256_file
 from bench.image.recipe import Recipe
 
 DISK_NAME = "disk.img"

@@ -3,11 +3,11 @@ apt setup) and pinned wheels, kept in a download cache shared by every build."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from pathlib import Path
 
+from bench.core.cachefiles import sha256_file
 from bench.core.errors import BenchError
 from bench.image.recipe import Recipe, Wheel
 
@@ -72,15 +72,6 @@ def fetch_debs(recipe: Recipe, downloads: Path) -> dict[str, Path]:
     if lost:
         raise BenchError(f"apt-get download gave no file for {', '.join(lost)} (see {recipe.path} [apt.packages])")
     return {n: p for n, p in found.items() if p is not None}
-
-
-def sha256_file(path: Path) -> str:
-    """A file's sha256, hex."""
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def fetch_wheel(wheel: Wheel, python_version: str, downloads: Path) -> Path:

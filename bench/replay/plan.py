@@ -81,6 +81,26 @@ def build_plan(session: Session, encode: Callable[[dict[str, Any]], bytes]) -> P
     return Plan(session.session_id, inputs, duration)
 
 
+def sampled_at_most(plan: Plan, max_hz: float) -> list[int]:
+    """The indices of `plan`'s inputs a device that takes each sampled channel (voice, gaze, mocap: those with a
+    nominal rate) at most `max_hz` times a second is sent: per channel, the first input of each 1/max_hz of
+    session time. Events always go. `max_hz` 0: every input."""
+    if max_hz <= 0:
+        return list(range(len(plan.inputs)))
+    period_ns = 1e9 / max_hz
+    last_slot: dict[str, int] = {}
+    kept = []
+    for index, item in enumerate(plan.inputs):
+        spec = CHANNELS.get(item.channel)
+        if spec is not None and spec.rate_hz is not None:
+            slot = int(item.offset_ns // period_ns)
+            if last_slot.get(item.channel) == slot:
+                continue
+            last_slot[item.channel] = slot
+        kept.append(index)
+    return kept
+
+
 def link_bytes_per_s(link: Link | None) -> float | None:
     """What a link can carry (bytes/s), or None when it is not the bottleneck (TCP, SSH, virtio)."""
     return link.bytes_per_s if link is not None else None

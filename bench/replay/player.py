@@ -34,7 +34,7 @@ class DevicePace:
     budget_ns: int  # bench time the feed may take; what does not fit is not sent
     hold_ms: int  # the agent's epoch is this long after its first VSync (the device time before any record)
     tail_ms: int = 500  # after the last input, wait until the device's clock is this far past it
-    preloaded: int = 0  # the plan's first inputs already sent (Replayer.preload), held by the agent
+    preloaded: int = 0  # the first inputs of the track already sent (Replayer.preload), held by the agent
     max_held: int | None = None  # at most this many inputs sent ahead of the device's clock (`hold`'s `max`)
 
 
@@ -58,6 +58,7 @@ class Track:
     sent_bytes: int = 0
     failed: str | None = None  # why the sink stopped taking inputs
     pace: DevicePace | None = None  # fed on the device's own clock (None: paced on the bench clock)
+    keep: frozenset[int] | None = None  # the plan's inputs this sink is sent (None: all; plan.sampled_at_most)
     budget_hit: bool = False  # the device-clock feed ran out of its time budget before the session's end
 
     @property
@@ -68,6 +69,10 @@ class Track:
     def send_errors_ns(self) -> list[int]:
         """Actual minus scheduled send time of every sent input (ns; paced replays only)."""
         return [s - d for d, s in zip(self.due_ns, self.sent_ns, strict=True) if s >= 0 and d >= 0]
+
+    def takes(self, index: int) -> bool:
+        """Whether the plan's input `index` is for this sink."""
+        return self.keep is None or index in self.keep
 
     def sent_by_seq(self, plan: Plan) -> dict[int, int]:
         """Input seq -> bench send time (ns) of the inputs that were sent."""
@@ -126,8 +131,13 @@ class Replayer:
         holds them until they are due (before its loop starts: protocol.md `hold`); returns how many went out."""
         n = len(self.plan.inputs)
         track.due_ns, track.sent_ns = [-1] * n, [-1] * n
-        count = min(n, limit)
-        for index, item in enumerate(self.plan.inputs[:count]):
+        count = 0
+        for index, item in enumerate(self.plan.inputs):
+            if count == limit:
+                break
+            if not track.takes(index):
+                continue
+            count += 1
             line = item.lines[track.mode]
             track.sent_ns[index] = await track.sink.send_raw(line)
             track.sent_bytes += len(line)
@@ -158,25 +168,28 @@ class Replayer:
                 await asyncio.sleep(FEED_POLL_S)
             return clock.now_ns() < deadline
 
-        released = 0  # inputs the device's clock has reached (the agent has let them go)
+        order = [i for i in range(n) if track.takes(i)]  # the inputs this sink is sent, in plan order
+        due_ms = [self.plan.inputs[i].offset_ns // 1_000_000 for i in order]
+        released = 0  # of them, those the device's clock has reached (the agent has let them go)
 
-        async def room(index: int) -> bool:  # wait until the agent holds fewer than max_held; False: out of budget
+        async def room(pos: int) -> bool:  # wait until the agent holds fewer than max_held; False: out of budget
             nonlocal released
             while True:
                 now_ms = session_ms()
-                while released < index and self.plan.inputs[released].offset_ns // 1_000_000 <= now_ms:
+                while released < pos and due_ms[released] <= now_ms:
                     released += 1
-                if pace.max_held is None or index - released < pace.max_held:
+                if pace.max_held is None or pos - released < pace.max_held:
                     return True
                 if clock.now_ns() >= deadline or track.failed is not None:
                     return False
                 await asyncio.sleep(FEED_POLL_S)
 
-        last_ms = self.plan.inputs[pace.preloaded - 1].offset_ns // 1_000_000 if pace.preloaded else 0
-        for index in range(pace.preloaded, n):
+        last_ms = due_ms[pace.preloaded - 1] if pace.preloaded else 0
+        for pos in range(pace.preloaded, len(order)):
+            index = order[pos]
             item = self.plan.inputs[index]
-            last_ms = item.offset_ns // 1_000_000
-            if not await until(last_ms - LOOKAHEAD_MS) or not await room(index):
+            last_ms = due_ms[pos]
+            if not await until(last_ms - LOOKAHEAD_MS) or not await room(pos):
                 track.budget_hit = track.failed is None
                 return
             try:
@@ -205,7 +218,7 @@ class Replayer:
                 due = start + round(item.offset_ns / speed)
                 await self.pacer.wait_until(due)
             for track in tracks:
-                if track.failed is not None:
+                if track.failed is not None or not track.takes(index):
                     continue
                 line = item.lines[track.mode]
                 try:

@@ -30,7 +30,7 @@ from bench.measure.energy import EnergyFigures, energy_figures
 from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 from bench.replay.pacing import Pacer
-from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s
+from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s, sampled_at_most
 from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
 from bench.replay.sink import FrameSink, RunSink
 
@@ -229,8 +229,12 @@ class ReplayRun:
         await self._start_meter(run)
         s = dev.settings
         choice = self._voice_choice(dev)
+        reason, keep = choice.reason, None
+        if s.input_max_hz:
+            keep = frozenset(sampled_at_most(self.plan, s.input_max_hz))
+            reason += f"; voice, gaze and mocap at most {s.input_max_hz:g} Hz (the fleet's input_max_hz)"
         run.track = Track(dev.name, _RecordingSink(session, [p.seq for p in self.plan.inputs]), choice.mode,
-                          choice.reason)  # fmt: skip
+                          reason, keep=keep)  # fmt: skip
         hold = HOLD_MS if run.latency_clock == "device" else None
         preloaded, max_held = await self._hold_ahead(run) if hold is not None else (0, None)
         run.start_ns = time.monotonic_ns()
@@ -248,7 +252,7 @@ class ReplayRun:
         run.status = "running"
         self.store.update_device(
             self.run_id, dev.name, status="running", agent=session.info, voice_mode=str(choice.mode),
-            voice_reason=choice.reason, latency_clock=run.latency_clock,
+            voice_reason=run.track.mode_reason, latency_clock=run.latency_clock,
         )  # fmt: skip
 
     async def _hold_ahead(self, run: DeviceRun) -> tuple[int, int | None]:
@@ -394,7 +398,8 @@ class ReplayRun:
             energy=run.energy,
             energy_budget_mj=run.device.energy.budget_mj if run.device.energy is not None else None,
         )
-        run.result.add("inputs_sent", run.track.sent, description=f"of {len(self.plan.inputs)} planned")
+        planned = len(self.plan.inputs) if run.track.keep is None else len(run.track.keep)
+        run.result.add("inputs_sent", run.track.sent, description=f"of {planned} planned")
         run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.add_measurements(self.run_id, name, run.result.measurements)
         self.store.add_histograms(self.run_id, name, run.result.histograms)

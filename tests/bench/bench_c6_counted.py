@@ -1,6 +1,6 @@
 """Benchmark: the bundled policy's inference time on the virtual ESP32-C6's counted core, next to the silicon's.
 
-Flashes the counted firmware (built from its pinned sdist, `bench.image.c6_firmware`) onto a virtual board,
+Flashes the counted firmware (built from its pinned sdist, `bench.bundles.c6_firmware`) onto a virtual board,
 copies the agent's network code and the model with mpremote, and times `npcnn` inference on the board's own
 counted clock (`time.ticks_us`: one RV32 instruction per cycle of 160 MHz), with the viper kernels (RV32 native
 code) and without. Prints one JSON line per (model, kernel): the median and every run, next to the seed's
@@ -18,8 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.image.c6_firmware import build_firmware
-from bench.virtual.esp32c6.core_image import image_for
+from bench.bundles.c6_firmware import build_firmware, image_for
 from tests.esp32c6_support import mpremote, preflash, virtual_c6
 
 REPO = Path(__file__).resolve().parents[2]

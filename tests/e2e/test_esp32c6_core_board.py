@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from ppk2_api.ppk2_api import PPK2_API
 
+from bench.bundles.c6_firmware import build_firmware, image_for
 from bench.devices.esp_image import parse_image
-from bench.image.c6_firmware import build_firmware
-from bench.virtual.esp32c6.core_image import image_for, runs_on_core
+from bench.virtual.esp32c6.core_image import runs_on_core
 from bench.virtual.esp32c6.supply import ACTIVE_UA, IDLE_UA
 from tests.e2e.test_esp32c6_ppk2 import _measure
 from tests.esp32c6_support import Board, esptool, mpremote, virtual_c6

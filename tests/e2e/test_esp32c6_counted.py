@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from mpremote.transport_serial import SerialTransport
 
-from bench.image.c6_firmware import BuiltFirmware, build_firmware
+from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
 from bench.virtual.esp32c6.counted import FirmwareExit, ResetCause, Vfs, qemu_command
 
 pytestmark = [
@@ -183,8 +183,16 @@ def test_files_live_in_the_flash_partition_across_power_cycles(firmware: BuiltFi
 def test_machine_reset_and_bootloader_end_qemu_with_their_exit_codes(firmware: BuiltFirmware):
     for call, code in (("machine.reset()", FirmwareExit.RESET), ("machine.bootloader()", FirmwareExit.BOOTLOADER)):
         cmd = qemu_command(firmware.elf, mac=MAC, serial=("-serial", "stdio"))
-        done = subprocess.run(cmd, input=f"import machine\r{call}\r".encode(), capture_output=True, timeout=30)
-        assert done.returncode == code, done.stdout[-300:]
+        with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
+            # typed at the prompt, as on a board: input before the firmware sets its UART up is not received
+            seen = b""
+            while not seen.endswith(b">>> "):
+                byte = proc.stdout.read(1)
+                assert byte, seen[-300:]
+                seen += byte
+            proc.stdin.write(f"import machine\r{call}\r".encode())
+            proc.stdin.close()
+            assert proc.wait(timeout=30) == code, (seen + proc.stdout.read())[-300:]
 
 
 MODULES = r"""

@@ -15,6 +15,7 @@ import contextlib
 import shutil
 import socket
 import struct
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -32,6 +33,8 @@ from bench.virtual.esp32c6.counted import (
 )
 
 STATUS_WORDS = 8  # the status block: 2 u32 + 3 u64 (counted.STATUS_FORMAT)
+READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
+READY_POLL_S = 0.002
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
 
 
@@ -54,6 +57,8 @@ class CountedCore:
         self._pump: asyncio.Task[None] | None = None
         self._qmp: QmpClient | None = None
         self._qmp_lock = asyncio.Lock()
+        self._held: bytearray | None = bytearray()  # input held back until the firmware's UART is set up
+        self._ready: asyncio.Task[None] | None = None
 
     @property
     def pid(self) -> int | None:
@@ -90,9 +95,24 @@ class CountedCore:
             await client.close()  # QEMU did not come up: wait() tells why
             return
         self._qmp = client
+        self._ready = asyncio.ensure_future(self._release_input())
+
+    async def _release_input(self) -> None:
+        """Hand the firmware the input held back since QEMU started once its status block is written (after its
+        UART is set up: turning the UART's FIFOs on clears them, which lost input sent before boot), or after
+        READY_S in any case."""
+        deadline = time.monotonic() + READY_S
+        while await self.status() is None and time.monotonic() < deadline and self.pid is not None:
+            await asyncio.sleep(READY_POLL_S)
+        held, self._held = self._held, None
+        if held:
+            self.feed(bytes(held))
 
     def feed(self, data: bytes) -> None:
         """UART input (bytes to the firmware's console)."""
+        if self._held is not None:
+            self._held += data
+            return
         proc = self._proc
         if proc is not None and proc.stdin is not None and proc.returncode is None:
             with contextlib.suppress(ConnectionError, RuntimeError):
@@ -129,6 +149,11 @@ class CountedCore:
     async def stop(self) -> None:
         """Kill QEMU (a reset or power loss: nothing is shut down) and wait for it."""
         proc, self._proc = self._proc, None
+        if self._ready is not None:
+            self._ready.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ready
+            self._ready = None
         if self._qmp is not None:
             await self._qmp.close()
             self._qmp = None

@@ -10,17 +10,10 @@ Any other valid image (the committed virtual firmware, the official MicroPython 
 from __future__ import annotations
 
 import struct
-import subprocess
-import sys
-from pathlib import Path
 
-from bench.core.errors import BenchError
 from bench.devices.esp_image import ImageInfo
 
 CORE_MEMORY = (0x8000_0000, 0x8100_0000)  # QEMU virt's RAM with `-m 16M` (counted.RAM)
-IMAGE_NAME = "micropython.bin"  # next to the firmware's ELF
-# the header ESP-IDF 5.x writes for MicroPython's ESP32_GENERIC_C6 (as the committed virtual firmware's)
-ELF2IMAGE = ("--chip", "esp32c6", "elf2image", "--flash-mode", "dio", "--flash-freq", "80m", "--flash-size", "4MB")
 _EHDR = struct.Struct("<16sHHIIIIIHHHHHH")
 _PHDR = struct.Struct("<IIIIIIII")
 _PT_LOAD, _PF_RWX = 1, 7
@@ -47,17 +40,3 @@ def core_elf(image: ImageInfo) -> bytes:
     header = _EHDR.pack(ident, _ET_EXEC, _EM_RISCV, 1, image.entry, _EHDR.size, 0, _EF_RISCV_RVC,
                         _EHDR.size, _PHDR.size, count, 0, 0, 0)  # fmt: skip
     return header + bytes(headers) + bytes(payload)
-
-
-def image_for(elf: Path) -> Path:
-    """The flashable ESP32-C6 image of the counted firmware `elf`, made once by esptool's `elf2image` next to it."""
-    image = elf.with_name(IMAGE_NAME)
-    if image.is_file() and image.stat().st_mtime >= elf.stat().st_mtime:
-        return image
-    part = image.with_suffix(".part")
-    made = subprocess.run([sys.executable, "-m", "esptool", *ELF2IMAGE, "-o", str(part), str(elf)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if made.returncode != 0:
-        raise BenchError(f"esptool elf2image {elf}: {(made.stdout + made.stderr).strip()[-500:]}")
-    part.replace(image)
-    return image

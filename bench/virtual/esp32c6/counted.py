@@ -1,4 +1,4 @@
-"""The counted ESP32-C6 core: the bench's RV32IMAC MicroPython firmware (bench.image.c6_firmware) run by
+"""The counted ESP32-C6 core: the bench's RV32IMAC MicroPython firmware (bench.bundles.c6_firmware) run by
 qemu-system-riscv32 under -icount, so the chip's time comes from the instructions it runs. This module knows
 its command line, what the board hands the firmware at boot, and what the firmware's exit codes ask for."""
 

@@ -52,8 +52,8 @@ void c6_trap(uint32_t mcause, uint32_t mepc) {
 }
 
 int c6_main(void) {
-    clock_init();
     uart_init();
+    clock_init(); // the status block's magic: the board starts feeding the UART from here
     __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
     c6_fs_mount(); // no partition or an unusable one: the board runs without a filesystem (os raises ENODEV)
 soft_reset:

@@ -40,6 +40,8 @@ int mp_hal_stdin_rx_chr(void) {
     for (;;) {
         int c = uart_rx_char();
         if (c >= 0) {
+            // on a whole microsecond: whether this byte was waited for or already there, what the program does
+            // with it starts at the same phase of the clock (its ticks are the same on every run)
             clock_align_us();
             return c;
         }

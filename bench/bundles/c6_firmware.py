@@ -15,13 +15,17 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.core.cachefiles import build_lock
+from bench.config.fleet import Device
+from bench.config.kinds import COUNTED
+from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError, ExitCode
 from bench.core.paths import FIRMWARE_DIR, cache_root
 from bench.core.steps import Progress, no_progress
-from bench.image.fetch import sha256_file
 
 PORT_DIR = FIRMWARE_DIR / "esp32c6" / "counted"
+IMAGE_NAME = "micropython.bin"  # the flashable image, next to the firmware's ELF
+# the header ESP-IDF 5.x writes for MicroPython's ESP32_GENERIC_C6 (as the committed virtual firmware's)
+ELF2IMAGE = ("--chip", "esp32c6", "elf2image", "--flash-mode", "dio", "--flash-freq", "80m", "--flash-size", "4MB")
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ def fetch_sdist(sdist: Sdist, downloads: Path) -> Path:
         raise FirmwareBuildError(
             f"{sdist.name} {sdist.version}: {path} does not match sha256 {sdist.sha256}",
             hint="the package index served other bytes for the pinned version: check the pins in "
-            "bench/image/c6_firmware.py",
+            "bench/bundles/c6_firmware.py",
         )
     return path
 
@@ -245,3 +249,31 @@ def _prune(keep: Path) -> None:
     )
     for old in others[KEEP_OTHER_BUILDS:]:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def image_for(elf: Path) -> Path:
+    """The flashable ESP32-C6 image of the counted firmware `elf`, made once by esptool's `elf2image` next to it."""
+    image = elf.with_name(IMAGE_NAME)
+    if image.is_file() and image.stat().st_mtime >= elf.stat().st_mtime:
+        return image
+    part = image.with_suffix(".part")
+    made = subprocess.run([sys.executable, "-m", "esptool", *ELF2IMAGE, "-o", str(part), str(elf)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if made.returncode != 0:
+        raise FirmwareBuildError(f"esptool elf2image {elf}: {(made.stdout + made.stderr).strip()[-500:]}")
+    part.replace(image)
+    return image
+
+
+def counted_image(progress: Progress = no_progress) -> Path:
+    """The flashable image of the counted firmware for the current inputs, built first when it is not cached
+    (a fleet device's `firmware = "counted"`)."""
+    return image_for(build_firmware(progress=progress).elf)
+
+
+def device_firmware(device: Device, progress: Progress = no_progress) -> Path | None:
+    """The firmware image `device` is flashed with: its kind's `firmware_image`, with the keyword "counted"
+    resolved to the counted firmware's image (built when needed); None when the kind flashes no firmware."""
+    if getattr(device.settings, "firmware", "") == COUNTED:
+        return counted_image(progress)
+    return device.kind_info.firmware_image(device.settings)

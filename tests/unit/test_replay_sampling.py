@@ -1,0 +1,79 @@
+"""A device that takes each sampled channel at most N times a second (`input_max_hz`): which inputs its plan keeps,
+and that the replayer sends it those and no others, on the bench's clock and on the device's own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+
+from bench.replay.channels import CHANNELS
+from bench.replay.pacing import Pacer
+from bench.replay.plan import build_plan, sampled_at_most
+from bench.replay.player import DevicePace, Replayer, Track
+from bench.replay.synth import synth_session
+from tests.unit.test_replay_pacing import ClockSink, FakeClock
+
+
+def _plan(seconds: float = 3.0):
+    return build_plan(synth_session("combat", 5, duration_s=seconds), lambda m: json.dumps(m).encode())
+
+
+def test_each_sampled_channel_keeps_one_input_per_period_and_every_event() -> None:
+    plan = _plan()
+    kept = sampled_at_most(plan, 30)
+    assert kept == sorted(kept)
+    everything = Counter(p.channel for p in plan.inputs)
+    sent = Counter(plan.inputs[i].channel for i in kept)
+    for channel, count in everything.items():
+        if CHANNELS[channel].rate_hz is None:
+            assert sent[channel] == count  # events always go
+        else:  # gaze 120 Hz, mocap 90 Hz, voice 100 Hz: one in each 1/30 s slot that has any (gaze has gaps)
+            slots = {p.offset_ns * 30 // 1_000_000_000 for p in plan.inputs if p.channel == channel}
+            assert sent[channel] == len(slots) <= 30 * 3 + 1, (channel, sent[channel])
+    for channel in ("gaze", "mocap", "voice"):
+        slots = [plan.inputs[i].offset_ns * 30 // 1_000_000_000 for i in kept if plan.inputs[i].channel == channel]
+        assert len(slots) == len(set(slots))  # never two in one slot
+    assert sampled_at_most(plan, 0) == list(range(len(plan.inputs)))
+    assert len(sampled_at_most(plan, 1000)) == len(plan.inputs)  # above every channel's rate: all of them
+
+
+def test_the_bench_paced_replay_sends_a_track_only_its_inputs() -> None:
+    plan = _plan(1.0)
+    clock = FakeClock()
+    keep = frozenset(sampled_at_most(plan, 20))
+    every, some = ClockSink(clock), ClockSink(clock)
+    tracks = [Track("every", every), Track("some", some, keep=keep)]
+    asyncio.run(Replayer(plan, Pacer(clock)).play(tracks, None))
+    assert len(every.lines) == len(plan.inputs)
+    assert some.lines == [plan.inputs[i].lines[tracks[1].mode] for i in sorted(keep)]
+    assert tracks[1].sent == len(keep) and tracks[1].sent_by_seq(plan).keys() == {plan.inputs[i].seq for i in keep}
+
+
+def test_a_device_clock_track_is_preloaded_and_fed_only_its_inputs_within_max_held() -> None:
+    plan = _plan(2.0)
+    clock = FakeClock()
+    keep = frozenset(sampled_at_most(plan, 10))
+    order = sorted(keep)
+    sink = ClockSink(clock)
+    track = Track("c6", sink, keep=keep)
+    device_ms = [0.0]
+    held_most = [0]
+
+    def device_now_us() -> int:  # the device's clock runs 5 ms of session time per look; counts what it holds
+        device_ms[0] += 5
+        due = [plan.inputs[i].offset_ns / 1e6 for i in order[: len(sink.lines)]]
+        held_most[0] = max(held_most[0], sum(1 for d in due if d > device_ms[0]))
+        return int(device_ms[0] * 1000)
+
+    replayer = Replayer(plan, Pacer(clock))
+    preloaded = asyncio.run(replayer.preload(track, 4))
+    assert sink.lines == [plan.inputs[i].lines[track.mode] for i in order[:4]]
+    track.pace = DevicePace(0, device_now_us, budget_ns=10**15, hold_ms=0, tail_ms=0, preloaded=preloaded, max_held=4)
+
+    async def feed() -> None:
+        await replayer._feed(track)
+
+    asyncio.run(feed())
+    assert sink.lines == [plan.inputs[i].lines[track.mode] for i in order]
+    assert not track.budget_hit and held_most[0] <= 4
