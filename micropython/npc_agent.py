@@ -603,8 +603,13 @@ class Agent:
         sched = self.loop.sched
         t0 = self.clock.now()
         if self.epoch is not None:  # the inputs due by t0 reach the features in this frame's decision
+            # those due before the frame first, then t0, then those that came due meanwhile (rarely any): the
+            # frame's t0..t1 is its decision, not the features' work on inputs due before it
+            start = t0
+            self.release(start)
+            t0 = self.clock.now()
             self.release(t0)
-            self.busy["release"] += self.clock.now() - t0
+            self.busy["release"] += self.clock.now() - start
         sched.begin(slot, t0)
         try:
             result, model = self.models.infer(self.features.vector())
