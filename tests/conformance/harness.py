@@ -43,6 +43,7 @@ class AgentUnderTest:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self.env: dict[str, str] = {}  # more environment for the agent's process
         self.models_dir = folder / "models"
         self.key = signing.load_private_key(signing.DEV_PRIVATE_KEY)
 
@@ -108,7 +109,9 @@ class AgentUnderTest:
     @contextlib.asynccontextmanager
     async def session(self, log_path: Path | None = None, timeout: float = 10.0) -> AsyncIterator[AgentSession]:
         """A fresh agent process and an open session to it; the agent is shut down afterwards."""
-        transport = await ProcessTransport.spawn(self.argv(), cwd=self.folder, stderr_path=self.folder / "stderr.log")
+        transport = await ProcessTransport.spawn(
+            self.argv(), cwd=self.folder, env=self.env, stderr_path=self.folder / "stderr.log"
+        )
         session = await AgentSession.open(transport, device=self.kind, log_path=log_path, timeout=timeout)
         try:
             yield session
@@ -207,11 +210,16 @@ class WebAgent(AgentUnderTest):
     broken_model = "npc-fault-broken-int8"
     mem_limit_mb = 256
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, devtools: str = "") -> None:
+        """`devtools`: a running browser's DevTools URL (bench.web.browser.Browser.devtools): each session's page
+        is a new tab of it instead of a Chromium of its own (bench.web.stdio_agent)."""
         from bench.web.deploy import deploy_storage
+        from bench.web.stdio_agent import DEVTOOLS_ENV
 
         super().__init__(folder)
         deploy_storage(folder, MODELS / "npc-policy-int8.tflite", mem_limit_mb=self.mem_limit_mb)
+        if devtools:
+            self.env[DEVTOOLS_ENV] = devtools
 
     def argv(self) -> list[str]:
         return [sys.executable, "-m", "bench.web.stdio_agent", "--storage", str(self.folder)]
@@ -219,3 +227,51 @@ class WebAgent(AgentUnderTest):
     def vm_argv(self) -> list[str]:
         # the scheduler is JavaScript: the same scenario, ported, on web/agent/npcsched.js under Node
         return [shutil.which("node") or "node", str(ROOT / "web" / "tools" / "sched_scenario.mjs")]
+
+
+class SharedBrowser:
+    """One headless Chromium on its own loop thread for a test file's web agents: each agent session is a fresh tab
+    (its own page server on its own port: its own origin, so its own storage), closed when the session ends. A
+    browser that died is started again."""
+
+    def __init__(self) -> None:
+        from bench.core.loop_thread import LoopThread
+
+        self.loop = LoopThread()
+        self.browser: Any = None
+
+    def devtools(self) -> str:
+        """The running browser's DevTools URL (started now if it is not running)."""
+        from bench.web.browser import Browser
+
+        proc = self.browser.proc if self.browser is not None else None
+        if proc is None or proc.returncode is not None:
+            self._stop_browser()
+            self.browser = Browser()
+            self.loop.run(self.browser.start(), timeout_s=60)
+        return self.browser.devtools
+
+    def close_tabs(self) -> None:
+        """Close the tabs a killed agent left open (all but the browser's first, blank, one)."""
+        if self.browser is None or self.browser.cdp is None:
+            return
+        cdp = self.browser.cdp
+
+        async def close() -> None:
+            targets = (await cdp.call("Target.getTargets", timeout=10))["targetInfos"]
+            for t in targets:
+                if t["type"] == "page" and t["url"] != "about:blank":
+                    await cdp.call("Target.closeTarget", targetId=t["targetId"], timeout=10)
+
+        with contextlib.suppress(Exception):
+            self.loop.run(close(), timeout_s=30)
+
+    def _stop_browser(self) -> None:
+        if self.browser is not None:
+            with contextlib.suppress(Exception):
+                self.loop.run(self.browser.stop(), timeout_s=30)
+            self.browser = None
+
+    def close(self) -> None:
+        self._stop_browser()
+        self.loop.close()

@@ -60,7 +60,10 @@ def test_labgrid_power_takes_the_place_and_coordinator(tmp_path: Path) -> None:
         'lab_host = "bench-a"\npower = { driver = "labgrid" }\n'
     )
     dev = load_fleet(path).get("b1")
-    assert dev.power is not None and dev.power.options == {"place": "desk-3", "coordinator": "lab:20408"}
+    assert dev.power is not None and (dev.power.settings.place, dev.power.settings.coordinator) == (
+        "desk-3",
+        "lab:20408",
+    )
     assert power_for(dev).where == "labgrid place desk-3"
 
 
