@@ -80,6 +80,9 @@ void clock_stall_until(bool (*ready)(void));
 void clock_set_alarm(uint64_t deadline_ns);
 extern void c6_alarm(void); // modmachine.c: the alarm fired (interrupt context)
 
+// main.c: the PLIC, context 0 (machine mode of hart 0): turn source `irq` on (priority 1) and take it in c6_trap
+void plic_enable(uint32_t irq);
+
 // uart.c: the console UART (16550), interrupt driven receive
 void uart_init(void);
 void uart_write(const char *buf, uint32_t len);
