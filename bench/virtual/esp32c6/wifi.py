@@ -29,29 +29,24 @@ def frame(ip: str, port: int, payload: bytes) -> bytes:
     return HEADER.pack(len(payload), socket.inet_aton(ip), port) + payload
 
 
-class _Uplink(asyncio.DatagramProtocol):
-    def __init__(self, deliver: Callable[[bytes, int], None]) -> None:
-        self.deliver = deliver
-
-    def datagram_received(self, data: bytes, addr: tuple[str, int]) -> None:  # type: ignore[override]
-        self.deliver(data, addr[1])
-
-
 class Wifi:
     """The gateway on one end of the pipe `pipe` (the other end is QEMU's); `log` gets a line per drop."""
 
     def __init__(self, pipe: socket.socket, log: Callable[[str], None] | None = None) -> None:
         self.pipe = pipe
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-        self.counts = {"out": 0, "in": 0, "no_route": 0, "too_big": 0, "queue_full": 0}
+        self.counts = {"out": 0, "in": 0, "no_route": 0, "too_big": 0, "queue_full": 0, "send_failed": 0}
         self._queue: asyncio.Queue[bytes] = asyncio.Queue(QUEUE)
-        self._uplink: asyncio.DatagramTransport | None = None
+        self._uplink: socket.socket | None = None  # a plain socket: asyncio's datagram transport drops empty ones
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> None:
         """Open the host socket and start relaying."""
-        loop = asyncio.get_running_loop()
-        self._uplink, _ = await loop.create_datagram_endpoint(lambda: _Uplink(self._inbound), local_addr=(HOST, 0))
+        uplink = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        uplink.bind((HOST, 0))
+        uplink.setblocking(False)
+        asyncio.get_running_loop().add_reader(uplink.fileno(), self._inbound)
+        self._uplink = uplink
         reader, writer = await asyncio.open_unix_connection(sock=self.pipe)
         self._tasks = [asyncio.ensure_future(self._outbound(reader)), asyncio.ensure_future(self._write(writer))]
 
@@ -64,6 +59,7 @@ class Wifi:
                 await task
         self._tasks = []
         if self._uplink is not None:
+            asyncio.get_running_loop().remove_reader(self._uplink.fileno())
             self._uplink.close()
             self._uplink = None
         self.pipe.close()
@@ -80,18 +76,28 @@ class Wifi:
                 elif ip != GATEWAY:
                     self._drop("no_route", f"datagram to {ip}:{port}")
                 elif self._uplink is not None:
-                    self.counts["out"] += 1
-                    self._uplink.sendto(payload, (HOST, port))
+                    try:
+                        self._uplink.sendto(payload, (HOST, port))
+                        self.counts["out"] += 1
+                    except OSError as exc:  # the host's buffer full, or nothing listening (ICMP): lost
+                        self._drop("send_failed", f"datagram to {ip}:{port}: {exc.strerror}")
 
-    def _inbound(self, data: bytes, port: int) -> None:
-        """A datagram to the host socket: queued for the firmware from GATEWAY:port."""
-        if len(data) > MTU:
-            self._drop("too_big", f"{len(data)}-byte datagram from {HOST}:{port}")
-            return
-        try:
-            self._queue.put_nowait(frame(GATEWAY, port, data))
-        except asyncio.QueueFull:
-            self._drop("queue_full", f"datagram from {HOST}:{port}: {QUEUE} already wait")
+    def _inbound(self) -> None:
+        """Datagrams to the host socket: queued for the firmware from GATEWAY:port."""
+        while self._uplink is not None:
+            try:
+                data, (_, port) = self._uplink.recvfrom(65536)
+            except BlockingIOError:
+                return
+            except OSError:  # an ICMP error from an earlier send: nothing to deliver
+                continue
+            if len(data) > MTU:
+                self._drop("too_big", f"{len(data)}-byte datagram from {HOST}:{port}")
+                continue
+            try:
+                self._queue.put_nowait(frame(GATEWAY, port, data))
+            except asyncio.QueueFull:
+                self._drop("queue_full", f"datagram from {HOST}:{port}: {QUEUE} already wait")
 
     async def _write(self, writer: asyncio.StreamWriter) -> None:
         try:
