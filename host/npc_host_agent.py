@@ -1,7 +1,9 @@
 """The NPC agent for Linux targets (Jetson, Pi 5, the ARM64 image): docs/protocol.md over TCP or stdio.
 
 Deployed as one flat folder with `wire.py`, `npcsched.py`, `npcfeat.py`, `npcrecords.py` (and `p256.py` where
-`cryptography` is missing) beside it; needs numpy and a tflite runtime (ai-edge-litert or tflite-runtime).
+`cryptography` is missing) beside it (bench.bundles.host_bundle); needs numpy and a tflite runtime (ai-edge-litert
+or tflite-runtime). It imports them as the flat modules they are there, from the script's own folder: run it from
+such a folder, not from host/ in a checkout (tests find the same modules through pyproject's pytest pythonpath).
 
     python3 npc_host_agent.py --listen 0.0.0.0:7700 --pubkey trusted.pub.pem [--model m.tflite --manifest m.json]
     python3 npc_host_agent.py --stdio ...
@@ -22,20 +24,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:  # `python -I`/`-P` leave the script's folder off sys.path
-    sys.path.insert(0, HERE)
-try:
-    import wire
-except ImportError:  # running from a source checkout: the shared modules live elsewhere in the repo
-    ROOT = os.path.dirname(HERE)
-    sys.path[1:1] = [os.path.join(ROOT, "bench", "agent"), os.path.join(ROOT, "micropython")]
-    import wire
-
 import npcfeat
 import npcmanifest
 import npcrecords
 import npcsched
+import wire
 from npc_links import serve_stdio, serve_tcp
 from npc_models import ModelManager, now_us
 from npc_verify import Refused, Verifier
@@ -43,6 +36,8 @@ from npc_wake import Waker
 
 if TYPE_CHECKING:
     import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))  # the deployed folder: its trusted key and models by default
 
 AGENT = "npc-host"
 VERSION = "0.1.0"

@@ -111,11 +111,19 @@ def host_bundle(
 
 
 def host_agent_command(
-    device: Device, root: str, *, python: str = "python3", listen: str | None = None, stdio: bool = False
+    device: Device,
+    root: str,
+    *,
+    python: str = "python3",
+    listen: str | None = None,
+    stdio: bool = False,
+    isolated: bool = False,
 ) -> list[str]:
-    """The command line that starts the deployed host agent in folder `root` on the device."""
+    """The command line that starts the deployed host agent in folder `root` on the device. `isolated`: with
+    nothing from the caller's environment (no PYTHONPATH, no user site), so the folder must stand alone, as on a
+    board; the agent imports its flat modules from its own folder, the one thing `-I` would also take away."""
     model_name = Path(device.settings.model).name.removesuffix(".tflite")  # as host_bundle deploys it
-    argv = [python, f"{root}/npc_host_agent.py"]
+    argv = [python, *(["-E", "-s"] if isolated else []), f"{root}/npc_host_agent.py"]
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
     argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]

@@ -1,6 +1,6 @@
 """A scripted history of alerts, night by night: what a team sees from a step to its fix and back.
 
-    .venv/bin/python tests/bench/bench_alerts.py [--out DIR] [--json]
+    .venv/bin/python -m tests.bench bench_alerts [--out DIR] [--json]
 
 Synthetic nights of session "combat" on c6-a and orin-1 (figures written through the results store, judged by the
 nightly's own confirm stage, recorded as alerts by the nightly's own step; the exit code is the nightly's
@@ -35,7 +35,6 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
 
 from bench.alerts import night_alerts, table

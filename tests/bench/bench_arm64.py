@@ -4,7 +4,7 @@ self-test (tflite-runtime invoke, 200 timed runs after 10 warm-up runs); then th
 over the first and `--boots` more boots, next to the goal (under 8 s). Realtime figures follow the host's
 load: run it on a quiet machine for the record.
 
-    python tests/bench/bench_arm64.py [--frames 120] [--boots 3] [--json]
+    python -m tests.bench bench_arm64 [--frames 120] [--boots 3] [--json]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.agent.session import AgentSession
 from bench.config.fleet import Device, load_fleet

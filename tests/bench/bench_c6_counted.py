@@ -7,7 +7,7 @@ code) and without. Prints one JSON line per (model, kernel): the median and ever
 published 24.6 ms mean on the chip. Counted time does not depend on the host's load, so the figures are the same
 on a busy host; the count leaves out the chip's flash cache misses and its CPI above 1 (docs/esp32c6.md).
 
-Run: .venv/bin/python tests/bench/bench_c6_counted.py [--model npc-policy-int8] [--runs 7] [--elf PATH]
+Run: .venv/bin/python -m tests.bench bench_c6_counted [--model npc-policy-int8] [--runs 7] [--elf PATH]
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
+from bench.bundles.c6_firmware import build_firmware, image_for
+from tests.esp32c6_support import mpremote, preflash, virtual_c6
 
-from bench.bundles.c6_firmware import build_firmware, image_for  # noqa: E402
-from tests.esp32c6_support import mpremote, preflash, virtual_c6  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 SEED_MEAN_MS = 24.6  # the product's published mean inference on an ESP32-C6 at 160 MHz
 CODE = """

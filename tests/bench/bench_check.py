@@ -2,7 +2,7 @@
 multiply-accumulates must fail (exit 1, naming the metric) in under 5 minutes, and the unchanged model must pass
 every time it is checked (goal: 5 in a row).
 
-    .venv/bin/python tests/bench/bench_check.py [--device pi5-1] [--session fixtures/sessions/combat.mcap]
+    .venv/bin/python -m tests.bench bench_check [--device pi5-1] [--session fixtures/sessions/combat.mcap]
                                                 [--same 5] [--runs 3] [--out DIR] [--json]
 
 Each check runs as a user runs it (`hilbench check --model ...`, its own results store and output folder under
@@ -22,7 +22,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import benchpath  # noqa: F401  (the checkout's bench and tests/bench on sys.path)
 from bench_verdicts import ENERGY_GROWTH, grown_model
 
 REPO = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 against a fixed reference, and E-divisive means (MongoDB's signal-processing-algorithms, the method inside Apache
 Otava), on synthetic histories at the run-to-run noise measured on the virtual fleet.
 
-    .venv/bin/python tests/bench/bench_drift_methods.py [--trials 2000] [--edivisive-path DIR]
+    .venv/bin/python -m tests.bench bench_drift_methods [--trials 2000] [--edivisive-path DIR]
 
 E-divisive is optional: its package pins Python ~3.11 and numpy ^1.24 (the bench runs numpy 2.4), so it is not a
 dependency. To include it: `.venv/bin/pip install --no-deps --target DIR signal-processing-algorithms
@@ -22,7 +22,6 @@ import site
 import time
 from collections.abc import Callable
 
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
 
 from bench.results.drift import RECENT, find_drift

@@ -6,7 +6,7 @@ deploy, and the firmware step alone) against a bare `esptool write-flash` of the
 Boards pace their ROM/stub traffic at the baud rate on the wire (`wire_speed = true`), and are
 reached over RFC 2217 like a remote board (pyserial's RFC 2217 client adds ~0.2 s per command).
 
-Run: .venv/bin/python tests/bench/bench_flash.py [--image-kb 1000] [--counts 1 4 8]
+Run: .venv/bin/python -m tests.bench bench_flash [--image-kb 1000] [--counts 1 4 8]
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
-from make_virtual_firmware import build  # noqa: E402
+from make_virtual_firmware import build
 
-from tests.esp32c6_support import virtual_c6  # noqa: E402
+from tests.esp32c6_support import virtual_c6
+
+REPO = Path(__file__).resolve().parents[2]
 
 BAUD = 921600
 

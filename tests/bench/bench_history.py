@@ -1,7 +1,7 @@
 """Lab-scale figures: a year of nightly history for 50 devices x 3 sessions, written through the results store's
 API, and how long the lab's everyday reads of it take.
 
-    .venv/bin/python tests/bench/bench_history.py [--scale 1.0] [--no-postgres] [--keep DIR]
+    .venv/bin/python -m tests.bench bench_history [--scale 1.0] [--no-postgres] [--keep DIR]
 
 Each night stores, per session and device, what a nightly keeps forever: the catalogue's figures (from one
 measured run of the device's kind, with run-to-run noise), its HDR histograms, a fingerprint, the final verdicts,
@@ -35,7 +35,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
 
 from bench.config.fleet import RawRetention

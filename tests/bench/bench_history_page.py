@@ -1,6 +1,6 @@
 """How long reports/index.html (the history page) takes for a year of nights, and what it looks like.
 
-    .venv/bin/python tests/bench/bench_history_page.py [--nights 365] [--out DIR] [--screenshot]
+    .venv/bin/python -m tests.bench bench_history_page [--nights 365] [--out DIR] [--screenshot]
 
 Writes a store of `--nights` nightly session runs on four devices (judged night by night by the nightly's
 confirm stage; a +5% a night inference creep on orin-1 over the last 10 nights, a memory step on c6-a, a failed
@@ -17,8 +17,6 @@ import os
 import tempfile
 import time
 from pathlib import Path
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.report.chromium import check_page
 from bench.report.html import run_file_stem, write_index

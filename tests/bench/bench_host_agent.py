@@ -1,6 +1,6 @@
 """Per-frame overhead of the host/ agent compared with a bare tflite interpreter invoke.
 
-    python tests/bench/bench_host_agent.py [--frames 300] [--json]
+    python -m tests.bench bench_host_agent [--frames 300] [--json]
 
 Prints, per model: the bare invoke (set_tensor + invoke + get_tensor), the agent's decision path in
 process (features + quantize + invoke + argmax; hot in a loop, and right after a frame's sleep, cold and after
@@ -24,16 +24,15 @@ import time
 from pathlib import Path
 
 import numpy as np
+from ai_edge_litert.interpreter import Interpreter
+from npc_host_agent import SPIN_US
+from npc_models import PROBATION_US
+
+from bench.agent.session import AgentSession
+from bench.agent.transport import ProcessTransport
+from tests.conformance.harness import HostAgent
 
 ROOT = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
-from ai_edge_litert.interpreter import Interpreter  # noqa: E402
-from npc_host_agent import SPIN_US  # noqa: E402
-from npc_models import PROBATION_US  # noqa: E402
-
-from bench.agent.session import AgentSession  # noqa: E402
-from bench.agent.transport import ProcessTransport  # noqa: E402
-from tests.conformance.harness import HostAgent  # noqa: E402
 
 MODELS = ["npc-policy-int8", "npc-policy-large-int8"]
 GOAL_OVERHEAD_US = 50.0  # issue 19: the agent's own cost per frame over a bare invoke (p50)

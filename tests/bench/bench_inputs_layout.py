@@ -1,7 +1,7 @@
 """The size of a stored nightly's replayed inputs, a row per input (the layout before) against packed rows,
 one per run, device and channel (bench.store.packed, the layout now), and the store per night with each.
 
-    .venv/bin/python tests/bench/bench_inputs_layout.py reports/results.sqlite
+    .venv/bin/python -m tests.bench bench_inputs_layout reports/results.sqlite
 
 Works on a copy of the store (the original is not touched): re-stores every run's row-per-input inputs
 through `ResultStore.add_inputs`, checks they read back the same, drops the old rows, VACUUMs and prints
@@ -14,8 +14,6 @@ import shutil
 import sqlite3
 import tempfile
 from pathlib import Path
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.store.results import open_store
 

@@ -7,7 +7,7 @@ tags then acquiring it; plus `bench.lab.acquire.lab_devices` whole (connect, acq
 Last, `esptool chip-id` on one board through `rfc2217://...?ign_set_control` (the URL a place yields)
 against plain `rfc2217://` (pyserial waits 100 ms per DTR/RTS change without the server's answer).
 
-Run: .venv/bin/python tests/bench/bench_lab.py [--cycles 30]
+Run: .venv/bin/python -m tests.bench bench_lab [--cycles 30]
 """
 
 from __future__ import annotations
@@ -26,12 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
+from bench.config.fleet import load_fleet
+from bench.lab.acquire import lab_devices
+from bench.lab.client import LabClient
 
-from bench.config.fleet import load_fleet  # noqa: E402
-from bench.lab.acquire import lab_devices  # noqa: E402
-from bench.lab.client import LabClient  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 FLEET = """
 [bench]

@@ -1,8 +1,8 @@
 """Figures for Linux-board OS provisioning on the virtual aarch64 guests, and the nightly's wall time on the
 bundled fleet against its goal (10 minutes on the 2-core development host).
 
-    python tests/bench/bench_linux_os.py provision [--kind pi5]   # image build, flash --os twice
-    python tests/bench/bench_linux_os.py nightly                    # the whole nightly, per stage
+    python -m tests.bench bench_linux_os provision [--kind pi5]   # image build, flash --os twice
+    python -m tests.bench bench_linux_os nightly                    # the whole nightly, per stage
 
 Each part runs the real CLI in a fresh state folder (blank guest disks), so the first `flash --os` writes
 the image and the second finds the board up to date.

@@ -5,7 +5,7 @@ its hello, then a frame run at the kind's fps target; prints achieved FPS (1 / m
 inference starts), frame-start jitter (std and P99 of |t0 - due|), inference time P50/P99, and how many
 telemetry samples arrived meanwhile.
 
-    python tests/bench/bench_linux_run.py [--frames 600]
+    python -m tests.bench bench_linux_run [--frames 600]
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import os
 import tempfile
 import time
 
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
 
 from bench.agent.session import AgentSession

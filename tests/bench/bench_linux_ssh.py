@@ -4,7 +4,7 @@ Prints: master connect time; remote command round trip over the ControlMaster vs
 command; deploy time for a 1 MB + 8 small-file bundle (first, unchanged, one file changed); and the
 round trip of a 64-byte line through the SSH-forwarded port vs straight to the same loopback server.
 
-    python tests/bench/bench_linux_ssh.py [--n 50]
+    python -m tests.bench bench_linux_ssh [--n 50]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.config.fleet import load_fleet
 from bench.devices.deploy import deploy

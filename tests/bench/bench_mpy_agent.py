@@ -1,6 +1,6 @@
 """Benchmark: per-inference time of the MicroPython agent in the unix VM (300 KB heap), and model sizes.
 
-    python tests/bench/bench_mpy_agent.py [--requests 200] [--frames 200]
+    python -m tests.bench bench_mpy_agent [--requests 200] [--frames 200]
 
 Prints, for the viper kernel and for the pure-Python kernel: a bare `npcnn` inference in the VM (no
 agent), the device-side time of `infer` requests and of frame-loop inferences (t1 - t0 of `frame`
@@ -16,8 +16,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.config.kinds import KINDS
 from bench.core.paths import MODELS_DIR

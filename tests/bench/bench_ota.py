@@ -9,7 +9,7 @@ RFC 7252 timing for comparison; then a rollout: N aiocoap clients in separate pr
 downloading the 200 KB at once from the bench server: time T(N) against T(1), the server's CPU per block
 served, every download checked by SHA-256 (goal: T(32)/T(1) <= 4, nothing lost).
 
-Run: .venv/bin/python tests/bench/bench_ota.py [--runs N] [--clients 32] [--only rollout|libcoap]
+Run: .venv/bin/python -m tests.bench bench_ota [--runs N] [--clients 32] [--only rollout|libcoap]
 Timings on a shared machine are noisy: run it on a quiet one for the record.
 """
 
@@ -33,14 +33,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiocoap
+import npc_update
+
+from bench.models.signing import generate_key
+from bench.ota.impair import Impairment, ImpairmentProxy
+from bench.ota.store import ModelStore
 
 REPO = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
-import npc_update  # noqa: E402
-
-from bench.models.signing import generate_key  # noqa: E402
-from bench.ota.impair import Impairment, ImpairmentProxy  # noqa: E402
-from bench.ota.store import ModelStore  # noqa: E402
 
 SIZE = 200 * 1024
 GOAL_LIBCOAP_RATIO = 0.8  # the bench server's throughput relative to libcoap's, at least

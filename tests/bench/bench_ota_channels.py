@@ -7,7 +7,7 @@ server. Prints per channel the median wall time of the `update` request, the age
 payload bytes, and the bytes that crossed the link both ways (UDP payloads / the TCP stream; IP headers
 not counted), next to the issue's question: a gRPC update's time and bytes against CoAP's for the same model.
 
-    python tests/bench/bench_ota_channels.py [--runs 5]
+    python -m tests.bench bench_ota_channels [--runs 5]
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.agent.session import AgentSession
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key

@@ -5,7 +5,7 @@ DTR/RTS on RFC 2217), an ESP32-C6 whose hard reset is not wired (a socket:// lin
 power cycle), and a Pi 5 whose every process froze (back by power cycle, sshd restarted). Prints each
 step's seconds (median) and the total from the start of the ladder until the agent answered.
 
-    python tests/bench/bench_recovery.py [--n 3]
+    python -m tests.bench bench_recovery [--n 3]
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import asyncio
 import statistics
 import tempfile
 from pathlib import Path
-
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 
 from bench.config.fleet import SerialLink, load_fleet
 from bench.devices import driver_for

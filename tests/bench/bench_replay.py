@@ -1,7 +1,7 @@
 """Benchmark: the replayer's send-time error with every channel of a fixture session playing into
 4 agents at once (goal: P99 <= 0.5 ms).
 
-    python tests/bench/bench_replay.py [--target agents|tcp] [--session FILE] [--sinks 4] [--speed 1]
+    python -m tests.bench bench_replay [--target agents|tcp] [--session FILE] [--sinks 4] [--speed 1]
 
 --target agents (default): 4 host/ agents deployed from their bundle and run as local processes over TCP,
 frame loops running, through `replay_fleet` exactly as `hilbench replay` does (frames stored as they
@@ -19,15 +19,14 @@ import textwrap
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
+from bench.agent import wire
+from bench.measure.histogram import Histogram
+from bench.replay.pacing import Pacer
+from bench.replay.plan import build_plan
+from bench.replay.player import Replayer, Track
+from bench.replay.session import read_session
 
-from bench.agent import wire  # noqa: E402
-from bench.measure.histogram import Histogram  # noqa: E402
-from bench.replay.pacing import Pacer  # noqa: E402
-from bench.replay.plan import build_plan  # noqa: E402
-from bench.replay.player import Replayer, Track  # noqa: E402
-from bench.replay.session import read_session  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DRAIN = textwrap.dedent(
     """

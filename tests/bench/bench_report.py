@@ -1,7 +1,7 @@
 """Benchmark: render a run's report from a results store holding 30 runs x 4 devices x 100k frames
 (goal: under 5 s).
 
-    python tests/bench/bench_report.py [--runs 30] [--devices 4] [--frames 100000] [--repeat 3] [--keep DIR]
+    python -m tests.bench bench_report [--runs 30] [--devices 4] [--frames 100000] [--repeat 3] [--keep DIR]
 
 Setup (not timed; ~2 min and ~1 GB for the defaults) writes the store through its API: every run gets its
 frame records, HDR histograms, measurements and faults, like a replay run; run 1 is the baseline and the
@@ -26,11 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-import benchpath  # noqa: E402, F401  (first: the checkout and the agents' folders on sys.path)
+from bench.store.results import open_store
+from tests.stored_runs import build_store
 
-from bench.store.results import open_store  # noqa: E402
-from tests.stored_runs import build_store  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def render_once(store_path: Path, run_id: int, reports: Path) -> None:

@@ -6,7 +6,7 @@ planned (`build_plan`: every message encoded as a protocol line, as a replay hol
 each, whose peak RSS is taken from the kernel. The goal: 10^6 messages read and planned within 1 GiB and
 60 s; a session may hold at most `MAX_MESSAGES` (bench/replay/session.py), so this bounds a replay's memory.
 
-    python tests/bench/bench_session_memory.py [--messages 100000 1000000]
+    python -m tests.bench bench_session_memory [--messages 100000 1000000]
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-import benchpath  # puts the checkout on sys.path
-
 from bench.replay.session import MAX_MESSAGES, Session, SessionMessage, write_session
+
+ROOT = Path(__file__).resolve().parents[2]
 
 GOAL_MESSAGES = 1_000_000
 GOAL_RSS_MB = 1024
@@ -54,7 +54,7 @@ def make(path: Path, n: int) -> None:
 def measure(path: Path) -> dict:
     """Read and plan `path` in a fresh process; its figures."""
     run = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(benchpath.ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
     return json.loads(run.stdout)
 
 

@@ -4,7 +4,7 @@ Each command runs N times as a fresh process from an empty folder (the bundled v
 touched); the table gives the median and the best wall time. The goal (issue 32) is under 0.5 s for
 `hilbench --version` and `hilbench fleet list`; esptool and mpremote start in about 0.2 s.
 
-    python tests/bench/bench_startup.py [--runs 5]
+    python -m tests.bench bench_startup [--runs 5]
 """
 
 from __future__ import annotations

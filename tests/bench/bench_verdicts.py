@@ -2,7 +2,7 @@
 regressions must be reported the night they appear, with their cause; a hung board is the bench's failure, not the
 product's; a bisection finds the first bad build.
 
-    .venv/bin/python tests/bench/bench_verdicts.py [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
+    .venv/bin/python -m tests.bench bench_verdicts [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
                                                    [--duration 10] [--steps] [--creep-nights 8] [--guest-clock]
                                                    [--two-change] [--hung-board] [--bisect] [--bisect-runs 3]
                                                    [--heavier 6] [--scenario-device NAME] [--out DIR] [--json]
@@ -198,7 +198,6 @@ def grown_model(device_model: str, growth: float, path: Path, seed: str) -> str:
     returns what it is. The last hidden layer is widened up to the width of the one before it, then a new hidden
     layer follows it: no layer's weights outgrow the widest one's, since a MicroPython board's heap has no larger
     free block after boot (a 26 kB layer was refused, "oom")."""
-    import benchpath  # noqa: F401  (bench.models of the checkout; the scratch copy has the same model code)
 
     from bench.models import POLICY_LAYERS
     from bench.models.policy import calibration_inputs, make_policy, quantize_policy

@@ -8,7 +8,7 @@ Prints, next to their goals:
 - a frame run under requestAnimationFrame at 60 FPS: achieved FPS, frame-start jitter (std and P99 of
   |t0 - due|), the browser's rAF interval and its jitter, late and skipped frames.
 
-    python tests/bench/bench_web.py [--frames 600] [--infers 2000]
+    python -m tests.bench bench_web [--frames 600] [--infers 2000]
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import gzip
 import tempfile
 from pathlib import Path
 
-import benchpath  # noqa: F401  (first: the checkout and the agents' folders on sys.path)
 import numpy as np
 
 from bench.agent.session import AgentSession

@@ -132,11 +132,11 @@ class HostAgent(AgentUnderTest):
             target = folder / dest
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, target)
-        self.command = bundles.host_agent_command(device, str(folder), python=sys.executable, stdio=True)
+        # isolated from the checkout (no PYTHONPATH): the bundle must stand alone
+        self.command = bundles.host_agent_command(device, str(folder), python=sys.executable, stdio=True, isolated=True)
 
     def argv(self) -> list[str]:
-        # -I: isolated from the checkout (no PYTHONPATH, no cwd on sys.path): the bundle must stand alone
-        return [self.command[0], "-I", *self.command[1:]]
+        return self.command
 
     def vm_argv(self) -> list[str]:
         # -E -s (not -I): no PYTHONPATH, no user site, but the script's own folder (the bundle) on the path

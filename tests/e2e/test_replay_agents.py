@@ -46,9 +46,11 @@ class HostAgentProcess:
             (folder / dest).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, folder / dest)
         port_file = folder / "port"
-        argv = bundles.host_agent_command(device, str(folder), python=sys.executable, listen="127.0.0.1:0")
+        argv = bundles.host_agent_command(
+            device, str(folder), python=sys.executable, listen="127.0.0.1:0", isolated=True
+        )
         self.log = (folder / "agent.log").open("wb")
-        self.proc = subprocess.Popen([argv[0], "-I", *argv[1:], "--port-file", str(port_file)], cwd=folder,
+        self.proc = subprocess.Popen([*argv, "--port-file", str(port_file)], cwd=folder,
                                      stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
         deadline = time.monotonic() + 30
         while not (port_file.is_file() and port_file.read_text().strip()):

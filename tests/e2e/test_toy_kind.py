@@ -99,9 +99,9 @@ class ToyDriver(Driver):
         return [StepResult("agent", True, f"{len(files)} files in {self.folder}")]
 
     async def open_agent(self) -> ProcessTransport:
-        argv = host_agent_command(self.device, str(self.folder), python=sys.executable, stdio=True)
+        argv = host_agent_command(self.device, str(self.folder), python=sys.executable, stdio=True, isolated=True)
         stderr = (self.log_dir or self.folder) / f"{self.device.name}.stderr.log"
-        self.transport = await ProcessTransport.spawn([argv[0], "-I", *argv[1:]], cwd=self.folder, stderr_path=stderr)
+        self.transport = await ProcessTransport.spawn(argv, cwd=self.folder, stderr_path=stderr)
         return self.transport
 
     async def close_agent(self) -> None:

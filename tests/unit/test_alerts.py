@@ -201,6 +201,16 @@ def test_a_product_failure_opens_an_alert_that_passing_nights_fix(tmp_path: Path
         (alert,) = night_alerts(store, [first], RULES.alerts).new
         assert (alert.kind, alert.metric, alert.state) == ("failure", "product failure: replay", UNTRIAGED)
         assert "MemoryError" in alert.data["reason"] and alert.line().startswith("#1 c6-a product failure in replay")
+        # the run's page lists it with its reason (a failure has no effect size: the page once raised on it)
+        from bench.report.build import build_report
+        from bench.report.html import render_html
+        from tests.unit.test_report_render import synthetic_run
+
+        report = build_report(
+            synthetic_run("run-0001", "2026-11-28T02:00:00Z", frames=100),
+            alerts=night_alerts(store, [first], RULES.alerts).to_json(),
+        )
+        assert "MemoryError in npc_agent.run" in render_html(report)
         night(crashed, product("model refused: bad signature"))  # the replay's joins; the faults stage opens its own
         assert {a.metric for a in table.select(store)} == {"product failure: replay", "product failure: faults"}
         for _ in range(RULES.alerts.fixed_after_nights):
