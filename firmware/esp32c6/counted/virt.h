@@ -70,6 +70,11 @@ uint64_t clock_chip_cycles(void);
 // Idle until `chip_ns` more chip time has passed, or until `wake()` returns true (checked at every
 // interrupt). Returns true when woken early. A full wait credits exactly `chip_ns` (deterministic).
 bool clock_idle(uint64_t chip_ns, bool (*wake)(void));
+// The same in the clock's own unit, quarter nanoseconds (clock_chip_q): a sleep that keeps its end in it ends on
+// the same phase of the clock from any start, so a program's cycles around it do not depend on where it began.
+bool clock_idle_q(uint64_t chip_q, bool (*wake)(void));
+uint64_t clock_chip_q(void);
+#define CLOCK_Q_PER_NS (4u)
 void clock_set_state(uint32_t state);
 extern uint32_t clock_idle_state; // the state an idle is reported as (C6_IDLE, or C6_DEEPSLEEP)
 void clock_timer_irq(void);
