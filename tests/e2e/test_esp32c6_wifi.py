@@ -158,3 +158,17 @@ def test_timeouts_refusals_and_no_route(firmware: BuiltFirmware, echo: int):
     assert rest == ["116", "True", "122", "True", "-202", "True"]
     assert wifi.counts["no_route"] == 1 and wifi.counts["out"] == 0
     assert lines == [f"wifi: no route: dropped datagram to 192.168.4.1:{echo} (1 so far)"]
+
+
+def test_ctrl_c_ends_a_blocking_recv(firmware: BuiltFirmware):
+    with board(firmware, []) as (t, _):
+        t.exec_raw_no_follow(
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nprint('waiting')\ns.recv(10)\n"
+        )
+        seen = b""
+        while b"waiting" not in seen:
+            seen += t.serial.read(1)
+        time.sleep(0.2)  # the core idles in recv
+        t.serial.write(b"\x03")
+        out, err = t.follow(10)
+    assert b"KeyboardInterrupt" in err, (out, err)
