@@ -18,6 +18,7 @@ these refusals deletes what was written (nothing is kept for resume).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -172,6 +173,30 @@ async def _get_block(
     raise _BlockLost(f"block {num}: no answer after {timing.max_retransmit} retransmissions")
 
 
+class _Broken(Exception):
+    """The server broke a transfer bound: the transfer is refused (kind `hash` for content longer than the signed
+    size, `transfer` for the protocol's other bounds) and its file deleted."""
+
+    def __init__(self, detail: str, kind: str = "transfer") -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+def _refusing_broken_bounds(fetcher):
+    """`fetcher` with a server's broken bound (`_Broken`) refused: its part file deleted, UpdateFailed raised."""
+
+    @functools.wraps(fetcher)
+    async def fetch(ctx, url: str, part: Path, timing: Timing, stats: FetchStats, *rest) -> Path:
+        try:
+            return await fetcher(ctx, url, part, timing, stats, *rest)
+        except _Broken as exc:
+            _discard(part)
+            raise UpdateFailed(exc.kind, f"{url}: {exc}; nothing kept", stats) from None
+
+    return fetch
+
+
+@_refusing_broken_bounds
 async def fetch(
     ctx: aiocoap.Context,
     url: str,
@@ -187,31 +212,6 @@ async def fetch(
     Raises UpdateFailed("transfer", ...) when a block gets no answer (the part file is kept for resume), or when
     the server breaks a bound (module docstring; the part file is deleted). A `grpc://` URL is fetched over the
     gRPC update channel instead (npc_grpc), with the same resume rule and limit."""
-    try:
-        return await _fetch(ctx, url, part, timing, stats, rng, limit)
-    except _Broken as exc:
-        _discard(part)
-        raise UpdateFailed(exc.kind, f"{url}: {exc}; nothing kept", stats) from None
-
-
-class _Broken(Exception):
-    """The server broke a transfer bound: the transfer is refused (kind `hash` for content longer than the signed
-    size, `transfer` for the protocol's other bounds) and its file deleted."""
-
-    def __init__(self, detail: str, kind: str = "transfer") -> None:
-        super().__init__(detail)
-        self.kind = kind
-
-
-async def _fetch(
-    ctx: aiocoap.Context,
-    url: str,
-    part: Path,
-    timing: Timing,
-    stats: FetchStats,
-    rng: random.Random,
-    limit: int,
-) -> Path:
     if url.startswith("grpc://"):
         import npc_grpc  # deployed flat beside the agent; needs grpcio and protobuf
 

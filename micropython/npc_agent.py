@@ -601,12 +601,16 @@ class Agent:
 
     def run_slot(self, slot):
         sched = self.loop.sched
-        t0 = begin = self.clock.now()
-        if self.epoch is not None:  # the inputs due by now reach the features first; the inference starts after
+        t0 = self.clock.now()
+        if self.epoch is not None:  # the inputs due by t0 reach the features in this frame's decision
+            # those due before the frame first, then t0, then those that came due meanwhile (rarely any): the
+            # frame's t0..t1 is its decision, not the features' work on inputs due before it
+            start = t0
+            self.release(start)
+            t0 = self.clock.now()
             self.release(t0)
-            begin = self.clock.now()
-            self.busy["release"] += begin - t0
-        sched.begin(slot, begin)
+            self.busy["release"] += self.clock.now() - start
+        sched.begin(slot, t0)
         try:
             result, model = self.models.infer(self.features.vector())
             self.last = (result[0], round(result[1], 4))

@@ -49,9 +49,44 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
 
 
+def alive(pid: int) -> bool:
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
 def hilbench(*args: str) -> list[str]:
     """The command line that runs `hilbench ARGS` from this checkout."""
     return [sys.executable, "-m", "bench", *args]
+
+
+def fleet_refusal(path: Path) -> str:
+    """The message `load_fleet` refuses the fleet file at `path` with: a usage error (exit 2) naming the file."""
+    from bench.config.fleet import load_fleet
+    from bench.core.errors import ConfigError, ExitCode
+
+    with pytest.raises(ConfigError) as info:
+        load_fleet(path)
+    assert str(path) in str(info.value) and info.value.exit_code == ExitCode.USAGE, info.value
+    return str(info.value)
+
+
+def nightly_summary(result: object) -> str:
+    """What `hilbench nightly` prints at the end of the night `result`, on an 80-column terminal."""
+    from bench.commands.nightly import _print
+    from bench.core.console import out
+
+    width = out.width
+    out.width = 80
+    try:
+        with out.capture() as captured:
+            _print(result)
+    finally:
+        out.width = width
+    return captured.get()
 
 
 @pytest.fixture(scope="session")

@@ -95,6 +95,22 @@ def virtual_c6(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", 
         loop.close()
 
 
+@contextlib.contextmanager
+def app_board(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01") -> Iterator[Board]:
+    """A virtual ESP32-C6 with the bundled firmware preflashed in `state` (esptool's part is tested elsewhere),
+    started and in its app."""
+    with virtual_c6(preflash(state, FIRMWARE.read_bytes()), name=name, mac=mac) as running:
+        assert running.wait_mode("app")["mode"] == "app"
+        yield running
+
+
+def run_on(board: Board, code: str, port: str = "socket", timeout_s: float = 60) -> str:
+    """What `code` printed, run on `board`'s REPL over its `port` URL with the real mpremote (exit 0 asserted)."""
+    ran = mpremote("connect", board.urls[port], "exec", code, timeout_s=timeout_s)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return ran.stdout
+
+
 def esptool(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the real esptool CLI."""
     return subprocess.run(

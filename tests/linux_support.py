@@ -5,13 +5,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from bench.config.fleet import Device, load_fleet
 from bench.core.loop_thread import LoopThread
+from bench.devices import Driver, driver_for
 from bench.virtual.linux import VirtualLinuxDevice
+
+T = TypeVar("T")
 
 LINUX_KINDS = ("jetson-orin-nx", "pi5")
 
@@ -23,6 +27,21 @@ class RunningBoard:
     device: Device
     virtual: VirtualLinuxDevice
     loop: LoopThread
+
+    def drive(
+        self, use: Callable[[Driver], Awaitable[T]], device: Device | None = None, timeout_s: float | None = None
+    ) -> T:
+        """`use(driver)` on the board's loop, with a fresh driver of `device` (by default the board's own, so
+        a test may change its settings), closed after."""
+        driver = driver_for(device or self.device)
+
+        async def go() -> T:
+            try:
+                return await use(driver)
+            finally:
+                await driver.close()
+
+        return self.loop.run(go(), timeout_s=timeout_s)
 
 
 def loopback(device: Device) -> Device:

@@ -207,13 +207,9 @@ class AgentSession:
         fields: dict[str, Any] = {"path": path, "manifest": manifest}
         if cold:
             fields["cold"] = True
-        if allow_downgrade:
-            fields["allow_downgrade"] = True
         if "sig" in manifest:
             fields["sig"] = manifest["sig"]
-        reply = await self.request("load", timeout=timeout, **fields)
-        self.info["model"] = reply.get("model")
-        return reply
+        return await self._switch("load", fields, timeout, allow_downgrade)
 
     async def update(
         self,
@@ -232,9 +228,13 @@ class AgentSession:
         fields: dict[str, Any] = {"url": url, "manifest": manifest, "delta": delta}
         if coap is not None:
             fields["coap"] = coap
+        return await self._switch("update", fields, timeout, allow_downgrade)
+
+    async def _switch(self, op: str, fields: dict[str, Any], timeout: float, allow_downgrade: bool) -> dict[str, Any]:
+        """Send the model switch `op` (`load` or `update`); the agent's model is then the one it reports."""
         if allow_downgrade:
             fields["allow_downgrade"] = True
-        reply = await self.request("update", timeout=timeout, **fields)
+        reply = await self.request(op, timeout=timeout, **fields)
         self.info["model"] = reply.get("model")
         return reply
 

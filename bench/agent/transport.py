@@ -88,15 +88,14 @@ class StreamTransport:
             await self.writer.wait_closed()
 
 
-class ProcessTransport:
-    """An agent run as a local subprocess, speaking on its stdin/stdout (stderr goes to `stderr_path`)."""
+class ProcessTransport(StreamTransport):
+    """An agent run as a local subprocess, speaking on its stdin/stdout (stderr goes to `stderr_path`): the
+    streams are its pipes."""
 
     def __init__(self, proc: asyncio.subprocess.Process, name: str) -> None:
-        self.proc = proc
-        self.name = name
         assert proc.stdin is not None and proc.stdout is not None
-        self.stdin = proc.stdin
-        self.stdout = proc.stdout
+        super().__init__(proc.stdout, proc.stdin, name)
+        self.proc = proc
 
     @classmethod
     async def spawn(
@@ -126,20 +125,10 @@ class ProcessTransport:
                 stderr.close()
         return cls(proc, f"exec:{' '.join(argv)}")
 
-    async def send(self, data: bytes) -> None:
-        try:
-            self.stdin.write(data)
-            await self.stdin.drain()
-        except (ConnectionError, OSError) as exc:
-            raise DeviceUnreachable(f"agent {self.name}: write failed: {exc}") from None
-
-    async def readline(self) -> bytes:
-        return await _readline(self.stdout)
-
     async def close(self, grace: float = 3.0) -> None:
         if self.proc.returncode is None:
             with contextlib.suppress(OSError):
-                self.stdin.close()
+                self.writer.close()
             try:
                 await asyncio.wait_for(self.proc.wait(), timeout=grace)
             except TimeoutError:

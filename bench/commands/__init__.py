@@ -14,7 +14,7 @@ from bench.config.fleet import BUNDLED, FLEET_ENV, LOCAL_FLEET, Device, Fleet, f
 from bench.core.console import err, note
 from bench.core.errors import ConfigError
 from bench.core.leases import LeaseSet
-from bench.core.paths import OUTPUT_DIR
+from bench.core.paths import DEFAULT_STORE, OUTPUT_DIR
 from bench.lab.doctor import require_pyserial
 
 DEFAULT_LEASE_WAIT_S = 60.0
@@ -22,15 +22,29 @@ log = logging.getLogger(__name__)
 FLEET_HELP = f"fleet file (default: ${FLEET_ENV}, else ./{LOCAL_FLEET}, else the bundled virtual fleet)"
 
 
-def add_fleet_options(parser: argparse.ArgumentParser, *, select: bool = True) -> None:
-    """--fleet (or, with `select`, --port for one board), --device/--kind/--tag filters, and --json."""
+def add_fleet_options(parser: argparse.ArgumentParser, *, select: bool = True, results: str | None = None) -> None:
+    """--fleet (or, with `select`, --port for one board), --device/--kind/--tag filters, and --json; with
+    `results` (what the store is for), --results: the fleet's results store unless given (`results_at`)."""
     parser.add_argument("--fleet", metavar="FILE", help=FLEET_HELP)
+    if results is not None:
+        add_results_option(parser, what=results)
     if select:
         parser.add_argument("--port", metavar="DEV", help="one ESP32-C6 board on this serial port instead of a fleet")
         parser.add_argument("--device", action="append", default=[], metavar="NAME", help="only this device")
         parser.add_argument("--kind", action="append", default=[], metavar="KIND", help="only devices of this kind")
         parser.add_argument("--tag", action="append", default=[], metavar="TAG", help="only devices with this tag")
     parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def add_results_option(parser: argparse.ArgumentParser, *, what: str = "results store", note: str = "") -> None:
+    """--results PATH: the results store a command writes or reads; where it is by default: `results_at`."""
+    default = f"the fleet's [bench] results, else {DEFAULT_STORE}"
+    parser.add_argument("--results", metavar="PATH", help=f"{what} (default: {default}){note}")
+
+
+def results_at(args: argparse.Namespace, fleet: Fleet) -> str | Path:
+    """The results store of a command on `fleet`: --results, else the fleet's [bench] `results`, else the default."""
+    return args.results or fleet.bench.get("results") or DEFAULT_STORE
 
 
 def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:
@@ -161,6 +175,27 @@ def add_ci_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--pages-url", metavar="URL", help="where CI publishes the output folder's pages: the summary links there"
     )
+
+
+def add_verdict_options(parser: argparse.ArgumentParser, *, baseline: str | None = None) -> None:
+    """--thresholds FILE, and for a command that judges a run against the stored history, --baseline NAME
+    (`baseline`: what it judges against without one)."""
+    if baseline is not None:
+        parser.add_argument(
+            "--baseline",
+            metavar="NAME",
+            help=f"judge against the runs up to the one baseline NAME pins (default: {baseline})",
+        )
+    parser.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
+
+
+def add_ci_run_options(parser: argparse.ArgumentParser, *old_output: str) -> None:
+    """What the commands that replay builds on the fleet for a CI job share (nightly, check, bisect): --speed,
+    --output-dir (`old_output`: its old spellings), the device options and the CI files."""
+    parser.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
+    add_output_dir(parser, *old_output)
+    add_device_options(parser)
+    add_ci_options(parser)
 
 
 def ci_files(args: argparse.Namespace) -> CiFiles:

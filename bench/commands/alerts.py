@@ -5,19 +5,22 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import shlex
 import textwrap
+from collections.abc import Callable
 
 from bench.alerts import STATES, Alert, table
 from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, UNTRIAGED
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
+from bench.commands import add_results_option, results_at
 from bench.commands.report import run_id_arg
-from bench.config.fleet import find_fleet, load_fleet
+from bench.config.fleet import Fleet, find_fleet, load_fleet
 from bench.core.console import compact_table, emit_json, out
 from bench.core.errors import ConfigError
 from bench.core.units import figure
 from bench.results.thresholds import load_thresholds
-from bench.store.results import DEFAULT_STORE, ResultStore, open_store
+from bench.store.results import ResultStore, open_store
 
 WIDTH = 79  # what a line of `show` fits (80 columns)
 COMMAND_END = "\0"  # marks a line of a command, which `show` does not wrap
@@ -33,38 +36,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", metavar="NAME", help="only this device's alerts")
     _common(p, thresholds=True)
     p.set_defaults(func=cmd_list)
-    p = asub.add_parser("show", help="one alert: its evidence, state and history")
+    one = functools.partial(_one_alert, asub)
+    one("show", "one alert: its evidence, state and history", cmd_show)
+    ack = one("ack", "acknowledge: someone owns it (it no longer fails the night)", cmd_ack,
+              owner=("NAME", "who owns it"), note=("TEXT", "what is known"))  # fmt: skip
+    ack.add_argument("--link", default="", metavar="URL", help="a bug or pull request")
+    one("invalid", "not the product's fault (e.g. the lab's USB hub)", cmd_invalid,
+        reason=("TEXT", "why it is invalid"))  # fmt: skip
+    one("downstream", "caused by another alert (e.g. the same model on another device)", cmd_downstream,
+        of=("N", "the alert that causes it"))  # fmt: skip
+    one("fix", "fixed by run R (the bench also fixes alerts by itself)", cmd_fix,
+        run=("R", "the run that shows it fixed"))  # fmt: skip
+
+
+def _one_alert(
+    asub: argparse._SubParsersAction, name: str, summary: str, func: Callable, **required: tuple[str, str]
+) -> argparse.ArgumentParser:
+    """Subcommand `name` on one alert (its number), with the `required` options (--flag: (METAVAR, help)) and the
+    common ones."""
+    p = asub.add_parser(name, help=summary)
     p.add_argument("id", help="the alert's number")
+    for flag, (metavar, text) in required.items():
+        p.add_argument(f"--{flag}", required=True, metavar=metavar, help=text)
     _common(p)
-    p.set_defaults(func=cmd_show)
-    p = asub.add_parser("ack", help="acknowledge: someone owns it (it no longer fails the night)")
-    p.add_argument("id", help="the alert's number")
-    p.add_argument("--owner", required=True, metavar="NAME", help="who owns it")
-    p.add_argument("--note", required=True, metavar="TEXT", help="what is known")
-    p.add_argument("--link", default="", metavar="URL", help="a bug or pull request")
-    _common(p)
-    p.set_defaults(func=cmd_ack)
-    p = asub.add_parser("invalid", help="not the product's fault (e.g. the lab's USB hub)")
-    p.add_argument("id", help="the alert's number")
-    p.add_argument("--reason", required=True, metavar="TEXT", help="why it is invalid")
-    _common(p)
-    p.set_defaults(func=cmd_invalid)
-    p = asub.add_parser("downstream", help="caused by another alert (e.g. the same model on another device)")
-    p.add_argument("id", help="the alert's number")
-    p.add_argument("--of", required=True, metavar="N", help="the alert that causes it")
-    _common(p)
-    p.set_defaults(func=cmd_downstream)
-    p = asub.add_parser("fix", help="fixed by run R (the bench also fixes alerts by itself)")
-    p.add_argument("id", help="the alert's number")
-    p.add_argument("--run", required=True, metavar="R", help="the run that shows it fixed")
-    _common(p)
-    p.set_defaults(func=cmd_fix)
+    p.set_defaults(func=func)
+    return p
 
 
 def _common(p: argparse.ArgumentParser, *, thresholds: bool = False) -> None:
-    p.add_argument(
-        "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
-    )
+    add_results_option(p)
     p.add_argument("--fleet", metavar="FILE", help="whose [bench] results is the store (default: as the nightly)")
     if thresholds:
         p.add_argument("--thresholds", metavar="FILE", help="its [alerts] untriaged_days flags overdue alerts")
@@ -77,8 +77,8 @@ def _store(args: argparse.Namespace) -> ResultStore:
         return open_store(args.results)
     path, _ = find_fleet(args.fleet)
     named = args.fleet is not None
-    results = load_fleet(path).bench.get("results") if named or path.exists() else None  # a named fleet must load
-    return open_store(results or DEFAULT_STORE)
+    fleet = load_fleet(path) if named or path.exists() else Fleet(path, [])  # a named fleet must load
+    return open_store(results_at(args, fleet))
 
 
 def _id(value: str, what: str = "alert") -> int:

@@ -18,10 +18,9 @@ from bench.bundles import reset_model, trust
 from bench.ci import facts as ci
 from bench.ci.write import write_ci_files
 from bench.commands import (
-    add_ci_options,
-    add_device_options,
+    add_ci_run_options,
     add_fleet_options,
-    add_output_dir,
+    add_verdict_options,
     ci_files,
     held_devices,
     selected_devices,
@@ -63,11 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bad", metavar="NAME", help="the known bad build (default: the last)")
     p.add_argument("--runs", type=int_in(1, 50), default=DEFAULT_RUNS, help="replays per step (default 3)")
     p.add_argument("--metric", metavar="NAME", help="judge only this metric (default: any judged metric)")
-    p.add_argument("--thresholds", metavar="FILE", help="thresholds TOML (default: the bundled one)")
-    p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
-    add_output_dir(p, "--reports")
-    add_device_options(p)
-    add_ci_options(p)
+    add_verdict_options(p)
+    add_ci_run_options(p, "--reports")
     p.set_defaults(func=cmd_bisect)
 
 

@@ -17,12 +17,12 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from bench.bundles import trust
 from bench.ci.write import write_ci_files
 from bench.commands import (
-    add_ci_options,
-    add_device_options,
+    add_ci_run_options,
     add_fleet_options,
-    add_output_dir,
+    add_verdict_options,
     ci_files,
     held_devices,
+    results_at,
     selected_devices,
 )
 from bench.commands.bisect import build_commit
@@ -41,7 +41,7 @@ from bench.premerge.run import CheckOptions, CheckResult, run_check
 from bench.replay.session import read_session
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import COLLECTING, INCONCLUSIVE, UNCHANGED
-from bench.store.results import DEFAULT_STORE, open_store
+from bench.store.results import open_store
 
 DEFAULT_RUNS = 3
 DEFAULT_REPLAY_S = 12.0  # bench seconds of each replay on a guest replayed on its own clock (its replay_budget_s)
@@ -53,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "check", help="pre-merge check: a candidate build against the fleet's own (exit 1 on regression)"
     )
-    add_fleet_options(p)
+    add_fleet_options(p, results="results store (its nightly baselines are never touched)")
     p.add_argument("--session", action="append", required=True, metavar="FILE", help="session file to replay")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--model", metavar="FILE", help="candidate .tflite (converted to .npcm for MicroPython boards)")
@@ -74,13 +74,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="S",
         help=f"the time the check should take; a plan over it is refused (default {DEFAULT_BUDGET_S:g})",
     )
-    p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
-    p.add_argument("--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else "
-                   f"{DEFAULT_STORE}); its nightly baselines are never touched")  # fmt: skip
-    p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
-    add_output_dir(p)
-    add_device_options(p)
-    add_ci_options(p)
+    add_verdict_options(p)
+    add_ci_run_options(p)
     p.set_defaults(func=cmd_check)
 
 
@@ -157,7 +152,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                           hint="fewer --runs, a shorter session, --replay-s, or a larger --budget")  # fmt: skip
     err.print(f"check {name} on {', '.join(d.name for d in devices)}: {plan.line()}", highlight=False)
     trust.check(devices)
-    store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    store = open_store(results_at(args, fleet))
     opts = CheckOptions(devices, change, name, sessions, store, work, thresholds, args.runs, speed,
                         str(fleet.bench.get("name", "")))  # fmt: skip
     started = dt.datetime.now().astimezone()

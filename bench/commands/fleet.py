@@ -10,7 +10,14 @@ from pathlib import Path
 
 from rich.table import Table
 
-from bench.commands import add_device_command, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.commands import (
+    add_device_command,
+    add_fleet_options,
+    add_output_dir,
+    held_devices,
+    results_at,
+    selected_devices,
+)
 from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ExitCode
@@ -26,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     fleet = sub.add_parser("fleet", help="inspect the fleet file and its devices")
     fsub = fleet.add_subparsers(dest="fleet_command", required=True)
     p = fsub.add_parser("list", help="list the fleet's devices")
-    add_fleet_options(p)
+    add_fleet_options(p, results="results store")
     p.set_defaults(func=cmd_list)
     add_device_command(fsub, "check", "probe every device through its link (exit 3 if any is unreachable)", cmd_check)
     p = fsub.add_parser("leases", help="show which bench process holds which device")
@@ -36,7 +43,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         fsub, "health", "check that devices answer; --fix runs the recovery ladder (exit 3 if one is bad)", cmd_health
     )
     p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
-    p.add_argument("--results", metavar="PATH", help="results store (default: fleet [bench] results, else reports/)")
     add_output_dir(p, logs="health/")
     p = fsub.add_parser("discover", help="find the ESP boards plugged into this host and print fleet entries")
     p.add_argument("--write", metavar="FILE", help="add the new boards to this fleet file (none twice: by MAC)")
@@ -162,10 +168,10 @@ def cmd_health(args: argparse.Namespace) -> int:
     """Check (and with --fix recover) the selected devices; exit 0 when all are good, 3 otherwise."""
     from bench.recovery.check import check_fleet  # here, as every heavy import: `fleet list` must start fast
     from bench.recovery.records import summary
-    from bench.store.results import DEFAULT_STORE, open_store
+    from bench.store.results import open_store
 
     fleet, devices = selected_devices(args)
-    store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    store = open_store(results_at(args, fleet))
     try:
         with held_devices(devices, "fleet health", args.lease_wait):
             checks = asyncio.run(

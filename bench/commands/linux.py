@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
+from collections.abc import Awaitable, Callable
 
 from rich.table import Table
 
@@ -61,16 +62,21 @@ async def _check_one(device: Device) -> dict:
     return row
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    """Connect to each board and check what the agent needs."""
+def _each_board(args: argparse.Namespace, one: Callable[[Device], Awaitable[dict]]) -> list[dict]:
+    """The row `one(device)` gives for each selected board, all at once, with the boards held and reachable."""
     devices = _linux_devices(args)
 
     async def go() -> list[dict]:
         async with reachable_devices(devices) as (resolved, _running):
-            return list(await asyncio.gather(*(_check_one(d) for d in resolved)))
+            return list(await asyncio.gather(*(one(d) for d in resolved)))
 
     with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
-        rows = asyncio.run(go())
+        return asyncio.run(go())
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Connect to each board and check what the agent needs."""
+    rows = _each_board(args, _check_one)
     if args.json:
         emit_json({"devices": rows})
     else:
@@ -122,24 +128,16 @@ async def fingerprint(key: str) -> str:
 
 def cmd_pin(args: argparse.Namespace) -> int:
     """Scan host keys and print `host_key = ...` lines (verify the fingerprint on the device first)."""
-    devices = _linux_devices(args)
 
-    async def go() -> list[dict]:
-        rows = []
-        async with reachable_devices(devices) as (resolved, _running):
-            for dev in resolved:
-                if not isinstance(dev.link, SshLink):
-                    rows.append({"name": dev.name, "error": "no SSH link"})
-                    continue
-                keys = await scan_host_keys(dev.link)
-                if not keys:
-                    rows.append({"name": dev.name, "error": f"no host key from {dev.link.host}:{dev.link.port}"})
-                    continue
-                rows.append({"name": dev.name, "host_key": keys[0], "fingerprint": await fingerprint(keys[0])})
-        return rows
+    async def one(dev: Device) -> dict:
+        if not isinstance(dev.link, SshLink):
+            return {"name": dev.name, "error": "no SSH link"}
+        keys = await scan_host_keys(dev.link)
+        if not keys:
+            return {"name": dev.name, "error": f"no host key from {dev.link.host}:{dev.link.port}"}
+        return {"name": dev.name, "host_key": keys[0], "fingerprint": await fingerprint(keys[0])}
 
-    with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
-        rows = asyncio.run(go())
+    rows = _each_board(args, one)
     if args.json:
         emit_json({"devices": rows})
     else:
@@ -155,7 +153,6 @@ def cmd_pin(args: argparse.Namespace) -> int:
 
 def cmd_telemetry(args: argparse.Namespace) -> int:
     """Sample each board's telemetry for --seconds and print min/mean/max."""
-    devices = _linux_devices(args)
 
     async def one(dev: Device) -> dict:
         driver = LinuxDriver(dev)
@@ -167,12 +164,7 @@ def cmd_telemetry(args: argparse.Namespace) -> int:
         finally:
             await driver.close()
 
-    async def go() -> list[dict]:
-        async with reachable_devices(devices) as (resolved, _running):
-            return list(await asyncio.gather(*(one(d) for d in resolved)))
-
-    with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
-        rows = asyncio.run(go())
+    rows = _each_board(args, one)
     if args.json:
         emit_json({"devices": rows})
         return ExitCode.OK

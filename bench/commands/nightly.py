@@ -14,12 +14,12 @@ from rich.table import Table
 from bench.bundles import reset_model, trust
 from bench.ci.write import write_ci_files
 from bench.commands import (
-    add_ci_options,
-    add_device_options,
+    add_ci_run_options,
     add_fleet_options,
-    add_output_dir,
+    add_verdict_options,
     ci_files,
     held_devices,
+    results_at,
     selected_devices,
 )
 from bench.commands.replay import parse_speed
@@ -40,7 +40,7 @@ from bench.replay.session import read_session
 from bench.report.build import outcome_of
 from bench.results.baseline import get_baseline
 from bench.results.thresholds import load_thresholds
-from bench.store.results import DEFAULT_STORE, open_store
+from bench.store.results import open_store
 
 DEFAULT_SESSIONS = SESSIONS_DIR
 
@@ -48,16 +48,10 @@ DEFAULT_SESSIONS = SESSIONS_DIR
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `nightly` command."""
     p = sub.add_parser("nightly", help="flash, replay, update, fault suite, report and verdict (exit 1 on regression)")
-    add_fleet_options(p)
+    add_fleet_options(p, results="results store")
     p.add_argument("--sessions", metavar="DIR", help=f"session files (*.mcap) to replay (default: {DEFAULT_SESSIONS})")
     p.add_argument("--session", action="append", default=[], metavar="FILE", help="replay only this session file")
-    p.add_argument(
-        "--baseline",
-        metavar="NAME",
-        help="judge against the runs up to the one baseline NAME pins (default: the"
-        " last accepted runs of each session)",
-    )
-    p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
+    add_verdict_options(p, baseline="the last accepted runs of each session")
     p.add_argument(
         "--model",
         metavar="FILE",
@@ -66,17 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--firmware", metavar="FILE", help="flash this image to the selected ESP32-C6 boards")
     p.add_argument(
-        "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
-    )
-    add_output_dir(p, "--reports")
-    p.add_argument("--speed", default="1", metavar="X", help="replay time factor, or 'max'")
-    p.add_argument(
         "--fail-acknowledged", action=argparse.BooleanOptionalAction, default=None,
         help="acknowledged alerts still fail the night (default: the thresholds' [alerts] fail_acknowledged)",
     )  # fmt: skip
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
-    add_device_options(p)
-    add_ci_options(p)
+    add_ci_run_options(p, "--reports")
     p.set_defaults(func=cmd_nightly)
 
 
@@ -122,7 +110,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     devices = change_under_test(devices, args.model, args.firmware)
     sessions = session_files(args)
     files = ci_files(args)
-    store = open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE)
+    store = open_store(results_at(args, fleet))
     if args.baseline and get_baseline(store, args.baseline) is None:
         store.close()
         raise ConfigError(f"--baseline {args.baseline}: no such baseline", hint="see `hilbench baseline list`")

@@ -11,7 +11,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.bundles import trust
-from bench.commands import add_device_options, add_fleet_options, add_output_dir, held_devices, selected_devices
+from bench.commands import (
+    add_device_options,
+    add_fleet_options,
+    add_output_dir,
+    held_devices,
+    results_at,
+    selected_devices,
+)
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError
 from bench.core.outcomes import FailureClass
@@ -21,7 +28,7 @@ from bench.replay.agents import fleet_opener
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
-from bench.store.results import DEFAULT_STORE, open_store
+from bench.store.results import open_store
 
 # (measurement, header, scale, format, in the compact default): the default fits 80 columns; --wide shows all
 SUMMARY_COLUMNS = (
@@ -43,14 +50,11 @@ STATUS_WORDS = {FailureClass.PASS: "ok", FailureClass.INFRASTRUCTURE: "infra", F
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `replay` command."""
     p = sub.add_parser("replay", help="play a recorded session into the selected devices at once and measure")
-    add_fleet_options(p)
+    add_fleet_options(p, results="results store")
     p.add_argument("--session", required=True, metavar="FILE", help="session file (MCAP; see `hilbench session`)")
     p.add_argument("--speed", default="1", metavar="X", help="time factor (2 = twice as fast), or 'max'")
     p.add_argument("--voice", choices=("auto", "voice", "voicef"), default="auto",
                    help="voice as PCM or per-10 ms features (auto: features on links too slow for PCM)")  # fmt: skip
-    p.add_argument(
-        "--results", metavar="PATH", help=f"results store (default: the fleet's [bench] results, else {DEFAULT_STORE})"
-    )
     p.add_argument("--deploy", action="store_true", help="deploy agent and model first (skipped when up to date)")
     p.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
     p.add_argument("--wide", action="store_true", help="every measurement in the summary (wider than 80 columns)")
@@ -81,7 +85,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
-    location = args.results or fleet.bench.get("results") or DEFAULT_STORE
+    location = results_at(args, fleet)
     store = open_store(location)
     logs = args.logs or args.output_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)

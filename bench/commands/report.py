@@ -7,7 +7,7 @@ from contextlib import nullcontext
 
 from rich.markup import escape
 
-from bench.commands import add_output_dir
+from bench.commands import add_output_dir, add_verdict_options
 from bench.core.console import emit_json, err, out
 from bench.core.errors import ConfigError, ExitCode
 from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
@@ -19,12 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="render a run's HTML report with its verdicts (exit 1 on a regression)")
     p.add_argument("run", nargs="?", help='run id or "latest" (default: the latest run)')
     p.add_argument("--compare", metavar="RUN", help="compare with this run instead of the baseline")
-    p.add_argument(
-        "--baseline",
-        metavar="NAME",
-        help="judge against the runs up to the one baseline NAME pins (default: the last accepted runs)",
-    )
-    p.add_argument("--thresholds", metavar="FILE", help="baseline thresholds TOML (default: the bundled one)")
+    add_verdict_options(p, baseline="the last accepted runs")
     _store_options(p)
     add_output_dir(p, "--out")
     p.set_defaults(func=cmd_report)

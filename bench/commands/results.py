@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from bench.commands import FLEET_HELP, fleet_of
+from bench.commands import FLEET_HELP, add_results_option, fleet_of, results_at
 from bench.commands.values import int_in
 from bench.core.console import emit_json, out
-from bench.store.results import DEFAULT_STORE, open_store
+from bench.store.results import open_store
 from bench.store.retention import prune
 
 
@@ -20,9 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "prune", help="delete raw frame/input rows older than the fleet's [results] retention, then VACUUM"
     )
     p.add_argument("--fleet", metavar="FILE", help=f"whose [results] and [bench] results apply: {FLEET_HELP}")
-    p.add_argument(
-        "--results", metavar="PATH", help=f"results store (default: fleet [bench] results, else {DEFAULT_STORE})"
-    )
+    add_results_option(p)
     p.add_argument("--keep-raw-days", type=int_in(0), metavar="N", help="override the fleet's keep_raw_days")
     p.add_argument("--keep-raw-runs", type=int_in(0), metavar="N", help="override the fleet's keep_raw_runs")
     p.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
@@ -38,7 +36,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         policy = replace(policy, keep_raw_days=args.keep_raw_days)
     if args.keep_raw_runs is not None:
         policy = replace(policy, keep_raw_runs=args.keep_raw_runs)
-    with open_store(args.results or fleet.bench.get("results") or DEFAULT_STORE) as store:
+    with open_store(results_at(args, fleet)) as store:
         result = prune(store, policy, dry_run=args.dry_run)
     if args.json:
         emit_json(result.to_json())

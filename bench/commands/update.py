@@ -5,8 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+from pathlib import Path
 
-from bench.commands import add_device_options, add_fleet_options, held_devices, selected_devices
+from bench.commands import (
+    add_device_options,
+    add_fleet_options,
+    held_devices,
+    results_at,
+    selected_devices,
+)
 from bench.commands.model import add_store_option, open_store
 from bench.commands.values import float_in
 from bench.core.console import compact_table, emit_json, out
@@ -16,25 +23,19 @@ from bench.lab.acquire import reachable_devices
 from bench.ota.impair import Impairment
 from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
 from bench.ota.timing import timing_named
-from bench.store.results import DEFAULT_STORE
 from bench.store.results import open_store as open_results
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `update` command."""
     p = sub.add_parser("update", help="update the model on the selected devices over CoAP (exit 1 if any failed)")
-    add_fleet_options(p)
+    add_fleet_options(p, results="results store the device health goes to")
     p.add_argument("--model", required=True, metavar="NAME[@VERSION]", help="published model (default: latest)")
     p.add_argument("--delta", action="store_true", help="send a bsdiff4 delta where the device's model allows")
     p.add_argument(
         "--allow-downgrade",
         action="store_true",
         help="let devices install a version older than theirs, or a model of another name (refused otherwise)",
-    )
-    p.add_argument(
-        "--results",
-        metavar="PATH",
-        help=f"results store the device health goes to (default: the fleet's [bench] results, else {DEFAULT_STORE})",
     )
     p.add_argument(
         "--loss",
@@ -59,7 +60,7 @@ def cmd_update(args: argparse.Namespace) -> int:
         timing_named(d.settings.ota_timing)
     impairment = Impairment(loss=args.loss / 100) if args.loss else None
     label = args.model
-    results_at = args.results or fleet.bench.get("results") or DEFAULT_STORE
+    health_store = results_at(args, fleet)
     with (
         held_devices(devices, "update", args.lease_wait),
         out.status(f"updating {len(devices)} device(s) to {label}…") as status,
@@ -71,7 +72,7 @@ def cmd_update(args: argparse.Namespace) -> int:
             status.update(f"updating to {label}: {len(done)}/{len(devices)} done (last: {r.device})")
 
         results = asyncio.run(
-            _run(devices, store, args.model, args.delta, args.allow_downgrade, impairment, on_done, results_at)
+            _run(devices, store, args.model, args.delta, args.allow_downgrade, impairment, on_done, health_store)
         )
     if args.json:
         emit_json({"model": args.model, "manifests": manifests, "devices": [r.to_json() for r in results]})
@@ -81,11 +82,11 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 
 async def _run(
-    devices, store, spec, delta, allow_downgrade, impairment, on_done, results_at: str
+    devices, store, spec, delta, allow_downgrade, impairment, on_done, health_store: str | Path
 ) -> list[DeviceUpdate]:
     """Update the devices; one that does not answer is recovered by the ladder first (recorded in the results
     store's device health, as the nightly's)."""
-    with contextlib.closing(open_results(results_at)) as results:
+    with contextlib.closing(open_results(health_store)) as results:
         async with reachable_devices(devices) as (resolved, _):
             return await update_devices(
                 resolved,

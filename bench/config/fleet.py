@@ -8,10 +8,10 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bench.config.kinds import KINDS, Kind, SettingError, Settings, get_kind
+from bench.config.kinds import KINDS, Kind, Settings, get_kind
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
-from bench.core.fields import resolve_path, typed
+from bench.core.fields import resolve_path, settings_from, typed
 from bench.core.inputs import check_file, load_toml
 from bench.core.paths import FLEETS_DIR
 from bench.energy.spec import EnergySpec, parse_energy
@@ -239,17 +239,15 @@ def parse_retention(raw: dict[str, Any], where: str) -> RawRetention:
 def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
     """A `power = { driver = "labgrid" }` spec with the device's place and the fleet's coordinator filled in."""
     assert dev.power is not None
-    options = dict(dev.power.options)
-    if dev.lab is not None and dev.lab.place:
-        options.setdefault("place", dev.lab.place)
-    if "coordinator" in lab:
-        options.setdefault("coordinator", lab["coordinator"])
-    if "place" not in options or "coordinator" not in options:
+    settings = dev.power.settings
+    place = getattr(settings, "place", None) or (dev.lab.place if dev.lab is not None else None)
+    coordinator = getattr(settings, "coordinator", None) or lab.get("coordinator")
+    if not place or not coordinator:
         raise ConfigError(
             f"{path}: device {dev.name!r}: field 'power': driver 'labgrid' needs a named place and a coordinator",
             hint='give the device `place` and `lab_host`, and the fleet a [lab] table with coordinator = "HOST:20408"',
         )
-    return replace(dev.power, options=options)
+    return replace(dev.power, settings=settings.replace(place=place, coordinator=coordinator))
 
 
 def _parse_lab(value: Any, path: Path) -> dict[str, Any]:
@@ -389,11 +387,9 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     tags = typed(raw, "tags", list, where, [])
     if not all(isinstance(t, str) for t in tags):
         raise ConfigError(f"{where}: field 'tags': must be a list of strings")
-    values = {key: typed(raw, key, typ, where, None) for key, typ in types.items() if key in raw}
-    try:
-        settings = info.settings(**{**values, **_file_settings(info.settings, values, base_dir, where)})
-    except SettingError as exc:
-        raise ConfigError(f"{where}: field {exc.name!r}: {exc}") from None
+    settings = settings_from(
+        info.settings, raw, where, adjust=lambda values: _file_settings(info.settings, values, base_dir, where)
+    )
     python = typed(raw, "python", str, where, None)
     if python is not None and not _PYTHON_RE.match(python):
         raise ConfigError(f"{where}: field 'python': {python!r} is not a path to a Python interpreter",

@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
-import math
-import re
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from bench.core.errors import ConfigError
+from bench.core.fields import (
+    Declared,
+    chosen,
+    file_path,
+    matching,
+    named,
+    ranged,
+    setting_types,
+)
 from bench.core.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
 from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
 
@@ -30,54 +36,15 @@ UPDATE_CHANNELS = ("coap", "grpc", "websocket")  # how a device fetches models: 
 
 DECISION_BUDGET_MS = 50  # input sent -> decision, unless a kind or the fleet says otherwise
 VOICE_CHOICES = ("auto", "voice", "voicef")
+NO_SHELL_PATH = r"(?!(.*/)?\.\.(/|$))[A-Za-z0-9_./~-]+"  # a path a remote shell takes as it is, with no '..'
 COUNTED = "counted"  # an ESP32-C6's `firmware`: the counted firmware the bench builds (bench.bundles.c6_firmware)
 
 
-class SettingError(ValueError):
-    """A setting out of its range; `name` is the field (the fleet loader adds the file and device)."""
-
-    def __init__(self, name: str, message: str) -> None:
-        super().__init__(message)
-        self.name = name
-
-
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-_CHECKS = ("range", "name", "pattern", "choices")  # the field metadata Settings.__post_init__ enforces
-
-
-def ranged(default: float, low: float, high: float) -> Any:
-    """A numeric setting's field: its default and the range [low, high] a fleet file may set."""
-    return field(default=default, metadata={"range": (low, high)})
-
-
-def chosen(default: str, choices: tuple[str, ...]) -> Any:
-    """A setting that is one of `choices`."""
-    return field(default=default, metadata={"choices": choices})
-
-
-def named(default: str, *, or_path: str = "") -> Any:
-    """A setting that becomes part of a file name: letters, digits, '.', '_', '-' only (no '/', no '..');
-    with `or_path` (a file suffix) also a path: a value with a '/' or that suffix names a file, which the
-    fleet loader takes from the fleet file's folder (a model file under test)."""
-    return field(default=default, metadata={"name": True, "or_path": or_path})
-
-
-def file_path(default: str = "", keywords: tuple[str, ...] = ()) -> Any:
-    """A setting that names a file ("" = the kind's own): the fleet loader takes it from the fleet file's folder.
-    A value in `keywords` names something the bench makes itself, not a file."""
-    return field(default=default, metadata={"path": True, "keywords": keywords})
-
-
 @dataclass(frozen=True)
-class Settings:
+class Settings(Declared):
     """What every kind can set in the fleet file (fields of a [[device]] table besides name, kind, link).
-    Each number has a range and each name a safe form, checked when the settings are made (SettingError).
-
-    The check is part of the field, and a kind cannot lose it: a subclass that overrides a field with a plain
-    default (`fps_target: int = 20`) keeps the base field's range, and a number with no range at all is refused
-    when the class is made (TypeError)."""
+    Each number has a range and each name a safe form, checked when the settings are made (SettingError);
+    a kind cannot lose a check by overriding a field (bench.core.fields.Declared)."""
 
     fps_target: int = ranged(60, 1, 1000)
     vsync_hz: int = ranged(60, 1, 1000)
@@ -98,45 +65,6 @@ class Settings:
     # a replay sends each sampled channel (voice, gaze, mocap) at most this often, the first input of each 1/N s
     # of session time (events always go): for a board whose agent cannot take the session's every input; 0: all
     input_max_hz: float = ranged(0.0, 0.0, 1000)
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Keep the checks of every field a subclass overrides with a plain default; refuse a number without a range."""
-        super().__init_subclass__(**kwargs)
-        inherited = {f.name: f for base in cls.__mro__[1:] if dataclasses.is_dataclass(base)
-                     for f in dataclasses.fields(base)}  # fmt: skip
-        for name, annotation in inspect.get_annotations(cls).items():
-            value = cls.__dict__.get(name, dataclasses.MISSING)
-            base = inherited.get(name)
-            own = value.metadata if isinstance(value, dataclasses.Field) else {}
-            if base is not None and not any(k in own for k in _CHECKS) and any(k in base.metadata for k in _CHECKS):
-                if isinstance(value, dataclasses.Field):
-                    value.metadata = base.metadata
-                else:
-                    setattr(cls, name, field(default=value, metadata=base.metadata))
-                own = base.metadata
-            if getattr(annotation, "__name__", annotation) in ("int", "float") and "range" not in own:
-                raise TypeError(f"{cls.__name__}.{name}: a numeric setting needs a range (ranged(default, low, high))")
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            low, high = f.metadata.get("range", (-math.inf, math.inf))
-            if isinstance(value, int | float) and not isinstance(value, bool) and not low <= value <= high:
-                raise SettingError(f.name, f"{value!r} is out of range (must be {low} to {high})")
-            choices = f.metadata.get("choices")
-            if choices and value not in choices:
-                raise SettingError(f.name, f"{value!r} is not one of {', '.join(choices)}")
-            if f.metadata.get("name") and (not _SAFE_NAME.match(value) or ".." in value):
-                path_ok = f.metadata.get("or_path") and value.startswith("/") and ".." not in value.split("/")
-                if not path_ok:
-                    raise SettingError(f.name, f"{value!r} is not a plain name (letters, digits, '.', '_', '-')")
-            pattern = f.metadata.get("pattern")
-            if pattern and (not re.match(pattern, value) or ".." in value.split("/")):
-                raise SettingError(f.name, f"{value!r} has characters a remote shell would act on, or '..'")
-
-    def replace(self, **changes: Any) -> Settings:
-        """A copy with `changes` applied."""
-        return dataclasses.replace(self, **changes)
 
 
 # How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
@@ -172,7 +100,7 @@ class Esp32c6Settings(Settings):
 class LinuxSettings(Settings):
     """A Linux board reached over SSH: agent folder (under $HOME unless absolute), telemetry source and period."""
 
-    agent_dir: str = field(default="npc-hil-bench", metadata={"pattern": r"^[A-Za-z0-9_./~-]+$"})
+    agent_dir: str = matching("npc-hil-bench", NO_SHELL_PATH, "has characters a remote shell would act on, or '..'")
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
     memory_limit_mb: int = ranged(512, 0, 1_048_576)
@@ -268,8 +196,7 @@ class Kind:
 
     def setting_types(self) -> dict[str, type]:
         """Field name -> its Python type, for validating a fleet file."""
-        hints = typing.get_type_hints(self.settings)
-        return {f.name: hints[f.name] for f in dataclasses.fields(self.settings)}
+        return setting_types(self.settings)
 
     def driver_class(self) -> type:
         """The driver class (ConfigError when the kind has none)."""

@@ -27,3 +27,12 @@ class LoopThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout=10)
         self.loop.close()
+
+
+def run_on_a_thread(coro: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
+    """Run `coro` on a loop thread of its own, closed after: one call of a sync caller."""
+    loop = LoopThread()
+    try:
+        return loop.run(coro, timeout_s)
+    finally:
+        loop.close()

@@ -61,6 +61,7 @@ SESSIONS_DIR = FIXTURES_DIR / "sessions"
 BASELINES_DIR = FIXTURES_DIR / "baselines"
 FLEETS_DIR = FIXTURES_DIR / "fleets"
 OUTPUT_DIR = Path("reports")  # where a command's reports, logs and results store go (relative: the current folder)
+DEFAULT_STORE = OUTPUT_DIR / "results.sqlite"  # the results store when neither a command nor the fleet names one
 WIRE_MODULE = PACKAGE_DIR / "agent" / "wire.py"  # the bench's wire format, deployed unchanged to both agents
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from bench.config.fleet import Device, QemuLink
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.lifecycle import release
 from bench.core.paths import default_log_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GUEST_AGENT_PORT, GuestFault, QemuMachine
@@ -255,8 +256,6 @@ class QemuArm64Driver(Driver):
 
     async def close_agent(self) -> None:
         """Close the agent link and shut the guest down (QEMU is killed if it does not stop)."""
-        if self.transport is not None:
-            await self.transport.close()
-            self.transport = None
+        await release(self, "transport")
         if self.machine is not None:
             await self.machine.stop()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench.config.fleet import Device
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.lifecycle import release
 from bench.core.paths import state_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.links.browser import BrowserLink
@@ -102,15 +103,4 @@ class WebDriver(Driver):
 
     async def close_agent(self) -> None:
         """Close the link and the page, and stop the page server."""
-        if self.transport is not None:
-            await self.transport.close()
-            self.transport = None
-        if self.page is not None:
-            await self.page.close()
-            self.page = None
-        if self.cdp is not None:
-            await self.cdp.close()
-            self.cdp = None
-        if self.pages is not None:
-            await self.pages.stop()
-            self.pages = None
+        await release(self, "transport", "page", "cdp", "pages")

@@ -12,13 +12,8 @@ from bench.energy.protocol import Meter, MeterError, PowerSample
 from bench.energy.spec import HwmonSettings
 
 
-class BenchHwmonMeter(Meter):
+class BenchHwmonMeter(Meter[HwmonSettings]):
     """Reads `power` (uW), or `current` (mA) and `voltage` (mV), from the bench host's sysfs."""
-
-    @property
-    def settings(self) -> HwmonSettings:
-        """The fleet file's settings of this meter."""
-        return self.spec.settings  # type: ignore[return-value]
 
     @property
     def period_s(self) -> float:

@@ -21,16 +21,11 @@ def stats_power_mw(value: dict[str, Any]) -> float | None:
         return None
 
 
-class JoulescopeMeter(Meter):
+class JoulescopeMeter(Meter[JoulescopeSettings]):
     """One Joulescope; its statistics arrive on the driver's thread and are stamped there."""
 
     _driver: Any = None
     _path: str | None = None
-
-    @property
-    def settings(self) -> JoulescopeSettings:
-        """The fleet file's settings of this meter."""
-        return self.spec.settings  # type: ignore[return-value]
 
     @property
     def period_s(self) -> float:

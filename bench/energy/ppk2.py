@@ -16,16 +16,11 @@ from bench.energy.spec import Ppk2Settings
 OPEN_TIMEOUT_S = 10.0
 
 
-class Ppk2Meter(Meter):
+class Ppk2Meter(Meter[Ppk2Settings]):
     """One PPK2 on a serial port."""
 
     _proc: asyncio.subprocess.Process | None = None
     _log: IO[bytes] | None = None
-
-    @property
-    def settings(self) -> Ppk2Settings:
-        """The fleet file's settings of this meter."""
-        return self.spec.settings  # type: ignore[return-value]
 
     @property
     def period_s(self) -> float:

@@ -9,13 +9,15 @@ stamped when each reading arrives, its interval the time since the reading befor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 from bench.core.errors import BenchError
+from bench.core.lifecycle import cancel
 from bench.energy.spec import EnergySpec
 
+S = TypeVar("S")  # a meter's settings class (bench.energy.spec)
 FIRST_SAMPLE_S = 10.0  # how long a started meter may take to deliver its first sample (beyond 3 of its periods)
 
 
@@ -36,8 +38,9 @@ class PowerSample:
         return (self.t_ns, self.dt_ns, self.power_mw)
 
 
-class Meter(ABC):
-    """One device's power meter, sampling in the background between `start()` and `stop()`."""
+class Meter(ABC, Generic[S]):
+    """One device's power meter, sampling in the background between `start()` and `stop()`; `S` is its driver's
+    settings class."""
 
     def __init__(self, device: str, spec: EnergySpec) -> None:
         self.device = device
@@ -45,6 +48,11 @@ class Meter(ABC):
         self.samples: list[PowerSample] = []
         self.errors: list[str] = []
         self._task: asyncio.Task[None] | None = None
+
+    @property
+    def settings(self) -> S:
+        """The fleet file's settings of this meter."""
+        return cast(S, self.spec.settings)
 
     @property
     @abstractmethod
@@ -79,10 +87,7 @@ class Meter(ABC):
     async def stop(self) -> list[PowerSample]:
         """Stop sampling; every sample taken."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(task)
         await self.close()
         return list(self.samples)
 
@@ -94,12 +99,12 @@ class Meter(ABC):
         except OSError as exc:
             self.errors.append(f"device {self.device!r}: meter {self.name}: {exc}")
 
-    async def open(self) -> None:  # noqa: B027 (most meters need no opening)
+    async def open(self) -> None:
         """Reach the meter (nothing for meters that start with their first reading)."""
 
     @abstractmethod
     async def run(self) -> None:
         """Append samples to `self.samples` until cancelled."""
 
-    async def close(self) -> None:  # noqa: B027 (most meters hold nothing)
+    async def close(self) -> None:
         """Release the meter."""

@@ -8,14 +8,14 @@ import shlex
 import time
 
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, tegrastats_power_mw
-from bench.energy.protocol import Meter, MeterError, PowerSample
-from bench.energy.spec import EnergySpec, HwmonSettings
+from bench.energy.protocol import Meter, MeterError, PowerSample, S
+from bench.energy.spec import EnergySpec, HwmonSettings, PmicSettings, TegrastatsSettings
 from bench.links.ssh import SshConnection
 
 BLOCK_END = "@end"
 
 
-class RemoteMeter(Meter):
+class RemoteMeter(Meter[S]):
     """A meter whose readings a command on the device prints (one line or one `@end`-terminated block each)."""
 
     def __init__(self, device: str, spec: EnergySpec, connection: SshConnection, *, owns: bool = False) -> None:
@@ -26,7 +26,7 @@ class RemoteMeter(Meter):
 
     @property
     def period_s(self) -> float:
-        return self.spec.settings.interval_ms / 1000  # type: ignore[union-attr]
+        return self.settings.interval_ms / 1000
 
     def command(self) -> str:
         """The remote command that streams readings."""
@@ -69,23 +69,23 @@ class RemoteMeter(Meter):
             await self.connection.close()
 
 
-class TegrastatsMeter(RemoteMeter):
+class TegrastatsMeter(RemoteMeter[TegrastatsSettings]):
     """A Jetson's rail power from `tegrastats --interval N`."""
 
     blocks = False
 
     @property
     def name(self) -> str:
-        return f"tegrastats {self.spec.settings.rail}"  # type: ignore[union-attr]
+        return f"tegrastats {self.settings.rail}"
 
     def command(self) -> str:
-        return f"exec tegrastats --interval {self.spec.settings.interval_ms}"  # type: ignore[union-attr]
+        return f"exec tegrastats --interval {self.settings.interval_ms}"
 
     def reading(self, text: str) -> float | None:
-        return tegrastats_power_mw(text, self.spec.settings.rail)  # type: ignore[union-attr]
+        return tegrastats_power_mw(text, self.settings.rail)
 
 
-class PmicMeter(RemoteMeter):
+class PmicMeter(RemoteMeter[PmicSettings]):
     """A Raspberry Pi 5's rails (current x voltage, summed) from `vcgencmd pmic_read_adc`."""
 
     @property
@@ -99,13 +99,8 @@ class PmicMeter(RemoteMeter):
         return pmic_power_mw(text) if text.strip() else None
 
 
-class DeviceHwmonMeter(RemoteMeter):
+class DeviceHwmonMeter(RemoteMeter[HwmonSettings]):
     """A hwmon sensor file on the device."""
-
-    @property
-    def settings(self) -> HwmonSettings:
-        """The fleet file's settings of this meter."""
-        return self.spec.settings  # type: ignore[return-value]
 
     @property
     def name(self) -> str:

@@ -76,9 +76,9 @@ def _needed(program: Program, needs: set[str]) -> bool:
 
 def _configured_program(program: Program, device: Device) -> str | None:
     """A path the fleet gives for this program instead of PATH (the virtual fleet's stand-in uhubctl)."""
-    if device.power is None or program.program not in device.power.options:
+    given = getattr(device.power.settings, program.program, None) if device.power is not None else None
+    if not isinstance(given, str):
         return None
-    given = str(device.power.options[program.program])
     return str((device.power.base_dir / given).resolve()) if "/" in given else None
 
 

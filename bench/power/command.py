@@ -9,28 +9,39 @@ print `on` or `off`; without it the state is `unknown`. `cycle` (optional) repla
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import ClassVar
 
-from bench.power.protocol import PowerDriver, PowerState, run_tool
+from bench.core.fields import ranged
+from bench.power.protocol import PowerDriver, PowerSettings, PowerState, run_tool
 
 
-class CommandPower(PowerDriver):
+@dataclass(frozen=True, kw_only=True)
+class CommandSettings(PowerSettings):
+    """The shell commands: `on` and `off`, and optionally `status` and `cycle`, each given `timeout_s`."""
+
+    on: str
+    off: str
+    status: str | None = None
+    cycle: str | None = None
+    timeout_s: float = ranged(30.0, 0.1, 3600.0)
+
+
+class CommandPower(PowerDriver[CommandSettings]):
     """Shell commands that switch (and optionally read) the device's supply."""
 
-    FIELDS: ClassVar[dict[str, type]] = {"on": str, "off": str, "status": str, "cycle": str, "timeout_s": float}
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"timeout_s": (0.1, 3600.0)}
-    REQUIRED: ClassVar[tuple[str, ...]] = ("on", "off")
+    SETTINGS: ClassVar[type[PowerSettings]] = CommandSettings
 
     @property
     def where(self) -> str:
-        return f"command {self.spec.options['on']!r}"
+        return f"command {self.settings.on!r}"
 
     async def _run(self, which: str) -> str:
         env = {**os.environ, "HILBENCH_DEVICE": self.device}
         return await run_tool(
-            ["sh", "-c", str(self.spec.options[which])],
+            ["sh", "-c", getattr(self.settings, which)],
             what=f"device {self.device!r}: power {which} command",
-            timeout_s=float(self.spec.options.get("timeout_s", 30.0)),
+            timeout_s=self.settings.timeout_s,
             env=env,
         )
 
@@ -44,14 +55,14 @@ class CommandPower(PowerDriver):
 
     async def cycle(self, off_s: float | None = None) -> None:
         """The `cycle` command when given, else off, wait, on."""
-        if "cycle" in self.spec.options:
+        if self.settings.cycle is not None:
             await self._run("cycle")
         else:
             await super().cycle(off_s)
 
     async def status(self) -> PowerState:
         """The `status` command's first word (`on`/`off`), or unknown without one."""
-        if "status" not in self.spec.options:
+        if self.settings.status is None:
             return PowerState.UNKNOWN
         words = (await self._run("status")).strip().lower().split()
         first = words[0] if words else ""

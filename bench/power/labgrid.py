@@ -12,21 +12,30 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from bench.power.protocol import PowerDriver, PowerError, PowerSpec, PowerState, run_tool
+from bench.power.protocol import PowerDriver, PowerError, PowerSettings, PowerSpec, PowerState, run_tool
 
 
-class LabgridPower(PowerDriver):
+@dataclass(frozen=True, kw_only=True)
+class LabgridSettings(PowerSettings):
+    """The place whose power resource it is, and the coordinator serving it (by default the device's `place` and
+    the fleet's [lab] coordinator, filled in by the fleet loader)."""
+
+    place: str | None = None
+    coordinator: str | None = None
+
+
+class LabgridPower(PowerDriver[LabgridSettings]):
     """The power resource of the device's labgrid place."""
 
-    FIELDS: ClassVar[dict[str, type]] = {"place": str, "coordinator": str}
-    REQUIRED: ClassVar[tuple[str, ...]] = ()
+    SETTINGS: ClassVar[type[PowerSettings]] = LabgridSettings
 
     def __init__(self, device: str, spec: PowerSpec) -> None:
         super().__init__(device, spec)
-        if not spec.options.get("place") or not spec.options.get("coordinator"):
+        if not self.settings.place or not self.settings.coordinator:
             raise PowerError(
                 f"device {device!r}: power driver 'labgrid' needs a named place and the fleet's [lab] coordinator",
                 hint="give the device `place` (and [lab] coordinator), or power = { driver = 'labgrid', place = ... }",
@@ -34,7 +43,7 @@ class LabgridPower(PowerDriver):
 
     @property
     def where(self) -> str:
-        return f"labgrid place {self.spec.options['place']}"
+        return f"labgrid place {self.settings.place}"
 
     def _client(self) -> str:
         beside = Path(sys.executable).parent / "labgrid-client"  # the venv's, pinned with the bench
@@ -45,7 +54,7 @@ class LabgridPower(PowerDriver):
 
         host, user = job_identity()
         env = {**os.environ, "LG_HOSTNAME": host, "LG_USERNAME": user}
-        argv = [self._client(), "-x", str(self.spec.options["coordinator"]), "-p", str(self.spec.options["place"])]
+        argv = [self._client(), "-x", str(self.settings.coordinator), "-p", str(self.settings.place)]
         return await run_tool([*argv, "power", action], what=f"device {self.device!r}: {self.where}", env=env)
 
     async def on(self) -> None:

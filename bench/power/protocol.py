@@ -1,8 +1,9 @@
 """The one power protocol every power backend implements: on, off, cycle, status.
 
-A backend is a class with the fleet-file fields it takes (`FIELDS`, name -> type, and which are
-`REQUIRED`) and four coroutines. A new backend (a PDU's API, a QEMU guest) subclasses `PowerDriver`,
-implements `on`, `off` and `status`, and registers itself in `bench.power.BACKENDS`; `cycle` comes for free.
+A backend is a class with the settings its fleet-file table takes (`SETTINGS`: a `PowerSettings` subclass,
+declared as every setting is, bench.core.fields.Declared) and four coroutines. A new backend (a PDU's API, a
+QEMU guest) subclasses `PowerDriver`, implements `on`, `off` and `status`, and registers itself in
+`bench.power.BACKENDS`; `cycle` comes for free.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar, Generic, TypeVar, cast
 
 from bench.core.errors import BenchError
+from bench.core.fields import Declared, ranged
 
 DEFAULT_OFF_S = 2.0  # how long a power cycle leaves the device without power (caps drain, USB re-enumerates)
+MAX_OFF_S = 600.0  # the longest a power cycle keeps a board off
 
 
 class PowerState(enum.StrEnum):
@@ -31,27 +34,44 @@ class PowerError(BenchError):
     """A power backend failed (its tool is missing, exited non-zero or timed out)."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class PowerSettings(Declared):
+    """What every `power` table may set; a backend's settings class adds its own fields."""
+
+    off_s: float = ranged(DEFAULT_OFF_S, 0.0, MAX_OFF_S)  # how long `cycle` leaves the device off
+
+
 @dataclass(frozen=True)
 class PowerSpec:
-    """A device's `power = { driver = ..., ... }` table, validated against its backend's fields."""
+    """A device's `power = { driver = ..., ... }` table, validated into its backend's settings."""
 
     driver: str
-    options: dict[str, Any] = field(default_factory=dict)
-    off_s: float = DEFAULT_OFF_S
-    base_dir: Path = Path(".")  # the fleet file's folder: relative paths in options resolve against it
+    settings: PowerSettings = field(default_factory=PowerSettings)
+    base_dir: Path = Path(".")  # the fleet file's folder: relative paths in the settings resolve against it
+
+    @property
+    def off_s(self) -> float:
+        """How long a power cycle leaves the device off."""
+        return self.settings.off_s
 
 
-class PowerDriver(ABC):
-    """Switches one device's power. Same class for a real hub port and a virtual board's."""
+S = TypeVar("S", bound=PowerSettings)
 
-    FIELDS: ClassVar[dict[str, type]] = {}  # fleet-file fields besides `driver` and `off_s`
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {}  # a numeric field's allowed range (inclusive)
-    PATTERNS: ClassVar[dict[str, str]] = {}  # a text field's form (a regular expression it must match whole)
-    REQUIRED: ClassVar[tuple[str, ...]] = ()
+
+class PowerDriver(ABC, Generic[S]):
+    """Switches one device's power. Same class for a real hub port and a virtual board's; `S` is its settings
+    class (`SETTINGS`)."""
+
+    SETTINGS: ClassVar[type[PowerSettings]] = PowerSettings  # what its fleet-file table takes besides `driver`
 
     def __init__(self, device: str, spec: PowerSpec) -> None:
         self.device = device
         self.spec = spec
+
+    @property
+    def settings(self) -> S:
+        """The validated settings of its `power` table."""
+        return cast(S, self.spec.settings)
 
     @property
     def where(self) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.power.protocol import PowerDriver, PowerError, PowerSpec, PowerState
+from bench.power.protocol import PowerDriver, PowerError, PowerSettings, PowerSpec, PowerState
 
 QMP_TIMEOUT_S = 5.0
 
@@ -90,11 +90,11 @@ async def qmp(path: Path, command: str, arguments: dict[str, Any] | None = None)
         await client.close()
 
 
-class QmpPower(PowerDriver):
+class QmpPower(PowerDriver[PowerSettings]):
     """An emulated machine's supply: `quit` cuts it, `boot` (the driver's) applies it."""
 
     def __init__(self, device: str, socket: Callable[[], Path | None], boot: Callable[[], Awaitable[object]]) -> None:
-        super().__init__(device, PowerSpec("qmp", off_s=0.5))
+        super().__init__(device, PowerSpec("qmp", PowerSettings(off_s=0.5)))
         self._socket = socket  # the running machine's QMP socket, None when it does not run
         self._boot = boot
 

@@ -9,10 +9,12 @@ is read back. `uhubctl = "PATH"` names another binary (the virtual fleet's stand
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from bench.power.protocol import PowerDriver, PowerError, PowerState, run_tool
+from bench.core.fields import REQUIRED, matching, ranged
+from bench.power.protocol import PowerDriver, PowerError, PowerSettings, PowerState, run_tool
 
 _PORT_RE = re.compile(r"^\s*Port (\d+): ([0-9a-fA-F]{4})\s*(.*)$")
 
@@ -28,32 +30,38 @@ def parse_status(text: str, port: int) -> PowerState:
     return state
 
 
-class UhubctlPower(PowerDriver):
+@dataclass(frozen=True, kw_only=True)
+class UhubctlSettings(PowerSettings):
+    """One port of a hub: its location (bus-port.port, as `uhubctl -l` takes it) and port number, and the
+    uhubctl to run."""
+
+    location: str = matching(REQUIRED, r"[0-9]{1,3}(-[0-9]{1,3}(\.[0-9]{1,3}){0,6})?", "is not a location (e.g. 1-1.4)")
+    port: int = ranged(REQUIRED, 1, 255)  # a USB hub's port numbers
+    uhubctl: str = "uhubctl"
+
+
+class UhubctlPower(PowerDriver[UhubctlSettings]):
     """One port of a per-port-power-switching USB hub."""
 
-    FIELDS: ClassVar[dict[str, type]] = {"location": str, "port": int, "uhubctl": str}
-    RANGES: ClassVar[dict[str, tuple[float, float]]] = {"port": (1, 255)}  # a USB hub's port numbers
-    PATTERNS: ClassVar[dict[str, str]] = {"location": r"[0-9]{1,3}(-[0-9]{1,3}(\.[0-9]{1,3}){0,6})?"}  # bus-port.port
-    REQUIRED: ClassVar[tuple[str, ...]] = ("location", "port")
+    SETTINGS: ClassVar[type[PowerSettings]] = UhubctlSettings
 
     @property
     def binary(self) -> str:
         """The uhubctl to run (a relative path resolves against the fleet file's folder)."""
-        given = str(self.spec.options.get("uhubctl", "uhubctl"))
+        given = self.settings.uhubctl
         return str((self.spec.base_dir / given).resolve()) if "/" in given and not Path(given).is_absolute() else given
 
     @property
     def where(self) -> str:
-        return f"uhubctl hub {self.spec.options['location']} port {self.spec.options['port']}"
+        return f"uhubctl hub {self.settings.location} port {self.settings.port}"
 
     def _argv(self, *action: str) -> list[str]:
-        opts = self.spec.options
-        return [self.binary, "-l", str(opts["location"]), "-p", str(opts["port"]), *action]
+        return [self.binary, "-l", self.settings.location, "-p", str(self.settings.port), *action]
 
     async def _switch(self, action: str) -> None:
         out = await run_tool(self._argv("-a", action), what=f"device {self.device!r}: {self.where}")
         want = PowerState.ON if action == "on" else PowerState.OFF
-        if parse_status(out, int(self.spec.options["port"])) not in (want, PowerState.UNKNOWN):
+        if parse_status(out, self.settings.port) not in (want, PowerState.UNKNOWN):
             raise PowerError(f"device {self.device!r}: {self.where} did not switch {action}", hint=out.strip())
 
     async def on(self) -> None:
@@ -67,4 +75,4 @@ class UhubctlPower(PowerDriver):
     async def status(self) -> PowerState:
         """`uhubctl` without an action lists the port."""
         out = await run_tool(self._argv(), what=f"device {self.device!r}: {self.where}")
-        return parse_status(out, int(self.spec.options["port"]))
+        return parse_status(out, self.settings.port)

@@ -21,7 +21,7 @@ from bench.config.fleet import Device
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
 from bench.core.procs import stop_process
 from bench.power import PowerSpec, power_for
-from bench.power.command import CommandPower
+from bench.power.command import CommandPower, CommandSettings
 
 STORAGE_APPEAR_TIMEOUT_S = 60.0
 
@@ -152,8 +152,8 @@ def fleet_controls(device: Device, log: Path | None) -> BoardControls:
         raise ConfigError(f"device {device.name!r}: no [device.os] table", hint="see docs/linux-boards.md")
     power: Power | None = power_for(device)  # the fleet's `power` table
     if power is None and spec.power_on:  # [device.os] power_on/power_off: the same shell-command backend
-        options = {"on": shlex.join(spec.power_on), "off": shlex.join(spec.power_off)}
-        power = CommandPower(device.name, PowerSpec("command", options, base_dir=Path(".")))
+        commands = CommandSettings(on=shlex.join(spec.power_on), off=shlex.join(spec.power_off))
+        power = CommandPower(device.name, PowerSpec("command", commands, base_dir=Path(".")))
     storage = None
     if spec.storage is not None:
         storage = UsbStorage(device.name, spec.storage, spec.usbsdmux, spec.attach, spec.detach, log)

@@ -6,13 +6,13 @@ measured before the fault is kept, per agent process."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.agent.frame import Frame
 from bench.agent.session import AgentSession
+from bench.core.lifecycle import cancel
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.recovery.resilient import AgentGaveUp, ResilientSession
 
@@ -90,9 +90,7 @@ async def run_frames(
         run.error = str(exc)
     finally:
         for task in feeding:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await cancel(task, Exception)
         run.agent_faults = session.faults
         await session.close()
     run.faults = driver.faults[faults_seen:]

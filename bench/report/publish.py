@@ -1,5 +1,6 @@
 """One call from a stored run to its verdicts and its written report: what `hilbench nightly` and
-`hilbench report` use.
+`hilbench report` use. The run, its verdicts and baseline, its history and what the report names about them are
+read from the store once (`load_stored_run`), and the report is rendered from that (`report_of`).
 
     with open_store(results) as store:
         published = publish_run(store, run_id)
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.alerts import night_alerts
 from bench.bundles.fingerprint import changes
 from bench.core.errors import ConfigError, ExitCode
 from bench.core.paths import OUTPUT_DIR
-from bench.report.build import Report, build_report
+from bench.report.build import HistoryPoint, Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
 from bench.report.measures import device_timing
@@ -52,6 +54,60 @@ class Published:
         return ExitCode.FAILED if self.regressions else ExitCode.OK
 
 
+@dataclass
+class StoredRun:
+    """Everything a run's report shows, read from the results store once (`load_stored_run`); the report is
+    rendered from this alone."""
+
+    run: RunView
+    verdicts: list[Verdict]
+    pinned: int | None  # the run a named baseline or --compare pins, else None (the baseline window)
+    baseline: RunView | None  # the run compared with: the pinned one, else the newest of the baseline window
+    history: list[HistoryPoint]
+    fingerprints: dict[int, dict[str, dict[str, Any]]]  # run id -> device -> fingerprint: this run and its bases
+    host: dict | None
+    git_revs: dict[int, str | None]  # run id -> the bench revision: this run and each verdict's newest base
+    session_file: str
+    alerts: dict
+
+    @property
+    def run_id(self) -> int:
+        return int(self.run.run_id)
+
+    def newest_base(self, device: str) -> int | None:
+        """The run `device` is compared with: the pinned one, else the newest of its own baseline window."""
+        if self.pinned is not None:
+            return self.pinned
+        return max(
+            (max(v.baseline_runs) for v in self.verdicts if v.device == device and v.baseline_runs), default=None
+        )
+
+
+def load_stored_run(store: ResultStore, run_id: int, rules: Thresholds, *, pinned: int | None = None) -> StoredRun:
+    """Run `run_id`, its verdicts (the stored ones when it has them and nothing is pinned; else judged now,
+    without a replay, against the window of accepted runs ending before it or at `pinned`), the run it is
+    compared with, its history and the fingerprints, host and revisions the report names."""
+    run = load_run(store, run_id)
+    verdicts = stored_verdicts(store, run_id) if pinned is None else []
+    if not verdicts and run.label != UPDATE_RUN_KIND:  # the update-and-faults run has no performance figures to judge
+        verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
+    shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
+    bases = {max(v.baseline_runs) for v in verdicts if v.baseline_runs} | ({pinned} if pinned is not None else set())
+    row = store.run(run_id)
+    return StoredRun(
+        run=run,
+        verdicts=verdicts,
+        pinned=pinned,
+        baseline=load_run(store, shown, frames=False) if shown else None,
+        history=load_history(store, up_to=run_id, kind=run.label or None, session=run.meta.get("session")),
+        fingerprints={r: fingerprints(store, r) for r in {run_id, *bases}},
+        host=host_of(store, run_id),
+        git_revs={run_id: row.git_rev, **{r: store.run(r).git_rev for r in bases}},
+        session_file=str(row.config.get("session_file") or "SESSION.mcap"),
+        alerts=night_alerts(store, [run_id], rules.alerts).to_json(),
+    )
+
+
 def publish_run(
     store: ResultStore,
     run_id: int,
@@ -68,36 +124,14 @@ def publish_run(
     session ending before it, or ending at `compare_run` or at the run the named baseline pins. With
     `compare_run` the page goes to compare/<run>-vs-<other>.html."""
     rules = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
-    run = load_run(store, run_id)
     pinned = compare_run
     if pinned is None and baseline_name:
         named = get_baseline(store, baseline_name)
         if named is None:
             raise ConfigError(f"--baseline {baseline_name}: no such baseline", hint="see `hilbench baseline list`")
         pinned = named.run_id if named.run_id != run_id else None
-    verdicts = stored_verdicts(store, run_id) if pinned is None else []
-    if not verdicts and run.label != UPDATE_RUN_KIND:  # the update-and-faults run has no performance figures to judge
-        verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
-    shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
-    base: RunView | None = load_run(store, shown, frames=False) if shown else None
-    prints = fingerprints(store, run_id)
-    report = build_report(
-        run,
-        verdicts=verdicts,
-        baseline=base,
-        baseline_name=baseline_name if compare_run is None and pinned is not None else None,
-        history=load_history(store, up_to=run_id, kind=run.label or None, session=run.meta.get("session")),
-        thresholds_file=str(rules.path),
-        what_changed=what_changed(store, run_id, verdicts, pinned),
-        host=host_of(store, run_id),
-        clocks={
-            device: device_timing(fp.get("clock"), fp.get("latency_clock"), fp.get("platform"))
-            for device, fp in prints.items()
-        },
-        virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
-        bisect=bisect_offers(store, run_id, verdicts),
-        alerts=night_alerts(store, [run_id], rules.alerts).to_json(),
-    )
+    stored_run = load_stored_run(store, run_id, rules, pinned=pinned)
+    report = report_of(stored_run, rules, baseline_name if compare_run is None and pinned is not None else None)
     page = None
     if reports_dir is not None:
         page = (
@@ -105,36 +139,53 @@ def publish_run(
             if compare_run is None
             else write_comparison(report, reports_dir, str(compare_run))
         )
-    return Published(report, verdicts, page, shown or None)
+    baseline_run_id = int(stored_run.baseline.run_id) if stored_run.baseline is not None else None
+    return Published(report, stored_run.verdicts, page, baseline_run_id)
 
 
-def bisect_offers(store: ResultStore, run_id: int, verdicts: list[Verdict]) -> dict[str, str]:
+def report_of(stored_run: StoredRun, rules: Thresholds, baseline_name: str | None = None) -> Report:
+    """The report of a loaded run (nothing more is read from the store)."""
+    prints = stored_run.fingerprints[stored_run.run_id]
+    return build_report(
+        stored_run.run,
+        verdicts=stored_run.verdicts,
+        baseline=stored_run.baseline,
+        baseline_name=baseline_name,
+        history=stored_run.history,
+        thresholds_file=str(rules.path),
+        what_changed=what_changed(stored_run),
+        host=stored_run.host,
+        clocks={
+            device: device_timing(fp.get("clock"), fp.get("latency_clock"), fp.get("platform"))
+            for device, fp in prints.items()
+        },
+        virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
+        bisect=bisect_offers(stored_run),
+        alerts=stored_run.alerts,
+    )
+
+
+def bisect_offers(stored_run: StoredRun) -> dict[str, str]:
     """device -> the `hilbench bisect` command that finds the first bad build of each confirmed regression (its
     worst metric), over the git range from the newest baseline run's bench revision to this run's."""
-    row = store.run(run_id)
-    session_file = str(row.config.get("session_file") or "SESSION.mcap")
     offers: dict[str, str] = {}
-    worst = sorted((v for v in verdicts if v.status == REGRESSION), key=lambda v: -(v.effect_pct or 0.0))
+    worst = sorted((v for v in stored_run.verdicts if v.status == REGRESSION), key=lambda v: -(v.effect_pct or 0.0))
     for v in worst:
         if v.device in offers:
             continue
-        base = store.run(max(v.baseline_runs)) if v.baseline_runs else None
-        offers[v.device] = offer(v.device, session_file, v.metric, (base.git_rev if base else None, row.git_rev))
+        base = stored_run.git_revs.get(max(v.baseline_runs)) if v.baseline_runs else None
+        revs = (base, stored_run.git_revs[stored_run.run_id])
+        offers[v.device] = offer(v.device, stored_run.session_file, v.metric, revs)
     return offers
 
 
-def what_changed(store: ResultStore, run_id: int, verdicts: list[Verdict], pinned: int | None) -> dict[str, list[str]]:
+def what_changed(stored_run: StoredRun) -> dict[str, list[str]]:
     """device -> what differs in its fingerprint from the newest run of its own baseline window (the pinned run,
     when a baseline is pinned); [] when nothing did. Devices without a baseline run are left out."""
-    now = fingerprints(store, run_id)
-    newest: dict[str, int] = {}
-    for v in verdicts:
-        if v.baseline_runs:
-            newest[v.device] = max(newest.get(v.device, 0), *v.baseline_runs)
     out = {}
-    for device, fp in now.items():
-        base_run = pinned if pinned is not None else newest.get(device)
-        then = fingerprints(store, base_run).get(device) if base_run else None
+    for device, fp in stored_run.fingerprints[stored_run.run_id].items():
+        base_run = stored_run.newest_base(device)
+        then = stored_run.fingerprints.get(base_run, {}).get(device) if base_run else None
         if then is not None:
             out[device] = changes(fp, then)
     return out

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from bench.core.units import figure
 from bench.results.thresholds import MetricRule
@@ -66,6 +65,8 @@ def find_drift(rule: MetricRule, run_ids: list[int], values: list[float], min_re
     if not ok.any():
         return None
     t = np.where(ok, sign * (after_mean - ref_mean) / np.where(ok, spread, 1.0) / np.sqrt(1 / n_after + 1 / n_ref), 0)
+    from scipy import stats  # here, as in bench.results.verdict: not an import cost of every command
+
     p_all = np.where(ok, stats.t.sf(t, n_ref - 1), 1.0)
     best = int(np.argmin(p_all))
     p, first = min(1.0, float(p_all[best]) * s.size), int(s[best])

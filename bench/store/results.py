@@ -24,6 +24,7 @@ from typing import Any
 from bench.agent.frame import Frame
 from bench.core.errors import ConfigError
 from bench.core.leases import process_start
+from bench.core.paths import DEFAULT_STORE
 from bench.measure.catalogue import metric
 from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
@@ -42,7 +43,6 @@ from bench.store.frame_writer import BackgroundFrameWriter
 from bench.store.packed import NONE, pack, unpack
 from bench.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
-DEFAULT_STORE = Path("reports") / "results.sqlite"
 UPDATE_RUN_KIND = "ota"  # the nightly's model updates and fault cases: a run without performance figures
 RAW_TABLES = ["frames", "frame_packs", "inputs", "input_sends"]  # the frame and input rows retention prunes
 

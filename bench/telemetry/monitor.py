@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench.core.errors import BenchError
-from bench.core.lifecycle import StartStop
+from bench.core.lifecycle import StartStop, cancel
 from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
 
@@ -104,10 +104,7 @@ class TelemetryMonitor(StartStop):
     async def stop(self) -> list[Sample]:
         """Stop sampling; return every sample taken."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel(task)
         await self._end_proc()
         return list(self.samples)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from bench.config.fleet import Device, SshLink
 from bench.core.errors import BenchError, ConfigError
+from bench.core.lifecycle import cancel
 from bench.core.procs import DIE_WITH_BENCH, stop_process
 from bench.core.reaper import processes_in
 from bench.links.ssh import free_local_port
@@ -265,11 +266,8 @@ Subsystem sftp internal-sftp
 
     async def power_off(self) -> None:
         """Cut the supply: sshd, its sessions and every process running from the device's folder die at once."""
-        if self._sysfs_task is not None:
-            self._sysfs_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sysfs_task
-            self._sysfs_task = None
+        task, self._sysfs_task = self._sysfs_task, None
+        await cancel(task)
         self.drop_connections()
         if self._sshd is not None and self._sshd.returncode is None:
             self._sshd.kill()  # no clean shutdown without power (also when it was stopped by a hang)

@@ -15,7 +15,7 @@ def _port_file(base: Path, device: Device) -> Path | None:
     spec = device.power
     if spec is None or spec.driver != "uhubctl":
         return None
-    return base / "usb-hubs" / str(spec.options["location"]) / str(spec.options["port"])
+    return base / "usb-hubs" / spec.settings.location / str(spec.settings.port)  # type: ignore[attr-defined]
 
 
 def plug(base: Path, device: Device, control_url: str | None) -> None:

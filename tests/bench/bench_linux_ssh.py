@@ -53,6 +53,15 @@ async def line_rtts(port: int, n: int) -> list[float]:
     return out
 
 
+async def start_echo(conn: SshConnection) -> int:
+    """Start a detached one-client echo server on the device (loopback only); the port it listens on there."""
+    await conn.run(
+        f"cd ~ && rm -f bench-echo.port && (setsid nohup python3 -c {shlex.quote(ECHO)} >/dev/null 2>&1 </dev/null &)"
+    )
+    wait = "cd ~; for i in $(seq 100); do [ -s bench-echo.port ] && break; sleep 0.1; done; cat bench-echo.port"
+    return int((await conn.run(wait)).text)
+
+
 async def main(n: int) -> None:
     device = dataclasses.replace(next(d for d in load_fleet() if d.kind == "pi5"), os=None)  # loopback stand-in
     async with virtual_fleet([device]) as (resolved, _running):
@@ -87,32 +96,10 @@ async def main(n: int) -> None:
             took = (time.perf_counter() - t) * 1e3
             print(f"deploy {label}: {took:.1f} ms, sent {len(result.sent)} file(s), {result.bytes_sent} bytes")
 
-        await conn.run(
-            f"cd ~ && rm -f bench-echo.port && (setsid nohup python3 -c {shlex.quote(ECHO)} "
-            ">/dev/null 2>&1 </dev/null &)"
-        )
-        port = int(
-            (
-                await conn.run(
-                    "cd ~; for i in $(seq 100); do [ -s bench-echo.port ] && break; sleep 0.1; done; "
-                    "cat bench-echo.port"
-                )
-            ).text
-        )
+        port = await start_echo(conn)
         local = await conn.forward(port)
         print(f"64-byte line via SSH forward: {ms(await line_rtts(local, n * 10))}")
-        await conn.run(
-            f"cd ~ && rm -f bench-echo.port && (setsid nohup python3 -c {shlex.quote(ECHO)} "
-            ">/dev/null 2>&1 </dev/null &)"
-        )
-        port = int(
-            (
-                await conn.run(
-                    "cd ~; for i in $(seq 100); do [ -s bench-echo.port ] && break; sleep 0.1; done; "
-                    "cat bench-echo.port"
-                )
-            ).text
-        )
+        port = await start_echo(conn)
         print(f"64-byte line direct to loopback: {ms(await line_rtts(port, n * 10))}")
         await conn.close()
 

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from bench import bundles
 from bench.agent.session import AgentSession
 from bench.agent.transport import ProcessTransport
 from bench.config.fleet import Device
 from bench.models import signing
+from bench.ota.store import ModelStore
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "fixtures" / "models"
@@ -41,8 +43,27 @@ class AgentUnderTest:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
+        self.env: dict[str, str] = {}  # more environment for the agent's process
         self.models_dir = folder / "models"
         self.key = signing.load_private_key(signing.DEV_PRIVATE_KEY)
+
+    @property
+    def model_format(self) -> str:
+        """The format of this agent's fixture models, as an update store publishes them."""
+        return "npcm-int8" if self.model_ext == "npcm" else "tflite-int8"
+
+    def publish(self, store: ModelStore, *fixtures: str) -> list[dict[str, Any]]:
+        """Publish fixture models (no extension: this agent's format of each) to `store` as the next versions of
+        npc-policy, signed with the development key; their manifests."""
+        return [
+            store.publish(MODELS / f"{f}.{self.model_ext}", self.key, name=FAMILY, fmt=self.model_format).manifest
+            for f in fixtures
+        ]
+
+    def needs_coap_updates(self, s: AgentSession) -> None:
+        """Skip the test when the agent does not update over CoAP."""
+        if "update-coap" not in s.info["caps"]:
+            pytest.skip(f"the {self.kind} agent does not update over CoAP")
 
     def argv(self) -> list[str]:
         """The command that starts the agent (cwd: `folder`), speaking on stdin/stdout."""
@@ -88,7 +109,9 @@ class AgentUnderTest:
     @contextlib.asynccontextmanager
     async def session(self, log_path: Path | None = None, timeout: float = 10.0) -> AsyncIterator[AgentSession]:
         """A fresh agent process and an open session to it; the agent is shut down afterwards."""
-        transport = await ProcessTransport.spawn(self.argv(), cwd=self.folder, stderr_path=self.folder / "stderr.log")
+        transport = await ProcessTransport.spawn(
+            self.argv(), cwd=self.folder, env=self.env, stderr_path=self.folder / "stderr.log"
+        )
         session = await AgentSession.open(transport, device=self.kind, log_path=log_path, timeout=timeout)
         try:
             yield session
@@ -187,11 +210,16 @@ class WebAgent(AgentUnderTest):
     broken_model = "npc-fault-broken-int8"
     mem_limit_mb = 256
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, devtools: str = "") -> None:
+        """`devtools`: a running browser's DevTools URL (bench.web.browser.Browser.devtools): each session's page
+        is a new tab of it instead of a Chromium of its own (bench.web.stdio_agent)."""
         from bench.web.deploy import deploy_storage
+        from bench.web.stdio_agent import DEVTOOLS_ENV
 
         super().__init__(folder)
         deploy_storage(folder, MODELS / "npc-policy-int8.tflite", mem_limit_mb=self.mem_limit_mb)
+        if devtools:
+            self.env[DEVTOOLS_ENV] = devtools
 
     def argv(self) -> list[str]:
         return [sys.executable, "-m", "bench.web.stdio_agent", "--storage", str(self.folder)]
@@ -199,3 +227,51 @@ class WebAgent(AgentUnderTest):
     def vm_argv(self) -> list[str]:
         # the scheduler is JavaScript: the same scenario, ported, on web/agent/npcsched.js under Node
         return [shutil.which("node") or "node", str(ROOT / "web" / "tools" / "sched_scenario.mjs")]
+
+
+class SharedBrowser:
+    """One headless Chromium on its own loop thread for a test file's web agents: each agent session is a fresh tab
+    (its own page server on its own port: its own origin, so its own storage), closed when the session ends. A
+    browser that died is started again."""
+
+    def __init__(self) -> None:
+        from bench.core.loop_thread import LoopThread
+
+        self.loop = LoopThread()
+        self.browser: Any = None
+
+    def devtools(self) -> str:
+        """The running browser's DevTools URL (started now if it is not running)."""
+        from bench.web.browser import Browser
+
+        proc = self.browser.proc if self.browser is not None else None
+        if proc is None or proc.returncode is not None:
+            self._stop_browser()
+            self.browser = Browser()
+            self.loop.run(self.browser.start(), timeout_s=60)
+        return self.browser.devtools
+
+    def close_tabs(self) -> None:
+        """Close the tabs a killed agent left open (all but the browser's first, blank, one)."""
+        if self.browser is None or self.browser.cdp is None:
+            return
+        cdp = self.browser.cdp
+
+        async def close() -> None:
+            targets = (await cdp.call("Target.getTargets", timeout=10))["targetInfos"]
+            for t in targets:
+                if t["type"] == "page" and t["url"] != "about:blank":
+                    await cdp.call("Target.closeTarget", targetId=t["targetId"], timeout=10)
+
+        with contextlib.suppress(Exception):
+            self.loop.run(close(), timeout_s=30)
+
+    def _stop_browser(self) -> None:
+        if self.browser is not None:
+            with contextlib.suppress(Exception):
+                self.loop.run(self.browser.stop(), timeout_s=30)
+            self.browser = None
+
+    def close(self) -> None:
+        self._stop_browser()
+        self.loop.close()

@@ -17,7 +17,6 @@ from aiocoap.numbers.types import Type
 from aiocoap.optiontypes import BlockOption
 
 from bench.agent.session import AgentError, AgentSession
-from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.store import ModelStore
 from tests.conformance.harness import MODELS
 
@@ -117,16 +116,12 @@ def test_a_server_breaking_a_transfer_bound_is_refused_and_leaves_nothing(agent,
     server sent at most the model's size and two blocks before the agent stopped asking, nothing is left in
     updates/, and v1 runs. Before, an endless `more` got 3 MB written for a 9.8 KB model and kept for resume,
     and a new ETag on every block restarted the download forever."""
-    ext = agent.model_ext
-    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
-    key = load_private_key(DEV_PRIVATE_KEY)
-    store = ModelStore(tmp_path / "store")
-    v2 = store.publish(MODELS / f"npc-policy-int8-v2.{ext}", key, name="npc-policy", fmt=fmt).manifest
-    content = (MODELS / f"npc-policy-int8-v2.{ext}").read_bytes()
+    fmt = agent.model_format
+    (v2,) = agent.publish(ModelStore(tmp_path / "store"), "npc-policy-int8-v2")
+    content = (MODELS / f"npc-policy-int8-v2.{agent.model_ext}").read_bytes()
 
     async def body(s: AgentSession):
-        if "update-coap" not in s.info["caps"]:
-            pytest.skip(f"the {agent.kind} agent does not update over CoAP")
+        agent.needs_coap_updates(s)
         got = []
         for name in CASES:
             proto = Hostile(case(content, name))
@@ -163,16 +158,12 @@ DELTA_CASES = {
 def test_a_hostile_delta_manifest_is_a_named_refusal(agent, tmp_path) -> None:
     """Before, a 3 MB delta manifest gave the MicroPython agent an `internal` MemoryError and left 3 MB in
     updates/, and one that was a JSON list got `internal` and no fault record."""
-    ext = agent.model_ext
-    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
-    key = load_private_key(DEV_PRIVATE_KEY)
-    store = ModelStore(tmp_path / "store")
-    v2 = store.publish(MODELS / f"npc-policy-int8-v2.{ext}", key, name="npc-policy", fmt=fmt).manifest
-    content = (MODELS / f"npc-policy-int8-v2.{ext}").read_bytes()
+    fmt = agent.model_format
+    (v2,) = agent.publish(ModelStore(tmp_path / "store"), "npc-policy-int8-v2")
+    content = (MODELS / f"npc-policy-int8-v2.{agent.model_ext}").read_bytes()
 
     async def body(s: AgentSession):
-        if "update-coap" not in s.info["caps"]:
-            pytest.skip(f"the {agent.kind} agent does not update over CoAP")
+        agent.needs_coap_updates(s)
         container = "delta-zlib" if "delta-bsdiff-zlib" in s.info["caps"] else "delta"
         got = []
         for name, (manifest, _) in DELTA_CASES.items():
@@ -201,16 +192,11 @@ def test_a_rolled_back_update_leaves_no_model_file(agent, tmp_path) -> None:
     folder (before, the crash model stayed on flash after the nightly's fault stage)."""
     from bench.ota.server import UpdateServer
 
-    ext = agent.model_ext
-    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
-    key = load_private_key(DEV_PRIVATE_KEY)
     store = ModelStore(tmp_path / "store")
-    store.publish(MODELS / f"npc-policy-int8.{ext}", key, name="npc-policy", fmt=fmt)
-    crash = store.publish(MODELS / f"{agent.crash_model}.{ext}", key, name="npc-policy", fmt=fmt).manifest
+    _, crash = agent.publish(store, "npc-policy-int8", agent.crash_model)
 
     async def body(s: AgentSession):
-        if "update-coap" not in s.info["caps"]:
-            pytest.skip(f"the {agent.kind} agent does not update over CoAP")
+        agent.needs_coap_updates(s)
         async with UpdateServer(store) as srv:
             await s.update(srv.model_url("npc-policy", 2), crash, coap=COAP, timeout=60)
         fault = await s.next_fault(timeout=10)
@@ -245,9 +231,8 @@ def test_a_websocket_server_breaking_a_bound_is_refused(tmp_path) -> None:
     from tests.conformance.harness import WebAgent
 
     agent = WebAgent(tmp_path / "agent")
-    key = load_private_key(DEV_PRIVATE_KEY)
     store = ModelStore(tmp_path / "store")
-    v2 = store.publish(MODELS / "npc-policy-int8-v2.tflite", key, name="npc-policy", fmt="tflite-int8").manifest
+    (v2,) = agent.publish(store, "npc-policy-int8-v2")
     content = (MODELS / "npc-policy-int8-v2.tflite").read_bytes()
     state = {"case": None, "sent": 0}
 

@@ -16,16 +16,11 @@ COAP = {"ack_timeout_ms": 100, "ack_random_factor": 1.5, "max_retransmit": 6}
 
 
 def test_full_update_switches_and_a_forged_manifest_is_refused(agent, tmp_path):
-    ext = agent.model_ext
-    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
     store = ModelStore(tmp_path / "store")
-    key = load_private_key(DEV_PRIVATE_KEY)
-    store.publish(MODELS / f"npc-policy-int8.{ext}", key, name="npc-policy", fmt=fmt)
-    v2 = store.publish(MODELS / f"npc-policy-int8-v2.{ext}", key, name="npc-policy", fmt=fmt).manifest
+    _, v2 = agent.publish(store, "npc-policy-int8", "npc-policy-int8-v2")
 
     async def body(s: AgentSession):
-        if "update-coap" not in s.info["caps"]:
-            pytest.skip(f"the {agent.kind} agent cannot update over CoAP here")
+        agent.needs_coap_updates(s)
         async with UpdateServer(store) as srv:
             with pytest.raises(AgentError) as err:
                 await s.update(srv.model_url("npc-policy", 2), {**v2, "version": 9}, coap=COAP, timeout=60)
@@ -104,18 +99,13 @@ def test_pings_and_inputs_are_answered_while_an_update_waits_for_a_silent_server
     import socket
     import time
 
-    ext = agent.model_ext
-    fmt = "npcm-int8" if ext == "npcm" else "tflite-int8"
-    store = ModelStore(tmp_path / "store")
-    v2 = store.publish(MODELS / f"npc-policy-int8-v2.{ext}", load_private_key(DEV_PRIVATE_KEY), name="npc-policy",
-                       fmt=fmt).manifest  # fmt: skip
+    (v2,) = agent.publish(ModelStore(tmp_path / "store"), "npc-policy-int8-v2")
     silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     silent.bind(("127.0.0.1", 0))
     url = f"coap://127.0.0.1:{silent.getsockname()[1]}/models/npc-policy/2/npcm"
 
     async def body(s: AgentSession):
-        if "update-coap" not in s.info["caps"]:
-            pytest.skip(f"the {agent.kind} agent cannot update over CoAP here")
+        agent.needs_coap_updates(s)
         coap = {"ack_timeout_ms": 1500, "ack_random_factor": 1.0, "max_retransmit": 1}  # ~4.5 s of waiting
         update = asyncio.ensure_future(s.update(url, v2, coap=coap, timeout=60))
         await asyncio.sleep(0.5)

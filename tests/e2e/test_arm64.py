@@ -19,18 +19,10 @@ from bench.config.fleet import Device, load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.devices.qemu_machine import GuestFault
 from bench.image.build import BuiltImage, build_image
+from tests.conftest import alive
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent.parent
-
-
-def qemu_alive(pid: int) -> bool:
-    """A process that exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state != "Z"
 
 
 def my_qemus() -> list[int]:
@@ -116,7 +108,7 @@ def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: Built
     frames, fault = asyncio.run(_fault_during_session(driver, panic))
     assert len(frames) >= 5
     assert fault == "switch-1: the guest kernel panicked: sysrq triggered crash"
-    assert not qemu_alive(driver.machine.pid)
+    assert not alive(driver.machine.pid)
 
 
 @pytest.mark.slow  # opt-in (--run-slow): the guest-panic test above shows a dead guest detected by default
@@ -129,7 +121,7 @@ def test_qemu_killed_during_a_run_is_detected(tmp_path: Path, arm64_image: Built
     frames, fault = asyncio.run(_fault_during_session(driver, kill))
     assert len(frames) >= 5
     assert fault is not None and "switch-1: QEMU ended unexpectedly (killed by signal SIGKILL)" in fault
-    assert not qemu_alive(driver.machine.pid)
+    assert not alive(driver.machine.pid)
 
 
 def test_agent_over_memory_limit_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
@@ -145,7 +137,7 @@ def test_agent_over_memory_limit_is_detected(tmp_path: Path, arm64_image: BuiltI
 
     message = asyncio.run(run())
     assert "switch-1: the agent exceeded its memory limit of 12 MB inside the guest and was OOM-killed" in message
-    assert not qemu_alive(driver.machine.pid)
+    assert not alive(driver.machine.pid)
 
 
 _ORPHAN_SCRIPT = """
@@ -170,13 +162,13 @@ def test_killed_bench_leaves_no_qemu(tmp_path: Path, arm64_image: BuiltImage) ->
     )
     try:
         pid = int(bench.stdout.readline())
-        assert qemu_alive(pid)
+        assert alive(pid)
         bench.kill()  # SIGKILL: no teardown code runs in the bench
         bench.wait()
         deadline = time.monotonic() + 10
-        while qemu_alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not qemu_alive(pid), "QEMU outlived the bench process"
+        assert not alive(pid), "QEMU outlived the bench process"
     finally:
         bench.kill()
 
@@ -191,7 +183,7 @@ def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, 
             return await driver.selftest()
         finally:
             await driver.close_agent()
-            assert not qemu_alive(driver.machine.pid)
+            assert not alive(driver.machine.pid)
 
     first, second = asyncio.run(run()), asyncio.run(run())
     assert first["tflite_runtime"] == "2.14.0" and first["numpy"].startswith("1.24") and first["timing"] == "icount"

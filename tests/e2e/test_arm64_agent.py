@@ -13,7 +13,8 @@ from bench.agent.session import AgentSession
 from bench.config.fleet import load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.image.build import build_image
-from tests.e2e.test_arm64 import my_qemus, qemu_alive
+from tests.conftest import alive
+from tests.e2e.test_arm64 import my_qemus
 
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +56,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guest]:
     finally:
         g.driver.machine and g.driver.machine.kill()
         g.loop.close()
-        assert g.driver.machine is None or not qemu_alive(g.driver.machine.pid)
+        assert g.driver.machine is None or not alive(g.driver.machine.pid)
         assert my_qemus() == []
 
 

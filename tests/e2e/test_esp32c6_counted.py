@@ -6,6 +6,7 @@ its counted clock gives the same ticks on every run."""
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
 import time
@@ -26,6 +27,9 @@ pytestmark = [
 MAC = bytes.fromhex("6055f9c61001")
 FLASH_SIZE = 8 * 1024 * 1024
 VFS_OFFSET = 0x200000
+# mpremote moves a file in one raw-paste exec per chunk, about 0.1 s each on this UART: its default 256-byte
+# chunks made the agent's deployment take a minute; 4 KB chunks (which the firmware's heap compiles) take ~15 s
+CHUNK = 4096
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +45,12 @@ def _free_port() -> int:
 
 def blank_flash(path: Path) -> Vfs:
     path.write_bytes(b"\xff" * FLASH_SIZE)
+    return Vfs(path, VFS_OFFSET, FLASH_SIZE - VFS_OFFSET)
+
+
+def flash_copy(flash: Path, path: Path) -> Vfs:
+    """A board's own copy of a prepared flash image (what it writes stays in its copy)."""
+    shutil.copyfile(flash, path)
     return Vfs(path, VFS_OFFSET, FLASH_SIZE - VFS_OFFSET)
 
 
@@ -71,6 +81,24 @@ def board(elf: Path, vfs: Vfs | None = None, cause: ResetCause = ResetCause.PWRO
 
 def run(transport: SerialTransport, code: str) -> str:
     return transport.exec(code).decode()
+
+
+@pytest.fixture(scope="module")
+def agent_flash(firmware: BuiltFirmware, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(the board folder, a flash image): the MicroPython agent, its modules, the int8 model and the trust key
+    deployed once into the flash over the UART (as `hilbench flash` puts files on a board); tests boot copies."""
+    from tests.e2e.mpy_agent_proc import make_board
+
+    tmp = tmp_path_factory.mktemp("agent-flash")
+    local = make_board(tmp, ("npc-policy-int8",))
+    flash = tmp / "flash.bin"
+    with board(firmware.elf, blank_flash(flash)) as t:
+        for path in sorted(local.rglob("*")):
+            name = path.relative_to(local).as_posix()
+            t.fs_mkdir(name) if path.is_dir() else t.fs_writefile(name, path.read_bytes(), chunk_size=CHUNK)
+        listed = {e.name for e in t.fs_listdir("/")}
+    assert {"npc_agent.py", "npcnn.py", "npcnn_viper.py", "npcfeat.py", "trust.key", "models"} <= listed, listed
+    return local, flash
 
 
 def test_boots_to_the_esp32_banner(firmware: BuiltFirmware):
@@ -165,14 +193,14 @@ def test_files_live_in_the_flash_partition_across_power_cycles(firmware: BuiltFi
         run(t, "import os")
         assert t.eval("os.statvfs('/')[:3]") == (4096, 4096, 1536)  # the 6 MB partition in 4 KB blocks
         t.fs_mkdir("lib")
-        t.fs_writefile("lib/data.bin", bytes(range(256)) * 40)
+        t.fs_writefile("lib/data.bin", bytes(range(256)) * 40, chunk_size=CHUNK)
         assert run(t, "os.rename('lib/data.bin', '/lib/moved.bin')") == ""
     raw = (tmp_path / "flash.bin").read_bytes()
     assert raw[:VFS_OFFSET] == b"\xff" * VFS_OFFSET  # nothing outside the vfs partition was written
     assert b"littlefs" in raw[VFS_OFFSET : VFS_OFFSET + 8192]  # the superblock, at the partition's start
     with board(firmware.elf, vfs) as t:
         assert [(e.name, e.st_size) for e in t.fs_listdir("/lib")] == [("moved.bin", 10240)]
-        assert t.fs_readfile("/lib/moved.bin") == bytes(range(256)) * 40
+        assert t.fs_readfile("/lib/moved.bin", chunk_size=CHUNK) == bytes(range(256)) * 40
         run(t, "import os")
         free = t.eval("os.statvfs('/')[3]")
         assert 1500 < free < 1536
@@ -211,9 +239,9 @@ for _ in range(10):
     h2.update(b"0123456789" * 100)
 poller = select.poll()
 poller.register(sys.stdin, select.POLLIN)
-t0 = time.ticks_ms()
+t0 = time.ticks_us()
 idle = poller.poll(40)
-waited = time.ticks_diff(time.ticks_ms(), t0)
+waited = time.ticks_diff(time.ticks_us(), t0)
 print(json.dumps([d, bad, h.digest().hex(), h2.digest().hex(), binascii.hexlify(b"\x01\xfe", ":"),
       binascii.b2a_base64(b"hello world"), binascii.a2b_base64(b"aGVsbG8gd29ybGQ="), binascii.crc32(b"hello"),
       binascii.unhexlify("deadBEEF").hex(), 0 <= random.getrandbits(16) < 65536, 1 <= random.randint(1, 6) <= 6,
@@ -240,7 +268,9 @@ def test_modules_the_agent_needs_agree_with_cpython(firmware: BuiltFirmware):
     assert got[4:9] == ["01:fe", "aGVsbG8gd29ybGQ=\n", "hello world", zlib.crc32(b"hello"), "deadbeef"]
     assert binascii.a2b_base64(got[5]) == b"hello world"
     assert got[9:11] == [True, True]
-    assert got[11] == [] and got[12] == 40  # nothing on stdin: poll idled exactly its 40 ms of chip time
+    # nothing on stdin: poll idled its 40 ms of chip time, and the call's own instructions add microseconds (in
+    # whole milliseconds the two readings' truncation made it 40 or 41, depending on when the code arrived)
+    assert got[11] == [] and 40_000 <= got[12] < 40_200
 
 
 INFERENCE = """
@@ -258,16 +288,10 @@ print(npcnn.KERNEL, " ".join(str(t) for t in times))
 """
 
 
-def test_bundled_model_inference_runs_viper_on_the_counted_clock(firmware: BuiltFirmware, tmp_path: Path):
-    repo = Path(__file__).resolve().parents[2]
-    vfs = blank_flash(tmp_path / "flash.bin")
-    with board(firmware.elf, vfs) as t:
-        for name in ("npcnn.py", "npcnn_viper.py", "npcfeat.py"):
-            t.fs_writefile(name, (repo / "micropython" / name).read_bytes())
-        t.fs_mkdir("models")
-        t.fs_writefile(
-            "models/npc-policy-int8.npcm", (repo / "fixtures" / "models" / "npc-policy-int8.npcm").read_bytes()
-        )
+def test_bundled_model_inference_runs_viper_on_the_counted_clock(
+    firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
+):
+    vfs = flash_copy(agent_flash[1], tmp_path / "flash.bin")  # npcnn, npcnn_viper, npcfeat and the int8 model
     runs = []
     for _ in range(2):  # two boots that do the same: the heap, and so the counted time, is the same
         with board(firmware.elf, vfs) as t:
@@ -280,17 +304,15 @@ def test_bundled_model_inference_runs_viper_on_the_counted_clock(firmware: Built
     assert 1_000 < median_us < 100_000
 
 
-def test_the_micropython_agent_runs_on_the_counted_firmware(firmware: BuiltFirmware, tmp_path: Path):
+def test_the_micropython_agent_runs_on_the_counted_firmware(
+    firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
+):
     """The reference agent, deployed to the flash as `hilbench flash` does, verifies a signed model and infers."""
     from bench.agent import wire
-    from tests.e2e.mpy_agent_proc import make_board, signed
+    from tests.e2e.mpy_agent_proc import signed
 
-    local = make_board(tmp_path, ("npc-policy-int8",))
-    vfs = blank_flash(tmp_path / "flash.bin")
-    with board(firmware.elf, vfs) as t:
-        for path in sorted(local.rglob("*")):
-            name = path.relative_to(local).as_posix()
-            t.fs_mkdir(name) if path.is_dir() else t.fs_writefile(name, path.read_bytes())
+    local, flash = agent_flash
+    with board(firmware.elf, flash_copy(flash, tmp_path / "flash.bin")) as t:
         t.exec_raw_no_follow("import npc_agent; npc_agent.run()")
         pending = b""
 
@@ -344,14 +366,14 @@ def test_deflateio_reads_what_cpython_compressed(firmware: BuiltFirmware, tmp_pa
     vfs = blank_flash(tmp_path / "flash.bin")
     with board(firmware.elf, vfs) as t:
         for name, (blob, fmt, wbits) in cases.items():
-            t.fs_writefile(f"{name}.z", blob)
+            t.fs_writefile(f"{name}.z", blob, chunk_size=CHUNK)
             code = (
                 "import deflate, hashlib\nh = hashlib.sha256()\n"
                 f"with open('{name}.z', 'rb') as f:\n    d = deflate.DeflateIO(f, {fmt}, {wbits})\n"
                 "    while b := d.read(700):\n        h.update(b)\nprint(h.digest().hex())"
             )
             assert run(t, code).strip() == hashlib.sha256(data).hexdigest(), name
-        t.fs_writefile("bad.z", cases["zlib10"][0][:500])
+        t.fs_writefile("bad.z", cases["zlib10"][0][:500], chunk_size=CHUNK)
         with pytest.raises(Exception, match="EINVAL"):  # a truncated stream is an error, not a short file
             t.exec("import deflate\ndeflate.DeflateIO(open('bad.z', 'rb'), 2).read()")
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.esp32c6_support import FIRMWARE, Board, mpremote, preflash, virtual_c6
+from tests.esp32c6_support import Board, mpremote, run_on
 
 pytestmark = pytest.mark.e2e
 
@@ -52,17 +52,8 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory):
-    with virtual_c6(preflash(tmp_path_factory.mktemp("c6"), FIRMWARE.read_bytes())) as running:
-        running.wait_mode("app")
-        yield running
-
-
-def test_machine_surface_behaves_as_the_esp32_port(board: Board) -> None:
-    run = mpremote("connect", board.urls["rfc2217"], "exec", SURFACE)
-    assert run.returncode == 0, run.stdout + run.stderr
-    out = json.loads(run.stdout)
+def test_machine_surface_behaves_as_the_esp32_port(c6_board: Board) -> None:
+    out = json.loads(run_on(c6_board, SURFACE, "rfc2217"))
     assert out["freq"] == 160_000_000 and out["freq80"] == 80_000_000
     assert out["freq_bad"].startswith("ValueError: frequency must be")
     assert out["out"] == [1, 0, 1]
@@ -76,28 +67,29 @@ def test_machine_surface_behaves_as_the_esp32_port(board: Board) -> None:
     assert out["i2c"].startswith("AttributeError") and out["deepsleep"].startswith("AttributeError")
 
 
-def test_unfed_watchdog_resets_the_board(board: Board) -> None:
-    (board.fs_dir / "boot.py").write_text("import machine\nopen('cause.txt', 'w').write(str(machine.reset_cause()))\n")
+def test_unfed_watchdog_resets_the_board(c6_board: Board) -> None:
+    (c6_board.fs_dir / "boot.py").write_text(
+        "import machine\nopen('cause.txt', 'w').write(str(machine.reset_cause()))\n"
+    )
     try:
-        start = len(board.control("log")["log"])
-        run = mpremote("connect", board.urls["rfc2217"], "exec", "import machine; machine.WDT(timeout=300)")
-        assert run.returncode == 0, run.stdout + run.stderr
+        start = len(c6_board.control("log")["log"])
+        run_on(c6_board, "import machine; machine.WDT(timeout=300)", "rfc2217")
         deadline = time.monotonic() + 15
         log = ""
         while ">>> " not in log.partition("Rebooting...")[2] and time.monotonic() < deadline:
             time.sleep(0.2)
-            log = board.control("log")["log"][start:]
+            log = c6_board.control("log")["log"][start:]
         assert "task_wdt: Task watchdog got triggered" in log, log
         assert "rst:0xc (SW_CPU),boot:0x6c (SPI_FAST_FLASH_BOOT)" in log.partition("Rebooting...")[2], log
-        assert (board.fs_dir / "cause.txt").read_text() == "3"  # machine.WDT_RESET, as boot.py saw it
+        assert (c6_board.fs_dir / "cause.txt").read_text() == "3"  # machine.WDT_RESET, as boot.py saw it
     finally:
-        (board.fs_dir / "boot.py").unlink()
+        (c6_board.fs_dir / "boot.py").unlink()
 
 
-def test_a_fed_watchdog_keeps_the_board_running(board: Board) -> None:
+def test_a_fed_watchdog_keeps_the_board_running(c6_board: Board) -> None:
     """Fed every 100 ms for 0.8 s, a 400 ms watchdog never fires while the program runs."""
     feed = (
         "import machine, time\nw = machine.WDT(timeout=400)\nfor _ in range(8):\n    time.sleep_ms(100)\n    w.feed()\n"
     )
-    run = mpremote("connect", board.urls["rfc2217"], "exec", feed + "print('alive')")
+    run = mpremote("connect", c6_board.urls["rfc2217"], "exec", feed + "print('alive')")
     assert run.returncode == 0 and run.stdout.strip() == "alive", run.stdout + run.stderr

@@ -7,42 +7,33 @@ from pathlib import Path
 import pytest
 import serial
 
-from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, preflash, virtual_c6
+from tests.esp32c6_support import Board, esptool, mpremote
 
 pytestmark = pytest.mark.e2e
-MAC = "60:55:f9:c6:20:02"
-
-
-@pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory):
-    state = preflash(tmp_path_factory.mktemp("c6"), FIRMWARE.read_bytes())  # esptool's part is tested elsewhere
-    with virtual_c6(state, name="c6-mp", mac=MAC) as running:
-        assert running.wait_mode("app")["mode"] == "app"
-        yield running
 
 
 @pytest.fixture(params=["socket", "rfc2217", "pty"])
-def port(request: pytest.FixtureRequest, board: Board) -> str:
-    return board.urls[request.param]
+def port(request: pytest.FixtureRequest, c6_board: Board) -> str:
+    return c6_board.urls[request.param]
 
 
-def test_exec_sees_board_identity_and_its_own_folder(port: str, board: Board) -> None:
-    (board.fs_dir / "marker.txt").write_text("x")
+def test_exec_sees_board_identity_and_its_own_folder(port: str, c6_board: Board) -> None:
+    (c6_board.fs_dir / "marker.txt").write_text("x")
     ran = mpremote("connect", port, "exec", "import machine, os; print(machine.unique_id().hex(), os.listdir('/'))")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.split()[0] == MAC.replace(":", "")
+    assert ran.stdout.split()[0] == c6_board.device.extra["mac"].replace(":", "")
     assert "'marker.txt'" in ran.stdout
     escape = mpremote("connect", port, "exec", "print(open('/../../../etc/hostname').read())")
     assert escape.returncode != 0  # the host's files are not the board's
 
 
-def test_fs_cp_ls_run_and_errors(port: str, board: Board, tmp_path: Path) -> None:
+def test_fs_cp_ls_run_and_errors(port: str, c6_board: Board, tmp_path: Path) -> None:
     script = tmp_path / "hello.py"
     script.write_text("print('hello from', 6 * 7)\n")
     name = "hello_" + "".join(c if c.isalnum() else "_" for c in port.split(":")[0]) + ".py"
     cp = mpremote("connect", port, "fs", "cp", str(script), f":{name}")
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert (board.fs_dir / name).read_bytes() == script.read_bytes()
+    assert (c6_board.fs_dir / name).read_bytes() == script.read_bytes()
     ls = mpremote("connect", port, "fs", "ls", ":")
     assert ls.returncode == 0, ls.stdout + ls.stderr
     sizes = {line.split()[-1]: int(line.split()[0]) for line in ls.stdout.splitlines()[1:] if line.strip()}
@@ -64,29 +55,29 @@ def test_soft_reset_gives_a_fresh_vm(port: str) -> None:
     assert reset.stdout.strip() == "False"
 
 
-def test_machine_reset_reboots_and_bootloader_enters_download_mode(board: Board) -> None:
-    port = board.urls["socket"]
+def test_machine_reset_reboots_and_bootloader_enters_download_mode(c6_board: Board) -> None:
+    port = c6_board.urls["socket"]
     reset = mpremote("connect", port, "reset")
     assert reset.returncode == 0, reset.stdout + reset.stderr
-    assert board.wait_mode("app")["mode"] == "app"
-    assert "rst:0xc (SW_CPU),boot:0x6c" in board.control("log")["log"]
+    assert c6_board.wait_mode("app")["mode"] == "app"
+    assert "rst:0xc (SW_CPU),boot:0x6c" in c6_board.control("log")["log"]
     mpremote("connect", port, "bootloader")
-    assert board.wait_mode("download")["mode"] == "download"
+    assert c6_board.wait_mode("download")["mode"] == "download"
     chip = esptool("--port", port, "--before", "no-reset", "chip-id")
     assert chip.returncode == 0 and "ESP32-C6" in chip.stdout
-    board.control("boot")
-    assert board.wait_mode("app")["mode"] == "app"
+    c6_board.control("boot")
+    assert c6_board.wait_mode("app")["mode"] == "app"
 
 
-def test_control_api_holds_in_reset_and_power_cycles(board: Board) -> None:
-    board.control("hold_reset")
-    assert board.control("status")["mode"] == "reset"
-    port = serial.serial_for_url(board.urls["socket"], timeout=1.0)
+def test_control_api_holds_in_reset_and_power_cycles(c6_board: Board) -> None:
+    c6_board.control("hold_reset")
+    assert c6_board.control("status")["mode"] == "reset"
+    port = serial.serial_for_url(c6_board.urls["socket"], timeout=1.0)
     try:
         port.write(b"\r\x03\r\x01")
         assert port.read(4096) == b""  # a chip held in reset says nothing
-        board.control("power_cycle")
-        assert board.wait_mode("app")["mode"] == "app"
+        c6_board.control("power_cycle")
+        assert c6_board.wait_mode("app")["mode"] == "app"
         assert b"rst:0x1 (POWERON)" in port.read_until(b">>> ")
     finally:
         port.close()

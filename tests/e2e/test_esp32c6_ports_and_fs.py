@@ -18,20 +18,11 @@ from pathlib import Path
 import pytest
 
 from bench.virtual.port_access import serial_gid
-from tests.esp32c6_support import FIRMWARE, Board, mpremote, preflash, virtual_c6
+from tests.esp32c6_support import Board, mpremote, run_on
 
 pytestmark = pytest.mark.e2e
 
-MAC = "60:55:f9:c6:20:31"
 VFS_BLOCKS = (8 * 1024 * 1024 - 0x200000) // 4096  # 8 MB flash, the vfs partition from 0x200000 to the end
-
-
-@pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory):
-    state = preflash(tmp_path_factory.mktemp("c6"), FIRMWARE.read_bytes())
-    with virtual_c6(state, name="c6-ports", mac=MAC) as running:
-        assert running.wait_mode("app")["mode"] == "app"
-        yield running
 
 
 def _mpremote_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -40,7 +31,7 @@ def _mpremote_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_mount_then_import_a_host_module(board: Board, tmp_path: Path) -> None:
+def test_mount_then_import_a_host_module(c6_board: Board, tmp_path: Path) -> None:
     (tmp_path / "hostmod.py").write_text("VALUE = 42\ndef hello():\n    return 'from the host'\n")
     blob = bytes(range(256)) * 64 + b"\x03\x04\n\r\x10R\x00\x01"  # Ctrl-C, Ctrl-D, newlines, the frame marker
     (tmp_path / "blob.bin").write_bytes(blob)
@@ -50,20 +41,20 @@ def test_mount_then_import_a_host_module(board: Board, tmp_path: Path) -> None:
         "print('sha', binascii.hexlify(hashlib.sha256(open('blob.bin', 'rb').read()).digest()).decode())\n"
         "open('made_on_board.bin', 'wb').write(bytes(range(256)))\n"
     )
-    ran = _mpremote_in(tmp_path, "connect", board.urls["socket"], "mount", ".", "exec", code)
+    ran = _mpremote_in(tmp_path, "connect", c6_board.urls["socket"], "mount", ".", "exec", code)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "imported 42 from the host /remote" in ran.stdout
     assert f"sha {hashlib.sha256(blob).hexdigest()}" in ran.stdout  # binary bytes crossed the console untouched
     assert (tmp_path / "made_on_board.bin").read_bytes() == bytes(range(256))
-    assert not (board.fs_dir / "made_on_board.bin").exists()
-    after = mpremote("connect", board.urls["socket"], "exec", "import os; print(os.getcwd(), os.mount())")
+    assert not (c6_board.fs_dir / "made_on_board.bin").exists()
+    after = mpremote("connect", c6_board.urls["socket"], "exec", "import os; print(os.getcwd(), os.mount())")
     assert after.returncode == 0 and "/remote" not in after.stdout, after.stdout  # unmounted at the end
 
 
-def test_mpremote_file_commands(board: Board, tmp_path: Path) -> None:
+def test_mpremote_file_commands(c6_board: Board, tmp_path: Path) -> None:
     src = tmp_path / "note.txt"
     src.write_text("line one\nline two\n")
-    url = board.urls["socket"]
+    url = c6_board.urls["socket"]
     steps = [
         ("fs", "mkdir", ":box"),
         ("fs", "cp", str(src), ":box/note.txt"),
@@ -85,10 +76,10 @@ def test_mpremote_file_commands(board: Board, tmp_path: Path) -> None:
     assert (
         "['note.txt'] 18" in out[("exec", "import os; print(sorted(os.listdir('/box')), os.stat('/box/note.txt')[6])")]
     )
-    assert not (board.fs_dir / "box").exists()
+    assert not (c6_board.fs_dir / "box").exists()
 
 
-def test_os_and_vfs_have_the_esp32_ports_names(board: Board) -> None:
+def test_os_and_vfs_have_the_esp32_ports_names(c6_board: Board) -> None:
     code = (
         "import os, vfs\n"
         "names = ['mount', 'umount', 'sep', 'unlink', 'VfsFat', 'VfsLfs2', 'statvfs', 'ilistdir', 'sync', 'uname']\n"
@@ -96,13 +87,12 @@ def test_os_and_vfs_have_the_esp32_ports_names(board: Board) -> None:
         " if not hasattr(vfs, n)], hasattr(vfs, 'VfsPosix'), os.sep)\n"
         "try:\n    os.nothere\nexcept AttributeError as e:\n    print('err', e)\n"
     )
-    ran = mpremote("connect", board.urls["socket"], "exec", code)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "missing [] [] False /" in ran.stdout
-    assert "board_os" not in ran.stdout  # the module calls itself os, as on the chip
+    printed = run_on(c6_board, code)
+    assert "missing [] [] False /" in printed
+    assert "board_os" not in printed  # the module calls itself os, as on the chip
 
 
-def test_machine_signal_pulse_and_light_sleep(board: Board) -> None:
+def test_machine_signal_pulse_and_light_sleep(c6_board: Board) -> None:
     code = (
         "import machine, time\n"
         "s = machine.Signal(machine.Pin(5, machine.Pin.OUT), invert=True); s.on()\n"
@@ -113,16 +103,14 @@ def test_machine_signal_pulse_and_light_sleep(board: Board) -> None:
         "print('wake', machine.wake_reason()); machine.lightsleep(20); print('wake', machine.wake_reason())\n"
         "print('absent', [n for n in ('mem32', 'deepsleep', 'I2C', 'disable_irq') if hasattr(machine, n)])\n"
     )
-    ran = mpremote("connect", board.urls["socket"], "exec", code)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    out = ran.stdout.replace("\r\n", "\n")
+    out = run_on(c6_board, code).replace("\r\n", "\n")
     assert "signal 1 0" in out  # active-low: on() drives the pin low
     assert "pulse -2 True -1" in out  # a pulled-up pin: a low pulse never starts, a high one never ends
     assert "wake 0\nwake 4" in out  # TIMER_WAKE after a timed light sleep
     assert "absent []" in out
 
 
-def test_flash_is_bounded_by_the_vfs_partition(board: Board) -> None:
+def test_flash_is_bounded_by_the_vfs_partition(c6_board: Board) -> None:
     code = (
         "import os\n"
         "print('statvfs', os.statvfs('/'))\n"
@@ -135,9 +123,8 @@ def test_flash_is_bounded_by_the_vfs_partition(board: Board) -> None:
         "f.close(); print('size', os.stat('/fill.bin')[6], os.statvfs('/')[3])\n"
         "os.remove('/fill.bin'); print('after', os.statvfs('/')[3])\n"
     )
-    ran = mpremote("connect", board.urls["socket"], "exec", code, timeout_s=120)
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in ran.stdout.splitlines() if " " in line}
+    printed = run_on(c6_board, code, timeout_s=120)
+    lines = {line.split(" ", 1)[0]: line.split(" ", 1)[1] for line in printed.splitlines() if " " in line}
     fields = [int(v) for v in lines["statvfs"].strip("()").split(",")]
     assert fields[:3] == [4096, 4096, VFS_BLOCKS] and fields[9] == 255  # what littlefs reports on the chip
     errno, chunks = map(int, lines["full"].split())
@@ -145,11 +132,11 @@ def test_flash_is_bounded_by_the_vfs_partition(board: Board) -> None:
     size, free = map(int, lines["size"].split())
     assert size <= VFS_BLOCKS * 4096 and free < 16
     assert int(lines["after"]) >= VFS_BLOCKS - 4
-    assert not (board.fs_dir / "fill.bin").exists()
+    assert not (c6_board.fs_dir / "fill.bin").exists()
 
 
-def test_control_port_needs_its_token(board: Board) -> None:
-    url = board.urls["control"]
+def test_control_port_needs_its_token(c6_board: Board) -> None:
+    url = c6_board.urls["control"]
     address, _, token = url.removeprefix("tcp://").partition("/")
     host, _, port = address.rpartition(":")
     assert len(token) >= 32
@@ -162,15 +149,15 @@ def test_control_port_needs_its_token(board: Board) -> None:
     assert ask({"op": "status"})["ok"] is False
     refused = ask({"op": "power_off", "token": "x" * len(token)})
     assert refused["ok"] is False and "token" in refused["error"]
-    assert board.control("status")["power"] == "on"  # the refused power_off did nothing
+    assert c6_board.control("status")["power"] == "on"  # the refused power_off did nothing
     assert ask({"op": "status", "token": token})["ok"] is True
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run the tools as another user")
-def test_serial_ports_admit_whom_dev_ttyacm0_would(board: Board) -> None:
+def test_serial_ports_admit_whom_dev_ttyacm0_would(c6_board: Board) -> None:
     gid = serial_gid()
     assert gid is not None, "this host has a dialout group"
-    pty = os.stat(board.urls["pty"])
+    pty = os.stat(c6_board.urls["pty"])
     assert pty.st_gid == gid and stat.S_IMODE(pty.st_mode) == 0o660
     home = Path(tempfile.mkdtemp(prefix="c6-user-"))
     os.chown(home, 54321, 54321)
@@ -183,8 +170,8 @@ def test_serial_ports_admit_whom_dev_ttyacm0_would(board: Board) -> None:
                               cwd="/", env=env)  # fmt: skip
 
     try:
-        mp = ["mpremote", "connect", board.urls["socket"], "exec", "print('hello from', 6 * 7)"]
-        esp = ["esptool", "--port", board.urls["rfc2217"], "chip-id"]
+        mp = ["mpremote", "connect", c6_board.urls["socket"], "exec", "print('hello from', 6 * 7)"]
+        esp = ["esptool", "--port", c6_board.urls["rfc2217"], "chip-id"]
         refused_mp, refused_esp = as_user("", *mp), as_user("", *esp)
         assert refused_mp.returncode != 0 and "hello from 42" not in refused_mp.stdout
         assert refused_esp.returncode != 0 and "ESP32-C6" not in refused_esp.stdout
@@ -193,8 +180,8 @@ def test_serial_ports_admit_whom_dev_ttyacm0_would(board: Board) -> None:
         admitted_esp = as_user(str(gid), *esp)
         assert admitted_esp.returncode == 0 and "ESP32-C6" in admitted_esp.stdout, admitted_esp.stdout
     finally:
-        board.control("power_cycle")  # esptool left the chip in its loader
+        c6_board.control("power_cycle")  # esptool left the chip in its loader
         shutil.rmtree(home, ignore_errors=True)
-    log = board.control("log")  # the board's UART log; refusals go to board.log
+    log = c6_board.control("log")  # the board's UART log; refusals go to board.log
     assert log["ok"]
-    assert "refused uid 54321" in (board.virtual.state_dir / "board.log").read_text()
+    assert "refused uid 54321" in (c6_board.virtual.state_dir / "board.log").read_text()

@@ -11,18 +11,9 @@ import time
 import pytest
 from ppk2_api.ppk2_api import PPK2_API
 
-from tests.esp32c6_support import FIRMWARE, Board, preflash, virtual_c6
+from tests.esp32c6_support import Board
 
 pytestmark = pytest.mark.e2e
-MAC = "60:55:f9:c6:20:29"
-
-
-@pytest.fixture(scope="module")
-def board(tmp_path_factory: pytest.TempPathFactory):
-    state = preflash(tmp_path_factory.mktemp("c6"), FIRMWARE.read_bytes())
-    with virtual_c6(state, name="c6-ppk", mac=MAC) as running:
-        assert running.wait_mode("app")["mode"] == "app"
-        yield running
 
 
 def _measure(ppk: PPK2_API, seconds: float) -> list[float]:
@@ -45,20 +36,20 @@ def _measure(ppk: PPK2_API, seconds: float) -> list[float]:
     return samples
 
 
-def test_ppk2_api_reads_the_board_current(board: Board) -> None:
-    ppk = PPK2_API(board.urls["ppk2"], timeout=1, write_timeout=1)
+def test_ppk2_api_reads_the_board_current(c6_board: Board) -> None:
+    ppk = PPK2_API(c6_board.urls["ppk2"], timeout=1, write_timeout=1)
     assert ppk.get_modifiers(), "ppk2-api found no PPK2 metadata"
     assert ppk.modifiers["HW"] is not None
     ppk.use_source_meter()
     ppk.set_source_voltage(3300)
     ppk.toggle_DUT_power("ON")
     time.sleep(0.2)
-    assert board.control("ppk2")["vdd_mv"] == 3300
+    assert c6_board.control("ppk2")["vdd_mv"] == 3300
 
     idle = _measure(ppk, 1.0)
-    idle_drawn = board.control("ppk2")["window"]
-    busy = _measure_during_busy(ppk, board)
-    busy_drawn = board.control("ppk2")["window"]
+    idle_drawn = c6_board.control("ppk2")["window"]
+    busy = _measure_during_busy(ppk, c6_board)
+    busy_drawn = c6_board.control("ppk2")["window"]
     del ppk
 
     for samples, drawn in ((idle, idle_drawn), (busy, busy_drawn)):
@@ -68,12 +59,12 @@ def test_ppk2_api_reads_the_board_current(board: Board) -> None:
     assert statistics.fmean(busy) > statistics.fmean(idle) * 1.05, "a busy VM must draw more than an idle one"
 
 
-def _measure_during_busy(ppk: PPK2_API, board: Board) -> list[float]:
+def _measure_during_busy(ppk: PPK2_API, c6_board: Board) -> list[float]:
     """Measure while the board runs a 4 s busy loop (started in the background through its socket port): the VM
     takes CPU time, the chip runs instead of idling."""
     code = "import time\nt=time.ticks_ms()\nwhile time.ticks_diff(time.ticks_ms(), t) < 4000: pass"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "mpremote", "connect", board.urls["socket"], "exec", code],
+        [sys.executable, "-m", "mpremote", "connect", c6_board.urls["socket"], "exec", code],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

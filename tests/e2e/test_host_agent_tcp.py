@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,26 +22,37 @@ from tests.conformance.harness import HostAgent
 pytestmark = pytest.mark.e2e
 
 
-def start_tcp_agent(folder: Path, extra: list[str] | None = None) -> tuple[subprocess.Popen, int]:
+@contextlib.contextmanager
+def tcp_agent(folder: Path, extra: list[str] | None = None) -> Iterator[tuple[subprocess.Popen, int]]:
+    """The host agent deployed in `folder`, listening on a free loopback port: (its process, the port); killed
+    after if it is still running."""
     device = Device(name="tcp-host", kind="pi5", link=None, settings={"model": "npc-policy-int8"})
     HostAgent(folder)  # deploys the bundle
     port_file = folder / "port"
     argv = bundles.host_agent_command(device, str(folder), python=sys.executable, listen="127.0.0.1:0")
     proc = subprocess.Popen([*argv, "--port-file", str(port_file), *(extra or [])], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 20
-    while not port_file.is_file() or not port_file.read_text().strip():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline, "agent did not start listening"
-        time.sleep(0.05)
-    return proc, int(port_file.read_text())
+    try:
+        deadline = time.monotonic() + 20
+        while not port_file.is_file() or not port_file.read_text().strip():
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "agent did not start listening"
+            time.sleep(0.05)
+        yield proc, int(port_file.read_text())
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+async def connect(port: int, device: str) -> AgentSession:
+    """A bench's session with the agent on loopback `port`."""
+    return await AgentSession.open(await open_transport(f"tcp://127.0.0.1:{port}"), device=device)
 
 
 def test_two_benches_on_tcp_both_get_frames_and_shutdown_ends_the_agent(tmp_path):
-    proc, port = start_tcp_agent(tmp_path / "agent")
-
-    async def body():
-        a = await AgentSession.open(await open_transport(f"tcp://127.0.0.1:{port}"), device="tcp-a")
-        b = await AgentSession.open(await open_transport(f"tcp://127.0.0.1:{port}"), device="tcp-b")
+    async def body(port: int):
+        a = await connect(port, "tcp-a")
+        b = await connect(port, "tcp-b")
         await a.sync_clock(8)
         assert abs(a.clock.offset_ns) < a.clock.uncertainty_ns + 1_000_000  # same host, same monotonic clock
         await a.start(fps=30, vsync_hz=30, frames=5)
@@ -51,26 +64,19 @@ def test_two_benches_on_tcp_both_get_frames_and_shutdown_ends_the_agent(tmp_path
         assert (await a.shutdown())["t"] == "bye"
         await a.close()
 
-    try:
-        asyncio.run(body())
+    with tcp_agent(tmp_path / "agent") as (proc, port):
+        asyncio.run(body(port))
         assert proc.wait(timeout=10) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_portable_p256_verifier_accepts_good_and_refuses_bad_signatures(tmp_path):
     folder = tmp_path / "agent"
-    proc, port = start_tcp_agent(folder, ["--verifier", "p256"])
     agent = HostAgent(tmp_path / "deploy")  # a second deployment, only to sign and copy models
     good_path, good = agent.deploy("npc-policy-int8-v2", 2)
     bad_path, bad = agent.deploy("npc-policy-int8-v2", 3, tamper="sig")
-    for name in (good_path, bad_path):
-        shutil.copyfile(agent.models_dir / name, folder / "models" / name)
 
-    async def body():
-        s = await AgentSession.open(await open_transport(f"tcp://127.0.0.1:{port}"), device="p256")
+    async def body(port: int):
+        s = await connect(port, "p256")
         assert s.info["verifier"] == "p256"
         assert (await s.load(good_path, good))["model"]["version"] == 2
         with pytest.raises(AgentError, match="signature"):
@@ -78,26 +84,20 @@ def test_portable_p256_verifier_accepts_good_and_refuses_bad_signatures(tmp_path
         await s.shutdown()
         await s.close()
 
-    try:
-        asyncio.run(body())
-    finally:
-        proc.kill()
-        proc.wait()
+    with tcp_agent(folder, ["--verifier", "p256"]) as (_, port):
+        for name in (good_path, bad_path):
+            shutil.copyfile(agent.models_dir / name, folder / "models" / name)
+        asyncio.run(body(port))
 
 
 def test_a_huge_line_costs_an_error_not_the_link(tmp_path):
-    proc, port = start_tcp_agent(tmp_path / "agent")
-
-    async def body():
-        s = await AgentSession.open(await open_transport(f"tcp://127.0.0.1:{port}"), device="huge")
+    async def body(port: int):
+        s = await connect(port, "huge")
         await s.send_raw(b"~" + b"y" * 200_000 + b"*00000000\n")
         assert (await s.hello())["proto"] == 1  # the next request is answered, not swallowed
         assert any("bad_frame" in line for line in s.console)
         await s.shutdown()
         await s.close()
 
-    try:
-        asyncio.run(body())
-    finally:
-        proc.kill()
-        proc.wait()
+    with tcp_agent(tmp_path / "agent") as (_, port):
+        asyncio.run(body(port))

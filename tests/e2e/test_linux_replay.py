@@ -7,15 +7,14 @@ import asyncio
 import dataclasses
 import os
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
 from bench.agent import wire
 from bench.config.fleet import Device, load_fleet
-from bench.core.loop_thread import LoopThread
+from bench.core.loop_thread import run_on_a_thread
 from bench.core.steps import StepResult
 from bench.devices import driver_for
 from bench.recovery.linux_endpoint import LinuxAgentOpener
@@ -33,7 +32,6 @@ from tests.linux_support import loopback
 pytestmark = pytest.mark.e2e
 
 SECONDS = 3
-T = TypeVar("T")
 
 
 def first_seconds(plan: Plan, seconds: float) -> Plan:
@@ -57,15 +55,6 @@ async def flash(device: Device) -> list[StepResult]:
         return await driver.flash()
     finally:
         await driver.close()
-
-
-def on_loop_thread(coro: Coroutine[Any, Any, T]) -> T:
-    """Run `coro` on a fresh loop thread (up to 180 s) and close it."""
-    loop = LoopThread()
-    try:
-        return loop.run(coro, timeout_s=180)
-    finally:
-        loop.close()
 
 
 async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> None:
@@ -96,7 +85,7 @@ def replay_with_fault(
             fault(running, opener)
             return await replay, opener
 
-    return on_loop_thread(go())
+    return run_on_a_thread(go(), timeout_s=180)
 
 
 def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
@@ -110,7 +99,7 @@ def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
             runs = await ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute()
             return runs, opener
 
-    runs, opener = on_loop_thread(go())
+    runs, opener = run_on_a_thread(go(), timeout_s=180)
     store.finish_run(run_id, "finished")
     assert {r.device.name: r.status for r in runs} == {"orin-1": "ok", "pi5-1": "ok"}, [r.detail for r in runs]
 

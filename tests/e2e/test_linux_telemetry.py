@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 
-from bench.devices import driver_for
 from bench.telemetry import TelemetryMonitor
 from tests.linux_support import virtual_board
 
@@ -16,18 +15,13 @@ pytestmark = pytest.mark.e2e
 
 def test_jetson_tegrastats_samples() -> None:
     with virtual_board("jetson-orin-nx") as board:
-        driver = driver_for(board.device)
 
-        async def go():
-            monitor = await driver.telemetry(interval_s=0.2)
-            try:
-                async with monitor:
-                    await asyncio.sleep(1.5)
-                return monitor.samples
-            finally:
-                await driver.close()
+        async def sample(driver):
+            async with await driver.telemetry(interval_s=0.2) as monitor:
+                await asyncio.sleep(1.5)
+            return monitor.samples
 
-        samples = board.loop.run(go(), timeout_s=60)
+        samples = board.drive(sample, timeout_s=60)
     assert len(samples) >= 3
     times = [s.t_ns for s in samples]
     assert times == sorted(times)
@@ -40,22 +34,17 @@ def test_jetson_tegrastats_samples() -> None:
 
 def test_pi_samples_show_throttling_and_survive_a_drop() -> None:
     with virtual_board("pi5") as board:
-        driver = driver_for(board.device)
 
-        async def go():
-            monitor = await driver.telemetry(interval_s=0.2)
-            try:
-                async with monitor:
-                    await asyncio.sleep(0.8)
-                    before_drop = len(monitor.samples)
-                    board.virtual.set_throttled(0x50005)
-                    board.virtual.drop_connections()
-                    await asyncio.sleep(2.5)
-                return before_drop, monitor.samples, [f.kind for f in driver.faults]
-            finally:
-                await driver.close()
+        async def sample_across_a_drop(driver):
+            async with await driver.telemetry(interval_s=0.2) as monitor:
+                await asyncio.sleep(0.8)
+                before_drop = len(monitor.samples)
+                board.virtual.set_throttled(0x50005)
+                board.virtual.drop_connections()
+                await asyncio.sleep(2.5)
+            return before_drop, monitor.samples, [f.kind for f in driver.faults]
 
-        before_drop, samples, faults = board.loop.run(go(), timeout_s=60)
+        before_drop, samples, faults = board.drive(sample_across_a_drop, timeout_s=60)
     assert before_drop >= 2 and len(samples) > before_drop + 2
     first, last = samples[0].values, samples[-1].values
     assert first["throttled_bits"] == 0 and first["throttled_now"] == 0
@@ -68,17 +57,12 @@ def test_pi_samples_show_throttling_and_survive_a_drop() -> None:
 def test_missing_tegrastats_is_reported_not_retried_forever() -> None:
     """A Pi has no tegrastats: a monitor told to use it stops with an error that says what to set."""
     with virtual_board("pi5") as board:
-        driver = driver_for(board.device)
 
-        async def go():
-            monitor = TelemetryMonitor(await driver.connection(), "tegrastats", 0.2)
-            try:
-                async with monitor:
-                    await asyncio.sleep(1.0)
-                return monitor
-            finally:
-                await driver.close()
+        async def sample_tegrastats(driver):
+            async with TelemetryMonitor(await driver.connection(), "tegrastats", 0.2) as monitor:
+                await asyncio.sleep(1.0)
+            return monitor
 
-        monitor = board.loop.run(go(), timeout_s=60)
+        monitor = board.drive(sample_tegrastats, timeout_s=60)
     assert monitor.samples == []
     assert len(monitor.errors) == 1 and "tegrastats not found" in monitor.errors[0] and "sysfs" in monitor.errors[0]

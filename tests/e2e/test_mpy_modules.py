@@ -16,6 +16,7 @@ from bench.models.policy import calibration_inputs
 from bench.models.signing import public_key_raw
 from bench.models.tflite_read import read_int8_policy
 from bench.mpy.board import ESP32C6_HEAP, micropython_exe
+from tests.e2e.test_models_runtimes import tflite_micro_outputs
 
 pytestmark = pytest.mark.e2e
 
@@ -62,18 +63,6 @@ def run_mpy(script: str, args: list[str], stdin: str, tmp_path, heap: str = ESP3
     )
     assert proc.returncode == 0, proc.stderr + proc.stdout
     return proc.stdout.strip().splitlines()[-1]
-
-
-def tflite_micro_outputs(name: str, x_q: np.ndarray) -> np.ndarray:
-    from tflite_micro import runtime
-
-    it = runtime.Interpreter.from_file(str(model_file(name)))
-    rows = []
-    for row in x_q:
-        it.set_input(row[None], 0)
-        it.invoke()
-        rows.append(it.get_output(0)[0].copy())
-    return np.array(rows).astype(int)
 
 
 @pytest.mark.parametrize("kernel", ["native", "python"])

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,15 +31,39 @@ def short_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return session
 
 
-def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
-    tmp_path: Path, short_session: Path
-) -> None:
-    results = tmp_path / "results.sqlite"
-    devices = {"c6-b", "pi5-1", "web-1"}
+@pytest.fixture(scope="module")
+def first_night(tmp_path_factory: pytest.TempPathFactory, short_session: Path) -> tuple[Path, Any]:
+    """(its folder, the finished process): every stage on a board, a Linux device and a web device. The next
+    night (`second_night`) runs on its results and boards: one whole nightly less for the file."""
+    folder = tmp_path_factory.mktemp("night1")
     proc = run(
         "nightly", "--device", "c6-b", "--device", "pi5-1", "--device", "web-1", "--session", str(short_session),
-        "--reports", str(tmp_path / "reports"), "--results", str(results), "--json",
+        "--reports", str(folder / "reports"), "--results", str(folder / "results.sqlite"), "--json",
     )  # fmt: skip
+    return folder, proc
+
+
+@pytest.fixture(scope="module")
+def second_night(first_night: tuple[Path, Any], short_session: Path) -> tuple[Path, Any]:
+    """(its CI files' folder, the finished process): c6-b's next night after `first_night` (whose update stage
+    left model v2 on the board), with the CI files written; no update or faults stages of its own."""
+    folder, _ = first_night
+    ci = folder / "ci"
+    ci.mkdir()
+    md, xml, prom, step = (ci / n for n in ("s.md", "j.xml", "m.prom", "step.md"))
+    proc = subprocess.run(
+        hilbench("nightly", "--device", "c6-b", "--session", str(short_session), "--skip", "update", "--skip",
+                 "faults", "--reports", str(folder / "reports"), "--results", str(folder / "results.sqlite"),
+                 "--json", "--summary-md", str(md), "--junit", str(xml), "--metrics", str(prom)),
+        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "GITHUB_STEP_SUMMARY": str(step)},
+    )  # fmt: skip
+    return ci, proc
+
+
+def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(first_night: tuple[Path, Any]) -> None:
+    tmp_path, proc = first_night
+    results = tmp_path / "results.sqlite"
+    devices = {"c6-b", "pi5-1", "web-1"}
     summary = json.loads(proc.stdout)
     stages = {s["name"]: s for s in summary["stages"]}
     assert list(stages) == ["check", "flash", "replay", "confirm", "update", "faults"], proc.stderr
@@ -108,15 +133,20 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(
     assert json.loads(prints["web-1"])["runtime"].startswith("litert.js")
 
 
-def test_a_second_night_starts_each_device_from_its_configured_model(tmp_path: Path, short_session: Path) -> None:
-    results = tmp_path / "results.sqlite"
-    # night 1's update stage leaves model v2 on the board; night 2 needs no update of its own
-    for skips in (("--skip", "faults"), ("--skip", "faults", "--skip", "update")):
-        args = ("nightly", "--device", "c6-b", "--session", str(short_session), *skips)
-        proc = run(*args, "--reports", str(tmp_path / "reports"), "--results", str(results), "--json")
-        assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
-    db = sqlite3.connect(results)
-    models = [json.loads(d)["model"] for (d,) in db.execute("SELECT data FROM fingerprints ORDER BY run_id")]
+def test_a_second_night_starts_each_device_from_its_configured_model(
+    first_night: tuple[Path, Any], second_night: tuple[Path, Any]
+) -> None:
+    # night 1's update stage leaves model v2 on the board (and its faults stage rolled back from four bad ones);
+    # night 2 needs no update of its own
+    folder, proc = first_night
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    update = {s["name"]: s for s in json.loads(proc.stdout)["stages"]}["update"]["devices"]["c6-b"]
+    assert update["ok"] and not update["skipped"], update  # the update stage put v2 on c6-b
+    _, proc = second_night
+    assert proc.returncode == ExitCode.OK, proc.stdout + proc.stderr
+    db = sqlite3.connect(folder / "results.sqlite")
+    query = "SELECT data FROM fingerprints WHERE device = 'c6-b' ORDER BY run_id"
+    models = [json.loads(d)["model"] for (d,) in db.execute(query)]
     assert models == ["npc-policy@1 (npcm-int8)", "npc-policy@1 (npcm-int8)"]
 
 
@@ -146,18 +176,13 @@ def test_nightly_refuses_an_unknown_baseline_or_model_before_touching_devices(tm
     assert "Traceback" not in proc.stderr and not (tmp_path / "b.sqlite").exists()  # refused before anything ran
 
 
-def test_nightly_writes_the_ci_files_their_consumers_read(tmp_path: Path, short_session: Path) -> None:
+def test_nightly_writes_the_ci_files_their_consumers_read(second_night: tuple[Path, Any]) -> None:
     from junitparser import JUnitXml
     from markdown_it import MarkdownIt
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-    md, xml, prom, step = (tmp_path / n for n in ("s.md", "j.xml", "m.prom", "step.md"))
-    proc = subprocess.run(
-        hilbench("nightly", "--device", "c6-b", "--session", str(short_session), "--skip", "update", "--skip",
-                 "faults", "--reports", str(tmp_path / "reports"), "--results", str(tmp_path / "r.sqlite"),
-                 "--summary-md", str(md), "--junit", str(xml), "--metrics", str(prom)),
-        cwd=REPO, capture_output=True, text=True, timeout=900, env={**os.environ, "GITHUB_STEP_SUMMARY": str(step)},
-    )  # fmt: skip
+    ci, proc = second_night  # c6-b's night with --summary-md, --junit, --metrics and $GITHUB_STEP_SUMMARY
+    md, xml, prom, step = (ci / n for n in ("s.md", "j.xml", "m.prom", "step.md"))
     # the files are written whatever the night's outcome (on a loaded host c6-b's agent may miss its hello: exit 3)
     assert proc.returncode in (ExitCode.OK, ExitCode.UNREACHABLE), proc.stdout + proc.stderr
     text = md.read_text()

@@ -12,7 +12,7 @@ import pytest
 
 from bench.agent.session import AgentSession
 from bench.config.fleet import load_fleet
-from bench.core.loop_thread import LoopThread
+from bench.core.loop_thread import run_on_a_thread
 from bench.devices import driver_for
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.impair import Impairment, ImpairmentProxy
@@ -51,11 +51,7 @@ def test_fleet_update_sends_each_device_its_format(tmp_path: Path) -> None:
             assert all(r.ok for r in back), back
             return await update_devices(resolved, store, "npc-policy@2", want_delta=True)
 
-    loop = LoopThread()
-    try:
-        results = {r.device: r for r in loop.run(run(), timeout_s=600)}
-    finally:
-        loop.close()
+    results = {r.device: r for r in run_on_a_thread(run(), timeout_s=600)}
     c6, pi = results["c6-a"], results["pi5-1"]
     assert c6.ok and pi.ok, (c6, pi)
     assert c6.running["sha256"] == v2_npcm["sha256"] and c6.running["version"] == 2 and c6.delta
@@ -89,11 +85,7 @@ def test_micropython_agent_cut_resume_loss_and_rollback(tmp_path: Path) -> None:
             (oom,) = await update_devices(resolved, store, "npc-policy@3")
         return back, cut, lossy, oom
 
-    loop = LoopThread()
-    try:
-        back, cut, lossy, oom = loop.run(run(), timeout_s=600)
-    finally:
-        loop.close()
+    back, cut, lossy, oom = run_on_a_thread(run(), timeout_s=600)
     assert back.ok and back.running["version"] == 1
     assert not cut.ok and cut.kept_previous and "transfer" in cut.detail and cut.running["version"] == 1
     total = -(-store.manifest("npc-policy", 2)["size"] // 1024)
@@ -140,11 +132,7 @@ def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> N
                 await driver.close_agent()
         return reply, frames, t0, t1
 
-    loop = LoopThread()
-    try:
-        reply, frames, t0, t1 = loop.run(run(), timeout_s=300)
-    finally:
-        loop.close()
+    reply, frames, t0, t1 = run_on_a_thread(run(), timeout_s=300)
     assert reply["t"] == "updated" and reply["model"]["sha256"] == v2["sha256"] and reply["blocks"] == 7
     during = [f.rx_ns for f in frames if t0 <= f.rx_ns <= t1]
     assert (t1 - t0) / 1e9 > 0.5  # the download really took a while

@@ -5,7 +5,6 @@ is brought back by the ladder's power cycle, the steps it cannot do being passed
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,11 @@ from bench.recovery.records import events
 from bench.store import open_store
 from bench.virtual import virtual_fleet
 from bench.virtual.linux import processes_in
+from tests.conftest import alive
 
 pytestmark = pytest.mark.e2e
 
 UHUBCTL = Path(__file__).resolve().parents[2] / "bench" / "virtual" / "host_tools" / "uhubctl"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_power_cycle_kills_a_linux_boards_processes_and_the_ladder_recovers_a_hung_one(tmp_path: Path) -> None:
@@ -57,11 +49,11 @@ power = {{ driver = "uhubctl", location = "4-1", port = 3, uhubctl = "{UHUBCTL}"
             session = await answers(driver, keep_open=True)
             assert session is not None
             pid = driver.agent.pid
-            assert _alive(pid)
+            assert alive(pid)
             link_before = virtual.link()
             await power.cycle()
             await session.close()
-            gone = not _alive(pid) and not processes_in(virtual.root)
+            gone = not alive(pid) and not processes_in(virtual.root)
             link_after = virtual.link()
             await driver.close()
             # sshd is back on the same address; the agent is started again on request

@@ -34,25 +34,24 @@ def _frames(results: Path) -> int:
     return 0
 
 
-def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failure(tmp_path: Path) -> None:
-    results = tmp_path / "r.sqlite"
-    argv = hilbench("replay", "--device", "c6-a", "--session", str(SESSIONS_DIR / "combat.mcap"),
-                    "--results", str(results), "--logs", str(tmp_path / "logs"), "--json")  # fmt: skip
+def _freezing_c6_a(argv: list[str], results: Path, *, frames: int, settle_s: float, wait_s: float, timeout_s: float):
+    """Run `argv`; once `results` holds `frames` frame rows (or `wait_s` passed) and `settle_s` more seconds,
+    SIGSTOP c6-a's VM processes until the command ends, then let them go: (its exit code, stdout, stderr) and
+    the pids it froze. A command that ends before any frame fails the test."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stopped: list[int] = []
     try:
-        deadline = time.monotonic() + 240  # a blank board is flashed by the ladder first
-        while _frames(results) == 0 and proc.poll() is None and time.monotonic() < deadline:
+        deadline = time.monotonic() + wait_s
+        while _frames(results) < frames and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         if proc.poll() is not None:
             stdout, stderr = proc.communicate()
-            raise AssertionError(f"replay ended before any frame (exit {proc.returncode}): {stdout[-1500:]}")
-        time.sleep(14.0)
+            raise AssertionError(f"ended before {frames} frames (exit {proc.returncode}): {stdout[-1500:]}")
+        time.sleep(settle_s)
         stopped = _vm_pids(os.environ["HILBENCH_STATE_DIR"], "c6-a")
-        assert stopped, "no VM process for c6-a"
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
-        stdout, stderr = proc.communicate(timeout=300)
+        stdout, stderr = proc.communicate(timeout=timeout_s)
     finally:
         for pid in stopped:
             with contextlib.suppress(ProcessLookupError):
@@ -60,7 +59,17 @@ def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failur
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 3, (proc.returncode, stderr[-2000:])
+    return (proc.returncode, stdout, stderr), stopped
+
+
+def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failure(tmp_path: Path) -> None:
+    results = tmp_path / "r.sqlite"
+    argv = hilbench("replay", "--device", "c6-a", "--session", str(SESSIONS_DIR / "combat.mcap"),
+                    "--results", str(results), "--logs", str(tmp_path / "logs"), "--json")  # fmt: skip
+    # a blank board is flashed by the ladder first
+    (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=1, settle_s=14.0, wait_s=240, timeout_s=300)
+    assert stopped, "no VM process for c6-a"
+    assert code == 3, (code, stderr[-2000:])
     # mpremote prints what a board said when the raw REPL does not come (the ladder's reflash of a blank board)
     doc = json.loads(stdout[stdout.index('{\n  "run_id"') :])
     assert doc["status"] == "failed"
@@ -83,29 +92,13 @@ def test_a_nightly_board_hung_mid_replay_is_infrastructure_and_passes_on_retry(t
     results, reports = tmp_path / "r.sqlite", tmp_path / "reports"
     argv = hilbench("nightly", "--device", "c6-a", "--session", str(session), "--results", str(results),
                     "--reports", str(reports), "--skip", "update", "--skip", "faults", "--json")  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    stopped: list[int] = []
-    try:
-        deadline = time.monotonic() + 300
-        while _frames(results) < 40 and proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stopped = _vm_pids(os.environ["HILBENCH_STATE_DIR"], "c6-a")
-        for pid in stopped:
-            os.kill(pid, signal.SIGSTOP)
-        stdout, stderr = proc.communicate(timeout=600)
-    finally:
-        for pid in stopped:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGCONT)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=40, settle_s=0, wait_s=300, timeout_s=600)
     assert stopped, "no VM process for c6-a"
     doc = json.loads(stdout[stdout.index('{\n  "started"') :])
     outcome = doc["outcomes"]["c6-a"]
     assert outcome["passed_on_retry"], outcome
     assert outcome["first_try"].startswith("infrastructure: "), outcome  # recovered by a step, or lost at the stop
-    assert proc.returncode == 0 and doc["exit_code"] == 0, stderr[-2000:]
+    assert code == 0 and doc["exit_code"] == 0, stderr[-2000:]
     assert doc["retries"], doc["retries"]
     (health,) = [h for h in doc["health"] if h["device"] == "c6-a"]
     assert health["passed_on_retry"] == 1

@@ -132,6 +132,24 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[s
     return code, json.loads(capsys.readouterr().out)
 
 
+def replayed_devices(capsys, fleet: Path, tmp_path: Path) -> list[tuple[str, str]]:
+    """Replay the first bundled session on `fleet` at full speed (`hilbench replay`, exit 0); (name, kind) of
+    each device of the stored run, each of which stored frames."""
+    from bench.store.results import open_store
+
+    session = sorted(SESSIONS_DIR.glob("*.mcap"))[0]
+    code, replayed = run_cli(
+        capsys, "replay", "--fleet", str(fleet), "--session", str(session), "--speed", "max",
+        "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
+    )  # fmt: skip
+    assert code == 0, replayed
+    with open_store(tmp_path / "results.sqlite") as store:
+        run = store.runs(kind="replay", limit=1)[0]
+        devices = store.devices(run.id)
+        assert all(store.frame_count(run.id, d.name) > 0 for d in devices)
+    return [(d.name, d.kind) for d in devices]
+
+
 def test_fleet_check_flash_and_replay_serve_a_registered_kind(
     toy_fleet: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -145,18 +163,7 @@ def test_fleet_check_flash_and_replay_serve_a_registered_kind(
     code, flashed = run_cli(capsys, "flash", "--fleet", str(toy_fleet), "--logs", str(tmp_path / "flash-logs"))
     assert code == 0 and flashed["ok"] and (tmp_path / "agent" / "npc_host_agent.py").is_file()
 
-    session = sorted(SESSIONS_DIR.glob("*.mcap"))[0]
-    code, replayed = run_cli(
-        capsys, "replay", "--fleet", str(toy_fleet), "--session", str(session), "--speed", "max",
-        "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
-    )  # fmt: skip
-    assert code == 0, replayed
-    from bench.store.results import open_store
-
-    with open_store(tmp_path / "results.sqlite") as store:
-        run = store.runs(kind="replay", limit=1)[0]
-        assert [d.name for d in store.devices(run.id)] == ["toy-1"]
-        assert store.frame_count(run.id, "toy-1") > 0
+    assert replayed_devices(capsys, toy_fleet, tmp_path) == [("toy-1", "toy-host")]
 
 
 PLUGIN_TESTS = """
@@ -255,18 +262,7 @@ def test_the_docs_pi4_example_touches_two_files_and_runs_everywhere(
     code, flashed = run_cli(capsys, "flash", "--fleet", str(fleet), "--logs", str(tmp_path / "flash-logs"))
     assert code == 0 and flashed["ok"], flashed
 
-    session = sorted(SESSIONS_DIR.glob("*.mcap"))[0]
-    code, replayed = run_cli(
-        capsys, "replay", "--fleet", str(fleet), "--session", str(session), "--speed", "max",
-        "--results", str(tmp_path / "results.sqlite"), "--logs", str(tmp_path / "logs"), "--no-realtime",
-    )  # fmt: skip
-    assert code == 0, replayed
-    from bench.store.results import open_store
-
-    with open_store(tmp_path / "results.sqlite") as store:
-        run = store.runs(kind="replay", limit=1)[0]
-        assert [(d.name, d.kind) for d in store.devices(run.id)] == [("pi4-1", "pi4")]
-        assert store.frame_count(run.id, "pi4-1") > 0
+    assert replayed_devices(capsys, fleet, tmp_path) == [("pi4-1", "pi4")]
 
     (tmp_path / "conftest.py").write_text(f"from {__name__} import apply_pi4_example\n\napply_pi4_example()\n")
     (tmp_path / "test_pi4.py").write_text(PI4_PLUGIN_TEST)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.reaper import processes_in
-from tests.conftest import REPO, hilbench
+from tests.conftest import REPO, alive, hilbench
 
 
 def _children() -> dict[int, int]:
@@ -36,15 +36,6 @@ def descendants(pid: int) -> set[int]:
         found |= more
         grew = bool(more)
     return found - {pid}
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 @dataclass

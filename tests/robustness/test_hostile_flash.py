@@ -14,37 +14,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.os_images import bad_checksum, lying_bmap, past_the_end, sparse_image
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(shutil.which("bmaptool") is None, reason="bmap-tools not installed")
 
 
-def _image(tmp_path: Path) -> tuple[Path, Path]:
-    path = tmp_path / "small.img"
-    with path.open("wb") as fh:
-        fh.truncate(4 << 20)
-        for offset in (0, 1 << 20, 3 << 20):
-            fh.seek(offset)
-            fh.write(hashlib.sha256(str(offset).encode()).digest() * 512)
-    bmap = tmp_path / "small.img.bmap"
-    subprocess.run(["bmaptool", "create", "-o", str(bmap), str(path)], check=True, capture_output=True)
-    return path, bmap
-
-
 @pytest.mark.parametrize("lie", ["checksum", "past-the-end"])
 def test_flash_os_refuses_a_lying_bmap_with_exit_2_and_the_board_untouched(tmp_path: Path, lie: str) -> None:
-    path, bmap = _image(tmp_path)
-    text = bmap.read_text()
-    if lie == "checksum":
-        start = text.index('chksum="') + len('chksum="')
-        text = text[:start] + "0" * 64 + text[start + 64 :]
-    else:  # the last range reaches 16 blocks past the image's end
-        blocks = (4 << 20) // 4096
-        last = text.rindex("</Range>")
-        dash = text.rindex("-", 0, last)
-        text = f"{text[: dash + 1]}{blocks + 15} {text[last:]}"
-    lying = tmp_path / "lying.bmap"
-    lying.write_text(text)
+    path, bmap = sparse_image(tmp_path)
+    lying = lying_bmap(bmap, tmp_path / "lying.bmap", {"checksum": bad_checksum, "past-the-end": past_the_end}[lie])
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     fleet = tmp_path / "fleet.toml"
     fleet.write_text(

@@ -12,16 +12,15 @@ from pathlib import Path
 import aiocoap
 import grpc
 import pytest
-import websockets
 from aiocoap.numbers.codes import Code
 
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.grpc_server import GrpcUpdateServer
-from bench.ota.npcota_pb import METHOD, Chunk, FetchRequest
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.ws_server import WsUpdateServer
 from tests.conformance.harness import MODELS
+from tests.robustness.update_clients import grpc_fetch, ws_fetch
 
 pytestmark = pytest.mark.e2e  # the real servers on loopback
 
@@ -105,52 +104,26 @@ def test_coap_server_serves_nothing_outside_the_store(tmp_path):
     assert {code for _, code, _ in got} == {Code.NOT_FOUND}
 
 
-def test_grpc_server_serves_nothing_outside_the_store(tmp_path):
+@pytest.mark.parametrize(
+    ("server", "fetch", "served", "refusals"),
+    [
+        (GrpcUpdateServer, grpc_fetch, "OK", {grpc.StatusCode.NOT_FOUND}),
+        (WsUpdateServer, ws_fetch, "done", None),  # an error message, or the connection closed
+    ],
+    ids=["grpc", "websocket"],
+)
+def test_grpc_and_websocket_servers_serve_nothing_outside_the_store(tmp_path, server, fetch, served, refusals):
     store, good = _store(tmp_path)
 
     async def main() -> tuple[list, bytes]:
-        async with GrpcUpdateServer(store) as srv, grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
-            fetch = ch.unary_stream(METHOD, FetchRequest.SerializeToString, Chunk.FromString)
-            got = []
-            for path in _forms(tmp_path):
-                try:
-                    data = b"".join([c.data async for c in fetch(FetchRequest(path=path, offset=0), timeout=10)])
-                    got.append((path, "OK", data))
-                except grpc.aio.AioRpcError as exc:
-                    got.append((path, exc.code(), b""))
-            ok = b"".join([c.data async for c in fetch(FetchRequest(path=good, offset=0), timeout=10)])
-            return got, ok
-
-    got, ok = asyncio.run(main())
-    assert ok == (MODELS / "npc-policy-int8.tflite").read_bytes()
-    assert not [(path, code) for path, code, data in got if code == "OK" or PLANTED in data]
-    assert {code for _, code, _ in got} == {grpc.StatusCode.NOT_FOUND}
-
-
-def test_websocket_server_serves_nothing_outside_the_store(tmp_path):
-    store, good = _store(tmp_path)
-
-    async def fetch(port: int, path: str) -> tuple[str, bytes]:
-        async with websockets.connect(f"ws://127.0.0.1:{port}/{path.lstrip('/')}", open_timeout=10) as ws:
-            await ws.send(json.dumps({"offset": 0}))
-            data = b""
-            async for msg in ws:
-                if isinstance(msg, bytes):
-                    data += msg
-                elif "error" in json.loads(msg):
-                    return "error", data
-                elif json.loads(msg).get("done"):
-                    return "done", data
-            return "closed", data
-
-    async def main() -> tuple[list, bytes]:
-        async with WsUpdateServer(store) as srv:
+        async with server(store) as srv:
             got = [(path, *await fetch(srv.port, path)) for path in _forms(tmp_path)]
             return got, (await fetch(srv.port, good))[1]
 
     got, ok = asyncio.run(main())
     assert ok == (MODELS / "npc-policy-int8.tflite").read_bytes()
-    assert not [(path, end) for path, end, data in got if end == "done" or PLANTED in data]
+    assert not [(path, end) for path, end, data in got if end == served or PLANTED in data]
+    assert refusals is None or {end for _, end, _ in got} == refusals
 
 
 def test_store_refuses_names_that_leave_it(tmp_path):

@@ -115,16 +115,30 @@ def _fixture_bytes() -> bytes:
     return (REPO / "fixtures" / "sessions" / "combat.mcap").read_bytes()
 
 
-def test_flipped_byte_says_corrupt_not_cut_short(tmp_path: Path) -> None:
-    """A byte changed inside a chunk: the message says the file is corrupt (a CRC mismatch), not that the
-    recorder stopped."""
+def _flip_a_middle_byte(data: bytearray) -> None:
+    data[len(data) // 2] ^= 0xFF  # inside a chunk: a CRC mismatch
+
+
+def _header_length_past_the_end(data: bytearray) -> None:
+    data[9:17] = (1 << 40).to_bytes(8, "little")  # the header record's length
+
+
+@pytest.mark.parametrize(
+    ("damage", "not_said"),
+    [(_flip_a_middle_byte, "stopped mid-write"), (_header_length_past_the_end, "64 MiB")],
+    ids=["flipped byte", "record length beyond the file"],
+)
+def test_a_damaged_file_says_corrupt(tmp_path: Path, damage, not_said: str) -> None:
+    """A byte changed inside a chunk, or a record whose length field claims more than the file holds: the
+    message says the file is corrupt, not that the recorder stopped or that a record is over 64 MiB (no such
+    record exists)."""
     data = bytearray(_fixture_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path = tmp_path / "flip.mcap"
+    damage(data)
+    path = tmp_path / "damaged.mcap"
     path.write_bytes(bytes(data))
     run = _info(path)
     assert run.returncode == ExitCode.USAGE, run.stderr
-    assert "corrupt" in run.stderr and "stopped mid-write" not in run.stderr
+    assert "corrupt" in run.stderr and not_said not in run.stderr
 
 
 def test_cut_file_says_cut_short(tmp_path: Path) -> None:
@@ -133,18 +147,6 @@ def test_cut_file_says_cut_short(tmp_path: Path) -> None:
     path.write_bytes(_fixture_bytes()[: len(_fixture_bytes()) // 2])
     run = _info(path)
     assert run.returncode == ExitCode.USAGE and "ends early" in run.stderr, run.stderr
-
-
-def test_record_length_beyond_the_file_says_corrupt(tmp_path: Path) -> None:
-    """A record whose length field was damaged (claiming more than the file holds): corrupt, not "over 64 MiB"
-    (no such record exists)."""
-    data = bytearray(_fixture_bytes())
-    data[9:17] = (1 << 40).to_bytes(8, "little")  # the header record's length
-    path = tmp_path / "len.mcap"
-    path.write_bytes(bytes(data))
-    run = _info(path)
-    assert run.returncode == ExitCode.USAGE, run.stderr
-    assert "corrupt" in run.stderr and "64 MiB" not in run.stderr
 
 
 def test_replay_fails_when_the_agent_refuses_inputs(tmp_path: Path) -> None:

@@ -17,19 +17,18 @@ from pathlib import Path
 import aiocoap
 import grpc
 import pytest
-import websockets
 from aiocoap.numbers.codes import Code
 
 from bench.core.errors import ConfigError, ExitCode
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.grpc_server import GrpcUpdateServer
-from bench.ota.npcota_pb import METHOD, Chunk, FetchRequest
 from bench.ota.resources import lookup
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.ota.ws_server import WsUpdateServer
 from tests.conformance.harness import MODELS
 from tests.conftest import REPO, hilbench
+from tests.robustness.update_clients import grpc_fetch, ws_fetch
 
 pytestmark = pytest.mark.e2e  # the real servers on loopback
 
@@ -130,34 +129,13 @@ def test_grpc_and_websocket_serve_only_regular_files_inside_the_store(tmp_path: 
     """The same for the gRPC (NOT_FOUND) and WebSocket (an error message) channels."""
     store, path = _tampered(tmp_path, how)
 
-    async def grpc_fetch() -> tuple[object, bytes]:
-        async with GrpcUpdateServer(store) as srv, grpc.aio.insecure_channel(f"127.0.0.1:{srv.port}") as ch:
-            fetch = ch.unary_stream(METHOD, FetchRequest.SerializeToString, Chunk.FromString)
-            try:
-                data = b"".join([c.data async for c in fetch(FetchRequest(path=path, offset=0), timeout=10)])
-                return "OK", data
-            except grpc.aio.AioRpcError as exc:
-                return exc.code(), b""
+    async def fetch_from(server, fetch):
+        async with server(store) as srv:
+            return await fetch(srv.port, path)
 
-    async def ws_fetch() -> tuple[str, bytes]:
-        async with (
-            WsUpdateServer(store) as srv,
-            websockets.connect(f"ws://127.0.0.1:{srv.port}/{path}", open_timeout=10) as ws,
-        ):
-            await ws.send(json.dumps({"offset": 0}))
-            data = b""
-            async for msg in ws:
-                if isinstance(msg, bytes):
-                    data += msg
-                elif "error" in json.loads(msg):
-                    return "error", data
-                elif json.loads(msg).get("done"):
-                    return "done", data
-            return "closed", data
-
-    code, data = asyncio.run(asyncio.wait_for(grpc_fetch(), 30))
+    code, data = asyncio.run(asyncio.wait_for(fetch_from(GrpcUpdateServer, grpc_fetch), 30))
     assert code == grpc.StatusCode.NOT_FOUND and SECRET not in data
-    end, data = asyncio.run(asyncio.wait_for(ws_fetch(), 30))
+    end, data = asyncio.run(asyncio.wait_for(fetch_from(WsUpdateServer, ws_fetch), 30))
     assert end in ("error", "closed") and SECRET not in data
 
 

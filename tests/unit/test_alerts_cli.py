@@ -12,8 +12,6 @@ import pytest
 
 from bench.alerts import night_alerts, table
 from bench.alerts.triage import acknowledge
-from bench.commands.nightly import _print
-from bench.core.console import out
 from bench.core.errors import ExitCode
 from bench.nightly.publish import PublishedRun
 from bench.nightly.run import NightlyResult
@@ -23,7 +21,7 @@ from bench.report.publish import publish_run
 from bench.results.evidence import stored_verdicts
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
-from tests.conftest import REPO, hilbench
+from tests.conftest import REPO, hilbench, nightly_summary
 from tests.nightly_history import store_night
 
 RULES = load_thresholds()
@@ -93,14 +91,7 @@ def test_the_nightly_exits_on_untriaged_alerts_only(history: tuple[Path, list[in
         result.runs = [PublishedRun("combat", ids[-1], "window", None, verdicts)]
         result.alerts = night_alerts(store, [ids[-1]], RULES.alerts)
         assert result.exit_code == ExitCode.FAILED  # two untriaged alerts
-        width = out.width
-        out.width = 80
-        try:
-            with out.capture() as captured:
-                _print(result)
-        finally:
-            out.width = width
-        text = captured.get()
+        text = nightly_summary(result)
         assert "alerts: 1 new, 1 known, 0 fixed; 2 untriaged fail the night" in text
         assert "NEW #2 orin-1" in text and "known #1 c6-a" in text
         assert "hilbench alerts downstream 2 --of 1" in text

@@ -9,7 +9,7 @@ import pytest
 
 from bench.config.fleet import DEFAULT_FLEET, QemuLink, SerialLink, SshLink, load_fleet
 from bench.core.errors import ConfigError, ExitCode
-from tests.conftest import REPO, hilbench
+from tests.conftest import REPO, fleet_refusal, hilbench
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -85,12 +85,7 @@ timing = "icount"
     ],
 )
 def test_validation_errors_name_file_device_and_field(tmp_path: Path, text: str, expected: str) -> None:
-    path = write(tmp_path, text)
-    with pytest.raises(ConfigError) as info:
-        load_fleet(path)
-    assert str(path) in str(info.value)
-    assert expected in str(info.value)
-    assert info.value.exit_code == ExitCode.USAGE
+    assert expected in fleet_refusal(write(tmp_path, text))
 
 
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:

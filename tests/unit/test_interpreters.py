@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_npcfeat import GOLDEN_VECTORS_SHA256, random_stream
+from tests.unit.test_npcfeat import GOLDEN_VECTORS_SHA256, random_stream, vectors_digest
 
 REPO = Path(__file__).resolve().parents[2]
 SUPPORTED = ("3.11", "3.12", "3.13")
@@ -23,18 +23,13 @@ SCRIPT = """
 import hashlib, random, struct, sys
 import npcfeat, npcnn
 {random_stream}
-digest = hashlib.sha256()
-for seed in range(6):
-    feats = npcfeat.Features()
-    for ch, ts, d, seq in random_stream(seed):
-        feats.add(ch, ts, d, seq)
-        digest.update(struct.pack("<48d", *feats.vector()))
+{vectors_digest}
 model = npcnn.load(sys.argv[1], False)
 rng = random.Random(7)
 probs = hashlib.sha256()
 for _ in range(200):
     probs.update(bytes(p & 0xFF for p in model.infer([rng.uniform(-1, 1) for _ in range(48)])[2]))
-print(digest.hexdigest(), probs.hexdigest())
+print(vectors_digest(), probs.hexdigest())
 """
 
 
@@ -69,7 +64,9 @@ def _version_of(path: str) -> str | None:
 
 
 def digests(python: str) -> list[str]:
-    script = SCRIPT.format(random_stream=inspect.getsource(random_stream))
+    script = SCRIPT.format(
+        random_stream=inspect.getsource(random_stream), vectors_digest=inspect.getsource(vectors_digest)
+    )
     model = REPO / "fixtures/models/npc-policy-int8.npcm"
     out = subprocess.run(
         [python, "-c", script, str(model)],

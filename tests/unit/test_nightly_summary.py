@@ -11,6 +11,7 @@ from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, confirmed, judge
+from tests.conftest import nightly_summary
 
 DEVICES = ("c6-a", "c6-b", "orin-1", "pi5-1", "switch-1")
 
@@ -27,14 +28,7 @@ def test_summary_fits_80_columns_with_the_whole_fleet() -> None:
     regression = confirmed(judge(rule, "c6-a", 120.0, 10, window, "ms"), judge(rule, "c6-a", 121.0, 10, window, "ms"))
     result = NightlyResult("20261201-020000", Path("reports/nightly-20261201-020000"), stages)
     result.runs = [PublishedRun("combat-0000", 7, "window", Path("reports/runs/7.html"), [regression])]
-    width = out.width
-    out.width = 80
-    try:
-        with out.capture() as captured:
-            _print(result)
-    finally:
-        out.width = width
-    text = captured.get()
+    text = nightly_summary(result)
     table = [line for line in text.splitlines() if line.split(" ", 1)[0] in (*DEVICES, "device")]  # header + rows
     assert len(table) >= len(DEVICES) + 1 and all(len(line) <= 80 and "…" not in line for line in table)
     assert "FAILED" in text and "REGRESSION c6-a first-frame time" in text

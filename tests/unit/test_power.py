@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from bench.config.fleet import load_fleet
-from bench.core.errors import ConfigError
 from bench.power import PowerError, PowerState, power_for
 from bench.power.uhubctl import parse_status
+from tests.conftest import fleet_refusal
 
 UHUBCTL_OUT = """Current status for hub 1-1.4 [2109:2817 VIA Labs, Inc. USB2.0 Hub, USB 2.10, 4 ports, ppps]
   Port 1: 0503 power highspeed enable connect [303a:1001 Espressif USB JTAG/serial debug unit]
@@ -49,10 +49,8 @@ def _fleet(tmp_path: Path, power: str, extra: str = "") -> Path:
     ],
 )
 def test_bad_power_tables_name_file_device_and_field(tmp_path: Path, power: str, says: str) -> None:
-    path = _fleet(tmp_path, power)
-    with pytest.raises(ConfigError) as err:
-        load_fleet(path)
-    assert str(path) in str(err.value) and "'b1'" in str(err.value) and says in str(err.value)
+    refusal = fleet_refusal(_fleet(tmp_path, power))
+    assert "'b1'" in refusal and says in refusal
 
 
 def test_labgrid_power_takes_the_place_and_coordinator(tmp_path: Path) -> None:
@@ -62,7 +60,10 @@ def test_labgrid_power_takes_the_place_and_coordinator(tmp_path: Path) -> None:
         'lab_host = "bench-a"\npower = { driver = "labgrid" }\n'
     )
     dev = load_fleet(path).get("b1")
-    assert dev.power is not None and dev.power.options == {"place": "desk-3", "coordinator": "lab:20408"}
+    assert dev.power is not None and (dev.power.settings.place, dev.power.settings.coordinator) == (
+        "desk-3",
+        "lab:20408",
+    )
     assert power_for(dev).where == "labgrid place desk-3"
 
 

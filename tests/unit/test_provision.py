@@ -21,6 +21,7 @@ from bench.image.recipe import load_recipe, recipe_path
 from bench.provision.bmap import BmapMismatch, read_bmap, verify_written, write_image
 from bench.provision.controls import BoardControls
 from bench.provision.fingerprint import Fingerprint, differences, parse_fingerprint
+from tests.os_images import bad_checksum, lying_bmap, out_of_order, past_the_end, short_image, sparse_image
 
 pytestmark = pytest.mark.programs("bmaptool")
 
@@ -28,15 +29,7 @@ pytestmark = pytest.mark.programs("bmaptool")
 @pytest.fixture
 def image(tmp_path: Path) -> tuple[Path, Path]:
     """A 4 MiB sparse image with data in three places, and its bmap (bmaptool create)."""
-    path = tmp_path / "small.img"
-    with path.open("wb") as fh:
-        fh.truncate(4 << 20)
-        for offset in (0, 1 << 20, 3 << 20):
-            fh.seek(offset)
-            fh.write(hashlib.sha256(str(offset).encode()).digest() * 512)
-    bmap = tmp_path / "small.img.bmap"
-    subprocess.run(["bmaptool", "create", "-o", str(bmap), str(path)], check=True, capture_output=True)
-    return path, bmap
+    return sparse_image(tmp_path)
 
 
 def test_bmaptool_write_is_read_back_and_checked(tmp_path: Path, image: tuple[Path, Path]) -> None:
@@ -89,18 +82,20 @@ class Recorder:
         self.calls.append("to_board")
 
 
+def _pi_with_os(tmp_path: Path, os_table: str) -> tuple[LinuxDriver, Recorder]:
+    """A Pi 5 whose fleet entry's [device.os] table holds `os_table`, its driver, and a recorder standing in
+    for its power and storage controls."""
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(f'[[device]]\nname = "pi-x"\nkind = "pi5"\nssh = "root@127.0.0.1:1"\n[device.os]\n{os_table}')
+    (device,) = parse_fleet(tomllib.loads(fleet.read_text()), fleet).devices
+    return LinuxDriver(device, tmp_path, os=True), Recorder(tmp_path / "card.img")
+
+
 def test_an_image_the_fleet_does_not_pin_is_refused_before_anything_is_touched(
     tmp_path: Path, image: tuple[Path, Path]
 ) -> None:
     path, _ = image
-    fleet = tmp_path / "fleet.toml"
-    fleet.write_text(
-        f'[[device]]\nname = "pi-x"\nkind = "pi5"\nssh = "root@127.0.0.1:1"\n'
-        f'[device.os]\nimage = "{path}"\nsha256 = "{"0" * 64}"\n'
-    )
-    (device,) = parse_fleet(tomllib.loads(fleet.read_text()), fleet).devices
-    recorder = Recorder(tmp_path / "card.img")
-    driver = LinuxDriver(device, tmp_path, os=True)
+    driver, recorder = _pi_with_os(tmp_path, f'image = "{path}"\nsha256 = "{"0" * 64}"\n')
     with pytest.raises(ImageRefused, match="refused before writing") as err:
         asyncio.run(provision_os(driver, BoardControls(recorder, recorder), lambda *a: None, log=None))
     assert "pi-x" in str(err.value) and hashlib.sha256(path.read_bytes()).hexdigest() in str(err.value)
@@ -168,38 +163,6 @@ def test_virtual_boards_with_an_os_image_are_aarch64_guests() -> None:
     assert isinstance(make_virtual(Device("p", "pi5", SshLink("u", "h", 22), virtual=True)), VirtualLinuxDevice)
 
 
-def _lying(bmap_path: Path, out: Path, edit) -> Path:
-    """A copy of a real bmap (bmaptool create) with `edit(root)` applied to its XML."""
-    import xml.etree.ElementTree as ET
-
-    tree = ET.parse(bmap_path)
-    edit(tree.getroot())
-    tree.write(out)
-    return out
-
-
-def _bad_checksum(root) -> None:
-    rng = root.find("BlockMap").findall("Range")[1]
-    rng.set("chksum", "0" * 64)
-
-
-def _past_the_end(root) -> None:
-    last = root.find("BlockMap").findall("Range")[-1]
-    first = int(last.text.strip().split("-")[0])
-    last.text = f" {first}-{int(root.findtext('BlocksCount')) + 15} "
-
-
-def _short_image(root) -> None:
-    root.find("ImageSize").text = " 1048576 "  # 1 MiB: the ranges after it are outside
-
-
-def _out_of_order(root) -> None:
-    bm = root.find("BlockMap")
-    ranges = bm.findall("Range")
-    bm.remove(ranges[0])
-    bm.append(ranges[0])
-
-
 def test_the_bmap_is_checked_against_the_image_before_anything(tmp_path: Path, image: tuple[Path, Path]) -> None:
     """Issue 31 case 6: bmaps made by `bmaptool create`, then made to lie, are refused by the validator
     naming the bmap; the honest one passes, also for the image compressed as bmaptool reads it."""
@@ -215,9 +178,9 @@ def test_the_bmap_is_checked_against_the_image_before_anything(tmp_path: Path, i
                           and p != bmap_path)  # fmt: skip
             assert check_against_image(honest, packed, "pi-x") == honest.mapped_bytes
             packed.unlink()
-    for edit, words in ((_bad_checksum, "checksum of blocks"), (_past_the_end, "past the end"),
-                        (_short_image, "past the end"), (_out_of_order, "out of order")):  # fmt: skip
-        lying = _lying(bmap_path, tmp_path / f"{edit.__name__}.bmap", edit)
+    for edit, words in ((bad_checksum, "checksum of blocks"), (past_the_end, "past the end"),
+                        (short_image, "past the end"), (out_of_order, "out of order")):  # fmt: skip
+        lying = lying_bmap(bmap_path, tmp_path / f"{edit.__name__}.bmap", edit)
         with pytest.raises(BmapRefused, match=words) as err:
             check_against_image(read_bmap(lying), path, "pi-x")
         assert str(lying) in str(err.value) and "pi-x" in str(err.value)
@@ -234,16 +197,11 @@ def test_a_lying_bmap_is_refused_with_the_board_left_on(tmp_path: Path, image: t
     from bench.provision.bmap import BmapRefused
 
     path, bmap_path = image
-    lying = _lying(bmap_path, tmp_path / "lying.bmap", _bad_checksum)
+    lying = lying_bmap(bmap_path, tmp_path / "lying.bmap", bad_checksum)
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
-    fleet = tmp_path / "fleet.toml"
-    fleet.write_text(
-        f'[[device]]\nname = "pi-x"\nkind = "pi5"\nssh = "root@127.0.0.1:1"\n'
-        f'[device.os]\nimage = "{path}"\nsha256 = "{sha}"\nbmap = "{lying}"\nstorage = "{tmp_path / "card.img"}"\n'
+    driver, recorder = _pi_with_os(
+        tmp_path, f'image = "{path}"\nsha256 = "{sha}"\nbmap = "{lying}"\nstorage = "{tmp_path / "card.img"}"\n'
     )
-    (device,) = parse_fleet(tomllib.loads(fleet.read_text()), fleet).devices
-    recorder = Recorder(tmp_path / "card.img")
-    driver = LinuxDriver(device, tmp_path, os=True)
     with pytest.raises(BmapRefused, match=r"lying\.bmap"):
         asyncio.run(provision_os(driver, BoardControls(recorder, recorder), lambda *a: None, log=None))
     assert recorder.calls == [] and not recorder.storage.exists()

@@ -10,10 +10,12 @@ import pytest
 from bench.core.errors import ConfigError, ExitCode
 from bench.measure.histogram import Histogram
 from bench.report.history import load_history
-from bench.report.publish import publish_run
+from bench.report.html import render_html
+from bench.report.publish import load_stored_run, publish_run, report_of
 from bench.report.runview import FRAME_INTERVAL_MS, LATENCY_MS, MEMORY_PEAK_MB
 from bench.report.view_adapter import histogram_values, load_run
 from bench.results.baseline import get_baseline, list_baselines, set_baseline
+from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.stored_runs import build_store
 
@@ -315,3 +317,18 @@ def test_a_counted_microcontrollers_figures_say_so(tmp_path: Path, platform: str
     page = published.page.read_text()
     assert label in page
     assert ("counted: RV32" in page) == platform.startswith("micropython-")
+
+
+@pytest.mark.parametrize("compare", [None, 2], ids=["baseline window", "compared with run 2"])
+def test_the_report_renders_from_one_load_of_the_run(stored: tuple[Path, int], compare: int | None) -> None:
+    """Everything the page shows is read by `load_stored_run`: rendered after the store is closed, the page is
+    the one `publish_run` renders (the run, its verdicts and baseline, history, fingerprints and host)."""
+    path, last = stored
+    rules = load_thresholds()
+    with open_store(path) as store:
+        published = publish_run(store, last, reports_dir=None, compare_run=compare, thresholds=rules)
+        loaded = load_stored_run(store, last, rules, pinned=compare)
+    page = render_html(report_of(loaded, rules))
+    assert page == render_html(published.report)
+    assert loaded.baseline is not None and int(loaded.baseline.run_id) == published.baseline_run_id
+    assert len(loaded.history) == last and {v.device for v in loaded.verdicts} == {"c6-a", "orin-1"}

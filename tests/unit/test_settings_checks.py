@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from bench.config.fleet import load_fleet
-from bench.config.kinds import KINDS, SettingError, Settings, WebSettings
+from bench.config.kinds import KINDS, Settings, WebSettings
 from bench.core.errors import ConfigError
+from bench.core.fields import SettingError
 from tests.conftest import REPO
 
 EXTENDING = REPO / "docs" / "extending.md"

@@ -157,6 +157,15 @@ void clock_stall_until(bool (*ready)(void)) {
     irq_restore(state);
 }
 
+// Round the clock up to a whole microsecond: done when input is taken, so what follows it runs on the
+// same ticks whenever the input arrived.
+void clock_align_us(void) {
+    uint32_t state = irq_disable();
+    uint64_t q = chip_q_at(read_mcycle());
+    idle_chip_q += (Q_PER_US - q % Q_PER_US) % Q_PER_US;
+    irq_restore(state);
+}
+
 void clock_timer_irq(void) {
     if (alarm_ns && clock_chip_ns() >= alarm_ns) {
         if (idle_now) {

@@ -38,8 +38,11 @@ void c6_wfe(int timeout_ms) {
 
 int mp_hal_stdin_rx_chr(void) {
     for (;;) {
-        int c = uart_rx_char(); // a wait for it ended on a whole microsecond (clock_idle)
+        int c = uart_rx_char();
         if (c >= 0) {
+            // on a whole microsecond: whether this byte was waited for or already there, what the program does
+            // with it starts at the same phase of the clock (its ticks are the same on every run)
+            clock_align_us();
             return c;
         }
         c6_wait_events();

@@ -80,6 +80,7 @@ extern uint32_t clock_idle_state; // the state an idle is reported as (C6_IDLE, 
 void clock_timer_irq(void);
 uint64_t clock_irq_enter(void);
 void clock_irq_exit(uint64_t entered);
+void clock_align_us(void);
 void clock_stall_until(bool (*ready)(void));
 // Run `cb` when the counted clock reaches `deadline_ns` (one slot, for machine.Timer/WDT); 0 cancels.
 void clock_set_alarm(uint64_t deadline_ns);
