@@ -128,6 +128,11 @@ class Agent:
         self.last = (None, None)  # last decision (act, p), repeated by skipped frames
         self.errors = {code: 0 for code in wire.ERROR_CODES}
         self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
+        # device time (us) the agent was busy, as the MicroPython agent's: reading and answering lines (`rx`), in
+        # frame events (`loop`, which holds `release`, held inputs handed to the features, and `invoke`, the
+        # interpreter's invoke in the loop's inferences): the agent's own cost is rx + loop - invoke
+        self.busy = {"rx": 0, "loop": 0, "release": 0}
+        self.invoke_ns = 0
         self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
         self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
         self.held = collections.deque()  # (ts_us, ch, ts, d, seq) of inputs not yet due, in arrival order
@@ -172,7 +177,14 @@ class Agent:
         }
 
     async def handle_line(self, link, line: bytes, rx_us: int) -> None:
-        """One received line: decode, dispatch, reply; errors become `error` replies, never exits."""
+        """One received line: decode, dispatch, reply; errors become `error` replies, never exits. The time from its
+        receipt (`rx_us`) to here counts as busy reading lines (`busy_us.rx`)."""
+        try:
+            await self._handle_line(link, line, rx_us)
+        finally:
+            self.busy["rx"] += now_us() - rx_us
+
+    async def _handle_line(self, link, line: bytes, rx_us: int) -> None:
         if not wire.is_message(line):
             return  # console text from the bench side is ignored
         try:
@@ -384,9 +396,15 @@ class Agent:
 
     async def on_stop(self, msg, rx_us):
         self.stopping = True
-        if self.loop_task is not None:
-            await asyncio.shield(self.loop_task)
+        await self.wait_loop()
         return wire.reply(msg, "ack")
+
+    async def wait_loop(self) -> None:
+        """Wait for the frame loop to end; the wait is not counted as busy reading lines (`busy_us.rx`)."""
+        if self.loop_task is not None:
+            t0 = now_us()
+            await asyncio.shield(self.loop_task)
+            self.busy["rx"] -= now_us() - t0  # handle_line counts the whole request
 
     async def on_input(self, msg, rx_us):
         try:
@@ -421,6 +439,7 @@ class Agent:
         fields = dict(self.counts)
         fields["held"] = len(self.held)
         fields["held_late_max_us"] = self.held_late_max_us
+        fields["busy_us"] = {**self.busy, "invoke": self.invoke_ns // 1000}
         fields.update(self.models.memory())
         fields.update(self.models.counts)
         fields["errors"] = {k: v for k, v in self.errors.items() if v}
@@ -448,8 +467,7 @@ class Agent:
 
     async def on_shutdown(self, msg, rx_us):
         self.stopping = True
-        if self.loop_task is not None:
-            await asyncio.shield(self.loop_task)
+        await self.wait_loop()
         self.exit.set()
         return wire.reply(msg, "bye")
 
@@ -472,12 +490,16 @@ class Agent:
                 await sleep_until(self.waker, clock.next_tick(), 0)  # a VSync alone needs no spin: its tick is exact
                 if self.stopping:
                     continue
+                t0 = now_us()
                 vsync = clock.take()
-                self.release(vsync)
+                if self.epoch is not None:
+                    self.release(vsync)
+                    self.busy["release"] += now_us() - t0
                 slot = sched.on_vsync(vsync)
                 taken += 1
                 if slot.skip:
                     self.emit_frame(slot, None)
+                self.busy["loop"] += now_us() - t0
         self.counts["held_dropped"] += len(self.held)  # not yet due when the loop stopped
         self.held.clear()
         self.epoch = None
@@ -503,8 +525,11 @@ class Agent:
 
     def run_slot(self, sched, slot) -> None:
         t0 = now_us()
-        self.release(t0)
+        if self.epoch is not None:  # the inputs due by now reach the features first
+            self.release(t0)
+            self.busy["release"] += now_us() - t0
         sched.begin(slot, t0)
+        invoked = self.models.invoked[0]
         try:
             y, model = self.models.infer(self.features.vector())
             self.last = decision(y)
@@ -515,6 +540,8 @@ class Agent:
         sched.finish(slot, now_us())
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
+        self.invoke_ns += self.models.invoked[0] - invoked
+        self.busy["loop"] += now_us() - t0
 
     def emit_frame(self, slot, version) -> None:
         self.counts["frames"] += 1

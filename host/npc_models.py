@@ -110,6 +110,8 @@ class Model:
         self.in_dtype = self.inp["dtype"]
         self.in_scale, self.in_zp = self.inp["quantization"]
         self.out_scale, self.out_zp = self.out["quantization"]
+        # the interpreter's invoke alone: [ns, count] over every inference (its manager shares one among its models)
+        self.tally = [0, 0]
         # per-inference buffers, allocated once
         self._x = np.zeros((1, N_FEATURES), dtype=np.float64)
         self._half = np.zeros((1, N_FEATURES), dtype=np.float64)
@@ -146,7 +148,10 @@ class Model:
             np.clip(v, -128, 127, out=v)
         xin[...] = v
         self.interp.set_tensor(self.in_index, xin)
+        t0 = time.monotonic_ns()
         self.interp.invoke()
+        self.tally[0] += time.monotonic_ns() - t0
+        self.tally[1] += 1
         y = self.interp.get_tensor(self.out_index).reshape(-1).astype(np.float64)
         if self.out_scale:
             np.subtract(y, self.out_zp, out=y)
@@ -176,12 +181,15 @@ class ModelManager:
         self.line = None  # the deployed model's name: a model of another name needs allow_downgrade
         self.t_switch = 0
         self.counts = {"loads": 0, "refused": 0, "faults": 0, "rollbacks": 0}
+        self.invoked = [0, 0]  # ns in the interpreter's invoke and invokes, every model it parsed (Model.tally)
 
     def check_and_parse(self, data: bytes, manifest: dict, allow_downgrade: bool = False) -> Model:
         """Everything before a switch: hash, signature, version, parse. Raises Refused."""
         self.verifier.check(data, manifest)
         self.check_forward(manifest, allow_downgrade)
-        return Model(data, manifest, self.interpreter_cls)
+        model = Model(data, manifest, self.interpreter_cls)
+        model.tally = self.invoked
+        return model
 
     def check_forward(self, manifest: dict, allow_downgrade: bool = False) -> None:
         """Refused("version") for a model of another line, or older than the running one, unless allowed."""

@@ -601,11 +601,10 @@ class Agent:
 
     def run_slot(self, slot):
         sched = self.loop.sched
-        t0 = self.clock.now()
+        t0 = start = self.clock.now()
         if self.epoch is not None:  # the inputs due by t0 reach the features in this frame's decision
             # those due before the frame first, then t0, then those that came due meanwhile (rarely any): the
             # frame's t0..t1 is its decision, not the features' work on inputs due before it
-            start = t0
             self.release(start)
             t0 = self.clock.now()
             self.release(t0)
@@ -621,7 +620,7 @@ class Agent:
         sched.finish(slot, self.clock.now())
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
-        self.busy["loop"] += self.clock.now() - t0
+        self.busy["loop"] += self.clock.now() - start
 
     def emit_frame(self, slot, version):
         self.counts["frames"] += 1

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,36 +31,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     lab = sub.add_parser("lab", help="share boards between bench hosts through labgrid")
     lsub = lab.add_subparsers(dest="lab_command", required=True)
 
-    p = lsub.add_parser("sync", help="create/update/remove the coordinator's places, matches and tags")
-    add_fleet_options(p, select=False)
+    command = functools.partial(_lab_command, lsub)
+    p = command("sync", "create/update/remove the coordinator's places, matches and tags", cmd_sync)
     p.add_argument("--dry-run", action="store_true", help="only say what would change")
-    p.set_defaults(func=cmd_sync)
-
-    p = lsub.add_parser("exporter-config", help="write the labgrid exporter YAML of one bench host")
-    add_fleet_options(p, select=False)
-    p.add_argument("--host", required=True, metavar="NAME", help="bench host (the devices' lab_host)")
+    p = command("exporter-config", "write the labgrid exporter YAML of one bench host", cmd_exporter_config)
+    _bench_host(p, "bench host (the devices' lab_host)", "as served")
     p.add_argument("--virtual-urls", metavar="FILE", help="`hilbench virtual up --json` output of that host")
-    p.add_argument("--address", metavar="ADDR", help="address other hosts reach this one by (default: as served)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    p.set_defaults(func=cmd_exporter_config)
-
-    p = lsub.add_parser("serve", help="on a bench host: run its virtual devices and its labgrid exporter")
-    add_fleet_options(p, select=False)
-    p.add_argument("--host", required=True, metavar="NAME", help="this bench host's name (the devices' lab_host)")
-    p.add_argument("--address", metavar="ADDR", help="address other hosts reach this one by (default: loopback)")
+    p = command("serve", "on a bench host: run its virtual devices and its labgrid exporter", cmd_serve)
+    _bench_host(p, "this bench host's name (the devices' lab_host)", "loopback")
     p.add_argument("--config", metavar="FILE", help="where to write the exporter YAML (default: state folder)")
     add_device_options(p)
-    p.set_defaults(func=cmd_serve)
-
-    p = lsub.add_parser("places", help="the fleet's places and who holds them")
-    add_fleet_options(p, select=False)
-    p.set_defaults(func=cmd_places)
-
-    p = lsub.add_parser("janitor", help="release places whose holder job is gone")
-    add_fleet_options(p, select=False)
+    command("places", "the fleet's places and who holds them", cmd_places)
+    p = command("janitor", "release places whose holder job is gone", cmd_janitor)
     p.add_argument("--holder", action="append", default=[], metavar="HOST/USER", help="also release this holder's")
     p.add_argument("--dry-run", action="store_true", help="only say what would be released")
-    p.set_defaults(func=cmd_janitor)
+
+
+def _lab_command(lsub: argparse._SubParsersAction, name: str, summary: str, func: Callable) -> argparse.ArgumentParser:
+    """Subcommand `name` of `hilbench lab`, over the whole fleet file (its [lab] table and every device)."""
+    p = lsub.add_parser(name, help=summary)
+    add_fleet_options(p, select=False)
+    p.set_defaults(func=func)
+    return p
+
+
+def _bench_host(p: argparse.ArgumentParser, host: str, address_default: str) -> None:
+    """--host (which bench host, by its exporter name) and --address (how other hosts reach it)."""
+    p.add_argument("--host", required=True, metavar="NAME", help=host)
+    p.add_argument(
+        "--address", metavar="ADDR", help=f"address other hosts reach this one by (default: {address_default})"
+    )
 
 
 def _lab_fleet(args: argparse.Namespace) -> Fleet:

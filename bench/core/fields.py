@@ -13,10 +13,11 @@ import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Generic, Literal, Self, TypeVar, cast
 
 from bench.core.errors import ConfigError
 
+S = TypeVar("S")
 REQUIRED: Any = dataclasses.MISSING  # the default of a declared setting the fleet file must give
 
 
@@ -208,3 +209,17 @@ def resolve_path(value: str | None, base_dir: Path) -> Path | None:
         return None
     p = Path(value).expanduser()
     return p if p.is_absolute() else (base_dir / p).resolve()
+
+
+class Configured(Generic[S]):
+    """One device's instrument set up by a fleet-file table (a power backend, an energy meter): `spec` holds the
+    table's validated settings, an `S`."""
+
+    def __init__(self, device: str, spec: Any) -> None:
+        self.device = device
+        self.spec = spec
+
+    @property
+    def settings(self) -> S:
+        """The validated settings of its fleet-file table."""
+        return cast(S, self.spec.settings)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from typing import Self
+from collections.abc import Coroutine
+from typing import Generic, Self, TypeVar
+
+T = TypeVar("T")
 
 
 async def cancel(task: asyncio.Task | None, *ignored: type[BaseException]) -> None:
@@ -44,3 +47,31 @@ class StartStop(ABC):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+
+class Sampler(StartStop, Generic[T]):
+    """Samples in the background between `start()` and `stop()`: a power meter, a board's telemetry. `samples`
+    and `errors` (what stopped it early, named) grow while it runs; `stop()` ends it, `close()`s what it reads
+    from and returns every sample."""
+
+    def __init__(self) -> None:
+        self.samples: list[T] = []
+        self.errors: list[str] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def _begin(self, sampling: Coroutine[object, object, None], name: str) -> None:
+        """Run `sampling` in the background, unless it already runs."""
+        if self._task is None:
+            self._task = asyncio.create_task(sampling, name=name)
+        else:
+            sampling.close()
+
+    async def stop(self) -> list[T]:
+        """Stop sampling; every sample taken."""
+        task, self._task = self._task, None
+        await cancel(task)
+        await self.close()
+        return list(self.samples)
+
+    async def close(self) -> None:
+        """Release what the sampler reads from."""

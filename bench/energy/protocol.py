@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Generic, TypeVar, cast
+from typing import TypeVar
 
 from bench.core.errors import BenchError
-from bench.core.lifecycle import cancel
+from bench.core.fields import Configured
+from bench.core.lifecycle import Sampler
 from bench.energy.spec import EnergySpec
 
 S = TypeVar("S")  # a meter's settings class (bench.energy.spec)
@@ -38,21 +39,13 @@ class PowerSample:
         return (self.t_ns, self.dt_ns, self.power_mw)
 
 
-class Meter(ABC, Generic[S]):
+class Meter(Sampler[PowerSample], Configured[S], ABC):
     """One device's power meter, sampling in the background between `start()` and `stop()`; `S` is its driver's
     settings class."""
 
     def __init__(self, device: str, spec: EnergySpec) -> None:
-        self.device = device
-        self.spec = spec
-        self.samples: list[PowerSample] = []
-        self.errors: list[str] = []
-        self._task: asyncio.Task[None] | None = None
-
-    @property
-    def settings(self) -> S:
-        """The fleet file's settings of this meter."""
-        return cast(S, self.spec.settings)
+        Sampler.__init__(self)
+        Configured.__init__(self, device, spec)
 
     @property
     @abstractmethod
@@ -67,8 +60,7 @@ class Meter(ABC, Generic[S]):
     async def start(self) -> None:
         """Begin sampling in the background (MeterError when the meter cannot be reached)."""
         await self.open()
-        if self._task is None:
-            self._task = asyncio.create_task(self._sample_loop(), name=f"meter-{self.device}")
+        self._begin(self._sample_loop(), f"meter-{self.device}")
 
     async def first_sample(self) -> None:
         """Return once the meter has delivered a sample: a block measured from then on is covered from its start
@@ -84,13 +76,6 @@ class Meter(ABC, Generic[S]):
                                  f"{FIRST_SAMPLE_S + 3 * self.period_s:g} s of its start")  # fmt: skip
             await asyncio.sleep(0.01)
 
-    async def stop(self) -> list[PowerSample]:
-        """Stop sampling; every sample taken."""
-        task, self._task = self._task, None
-        await cancel(task)
-        await self.close()
-        return list(self.samples)
-
     async def _sample_loop(self) -> None:
         try:
             await self.run()
@@ -105,6 +90,3 @@ class Meter(ABC, Generic[S]):
     @abstractmethod
     async def run(self) -> None:
         """Append samples to `self.samples` until cancelled."""
-
-    async def close(self) -> None:
-        """Release the meter."""

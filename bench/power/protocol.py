@@ -13,10 +13,10 @@ import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Generic, TypeVar, cast
+from typing import ClassVar, TypeVar
 
 from bench.core.errors import BenchError
-from bench.core.fields import Declared, ranged
+from bench.core.fields import Configured, Declared, ranged
 
 DEFAULT_OFF_S = 2.0  # how long a power cycle leaves the device without power (caps drain, USB re-enumerates)
 MAX_OFF_S = 600.0  # the longest a power cycle keeps a board off
@@ -58,20 +58,11 @@ class PowerSpec:
 S = TypeVar("S", bound=PowerSettings)
 
 
-class PowerDriver(ABC, Generic[S]):
+class PowerDriver(Configured[S], ABC):
     """Switches one device's power. Same class for a real hub port and a virtual board's; `S` is its settings
     class (`SETTINGS`)."""
 
     SETTINGS: ClassVar[type[PowerSettings]] = PowerSettings  # what its fleet-file table takes besides `driver`
-
-    def __init__(self, device: str, spec: PowerSpec) -> None:
-        self.device = device
-        self.spec = spec
-
-    @property
-    def settings(self) -> S:
-        """The validated settings of its `power` table."""
-        return cast(S, self.spec.settings)
 
     @property
     def where(self) -> str:

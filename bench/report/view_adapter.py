@@ -81,6 +81,8 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
         device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
         if dev.name in pruned:
             device.notes.append(pruned_note(pruned[dev.name]))
+        if dev.info.get("voice_mode"):  # what the replay sent it: voice as PCM or features, and why
+            device.notes.append(f"inputs: voice as {dev.info['voice_mode']} ({dev.info.get('voice_reason', '')})")
         if dev.info.get("dropped_inputs"):
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
         device.faults = [fault_event(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]

@@ -1,5 +1,7 @@
 """The results schema (docs/results.md). Plain SQL types so a PostgreSQL backend can reuse it."""
 
+from bench.store.frame_columns import PACKED
+
 SCHEMA_VERSION = 2
 
 # alerts (bench.alerts, docs/alerts.md): one row per alert with its state, and every change to it
@@ -38,6 +40,16 @@ ALERT_TABLES = [
 # schema version -> the statements that bring a store of that version to the next one
 MIGRATIONS: dict[int, list[str]] = {1: ALERT_TABLES}
 
+
+def run_device_table(name: str, *columns: str, key: str = "") -> str:
+    """The CREATE TABLE of rows kept per run and device: `columns` between the run and device columns and the
+    primary key (run_id, device, then `key`)."""
+    lines = ["run_id INTEGER NOT NULL REFERENCES runs(id)", "device TEXT NOT NULL", *columns]
+    lines.append(f"PRIMARY KEY (run_id, device{', ' + key if key else ''})")
+    body = ",\n        ".join(lines)
+    return f"CREATE TABLE IF NOT EXISTS {name} (\n        {body})"
+
+
 TABLES = [
     """CREATE TABLE IF NOT EXISTS meta (
         key TEXT PRIMARY KEY,
@@ -62,111 +74,108 @@ TABLES = [
         detail TEXT NOT NULL DEFAULT '',
         info TEXT NOT NULL DEFAULT '{}',
         PRIMARY KEY (run_id, name))""",
-    """CREATE TABLE IF NOT EXISTS measurements (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        name TEXT NOT NULL,
-        unit TEXT NOT NULL,
-        value REAL,
-        low REAL,
-        high REAL,
-        marginal_low REAL,
-        marginal_high REAL,
-        outcome TEXT NOT NULL,
-        samples INTEGER,
-        flags TEXT NOT NULL DEFAULT '',
-        description TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (run_id, device, name))""",
-    """CREATE TABLE IF NOT EXISTS histograms (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        name TEXT NOT NULL,
-        unit TEXT NOT NULL,
-        count INTEGER NOT NULL,
-        encoded TEXT NOT NULL,
-        PRIMARY KEY (run_id, device, name))""",
-    """CREATE TABLE IF NOT EXISTS faults (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        n INTEGER NOT NULL,
-        kind TEXT NOT NULL,
-        cause TEXT NOT NULL,
-        model_version INTEGER,
-        prev_version INTEGER,
-        t_switch_us INTEGER,
-        t_fault_us INTEGER,
-        t_fault_bench_ns INTEGER,
-        since_switch_ms REAL,
-        rollback_us INTEGER,
-        detail TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (run_id, device, n))""",
-    """CREATE TABLE IF NOT EXISTS frames (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        i INTEGER NOT NULL,
-        vsync INTEGER NOT NULL,
-        due INTEGER,
-        ran INTEGER NOT NULL,
-        t0 INTEGER,
-        t1 INTEGER,
-        act INTEGER,
-        p REAL,
-        seq INTEGER NOT NULL,
-        skip INTEGER NOT NULL,
-        late INTEGER NOT NULL,
-        q INTEGER NOT NULL,
-        model INTEGER,
-        rx_ns INTEGER,
-        PRIMARY KEY (run_id, device, i))""",
-    """CREATE TABLE IF NOT EXISTS inputs (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        ch TEXT NOT NULL,
-        due_ns INTEGER,
-        sent_ns INTEGER NOT NULL,
-        PRIMARY KEY (run_id, device, seq))""",
-    """CREATE TABLE IF NOT EXISTS clock (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        offset_ns REAL NOT NULL,
-        drift_ppm REAL NOT NULL,
-        ref_ns INTEGER NOT NULL,
-        uncertainty_ns REAL,
-        PRIMARY KEY (run_id, device))""",
-    """CREATE TABLE IF NOT EXISTS telemetry (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        t_ns INTEGER NOT NULL,
-        name TEXT NOT NULL,
-        value REAL NOT NULL,
-        unit TEXT NOT NULL DEFAULT '',
-        source TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (run_id, device, name, t_ns))""",
+    run_device_table(
+        "measurements",
+        "name TEXT NOT NULL",
+        "unit TEXT NOT NULL",
+        "value REAL",
+        "low REAL",
+        "high REAL",
+        "marginal_low REAL",
+        "marginal_high REAL",
+        "outcome TEXT NOT NULL",
+        "samples INTEGER",
+        "flags TEXT NOT NULL DEFAULT ''",
+        "description TEXT NOT NULL DEFAULT ''",
+        key="name",
+    ),
+    run_device_table(
+        "histograms",
+        "name TEXT NOT NULL",
+        "unit TEXT NOT NULL",
+        "count INTEGER NOT NULL",
+        "encoded TEXT NOT NULL",
+        key="name",
+    ),
+    run_device_table(
+        "faults",
+        "n INTEGER NOT NULL",
+        "kind TEXT NOT NULL",
+        "cause TEXT NOT NULL",
+        "model_version INTEGER",
+        "prev_version INTEGER",
+        "t_switch_us INTEGER",
+        "t_fault_us INTEGER",
+        "t_fault_bench_ns INTEGER",
+        "since_switch_ms REAL",
+        "rollback_us INTEGER",
+        "detail TEXT NOT NULL DEFAULT ''",
+        key="n",
+    ),
+    run_device_table(
+        "frames",
+        "i INTEGER NOT NULL",
+        "vsync INTEGER NOT NULL",
+        "due INTEGER",
+        "ran INTEGER NOT NULL",
+        "t0 INTEGER",
+        "t1 INTEGER",
+        "act INTEGER",
+        "p REAL",
+        "seq INTEGER NOT NULL",
+        "skip INTEGER NOT NULL",
+        "late INTEGER NOT NULL",
+        "q INTEGER NOT NULL",
+        "model INTEGER",
+        "rx_ns INTEGER",
+        key="i",
+    ),
+    run_device_table(
+        "inputs",
+        "seq INTEGER NOT NULL",
+        "ch TEXT NOT NULL",
+        "due_ns INTEGER",
+        "sent_ns INTEGER NOT NULL",
+        key="seq",
+    ),
+    run_device_table(
+        "clock",
+        "offset_ns REAL NOT NULL",
+        "drift_ppm REAL NOT NULL",
+        "ref_ns INTEGER NOT NULL",
+        "uncertainty_ns REAL",
+    ),
+    run_device_table(
+        "telemetry",
+        "t_ns INTEGER NOT NULL",
+        "name TEXT NOT NULL",
+        "value REAL NOT NULL",
+        "unit TEXT NOT NULL DEFAULT ''",
+        "source TEXT NOT NULL DEFAULT ''",
+        key="name, t_ns",
+    ),
     # Verdict evidence (added without a schema version bump: CREATE IF NOT EXISTS adds them to older stores,
     # whose runs then have no baseline membership and so start a new baseline window).
     """CREATE TABLE IF NOT EXISTS run_host (
         run_id INTEGER NOT NULL REFERENCES runs(id),
         data TEXT NOT NULL,
         PRIMARY KEY (run_id))""",
-    """CREATE TABLE IF NOT EXISTS fingerprints (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        data TEXT NOT NULL,
-        PRIMARY KEY (run_id, device))""",
-    """CREATE TABLE IF NOT EXISTS verdicts (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        metric TEXT NOT NULL,
-        status TEXT NOT NULL,
-        data TEXT NOT NULL,
-        PRIMARY KEY (run_id, device, metric))""",
-    """CREATE TABLE IF NOT EXISTS baseline_members (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        accepted INTEGER NOT NULL,
-        why TEXT NOT NULL DEFAULT '',
-        PRIMARY KEY (run_id, device))""",
+    run_device_table(
+        "fingerprints",
+        "data TEXT NOT NULL",
+    ),
+    run_device_table(
+        "verdicts",
+        "metric TEXT NOT NULL",
+        "status TEXT NOT NULL",
+        "data TEXT NOT NULL",
+        key="metric",
+    ),
+    run_device_table(
+        "baseline_members",
+        "accepted INTEGER NOT NULL",
+        "why TEXT NOT NULL DEFAULT ''",
+    ),
     "CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, device)",
     # device health (bench/health): the state of each device, and every failure and recovery over the history
     """CREATE TABLE IF NOT EXISTS device_health (
@@ -185,41 +194,24 @@ TABLES = [
         detail TEXT NOT NULL DEFAULT '')""",
     # retention (docs/results.md): replayed inputs one row per run, device and channel (bench.store.packed
     # arrays; the `inputs` table above is read for runs written before it), and which runs' raw rows are gone
-    """CREATE TABLE IF NOT EXISTS input_sends (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        ch TEXT NOT NULL,
-        n INTEGER NOT NULL,
-        seq BLOB NOT NULL,
-        due BLOB NOT NULL,
-        sent BLOB NOT NULL,
-        PRIMARY KEY (run_id, device, ch))""",
-    """CREATE TABLE IF NOT EXISTS raw_pruned (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        at TEXT NOT NULL,
-        frames INTEGER NOT NULL,
-        inputs INTEGER NOT NULL,
-        PRIMARY KEY (run_id, device))""",
+    run_device_table(
+        "input_sends",
+        "ch TEXT NOT NULL",
+        "n INTEGER NOT NULL",
+        "seq BLOB NOT NULL",
+        "due BLOB NOT NULL",
+        "sent BLOB NOT NULL",
+        key="ch",
+    ),
+    run_device_table(
+        "raw_pruned",
+        "at TEXT NOT NULL",
+        "frames INTEGER NOT NULL",
+        "inputs INTEGER NOT NULL",
+    ),
     # frame records one row per run and device once the run is finished (bench.store.frame_columns: each column
     # a packed array, in PACKED order, then the flags); the `frames` table above holds them a row per frame while
     # their run is written (each commit small; a killed run keeps what it wrote) and for runs written before it
-    """CREATE TABLE IF NOT EXISTS frame_packs (
-        run_id INTEGER NOT NULL REFERENCES runs(id),
-        device TEXT NOT NULL,
-        n INTEGER NOT NULL,
-        i BLOB NOT NULL,
-        vsync BLOB NOT NULL,
-        due BLOB NOT NULL,
-        t0 BLOB NOT NULL,
-        t1 BLOB NOT NULL,
-        act BLOB NOT NULL,
-        p BLOB NOT NULL,
-        seq BLOB NOT NULL,
-        q BLOB NOT NULL,
-        model BLOB NOT NULL,
-        rx_ns BLOB NOT NULL,
-        flags BLOB NOT NULL,
-        PRIMARY KEY (run_id, device))""",
+    run_device_table("frame_packs", "n INTEGER NOT NULL", *(f"{c} BLOB NOT NULL" for c in (*PACKED, "flags"))),
     *ALERT_TABLES,
 ]

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from bench.core.errors import BenchError
-from bench.core.lifecycle import StartStop, cancel
+from bench.core.lifecycle import Sampler
 from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
 
@@ -76,18 +76,16 @@ def summarize(samples: list[Sample]) -> dict[str, dict[str, float]]:
     }
 
 
-class TelemetryMonitor(StartStop):
+class TelemetryMonitor(Sampler[Sample]):
     """Samples a device's telemetry in the background between `start()` and `stop()`."""
 
     def __init__(self, connection: SshConnection, source: str, interval_s: float = 0.5) -> None:
         if source not in ("tegrastats", "sysfs"):
             raise ValueError(f"unknown telemetry source {source!r}")
+        super().__init__()
         self.connection = connection
         self.source = source
         self.interval_s = interval_s
-        self.samples: list[Sample] = []
-        self.errors: list[str] = []
-        self._task: asyncio.Task | None = None
         self._proc: asyncio.subprocess.Process | None = None
 
     def command(self) -> str:
@@ -98,15 +96,11 @@ class TelemetryMonitor(StartStop):
 
     async def start(self) -> None:
         """Begin sampling in the background."""
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"telemetry-{self.connection.device}")
+        self._begin(self._run(), f"telemetry-{self.connection.device}")
 
-    async def stop(self) -> list[Sample]:
-        """Stop sampling; return every sample taken."""
-        task, self._task = self._task, None
-        await cancel(task)
+    async def close(self) -> None:
+        """End the remote command."""
         await self._end_proc()
-        return list(self.samples)
 
     async def _end_proc(self) -> None:
         proc, self._proc = self._proc, None

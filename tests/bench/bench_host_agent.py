@@ -1,4 +1,4 @@
-"""Per-frame overhead of the host/ agent compared with a bare tflite interpreter invoke.
+"""Per-frame overhead of the host/ agent compared with a bare tflite interpreter invoke, on the bench host.
 
     python -m tests.bench bench_host_agent [--frames 300] [--json]
 
@@ -6,8 +6,11 @@ Prints, per model: the bare invoke (set_tensor + invoke + get_tensor), the agent
 process (features + quantize + invoke + argmax; hot in a loop, and right after a frame's sleep, cold and after
 warm-up passes), and the real agent process over stdio holding a full
 input window (frame records' t1 - t0, schedule lag t0 - due, and CPU time per frame, with the default
-`--spin-us` and without spinning), each next to its goal: the per-frame overhead (process t1 - t0 p50 minus
-the bare invoke p50, <= 50 us), the start lag p99 (<= 47 us) and the CPU per frame at 60 fps (<= 0.6 ms).
+`--spin-us` and without spinning): the per-frame overhead (process t1 - t0 p50 minus the bare invoke p50), the
+start lag p99 (<= 47 us) and the CPU per frame at 60 fps (<= 0.6 ms), the last two next to their goals.
+These are the bench host's figures (a KVM guest's wall clock: its cold caches after a sleep are most of the
+overhead). The agent's own cost has its goal on the device's counted clock, where it is the agent's
+instructions: bench_agent_cost.py (the <= 50 us overhead goal it had here is retired).
 On a loaded machine the process figures are noisy: run it on a quiet one for the record.
 """
 
@@ -35,7 +38,6 @@ from tests.conformance.harness import HostAgent
 ROOT = Path(__file__).resolve().parents[2]
 
 MODELS = ["npc-policy-int8", "npc-policy-large-int8"]
-GOAL_OVERHEAD_US = 50.0  # issue 19: the agent's own cost per frame over a bare invoke (p50)
 GOAL_CPU_US = 600.0  # issue 30: CPU per frame at 60 fps (1 s / 60 = 16.7 ms: 3.6% of a core)
 GOAL_LAG_P99_US = 47.0  # issue 30: schedule lag t0 - due p99 no worse than the spin's before the timerfd wake
 
@@ -226,8 +228,8 @@ def main() -> int:
         )
         over = r["overhead_us"]
         print(
-            f"  per-frame agent overhead over a bare invoke (p50): {over:.1f} us"
-            f"  (goal <= {GOAL_OVERHEAD_US:.0f} us: {goal(over, GOAL_OVERHEAD_US)})"
+            f"  per-frame agent overhead over a bare invoke (p50): {over:.1f} us  (the bench host's; the goal is"
+            " counted on the device's clock: bench_agent_cost)"
         )
     return 0
 

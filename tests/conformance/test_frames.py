@@ -191,3 +191,30 @@ def test_inputs_held_ahead_of_the_loop_are_released_on_its_clock(agent):
     _assert_released_when_due(recs, started["epoch"], 3)
     assert after["held"] == 0 and after["held_late"] == 0
     assert dropped["held"] == 0 and dropped["held_dropped"] == after["held_dropped"] + 1
+
+
+def test_busy_time_covers_the_lines_and_the_loop(agent):
+    """`stats.busy_us` (protocol.md `stats`, where an agent reports it): device time reading and answering lines
+    (`rx`) and in frame events (`loop`), which holds `release` (held inputs handed to the features) and, on the
+    host agent, `invoke` (the interpreter's invoke in the loop's inferences): each grows with its work, and the
+    parts stay within the whole."""
+
+    async def body(s: AgentSession):
+        before = await s.stats()
+        if "busy_us" not in before:
+            pytest.skip(f"{s.info.get('agent')} reports no busy_us")
+        await s.hold()
+        for k in range(20):
+            await s.send_input("gaze", [0.5, 0.5, 0.9], 20 * k)
+        await s.start(fps=30, vsync_hz=30, frames=20, hold_ms=50)
+        recs = [r async for r in s.frames(timeout=10)]
+        return before["busy_us"], recs, await s.stats()
+
+    before, recs, after = agent.run(body)
+    busy = after["busy_us"]
+    assert sum(r.ran for r in recs) > 0
+    assert busy["rx"] > before["rx"] and busy["loop"] > before["loop"] and busy["release"] > before["release"]
+    assert busy["loop"] - before["loop"] >= busy["release"] - before["release"]
+    if "invoke" in busy:  # the interpreter's own time, inside the loop's
+        grown = busy["invoke"] - before["invoke"]
+        assert 0 < grown <= busy["loop"] - before["loop"] - (busy["release"] - before["release"])

@@ -16,7 +16,7 @@ from bench.core.loop_thread import run_on_a_thread
 from bench.devices import driver_for
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.impair import Impairment, ImpairmentProxy
-from bench.ota.rollout import update_devices
+from bench.ota.rollout import device_base_url, update_devices
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.virtual import virtual_fleet
@@ -120,7 +120,9 @@ def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> N
                     await session.start(fps=20, vsync_hz=20)
                     t0 = time.monotonic_ns()
                     reply = await session.update(
-                        server.model_url("npc-policy", 2, proxy.base_url), v2, coap={"ack_timeout_ms": 1000}
+                        server.model_url("npc-policy", 2, device_base_url(proxy.port, c6.settings.ota_server_host)),
+                        v2,
+                        coap={"ack_timeout_ms": 1000},
                     )
                     t1 = time.monotonic_ns()
                     await session.stop()

@@ -65,4 +65,5 @@ def test_a_replay_run_on_host_agents_renders_with_its_measurements(tmp_path: Pat
     assert summary["model_versions"], "frames carry the running model's version"
     page = published.page.read_text()
     assert "Decision latency CDF" in page and "FPS over time" in page
+    assert "inputs: voice as voice (link not byte-limited)" in page  # what the replay sent each device, and why
     assert published.report.data["outcome"]["verdict"] == "collecting baseline"

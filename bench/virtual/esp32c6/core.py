@@ -5,7 +5,10 @@ own REPL, raw REPL, raw-paste and soft reset); its filesystem is the vfs partiti
 (a block device over exactly that range); the firmware's exit code says what the chip does next (reset,
 bootloader, watchdog, deep-sleep wake, panic). QEMU runs inside the Landlock sandbox (bench.core.landlock): it may
 read its ELF, read and write flash.bin, and execute nothing but itself; QMP is a socket pair it inherits, so it
-needs no socket path. The process is tied to the board (bench.core.procs.tied) and killed with every reset.
+needs no socket path. The board's Wi-Fi is another inherited socket pair, a packet pipe to a NAT gateway on this
+side (bench.virtual.esp32c6.wifi): the firmware's `socket` reaches the host's loopback through it and nothing
+else, and QEMU opens no socket of its own. The process is tied to the board (bench.core.procs.tied) and killed
+with every reset.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from bench.virtual.esp32c6.counted import (
     Vfs,
     qemu_command,
 )
+from bench.virtual.esp32c6.wifi import Wifi
 
 STATUS_WORDS = 8  # the status block: 2 u32 + 3 u64 (counted.STATUS_FORMAT)
 READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
@@ -59,6 +63,7 @@ class CountedCore:
         self._qmp_lock = asyncio.Lock()
         self._held: bytearray | None = bytearray()  # input held back until the firmware's UART is set up
         self._ready: asyncio.Task[None] | None = None
+        self._wifi: Wifi | None = None
 
     @property
     def pid(self) -> int | None:
@@ -72,20 +77,26 @@ class CountedCore:
         if binary is None:
             raise CoreMissing(f"{QEMU} is not installed (Debian: qemu-system-misc); `hilbench doctor` checks it")
         ours, theirs = socket.socketpair()
-        argv = qemu_command(self.elf, mac=self.mac, reset_cause=self.reset_cause, vfs=self.vfs)
+        wifi_ours, wifi_theirs = socket.socketpair()
+        argv = qemu_command(
+            self.elf, mac=self.mac, reset_cause=self.reset_cause, vfs=self.vfs, wifi_fd=wifi_theirs.fileno()
+        )
         argv[0] = binary
         argv += ["-chardev", f"socket,id=qmp,fd={theirs.fileno()}", "-mon", "chardev=qmp,mode=control"]
+        self._wifi = Wifi(wifi_ours)
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *tied(program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                pass_fds=(theirs.fileno(),),
+                pass_fds=(theirs.fileno(), wifi_theirs.fileno()),
                 start_new_session=True,
             )
         finally:
             theirs.close()
+            wifi_theirs.close()
+        await self._wifi.start()
         self._pump = asyncio.ensure_future(self._forward_output())
         reader, writer = await asyncio.open_unix_connection(sock=ours)
         client = QmpClient(reader, writer)
@@ -157,6 +168,9 @@ class CountedCore:
         if self._qmp is not None:
             await self._qmp.close()
             self._qmp = None
+        if self._wifi is not None:
+            await self._wifi.close()  # what was in flight is lost with the chip's state
+            self._wifi = None
         if proc is not None:
             if proc.returncode is None:
                 with contextlib.suppress(ProcessLookupError):

@@ -83,12 +83,15 @@ def qemu_command(
     vfs: Vfs | None = None,
     serial: Sequence[str] = ("-serial", "stdio"),
     qmp: Path | None = None,
+    wifi_fd: int | None = None,
 ) -> list[str]:
     """The qemu-system-riscv32 command line that runs the firmware `elf`.
 
     `serial`: how the console UART is exposed (default QEMU's stdin/stdout, raw bytes). `vfs`: the flash
     region the filesystem lives in (a virtio block device over exactly that range: the guest reaches no other
-    host file). `qmp`: a QMP socket to read the status block with (`xp`)."""
+    host file). `qmp`: a QMP socket to read the status block with (`xp`). `wifi_fd`: an inherited stream socket
+    that is the board's Wi-Fi, the packet pipe of the firmware's `socket` module (port 0 of a virtio console;
+    bench.virtual.esp32c6.wifi is the other end); without it the board has no network."""
     if len(mac) != 6:
         raise ValueError(f"mac must be 6 bytes, got {len(mac)}")
     cmd = [
@@ -105,6 +108,12 @@ def qemu_command(
             "-blockdev", f"driver=file,node-name=flashfile,filename={vfs.path},locking=off",
             "-blockdev", f"driver=raw,node-name=vfs,file=flashfile,offset={vfs.offset},size={vfs.size}",
             "-device", "virtio-blk-device,drive=vfs",
+        ]  # fmt: skip
+    if wifi_fd is not None:
+        cmd += [
+            "-chardev", f"socket,id=wifi,fd={wifi_fd}",
+            "-device", "virtio-serial-device,max_ports=1",
+            "-device", "virtconsole,chardev=wifi,nr=0",
         ]  # fmt: skip
     if qmp is not None:
         cmd += ["-qmp", f"unix:{qmp},server=on,wait=off"]

@@ -81,6 +81,10 @@ uint64_t clock_chip_ns(void) {
     return chip_ns_at(read_mcycle());
 }
 
+uint64_t clock_chip_q(void) {
+    return chip_q_at(read_mcycle());
+}
+
 uint64_t clock_chip_cycles(void) {
     return chip_q_at(read_mcycle()) / Q_PER_CYCLE;
 }
@@ -177,10 +181,14 @@ void clock_timer_irq(void) {
 }
 
 bool clock_idle(uint64_t chip_ns, bool (*wake)(void)) {
+    return clock_idle_q(chip_ns == UINT64_MAX ? UINT64_MAX : chip_ns * Q_PER_NS, wake);
+}
+
+bool clock_idle_q(uint64_t chip_q, bool (*wake)(void)) {
     uint32_t state = irq_disable();
     uint64_t start = read_mcycle();
-    uint64_t start_ns = chip_ns_at(start);
-    uint64_t until = chip_ns == UINT64_MAX ? UINT64_MAX : start + chip_ns;
+    uint64_t start_q = chip_q_at(start);
+    uint64_t until = chip_q == UINT64_MAX ? UINT64_MAX : start + (chip_q + Q_PER_NS - 1) / Q_PER_NS;
     alarm_fired_ns = 0;
     clock_set_state(clock_idle_state);
     idle_start_v = start;
@@ -204,10 +212,11 @@ bool clock_idle(uint64_t chip_ns, bool (*wake)(void)) {
     idle_now = false;
     idle_virt += end - start;
     if (!early) {
-        idle_chip_q += chip_ns * Q_PER_NS;
+        idle_chip_q += chip_q;
     } else if (alarm_fired_ns) { // ended by the alarm: exactly up to its due time
-        uint64_t upto = alarm_fired_ns > start_ns ? alarm_fired_ns - start_ns : 0;
-        idle_chip_q += (upto < chip_ns ? upto : chip_ns) * Q_PER_NS;
+        uint64_t due_q = alarm_fired_ns * Q_PER_NS;
+        uint64_t upto = due_q > start_q ? due_q - start_q : 0;
+        idle_chip_q += upto < chip_q ? upto : chip_q;
     } else {
         idle_chip_q += (end - start) * Q_PER_NS; // ended by input: the time that passed, to a whole us
         uint64_t q = chip_q_at(end);

@@ -14,6 +14,7 @@
 #include "shared/runtime/gchelper.h"
 #include "shared/runtime/pyexec.h"
 #include "filesystem.h"
+#include "net.h"
 #include "virt.h"
 
 __attribute__((section(".info.boot"))) volatile c6_bootinfo_t c6_bootinfo;
@@ -32,6 +33,31 @@ __attribute__((noreturn)) void c6_exit(uint32_t code) {
     }
 }
 
+#define PLIC_PRIORITY(irq) (VIRT_PLIC_BASE + 4u * (irq))
+#define PLIC_ENABLE_CTX0   (VIRT_PLIC_BASE + 0x2000u)
+#define PLIC_THRESHOLD0    (VIRT_PLIC_BASE + 0x200000u)
+#define PLIC_CLAIM0        (VIRT_PLIC_BASE + 0x200004u)
+
+void plic_enable(uint32_t irq) {
+    mmio_write32(PLIC_PRIORITY(irq), 1);
+    mmio_write32(PLIC_ENABLE_CTX0, mmio_read32(PLIC_ENABLE_CTX0) | (1u << irq));
+    mmio_write32(PLIC_THRESHOLD0, 0);
+    __asm__ volatile ("csrs mie, %0" :: "r" (MIE_MEIE));
+}
+
+// Serve every source the PLIC holds pending: the console UART, the Wi-Fi's pipe.
+static void external_irq(void) {
+    uint32_t irq;
+    while ((irq = mmio_read32(PLIC_CLAIM0)) != 0) {
+        if (irq == VIRT_UART0_IRQ) {
+            uart_irq();
+        } else if (irq == net_irq_source) {
+            net_irq();
+        }
+        mmio_write32(PLIC_CLAIM0, irq);
+    }
+}
+
 void c6_trap(uint32_t mcause, uint32_t mepc) {
     if (mcause & MCAUSE_INT) {
         uint64_t entered = clock_irq_enter();
@@ -39,7 +65,7 @@ void c6_trap(uint32_t mcause, uint32_t mepc) {
         if (code == IRQ_M_TIMER) {
             clock_timer_irq();
         } else if (code == IRQ_M_EXT) {
-            uart_irq();
+            external_irq();
         }
         clock_irq_exit(entered);
         return;
@@ -56,6 +82,7 @@ int c6_main(void) {
     clock_init(); // the status block's magic: the board starts feeding the UART from here
     __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
     c6_fs_mount(); // no partition or an unusable one: the board runs without a filesystem (os raises ENODEV)
+    net_init(); // no pipe: the board has no Wi-Fi (sendto raises EHOSTUNREACH)
 soft_reset:
     mp_cstack_init_with_top(&_estack, (char *)&_estack - (char *)&_sstack);
     gc_init(heap, heap + sizeof(heap));

@@ -85,15 +85,17 @@ uint64_t mp_hal_time_ns(void) {
 }
 
 // Sleep `ns` of chip time: idle in wfi; callbacks and Ctrl-C end the idle early, run, and the sleep goes on.
+// The end is kept in the clock's quarter nanoseconds: in whole ns the credited time depended on the clock's phase
+// at the call (where the last input wait ended), and a program's cycles across a sleep moved by one between boots.
 static void sleep_ns(uint64_t ns) {
-    uint64_t end = clock_chip_ns() + ns;
+    uint64_t end = clock_chip_q() + ns * CLOCK_Q_PER_NS;
     for (;;) {
         mp_handle_pending(MP_HANDLE_PENDING_CALLBACKS_AND_EXCEPTIONS);
-        uint64_t now = clock_chip_ns();
+        uint64_t now = clock_chip_q();
         if (now >= end) {
             return;
         }
-        clock_idle(end - now, pending_non_input);
+        clock_idle_q(end - now, pending_non_input);
     }
 }
 

@@ -14,11 +14,6 @@
 #define LSR_DR   (0x01)
 #define LSR_THRE (0x20)
 
-#define PLIC_PRIORITY(irq) (VIRT_PLIC_BASE + 4u * (irq))
-#define PLIC_ENABLE_CTX0   (VIRT_PLIC_BASE + 0x2000u)
-#define PLIC_THRESHOLD0    (VIRT_PLIC_BASE + 0x200000u)
-#define PLIC_CLAIM0        (VIRT_PLIC_BASE + 0x200004u)
-
 #define RX_SIZE (1024) // the esp32 port's UART RX ring is of this order
 static uint8_t rx_buf[RX_SIZE];
 static volatile uint32_t rx_head, rx_tail;
@@ -47,10 +42,7 @@ void uart_init(void) {
     mmio_write8(UART_FCR, 0xc7); // enable, clear both, trigger level 14
     mmio_write8(UART_MCR, 0x0b); // DTR, RTS, OUT2 (interrupts out)
     mmio_write8(UART_IER, 0x01); // receive data available
-    mmio_write32(PLIC_PRIORITY(VIRT_UART0_IRQ), 1);
-    mmio_write32(PLIC_ENABLE_CTX0, 1u << VIRT_UART0_IRQ);
-    mmio_write32(PLIC_THRESHOLD0, 0);
-    __asm__ volatile ("csrs mie, %0" :: "r" (MIE_MEIE));
+    plic_enable(VIRT_UART0_IRQ);
 }
 
 // The transmitter is full only while the host has not taken QEMU's output yet: that wait depends on the
@@ -85,9 +77,9 @@ int uart_rx_char(void) {
 
 // Received bytes go to the ring; when it is full the receive interrupt is turned off and the bytes wait in
 // the UART, so QEMU holds back the host's input (as USB flow control holds back the chip's console) instead
-// of losing it. Taking a byte from the ring turns the interrupt back on.
+// of losing it. Taking a byte from the ring turns the interrupt back on. Called with the PLIC's claim taken
+// (main.c).
 void uart_irq(void) {
-    uint32_t irq = mmio_read32(PLIC_CLAIM0);
     while (mmio_read8(UART_LSR) & LSR_DR) {
         if ((rx_head + 1) % RX_SIZE == rx_tail) {
             rx_paused = true;
@@ -100,8 +92,5 @@ void uart_irq(void) {
             continue;
         }
         rx_store(c);
-    }
-    if (irq) {
-        mmio_write32(PLIC_CLAIM0, irq);
     }
 }

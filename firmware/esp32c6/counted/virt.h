@@ -70,6 +70,11 @@ uint64_t clock_chip_cycles(void);
 // Idle until `chip_ns` more chip time has passed, or until `wake()` returns true (checked at every
 // interrupt). Returns true when woken early. A full wait credits exactly `chip_ns` (deterministic).
 bool clock_idle(uint64_t chip_ns, bool (*wake)(void));
+// The same in the clock's own unit, quarter nanoseconds (clock_chip_q): a sleep that keeps its end in it ends on
+// the same phase of the clock from any start, so a program's cycles around it do not depend on where it began.
+bool clock_idle_q(uint64_t chip_q, bool (*wake)(void));
+uint64_t clock_chip_q(void);
+#define CLOCK_Q_PER_NS (4u)
 void clock_set_state(uint32_t state);
 extern uint32_t clock_idle_state; // the state an idle is reported as (C6_IDLE, or C6_DEEPSLEEP)
 void clock_timer_irq(void);
@@ -80,6 +85,9 @@ void clock_stall_until(bool (*ready)(void));
 // Run `cb` when the counted clock reaches `deadline_ns` (one slot, for machine.Timer/WDT); 0 cancels.
 void clock_set_alarm(uint64_t deadline_ns);
 extern void c6_alarm(void); // modmachine.c: the alarm fired (interrupt context)
+
+// main.c: the PLIC, context 0 (machine mode of hart 0): turn source `irq` on (priority 1) and take it in c6_trap
+void plic_enable(uint32_t irq);
 
 // uart.c: the console UART (16550), interrupt driven receive
 void uart_init(void);

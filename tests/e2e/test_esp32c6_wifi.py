@@ -1,0 +1,174 @@
+"""The counted firmware's `socket` over the board's Wi-Fi: the firmware in qemu-system-riscv32 with its packet
+pipe (a virtio console on a socket pair) and the board's gateway (bench.virtual.esp32c6.wifi) on the other end,
+driven through mpremote's serial transport. A datagram to 10.0.2.2 reaches a UDP echo server on the host's
+loopback and its answer comes back; nothing else is routed; a wait that times out raises ETIMEDOUT."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from mpremote.transport_serial import SerialTransport
+
+from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
+from bench.core.loop_thread import LoopThread
+from bench.virtual.esp32c6.counted import qemu_command
+from bench.virtual.esp32c6.wifi import Wifi
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.programs("riscv64-unknown-elf-gcc", "picolibc.specs", "make", "qemu-system-riscv32"),
+]
+
+MAC = bytes.fromhex("6055f9c61002")
+
+
+@pytest.fixture(scope="module")
+def firmware() -> BuiltFirmware:
+    return build_firmware()
+
+
+@pytest.fixture
+def echo() -> Iterator[int]:
+    """A UDP echo server on the host's loopback (answers upper-cased); its port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                data, addr = sock.recvfrom(2048)
+            except TimeoutError:
+                continue
+            sock.sendto(data.upper(), addr)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        stop.set()
+        thread.join()
+        sock.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def board(firmware: BuiltFirmware, lines: list[str]) -> Iterator[tuple[SerialTransport, Wifi]]:
+    """The firmware with its UART on a loopback socket and its Wi-Fi pipe on a socket pair to a gateway."""
+    ours, theirs = socket.socketpair()
+    loop = LoopThread()
+    wifi = Wifi(ours, log=lines.append)
+    loop.run(wifi.start(), timeout_s=10)
+    port = _free_port()
+    serial = ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
+    cmd = qemu_command(firmware.elf, mac=MAC, serial=serial, wifi_fd=theirs.fileno())
+    proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),))
+    theirs.close()
+    transport = None
+    try:
+        deadline = time.monotonic() + 20
+        while transport is None:
+            try:
+                transport = SerialTransport(f"socket://127.0.0.1:{port}", baudrate=115200)
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        transport.enter_raw_repl(soft_reset=False)
+        yield transport, wifi
+    finally:
+        if transport is not None:
+            transport.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+        loop.run(wifi.close(), timeout_s=10)
+        loop.close()
+
+
+def run(transport: SerialTransport, code: str) -> str:
+    return transport.exec(code).decode().strip()
+
+
+def test_udp_round_trip_through_the_gateway(firmware: BuiltFirmware, echo: int):
+    lines: list[str] = []
+    with board(firmware, lines) as (t, wifi):
+        got = run(
+            t,
+            "import socket\n"
+            f"ai = socket.getaddrinfo('10.0.2.2', {echo})\n"
+            "print(ai)\n"
+            "with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:\n"
+            "    s.settimeout(5)\n"
+            "    for n in (0, 5, 1024, 1500):\n"
+            "        s.sendto(bytes(b'ab'[i % 2] for i in range(n)), ai[0][-1])\n"
+            "        data, addr = s.recvfrom(2048)\n"
+            "        print(n, len(data), data[:4], addr)\n",
+        )
+    assert got.splitlines() == [
+        f"[(2, 2, 17, '', ('10.0.2.2', {echo}))]",
+        f"0 0 b'' ('10.0.2.2', {echo})",
+        f"5 5 b'ABAB' ('10.0.2.2', {echo})",
+        f"1024 1024 b'ABAB' ('10.0.2.2', {echo})",
+        f"1500 1500 b'ABAB' ('10.0.2.2', {echo})",
+    ]
+    assert wifi.counts["out"] == 4 and wifi.counts["in"] == 4 and not lines
+
+
+def test_timeouts_refusals_and_no_route(firmware: BuiltFirmware, echo: int):
+    lines: list[str] = []
+    with board(firmware, lines) as (t, wifi):
+        got = run(
+            t,
+            "import socket, errno, time\n"
+            "def err(f):\n"
+            "    try:\n"
+            "        f()\n"
+            "    except OSError as e:\n"
+            "        return e.errno\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "s.settimeout(0.25)\n"
+            "t0 = time.ticks_ms()\n"
+            "print(err(lambda: s.recv(10)) == errno.ETIMEDOUT == 116, time.ticks_diff(time.ticks_ms(), t0))\n"
+            f"s.sendto(b'lost', ('192.168.4.1', {echo}))\n"
+            "print(err(lambda: s.recvfrom(10)))\n"
+            "s.setblocking(False)\n"
+            "print(err(lambda: s.recv(10)) == errno.EAGAIN)\n"
+            "print(err(lambda: s.sendto(bytes(1501), ('10.0.2.2', 9))))\n"
+            "s.close()\n"
+            "print(err(lambda: s.recv(1)) == errno.EBADF)\n"
+            "print(err(lambda: socket.getaddrinfo('bench.local', 5683)))\n"
+            "print(err(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)) == errno.EOPNOTSUPP)\n",
+        )
+    first, *rest = got.splitlines()
+    ok, waited_ms = first.split()
+    assert ok == "True" and 250 <= int(waited_ms) <= 260  # idle on the counted clock, to its end
+    assert rest == ["116", "True", "122", "True", "-202", "True"]
+    assert wifi.counts["no_route"] == 1 and wifi.counts["out"] == 0
+    assert lines == [f"wifi: no route: dropped datagram to 192.168.4.1:{echo} (1 so far)"]
+
+
+def test_ctrl_c_ends_a_blocking_recv(firmware: BuiltFirmware):
+    with board(firmware, []) as (t, _):
+        t.exec_raw_no_follow(
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\nprint('waiting')\ns.recv(10)\n"
+        )
+        seen = b""
+        while b"waiting" not in seen:
+            seen += t.serial.read(1)
+        time.sleep(0.2)  # the core idles in recv
+        t.serial.write(b"\x03")
+        out, err = t.follow(10)
+    assert b"KeyboardInterrupt" in err, (out, err)
