@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.measure.host import HostNoise, HostNoiseMeter
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
+from bench.results.thresholds import load_thresholds
 from bench.testkit.agent import DeviceAgent, Replayed
 
 # MLPerf Tiny's rule against one unlucky stretch: the median over a few windows. Each window holds more inputs
@@ -27,6 +29,7 @@ class Windows:
     """The replay windows of one device."""
 
     runs: tuple[Replayed, ...]
+    host: HostNoise  # what else used the bench host while they played
 
     def median(self, name: str) -> float:
         """The median over the windows of measurement `name`."""
@@ -45,6 +48,12 @@ class Windows:
             return None
         return f"replay off pace: send error P99 {p99_ms:.1f} ms > the seed's +-{SEED_ALIGNMENT_MS} ms alignment"
 
+    def host_busy(self) -> str | None:
+        """Why a virtual device's own timing is the bench host's load (other processes took more of the host than
+        the thresholds' `[host] busy_others_pct` while the windows played), or None."""
+        limit = load_thresholds().host.busy_others_pct
+        return f"bench host busy: {self.host.describe()}" if self.host.busy(limit) else None
+
 
 @pytest.fixture(scope="session")
 def short_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -60,9 +69,10 @@ def replayed(agent: DeviceAgent, short_session: Path) -> Windows:
     pytest run: the timing tests share them)."""
     if agent.name not in _replays:
         runs = []
+        meter = HostNoiseMeter()
         for _ in range(WINDOWS):
             run = agent.replay(short_session, speed=1.0)
             assert run.status == "ok", f"device {agent.name}: replay {run.status}: {run.detail}"
             runs.append(run)
-        _replays[agent.name] = Windows(tuple(runs))
+        _replays[agent.name] = Windows(tuple(runs), meter.stop())
     return _replays[agent.name]
