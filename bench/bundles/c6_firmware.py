@@ -256,10 +256,11 @@ def image_for(elf: Path) -> Path:
     image = elf.with_name(IMAGE_NAME)
     if image.is_file() and image.stat().st_mtime >= elf.stat().st_mtime:
         return image
-    part = image.with_suffix(".part")
+    part = image.with_name(f".{IMAGE_NAME}.{os.getpid()}.part")  # two processes may make it at once (xdist)
     made = subprocess.run([sys.executable, "-m", "esptool", *ELF2IMAGE, "-o", str(part), str(elf)],
                           capture_output=True, text=True, check=False)  # fmt: skip
     if made.returncode != 0:
+        part.unlink(missing_ok=True)
         raise FirmwareBuildError(f"esptool elf2image {elf}: {(made.stdout + made.stderr).strip()[-500:]}")
     part.replace(image)
     return image

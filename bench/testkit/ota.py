@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,7 @@ class TestOta:
         self._ports: dict[str, int] = {}  # served update channel -> its port
         self._results: ResultStore | None = None
         self._built: tuple[ModelStore, dict] | None = None
+        self._store_dir: Path | None = None  # the session's model store, removed when it ends
 
     @property
     def store(self) -> ModelStore:
@@ -94,12 +97,17 @@ class TestOta:
         """Stop the servers and close the results store."""
         self._ports = {}
         await self._servers.aclose()
+        if self._store_dir is not None:
+            shutil.rmtree(self._store_dir, ignore_errors=True)
+            self._store_dir, self._built = None, None
         if self._results is not None:
             self._results.close()
             self._results = None
 
     def _store(self) -> tuple[ModelStore, dict]:
-        if self._built is None:
-            store, manifests = build_store(self.root / "ota-store", self.signing_key)
+        if self._built is None:  # a store of this session's own: the last session's left its fault models published
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._store_dir = Path(tempfile.mkdtemp(prefix="ota-store-", dir=self.root))
+            store, manifests = build_store(self._store_dir, self.signing_key)
             self._built = store, {**manifests, **publish_faults(store, self.signing_key)}
         return self._built
