@@ -168,7 +168,10 @@ class PageServer(StartStop):
         self.http = _HttpServer((self.host, 0), _Handler)
         self.http.folders = self.folders
         self.http.tokens = self.tokens
-        self.thread = threading.Thread(target=self.http.serve_forever, name="web-pages", daemon=True)
+        # serve_forever checks for shutdown every poll_interval: its default 0.5 s was the wait of every stop
+        self.thread = threading.Thread(
+            target=self.http.serve_forever, kwargs={"poll_interval": 0.05}, name="web-pages", daemon=True
+        )
         self.thread.start()
         self.ws = await websockets.serve(self._on_link, self.host, 0, max_size=1 << 20, compression=None)
 
