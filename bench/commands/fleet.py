@@ -14,6 +14,7 @@ from bench.commands import (
     add_device_command,
     add_fleet_options,
     add_output_dir,
+    add_results_option,
     held_devices,
     results_at,
     selected_devices,
@@ -43,6 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         fsub, "health", "check that devices answer; --fix runs the recovery ladder (exit 3 if one is bad)", cmd_health
     )
     p.add_argument("--fix", action="store_true", help="recover devices that do not answer; mark them good again")
+    add_results_option(p, what="results store the health records go to")
     add_output_dir(p, logs="health/")
     p = fsub.add_parser("discover", help="find the ESP boards plugged into this host and print fleet entries")
     p.add_argument("--write", metavar="FILE", help="add the new boards to this fleet file (none twice: by MAC)")

@@ -22,10 +22,14 @@ pytestmark = pytest.mark.e2e
 
 
 def _vm_pids(state_dir: str, device: str) -> list[int]:
-    """The MicroPython VM processes of virtual board `device` (they run on its folder under the state dir)."""
-    fs = str(Path(state_dir) / device / "fs")
-    out = subprocess.run(["pgrep", "-f", f"micropython_unix.*{fs}"], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
+    """The processes that run virtual board `device`'s firmware: the counted core's QEMU (on the core.elf in its
+    folder under the state dir) or the unix-port MicroPython VM (on its fs folder there)."""
+    folder = Path(state_dir) / device
+    pids = []
+    for pattern in (f"qemu-system-riscv32.*{folder / 'core.elf'}", f"micropython_unix.*{folder / 'fs'}"):
+        out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
+        pids += [int(p) for p in out.stdout.split()]
+    return pids
 
 
 def _frames(results: Path) -> int:
@@ -68,7 +72,7 @@ def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failur
                     "--results", str(results), "--logs", str(tmp_path / "logs"), "--json")  # fmt: skip
     # a blank board is flashed by the ladder first
     (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=1, settle_s=14.0, wait_s=240, timeout_s=300)
-    assert stopped, "no VM process for c6-a"
+    assert stopped, "no firmware process for c6-a"
     assert code == 3, (code, stderr[-2000:])
     # mpremote prints what a board said when the raw REPL does not come (the ladder's reflash of a blank board)
     doc = json.loads(stdout[stdout.index('{\n  "run_id"') :])
@@ -93,7 +97,7 @@ def test_a_nightly_board_hung_mid_replay_is_infrastructure_and_passes_on_retry(t
     argv = hilbench("nightly", "--device", "c6-a", "--session", str(session), "--results", str(results),
                     "--reports", str(reports), "--skip", "update", "--skip", "faults", "--json")  # fmt: skip
     (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=40, settle_s=0, wait_s=300, timeout_s=600)
-    assert stopped, "no VM process for c6-a"
+    assert stopped, "no firmware process for c6-a"
     doc = json.loads(stdout[stdout.index('{\n  "started"') :])
     outcome = doc["outcomes"]["c6-a"]
     assert outcome["passed_on_retry"], outcome
