@@ -169,7 +169,8 @@ def _format(device: Device) -> str:
 async def update_stage(
     devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
 ) -> dict[str, DeviceOutcome]:
-    """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run."""
+    """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run. A device
+    that runs another line of models gets it with `allow_downgrade` (agents refuse another line without it)."""
     store, manifests = build_store(log_dir / "ota-store", run_signing_key(devices))
 
     async def work(agent: _Agent, ports: dict[str, int]) -> DeviceOutcome:
@@ -177,9 +178,11 @@ async def update_stage(
         if manifest is None:
             return DeviceOutcome(True, f"no {_format(agent.device)} model to update to", skipped=True)
         timing = timing_named(agent.device.settings.ota_timing)
-        update = await update_device(
-            agent.session, store, manifest, agent.base_url(ports), timing=timing, want_delta=True
-        )
+        running = (agent.session.info.get("model") or {}).get("name")
+        update = await update_device(  # a device on another line (orin-1's npc-policy-large) is moved to it on purpose
+            agent.session, store, manifest, agent.base_url(ports), timing=timing, want_delta=True,
+            allow_downgrade=running is not None and running != manifest["name"],
+        )  # fmt: skip
         if run_id is not None:
             results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
         return DeviceOutcome(update.ok, _update_text(update), data=update.to_json(), outcome=update.outcome)
