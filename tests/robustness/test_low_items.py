@@ -64,10 +64,11 @@ def _cases(tmp: Path, store: Path) -> list[tuple[str, list[str], int, list[str]]
         ("runs/ symlink", ["report", "--results", str(store), "--output-dir", str(out)], 2,
          [f"report folder {out / 'runs'} is a symbolic link"]),
         ("power.timeout_s -1", ["fleet", "list", "--fleet", str(tmp / "timeout.toml")], 2,
-         ["power.timeout_s", "-1", "outside"]),
+         ["power.timeout_s", "-1", "out of range (must be 0.1 to 3600.0)"]),
         ("uhubctl location ..", ["fleet", "list", "--fleet", str(tmp / "hub.toml")], 2,
          ["power.location", "is not a location"]),
-        ("uhubctl port 100000", ["fleet", "list", "--fleet", str(tmp / "port.toml")], 2, ["power.port", "outside"]),
+        ("uhubctl port 100000", ["fleet", "list", "--fleet", str(tmp / "port.toml")], 2,
+         ["power.port", "out of range (must be 1 to 255)"]),
         ("power.off_s 1e300", ["fleet", "list", "--fleet", str(tmp / "off.toml")], 2, ["power.off_s"]),
         ("fleet with a BOM", ["fleet", "list", "--fleet", str(tmp / "bom.toml")], 0, []),
     ]  # fmt: skip
