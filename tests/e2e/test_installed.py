@@ -262,6 +262,8 @@ def test_pip_install_then_nightly_from_another_folder(tmp_path: Path) -> None:
     pip = subprocess.run([env_dir / "bin" / "python", "-m", "pip", "install", "-q", str(src)], capture_output=True)
     assert pip.returncode == 0, pip.stderr.decode()[-2000:]
     shutil.rmtree(src)  # nothing may come from the source tree any more
+    # the one setup step an installed package's doctor names: the web agent's npm packages (`npm ci` in its web/)
+    (env_dir / "share" / "npc-hil-bench" / "web" / "node_modules").symlink_to(REPO / "web" / "node_modules")
     work = tmp_path / "elsewhere"
     work.mkdir()
     session = next((env_dir / "share" / "npc-hil-bench" / "fixtures" / "sessions").glob("*.mcap"))
