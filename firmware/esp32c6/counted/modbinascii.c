@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "py/runtime.h"
+#include "module.h"
 
 static mp_obj_t binascii_hexlify(size_t n_args, const mp_obj_t *args) {
     mp_buffer_info_t buf;
@@ -162,10 +163,4 @@ static const mp_rom_map_elem_t binascii_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_b2a_base64), MP_ROM_PTR(&binascii_b2a_base64_obj) },
     { MP_ROM_QSTR(MP_QSTR_crc32), MP_ROM_PTR(&binascii_crc32_obj) },
 };
-static MP_DEFINE_CONST_DICT(binascii_module_globals, binascii_module_globals_table);
-
-const mp_obj_module_t mp_module_binascii = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&binascii_module_globals,
-};
-MP_REGISTER_EXTENSIBLE_MODULE(MP_QSTR_binascii, mp_module_binascii);
+C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, binascii, binascii_module_globals_table);

@@ -3,6 +3,7 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "shared/runtime/pyexec.h"
+#include "module.h"
 #include "virt.h"
 
 #define TIMER_COUNT (2) // one per timer group on the C6
@@ -188,10 +189,4 @@ static const mp_rom_map_elem_t machine_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR__wdt), MP_ROM_PTR(&machine_wdt_obj) },
     { MP_ROM_QSTR(MP_QSTR__rtc), MP_ROM_PTR(&machine_rtc_obj) },
 };
-static MP_DEFINE_CONST_DICT(machine_module_globals, machine_module_globals_table);
-
-const mp_obj_module_t mp_module_c6machine = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&machine_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR__c6machine, mp_module_c6machine);
+C6_MODULE(MP_REGISTER_MODULE, _c6machine, machine_module_globals_table);

@@ -11,6 +11,7 @@
 #include "py/stream.h"
 #include "genhdr/mpversion.h"
 #include "filesystem.h"
+#include "module.h"
 #include "virt.h"
 
 #define PATH_MAX_LEN (MICROPY_ALLOC_PATH_MAX)
@@ -102,6 +103,25 @@ static mp_obj_t vfs_call(mp_obj_t vfs, qstr method, const char *rel, size_t n_mo
         call[3 + i] = more[i];
     }
     return mp_call_method_n_kw(1 + n_more, 0, call);
+}
+
+// An os function of one path: the mounted object's `method` when the path lies under its mount point, else
+// `on_flash` with the absolute path on the flash's filesystem.
+static mp_obj_t path_call(mp_obj_t path_in, qstr method, mp_obj_t (*on_flash)(const char *path)) {
+    char buf[PATH_MAX_LEN];
+    const char *path = arg_path(path_in, buf), *rel;
+    mp_obj_t vfs = mounted(path, &rel);
+    if (vfs != MP_OBJ_NULL) {
+        return vfs_call(vfs, method, rel, 0, NULL);
+    }
+    return on_flash(path);
+}
+
+// Whether the entry at `path` on the flash's filesystem is a directory; OSError when there is none.
+static bool flash_is_dir(const char *path) {
+    struct lfs_info info;
+    check(lfs_stat(&c6_lfs, path, &info));
+    return info.type == LFS_TYPE_DIR;
 }
 
 // ---- file objects ----
@@ -374,12 +394,7 @@ static mp_obj_t os_chdir(mp_obj_t path_in) {
     mp_obj_t vfs = mounted(path, &rel);
     if (vfs != MP_OBJ_NULL) {
         vfs_call(vfs, MP_QSTR_chdir, rel, 0, NULL);
-        strcpy(cwd, path);
-        return mp_const_none;
-    }
-    struct lfs_info info;
-    check(lfs_stat(&c6_lfs, path, &info));
-    if (info.type != LFS_TYPE_DIR) {
+    } else if (!flash_is_dir(path)) {
         mp_raise_OSError(MP_ENOTDIR);
     }
     strcpy(cwd, path);
@@ -450,13 +465,7 @@ static mp_obj_t os_listdir(size_t n_args, const mp_obj_t *args) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(os_listdir_obj, 0, 1, os_listdir);
 
-static mp_obj_t os_stat(mp_obj_t path_in) {
-    char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf), *rel;
-    mp_obj_t vfs = mounted(path, &rel);
-    if (vfs != MP_OBJ_NULL) {
-        return vfs_call(vfs, MP_QSTR_stat, rel, 0, NULL);
-    }
+static mp_obj_t flash_stat(const char *path) {
     struct lfs_info info;
     check(lfs_stat(&c6_lfs, path, &info));
     mp_obj_tuple_t *t = MP_OBJ_TO_PTR(mp_obj_new_tuple(10, NULL));
@@ -467,15 +476,13 @@ static mp_obj_t os_stat(mp_obj_t path_in) {
     t->items[6] = mp_obj_new_int_from_uint(info.type == LFS_TYPE_DIR ? 0 : info.size);
     return MP_OBJ_FROM_PTR(t);
 }
+
+static mp_obj_t os_stat(mp_obj_t path_in) {
+    return path_call(path_in, MP_QSTR_stat, flash_stat);
+}
 static MP_DEFINE_CONST_FUN_OBJ_1(os_stat_obj, os_stat);
 
-static mp_obj_t os_statvfs(mp_obj_t path_in) {
-    char buf[PATH_MAX_LEN];
-    const char *rel;
-    mp_obj_t vfs = mounted(arg_path(path_in, buf), &rel);
-    if (vfs != MP_OBJ_NULL) {
-        return vfs_call(vfs, MP_QSTR_statvfs, rel, 0, NULL);
-    }
+static mp_obj_t flash_statvfs(const char *path) {
     lfs_ssize_t used = lfs_fs_size(&c6_lfs);
     check(used);
     uint32_t blocks = c6_fs_block_count();
@@ -487,51 +494,45 @@ static mp_obj_t os_statvfs(mp_obj_t path_in) {
     };
     return mp_obj_new_tuple(10, t);
 }
+
+static mp_obj_t os_statvfs(mp_obj_t path_in) {
+    return path_call(path_in, MP_QSTR_statvfs, flash_statvfs);
+}
 static MP_DEFINE_CONST_FUN_OBJ_1(os_statvfs_obj, os_statvfs);
 
-static mp_obj_t os_remove(mp_obj_t path_in) {
-    char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf), *rel;
-    mp_obj_t vfs = mounted(path, &rel);
-    if (vfs != MP_OBJ_NULL) {
-        return vfs_call(vfs, MP_QSTR_remove, rel, 0, NULL);
-    }
-    struct lfs_info info;
-    check(lfs_stat(&c6_lfs, path, &info));
-    if (info.type == LFS_TYPE_DIR) {
+static mp_obj_t flash_remove(const char *path) {
+    if (flash_is_dir(path)) {
         mp_raise_OSError(MP_EISDIR);
     }
     check(lfs_remove(&c6_lfs, path));
     return mp_const_none;
 }
+
+static mp_obj_t os_remove(mp_obj_t path_in) {
+    return path_call(path_in, MP_QSTR_remove, flash_remove);
+}
 static MP_DEFINE_CONST_FUN_OBJ_1(os_remove_obj, os_remove);
 
-static mp_obj_t os_rmdir(mp_obj_t path_in) {
-    char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf), *rel;
-    mp_obj_t vfs = mounted(path, &rel);
-    if (vfs != MP_OBJ_NULL) {
-        return vfs_call(vfs, MP_QSTR_rmdir, rel, 0, NULL);
-    }
-    struct lfs_info info;
-    check(lfs_stat(&c6_lfs, path, &info));
-    if (info.type != LFS_TYPE_DIR) {
+static mp_obj_t flash_rmdir(const char *path) {
+    if (!flash_is_dir(path)) {
         mp_raise_OSError(MP_ENOTDIR);
     }
     check(lfs_remove(&c6_lfs, path));
     return mp_const_none;
 }
+
+static mp_obj_t os_rmdir(mp_obj_t path_in) {
+    return path_call(path_in, MP_QSTR_rmdir, flash_rmdir);
+}
 static MP_DEFINE_CONST_FUN_OBJ_1(os_rmdir_obj, os_rmdir);
 
-static mp_obj_t os_mkdir(mp_obj_t path_in) {
-    char buf[PATH_MAX_LEN];
-    const char *path = arg_path(path_in, buf), *rel;
-    mp_obj_t vfs = mounted(path, &rel);
-    if (vfs != MP_OBJ_NULL) {
-        return vfs_call(vfs, MP_QSTR_mkdir, rel, 0, NULL);
-    }
+static mp_obj_t flash_mkdir(const char *path) {
     check(lfs_mkdir(&c6_lfs, path));
     return mp_const_none;
+}
+
+static mp_obj_t os_mkdir(mp_obj_t path_in) {
+    return path_call(path_in, MP_QSTR_mkdir, flash_mkdir);
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(os_mkdir_obj, os_mkdir);
 
@@ -625,13 +626,7 @@ static const mp_rom_map_elem_t vfs_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&vfs_mount_obj) },
     { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
 };
-static MP_DEFINE_CONST_DICT(vfs_module_globals, vfs_module_globals_table);
-
-const mp_obj_module_t mp_module_vfs = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&vfs_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR_vfs, mp_module_vfs);
+C6_MODULE(MP_REGISTER_MODULE, vfs, vfs_module_globals_table);
 
 // A soft reset unmounts (the mounted object belonged to the old heap), as on the esp32 port.
 void c6_os_soft_reset(void) {
@@ -706,10 +701,4 @@ static const mp_rom_map_elem_t os_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&os_mount_obj) },
     { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
 };
-static MP_DEFINE_CONST_DICT(os_module_globals, os_module_globals_table);
-
-const mp_obj_module_t mp_module_os = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&os_module_globals,
-};
-MP_REGISTER_EXTENSIBLE_MODULE(MP_QSTR_os, mp_module_os);
+C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, os, os_module_globals_table);

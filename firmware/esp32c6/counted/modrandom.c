@@ -1,6 +1,7 @@
 // `random`: MicroPython's random functions on a xorshift32 generator. The chip seeds it from its hardware
 // RNG; here it is seeded from the board's MAC, so one board's runs repeat (random.seed() reseeds).
 #include "py/runtime.h"
+#include "module.h"
 #include "virt.h"
 
 static uint32_t state;
@@ -115,10 +116,4 @@ static const mp_rom_map_elem_t random_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_random), MP_ROM_PTR(&random_random_obj) },
     { MP_ROM_QSTR(MP_QSTR_uniform), MP_ROM_PTR(&random_uniform_obj) },
 };
-static MP_DEFINE_CONST_DICT(random_module_globals, random_module_globals_table);
-
-const mp_obj_module_t mp_module_random = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&random_module_globals,
-};
-MP_REGISTER_EXTENSIBLE_MODULE(MP_QSTR_random, mp_module_random);
+C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, random, random_module_globals_table);

@@ -3,6 +3,7 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "py/stream.h"
+#include "module.h"
 #include "virt.h"
 
 #define POLLIN (MP_STREAM_POLL_RD)
@@ -192,10 +193,4 @@ static const mp_rom_map_elem_t select_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_POLLERR), MP_ROM_INT(POLLERR) },
     { MP_ROM_QSTR(MP_QSTR_POLLHUP), MP_ROM_INT(POLLHUP) },
 };
-static MP_DEFINE_CONST_DICT(select_module_globals, select_module_globals_table);
-
-const mp_obj_module_t mp_module_select = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&select_module_globals,
-};
-MP_REGISTER_EXTENSIBLE_MODULE(MP_QSTR_select, mp_module_select);
+C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, select, select_module_globals_table);

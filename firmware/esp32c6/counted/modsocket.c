@@ -10,6 +10,7 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "py/stream.h"
+#include "module.h"
 #include "net.h"
 #include "virt.h"
 
@@ -302,10 +303,4 @@ static const mp_rom_map_elem_t socket_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_SOL_SOCKET), MP_ROM_INT(SOL_SOCKET) },
     { MP_ROM_QSTR(MP_QSTR_SO_REUSEADDR), MP_ROM_INT(SO_REUSEADDR) },
 };
-static MP_DEFINE_CONST_DICT(socket_module_globals, socket_module_globals_table);
-
-const mp_obj_module_t mp_module_socket = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&socket_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR_socket, mp_module_socket);
+C6_MODULE(MP_REGISTER_MODULE, socket, socket_module_globals_table);
