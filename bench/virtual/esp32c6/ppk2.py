@@ -16,11 +16,9 @@ import asyncio
 import contextlib
 import os
 import struct
-import termios
-import tty
 
 from bench.virtual.esp32c6.supply import Supply, Tick
-from bench.virtual.port_access import serial_gid
+from bench.virtual.port_access import open_serial_pty
 
 SAMPLE_RATE = 100_000  # samples/s: the PPK2's fixed rate
 RESISTORS = (1031.64, 101.65, 10.15, 0.94, 0.043)  # ohms of the five ranges (the PPK2's nominal shunts)
@@ -65,14 +63,7 @@ class VirtualPpk2:
 
     def __init__(self, supply: Supply) -> None:
         self.supply = supply
-        self.master, self.slave = os.openpty()
-        tty.setraw(self.slave, termios.TCSANOW)
-        os.set_blocking(self.master, False)
-        self.path = os.ttyname(self.slave)
-        gid = serial_gid()
-        with contextlib.suppress(OSError):  # as udev sets a PPK2's /dev/ttyACM*
-            os.chown(self.path, -1, gid if gid is not None else -1)
-            os.chmod(self.path, 0o660 if gid is not None else 0o600)
+        self.master, self.slave, self.path = open_serial_pty()
         self.vdd_mv = 3300
         self.mode = 2  # 1 ampere meter, 2 source meter
         self.dut_power = True

@@ -216,18 +216,18 @@ static void file_print(const mp_print_t *print, mp_obj_t self_in, mp_print_kind_
 }
 
 static const mp_rom_map_elem_t file_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_read), MP_ROM_PTR(&mp_stream_read_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readinto), MP_ROM_PTR(&mp_stream_readinto_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readline), MP_ROM_PTR(&mp_stream_unbuffered_readline_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readlines), MP_ROM_PTR(&mp_stream_unbuffered_readlines_obj) },
-    { MP_ROM_QSTR(MP_QSTR_write), MP_ROM_PTR(&mp_stream_write_obj) },
-    { MP_ROM_QSTR(MP_QSTR_flush), MP_ROM_PTR(&mp_stream_flush_obj) },
-    { MP_ROM_QSTR(MP_QSTR_close), MP_ROM_PTR(&mp_stream_close_obj) },
-    { MP_ROM_QSTR(MP_QSTR_seek), MP_ROM_PTR(&mp_stream_seek_obj) },
-    { MP_ROM_QSTR(MP_QSTR_tell), MP_ROM_PTR(&mp_stream_tell_obj) },
+    C6_FUN(mp_stream, read),
+    C6_FUN(mp_stream, readinto),
+    C6_FUN(mp_stream_unbuffered, readline),
+    C6_FUN(mp_stream_unbuffered, readlines),
+    C6_FUN(mp_stream, write),
+    C6_FUN(mp_stream, flush),
+    C6_FUN(mp_stream, close),
+    C6_FUN(mp_stream, seek),
+    C6_FUN(mp_stream, tell),
     { MP_ROM_QSTR(MP_QSTR___del__), MP_ROM_PTR(&file_del_obj) },
     { MP_ROM_QSTR(MP_QSTR___enter__), MP_ROM_PTR(&mp_identity_obj) },
-    { MP_ROM_QSTR(MP_QSTR___exit__), MP_ROM_PTR(&mp_stream___exit___obj) },
+    C6_FUN(mp_stream, __exit__),
 };
 static MP_DEFINE_CONST_DICT(file_locals_dict, file_locals_table);
 
@@ -623,8 +623,8 @@ static MP_DEFINE_CONST_FUN_OBJ_KW(vfs_mount_obj, 0, vfs_mount);
 
 static const mp_rom_map_elem_t vfs_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_vfs) },
-    { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&vfs_mount_obj) },
-    { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
+    C6_FUN(vfs, mount),
+    C6_FUN(os, umount),
 };
 C6_MODULE(MP_REGISTER_MODULE, vfs, vfs_module_globals_table);
 
@@ -684,21 +684,21 @@ static MP_DEFINE_CONST_FUN_OBJ_0(os_uname_obj, os_uname);
 
 static const mp_rom_map_elem_t os_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_os) },
-    { MP_ROM_QSTR(MP_QSTR_uname), MP_ROM_PTR(&os_uname_obj) },
-    { MP_ROM_QSTR(MP_QSTR_urandom), MP_ROM_PTR(&os_urandom_obj) },
+    C6_FUN(os, uname),
+    C6_FUN(os, urandom),
     { MP_ROM_QSTR(MP_QSTR_sep), MP_ROM_QSTR(MP_QSTR__slash_) },
-    { MP_ROM_QSTR(MP_QSTR_getcwd), MP_ROM_PTR(&os_getcwd_obj) },
-    { MP_ROM_QSTR(MP_QSTR_chdir), MP_ROM_PTR(&os_chdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ilistdir), MP_ROM_PTR(&os_ilistdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_listdir), MP_ROM_PTR(&os_listdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_stat), MP_ROM_PTR(&os_stat_obj) },
-    { MP_ROM_QSTR(MP_QSTR_statvfs), MP_ROM_PTR(&os_statvfs_obj) },
-    { MP_ROM_QSTR(MP_QSTR_remove), MP_ROM_PTR(&os_remove_obj) },
-    { MP_ROM_QSTR(MP_QSTR_rmdir), MP_ROM_PTR(&os_rmdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_mkdir), MP_ROM_PTR(&os_mkdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_rename), MP_ROM_PTR(&os_rename_obj) },
-    { MP_ROM_QSTR(MP_QSTR_sync), MP_ROM_PTR(&os_sync_obj) },
-    { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&os_mount_obj) },
-    { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
+    C6_FUN(os, getcwd),
+    C6_FUN(os, chdir),
+    C6_FUN(os, ilistdir),
+    C6_FUN(os, listdir),
+    C6_FUN(os, stat),
+    C6_FUN(os, statvfs),
+    C6_FUN(os, remove),
+    C6_FUN(os, rmdir),
+    C6_FUN(os, mkdir),
+    C6_FUN(os, rename),
+    C6_FUN(os, sync),
+    C6_FUN(os, mount),
+    C6_FUN(os, umount),
 };
 C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, os, os_module_globals_table);
