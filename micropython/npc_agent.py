@@ -50,7 +50,6 @@ UPDATES = "updates"  # where a transfer lands (outside models/) until it is veri
 # heap's small holes (pieces of 512 landed in the big free block, and a long-lived object after each split it:
 # a model that had loaded no longer found 12 KB in one piece); a line is joined from its pieces
 LINE_PIECE = 64
-MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 # inputs held at once (`hold` ahead of a loop, or `hold_ms`): the bench feeds at most 2 s of session time ahead of
 # the newest frame record, ~620 inputs of `combat` with voice features; each held input is ~150 bytes of heap
 MAX_HELD = 1024
@@ -483,13 +482,8 @@ class Agent:
             return wire.error("busy", "the frame loop is already running", msg.get("id"))
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
-        fps = npcfeat.whole(msg.get("fps", 60), "fps", 1, npcsched.MAX_HZ)
-        vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, npcsched.MAX_HZ)
-        key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
-        frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
-        hold_ms = msg.get("hold_ms")
-        hold_ms = None if hold_ms is None else npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
-        self.loop = FrameLoop(npcsched.Scheduler(fps, vsync_hz, key_every), self.clock, frames)
+        sched, frames, hold_ms = npcsched.from_start(msg)
+        self.loop = FrameLoop(sched, self.clock, frames)
         self.epoch = None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms
         if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
             self.drop_held()

@@ -22,11 +22,9 @@ import asyncio
 import contextlib
 import os
 import struct
-import termios
-import tty
 
 from bench.virtual.esp32c6.supply import Span, Supply
-from bench.virtual.port_access import serial_gid
+from bench.virtual.port_access import open_serial_pty
 
 SAMPLE_RATE = 100_000  # samples/s: the PPK2's fixed rate
 SAMPLE_Q = 4_000_000_000 // SAMPLE_RATE  # one sample in quarter nanoseconds (10 us)
@@ -81,14 +79,7 @@ class VirtualPpk2:
     def __init__(self, supply: Supply, wiring: dict[int, int] | None = None) -> None:
         self.supply = supply
         self.wiring = dict(wiring or {})
-        self.master, self.slave = os.openpty()
-        tty.setraw(self.slave, termios.TCSANOW)
-        os.set_blocking(self.master, False)
-        self.path = os.ttyname(self.slave)
-        gid = serial_gid()
-        with contextlib.suppress(OSError):  # as udev sets a PPK2's /dev/ttyACM*
-            os.chown(self.path, -1, gid if gid is not None else -1)
-            os.chmod(self.path, 0o660 if gid is not None else 0o600)
+        self.master, self.slave, self.path = open_serial_pty()
         self.vdd_mv = 3300
         self.mode = 2  # 1 ampere meter, 2 source meter
         self.dut_power = True

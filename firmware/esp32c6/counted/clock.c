@@ -42,16 +42,6 @@ static inline void mie_set(uint32_t bits) {
 static inline void mie_clear(uint32_t bits) {
     __asm__ volatile ("csrc mie, %0" :: "r" (bits));
 }
-static inline uint32_t irq_disable(void) {
-    uint32_t old;
-    __asm__ volatile ("csrrc %0, mstatus, %1" : "=r" (old) : "r" (MSTATUS_MIE));
-    return old & MSTATUS_MIE;
-}
-static inline void irq_restore(uint32_t state) {
-    if (state) {
-        __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
-    }
-}
 
 static void set_mtimecmp(uint64_t value) {
     mmio_write32(CLINT_MTIMECMP + 4, 0xffffffffu);

@@ -6,6 +6,7 @@
 #include "py/mperrno.h"
 #include "py/runtime.h"
 #include "py/stream.h"
+#include "module.h"
 
 enum { FORMAT_AUTO = 0, FORMAT_RAW = 1, FORMAT_ZLIB = 2, FORMAT_GZIP = 3 };
 enum { ST_HEADER, ST_BLOCK, ST_STORED, ST_HUFF, ST_DONE };
@@ -355,12 +356,12 @@ static mp_obj_t deflateio_make_new(const mp_obj_type_t *type, size_t n_args, siz
 }
 
 static const mp_rom_map_elem_t deflateio_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_read), MP_ROM_PTR(&mp_stream_read_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readinto), MP_ROM_PTR(&mp_stream_readinto_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readline), MP_ROM_PTR(&mp_stream_unbuffered_readline_obj) },
-    { MP_ROM_QSTR(MP_QSTR_close), MP_ROM_PTR(&mp_stream_close_obj) },
+    C6_FUN(mp_stream, read),
+    C6_FUN(mp_stream, readinto),
+    C6_FUN(mp_stream_unbuffered, readline),
+    C6_FUN(mp_stream, close),
     { MP_ROM_QSTR(MP_QSTR___enter__), MP_ROM_PTR(&mp_identity_obj) },
-    { MP_ROM_QSTR(MP_QSTR___exit__), MP_ROM_PTR(&mp_stream___exit___obj) },
+    C6_FUN(mp_stream, __exit__),
 };
 static MP_DEFINE_CONST_DICT(deflateio_locals_dict, deflateio_locals_table);
 
@@ -381,10 +382,4 @@ static const mp_rom_map_elem_t deflate_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR_ZLIB), MP_ROM_INT(FORMAT_ZLIB) },
     { MP_ROM_QSTR(MP_QSTR_GZIP), MP_ROM_INT(FORMAT_GZIP) },
 };
-static MP_DEFINE_CONST_DICT(deflate_module_globals, deflate_module_globals_table);
-
-const mp_obj_module_t mp_module_deflate = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&deflate_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR_deflate, mp_module_deflate);
+C6_MODULE(MP_REGISTER_MODULE, deflate, deflate_module_globals_table);

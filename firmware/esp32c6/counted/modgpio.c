@@ -3,11 +3,13 @@
 // output's level is the clock's (clock_gpio_write): each change is an event on the status block's ring with its
 // counted time, which the board hands to its PPK2's logic inputs.
 #include "py/runtime.h"
+#include "module.h"
 #include "virt.h"
 
 #define FLASH_FIRST (24) // GPIO24-30 are the in-package flash's SPI pins
 
-enum { MODE_IN = 1, MODE_OUT = 3, MODE_OPEN_DRAIN = 7, PULL_DOWN = 1, PULL_UP = 2 };
+enum { IN = 1, OUT = 3, OPEN_DRAIN = 7, PULL_DOWN = 1, PULL_UP = 2 };
+enum { IRQ_RISING = 1, IRQ_FALLING = 2, WAKE_LOW = 4, WAKE_HIGH = 5, DRIVE_0 = 0, DRIVE_1, DRIVE_2, DRIVE_3 };
 
 typedef struct {
     mp_obj_base_t base;
@@ -33,8 +35,8 @@ static mp_obj_t pin_init_helper(gpio_pin_obj_t *self, size_t n_args, const mp_ob
     mp_arg_parse_all(n_args, pos, kw, MP_ARRAY_SIZE(allowed), allowed, args);
     mp_obj_t mode = args[ARG_mode].u_obj;
     if (mode != MP_OBJ_NEW_SMALL_INT(-1)) {
-        mp_int_t m = mode == mp_const_none ? MODE_IN : mp_obj_get_int(mode);
-        if (m != MODE_IN && m != MODE_OUT && m != MODE_OPEN_DRAIN) {
+        mp_int_t m = mode == mp_const_none ? IN : mp_obj_get_int(mode);
+        if (m != IN && m != OUT && m != OPEN_DRAIN) {
             mp_raise_ValueError(MP_ERROR_TEXT("invalid pin mode"));
         }
         self->mode = m;
@@ -65,7 +67,7 @@ static mp_obj_t pin_make_new(const mp_obj_type_t *type, size_t n_args, size_t n_
     }
     gpio_pin_obj_t *self = mp_obj_malloc(gpio_pin_obj_t, type);
     self->id = id;
-    self->mode = MODE_IN;
+    self->mode = IN;
     self->pull = 0;
     mp_map_t kw;
     mp_map_init_fixed_table(&kw, n_kw, args + n_args);
@@ -75,7 +77,7 @@ static mp_obj_t pin_make_new(const mp_obj_type_t *type, size_t n_args, size_t n_
 
 // value(): an output its level; an open drain released, or an input, its pull (nothing drives it)
 static mp_obj_t pin_read(gpio_pin_obj_t *self) {
-    if (self->mode == MODE_OUT || (self->mode == MODE_OPEN_DRAIN && !level_of(self->id))) {
+    if (self->mode == OUT || (self->mode == OPEN_DRAIN && !level_of(self->id))) {
         return MP_OBJ_NEW_SMALL_INT(level_of(self->id));
     }
     return MP_OBJ_NEW_SMALL_INT(self->pull == PULL_UP);
@@ -124,43 +126,33 @@ static void pin_print(const mp_print_t *print, mp_obj_t self_in, mp_print_kind_t
 }
 
 static const mp_rom_map_elem_t pin_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_init), MP_ROM_PTR(&pin_init_obj) },
-    { MP_ROM_QSTR(MP_QSTR_value), MP_ROM_PTR(&pin_value_obj) },
-    { MP_ROM_QSTR(MP_QSTR_on), MP_ROM_PTR(&pin_on_obj) },
-    { MP_ROM_QSTR(MP_QSTR_off), MP_ROM_PTR(&pin_off_obj) },
-    { MP_ROM_QSTR(MP_QSTR_irq), MP_ROM_PTR(&pin_irq_obj) },
-    { MP_ROM_QSTR(MP_QSTR_IN), MP_ROM_INT(MODE_IN) },
-    { MP_ROM_QSTR(MP_QSTR_OUT), MP_ROM_INT(MODE_OUT) },
-    { MP_ROM_QSTR(MP_QSTR_OPEN_DRAIN), MP_ROM_INT(MODE_OPEN_DRAIN) },
-    { MP_ROM_QSTR(MP_QSTR_PULL_UP), MP_ROM_INT(PULL_UP) },
-    { MP_ROM_QSTR(MP_QSTR_PULL_DOWN), MP_ROM_INT(PULL_DOWN) },
-    { MP_ROM_QSTR(MP_QSTR_IRQ_RISING), MP_ROM_INT(1) },
-    { MP_ROM_QSTR(MP_QSTR_IRQ_FALLING), MP_ROM_INT(2) },
-    { MP_ROM_QSTR(MP_QSTR_WAKE_LOW), MP_ROM_INT(4) },
-    { MP_ROM_QSTR(MP_QSTR_WAKE_HIGH), MP_ROM_INT(5) },
-    { MP_ROM_QSTR(MP_QSTR_DRIVE_0), MP_ROM_INT(0) },
-    { MP_ROM_QSTR(MP_QSTR_DRIVE_1), MP_ROM_INT(1) },
-    { MP_ROM_QSTR(MP_QSTR_DRIVE_2), MP_ROM_INT(2) },
-    { MP_ROM_QSTR(MP_QSTR_DRIVE_3), MP_ROM_INT(3) },
+    C6_FUN(pin, init),
+    C6_FUN(pin, value),
+    C6_FUN(pin, on),
+    C6_FUN(pin, off),
+    C6_FUN(pin, irq),
+    C6_INT(IN),
+    C6_INT(OUT),
+    C6_INT(OPEN_DRAIN),
+    C6_INT(PULL_UP),
+    C6_INT(PULL_DOWN),
+    C6_INT(IRQ_RISING),
+    C6_INT(IRQ_FALLING),
+    C6_INT(WAKE_LOW),
+    C6_INT(WAKE_HIGH),
+    C6_INT(DRIVE_0),
+    C6_INT(DRIVE_1),
+    C6_INT(DRIVE_2),
+    C6_INT(DRIVE_3),
 };
 static MP_DEFINE_CONST_DICT(pin_locals_dict, pin_locals_table);
 
-MP_DEFINE_CONST_OBJ_TYPE(
+static MP_DEFINE_CONST_OBJ_TYPE(
     gpio_pin_type, MP_QSTR_Pin, MP_TYPE_FLAG_NONE,
-    make_new, pin_make_new,
-    print, pin_print,
-    call, pin_call,
-    locals_dict, &pin_locals_dict
-    );
+    make_new, pin_make_new, print, pin_print, call, pin_call, locals_dict, &pin_locals_dict);
 
 static const mp_rom_map_elem_t gpio_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR__c6gpio) },
     { MP_ROM_QSTR(MP_QSTR_Pin), MP_ROM_PTR(&gpio_pin_type) },
 };
-static MP_DEFINE_CONST_DICT(gpio_module_globals, gpio_module_globals_table);
-
-const mp_obj_module_t mp_module_c6gpio = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&gpio_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR__c6gpio, mp_module_c6gpio);
+C6_MODULE(MP_REGISTER_MODULE, _c6gpio, gpio_module_globals_table);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "py/runtime.h"
+#include "module.h"
 
 typedef struct {
     uint32_t state[8];
@@ -149,8 +150,8 @@ static mp_obj_t sha256_make_new(const mp_obj_type_t *type, size_t n_args, size_t
 }
 
 static const mp_rom_map_elem_t sha256_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_update), MP_ROM_PTR(&sha256_update_obj) },
-    { MP_ROM_QSTR(MP_QSTR_digest), MP_ROM_PTR(&sha256_digest_obj) },
+    C6_FUN(sha256, update),
+    C6_FUN(sha256, digest),
 };
 static MP_DEFINE_CONST_DICT(sha256_locals_dict, sha256_locals_table);
 
@@ -162,10 +163,4 @@ static const mp_rom_map_elem_t hashlib_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_hashlib) },
     { MP_ROM_QSTR(MP_QSTR_sha256), MP_ROM_PTR(&sha256_type) },
 };
-static MP_DEFINE_CONST_DICT(hashlib_module_globals, hashlib_module_globals_table);
-
-const mp_obj_module_t mp_module_hashlib = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&hashlib_module_globals,
-};
-MP_REGISTER_EXTENSIBLE_MODULE(MP_QSTR_hashlib, mp_module_hashlib);
+C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, hashlib, hashlib_module_globals_table);

@@ -3,6 +3,7 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "shared/runtime/pyexec.h"
+#include "module.h"
 #include "virt.h"
 
 #define TIMER_COUNT (2) // one per timer group on the C6
@@ -176,22 +177,16 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(machine_rtc_obj, 0, 2, machine_rtc);
 
 static const mp_rom_map_elem_t machine_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR__c6machine) },
-    { MP_ROM_QSTR(MP_QSTR_reset), MP_ROM_PTR(&machine_reset_obj) },
-    { MP_ROM_QSTR(MP_QSTR_soft_reset), MP_ROM_PTR(&machine_soft_reset_obj) },
-    { MP_ROM_QSTR(MP_QSTR_bootloader), MP_ROM_PTR(&machine_bootloader_obj) },
-    { MP_ROM_QSTR(MP_QSTR_unique_id), MP_ROM_PTR(&machine_unique_id_obj) },
-    { MP_ROM_QSTR(MP_QSTR_reset_cause), MP_ROM_PTR(&machine_reset_cause_obj) },
-    { MP_ROM_QSTR(MP_QSTR_freq), MP_ROM_PTR(&machine_freq_obj) },
-    { MP_ROM_QSTR(MP_QSTR_idle), MP_ROM_PTR(&machine_idle_obj) },
+    C6_FUN(machine, reset),
+    C6_FUN(machine, soft_reset),
+    C6_FUN(machine, bootloader),
+    C6_FUN(machine, unique_id),
+    C6_FUN(machine, reset_cause),
+    C6_FUN(machine, freq),
+    C6_FUN(machine, idle),
     { MP_ROM_QSTR(MP_QSTR__deepsleep), MP_ROM_PTR(&machine_deepsleep_obj) },
     { MP_ROM_QSTR(MP_QSTR__timer), MP_ROM_PTR(&machine_timer_obj) },
     { MP_ROM_QSTR(MP_QSTR__wdt), MP_ROM_PTR(&machine_wdt_obj) },
     { MP_ROM_QSTR(MP_QSTR__rtc), MP_ROM_PTR(&machine_rtc_obj) },
 };
-static MP_DEFINE_CONST_DICT(machine_module_globals, machine_module_globals_table);
-
-const mp_obj_module_t mp_module_c6machine = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&machine_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR__c6machine, mp_module_c6machine);
+C6_MODULE(MP_REGISTER_MODULE, _c6machine, machine_module_globals_table);

@@ -10,6 +10,7 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "py/stream.h"
+#include "module.h"
 #include "net.h"
 #include "virt.h"
 
@@ -232,14 +233,14 @@ static const mp_rom_map_elem_t socket_locals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___del__), MP_ROM_PTR(&socket_close_obj) },
     { MP_ROM_QSTR(MP_QSTR___enter__), MP_ROM_PTR(&mp_identity_obj) },
     { MP_ROM_QSTR(MP_QSTR___exit__), MP_ROM_PTR(&socket_exit_obj) },
-    { MP_ROM_QSTR(MP_QSTR_close), MP_ROM_PTR(&socket_close_obj) },
-    { MP_ROM_QSTR(MP_QSTR_bind), MP_ROM_PTR(&socket_bind_obj) },
-    { MP_ROM_QSTR(MP_QSTR_sendto), MP_ROM_PTR(&socket_sendto_obj) },
-    { MP_ROM_QSTR(MP_QSTR_recv), MP_ROM_PTR(&socket_recv_obj) },
-    { MP_ROM_QSTR(MP_QSTR_recvfrom), MP_ROM_PTR(&socket_recvfrom_obj) },
-    { MP_ROM_QSTR(MP_QSTR_settimeout), MP_ROM_PTR(&socket_settimeout_obj) },
-    { MP_ROM_QSTR(MP_QSTR_setblocking), MP_ROM_PTR(&socket_setblocking_obj) },
-    { MP_ROM_QSTR(MP_QSTR_setsockopt), MP_ROM_PTR(&socket_setsockopt_obj) },
+    C6_FUN(socket, close),
+    C6_FUN(socket, bind),
+    C6_FUN(socket, sendto),
+    C6_FUN(socket, recv),
+    C6_FUN(socket, recvfrom),
+    C6_FUN(socket, settimeout),
+    C6_FUN(socket, setblocking),
+    C6_FUN(socket, setsockopt),
 };
 static MP_DEFINE_CONST_DICT(socket_locals_dict, socket_locals_table);
 
@@ -293,19 +294,13 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(socket_getaddrinfo_obj, 2, 6, socket_
 static const mp_rom_map_elem_t socket_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_socket) },
     { MP_ROM_QSTR(MP_QSTR_socket), MP_ROM_PTR(&socket_type) },
-    { MP_ROM_QSTR(MP_QSTR_getaddrinfo), MP_ROM_PTR(&socket_getaddrinfo_obj) },
-    { MP_ROM_QSTR(MP_QSTR_AF_INET), MP_ROM_INT(AF_INET) },
-    { MP_ROM_QSTR(MP_QSTR_SOCK_STREAM), MP_ROM_INT(SOCK_STREAM) },
-    { MP_ROM_QSTR(MP_QSTR_SOCK_DGRAM), MP_ROM_INT(SOCK_DGRAM) },
-    { MP_ROM_QSTR(MP_QSTR_SOCK_RAW), MP_ROM_INT(SOCK_RAW) },
-    { MP_ROM_QSTR(MP_QSTR_IPPROTO_UDP), MP_ROM_INT(IPPROTO_UDP) },
-    { MP_ROM_QSTR(MP_QSTR_SOL_SOCKET), MP_ROM_INT(SOL_SOCKET) },
-    { MP_ROM_QSTR(MP_QSTR_SO_REUSEADDR), MP_ROM_INT(SO_REUSEADDR) },
+    C6_FUN(socket, getaddrinfo),
+    C6_INT(AF_INET),
+    C6_INT(SOCK_STREAM),
+    C6_INT(SOCK_DGRAM),
+    C6_INT(SOCK_RAW),
+    C6_INT(IPPROTO_UDP),
+    C6_INT(SOL_SOCKET),
+    C6_INT(SO_REUSEADDR),
 };
-static MP_DEFINE_CONST_DICT(socket_module_globals, socket_module_globals_table);
-
-const mp_obj_module_t mp_module_socket = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&socket_module_globals,
-};
-MP_REGISTER_MODULE(MP_QSTR_socket, mp_module_socket);
+C6_MODULE(MP_REGISTER_MODULE, socket, socket_module_globals_table);

@@ -3,6 +3,7 @@
 #include "py/runtime.h"
 #include "py/smallint.h"
 #include "shared/timeutils/timeutils.h"
+#include "module.h"
 
 #define TICKS_PERIOD (MICROPY_PY_TIME_TICKS_PERIOD)
 #define TICKS_MAX (TICKS_PERIOD - 1)
@@ -21,21 +22,22 @@ static mp_obj_t time_sleep(mp_obj_t seconds) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(time_sleep_obj, time_sleep);
 
-static mp_obj_t time_sleep_ms(mp_obj_t ms) {
-    mp_int_t n = mp_obj_get_int(ms);
+// A sleep of `n_in` units of `delay` (none when it is not positive).
+static mp_obj_t sleep_for(mp_obj_t n_in, void (*delay)(mp_uint_t)) {
+    mp_int_t n = mp_obj_get_int(n_in);
     if (n > 0) {
-        mp_hal_delay_ms(n);
+        delay(n);
     }
     return mp_const_none;
+}
+
+static mp_obj_t time_sleep_ms(mp_obj_t ms) {
+    return sleep_for(ms, mp_hal_delay_ms);
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(time_sleep_ms_obj, time_sleep_ms);
 
 static mp_obj_t time_sleep_us(mp_obj_t us) {
-    mp_int_t n = mp_obj_get_int(us);
-    if (n > 0) {
-        mp_hal_delay_us(n);
-    }
-    return mp_const_none;
+    return sleep_for(us, mp_hal_delay_us);
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(time_sleep_us_obj, time_sleep_us);
 
@@ -115,23 +117,17 @@ static MP_DEFINE_CONST_FUN_OBJ_1(time_mktime_obj, time_mktime);
 static const mp_rom_map_elem_t time_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_time) },
     { MP_ROM_QSTR(MP_QSTR_gmtime), MP_ROM_PTR(&time_localtime_obj) },
-    { MP_ROM_QSTR(MP_QSTR_localtime), MP_ROM_PTR(&time_localtime_obj) },
-    { MP_ROM_QSTR(MP_QSTR_mktime), MP_ROM_PTR(&time_mktime_obj) },
-    { MP_ROM_QSTR(MP_QSTR_time), MP_ROM_PTR(&time_time_obj) },
-    { MP_ROM_QSTR(MP_QSTR_time_ns), MP_ROM_PTR(&time_time_ns_obj) },
-    { MP_ROM_QSTR(MP_QSTR_sleep), MP_ROM_PTR(&time_sleep_obj) },
-    { MP_ROM_QSTR(MP_QSTR_sleep_ms), MP_ROM_PTR(&time_sleep_ms_obj) },
-    { MP_ROM_QSTR(MP_QSTR_sleep_us), MP_ROM_PTR(&time_sleep_us_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ticks_ms), MP_ROM_PTR(&time_ticks_ms_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ticks_us), MP_ROM_PTR(&time_ticks_us_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ticks_cpu), MP_ROM_PTR(&time_ticks_cpu_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ticks_add), MP_ROM_PTR(&time_ticks_add_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ticks_diff), MP_ROM_PTR(&time_ticks_diff_obj) },
+    C6_FUN(time, localtime),
+    C6_FUN(time, mktime),
+    C6_FUN(time, time),
+    C6_FUN(time, time_ns),
+    C6_FUN(time, sleep),
+    C6_FUN(time, sleep_ms),
+    C6_FUN(time, sleep_us),
+    C6_FUN(time, ticks_ms),
+    C6_FUN(time, ticks_us),
+    C6_FUN(time, ticks_cpu),
+    C6_FUN(time, ticks_add),
+    C6_FUN(time, ticks_diff),
 };
-static MP_DEFINE_CONST_DICT(time_module_globals, time_module_globals_table);
-
-const mp_obj_module_t mp_module_time = {
-    .base = { &mp_type_module },
-    .globals = (mp_obj_dict_t *)&time_module_globals,
-};
-MP_REGISTER_EXTENSIBLE_MODULE(MP_QSTR_time, mp_module_time);
+C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, time, time_module_globals_table);

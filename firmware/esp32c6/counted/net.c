@@ -37,17 +37,6 @@ static uint32_t header_got;
 static uint32_t body_len, body_got;
 static frame_t *filling; // NULL: the body is skipped (no room, or too long)
 
-static inline uint32_t irq_off(void) {
-    uint32_t old;
-    __asm__ volatile ("csrrc %0, mstatus, %1" : "=r" (old) : "r" (MSTATUS_MIE));
-    return old & MSTATUS_MIE;
-}
-static inline void irq_on(uint32_t state) {
-    if (state) {
-        __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
-    }
-}
-
 static void post_rx(uint16_t i) {
     rx_ring.desc[i] = (virtq_desc_t) {(uint32_t)rx_bufs[i], RX_BUF, VIRTQ_DESC_WRITE, 0};
     virtq_submit(&rxq, i);
@@ -152,9 +141,9 @@ int net_recv(uint8_t ip[4], uint16_t *port, uint8_t *buf, uint32_t cap) {
 }
 
 void net_rx_flush(void) {
-    uint32_t state = irq_off();
+    uint32_t state = irq_disable();
     rx_tail = rx_head;
-    irq_on(state);
+    irq_restore(state);
 }
 
 static bool tx_done(void) {

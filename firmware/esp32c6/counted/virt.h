@@ -76,6 +76,18 @@ static inline uint8_t mmio_read8(uint32_t addr) {
     return *(volatile uint8_t *)addr;
 }
 
+// Interrupts off (the state before, for irq_restore) and back as they were.
+static inline uint32_t irq_disable(void) {
+    uint32_t old;
+    __asm__ volatile ("csrrc %0, mstatus, %1" : "=r" (old) : "r" (MSTATUS_MIE));
+    return old & MSTATUS_MIE;
+}
+static inline void irq_restore(uint32_t state) {
+    if (state) {
+        __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
+    }
+}
+
 // clock.c: chip time at 160 MHz, counted (busy: instructions x 6.25 ns; idle: wall time of wfi)
 void clock_init(void);
 uint64_t clock_chip_ns(void);
