@@ -233,6 +233,9 @@ def _print_runs(result: NightlyResult) -> None:
     _print_health(result)
     if result.retention is not None:
         out.print(result.retention.line(), highlight=False)
+    if result.time.sessions:
+        out.print(result.time.table())
+    out.print(result.time.headline(), highlight=False)
     out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
 
 

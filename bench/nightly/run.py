@@ -31,6 +31,7 @@ from bench.nightly.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.nightly.timing import NightTime, SessionTime
 from bench.provision.controls import BoardControls
 from bench.recovery.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.replay.agents import deploy, fleet_opener
@@ -84,6 +85,7 @@ class NightlyResult:
     retries: dict[str, int] = field(default_factory=dict)  # session id -> the run that retried infrastructure failures
     retention: PruneResult | None = None  # the raw rows pruned after the night (bench.store.retention)
     alerts: NightAlerts | None = None  # the night's alerts, new and known (bench.alerts)
+    time: NightTime = field(default_factory=NightTime)  # where the night's time went (bench.nightly.timing)
 
     def outcomes(self) -> dict[str, Outcome]:
         """Each device's failure class over the whole nightly (bench.core.outcomes): the worst of its stages' and
@@ -139,6 +141,7 @@ class NightlyResult:
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
             "retention": self.retention.to_json() if self.retention else None,
             "alerts": self.alerts.to_json() if self.alerts else None,
+            "time": self.time.to_json(),
         }
 
 
@@ -182,6 +185,7 @@ def git_rev() -> str | None:
 async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = None) -> NightlyResult:
     """Run every stage not in `opts.skip`, store and publish; never raises for a device-side failure."""
     show = progress or NightlyProgress()
+    night_started = time.monotonic()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     result = NightlyResult(started=stamp, log_dir=opts.reports_dir / f"nightly-{stamp}")
     result.log_dir.mkdir(parents=True, exist_ok=True)
@@ -210,6 +214,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
             except BenchError as exc:
                 stage_result = StageResult(name, time.monotonic() - started, {}, error=str(exc))
             result.stages.append(stage_result)
+            result.time.stages[name] = stage_result.seconds
             show.done(stage_result)
             for dev_name, outcome in stage_result.devices.items():
                 if not outcome.ok:
@@ -232,6 +237,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         opts.reports_dir, result.started, [h.to_json() for h in result.health], result.skipped
     )
     result.retention = prune(opts.store, opts.fleet.retention)  # last: tonight's reports are written
+    result.time.total_s = time.monotonic() - night_started
     return result
 
 
@@ -384,10 +390,12 @@ async def replay_session(
 ) -> ReplayResult:
     """Replay one session into `devices` and store the run with the bench host's noise and each device's
     fingerprint."""
-    return await recorded_replay(
+    replay = await recorded_replay(
         devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
         kind=kind, os_of=_flashed_os(result),
     )  # fmt: skip
+    result.time.sessions.append(SessionTime(replay.session_id, kind, replay.recorded_s, replay.phases))
+    return replay
 
 
 async def recorded_replay(

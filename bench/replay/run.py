@@ -30,6 +30,7 @@ from bench.measure.energy import EnergyFigures, energy_figures
 from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 from bench.replay.pacing import Pacer
+from bench.replay.phases import PhaseTimer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s, sampled_at_most
 from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
 from bench.replay.sink import FrameSink, RunSink
@@ -173,6 +174,7 @@ class ReplayRun:
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
+    timer: PhaseTimer = field(default_factory=PhaseTimer)  # where the run's time goes (bench.replay.phases)
     _frames: FrameSink | None = field(default=None, init=False, repr=False)
 
     async def execute(self) -> list[DeviceRun]:
@@ -181,29 +183,38 @@ class ReplayRun:
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
         self._frames = self.store.frame_sink(WRITER_RT_PRIORITY if self.realtime else None)
         live: list[DeviceRun] = []
+        timer = self.timer
         try:
-            await asyncio.gather(*(self._prepare(r, self._open) for r in self.runs))
-            for wave in waves([r for r in self.runs if r.status == "opened"]):
-                await asyncio.gather(*(self._prepare(r, self._begin) for r in wave))
+            with timer.phase("open", _names(self.runs)):
+                await asyncio.gather(*(self._prepare(r, self._open) for r in self.runs))
+            for number, wave in enumerate(waves([r for r in self.runs if r.status == "opened"]), 1):
+                with timer.phase("start", _names(wave), number):
+                    await asyncio.gather(*(self._prepare(r, self._begin) for r in wave))
                 playing = [r for r in wave if r.status == "running"]
                 live += playing
                 if playing:
-                    outcome = await self.replayer.play([r.track for r in playing], self.speed)
-                    self.outcome = self.outcome or outcome
-                    await asyncio.sleep(TAIL_S)
-                await asyncio.gather(*(self._stop(r) for r in playing))
+                    with timer.phase("play", _names(playing), number):
+                        outcome = await self.replayer.play([r.track for r in playing], self.speed)
+                        self.outcome = self.outcome or outcome
+                        await asyncio.sleep(TAIL_S)
+                with timer.phase("stop", _names(playing), number):
+                    await asyncio.gather(*(self._stop(r) for r in playing))
+                stopped = [r for r in playing if r.status == "ok"]
+                with timer.phase("cold starts", _names(stopped), number):
+                    await asyncio.gather(*(self._cold_starts(r) for r in stopped))
         finally:  # also when interrupted: what was collected is measured and stored
-            await asyncio.gather(*(self._close(r) for r in self.runs), return_exceptions=True)
-            self._frames.close()
-            for r in self.runs:
-                if r.status == "opened":  # interrupted before its wave played
-                    r.fail("interrupted before its replay began", FailureClass.INFRASTRUCTURE)
-                    self._store_status(r)
-            for r in live:
-                if r.status == "running":
-                    r.fail(r.detail or "interrupted", FailureClass.INFRASTRUCTURE)
-                    r.end_ns = r.end_ns or time.monotonic_ns()
-                self._measure(r)
+            with timer.phase("measure", _names(live)):
+                await asyncio.gather(*(self._close(r) for r in self.runs), return_exceptions=True)
+                self._frames.close()
+                for r in self.runs:
+                    if r.status == "opened":  # interrupted before its wave played
+                        r.fail("interrupted before its replay began", FailureClass.INFRASTRUCTURE)
+                        self._store_status(r)
+                for r in live:
+                    if r.status == "running":
+                        r.fail(r.detail or "interrupted", FailureClass.INFRASTRUCTURE)
+                        r.end_ns = r.end_ns or time.monotonic_ns()
+                    self._measure(r)
         return self.runs
 
     async def _prepare(self, run: DeviceRun, step: Callable[[DeviceRun], Awaitable[None]]) -> None:
@@ -338,8 +349,6 @@ class ReplayRun:
             lost = _failure(run.collector)
             cls = _failure_class(run.collector) if lost else class_of(exc)
             run.fail(lost or f"stopping: {type(exc).__name__}: {exc}", cls)
-        if run.status == "running":
-            await self._cold_starts(run)
         if run.track is not None and run.track.failed:  # the link stopped taking inputs
             run.fail(f"link lost: {run.track.failed}", FailureClass.INFRASTRUCTURE)
         refused = getattr(session, "refusals", [])
@@ -468,6 +477,10 @@ class ReplayRun:
                 await run.collector
         if run.endpoint is not None:
             await run.endpoint.close()
+
+
+def _names(runs: list[DeviceRun]) -> list[str]:
+    return [r.device.name for r in runs]
 
 
 def _failure_class(task: asyncio.Task | None) -> FailureClass:

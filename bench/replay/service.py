@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +14,7 @@ from bench.agent.endpoint import OpenAgent
 from bench.config.fleet import Device
 from bench.core.outcomes import FailureClass
 from bench.replay.pacing import Pacer
+from bench.replay.phases import Phase
 from bench.replay.plan import build_plan
 from bench.replay.run import DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
@@ -35,6 +36,8 @@ class ReplayResult:
     speed: float | None
     realtime: bool | None  # the pacer ran under a real-time priority (None: nothing was played)
     devices: list[DeviceRun]
+    phases: list[Phase] = field(default_factory=list)  # where the run's time went (bench.replay.phases)
+    recorded_s: float = 0.0  # the session's recorded length
 
     @property
     def status(self) -> str:
@@ -92,12 +95,20 @@ async def replay_fleet(
                 "inputs": len(plan.inputs),
                 "realtime_priority": bool(outcome and outcome.realtime),
                 "devices": {r.device.name: r.status for r in run.runs},
+                "phases": run.timer.to_json(),
             },
         )
     if progress:
         progress(run)
     return ReplayResult(
-        run_id, session.session_id, len(plan.inputs), speed, run.outcome.realtime if run.outcome else None, run.runs
+        run_id,
+        session.session_id,
+        len(plan.inputs),
+        speed,
+        run.outcome.realtime if run.outcome else None,
+        run.runs,
+        run.timer.phases,
+        plan.duration_ns / 1e9,
     )
 
 
