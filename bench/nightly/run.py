@@ -35,7 +35,7 @@ from bench.nightly.timing import NightTime, SessionTime
 from bench.provision.controls import BoardControls
 from bench.recovery.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.replay.agents import deploy, fleet_opener
-from bench.replay.run import DeviceRun
+from bench.replay.run import SPLIT, DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
@@ -64,6 +64,7 @@ class NightlyOptions:
     skip: frozenset[str] = frozenset()
     thresholds: Thresholds | None = None
     fail_acknowledged: bool | None = None  # acknowledged alerts fail the night (None: the thresholds' [alerts])
+    waves: str = SPLIT  # how a replay groups devices into waves (bench.replay.run.waves)
 
 
 @dataclass
@@ -392,7 +393,7 @@ async def replay_session(
     fingerprint."""
     replay = await recorded_replay(
         devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
-        kind=kind, os_of=_flashed_os(result),
+        kind=kind, os_of=_flashed_os(result), waves=opts.waves,
     )  # fmt: skip
     result.time.sessions.append(SessionTime(replay.session_id, kind, replay.recorded_s, replay.phases))
     return replay
@@ -408,6 +409,7 @@ async def recorded_replay(
     bench: str,
     kind: str,
     os_of: dict[str, Any] | None = None,
+    waves: str = SPLIT,
 ) -> ReplayResult:
     """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
     host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""
@@ -416,7 +418,7 @@ async def recorded_replay(
     meter = HostNoiseMeter()
     replay = await replay_fleet(
         devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir),
-        speed=speed, bench=bench, git_rev=rev, kind=kind,
+        speed=speed, bench=bench, git_rev=rev, kind=kind, waves=waves,
     )  # fmt: skip
     noise = meter.stop()
     record_host(store, replay.run_id, noise.to_json())
