@@ -69,8 +69,11 @@ class NightTime:
             table.add_column(name, no_wrap=True, justify="right")
         for run in self.sessions:
             label = run.session if run.kind == "replay" else f"{run.session} ({run.kind})"
-            for own in (p for p in run.phases if p.wave is None and p.name == "open"):
-                table.add_row(label, "-", "open the agents", "", "", "", "", f"{own.seconds:.1f}")
+            slowest = max((p for p in run.phases if p.detail and p.name == "open"), key=lambda p: p.seconds,
+                          default=None)  # fmt: skip
+            for own in (p for p in run.phases if p.wave is None and p.name == "open" and not p.detail):
+                what = f"open (slowest {slowest.devices[0]} {slowest.seconds:.1f})" if slowest else "open the agents"
+                table.add_row(label, "-", what, "", "", "", "", f"{own.seconds:.1f}")
                 label = ""
             for wave, seconds in sorted(wave_seconds(run.phases).items()):
                 mine = [p for p in run.phases if p.wave == wave]
@@ -79,7 +82,7 @@ class NightTime:
                 table.add_row(label, str(wave), " ".join(devices),
                               *(f"{by[n]:.1f}" if n in by else "" for n in WAVE_PHASES), f"{seconds:.1f}")  # fmt: skip
                 label = ""
-            for own in (p for p in run.phases if p.wave is None and p.name == "measure"):
+            for own in (p for p in run.phases if p.wave is None and p.name == "measure" and not p.detail):
                 table.add_row(label, "-", "measure, store", "", "", "", "", f"{own.seconds:.1f}")
         return table
 

@@ -261,10 +261,11 @@ class ReplayRun:
     async def _open(self, run: DeviceRun) -> None:
         """Open the device's agent session and sync clocks; its hello says which clock it is timed on."""
         self.store.add_device(self.run_id, run.device.name, run.device.kind)
-        run.endpoint = await self.open_agent(run.device)
-        session = run.endpoint.session
-        run.recoveries_at_start = len(getattr(session, "recoveries", []))
-        await session.sync_clock(CLOCK_PINGS)
+        with self.timer.phase("open", [run.device.name], detail=True):
+            run.endpoint = await self.open_agent(run.device)
+            session = run.endpoint.session
+            run.recoveries_at_start = len(getattr(session, "recoveries", []))
+            await session.sync_clock(CLOCK_PINGS)
         run.latency_clock = latency_clock(run.device, session.info)
         run.status = "opened"
 

@@ -13,6 +13,8 @@ from bench.replay.phases import Phase, PhaseTimer, wave_seconds
 
 def _session(name: str, recorded: float, kind: str = "replay") -> SessionTime:
     phases = [
+        Phase("open", 2.5, ("orin-1",), detail=True),
+        Phase("open", 0.5, ("web-1",), detail=True),
         Phase("open", 3.0, ("c6-a", "web-1")),
         Phase("start", 1.0, ("c6-a", "web-1"), 1),
         Phase("play", recorded + 0.5, ("c6-a", "web-1"), 1),
@@ -20,6 +22,7 @@ def _session(name: str, recorded: float, kind: str = "replay") -> SessionTime:
         Phase("cold starts", 2.0, ("c6-a",), 1),
         Phase("start", 4.0, ("orin-1",), 2),
         Phase("play", 45.0, ("orin-1",), 2),
+        Phase("stop", 9.0, ("orin-1",), 2, detail=True),
         Phase("measure", 1.5, ("c6-a", "web-1", "orin-1")),
     ]
     return SessionTime(name, kind, recorded, phases)
@@ -71,5 +74,5 @@ def test_the_table_fits_80_columns_and_names_each_wave() -> None:
     console.print(night.table())
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "exploration-0000 (retry)" in text and "orin-1" in text and "open the agents" in text
+    assert "exploration-0000 (retry)" in text and "open (slowest orin-1 2.5)" in text
     assert "measure, store" in text
