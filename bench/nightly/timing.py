@@ -72,11 +72,11 @@ class NightTime:
             slowest = max((p for p in run.phases if p.detail and p.name == "open"), key=lambda p: p.seconds,
                           default=None)  # fmt: skip
             for own in (p for p in run.phases if p.wave is None and p.name == "open" and not p.detail):
-                what = f"open (slowest {slowest.devices[0]} {slowest.seconds:.1f})" if slowest else "open the agents"
+                what = f"open, {slowest.devices[0]} {slowest.seconds:.0f} s" if slowest else "open the agents"
                 table.add_row(label, "-", what, "", "", "", "", f"{own.seconds:.1f}")
                 label = ""
             for wave, seconds in sorted(wave_seconds(run.phases).items()):
-                mine = [p for p in run.phases if p.wave == wave]
+                mine = [p for p in run.phases if p.wave == wave and not p.detail]
                 by = {p.name: p.seconds for p in mine}
                 devices = next((p.devices for p in mine if p.name == "start"), ())
                 table.add_row(label, str(wave), " ".join(devices),

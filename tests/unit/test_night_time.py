@@ -20,8 +20,8 @@ def _session(name: str, recorded: float, kind: str = "replay") -> SessionTime:
         Phase("play", recorded + 0.5, ("c6-a", "web-1"), 1),
         Phase("stop", 0.5, ("c6-a", "web-1"), 1),
         Phase("cold starts", 2.0, ("c6-a",), 1),
-        Phase("start", 4.0, ("orin-1",), 2),
-        Phase("play", 45.0, ("orin-1",), 2),
+        Phase("start", 4.0, ("orin-1", "pi5-1", "switch-1"), 2),
+        Phase("play", 45.0, ("orin-1", "pi5-1", "switch-1"), 2),
         Phase("stop", 9.0, ("orin-1",), 2, detail=True),
         Phase("measure", 1.5, ("c6-a", "web-1", "orin-1")),
     ]
@@ -74,5 +74,5 @@ def test_the_table_fits_80_columns_and_names_each_wave() -> None:
     console.print(night.table())
     text = console.export_text()
     assert max(len(line) for line in text.splitlines()) <= 80
-    assert "exploration-0000 (retry)" in text and "open (slowest orin-1 2.5)" in text
+    assert "exploration-0000 (retry)" in text and "open, orin-1 2 s" in text
     assert "measure, store" in text
