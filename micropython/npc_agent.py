@@ -245,8 +245,16 @@ class FrameLoop:
 class Agent:
     """Protocol dispatch, the frame loop, inputs and models."""
 
-    def __init__(self, link, key, key_error=None, mem_limit=0):
+    def __init__(self, link, key, key_error=None, mem_limit=0, marker_pin=None):
         self.link = link
+        # the inference marker (agent.json `marker_pin`): a GPIO driven high around each frame's inference, whose
+        # high runs a power meter's logic input integrates; its on/off pre-bound, so a frame pays two C calls
+        self.marker_on = self.marker_off = None
+        if marker_pin is not None:
+            from machine import Pin
+
+            pin = Pin(marker_pin, Pin.OUT, value=0)
+            self.marker_on, self.marker_off = pin.on, pin.off
         self.clock = Clock()
         self.models = Models(key, self.clock, self.send, mem_limit, self.remember, self.forget)
         self.warm_up_pending = False
@@ -605,6 +613,8 @@ class Agent:
             self.release(t0)
             self.busy["release"] += self.clock.now() - start
         sched.begin(slot, t0)
+        if self.marker_on is not None:
+            self.marker_on()
         try:
             result, model = self.models.infer(self.features.vector())
             self.last = (result[0], round(result[1], 4))
@@ -612,7 +622,10 @@ class Agent:
         except Exception:  # reported as a fault by Models; the frame records no decision
             version = None
             self.last = (None, None)
-        sched.finish(slot, self.clock.now())
+        t1 = self.clock.now()
+        if self.marker_off is not None:
+            self.marker_off()
+        sched.finish(slot, t1)
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
         self.busy["loop"] += self.clock.now() - start
@@ -753,7 +766,8 @@ def boot_models(agent):
 
 
 def load_config(path):
-    """The board's agent settings (`agent.json`: {"mem_limit": bytes of live heap, 0 for none}); {} if absent."""
+    """The board's agent settings (`agent.json`: {"mem_limit": bytes of live heap, 0 for none, "marker_pin": the
+    inference marker's GPIO, absent for none}); {} if absent."""
     try:
         with open(path) as f:
             config = json.load(f)
@@ -773,7 +787,8 @@ def run(trust_path="trust.key", config_path="agent.json"):
     except (OSError, ValueError) as exc:
         key_error = "no usable trusted key %s: %s (every load will be refused)" % (trust_path, exc)
     config = load_config(config_path)
-    agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)))
+    marker = config.get("marker_pin")
+    agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)), None if marker is None else int(marker))
     for note in boot_models(agent):
         agent.link.write(("%s: %s\n" % (AGENT, note)).encode())
     gc.collect()

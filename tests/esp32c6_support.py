@@ -19,6 +19,7 @@ from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import get_kind
 from bench.core.loop_thread import LoopThread
 from bench.devices.qemu_machine import free_port
+from bench.energy.spec import EnergySpec
 from bench.virtual.esp32c6 import VirtualEsp32c6
 from bench.virtual.esp32c6.counted import qemu_command
 
@@ -30,10 +31,11 @@ FIRMWARE = Path(
 )
 
 
-def c6_device(name: str, mac: str, **settings: object) -> Device:
-    """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`)."""
+def c6_device(name: str, mac: str, energy: EnergySpec | None = None, **settings: object) -> Device:
+    """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`), with the meter `energy`."""
     merged = get_kind("esp32c6").defaults().replace(**settings)
-    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac})
+    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac},
+                  energy=energy)  # fmt: skip
 
 
 @dataclass
@@ -87,9 +89,15 @@ def preflash(state: Path, image: bytes = b"", flash_size: int = 8 * 1024 * 1024)
 
 
 @contextlib.contextmanager
-def virtual_c6(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", **settings: object) -> Iterator[Board]:
-    """Start a virtual ESP32-C6 keeping its flash in `state`; stop it afterwards."""
-    device = c6_device(name, mac, **settings)
+def virtual_c6(
+    state: Path,
+    name: str = "c6-t",
+    mac: str = "60:55:f9:c6:10:01",
+    energy: EnergySpec | None = None,
+    **settings: object,
+) -> Iterator[Board]:
+    """Start a virtual ESP32-C6 keeping its flash in `state` (its PPK2 as `energy` says); stop it afterwards."""
+    device = c6_device(name, mac, energy, **settings)
     loop = LoopThread()
     virtual = VirtualEsp32c6(device, state)
     try:

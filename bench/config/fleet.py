@@ -354,6 +354,15 @@ def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec
     return replace(parse_energy(raw["energy"], where, base_dir), budget_mj=budget)
 
 
+def _check_marker(energy: EnergySpec | None, settings: Any, where: str) -> None:
+    """A meter's logic input must be wired to a GPIO the device drives as its inference marker."""
+    channel = getattr(energy.settings, "logic_channel", None) if energy is not None else None
+    if channel is not None and getattr(settings, "marker_gpio", None) is None:
+        raise ConfigError(f"{where}: field 'energy.logic_channel': D{channel} is wired to no marker",
+                          hint="set the device's marker_gpio: the GPIO its agent drives high around each inference "
+                          "(esp32c6 boards)")  # fmt: skip
+
+
 def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     where = f"{path}: device #{index + 1}"
     if not isinstance(raw, dict):
@@ -413,6 +422,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
     energy = _parse_energy(raw, where, base_dir)
+    _check_marker(energy, settings, where)
     return Device(
         name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
         power=power, energy=energy,
