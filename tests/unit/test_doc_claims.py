@@ -1,7 +1,7 @@
 """Claims of the docs that a test can hold: an unknown device name is a usage error naming the fleet's devices
 (cli.md), the model store's default follows the bench cache (ota.md), a device kind's name is looked up in
-bench/config/kinds.py only, and a frame's inference time, frame time and deviation are each computed in one
-place (architecture.md)."""
+bench/config/kinds.py only, the drivers test `virtual` once, and a frame's inference time, frame time and
+deviation are each computed in one place (architecture.md)."""
 
 from __future__ import annotations
 
@@ -75,3 +75,9 @@ def test_inference_time_frame_time_and_deviation_have_one_home_each():
     assert differences(ast.parse("a = r.t1 - r.t0\nb = t0 - due\nc = t0 - t0[0]\n"), pairs) == [1, 2]
     found = {name: lines for name, tree in _bench_sources().items() if (lines := differences(tree, pairs))}
     assert set(found) == {"bench/agent/frame.py", "bench/measure/frames.py"}, found
+
+
+def test_the_drivers_test_virtual_once_to_refuse_the_default_firmware_on_a_real_board():
+    reads = [f"{name}:{node.lineno}" for name, tree in _bench_sources().items() if name.startswith("bench/devices/")
+             for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "virtual"]  # fmt: skip
+    assert len(reads) == 1 and reads[0].startswith("bench/devices/esp32c6.py:"), reads
