@@ -56,7 +56,6 @@ SPIN_US = 200
 # warm-up passes in the spin (each trains the branch predictors further: decision p50 ~40/34/30 us after 1/2/3),
 # a second or third only while over half the spin remains
 WARM_PASSES = 3
-MAX_HOLD_MS = 60_000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 BACKGROUND = ("update",)  # requests that wait on the network: the link is read on meanwhile (a second gets `busy`)
 MAX_HELD = 65_536  # inputs held at once (`hold` ahead of a loop, or `hold_ms`): ~3.5 min of a 310/s session
 
@@ -369,14 +368,9 @@ class Agent:
             return wire.error("busy", "the frame loop is already running", msg.get("id"))
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
-        fps = npcfeat.whole(msg.get("fps", 60), "fps", 1, npcsched.MAX_HZ)
-        vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, npcsched.MAX_HZ)
-        key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
-        frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
-        sched = npcsched.Scheduler(fps, vsync_hz, key_every)
+        sched, frames, hold_ms = npcsched.from_start(msg)
         origin = now_us() + sched.vsync_us
-        hold_ms = msg.get("hold_ms")
-        self.epoch = None if hold_ms is None else origin + 1000 * npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
+        self.epoch = None if hold_ms is None else origin + 1000 * hold_ms
         if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
             self.counts["held_dropped"] += len(self.held)
             self.held.clear()

@@ -50,7 +50,6 @@ UPDATES = "updates"  # where a transfer lands (outside models/) until it is veri
 # heap's small holes (pieces of 512 landed in the big free block, and a long-lived object after each split it:
 # a model that had loaded no longer found 12 KB in one piece); a line is joined from its pieces
 LINE_PIECE = 64
-MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 # inputs held at once (`hold` ahead of a loop, or `hold_ms`): the bench feeds at most 2 s of session time ahead of
 # the newest frame record, ~620 inputs of `combat` with voice features; each held input is ~150 bytes of heap
 MAX_HELD = 1024
@@ -246,8 +245,16 @@ class FrameLoop:
 class Agent:
     """Protocol dispatch, the frame loop, inputs and models."""
 
-    def __init__(self, link, key, key_error=None, mem_limit=0):
+    def __init__(self, link, key, key_error=None, mem_limit=0, marker_pin=None):
         self.link = link
+        # the inference marker (agent.json `marker_pin`): a GPIO driven high around each frame's inference, whose
+        # high runs a power meter's logic input integrates; its on/off pre-bound, so a frame pays two C calls
+        self.marker_on = self.marker_off = None
+        if marker_pin is not None:
+            from machine import Pin
+
+            pin = Pin(marker_pin, Pin.OUT, value=0)
+            self.marker_on, self.marker_off = pin.on, pin.off
         self.clock = Clock()
         self.models = Models(key, self.clock, self.send, mem_limit, self.remember, self.forget)
         self.warm_up_pending = False
@@ -475,13 +482,8 @@ class Agent:
             return wire.error("busy", "the frame loop is already running", msg.get("id"))
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
-        fps = npcfeat.whole(msg.get("fps", 60), "fps", 1, npcsched.MAX_HZ)
-        vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, npcsched.MAX_HZ)
-        key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, npcsched.MAX_HZ)
-        frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, npcsched.MAX_FRAMES)
-        hold_ms = msg.get("hold_ms")
-        hold_ms = None if hold_ms is None else npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
-        self.loop = FrameLoop(npcsched.Scheduler(fps, vsync_hz, key_every), self.clock, frames)
+        sched, frames, hold_ms = npcsched.from_start(msg)
+        self.loop = FrameLoop(sched, self.clock, frames)
         self.epoch = None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms
         if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
             self.drop_held()
@@ -611,6 +613,8 @@ class Agent:
             self.release(t0)
             self.busy["release"] += self.clock.now() - start
         sched.begin(slot, t0)
+        if self.marker_on is not None:
+            self.marker_on()
         try:
             result, model = self.models.infer(self.features.vector())
             self.last = (result[0], round(result[1], 4))
@@ -618,7 +622,10 @@ class Agent:
         except Exception:  # reported as a fault by Models; the frame records no decision
             version = None
             self.last = (None, None)
-        sched.finish(slot, self.clock.now())
+        t1 = self.clock.now()
+        if self.marker_off is not None:
+            self.marker_off()
+        sched.finish(slot, t1)
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
         self.busy["loop"] += self.clock.now() - start
@@ -759,7 +766,8 @@ def boot_models(agent):
 
 
 def load_config(path):
-    """The board's agent settings (`agent.json`: {"mem_limit": bytes of live heap, 0 for none}); {} if absent."""
+    """The board's agent settings (`agent.json`: {"mem_limit": bytes of live heap, 0 for none, "marker_pin": the
+    inference marker's GPIO, absent for none}); {} if absent."""
     try:
         with open(path) as f:
             config = json.load(f)
@@ -779,7 +787,8 @@ def run(trust_path="trust.key", config_path="agent.json"):
     except (OSError, ValueError) as exc:
         key_error = "no usable trusted key %s: %s (every load will be refused)" % (trust_path, exc)
     config = load_config(config_path)
-    agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)))
+    marker = config.get("marker_pin")
+    agent = Agent(Link(), key, key_error, int(config.get("mem_limit", 0)), None if marker is None else int(marker))
     for note in boot_models(agent):
         agent.link.write(("%s: %s\n" % (AGENT, note)).encode())
     gc.collect()

@@ -15,11 +15,14 @@ Rules:
   misses the display frame it was due for).
 """
 
+import npcfeat
+
 DEBOUNCE_US = 8000
 PUSH_US = 16000
 MAX_QUEUE = 2
 MAX_HZ = 1000  # frame and vsync rates above this are a sender's bug (a frame period under 1 ms)
 MAX_FRAMES = 1000000000
+MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
 
 
 class Slot:
@@ -103,6 +106,18 @@ class Scheduler:
         """Forget a pending slot without running it (the loop stopped)."""
         if slot in self.pending:
             self.pending.remove(slot)
+
+
+def from_start(msg):
+    """What a `start` message (protocol.md) asks of the frame loop: its Scheduler, how many frames (0: until
+    `stop`) and hold_ms (None: no inputs held for it); ValueError naming a field out of range."""
+    fps = npcfeat.whole(msg.get("fps", 60), "fps", 1, MAX_HZ)
+    vsync_hz = npcfeat.whole(msg.get("vsync_hz", fps), "vsync_hz", 1, MAX_HZ)
+    key_every = npcfeat.whole(msg.get("key_every", 1), "key_every", 1, MAX_HZ)
+    frames = npcfeat.whole(msg.get("frames", 0), "frames", 0, MAX_FRAMES)
+    hold_ms = msg.get("hold_ms")
+    hold_ms = None if hold_ms is None else npcfeat.whole(hold_ms, "hold_ms", 0, MAX_HOLD_MS)
+    return Scheduler(fps, vsync_hz, key_every), frames, hold_ms
 
 
 class VsyncClock:

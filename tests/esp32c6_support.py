@@ -6,15 +6,22 @@ import contextlib
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from mpremote.transport_serial import SerialTransport
 
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import get_kind
 from bench.core.loop_thread import LoopThread
+from bench.devices.qemu_machine import free_port
+from bench.energy.spec import EnergySpec
 from bench.virtual.esp32c6 import VirtualEsp32c6
+from bench.virtual.esp32c6.counted import qemu_command
 
 REPO = Path(__file__).resolve().parent.parent
 # the image the tests flash: the committed one (the unix-port VM), or HILBENCH_TEST_C6_FIRMWARE, e.g. the counted
@@ -24,10 +31,11 @@ FIRMWARE = Path(
 )
 
 
-def c6_device(name: str, mac: str, **settings: object) -> Device:
-    """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`)."""
+def c6_device(name: str, mac: str, energy: EnergySpec | None = None, **settings: object) -> Device:
+    """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`), with the meter `energy`."""
     merged = get_kind("esp32c6").defaults().replace(**settings)
-    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac})
+    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac},
+                  energy=energy)  # fmt: skip
 
 
 @dataclass
@@ -81,9 +89,15 @@ def preflash(state: Path, image: bytes = b"", flash_size: int = 8 * 1024 * 1024)
 
 
 @contextlib.contextmanager
-def virtual_c6(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", **settings: object) -> Iterator[Board]:
-    """Start a virtual ESP32-C6 keeping its flash in `state`; stop it afterwards."""
-    device = c6_device(name, mac, **settings)
+def virtual_c6(
+    state: Path,
+    name: str = "c6-t",
+    mac: str = "60:55:f9:c6:10:01",
+    energy: EnergySpec | None = None,
+    **settings: object,
+) -> Iterator[Board]:
+    """Start a virtual ESP32-C6 keeping its flash in `state` (its PPK2 as `energy` says); stop it afterwards."""
+    device = c6_device(name, mac, energy, **settings)
     loop = LoopThread()
     virtual = VirtualEsp32c6(device, state)
     try:
@@ -109,6 +123,49 @@ def run_on(board: Board, code: str, port: str = "socket", timeout_s: float = 60)
     ran = mpremote("connect", board.urls[port], "exec", code, timeout_s=timeout_s)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return ran.stdout
+
+
+def uart_socket(port: int) -> tuple[str, ...]:
+    """QEMU options putting the guest's UART on a loopback TCP socket at `port` (a serial tool connects later)."""
+    return ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
+
+
+@contextlib.contextmanager
+def counted_repl(elf: Path, pass_fds: tuple[int, ...] = (), **qemu: Any) -> Iterator[SerialTransport]:
+    """The counted firmware `elf` in qemu-system-riscv32 (qemu_command with `qemu`) with its UART on a loopback
+    socket, opened by mpremote's serial transport and in the raw REPL; QEMU is stopped afterwards."""
+    port = free_port()
+    proc = subprocess.Popen(qemu_command(elf, serial=uart_socket(port), **qemu), pass_fds=pass_fds)
+    transport = None
+    try:
+        deadline = time.monotonic() + 20
+        while transport is None:
+            try:
+                transport = SerialTransport(f"socket://127.0.0.1:{port}", baudrate=115200)
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        transport.enter_raw_repl(soft_reset=False)
+        yield transport
+    finally:
+        if transport is not None:
+            transport.close()
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def run_on_fresh_board(image: bytes, files: Sequence[Path], code: str) -> subprocess.CompletedProcess[str]:
+    """`code` run with the real mpremote on a new virtual ESP32-C6 with `image` preflashed, once `files` are
+    copied to its filesystem's root (RuntimeError naming a file that could not be copied)."""
+    with tempfile.TemporaryDirectory() as tmp, virtual_c6(preflash(Path(tmp), image)) as board:
+        board.wait_mode("app", timeout_s=60)
+        port = board.urls["socket"]
+        for path in files:
+            copied = mpremote("connect", port, "fs", "cp", str(path), ":" + path.name, timeout_s=300)
+            if copied.returncode != 0:
+                raise RuntimeError(f"mpremote cp {path.name}: {copied.stderr.strip()[-300:]}")
+        return mpremote("connect", port, "exec", code, timeout_s=900)
 
 
 def esptool(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:

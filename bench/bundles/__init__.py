@@ -156,8 +156,9 @@ def micropython_bundle(
     pubkey_path: Path | None = None,
 ) -> list[tuple[Path, str]]:
     """The board folder of the micropython/ agent for `device`: its modules and the portable ones at the
-    top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`), the device's model as
-    .npcm in `models/`, and `models/deployed.json` (path + signed manifest) so the agent boots with it.
+    top level, `trust.key`, `agent.json` (memory limit from `memory_limit_kb`, the inference marker's pin from
+    `marker_gpio`), the device's model as .npcm in `models/`, and `models/deployed.json` (path + signed manifest)
+    so the agent boots with it.
     Generated files are written to `out_dir`. The keys default to the device's configured ones (bench.bundles.trust)."""
     key_path = key_path or trust.signing_key(device)
     pubkey_path = pubkey_path or trust.trusted_key(device)
@@ -179,7 +180,10 @@ def micropython_bundle(
     trust_file = out_dir / "trust.key"
     trust_file.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
     config = out_dir / "agent.json"
-    config.write_text(json.dumps({"mem_limit": int(device.settings.memory_limit_kb) * 1024}) + "\n")
+    settings = {"mem_limit": int(device.settings.memory_limit_kb) * 1024}
+    if getattr(device.settings, "marker_gpio", None) is not None:
+        settings["marker_pin"] = device.settings.marker_gpio
+    config.write_text(json.dumps(settings) + "\n")
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust_file, "trust.key")]
     files.append((config, "agent.json"))

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bench.config.kinds import KINDS, Kind, Settings, get_kind
+from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Kind, Settings, get_kind
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
 from bench.core.fields import resolve_path, settings_from, typed
@@ -166,11 +166,12 @@ def find_fleet(given: str | Path | None) -> tuple[Path, str]:
 
 
 def one_board_fleet(port: str, kind: str = "esp32c6") -> Fleet:
-    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. A /dev/ttyACM* port
-    of an ESP32-C6 is its own USB-Serial-JTAG peripheral (a CDC-ACM device); other ports are a UART bridge."""
+    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. On a kind with a USB
+    personality (the ESP32-C6's `usb` setting), a /dev/ttyACM* port is the chip's own USB-Serial-JTAG peripheral
+    (a CDC-ACM device); other ports are a UART bridge."""
     entry: dict[str, Any] = {"name": "board", "kind": kind, "port": port}
-    if kind == "esp32c6" and "ttyACM" in port:
-        entry["usb"] = "usb-serial-jtag"
+    if "usb" in get_kind(kind).setting_types() and "ttyACM" in port:
+        entry["usb"] = USB_SERIAL_JTAG
     return parse_fleet({"device": [entry]}, Path(f"--port {port}"))  # what titles say the fleet is
 
 
@@ -354,6 +355,15 @@ def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec
     return replace(parse_energy(raw["energy"], where, base_dir), budget_mj=budget)
 
 
+def _check_marker(energy: EnergySpec | None, settings: Any, where: str) -> None:
+    """A meter's logic input must be wired to a GPIO the device drives as its inference marker."""
+    channel = getattr(energy.settings, "logic_channel", None) if energy is not None else None
+    if channel is not None and getattr(settings, "marker_gpio", None) is None:
+        raise ConfigError(f"{where}: field 'energy.logic_channel': D{channel} is wired to no marker",
+                          hint="set the device's marker_gpio: the GPIO its agent drives high around each inference "
+                          "(esp32c6 boards)")  # fmt: skip
+
+
 def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     where = f"{path}: device #{index + 1}"
     if not isinstance(raw, dict):
@@ -413,6 +423,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
     energy = _parse_energy(raw, where, base_dir)
+    _check_marker(energy, settings, where)
     return Device(
         name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
         power=power, energy=energy,

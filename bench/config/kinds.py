@@ -19,6 +19,7 @@ from typing import Any, Literal
 from bench.core.errors import ConfigError
 from bench.core.fields import (
     Declared,
+    SettingError,
     chosen,
     file_path,
     matching,
@@ -72,6 +73,10 @@ class Settings(Declared):
 UART_BRIDGE, USB_SERIAL_JTAG = "uart-bridge", "usb-serial-jtag"
 UsbPersonality = Literal["uart-bridge", "usb-serial-jtag"]
 USB_PERSONALITIES: tuple[str, ...] = typing.get_args(UsbPersonality)
+# ESP32-C6 GPIOs a marker must not drive (ESP32-C6 datasheet, "Pin Overview")
+RESERVED_GPIOS = {12: "USB D- (the USB-Serial-JTAG port)", 13: "USB D+ (the USB-Serial-JTAG port)",
+                  16: "U0TXD (the console UART)", 17: "U0RXD (the console UART)",
+                  **{n: "an in-package flash pin (SPI)" for n in range(24, 31)}}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,13 @@ class Esp32c6Settings(Settings):
     # image flashed at 0x0: "" = firmware/esp32c6/virtual-micropython.bin (the unix-port VM on a virtual board);
     # "counted" = the bench's counted MicroPython firmware, built from its pinned source (docs/esp32c6.md)
     firmware: str = file_path(keywords=(COUNTED,))
+    # the GPIO the agent drives high around each frame's inference (docs/lab-control.md, "The inference marker"); a PPK2
+    # logic input wired to it is the meter's `logic_channel`. None: the agent drives no pin
+    marker_gpio: int | None = ranged(None, 0, 30)
+
+    def check(self) -> None:
+        if self.marker_gpio is not None and self.marker_gpio in RESERVED_GPIOS:
+            raise SettingError("marker_gpio", f"GPIO{self.marker_gpio} is {RESERVED_GPIOS[self.marker_gpio]}")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """A Nordic Power Profiler Kit II (real or the virtual ESP32-C6's), read through ppk2-api in a child process
-(`bench.energy.ppk2_reader`): power = the current it measures x the voltage it sources."""
+(`bench.energy.ppk2_reader`): power = the current it measures x the voltage it sources. With a `logic_channel`
+(the logic input wired to the device's inference marker) each sample also carries that input's level, and the
+reader's bins end at its edges."""
 
 from __future__ import annotations
 
@@ -28,7 +30,14 @@ class Ppk2Meter(Meter[Ppk2Settings]):
 
     @property
     def name(self) -> str:
-        return f"PPK2 at {self.settings.port} ({self.settings.mode} meter, {self.settings.voltage_mv} mV)"
+        s = self.settings
+        modelled = f"; {self.spec.modelled}" if self.spec.modelled else ""
+        return f"PPK2 at {s.port} ({s.mode} meter, {s.voltage_mv} mV{modelled})"
+
+    @property
+    def marker(self) -> str | None:
+        channel = self.settings.logic_channel
+        return None if channel is None else f"PPK2 D{channel}"
 
     async def open(self) -> None:
         """Start the reader; MeterError when no PPK2 answers on the port."""
@@ -37,6 +46,8 @@ class Ppk2Meter(Meter[Ppk2Settings]):
             raise MeterError(f"device {self.device!r}: field 'energy.port': missing", hint="the PPK2's serial port")
         argv = [sys.executable, "-m", "bench.energy.ppk2_reader", "--port", s.port, "--voltage-mv",
                 str(s.voltage_mv), "--mode", s.mode, "--bin-us", str(s.bin_us)]  # fmt: skip
+        if s.logic_channel is not None:
+            argv += ["--logic-channel", str(s.logic_channel)]
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 (the reader's stderr, kept until close())
         self._proc = await asyncio.create_subprocess_exec(*tied(argv), stdout=asyncio.subprocess.PIPE, stderr=self._log)
         assert self._proc.stdout is not None
@@ -55,11 +66,12 @@ class Ppk2Meter(Meter[Ppk2Settings]):
                              hint="is the PPK2 plugged in, and the port right?")  # fmt: skip
 
     def _take(self, line: bytes) -> None:
-        """One `@ END_NS DT_NS CURRENT_UA` line of the reader (its other lines are ppk2-api's remarks)."""
+        """One `@ END_NS DT_NS CURRENT_UA [LEVEL]` line of the reader (its other lines are ppk2-api's remarks)."""
         parts = line.split()
-        if len(parts) == 4 and parts[0] == b"@":
+        if len(parts) in (4, 5) and parts[0] == b"@":
             mw = float(parts[3]) * self.settings.voltage_mv / 1e6
-            self.samples.append(PowerSample(int(parts[1]), int(parts[2]), mw))
+            level = int(parts[4]) if len(parts) == 5 else None
+            self.samples.append(PowerSample(int(parts[1]), int(parts[2]), mw, level))
 
     async def run(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None

@@ -1,6 +1,7 @@
 """Read a Nordic PPK2 through ppk2-api in a process of its own, and print its samples averaged into bins.
 
-    python -m bench.energy.ppk2_reader --port /dev/ttyACM3 --voltage-mv 3300 --mode source --bin-us 1000
+    python -m bench.energy.ppk2_reader --port /dev/ttyACM3 --voltage-mv 3300 --mode source --bin-us 1000 \
+        [--logic-channel 0]
 
 ppk2-api decodes each of the PPK2's 100 000 samples a second in Python; in the bench's own process that work
 would hold the interpreter lock against the replayer's timing, so it runs here. The first line is JSON
@@ -8,6 +9,9 @@ would hold the interpreter lock against the replayer's timing, so it runs here. 
 its own remarks to stdout too; those lines have no `@`), END_NS on the
 bench clock (CLOCK_MONOTONIC, shared by every process of the host). The PPK2 samples on its own crystal, so
 sample k is placed at t_first + k x 10 us, t_first taken from when the first samples arrived.
+
+With `--logic-channel N` a bin also ends at every edge of the logic input DN, and each line ends with that input's
+level over the bin (`@ END_NS DT_NS CURRENT_UA LEVEL`): the bins of a high run are exactly its samples.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import json
 import signal
 import sys
 import time
+from itertools import groupby
 
 SAMPLE_NS = 10_000  # 100 kS/s
 POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
@@ -34,6 +39,32 @@ def quiet(ppk) -> None:
         ppk.ser.reset_input_buffer()
 
 
+class Bins:
+    """Samples averaged into bins of `per_bin`; given the logic levels, a bin also ends where the level changes."""
+
+    def __init__(self, per_bin: int) -> None:
+        self.per_bin = per_bin
+        self._values: list[float] = []  # the open bin's samples
+        self._level: int | None = None  # and their level
+
+    def add(self, values: list[float], levels: list[int] | None) -> list[tuple[int, float, int | None]]:
+        """(samples, mean, level) of each bin that `values` (with their `levels`, or None) complete."""
+        out = []
+        runs = [(None, len(values))] if levels is None else [(k, sum(1 for _ in g)) for k, g in groupby(levels)]
+        start = 0
+        for level, count in runs:
+            if self._values and level != self._level:  # an edge: the open bin ends at it
+                out.append((len(self._values), sum(self._values) / len(self._values), self._level))
+                self._values = []
+            self._level = level
+            self._values += values[start : start + count]
+            start += count
+            while len(self._values) >= self.per_bin:
+                chunk, self._values = self._values[: self.per_bin], self._values[self.per_bin :]
+                out.append((self.per_bin, sum(chunk) / self.per_bin, level))
+        return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Open, configure and stream the PPK2 until SIGTERM."""
     parser = argparse.ArgumentParser(prog="python -m bench.energy.ppk2_reader", description=__doc__)
@@ -41,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--voltage-mv", type=int, default=3300)
     parser.add_argument("--mode", choices=("source", "ampere"), default="source")
     parser.add_argument("--bin-us", type=int, default=1000)
+    parser.add_argument("--logic-channel", type=int, choices=range(8), help="end bins at this logic input's edges")
     args = parser.parse_args(argv)
     from ppk2_api.ppk2_api import PPK2_API
 
@@ -67,25 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"ok": True, "hw": ppk.modifiers.get("HW")}), flush=True)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    per_bin = max(1, args.bin_us * 1000 // SAMPLE_NS)
+    bins = Bins(max(1, args.bin_us * 1000 // SAMPLE_NS))
+    channel = args.logic_channel
     ppk.start_measuring()
     first_ns: int | None = None
     index = 0
-    pending: list[float] = []
     while not stop:
         data = ppk.get_data()
         if not data:
             time.sleep(POLL_S)
             continue
-        samples, _logic = ppk.get_samples(data)
+        samples, logic = ppk.get_samples(data)
         if first_ns is None:
             first_ns = time.monotonic_ns() - len(samples) * SAMPLE_NS
-        pending += samples
         lines = []
-        while len(pending) >= per_bin:
-            chunk, pending = pending[:per_bin], pending[per_bin:]
-            index += per_bin
-            lines.append(f"@ {first_ns + index * SAMPLE_NS} {per_bin * SAMPLE_NS} {sum(chunk) / per_bin:.3f}")
+        for count, mean, level in bins.add(samples, None if channel is None else [b >> channel & 1 for b in logic]):
+            index += count
+            lines.append(f"@ {first_ns + index * SAMPLE_NS} {count * SAMPLE_NS} {mean:.3f}"
+                         + ("" if level is None else f" {level}"))  # fmt: skip
         if lines:
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()

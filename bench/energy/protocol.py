@@ -28,11 +28,13 @@ class MeterError(BenchError):
 
 @dataclass(frozen=True)
 class PowerSample:
-    """Mean power (mW) over the `dt_ns` before `t_ns` (bench clock)."""
+    """Mean power (mW) over the `dt_ns` before `t_ns` (bench clock), and the level of the meter's logic input wired
+    to the device's inference marker over that time (None: the meter reads no marker)."""
 
     t_ns: int
     dt_ns: int
     power_mw: float
+    marker: int | None = None
 
     def as_row(self) -> tuple[int, int, float]:
         """(t_ns, dt_ns, power_mw), as stored."""
@@ -56,6 +58,11 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
     def name(self) -> str:
         """The meter as the report names it (driver and where it is)."""
         return self.spec.driver
+
+    @property
+    def marker(self) -> str | None:
+        """The input that reads the device's inference marker (e.g. "PPK2 D0"), None when the meter reads none."""
+        return None
 
     async def start(self) -> None:
         """Begin sampling in the background (MeterError when the meter cannot be reached)."""

@@ -5,6 +5,7 @@ range or form); `parse_energy` makes it from the table (errors name the fleet fi
 The meters themselves are `bench.energy`'s backends.
 
     energy = { driver = "ppk2", port = "/dev/ttyACM3", voltage_mv = 3300 }          # Nordic PPK2 (source meter)
+    energy = { driver = "ppk2", port = "/dev/ttyACM3", logic_channel = 0 }          # D0 wired to the marker_gpio
     energy = { driver = "joulescope", device = "u/js220/002417" }                  # Joulescope JS110 / JS220
     energy = { driver = "tegrastats", interval_ms = 100, rail = "VDD_IN" }         # a Jetson's INA3221 rails
     energy = { driver = "pmic" }                                                   # a Pi 5's PMIC ADCs
@@ -26,12 +27,15 @@ PERIOD_MS = (1, 3_600_000)  # a meter's reading period: 1 ms to an hour
 @dataclass(frozen=True)
 class Ppk2Settings(Declared):
     """A Nordic Power Profiler Kit II: its serial port (a virtual board's is filled in when it starts), the
-    supply it sources (source meter) or the supply it expects (ampere meter), in mV."""
+    supply it sources (source meter) or the supply it expects (ampere meter), in mV, and the logic input (D0-D7)
+    wired to the device's `marker_gpio`, whose high runs are the decisions (docs/lab-control.md, "The inference
+    marker")."""
 
     port: str | None = None
     voltage_mv: int = ranged(3300, 800, 5000)  # what the PPK2 can source
     mode: Literal["source", "ampere"] = "source"
     bin_us: int = ranged(1000, 10, 1_000_000)  # samples (100 kS/s) are averaged into bins this long
+    logic_channel: int | None = ranged(None, 0, 7)  # D<n>; a bin also ends at each of its edges
 
 
 @dataclass(frozen=True)
@@ -95,10 +99,13 @@ class EnergySpec:
     settings: Settings
     base_dir: Path = Path(".")  # the fleet file's folder
     budget_mj: float | None = None  # the device's `energy_budget_mj`: the most one decision may take
+    modelled: str = ""  # a virtual meter: what its figures are modelled from (the report says so beside them)
 
-    def with_port(self, port: str) -> EnergySpec:
-        """A copy whose meter is on `port` (a virtual meter's pty, known once its board runs)."""
-        return dataclasses.replace(self, settings=dataclasses.replace(self.settings, port=port))  # type: ignore[arg-type]
+    def with_port(self, port: str, modelled: str = "") -> EnergySpec:
+        """A copy whose meter is on `port` (a virtual meter's pty, known once its board runs), modelled as
+        `modelled` says."""
+        settings = dataclasses.replace(self.settings, port=port)  # type: ignore[arg-type]
+        return dataclasses.replace(self, settings=settings, modelled=modelled)
 
 
 def parse_energy(raw: object, where: str, base_dir: Path) -> EnergySpec:

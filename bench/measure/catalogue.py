@@ -47,20 +47,23 @@ def _distribution(hist: str, unit: str, clock: str, title: str, rule: str, p50: 
 
 
 ENERGY_RULE = (
-    f"meter energy over each inference window t0..t1 mapped to the bench clock (or attributed from the"
-    f" span around it, bench/measure/energy.py); n/a when {SLOW_RULE}"
+    f"meter energy over each high run of the inference marker on the meter's logic input, else over each inference"
+    f" window t0..t1 mapped to the bench clock (or attributed from the span around it, bench/measure/energy.py);"
+    f" n/a when {SLOW_RULE}"
 )
 # the figures a power meter gives (a device without an `energy` table in its fleet entry has none of them)
 _METERED = [
     Metric("energy_per_decision_p50", "mJ", BENCH, "energy per decision P50 (mJ/decision)", ENERGY_RULE),
     Metric("energy_per_decision_p99", "mJ", BENCH, "energy per decision P99", ENERGY_RULE),
     Metric("energy_per_decision_mean", "mJ", BENCH, "energy per decision (mean)", ENERGY_RULE),
-    Metric("power_inferring", "mW", BENCH, "mean power while inferring", "meter energy in t0..t1 / time in t0..t1"),
-    Metric("power_idle", "mW", BENCH, "mean power while idle", "meter energy outside t0..t1 / time outside"),
+    Metric("power_inferring", "mW", BENCH, "mean power while inferring",
+           "meter energy in the decisions' windows / their time"),
+    Metric("power_idle", "mW", BENCH, "mean power while idle",
+           "meter energy outside the decisions' windows / time outside"),
     Metric("energy_session", "mJ", BENCH, "energy per session", "meter energy over the measured run"),
     Metric("power_mean", "mW", BENCH, "mean power", "meter energy over the measured run / its length"),
     Metric("energy_budget_exceeded", "count", BENCH, "decisions over the energy budget",
-           "decisions whose t0..t1 energy exceeded the device's energy_budget_mj"),
+           "decisions whose energy exceeded the device's energy_budget_mj"),
 ]  # fmt: skip
 _ENTRIES = [
     *_distribution("decision_latency", "us", BENCH, "decision latency",

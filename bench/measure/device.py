@@ -166,6 +166,8 @@ def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | N
     """The energy measurements of `fig`, each naming its meter (None with the meter's flags where it cannot
     resolve a decision)."""
     meter = f"meter: {fig.meter}, one sample per {fig.period_s * 1000:g} ms"
+    if fig.marker is not None and fig.per_decision_mj:
+        meter += f"; marker: {fig.marker}"
     n, flags = fig.decisions, fig.flags
     for name, value in (("energy_per_decision_p50", fig.p50_mj), ("energy_per_decision_p99", fig.p99_mj),
                         ("energy_per_decision_mean", fig.mean_mj)):  # fmt: skip

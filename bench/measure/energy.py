@@ -1,12 +1,19 @@
-"""Energy per decision from power-meter samples and the frames' inference windows, on the bench clock.
+"""Energy per decision from power-meter samples and the decisions' windows.
 
-A meter sample is the mean power over the `dt_ns` before `t_ns` (bench clock). Its energy is spread evenly over
-that interval, so the energy between any two bench times is the difference of the cumulative energy, linearly
-interpolated. Each inference frame's window t0..t1 (device clock, mapped through the device's offset/drift
-mapping) is integrated: energy per decision (its P50 and P99), mean power while inferring, and while idle (the
-rest of the measured span). Energy per session is the whole measured span.
+A meter sample is the mean power over the `dt_ns` before `t_ns` (the meter's timeline). Its energy is spread evenly
+over that interval, so the energy between any two times is the difference of the cumulative energy, linearly
+interpolated. Each decision's window is integrated: energy per decision (its P50 and P99), mean power while
+inferring, and while idle (the rest of the measured span). Energy per session is the whole measured span.
 
-How fine the meter is decides the method, and the flags say which was used:
+Where the windows come from:
+- the inference marker (flag `marker`): the device drives a GPIO high around each inference, wired to one of the
+  meter's logic inputs (a PPK2's D0-D7), and the meter's samples carry that input's level with bins ending at its
+  edges. Each high run that starts and ends inside the samples is one decision's window, on the meter's own
+  timeline: no clock mapping, as a lab measures energy per inference with a PPK2;
+- otherwise each inference frame's window t0..t1 (device clock), mapped to the bench clock through the device's
+  offset/drift mapping.
+
+For frame windows, how fine the meter is decides the method, and the flags say which was used:
 - samples at most a quarter of the median inference window: each window is integrated directly;
 - samples at most a quarter of the median decision period (window to window): `attributed` -- each decision
   gets the span from the midpoint of the idle gap before it to the midpoint of the gap after it; the idle power
@@ -33,15 +40,18 @@ from bench.measure.samples import too_few_flags
 SAMPLES_PER_WINDOW = 4  # a meter resolves decisions when its sample is at most a quarter of the median window
 TOO_SLOW = "meter_too_slow_for_decisions"
 ATTRIBUTED = "attributed"  # per-decision energy from spans around each window and a fitted idle power
+MARKER = "marker"  # the windows are the high runs of the meter's logic input wired to the inference marker
 SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median decision period"
 
 
 class PowerLike(Protocol):
-    """A meter sample: mean power (mW) over the `dt_ns` before `t_ns` (bench clock)."""
+    """A meter sample: mean power (mW) over the `dt_ns` before `t_ns`, and the inference marker's level over it
+    (None when the meter reads no marker)."""
 
     t_ns: int
     dt_ns: int
     power_mw: float
+    marker: int | None
 
 
 @dataclass(frozen=True)
@@ -61,7 +71,8 @@ class EnergyFigures:
     mean_mw: float | None = None
     span_s: float = 0.0
     flags: tuple[str, ...] = ()
-    windows_ns: list[tuple[int, int]] = field(default_factory=list)  # bench-clock inference windows
+    windows_ns: list[tuple[int, int]] = field(default_factory=list)  # the decisions' windows (the samples' timeline)
+    marker: str | None = None  # the meter input the windows came from (e.g. "PPK2 D0"), None for frame windows
 
 
 class Integrator:
@@ -92,38 +103,83 @@ class Integrator:
 
 
 def energy_figures(
-    samples: Sequence[PowerLike], frames: Sequence[Frame], clock: DeviceClock, meter: str, period_s: float
+    samples: Sequence[PowerLike],
+    frames: Sequence[Frame],
+    clock: DeviceClock,
+    meter: str,
+    period_s: float,
+    marker: str | None = None,
 ) -> EnergyFigures:
-    """Integrate `samples` over the inference windows of `frames` (device clock, mapped by `clock`)."""
+    """Integrate `samples` over each decision's window: the high runs of the inference marker when the meter reads
+    one (`marker` names its input) and its samples hold any, else the inference windows of `frames` (device clock,
+    mapped by `clock`)."""
     if not samples:
         return EnergyFigures(meter, period_s, 0, flags=("no_meter_samples",))
     whole = Integrator(samples)
     span_ns = whole.end_ns - whole.start_ns
     session = whole.energy_mj(whole.start_ns, whole.end_ns)
     mean_mw = session / (span_ns / 1e9) if span_ns > 0 else None
+    base = dict(meter=meter, period_s=period_s, session_mj=session, mean_mw=mean_mw, span_s=span_ns / 1e9)
+    marked = marker_windows(samples) if marker is not None else []
+    if marked:
+        return _integrated(marked, whole, (MARKER,), marker=marker, **base)  # type: ignore[arg-type]
     windows = [
         (clock.to_bench_ns(r.t0), clock.to_bench_ns(r.t1))
         for r in frames
         if r.ran and r.t0 is not None and r.t1 is not None and r.t1 >= r.t0
     ]
-    windows = [(a, b) for a, b in windows if whole.covers(a, b)]
-    base = dict(meter=meter, period_s=period_s, session_mj=session, mean_mw=mean_mw, span_s=span_ns / 1e9)
+    windows = sorted((a, b) for a, b in windows if whole.covers(a, b))
+    silent = ("no_marker_windows",) if marker is not None else ()  # the meter reads a marker that never went high
     if not windows:
-        return EnergyFigures(decisions=0, flags=("no_measured_decisions",), **base)  # type: ignore[arg-type]
-    windows.sort()
+        return EnergyFigures(decisions=0, flags=("no_measured_decisions", *silent), **base)  # type: ignore[arg-type]
     sample_ns = period_s * 1e9 * SAMPLES_PER_WINDOW
-    method: tuple[str, ...] = ()
     if sample_ns <= statistics.median(b - a for a, b in windows):
-        each = [whole.energy_mj(a, b) for a, b in windows]
-        busy_ns = sum(b - a for a, b in windows)
-        idle_mw = (session - sum(each)) / ((span_ns - busy_ns) / 1e9) if span_ns > busy_ns else None
-    else:
-        spans = _spans(windows, whole)
-        if len(spans) < 3 or sample_ns > statistics.median(hi - lo for lo, hi, _w in spans):
-            return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW,), windows_ns=windows, **base)  # type: ignore[arg-type]
-        each, idle_mw = _attributed(spans, whole)
-        busy_ns = sum(w for _lo, _hi, w in spans)
-        method = (ATTRIBUTED,)
+        return _integrated(windows, whole, silent, **base)  # type: ignore[arg-type]
+    spans = _spans(windows, whole)
+    if len(spans) < 3 or sample_ns > statistics.median(hi - lo for lo, hi, _w in spans):
+        return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW, *silent), windows_ns=windows, **base)  # type: ignore[arg-type]
+    each, idle_mw = _attributed(spans, whole)
+    busy_ns = sum(w for _lo, _hi, w in spans)
+    return _figures(each, busy_ns, idle_mw, (ATTRIBUTED, *silent), windows, **base)  # type: ignore[arg-type]
+
+
+def marker_windows(samples: Sequence[PowerLike]) -> list[tuple[int, int]]:
+    """(start, end) of each run of samples whose marker is high, on the samples' timeline; a run touching the first
+    or last sample may be cut short, so it is left out."""
+    ordered = sorted(samples, key=lambda s: s.t_ns)
+    out = []
+    start: int | None = None
+    for i, s in enumerate(ordered):
+        if s.marker and start is None:
+            start = i
+        elif not s.marker and start is not None:
+            if start > 0:
+                out.append((ordered[start].t_ns - ordered[start].dt_ns, ordered[i - 1].t_ns))
+            start = None
+    return out
+
+
+def _integrated(
+    windows: list[tuple[int, int]], whole: Integrator, flags: tuple[str, ...], **base: object
+) -> EnergyFigures:
+    """Each window integrated directly; idle power from the rest of the span."""
+    each = [whole.energy_mj(a, b) for a, b in windows]
+    busy_ns = sum(b - a for a, b in windows)
+    span_ns = whole.end_ns - whole.start_ns
+    session = float(base["session_mj"])  # type: ignore[arg-type]
+    idle_mw = (session - sum(each)) / ((span_ns - busy_ns) / 1e9) if span_ns > busy_ns else None
+    return _figures(each, busy_ns, idle_mw, flags, windows, **base)
+
+
+def _figures(
+    each: list[float],
+    busy_ns: float,
+    idle_mw: float | None,
+    flags: tuple[str, ...],
+    windows: list[tuple[int, int]],
+    **base: object,
+) -> EnergyFigures:
+    """The figures of the decisions' energies `each` (mJ) over `busy_ns` of windows."""
     arr = np.array(each)
     return EnergyFigures(
         decisions=len(each),
@@ -133,7 +189,7 @@ def energy_figures(
         mean_mj=float(arr.mean()),
         inferring_mw=sum(each) / (busy_ns / 1e9) if busy_ns > 0 else None,
         idle_mw=idle_mw,
-        flags=method + too_few_flags(len(each), (99.0,)),
+        flags=flags + too_few_flags(len(each), (99.0,)),
         windows_ns=windows,
         **base,  # type: ignore[arg-type]
     )

@@ -7,7 +7,7 @@ health record for every bench host."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from bench.store.results import ResultStore
@@ -59,10 +59,7 @@ class HealthSummary:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
-            "device": self.health.device,
-            "state": self.health.state,
-            "reason": self.health.reason,
-            "since": self.health.since,
+            **asdict(self.health),
             "failures": self.failures,
             "recoveries": self.recoveries,
             "unrecovered": self.unrecovered,

@@ -346,7 +346,7 @@ class ReplayRun:
         if run.meter is None:
             why = run.meter_error or "the meter did not start"
             return EnergyFigures(f"{run.device.energy.driver} ({why})", 0.0, 0, flags=("meter_failed",))
-        return energy_figures(run.power, run.frames, clock, run.meter.name, run.meter.period_s)
+        return energy_figures(run.power, run.frames, clock, run.meter.name, run.meter.period_s, run.meter.marker)
 
     def _budget_s(self, dev: Device) -> float:
         """Bench seconds a device-clock replay may take: the device's replay_budget_s, else the session's length."""

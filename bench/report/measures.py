@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from bench.measure.catalogue import BENCH, DEVICE, Metric, metric
 from bench.report.summary import FIGURES
 from bench.results.judge import ICOUNT
+from bench.virtual.esp32c6.supply import MODELLED_COUNTED
 
 GUEST_ICOUNT = "guest (icount)"
 GUEST_CLOCK = "guest clock (icount)"  # a figure measured end to end on an icount guest's own clock
@@ -16,7 +17,7 @@ METER_CLOCK = "bench (the meter's samples)"  # energy on a guest: its meter's sa
 EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest without icount (plain TCG)
 # the virtual ESP32-C6's counted core (QEMU -icount running the RV32 firmware): its time is its instruction count
 COUNTED = "counted: RV32 at the chip's 160 MHz"
-COUNTED_ENERGY = "modelled from counted cycles and the datasheet's currents"  # its virtual PPK2's figures
+COUNTED_ENERGY = MODELLED_COUNTED  # its virtual PPK2's figures
 
 # how a device is timed (device_timing): the report's `clocks` values
 REAL_TIMING, EMULATED_TIMING, GUEST_TIMING, ICOUNT_TIMING = "", "realtime", "guest", "icount"

@@ -46,12 +46,12 @@ def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls
 
 def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
     """The device with its meter's port filled in when the stand-in serves a virtual one of that driver (the
-    virtual ESP32-C6's PPK2) and the fleet file names no port."""
+    virtual ESP32-C6's PPK2) and the fleet file names no port, and what that meter's figures are modelled from."""
     spec = device.energy
     url = stand_in.urls().get(spec.driver) if spec is not None else None
     if spec is None or url is None or getattr(spec.settings, "port", "") is not None:
         return device
-    return dataclasses.replace(device, energy=spec.with_port(url))
+    return dataclasses.replace(device, energy=spec.with_port(url, getattr(stand_in, "meter_modelled", "")))
 
 
 @contextlib.asynccontextmanager

@@ -17,6 +17,8 @@ import ipaddress
 import os
 import socket
 import struct
+import termios
+import tty
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,6 +100,21 @@ def serial_gid() -> int | None:
         return grp.getgrnam(SERIAL_GROUP).gr_gid
     except KeyError:
         return None
+
+
+def open_serial_pty() -> tuple[int, int, str]:
+    """A pseudo-terminal in raw mode (no \\r\\n rewriting) for a virtual device's serial port, its master
+    non-blocking, its slave root:dialout 0660 as udev sets a /dev/ttyACM* (0600 on a host with no dialout group):
+    (master fd, slave fd, slave path)."""
+    master, slave = os.openpty()
+    tty.setraw(slave, termios.TCSANOW)
+    os.set_blocking(master, False)
+    path = os.ttyname(slave)
+    gid = serial_gid()
+    with contextlib.suppress(OSError):
+        os.chown(path, -1, gid if gid is not None else -1)
+        os.chmod(path, 0o660 if gid is not None else 0o600)
+    return master, slave, path
 
 
 def check(peer: tuple, local: tuple, *, remote_ok: bool) -> Verdict:

@@ -31,8 +31,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -141,39 +139,6 @@ async def replay_stats(device, session: Path, store, logs: Path, deploy: bool, p
     }
 
 
-class LocalHostAgent:
-    """host/ deployed from its bundle into a temp folder and run on this bench host, listening on loopback."""
-
-    def __init__(self, device, folder: Path) -> None:
-        from bench import bundles
-
-        for src, dest in bundles.host_bundle(device, folder / ".manifests"):
-            (folder / dest).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, folder / dest)
-        port_file = folder / "port"
-        argv = bundles.host_agent_command(
-            device, str(folder), python=sys.executable, listen="127.0.0.1:0", isolated=True
-        )
-        self.log = (folder / "agent.log").open("wb")
-        self.proc = subprocess.Popen([*argv, "--port-file", str(port_file)], cwd=folder, stdout=self.log,
-                                     stderr=subprocess.STDOUT)  # fmt: skip
-        deadline = time.monotonic() + 60
-        while not (port_file.is_file() and port_file.read_text().strip()):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the local host agent did not start: {(folder / 'agent.log').read_text()}")
-            time.sleep(0.05)
-        self.port = int(port_file.read_text())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
-
-
 async def bench_host_stats(model: str, session: Path, store, voice: str) -> dict[str, Any]:
     """The same replay into the host agent run as a process on this host (bench clock, wall time)."""
     from bench.agent.endpoint import AgentEndpoint
@@ -181,10 +146,11 @@ async def bench_host_stats(model: str, session: Path, store, voice: str) -> dict
     from bench.agent.transport import StreamTransport
     from bench.config.fleet import Device
     from bench.replay.service import replay_fleet
+    from tests.host_agent_support import HostAgentProcess
 
     device = Device("bench-host", "pi5", None, virtual=True, settings={"model": model, "voice": voice})
     with tempfile.TemporaryDirectory() as tmp:
-        agent = LocalHostAgent(device, Path(tmp))
+        agent = HostAgentProcess(device, Path(tmp))
 
         async def open_agent(dev) -> AgentEndpoint:
             session = await AgentSession.open(await StreamTransport.connect("127.0.0.1", agent.port), device=dev.name)
@@ -340,19 +306,12 @@ def c6_breakdown(session: Path, input_max_hz: float | None, n: int = 20) -> dict
     each channel, decoding its line (wire.decode) and adding it to the features; per frame, the feature vector,
     the frame record's line and writing it to the UART. us of the board's counted clock, mean of `n`."""
     from bench.bundles.c6_firmware import build_firmware, image_for
-    from tests.esp32c6_support import mpremote, preflash, virtual_c6
+    from tests.esp32c6_support import run_on_fresh_board
 
     counts, lines = session_lines(session, input_max_hz)
     files = [ROOT / "micropython" / m for m in ("npcfeat.py", "npcrecords.py")] + [ROOT / "bench" / "agent" / "wire.py"]
     image = image_for(build_firmware().elf)
-    with tempfile.TemporaryDirectory() as tmp, virtual_c6(preflash(Path(tmp), image.read_bytes())) as board:
-        board.wait_mode("app", timeout_s=60)
-        port = board.urls["socket"]
-        for path in files:
-            done = mpremote("connect", port, "fs", "cp", str(path), ":" + path.name, timeout_s=300)
-            if done.returncode != 0:
-                raise RuntimeError(f"mpremote cp {path.name}: {done.stderr.strip()[-300:]}")
-        ran = mpremote("connect", port, "exec", BREAKDOWN.format(n=n, lines=lines), timeout_s=900)
+    ran = run_on_fresh_board(image.read_bytes(), files, BREAKDOWN.format(n=n, lines=lines))
     if ran.returncode != 0:
         raise RuntimeError(f"the board could not time the parts: {ran.stdout.strip()[-500:]}")
     return parse_parts(ran.stdout, counts, lines)

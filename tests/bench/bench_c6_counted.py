@@ -15,11 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 from bench.bundles.c6_firmware import build_firmware, image_for
-from tests.esp32c6_support import mpremote, preflash, virtual_c6
+from tests.esp32c6_support import run_on_fresh_board
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,15 +46,11 @@ def main() -> int:
     image = image_for(args.elf or build_firmware().elf)
     files = [REPO / "micropython" / n for n in ("npcfeat.py", "npcnn.py", "npcnn_viper.py")]
     files.append(REPO / "fixtures" / "models" / f"{args.model}.npcm")
-    with tempfile.TemporaryDirectory() as tmp, virtual_c6(preflash(Path(tmp), image.read_bytes())) as board:
-        board.wait_mode("app", timeout_s=30)
-        port = board.urls["socket"]
-        for path in files:
-            copied = mpremote("connect", port, "fs", "cp", str(path), ":" + path.name, timeout_s=300)
-            if copied.returncode != 0:
-                print(f"mpremote cp {path.name}: {copied.stderr.strip()[-300:]}", file=sys.stderr)
-                return 3
-        ran = mpremote("connect", port, "exec", CODE.format(model=args.model, runs=args.runs), timeout_s=900)
+    try:
+        ran = run_on_fresh_board(image.read_bytes(), files, CODE.format(model=args.model, runs=args.runs))
+    except RuntimeError as e:
+        print(e, file=sys.stderr)
+        return 3
     if ran.returncode != 0:
         print(f"the board could not run the model: {ran.stdout.strip()[-500:]}", file=sys.stderr)
         return 1

@@ -97,6 +97,7 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
     from bench.config.fleet import Device
     from bench.replay.service import replay_fleet
     from bench.store import open_store
+    from tests.host_agent_support import deploy_host_bundle
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     settings = {"model": "npc-policy-int8", "memory_limit_mb": 256, "fps_target": 30, "vsync_hz": 60}
@@ -105,9 +106,7 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
     try:
         for dev in devices:
             folder = tmp / dev.name
-            for src, dest in bundles.host_bundle(dev, folder / ".manifests"):
-                (folder / dest).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, folder / dest)
+            deploy_host_bundle(dev, folder)
             argv = bundles.host_agent_command(dev, str(folder), python=sys.executable, listen="127.0.0.1:0")
             log = (folder / "agent.log").open("wb")
             procs.append(subprocess.Popen([*argv, "--port-file", str(folder / "port")], cwd=folder, stdout=log,

@@ -25,6 +25,7 @@ from bench.agent.transport import ProcessTransport
 from bench.config.fleet import Device
 from bench.models import signing
 from bench.ota.store import ModelStore
+from tests.host_agent_support import deploy_host_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "fixtures" / "models"
@@ -151,10 +152,7 @@ class HostAgent(AgentUnderTest):
             virtual=True,
             settings={"model": "npc-policy-int8", "memory_limit_mb": self.mem_limit_mb},
         )
-        for src, dest in bundles.host_bundle(device, folder / ".manifests"):
-            target = folder / dest
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, target)
+        deploy_host_bundle(device, folder)
         # isolated from the checkout (no PYTHONPATH): the bundle must stand alone
         self.command = bundles.host_agent_command(device, str(folder), python=sys.executable, stdio=True, isolated=True)
 

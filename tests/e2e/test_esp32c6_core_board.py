@@ -4,6 +4,8 @@ own REPL through the board's ports. Resets stop QEMU; nothing is left behind."""
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import subprocess
 import sys
 import time
@@ -16,7 +18,6 @@ from bench.bundles.c6_firmware import build_firmware, image_for
 from bench.devices.esp_image import parse_image
 from bench.virtual.esp32c6.core_image import runs_on_core
 from bench.virtual.esp32c6.supply import ACTIVE_UA, IDLE_UA
-from tests.e2e.test_esp32c6_ppk2 import _measure
 from tests.esp32c6_support import Board, esptool, mpremote, virtual_c6
 
 pytestmark = [
@@ -113,9 +114,9 @@ def test_reset_and_download_mode_stop_qemu(board: Board) -> None:
 
 
 def test_the_supply_follows_the_counted_busy_time(board: Board) -> None:
-    """The virtual PPK2's current on the counted core is the firmware's busy fraction in counted time between the
-    datasheet's CPU-idle (27 mA) and CPU-running (38 mA) figures: at the REPL it idles, in a busy loop it runs,
-    whatever the host's load."""
+    """The virtual PPK2's samples on the counted core are the chip's counted clock: a loop that keeps the core busy
+    for 0.4 s of counted time is 40 000 samples (10 us each) at the datasheet's CPU-running current (38 mA), however
+    long the host took for it, and the REPL's waits around it are at the CPU-idle (WAITI) figure (27 mA)."""
     board.control("boot")
     board.wait_mode("app")
     ppk = PPK2_API(board.urls["ppk2"], timeout=1, write_timeout=1)
@@ -124,18 +125,26 @@ def test_the_supply_follows_the_counted_busy_time(board: Board) -> None:
     ppk.set_source_voltage(3300)
     ppk.toggle_DUT_power("ON")
     time.sleep(0.5)
-    _measure(ppk, 1.0)
-    idle = board.control("ppk2")["window"]["mean_ua"]
-    loop = subprocess.Popen([sys.executable, "-m", "mpremote", "connect", board.urls["socket"], "exec",
-                             "print('go')\nwhile True: pass"], stdout=subprocess.PIPE, text=True)  # fmt: skip
-    try:
-        assert loop.stdout is not None and loop.stdout.readline().strip() == "go"
-        _measure(ppk, 1.0)
-        busy = board.control("ppk2")["window"]["mean_ua"]
-    finally:
-        loop.kill()
-        loop.wait()
-        board.control("boot")  # out of the endless loop
+    ppk.start_measuring()
+    raw = b""
+    code = "import time\nt = time.ticks_us()\nwhile time.ticks_diff(time.ticks_us(), t) < 400000: pass"
+    loop = subprocess.Popen([sys.executable, "-m", "mpremote", "connect", board.urls["socket"], "exec", code])
+    while loop.poll() is None:
+        raw += ppk.get_data()
+        time.sleep(0.0005)
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:  # the REPL's wait after it: the run before it is streamed once it has ended
+        raw += ppk.get_data()
+        time.sleep(0.0005)
+    ppk.stop_measuring()
+    samples, _logic = ppk.get_samples(raw)
     del ppk
-    assert idle == pytest.approx(IDLE_UA, rel=0.02)
-    assert busy == pytest.approx(ACTIVE_UA, rel=0.02)
+    assert loop.returncode == 0
+    middle = (IDLE_UA + ACTIVE_UA) / 2
+    runs = [(high, len(list(group))) for high, group in itertools.groupby(s > middle for s in samples)]
+    longest = max(n for high, n in runs if high)
+    assert 40_000 <= longest <= 40_000 * 1.05  # the loop, and the few instructions around it
+    start = next(i for i, (high, n) in enumerate(runs) if high and n == longest)
+    busy = samples[sum(n for _h, n in runs[:start]) :][:longest]
+    assert statistics.fmean(busy) == pytest.approx(ACTIVE_UA, rel=0.005)
+    assert statistics.fmean(s for s in samples if s < middle) == pytest.approx(IDLE_UA, rel=0.01)

@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mpremote.transport_serial import SerialTransport
 
 from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
+from bench.devices.qemu_machine import free_port
 from bench.virtual.esp32c6.counted import FirmwareExit, ResetCause, Vfs, qemu_command
+from tests.esp32c6_support import counted_repl, uart_socket
 
 pytestmark = [
     pytest.mark.e2e,
@@ -37,12 +37,6 @@ def firmware() -> BuiltFirmware:
     return build_firmware()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def blank_flash(path: Path) -> Vfs:
     path.write_bytes(b"\xff" * FLASH_SIZE)
     return Vfs(path, VFS_OFFSET, FLASH_SIZE - VFS_OFFSET)
@@ -54,29 +48,11 @@ def flash_copy(flash: Path, path: Path) -> Vfs:
     return Vfs(path, VFS_OFFSET, FLASH_SIZE - VFS_OFFSET)
 
 
-@contextlib.contextmanager
-def board(elf: Path, vfs: Vfs | None = None, cause: ResetCause = ResetCause.PWRON_RESET) -> Iterator[SerialTransport]:
+def board(
+    elf: Path, vfs: Vfs | None = None, cause: ResetCause = ResetCause.PWRON_RESET
+) -> contextlib.AbstractContextManager[SerialTransport]:
     """The firmware in QEMU with its UART on a loopback socket, opened by mpremote's serial transport."""
-    port = _free_port()
-    serial = ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
-    proc = subprocess.Popen(qemu_command(elf, mac=MAC, reset_cause=cause, vfs=vfs, serial=serial))
-    transport = None
-    try:
-        deadline = time.monotonic() + 20
-        while transport is None:
-            try:
-                transport = SerialTransport(f"socket://127.0.0.1:{port}", baudrate=115200)
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        transport.enter_raw_repl(soft_reset=False)
-        yield transport
-    finally:
-        if transport is not None:
-            transport.close()
-        proc.terminate()
-        proc.wait(timeout=10)
+    return counted_repl(elf, mac=MAC, reset_cause=cause, vfs=vfs)
 
 
 def run(transport: SerialTransport, code: str) -> str:
@@ -387,9 +363,9 @@ def test_mpremote_cli_mount_df_cp_ls_rtc(firmware: BuiltFirmware, tmp_path: Path
     (host / "sub").mkdir(parents=True)
     (host / "hostmod.py").write_text('print("hello from the host", 6 * 7)\n')
     (host / "sub" / "f.txt").write_text("data123\n")
-    port = _free_port()
-    serial = ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
-    proc = subprocess.Popen(qemu_command(firmware.elf, mac=MAC, vfs=blank_flash(tmp_path / "flash.bin"), serial=serial))
+    port = free_port()
+    vfs = blank_flash(tmp_path / "flash.bin")
+    proc = subprocess.Popen(qemu_command(firmware.elf, mac=MAC, vfs=vfs, serial=uart_socket(port)))
     mpremote = [sys.executable, "-m", "mpremote", "connect", f"socket://127.0.0.1:{port}"]
 
     def cli(*args: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -17,8 +16,8 @@ from mpremote.transport_serial import SerialTransport
 
 from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
 from bench.core.loop_thread import LoopThread
-from bench.virtual.esp32c6.counted import qemu_command
 from bench.virtual.esp32c6.wifi import Wifi
+from tests.esp32c6_support import counted_repl
 
 pytestmark = [
     pytest.mark.e2e,
@@ -59,12 +58,6 @@ def echo() -> Iterator[int]:
         sock.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def board(firmware: BuiltFirmware, lines: list[str]) -> Iterator[tuple[SerialTransport, Wifi]]:
     """The firmware with its UART on a loopback socket and its Wi-Fi pipe on a socket pair to a gateway."""
@@ -72,28 +65,12 @@ def board(firmware: BuiltFirmware, lines: list[str]) -> Iterator[tuple[SerialTra
     loop = LoopThread()
     wifi = Wifi(ours, log=lines.append)
     loop.run(wifi.start(), timeout_s=10)
-    port = _free_port()
-    serial = ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
-    cmd = qemu_command(firmware.elf, mac=MAC, serial=serial, wifi_fd=theirs.fileno())
-    proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),))
-    theirs.close()
-    transport = None
     try:
-        deadline = time.monotonic() + 20
-        while transport is None:
-            try:
-                transport = SerialTransport(f"socket://127.0.0.1:{port}", baudrate=115200)
-            except Exception:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        transport.enter_raw_repl(soft_reset=False)
-        yield transport, wifi
+        with counted_repl(firmware.elf, (theirs.fileno(),), mac=MAC, wifi_fd=theirs.fileno()) as transport:
+            theirs.close()  # QEMU's end only now: the gateway sees the pipe close when QEMU exits
+            yield transport, wifi
     finally:
-        if transport is not None:
-            transport.close()
-        proc.terminate()
-        proc.wait(timeout=10)
+        theirs.close()  # if QEMU did not start
         loop.run(wifi.close(), timeout_s=10)
         loop.close()
 

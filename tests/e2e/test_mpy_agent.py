@@ -234,3 +234,45 @@ def test_a_model_with_other_inputs_is_refused_before_the_switch(agent, board):
     assert reply["code"] == "refused" and "48 features -> 8 actions, found 40 -> 8" in reply["detail"]
     assert agent.wait_for("fault")["kind"] == "parse"
     assert agent.request({"t": "hello"})["model"]["version"] == 1
+
+
+# a `machine` in the board folder, standing in for the port's: each level change of a pin is a console line with the
+# agent clock's time (ticks_us, as the agent's frame records use)
+RECORDING_MACHINE = """import sys, time
+class Pin:
+    OUT = 3
+    def __init__(self, n, mode=-1, value=None):
+        self.n = n
+        if value is not None:
+            self.value(value)
+    def value(self, x):
+        sys.stdout.write("pin %d %d %d\\n" % (self.n, x, time.ticks_us()))
+    def on(self):
+        self.value(1)
+    def off(self):
+        self.value(0)
+"""
+
+
+def test_the_inference_marker_is_high_around_each_inference_only_when_configured(board):
+    (board / "machine.py").write_text(RECORDING_MACHINE)
+    (board / "agent.json").write_text('{"mem_limit": 0, "marker_pin": 6}')
+    agent = MpyAgent(board)
+    try:
+        assert load(agent, board, "npc-policy-int8", 1)["t"] == "loaded"
+        assert agent.request({"t": "start", "fps": 20, "vsync_hz": 20, "frames": 6})["t"] == "ack"
+        ran = [f for f in (agent.wait_for("frame") for _ in range(6)) if f["ran"]]
+        agent.wait_for("stopped")
+    finally:
+        assert agent.close() == 0
+    edges = [tuple(int(x) for x in line.split()[1:]) for line in agent.console if line.startswith("pin ")]
+    assert edges[0][:2] == (6, 0)  # set up low
+    highs = list(zip(edges[1::2], edges[2::2], strict=True))
+    assert len(highs) == len(ran) >= 5
+    for ((pin_on, level_on, t_on), (pin_off, level_off, t_off)), frame in zip(highs, ran, strict=True):
+        assert (pin_on, level_on, pin_off, level_off) == (6, 1, 6, 0)
+        assert frame["t0"] <= t_on and frame["t1"] <= t_off  # high from just after t0 to just after t1
+        assert t_off - t_on <= frame["t1"] - frame["t0"] + 1_000
+    (board / "agent.json").write_text('{"mem_limit": 0}')
+    plain = MpyAgent(board)
+    assert plain.close() == 0 and not [line for line in plain.console if line.startswith("pin ")]

@@ -9,15 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from bench import bundles
 from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import StreamTransport
@@ -26,6 +21,7 @@ from bench.replay.service import replay_fleet
 from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
+from tests.host_agent_support import HostAgentProcess
 
 pytestmark = pytest.mark.e2e
 
@@ -36,37 +32,6 @@ def _host_device(name: str, link=None) -> Device:
         settings={"model": "npc-policy-int8", "memory_limit_mb": 256, "fps_target": 30, "vsync_hz": 60,
                   "decision_budget_ms": 50},
     )  # fmt: skip
-
-
-class HostAgentProcess:
-    """host/ deployed from its bundle, run as a local process listening on a free TCP port."""
-
-    def __init__(self, device: Device, folder: Path) -> None:
-        for src, dest in bundles.host_bundle(device, folder / ".manifests"):
-            (folder / dest).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, folder / dest)
-        port_file = folder / "port"
-        argv = bundles.host_agent_command(
-            device, str(folder), python=sys.executable, listen="127.0.0.1:0", isolated=True
-        )
-        self.log = (folder / "agent.log").open("wb")
-        self.proc = subprocess.Popen([*argv, "--port-file", str(port_file)], cwd=folder,
-                                     stdout=self.log, stderr=subprocess.STDOUT)  # fmt: skip
-        deadline = time.monotonic() + 30
-        while not (port_file.is_file() and port_file.read_text().strip()):
-            assert self.proc.poll() is None, (folder / "agent.log").read_text()
-            assert time.monotonic() < deadline, "host agent did not start listening"
-            time.sleep(0.05)
-        self.port = int(port_file.read_text())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-        self.log.close()
 
 
 @pytest.fixture

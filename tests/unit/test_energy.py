@@ -14,11 +14,12 @@ from bench.core.errors import ConfigError
 from bench.energy.hwmon import BenchHwmonMeter
 from bench.energy.meters import meter_for
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, pmic_rails, read_jls, tegrastats_power_mw
+from bench.energy.ppk2_reader import Bins
 from bench.energy.protocol import MeterError, PowerSample
 from bench.energy.remote import TegrastatsMeter
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
 from bench.measure.device import DeviceMeasurements, add_energy
-from bench.measure.energy import ATTRIBUTED, TOO_SLOW, Integrator, energy_figures
+from bench.measure.energy import ATTRIBUTED, MARKER, TOO_SLOW, Integrator, energy_figures
 from bench.measure.records import OffsetClock
 
 # tegrastats as printed by a Jetson Orin Nano (JetPack 6) and a Jetson Nano (JetPack 4)
@@ -135,6 +136,25 @@ def test_energy_table_is_validated_naming_file_device_and_field(tmp_path: Path) 
         parse_fleet({"device": [{**base, "energy_budget_mj": 3.0}]}, tmp_path / "f.toml")
 
 
+def test_the_inference_marker_is_validated_naming_file_device_and_field(tmp_path: Path) -> None:
+    base = {"name": "c6-x", "kind": "esp32c6", "port": "/dev/ttyUSB0"}
+    wired = {**base, "marker_gpio": 6, "energy": {"driver": "ppk2", "logic_channel": 0}}
+    dev = parse_fleet({"device": [wired]}, tmp_path / "f.toml").devices[0]
+    assert dev.settings.marker_gpio == 6 and dev.energy.settings.logic_channel == 0
+    cases = [
+        ({**wired, "marker_gpio": 31}, "'marker_gpio': 31 is out of range"),
+        ({**wired, "marker_gpio": 16}, "'marker_gpio': GPIO16 is U0TXD (the console UART)"),
+        ({**wired, "marker_gpio": 26}, "'marker_gpio': GPIO26 is an in-package flash pin"),
+        ({**wired, "energy": {"driver": "ppk2", "logic_channel": 8}}, "'energy.logic_channel': 8 is out of range"),
+        ({**base, "energy": {"driver": "ppk2", "logic_channel": 2}}, "'energy.logic_channel': D2 is wired to no"),
+    ]
+    for device, message in cases:
+        with pytest.raises(ConfigError) as err:
+            parse_fleet({"device": [device]}, tmp_path / "f.toml")
+        assert "f.toml" in err.value.message and "c6-x" in err.value.message and message in err.value.message
+        assert err.value.exit_code == 2
+
+
 def test_meter_registry_needs_ssh_for_on_device_meters(tmp_path: Path) -> None:
     fleet = parse_fleet({"device": [{"name": "orin", "kind": "jetson-orin-nx", "ssh": "npc@10.0.0.2",
                                      "energy": {"driver": "tegrastats"}}]}, tmp_path / "f.toml")  # fmt: skip
@@ -150,6 +170,12 @@ def test_meter_registry_needs_ssh_for_on_device_meters(tmp_path: Path) -> None:
 
 def _samples(power_mw, start_ns: int = 0, dt_ns: int = 1_000_000) -> list[PowerSample]:
     return [PowerSample(start_ns + (i + 1) * dt_ns, dt_ns, p) for i, p in enumerate(power_mw)]
+
+
+def _marked(runs: list[tuple[float, int, int]], dt_ns: int = 10_000) -> list[PowerSample]:
+    """Samples of (power mW, samples, marker level) runs, one after the other."""
+    flat = [(power, level) for power, count, level in runs for _ in range(count)]
+    return [PowerSample((i + 1) * dt_ns, dt_ns, power, level) for i, (power, level) in enumerate(flat)]
 
 
 def test_integrator_interpolates_within_samples() -> None:
@@ -191,6 +217,39 @@ def test_a_meter_coarser_than_the_window_attributes_each_decision() -> None:
     assert fig.p50_mj == pytest.approx(0.5, rel=0.02)  # 500 mW x 1 ms
     assert fig.idle_mw == pytest.approx(100.0, rel=0.01)
     assert fig.inferring_mw == pytest.approx(500.0, rel=0.02)
+
+
+def test_the_markers_high_runs_are_the_decisions_without_a_clock() -> None:
+    # 125.4 mW while the marker is high (1377 and 1380 samples of 10 us), 89.1 mW idle; the frames' windows are on
+    # a clock the meter knows nothing of, and are not used
+    runs = [(89.1, 500, 1), (89.1, 3000, 0), (125.4, 1377, 1), (89.1, 3600, 0), (125.4, 1380, 1), (89.1, 50, 0)]
+    runs += [(125.4, 40, 1)]  # still high when the samples end: cut short, left out (as is the first run)
+    frames = [Frame(i=0, vsync=0, ran=True, t0=10**15, t1=10**15 + 1)]
+    fig = energy_figures(_marked(runs), frames, OffsetClock(0), "virtual PPK2", 0.001, marker="PPK2 D0")
+    assert MARKER in fig.flags and fig.marker == "PPK2 D0" and fig.decisions == 2
+    assert fig.per_decision_mj == pytest.approx([125.4 * 13.77e-3, 125.4 * 13.80e-3])
+    assert fig.windows_ns == [(35_000_000, 48_770_000), (84_770_000, 98_570_000)]
+    assert fig.inferring_mw == pytest.approx(125.4) and fig.idle_mw == pytest.approx(89.1 + 40 * 36.3 / 7190)
+    out = DeviceMeasurements()
+    add_energy(out, fig)
+    assert "marker: PPK2 D0" in out.get("energy_per_decision_p50").description
+    # a meter whose marker never went high: the frames' windows, and a flag that says so
+    quiet = [PowerSample(s.t_ns, s.dt_ns, s.power_mw, 0) for s in _marked(runs)]
+    frames = [Frame(i=0, vsync=0, ran=True, t0=35_000, t1=48_770)]  # us
+    fig = energy_figures(quiet, frames, OffsetClock(0), "virtual PPK2", 0.00001, marker="PPK2 D0")
+    assert fig.decisions == 1 and MARKER not in fig.flags and "no_marker_windows" in fig.flags
+    assert fig.marker is None and fig.p50_mj == pytest.approx(125.4 * 13.77e-3)
+
+
+def test_the_readers_bins_end_at_the_logic_inputs_edges() -> None:
+    bins = Bins(4)
+    values = [1.0, 1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 3.0]
+    got = bins.add(values, [0, 0, 0, 0, 0, 1, 1, 0, 0, 0])
+    assert got == [(4, 1.0, 0), (1, 1.0, 0), (2, 2.0, 1)]  # a full bin, then each edge ends one
+    assert bins.add([3.0, 5.0], [0, 0]) == [(4, 3.0, 0)]  # the open bin goes on across reads
+    assert bins.add([7.0], [1]) == [(1, 5.0, 0)]
+    plain = Bins(3)
+    assert plain.add([1.0, 2.0, 3.0, 4.0], None) == [(3, 2.0, None)]  # no logic input: fixed bins
 
 
 def test_a_slow_meter_gives_session_energy_only_and_says_so() -> None:

@@ -98,3 +98,21 @@ def test_bad_parameters():
         npcsched.Scheduler(fps=0, vsync_hz=60)
     with pytest.raises(ValueError):
         npcsched.Scheduler(fps=60, vsync_hz=60, key_every=0)
+
+
+def test_from_start_defaults_and_fields():
+    sched, frames, hold_ms = npcsched.from_start({"fps": 30})
+    assert (sched.fps, sched.vsync_hz, sched.key_every, frames, hold_ms) == (30, 30, 1, 0, None)
+    sched, frames, hold_ms = npcsched.from_start(
+        {"fps": 30, "vsync_hz": 60, "key_every": 2, "frames": 90, "hold_ms": 250}
+    )
+    assert (sched.fps, sched.vsync_hz, sched.key_every, frames, hold_ms) == (30, 60, 2, 90, 250)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("fps", 0), ("vsync_hz", 1001), ("key_every", 0), ("frames", -1), ("hold_ms", 60_001), ("fps", 2.5)],
+)
+def test_from_start_refuses_a_field_out_of_range(field, value):
+    with pytest.raises(ValueError, match=field):
+        npcsched.from_start({"fps": 60, field: value})

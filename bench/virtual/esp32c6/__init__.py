@@ -2,7 +2,8 @@
 
 `VirtualEsp32c6(device, state_dir)` starts `python -m bench.virtual.esp32c6` and reads its URLs.
 Its link is RFC 2217: DTR/RTS reach the chip as the device's `usb` setting says (a USB-UART bridge's
-auto-reset circuit, or the chip's own USB-Serial-JTAG port);
+auto-reset circuit, or the chip's own USB-Serial-JTAG port); its virtual PPK2's logic input `logic_channel` is wired
+to the board's `marker_gpio`;
 `urls()` also gives `socket://` and a pty path, and `control` (power-cycle, hold in reset, ...).
 """
 
@@ -15,12 +16,22 @@ import sys
 from pathlib import Path
 
 from bench.config.fleet import Device, SerialLink
+from bench.config.kinds import COUNTED
 from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
+from bench.virtual.esp32c6.supply import MODELLED_COUNTED, MODELLED_VM
 
 START_TIMEOUT_S = 20.0
+
+
+def logic_wiring(device: Device) -> dict[int, int]:
+    """The virtual PPK2's logic inputs wired to the board's GPIOs (channel -> GPIO): the meter's `logic_channel` to
+    the device's `marker_gpio`, as on a bench where a jumper wire joins them."""
+    channel = getattr(device.energy.settings, "logic_channel", None) if device.energy is not None else None
+    pin = getattr(device.settings, "marker_gpio", None)
+    return {channel: pin} if channel is not None and pin is not None else {}
 
 
 def default_mac(name: str) -> str:
@@ -64,6 +75,7 @@ class VirtualEsp32c6:
         ]
         if self.wire_speed:
             argv.append("--wire-speed")
+        argv += [f"--logic-input={channel}={pin}" for channel, pin in logic_wiring(self.device).items()]
         if self.device.extra.get("listen"):  # set by `hilbench lab serve --address`: reachable from other hosts
             argv += ["--host", str(self.device.extra["listen"])]
         log = (self.state_dir / "board.log").open("ab")
@@ -98,6 +110,12 @@ class VirtualEsp32c6:
     def urls(self) -> dict[str, str]:
         """rfc2217, socket, pty and control URLs of the running board."""
         return dict(self._urls)
+
+    @property
+    def meter_modelled(self) -> str:
+        """What its virtual PPK2's figures are modelled from: the counted core's cycles, or the unix-port VM's CPU
+        time (bench.virtual.esp32c6.supply)."""
+        return MODELLED_COUNTED if getattr(self.device.settings, "firmware", "") == COUNTED else MODELLED_VM
 
     async def control(self, op: str) -> dict:
         """One control API request (power_cycle, hold_reset, boot, download, status, log)."""

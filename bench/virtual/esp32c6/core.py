@@ -26,9 +26,13 @@ from bench.core.landlock import program_argv
 from bench.core.procs import tied
 from bench.power.qmp import PowerError, QmpClient
 from bench.virtual.esp32c6.counted import (
+    EVENT_SIZE,
+    EVENTS,
+    EVENTS_ADDR,
     QEMU,
     STATUS_ADDR,
     STATUS_FORMAT,
+    CoreEvent,
     CoreStatus,
     ResetCause,
     Vfs,
@@ -36,7 +40,7 @@ from bench.virtual.esp32c6.counted import (
 )
 from bench.virtual.esp32c6.wifi import Wifi
 
-STATUS_WORDS = 8  # the status block: 2 u32 + 3 u64 (counted.STATUS_FORMAT)
+STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
 READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
 READY_POLL_S = 0.002
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
@@ -141,21 +145,40 @@ class CountedCore:
         return code, errors.decode(errors="replace").strip()
 
     async def status(self) -> CoreStatus | None:
-        """The firmware's status block (its counted clock, busy and idle time); None before it wrote one or
+        """The firmware's status block (what the core does, how many events it wrote); None before it wrote one or
         when QEMU is not answering."""
+        data = await self._read(STATUS_ADDR, STATUS_WORDS)
+        return CoreStatus.parse(data) if data is not None and len(data) == STATUS_WORDS * 4 else None
+
+    async def events(self, first: int, count: int) -> list[CoreEvent] | None:
+        """Events `first` .. `first + count - 1` of the ring (count at most its length), fewer when a read was torn;
+        None when QEMU is not answering."""
+        out: list[CoreEvent] = []
+        while count > 0:
+            slot = first % EVENTS
+            n = min(count, EVENTS - slot)  # up to the ring's end, then from its start
+            data = await self._read(EVENTS_ADDR + slot * EVENT_SIZE, n * EVENT_SIZE // 4)
+            if data is None:
+                return None
+            part = CoreEvent.parse_all(data)
+            out += part
+            if len(part) < n:  # a torn read: the rest next time
+                break
+            first, count = first + n, count - n
+        return out
+
+    async def _read(self, addr: int, words: int) -> bytes | None:
+        """`words` 32-bit words of guest memory at `addr` (QMP `xp`); None when QEMU is not answering."""
         client = self._qmp
         if client is None or self.pid is None:
             return None
         async with self._qmp_lock:
             try:
-                text = await client.execute(
-                    "human-monitor-command", {"command-line": f"xp /{STATUS_WORDS}wx {STATUS_ADDR:#x}"}
-                )
+                text = await client.execute("human-monitor-command", {"command-line": f"xp /{words}wx {addr:#x}"})
             except (PowerError, OSError, RuntimeError):  # QEMU gone, or the connection closed by a reset
                 return None
-        words = [int(w, 16) for line in str(text).splitlines() for w in line.split(":", 1)[-1].split()]
-        data = b"".join(w.to_bytes(4, "little") for w in words[:STATUS_WORDS])
-        return CoreStatus.parse(data) if len(data) >= struct.calcsize(STATUS_FORMAT) else None
+        found = [int(w, 16) for line in str(text).splitlines() for w in line.split(":", 1)[-1].split()]
+        return b"".join(w.to_bytes(4, "little") for w in found[:words])
 
     async def stop(self) -> None:
         """Kill QEMU (a reset or power loss: nothing is shut down) and wait for it."""

@@ -16,7 +16,14 @@ BOOTINFO_ADDR = 0x80800000  # firmware/esp32c6/counted/link.ld BOARDIO
 BOOTINFO_MAGIC = 0x49423643  # "C6BI"
 STATUS_ADDR = 0x80800100
 STATUS_MAGIC = 0x54533643  # "C6ST"
-STATUS_FORMAT = "<IIQQQ"  # magic, state, chip_ns, busy_cycles, idle_ns (virt.h c6_status_t)
+STATUS_FORMAT = "<IIQII"  # magic, state, idle_end_q, events, gpio (virt.h c6_status_t)
+EVENTS_ADDR = 0x80800200  # the ring of events (virt.h c6_events, link.ld)
+EVENT_FORMAT = "<QQII"  # chip_q, busy_cycles, state, gpio (virt.h c6_event_t)
+EVENT_SIZE = struct.calcsize(EVENT_FORMAT)
+EVENTS = 2048  # the ring's length (virt.h C6_EVENTS)
+Q_PER_NS = 4  # the counted clock's unit: a quarter nanosecond (one 160 MHz cycle is 25)
+Q_PER_CYCLE = 25
+UNBOUNDED = (1 << 64) - 1  # an idle only input ends
 
 
 class ResetCause(IntEnum):
@@ -59,20 +66,44 @@ class Vfs:
 
 @dataclass(frozen=True)
 class CoreStatus:
-    """The firmware's status block: its counted clock and how much of it was busy or idle."""
+    """The firmware's status block: what the core does, how many events it has written to the ring, the GPIOs'
+    output levels, and while it idles the counted time (quarter ns) by which the idle ends at the latest
+    (UNBOUNDED when only input ends it)."""
 
     state: CoreState
-    chip_ns: int
-    busy_cycles: int
-    idle_ns: int
+    idle_end_q: int
+    events: int
+    gpio: int
 
     @classmethod
     def parse(cls, data: bytes) -> CoreStatus | None:
         """From the block's bytes; None before the firmware wrote it."""
-        magic, state, chip_ns, busy, idle = struct.unpack(STATUS_FORMAT, data[: struct.calcsize(STATUS_FORMAT)])
+        magic, state, idle_end_q, events, gpio = struct.unpack(STATUS_FORMAT, data[: struct.calcsize(STATUS_FORMAT)])
         if magic != STATUS_MAGIC or state not in CoreState._value2member_map_:
             return None
-        return cls(CoreState(state), chip_ns, busy, idle)
+        return cls(CoreState(state), idle_end_q, events, gpio)
+
+
+@dataclass(frozen=True)
+class CoreEvent:
+    """One event of the ring: the counted clock (quarter ns) and the instructions run at a change of the core's
+    state or of a GPIO's output level, and both from then on."""
+
+    chip_q: int
+    busy_cycles: int
+    state: CoreState
+    gpio: int
+
+    @classmethod
+    def parse_all(cls, data: bytes) -> list[CoreEvent]:
+        """The events packed in `data` (whole ones only); one with a state the firmware never writes ends them
+        (a torn read)."""
+        out = []
+        for chip_q, busy, state, gpio in struct.iter_unpack(EVENT_FORMAT, data[: len(data) // EVENT_SIZE * EVENT_SIZE]):
+            if state not in CoreState._value2member_map_:
+                break
+            out.append(cls(chip_q, busy, CoreState(state), gpio))
+        return out
 
 
 def qemu_command(

@@ -8,8 +8,6 @@ import asyncio
 import contextlib
 import os
 import sys
-import termios
-import tty
 from collections.abc import Callable
 
 from serial import rfc2217
@@ -43,9 +41,7 @@ class _VirtualPort:
 
     @dtr.setter
     def dtr(self, value: bool) -> None:
-        self._flush()
-        self._dtr = bool(value)
-        self._board.set_lines(self._dtr, self._rts)
+        self._set_lines(value, self._rts)
 
     @property
     def rts(self) -> bool:
@@ -53,8 +49,12 @@ class _VirtualPort:
 
     @rts.setter
     def rts(self, value: bool) -> None:
+        self._set_lines(self._dtr, value)
+
+    def _set_lines(self, dtr: bool, rts: bool) -> None:
+        """Drive the modem lines, after the output that came before the change."""
         self._flush()
-        self._rts = bool(value)
+        self._dtr, self._rts = bool(dtr), bool(rts)
         self._board.set_lines(self._dtr, self._rts)
 
     def reset_input_buffer(self) -> None:
@@ -155,14 +155,7 @@ class PtyFrontEnd:
 
     def __init__(self, board: Board) -> None:
         self.board = board
-        self.master, self.slave = os.openpty()
-        tty.setraw(self.slave, termios.TCSANOW)
-        os.set_blocking(self.master, False)
-        self.path = os.ttyname(self.slave)
-        gid = port_access.serial_gid()
-        with contextlib.suppress(OSError):  # root:dialout 0660, as udev sets a board's /dev/ttyACM0
-            os.chown(self.path, -1, gid if gid is not None else -1)
-            os.chmod(self.path, 0o660 if gid is not None else 0o600)
+        self.master, self.slave, self.path = port_access.open_serial_pty()
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.master, self._read)
         board.attach(self._write)

@@ -5,9 +5,15 @@ use it: one-byte opcodes with their arguments (GET_META_DATA 0x19 -> the calibra
 REGULATOR_SET 0x0d hi lo, SET_POWER_MODE 0x11 1|2 (ampere / source meter), DEVICE_RUNNING_SET 0x0c 0|1,
 AVERAGE_START 0x06, AVERAGE_STOP 0x07), and while measuring streams 100 000 samples a second: little-endian
 32-bit words of a 14-bit ADC value (bits 0-13), the measurement range (bits 14-16) and the eight logic inputs
-(bits 24-31). Each supply tick's current is written as that many samples, the ADC codes dithered between the
-two nearest so that their mean is the tick's current. The calibration it reports is ideal (no offsets, unit
-gains), so current = code * 4 * 1.8 V / 163840 / R[range].
+(bits 24-31). The calibration it reports is ideal (no offsets, unit gains), so current = code * 4 * 1.8 V / 163840 /
+R[range].
+
+Each span of the supply (bench.virtual.esp32c6.supply) becomes as many samples as fit its length, the fraction
+carried to the next in whole quarter nanoseconds, so sample k is at the first span's start + k x 10 us on the
+supply's timeline; the ADC codes are dithered between the two nearest so that their mean is the span's current.
+On the counted core that timeline is the chip's counted clock: the meter's samples, and the edges of its logic
+inputs, are where the firmware's counted cycles put them ("modelled from counted cycles and the datasheet's
+currents"). A logic input wired to a GPIO (`wiring`, channel -> GPIO) reads that GPIO's output level.
 """
 
 from __future__ import annotations
@@ -16,13 +22,13 @@ import asyncio
 import contextlib
 import os
 import struct
-import termios
-import tty
 
-from bench.virtual.esp32c6.supply import Supply, Tick
-from bench.virtual.port_access import serial_gid
+from bench.virtual.esp32c6.supply import Span, Supply
+from bench.virtual.port_access import open_serial_pty
 
 SAMPLE_RATE = 100_000  # samples/s: the PPK2's fixed rate
+SAMPLE_Q = 4_000_000_000 // SAMPLE_RATE  # one sample in quarter nanoseconds (10 us)
+LOGIC_CHANNELS = 8  # D0-D7
 RESISTORS = (1031.64, 101.65, 10.15, 0.94, 0.043)  # ohms of the five ranges (the PPK2's nominal shunts)
 ADC_MULT = 1.8 / 163840  # what ppk2-api multiplies the (code * 4) by
 CODE_MAX = (1 << 14) - 1
@@ -48,52 +54,55 @@ def metadata(vdd_mv: int, mode: int) -> bytes:
     return "\n".join(lines).encode()
 
 
-def encode(current_ua: float, count: int) -> bytes:
-    """`count` samples whose decoded mean is `current_ua`: the lowest range that holds it, two codes dithered."""
+def encode(current_ua: float, count: int, logic: int = 0) -> bytes:
+    """`count` samples whose decoded mean is `current_ua`: the lowest range that holds it, two codes dithered; the
+    logic inputs' levels `logic` (bit n: Dn) in each."""
     amps = max(current_ua, 0.0) / 1e6
     rng = next((i for i, r in enumerate(RESISTORS) if amps * r / ADC_MULT / 4 <= CODE_MAX * RANGE_HEADROOM), 4)
     exact = min(amps * RESISTORS[rng] / ADC_MULT / 4, CODE_MAX)
     low = int(exact)
     high_n = round((exact - low) * count)
-    word_low = struct.pack("<I", low | rng << 14)
-    word_high = struct.pack("<I", min(low + 1, CODE_MAX) | rng << 14)
+    word_low = struct.pack("<I", low | rng << 14 | logic << 24)
+    word_high = struct.pack("<I", min(low + 1, CODE_MAX) | rng << 14 | logic << 24)
     return word_low * (count - high_n) + word_high * high_n
 
 
-class VirtualPpk2:
-    """The meter: a pty whose path `ppk2-api` opens; measures the board's supply while AVERAGE_START is on."""
+def logic_bits(gpio: int, wiring: dict[int, int]) -> int:
+    """The logic inputs' levels (bit n: Dn) for the GPIO output levels `gpio`, each channel wired to a GPIO."""
+    return sum(1 << channel for channel, pin in wiring.items() if gpio >> pin & 1)
 
-    def __init__(self, supply: Supply) -> None:
+
+class VirtualPpk2:
+    """The meter: a pty whose path `ppk2-api` opens; measures the board's supply while AVERAGE_START is on. Its logic
+    inputs are wired to the board's GPIOs as `wiring` says (channel -> GPIO)."""
+
+    def __init__(self, supply: Supply, wiring: dict[int, int] | None = None) -> None:
         self.supply = supply
-        self.master, self.slave = os.openpty()
-        tty.setraw(self.slave, termios.TCSANOW)
-        os.set_blocking(self.master, False)
-        self.path = os.ttyname(self.slave)
-        gid = serial_gid()
-        with contextlib.suppress(OSError):  # as udev sets a PPK2's /dev/ttyACM*
-            os.chown(self.path, -1, gid if gid is not None else -1)
-            os.chmod(self.path, 0o660 if gid is not None else 0o600)
+        self.wiring = dict(wiring or {})
+        self.master, self.slave, self.path = open_serial_pty()
         self.vdd_mv = 3300
         self.mode = 2  # 1 ampere meter, 2 source meter
         self.dut_power = True
         self.measuring = False
-        self.window: tuple[int, int] | None = None  # first and last supply tick of the last measurement
-        self._carry = 0.0  # fractional samples owed to the next tick
+        self._sent = (0, 0.0)  # samples and their charge (uA x samples) of the last measurement
+        self._phase_q = 0  # time of the supply not yet a whole sample (quarter ns)
         self._inbox = bytearray()
         self._out = bytearray()
         self._writing = False
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.master, self._read)
-        supply.listeners.append(self._on_tick)
+        supply.listeners.append(self._on_span)
 
     def status(self) -> dict[str, object]:
-        """What the meter is set to, and the supply's figures over its last measurement window."""
+        """What the meter is set to, and what it measured over its last measurement window: the samples' time (s),
+        charge (uC) and mean current (uA)."""
         mode = "source" if self.mode == 2 else "ampere"
         out: dict[str, object] = {"path": self.path, "vdd_mv": self.vdd_mv, "measuring": self.measuring,
                                   "mode": mode, "dut_power": self.dut_power}  # fmt: skip
-        if self.window is not None:
-            out["window"] = {"first_tick": self.window[0], "last_tick": self.window[1],
-                             **self.supply.drawn(*self.window)}  # fmt: skip
+        count, charge = self._sent
+        if count:
+            out["window"] = {"samples": count, "seconds": count / SAMPLE_RATE, "charge_uc": charge / SAMPLE_RATE,
+                             "mean_ua": charge / count}  # fmt: skip
         return out
 
     def _read(self) -> None:
@@ -121,21 +130,19 @@ class VirtualPpk2:
         elif op == DEVICE_RUNNING_SET:
             self.dut_power = bool(cmd[1])
         elif op == AVERAGE_START:
-            self.measuring, self.window, self._carry = True, None, 0.0
+            self.measuring, self._sent, self._phase_q = True, (0, 0.0), 0
         elif op in (AVERAGE_STOP, RESET):
             self.measuring = False
 
-    def _on_tick(self, tick: Tick) -> None:
+    def _on_span(self, span: Span) -> None:
         if not self.measuring:
             return
-        exact = tick.dt_ns * SAMPLE_RATE / 1e9 + self._carry
-        count = int(exact)
-        self._carry = exact - count
-        first = tick.index if self.window is None else self.window[0]
-        self.window = (first, tick.index)
+        count, self._phase_q = divmod(self._phase_q + span.dt_q, SAMPLE_Q)
         # in source-meter mode the PPK2 is the supply: with DUT power off nothing flows
-        current = tick.current_ua if (self.mode != 2 or self.dut_power) else 0.0
-        self._send(encode(current, count))
+        current = span.current_ua if (self.mode != 2 or self.dut_power) else 0.0
+        sent, charge = self._sent
+        self._sent = (sent + count, charge + current * count)
+        self._send(encode(current, count, logic_bits(span.gpio, self.wiring)))
 
     def _send(self, data: bytes) -> None:
         self._out += data
@@ -164,7 +171,7 @@ class VirtualPpk2:
     def close(self) -> None:
         """Remove the pty."""
         with contextlib.suppress(ValueError):
-            self.supply.listeners.remove(self._on_tick)
+            self.supply.listeners.remove(self._on_span)
         self._loop.remove_reader(self.master)
         if self._writing:
             self._loop.remove_writer(self.master)

@@ -2,7 +2,8 @@
 
 `python -m bench.virtual.esp32c6 --name c6-a --state DIR --mac 60:55:f9:c6:00:01` prints one JSON line
 with its URLs ({"rfc2217": ..., "socket": ..., "pty": ..., "ppk2": ..., "control": ...}) once it is ready;
-"ppk2" is the pty of the virtual PPK2 measuring the board's supply (bench/virtual/esp32c6/ppk2.py).
+"ppk2" is the pty of the virtual PPK2 measuring the board's supply (bench/virtual/esp32c6/ppk2.py);
+`--logic-input 0=6` wires its logic input D0 to the board's GPIO6.
 """
 
 from __future__ import annotations
@@ -20,17 +21,18 @@ from bench.virtual.esp32c6.board import Board, BoardConfig, Mode
 from bench.virtual.esp32c6.control import start_control
 from bench.virtual.esp32c6.efuse import parse_mac
 from bench.virtual.esp32c6.frontends import PtyFrontEnd, start_tcp, url_of
-from bench.virtual.esp32c6.ppk2 import VirtualPpk2
+from bench.virtual.esp32c6.ppk2 import LOGIC_CHANNELS, VirtualPpk2
 from bench.virtual.esp32c6.supply import Supply
 
 
-async def serve(config: BoardConfig, host: str) -> None:
-    """Serve `config`'s board until a termination signal."""
+async def serve(config: BoardConfig, host: str, wiring: dict[int, int]) -> None:
+    """Serve `config`'s board until a termination signal, its PPK2's logic inputs wired as `wiring` (channel ->
+    GPIO)."""
     board = Board(config)
     supply = Supply(
         lambda: (board.powered, board.mode == Mode.RESET, board.mode == Mode.APP, board.vm_pid), lambda: board.core
     )
-    meter = VirtualPpk2(supply)
+    meter = VirtualPpk2(supply, wiring)
     rfc = await start_tcp(board, host, rfc2217_mode=True)
     raw = await start_tcp(board, host, rfc2217_mode=False)
     token = new_token()
@@ -70,11 +72,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wire-speed", action="store_true", help="pace ROM/stub traffic at the simulated baud")
     parser.add_argument("--usb", choices=USB_PERSONALITIES, default=UART_BRIDGE, help="the board's USB personality")
     parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--logic-input", action="append", default=[], metavar="CHANNEL=GPIO",
+                        help="wire the PPK2's logic input D<CHANNEL> to the board's GPIO<GPIO>")  # fmt: skip
     args = parser.parse_args(argv)
     try:
         mac = parse_mac(args.mac)
+        wiring = dict(parse_wire(w) for w in args.logic_input)
     except ValueError as exc:
         parser.error(str(exc))
     config = BoardConfig(args.name, args.state, mac, args.flash_size, args.wire_speed, args.usb)
-    asyncio.run(serve(config, args.host))
+    asyncio.run(serve(config, args.host, wiring))
     return 0
+
+
+def parse_wire(text: str) -> tuple[int, int]:
+    """(channel, GPIO) from `CHANNEL=GPIO`; ValueError naming what is wrong."""
+    channel, _, pin = text.partition("=")
+    if not (channel.isdigit() and pin.isdigit() and int(channel) < LOGIC_CHANNELS and int(pin) < 31):
+        raise ValueError(f"--logic-input {text!r}: expected CHANNEL=GPIO, channel 0-7 and GPIO 0-30")
+    return int(channel), int(pin)

@@ -49,11 +49,6 @@ static void set_mtimecmp(uint64_t value) {
     mmio_write32(CLINT_MTIMECMP + 4, (uint32_t)(value >> 32));
 }
 
-void clock_init(void) {
-    c6_status.magic = STATUS_MAGIC;
-    clock_set_state(C6_RUN);
-}
-
 static uint64_t busy_cycles_at(uint64_t v) {
     return (idle_now ? idle_start_v : v) - idle_virt;
 }
@@ -79,12 +74,38 @@ uint64_t clock_chip_cycles(void) {
     return chip_q_at(read_mcycle()) / Q_PER_CYCLE;
 }
 
-void clock_set_state(uint32_t state) {
-    uint64_t v = read_mcycle();
-    c6_status.chip_ns = chip_ns_at(v);
-    c6_status.busy_cycles = busy_cycles_at(v);
-    c6_status.idle_ns = c6_status.chip_ns - c6_status.busy_cycles * Q_PER_CYCLE / Q_PER_NS;
+// One event on the ring at virtual time `v`: about ten stores, counted as the program's time like any other work.
+static void log_event(uint64_t v) {
+    uint32_t n = c6_status.events;
+    volatile c6_event_t *e = &c6_events[n & (C6_EVENTS - 1u)];
+    e->chip_q = chip_q_at(v);
+    e->busy_cycles = busy_cycles_at(v);
+    e->state = c6_status.state;
+    e->gpio = c6_status.gpio;
+    c6_status.events = n + 1; // after the event's fields (volatile stores stay in order)
+}
+
+static void clock_set_state(uint32_t state) {
     c6_status.state = state;
+    log_event(read_mcycle());
+}
+
+void clock_init(void) {
+    c6_status.events = 0;
+    c6_status.gpio = 0;
+    c6_status.idle_end_q = UINT64_MAX;
+    clock_set_state(C6_RUN);
+    c6_status.magic = STATUS_MAGIC; // last: the board reads the ring from here on
+}
+
+void clock_gpio_write(uint32_t pin, bool level) {
+    uint32_t bit = 1u << pin;
+    uint32_t levels = c6_status.gpio;
+    uint32_t next = level ? levels | bit : levels & ~bit;
+    if (next != levels) {
+        c6_status.gpio = next;
+        log_event(read_mcycle());
+    }
 }
 
 // The virtual ns at which the counted clock reaches `chip_ns` (busy: 6.25 chip ns per virtual ns).
@@ -180,10 +201,16 @@ bool clock_idle_q(uint64_t chip_q, bool (*wake)(void)) {
     uint64_t start_q = chip_q_at(start);
     uint64_t until = chip_q == UINT64_MAX ? UINT64_MAX : start + (chip_q + Q_PER_NS - 1) / Q_PER_NS;
     alarm_fired_ns = 0;
-    clock_set_state(clock_idle_state);
+    uint64_t end_q = chip_q == UINT64_MAX ? UINT64_MAX : start_q + chip_q;
+    if (alarm_ns && alarm_ns * Q_PER_NS < end_q) {
+        end_q = alarm_ns * Q_PER_NS;
+    }
+    c6_status.idle_end_q = end_q;
     idle_start_v = start;
     idle_until_v = until;
     idle_now = true;
+    c6_status.state = clock_idle_state;
+    log_event(start);
     program_timer();
     bool early = false;
     for (;;) {

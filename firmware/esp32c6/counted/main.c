@@ -19,6 +19,7 @@
 
 __attribute__((section(".info.boot"))) volatile c6_bootinfo_t c6_bootinfo;
 __attribute__((section(".info.status"))) volatile c6_status_t c6_status;
+__attribute__((section(".info.events"))) volatile c6_event_t c6_events[C6_EVENTS];
 
 extern uint32_t _sstack, _estack;
 static uint8_t heap[MICROPY_HEAP_SIZE] __attribute__((aligned(16)));

@@ -157,10 +157,10 @@ static MP_DEFINE_CONST_FUN_OBJ_VAR_BETWEEN(binascii_crc32_obj, 1, 2, binascii_cr
 
 static const mp_rom_map_elem_t binascii_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_binascii) },
-    { MP_ROM_QSTR(MP_QSTR_hexlify), MP_ROM_PTR(&binascii_hexlify_obj) },
-    { MP_ROM_QSTR(MP_QSTR_unhexlify), MP_ROM_PTR(&binascii_unhexlify_obj) },
-    { MP_ROM_QSTR(MP_QSTR_a2b_base64), MP_ROM_PTR(&binascii_a2b_base64_obj) },
-    { MP_ROM_QSTR(MP_QSTR_b2a_base64), MP_ROM_PTR(&binascii_b2a_base64_obj) },
-    { MP_ROM_QSTR(MP_QSTR_crc32), MP_ROM_PTR(&binascii_crc32_obj) },
+    C6_FUN(binascii, hexlify),
+    C6_FUN(binascii, unhexlify),
+    C6_FUN(binascii, a2b_base64),
+    C6_FUN(binascii, b2a_base64),
+    C6_FUN(binascii, crc32),
 };
 C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, binascii, binascii_module_globals_table);

@@ -356,12 +356,12 @@ static mp_obj_t deflateio_make_new(const mp_obj_type_t *type, size_t n_args, siz
 }
 
 static const mp_rom_map_elem_t deflateio_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_read), MP_ROM_PTR(&mp_stream_read_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readinto), MP_ROM_PTR(&mp_stream_readinto_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readline), MP_ROM_PTR(&mp_stream_unbuffered_readline_obj) },
-    { MP_ROM_QSTR(MP_QSTR_close), MP_ROM_PTR(&mp_stream_close_obj) },
+    C6_FUN(mp_stream, read),
+    C6_FUN(mp_stream, readinto),
+    C6_FUN(mp_stream_unbuffered, readline),
+    C6_FUN(mp_stream, close),
     { MP_ROM_QSTR(MP_QSTR___enter__), MP_ROM_PTR(&mp_identity_obj) },
-    { MP_ROM_QSTR(MP_QSTR___exit__), MP_ROM_PTR(&mp_stream___exit___obj) },
+    C6_FUN(mp_stream, __exit__),
 };
 static MP_DEFINE_CONST_DICT(deflateio_locals_dict, deflateio_locals_table);
 

@@ -150,8 +150,8 @@ static mp_obj_t sha256_make_new(const mp_obj_type_t *type, size_t n_args, size_t
 }
 
 static const mp_rom_map_elem_t sha256_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_update), MP_ROM_PTR(&sha256_update_obj) },
-    { MP_ROM_QSTR(MP_QSTR_digest), MP_ROM_PTR(&sha256_digest_obj) },
+    C6_FUN(sha256, update),
+    C6_FUN(sha256, digest),
 };
 static MP_DEFINE_CONST_DICT(sha256_locals_dict, sha256_locals_table);
 

@@ -275,9 +275,9 @@ static MP_DEFINE_CONST_FUN_OBJ_1(json_load_obj, json_load);
 
 static const mp_rom_map_elem_t json_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_json) },
-    { MP_ROM_QSTR(MP_QSTR_dump), MP_ROM_PTR(&json_dump_obj) },
-    { MP_ROM_QSTR(MP_QSTR_dumps), MP_ROM_PTR(&json_dumps_obj) },
-    { MP_ROM_QSTR(MP_QSTR_load), MP_ROM_PTR(&json_load_obj) },
-    { MP_ROM_QSTR(MP_QSTR_loads), MP_ROM_PTR(&json_loads_obj) },
+    C6_FUN(json, dump),
+    C6_FUN(json, dumps),
+    C6_FUN(json, load),
+    C6_FUN(json, loads),
 };
 C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, json, json_module_globals_table);

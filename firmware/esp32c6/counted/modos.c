@@ -137,13 +137,8 @@ typedef struct {
 static const mp_obj_type_t c6_fileio_type;
 static const mp_obj_type_t c6_textio_type;
 
-static mp_uint_t file_read(mp_obj_t self_in, void *buf, mp_uint_t size, int *errcode) {
-    c6_file_t *self = MP_OBJ_TO_PTR(self_in);
-    if (!self->open) {
-        *errcode = MP_EBADF;
-        return MP_STREAM_ERROR;
-    }
-    lfs_ssize_t n = lfs_file_read(&c6_lfs, &self->file, buf, size);
+// A littlefs result as a stream call's: `n` when it is not negative, else MP_STREAM_ERROR with `errcode` set.
+static mp_uint_t stream_result(lfs_ssize_t n, int *errcode) {
     if (n < 0) {
         *errcode = -n;
         return MP_STREAM_ERROR;
@@ -151,54 +146,49 @@ static mp_uint_t file_read(mp_obj_t self_in, void *buf, mp_uint_t size, int *err
     return n;
 }
 
-static mp_uint_t file_write(mp_obj_t self_in, const void *buf, mp_uint_t size, int *errcode) {
+// The stream's file; NULL, with `errcode` EBADF, once it is closed.
+static c6_file_t *open_file(mp_obj_t self_in, int *errcode) {
     c6_file_t *self = MP_OBJ_TO_PTR(self_in);
     if (!self->open) {
         *errcode = MP_EBADF;
-        return MP_STREAM_ERROR;
+        return NULL;
     }
-    lfs_ssize_t n = lfs_file_write(&c6_lfs, &self->file, buf, size);
-    if (n < 0) {
-        *errcode = -n;
-        return MP_STREAM_ERROR;
-    }
-    return n;
+    return self;
+}
+
+static mp_uint_t file_read(mp_obj_t self_in, void *buf, mp_uint_t size, int *errcode) {
+    c6_file_t *self = open_file(self_in, errcode);
+    return self ? stream_result(lfs_file_read(&c6_lfs, &self->file, buf, size), errcode) : MP_STREAM_ERROR;
+}
+
+static mp_uint_t file_write(mp_obj_t self_in, const void *buf, mp_uint_t size, int *errcode) {
+    c6_file_t *self = open_file(self_in, errcode);
+    return self ? stream_result(lfs_file_write(&c6_lfs, &self->file, buf, size), errcode) : MP_STREAM_ERROR;
 }
 
 static mp_uint_t file_ioctl(mp_obj_t self_in, mp_uint_t request, uintptr_t arg, int *errcode) {
     c6_file_t *self = MP_OBJ_TO_PTR(self_in);
     if (request == MP_STREAM_CLOSE) {
-        if (self->open) {
-            self->open = false;
-            int err = lfs_file_close(&c6_lfs, &self->file);
-            if (err < 0) {
-                *errcode = -err;
-                return MP_STREAM_ERROR;
-            }
+        if (!self->open) {
+            return 0;
         }
-        return 0;
+        self->open = false;
+        return stream_result(lfs_file_close(&c6_lfs, &self->file), errcode);
     }
-    if (!self->open) {
-        *errcode = MP_EBADF;
+    if (open_file(self_in, errcode) == NULL) {
         return MP_STREAM_ERROR;
     }
     if (request == MP_STREAM_SEEK) {
         struct mp_stream_seek_t *s = (struct mp_stream_seek_t *)arg;
         lfs_soff_t pos = lfs_file_seek(&c6_lfs, &self->file, s->offset, s->whence);
         if (pos < 0) {
-            *errcode = -pos;
-            return MP_STREAM_ERROR;
+            return stream_result(pos, errcode);
         }
         s->offset = pos;
         return 0;
     }
     if (request == MP_STREAM_FLUSH) {
-        int err = lfs_file_sync(&c6_lfs, &self->file);
-        if (err < 0) {
-            *errcode = -err;
-            return MP_STREAM_ERROR;
-        }
-        return 0;
+        return stream_result(lfs_file_sync(&c6_lfs, &self->file), errcode);
     }
     *errcode = MP_EINVAL;
     return MP_STREAM_ERROR;
@@ -216,18 +206,18 @@ static void file_print(const mp_print_t *print, mp_obj_t self_in, mp_print_kind_
 }
 
 static const mp_rom_map_elem_t file_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_read), MP_ROM_PTR(&mp_stream_read_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readinto), MP_ROM_PTR(&mp_stream_readinto_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readline), MP_ROM_PTR(&mp_stream_unbuffered_readline_obj) },
-    { MP_ROM_QSTR(MP_QSTR_readlines), MP_ROM_PTR(&mp_stream_unbuffered_readlines_obj) },
-    { MP_ROM_QSTR(MP_QSTR_write), MP_ROM_PTR(&mp_stream_write_obj) },
-    { MP_ROM_QSTR(MP_QSTR_flush), MP_ROM_PTR(&mp_stream_flush_obj) },
-    { MP_ROM_QSTR(MP_QSTR_close), MP_ROM_PTR(&mp_stream_close_obj) },
-    { MP_ROM_QSTR(MP_QSTR_seek), MP_ROM_PTR(&mp_stream_seek_obj) },
-    { MP_ROM_QSTR(MP_QSTR_tell), MP_ROM_PTR(&mp_stream_tell_obj) },
+    C6_FUN(mp_stream, read),
+    C6_FUN(mp_stream, readinto),
+    C6_FUN(mp_stream_unbuffered, readline),
+    C6_FUN(mp_stream_unbuffered, readlines),
+    C6_FUN(mp_stream, write),
+    C6_FUN(mp_stream, flush),
+    C6_FUN(mp_stream, close),
+    C6_FUN(mp_stream, seek),
+    C6_FUN(mp_stream, tell),
     { MP_ROM_QSTR(MP_QSTR___del__), MP_ROM_PTR(&file_del_obj) },
     { MP_ROM_QSTR(MP_QSTR___enter__), MP_ROM_PTR(&mp_identity_obj) },
-    { MP_ROM_QSTR(MP_QSTR___exit__), MP_ROM_PTR(&mp_stream___exit___obj) },
+    C6_FUN(mp_stream, __exit__),
 };
 static MP_DEFINE_CONST_DICT(file_locals_dict, file_locals_table);
 
@@ -500,26 +490,27 @@ static mp_obj_t os_statvfs(mp_obj_t path_in) {
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(os_statvfs_obj, os_statvfs);
 
-static mp_obj_t flash_remove(const char *path) {
-    if (flash_is_dir(path)) {
-        mp_raise_OSError(MP_EISDIR);
+// The entry at `path` on the flash removed: a directory (`dir`, os.rmdir) or anything else (os.remove).
+static mp_obj_t flash_unlink(const char *path, bool dir) {
+    if (flash_is_dir(path) != dir) {
+        mp_raise_OSError(dir ? MP_ENOTDIR : MP_EISDIR);
     }
     check(lfs_remove(&c6_lfs, path));
     return mp_const_none;
+}
+
+static mp_obj_t flash_remove(const char *path) {
+    return flash_unlink(path, false);
+}
+
+static mp_obj_t flash_rmdir(const char *path) {
+    return flash_unlink(path, true);
 }
 
 static mp_obj_t os_remove(mp_obj_t path_in) {
     return path_call(path_in, MP_QSTR_remove, flash_remove);
 }
 static MP_DEFINE_CONST_FUN_OBJ_1(os_remove_obj, os_remove);
-
-static mp_obj_t flash_rmdir(const char *path) {
-    if (!flash_is_dir(path)) {
-        mp_raise_OSError(MP_ENOTDIR);
-    }
-    check(lfs_remove(&c6_lfs, path));
-    return mp_const_none;
-}
 
 static mp_obj_t os_rmdir(mp_obj_t path_in) {
     return path_call(path_in, MP_QSTR_rmdir, flash_rmdir);
@@ -623,8 +614,8 @@ static MP_DEFINE_CONST_FUN_OBJ_KW(vfs_mount_obj, 0, vfs_mount);
 
 static const mp_rom_map_elem_t vfs_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_vfs) },
-    { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&vfs_mount_obj) },
-    { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
+    C6_FUN(vfs, mount),
+    C6_FUN(os, umount),
 };
 C6_MODULE(MP_REGISTER_MODULE, vfs, vfs_module_globals_table);
 
@@ -684,21 +675,21 @@ static MP_DEFINE_CONST_FUN_OBJ_0(os_uname_obj, os_uname);
 
 static const mp_rom_map_elem_t os_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_os) },
-    { MP_ROM_QSTR(MP_QSTR_uname), MP_ROM_PTR(&os_uname_obj) },
-    { MP_ROM_QSTR(MP_QSTR_urandom), MP_ROM_PTR(&os_urandom_obj) },
+    C6_FUN(os, uname),
+    C6_FUN(os, urandom),
     { MP_ROM_QSTR(MP_QSTR_sep), MP_ROM_QSTR(MP_QSTR__slash_) },
-    { MP_ROM_QSTR(MP_QSTR_getcwd), MP_ROM_PTR(&os_getcwd_obj) },
-    { MP_ROM_QSTR(MP_QSTR_chdir), MP_ROM_PTR(&os_chdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ilistdir), MP_ROM_PTR(&os_ilistdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_listdir), MP_ROM_PTR(&os_listdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_stat), MP_ROM_PTR(&os_stat_obj) },
-    { MP_ROM_QSTR(MP_QSTR_statvfs), MP_ROM_PTR(&os_statvfs_obj) },
-    { MP_ROM_QSTR(MP_QSTR_remove), MP_ROM_PTR(&os_remove_obj) },
-    { MP_ROM_QSTR(MP_QSTR_rmdir), MP_ROM_PTR(&os_rmdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_mkdir), MP_ROM_PTR(&os_mkdir_obj) },
-    { MP_ROM_QSTR(MP_QSTR_rename), MP_ROM_PTR(&os_rename_obj) },
-    { MP_ROM_QSTR(MP_QSTR_sync), MP_ROM_PTR(&os_sync_obj) },
-    { MP_ROM_QSTR(MP_QSTR_mount), MP_ROM_PTR(&os_mount_obj) },
-    { MP_ROM_QSTR(MP_QSTR_umount), MP_ROM_PTR(&os_umount_obj) },
+    C6_FUN(os, getcwd),
+    C6_FUN(os, chdir),
+    C6_FUN(os, ilistdir),
+    C6_FUN(os, listdir),
+    C6_FUN(os, stat),
+    C6_FUN(os, statvfs),
+    C6_FUN(os, remove),
+    C6_FUN(os, rmdir),
+    C6_FUN(os, mkdir),
+    C6_FUN(os, rename),
+    C6_FUN(os, sync),
+    C6_FUN(os, mount),
+    C6_FUN(os, umount),
 };
 C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, os, os_module_globals_table);

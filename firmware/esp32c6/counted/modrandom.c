@@ -108,12 +108,12 @@ static MP_DEFINE_CONST_FUN_OBJ_2(random_uniform_obj, random_uniform);
 
 static const mp_rom_map_elem_t random_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_random) },
-    { MP_ROM_QSTR(MP_QSTR_getrandbits), MP_ROM_PTR(&random_getrandbits_obj) },
-    { MP_ROM_QSTR(MP_QSTR_seed), MP_ROM_PTR(&random_seed_obj) },
-    { MP_ROM_QSTR(MP_QSTR_randrange), MP_ROM_PTR(&random_randrange_obj) },
-    { MP_ROM_QSTR(MP_QSTR_randint), MP_ROM_PTR(&random_randint_obj) },
-    { MP_ROM_QSTR(MP_QSTR_choice), MP_ROM_PTR(&random_choice_obj) },
-    { MP_ROM_QSTR(MP_QSTR_random), MP_ROM_PTR(&random_random_obj) },
-    { MP_ROM_QSTR(MP_QSTR_uniform), MP_ROM_PTR(&random_uniform_obj) },
+    C6_FUN(random, getrandbits),
+    C6_FUN(random, seed),
+    C6_FUN(random, randrange),
+    C6_FUN(random, randint),
+    C6_FUN(random, choice),
+    C6_FUN(random, random),
+    C6_FUN(random, uniform),
 };
 C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, random, random_module_globals_table);

@@ -163,11 +163,11 @@ static mp_obj_t poll_iternext(mp_obj_t self_in) {
 }
 
 static const mp_rom_map_elem_t poll_locals_table[] = {
-    { MP_ROM_QSTR(MP_QSTR_register), MP_ROM_PTR(&poll_register_obj) },
-    { MP_ROM_QSTR(MP_QSTR_unregister), MP_ROM_PTR(&poll_unregister_obj) },
-    { MP_ROM_QSTR(MP_QSTR_modify), MP_ROM_PTR(&poll_modify_obj) },
-    { MP_ROM_QSTR(MP_QSTR_poll), MP_ROM_PTR(&poll_poll_obj) },
-    { MP_ROM_QSTR(MP_QSTR_ipoll), MP_ROM_PTR(&poll_ipoll_obj) },
+    C6_FUN(poll, register),
+    C6_FUN(poll, unregister),
+    C6_FUN(poll, modify),
+    C6_FUN(poll, poll),
+    C6_FUN(poll, ipoll),
 };
 static MP_DEFINE_CONST_DICT(poll_locals_dict, poll_locals_table);
 
@@ -187,10 +187,10 @@ static MP_DEFINE_CONST_FUN_OBJ_0(select_poll_obj, select_poll);
 
 static const mp_rom_map_elem_t select_module_globals_table[] = {
     { MP_ROM_QSTR(MP_QSTR___name__), MP_ROM_QSTR(MP_QSTR_select) },
-    { MP_ROM_QSTR(MP_QSTR_poll), MP_ROM_PTR(&select_poll_obj) },
-    { MP_ROM_QSTR(MP_QSTR_POLLIN), MP_ROM_INT(POLLIN) },
-    { MP_ROM_QSTR(MP_QSTR_POLLOUT), MP_ROM_INT(POLLOUT) },
-    { MP_ROM_QSTR(MP_QSTR_POLLERR), MP_ROM_INT(POLLERR) },
-    { MP_ROM_QSTR(MP_QSTR_POLLHUP), MP_ROM_INT(POLLHUP) },
+    C6_FUN(select, poll),
+    C6_INT(POLLIN),
+    C6_INT(POLLOUT),
+    C6_INT(POLLERR),
+    C6_INT(POLLHUP),
 };
 C6_MODULE(MP_REGISTER_EXTENSIBLE_MODULE, select, select_module_globals_table);

@@ -36,19 +36,32 @@ typedef struct {
 } c6_bootinfo_t;
 #define BOOTINFO_MAGIC (0x49423643u) // "C6BI"
 
-// What the board may read while the guest runs (QMP `xp`): the counted clock's split.
+// What the board may read while the guest runs (QMP `xp`): what the core is doing, and a ring of events, each the
+// counted clock's time at a change of the core's state (running, idle) or of a GPIO's output level. The board turns
+// the events into the supply's current on the counted clock (bench/virtual/esp32c6/supply.py).
 typedef struct {
     uint32_t magic;        // STATUS_MAGIC
     uint32_t state;        // C6_RUN, C6_IDLE, C6_DEEPSLEEP
-    uint64_t chip_ns;      // the counted clock when the state last changed
-    uint64_t busy_cycles;  // instructions run (one 160 MHz cycle each)
-    uint64_t idle_ns;      // chip time spent idle (wfi)
+    uint64_t idle_end_q;   // while idle: the counted time (quarter ns) the idle ends by at the latest; UINT64_MAX
+                           // when only input ends it (QEMU lets no time pass then: the counted clock stands still).
+                           // Before `events`: a board that reads both at once never pairs an idle with a later end
+    uint32_t events;       // events written so far; event n is c6_events[n % C6_EVENTS]
+    uint32_t gpio;         // the output levels of GPIO0-30 (bit n: GPIOn)
 } c6_status_t;
 #define STATUS_MAGIC (0x54533643u) // "C6ST"
 enum { C6_RUN = 0, C6_IDLE = 1, C6_DEEPSLEEP = 2 };
 
+typedef struct {
+    uint64_t chip_q;       // the counted clock at the event, in quarter nanoseconds
+    uint64_t busy_cycles;  // instructions run by then (one 160 MHz cycle each)
+    uint32_t state;        // the core's state from the event on
+    uint32_t gpio;         // the GPIOs' output levels from the event on
+} c6_event_t;
+#define C6_EVENTS (2048u)  // the ring's length (a power of two); link.ld places it after the status block
+
 extern volatile c6_bootinfo_t c6_bootinfo;
 extern volatile c6_status_t c6_status;
+extern volatile c6_event_t c6_events[C6_EVENTS];
 
 static inline void mmio_write32(uint32_t addr, uint32_t value) {
     *(volatile uint32_t *)addr = value;
@@ -87,7 +100,8 @@ bool clock_idle(uint64_t chip_ns, bool (*wake)(void));
 bool clock_idle_q(uint64_t chip_q, bool (*wake)(void));
 uint64_t clock_chip_q(void);
 #define CLOCK_Q_PER_NS (4u)
-void clock_set_state(uint32_t state);
+// Set GPIO `pin`'s output level (an event on the ring when it changes).
+void clock_gpio_write(uint32_t pin, bool level);
 extern uint32_t clock_idle_state; // the state an idle is reported as (C6_IDLE, or C6_DEEPSLEEP)
 void clock_timer_irq(void);
 uint64_t clock_irq_enter(void);

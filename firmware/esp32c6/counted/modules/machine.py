@@ -1,8 +1,10 @@
 # machine, as MicroPython's esp32 port documents it for the ESP32-C6. Resets, sleeps, the timers and the
-# watchdog are the chip's (_c6machine, C); nothing is wired to the pins or to UART1, so those are modelled.
+# watchdog are the chip's (_c6machine, C); Pin is C too (_c6gpio: an output's level changes are events on the
+# counted clock, which the board's PPK2 sees on its logic inputs); nothing is wired to UART1, so it is modelled.
 import time
 
 import _c6machine
+from _c6gpio import Pin
 from _c6machine import _deepsleep, _rtc, _timer, _wdt
 
 reset = _c6machine.reset
@@ -55,7 +57,11 @@ def enable_irq(state=0):
     pass
 
 
-class _Level:
+class Signal:
+    def __init__(self, pin, *args, invert=False, **kwargs):
+        self._pin = pin if isinstance(pin, Pin) else Pin(pin, *args, **kwargs)
+        self._invert = bool(invert)
+
     def __call__(self, x=None):
         return self.value(x)
 
@@ -64,71 +70,6 @@ class _Level:
 
     def off(self):
         self.value(0)
-
-
-_GPIO_COUNT = 31
-_FLASH_PINS = range(24, 31)
-_levels = bytearray(_GPIO_COUNT)
-
-
-class Pin(_Level):
-    IN = 1
-    OUT = 3
-    OPEN_DRAIN = 7
-    PULL_UP = 2
-    PULL_DOWN = 1
-    IRQ_RISING = 1
-    IRQ_FALLING = 2
-    WAKE_LOW = 4
-    WAKE_HIGH = 5
-    DRIVE_0 = 0
-    DRIVE_1 = 1
-    DRIVE_2 = 2
-    DRIVE_3 = 3
-
-    def __init__(self, id, mode=-1, pull=-1, *, value=None, drive=None, hold=None):
-        if not isinstance(id, int) or id < 0 or id >= _GPIO_COUNT or id in _FLASH_PINS:
-            raise ValueError("invalid pin")
-        self._id = id
-        self._mode = Pin.IN
-        self._pull = None
-        self.init(mode, pull, value=value, drive=drive, hold=hold)
-
-    def init(self, mode=-1, pull=-1, *, value=None, drive=None, hold=None):
-        if mode != -1:
-            if mode not in (None, Pin.IN, Pin.OUT, Pin.OPEN_DRAIN):
-                raise ValueError("invalid pin mode")
-            self._mode = mode
-        if pull != -1:
-            if pull not in (None, Pin.PULL_UP, Pin.PULL_DOWN):
-                raise ValueError("invalid pull")
-            self._pull = pull
-        if drive is not None and drive not in (0, 1, 2, 3):
-            raise ValueError("bad drive strength")
-        if value is not None:
-            _levels[self._id] = 1 if value else 0
-
-    def value(self, x=None):
-        if x is None:
-            if self._mode == Pin.OUT:
-                return _levels[self._id]
-            if self._mode == Pin.OPEN_DRAIN and _levels[self._id] == 0:
-                return 0
-            return 1 if self._pull == Pin.PULL_UP else 0
-        _levels[self._id] = 1 if x else 0
-
-    def irq(self, handler=None, trigger=3, *, wake=None, hard=False):
-        self._irq = handler  # registered; nothing on the board changes an input, so it never fires
-        return None
-
-    def __repr__(self):
-        return f"Pin({self._id})"
-
-
-class Signal(_Level):
-    def __init__(self, pin, *args, invert=False, **kwargs):
-        self._pin = pin if isinstance(pin, Pin) else Pin(pin, *args, **kwargs)
-        self._invert = bool(invert)
 
     def value(self, x=None):
         if x is None:
