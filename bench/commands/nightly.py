@@ -22,7 +22,7 @@ from bench.commands import (
     results_at,
     selected_devices,
 )
-from bench.commands.replay import parse_speed
+from bench.commands.replay import add_waves_option, parse_speed
 from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError
@@ -64,6 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="acknowledged alerts still fail the night (default: the thresholds' [alerts] fail_acknowledged)",
     )  # fmt: skip
     p.add_argument("--skip", action="append", default=[], choices=STAGE_NAMES, help="leave out a stage")
+    add_waves_option(p)
     add_ci_run_options(p, "--reports")
     p.set_defaults(func=cmd_nightly)
 
@@ -118,7 +119,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     opts = NightlyOptions(
         fleet=fleet, devices=devices, sessions=sessions, store=store, reports_dir=args.output_dir,
         baseline=args.baseline, speed=parse_speed(args.speed), skip=frozenset(args.skip),
-        thresholds=load_thresholds(args.thresholds), fail_acknowledged=args.fail_acknowledged,
+        thresholds=load_thresholds(args.thresholds), fail_acknowledged=args.fail_acknowledged, waves=args.waves,
     )  # fmt: skip
     trust.check(devices)
     with held_devices(devices, "nightly", args.lease_wait):
@@ -233,6 +234,9 @@ def _print_runs(result: NightlyResult) -> None:
     _print_health(result)
     if result.retention is not None:
         out.print(result.retention.line(), highlight=False)
+    if result.time.sessions:
+        out.print(result.time.table())
+    out.print(result.time.headline(), highlight=False)
     out.print(f"exit {int(result.exit_code)}; logs and summary: {result.log_dir}", highlight=False)
 
 

@@ -25,7 +25,7 @@ from bench.core.outcomes import FailureClass
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
 from bench.replay.agents import fleet_opener
-from bench.replay.run import DeviceRun, ReplayRun
+from bench.replay.run import SPLIT, TOGETHER, WAVE_POLICIES, DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
 from bench.store.results import open_store
@@ -57,10 +57,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="voice as PCM or per-10 ms features (auto: features on links too slow for PCM)")  # fmt: skip
     p.add_argument("--deploy", action="store_true", help="deploy agent and model first (skipped when up to date)")
     p.add_argument("--no-realtime", action="store_true", help="pace at normal scheduling priority")
+    add_waves_option(p)
     p.add_argument("--wide", action="store_true", help="every measurement in the summary (wider than 80 columns)")
     add_output_dir(p, logs="logs/")
     add_device_options(p)
     p.set_defaults(func=cmd_replay)
+
+
+def add_waves_option(p: argparse.ArgumentParser) -> None:
+    """`--waves`: how a replay groups its devices (bench.replay.run.waves)."""
+    p.add_argument(
+        "--waves", choices=WAVE_POLICIES, default=SPLIT,
+        help=f"{SPLIT}: bench-clock devices first, then the emulated guests; {TOGETHER}: all at once, the guests at "
+        "the lowest CPU priority (docs/replay.md)",
+    )  # fmt: skip
 
 
 def parse_speed(text: str) -> float | None:
@@ -117,7 +127,7 @@ async def _run(args, session: Session, devices, store, speed, logs: Path, bench:
         try:
             return await replay_fleet(
                 resolved, session, store, make_opener=lambda run_id: fleet_opener(store, run_id, logs, args.deploy),
-                speed=speed, voice=args.voice,
+                speed=speed, voice=args.voice, waves=args.waves,
                 realtime=not args.no_realtime, bench=bench, progress=progress,
             )  # fmt: skip
         finally:

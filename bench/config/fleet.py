@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bench.config.kinds import KINDS, Kind, Settings, get_kind
+from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Kind, Settings, get_kind
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
 from bench.core.fields import resolve_path, settings_from, typed
@@ -166,11 +166,12 @@ def find_fleet(given: str | Path | None) -> tuple[Path, str]:
 
 
 def one_board_fleet(port: str, kind: str = "esp32c6") -> Fleet:
-    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. A /dev/ttyACM* port
-    of an ESP32-C6 is its own USB-Serial-JTAG peripheral (a CDC-ACM device); other ports are a UART bridge."""
+    """A fleet of one real board on serial `port` (`--port /dev/ttyACM0`), named `board`. On a kind with a USB
+    personality (the ESP32-C6's `usb` setting), a /dev/ttyACM* port is the chip's own USB-Serial-JTAG peripheral
+    (a CDC-ACM device); other ports are a UART bridge."""
     entry: dict[str, Any] = {"name": "board", "kind": kind, "port": port}
-    if kind == "esp32c6" and "ttyACM" in port:
-        entry["usb"] = "usb-serial-jtag"
+    if "usb" in get_kind(kind).setting_types() and "ttyACM" in port:
+        entry["usb"] = USB_SERIAL_JTAG
     return parse_fleet({"device": [entry]}, Path(f"--port {port}"))  # what titles say the fleet is
 
 

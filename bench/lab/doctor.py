@@ -20,10 +20,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.config.fleet import Device, Fleet
+from bench.config.kinds import WEB_AGENT
 from bench.config.os_spec import BUILD
 from bench.core.errors import ConfigError
 from bench.core.paths import DISTRIBUTION, WEB_DIR, cache_root
 from bench.core.programs import Program, load_manifest, pip_fix, version_tuple
+from bench.links.spec import QemuLink
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 DISK_FREE_GB = {"os-build": 8.0, "any": 1.0}  # images and their build trees; the results store and reports
@@ -52,10 +54,10 @@ def device_needs(device: Device) -> set[str]:
     needs = {"bench", f"kind:{device.kind}"}
     if device.virtual:
         needs.add(f"virtual:{device.kind}")
-    link = device.link
-    if device.kind == "switch-arm64" or (device.virtual and device.os is not None):
+    machine = device.kind_info.link is QemuLink  # a QEMU machine the bench boots, from an image it builds unless given
+    if machine or (device.virtual and device.os is not None):
         needs.add("qemu")
-    if device.kind == "switch-arm64" and getattr(link, "image", None) is None:
+    if machine and getattr(device.link, "image", None) is None:
         needs.add("os-build")
     if device.os is not None:
         needs.add("os-image")
@@ -195,7 +197,7 @@ def check_web(devices: list[Device]) -> Finding:
 
     wanted = json.loads((WEB_DIR / "package.json").read_text(encoding="utf-8")).get("dependencies", {})
     absent = [n for n in wanted if not (WEB_DIR / "node_modules" / n / "package.json").is_file()]
-    web = tuple(d.name for d in devices if d.kind == "web")
+    web = tuple(d.name for d in devices if d.kind_info.runtime == WEB_AGENT)
     if not absent:
         return Finding("web npm packages", OK, ", ".join(f"{n} {v}" for n, v in wanted.items()), devices=web)
     return Finding("web npm packages", FAIL if web else WARN, f"{WEB_DIR}/node_modules lacks {', '.join(absent)}",

@@ -31,10 +31,11 @@ from bench.nightly.flashing import DeviceFlash, ProgressFactory, flash_devices
 from bench.nightly.ota_stage import fault_suite, update_stage
 from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
+from bench.nightly.timing import NightTime, SessionTime
 from bench.provision.controls import BoardControls
 from bench.recovery.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.replay.agents import deploy, fleet_opener
-from bench.replay.run import DeviceRun
+from bench.replay.run import SPLIT, DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
@@ -63,6 +64,7 @@ class NightlyOptions:
     skip: frozenset[str] = frozenset()
     thresholds: Thresholds | None = None
     fail_acknowledged: bool | None = None  # acknowledged alerts fail the night (None: the thresholds' [alerts])
+    waves: str = SPLIT  # how a replay groups devices into waves (bench.replay.run.waves)
 
 
 @dataclass
@@ -84,6 +86,7 @@ class NightlyResult:
     retries: dict[str, int] = field(default_factory=dict)  # session id -> the run that retried infrastructure failures
     retention: PruneResult | None = None  # the raw rows pruned after the night (bench.store.retention)
     alerts: NightAlerts | None = None  # the night's alerts, new and known (bench.alerts)
+    time: NightTime = field(default_factory=NightTime)  # where the night's time went (bench.nightly.timing)
 
     def outcomes(self) -> dict[str, Outcome]:
         """Each device's failure class over the whole nightly (bench.core.outcomes): the worst of its stages' and
@@ -139,6 +142,7 @@ class NightlyResult:
             "ota_run": next((r.to_json() for r in self.runs if r.session == OTA_SESSION), None),
             "retention": self.retention.to_json() if self.retention else None,
             "alerts": self.alerts.to_json() if self.alerts else None,
+            "time": self.time.to_json(),
         }
 
 
@@ -182,6 +186,7 @@ def git_rev() -> str | None:
 async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = None) -> NightlyResult:
     """Run every stage not in `opts.skip`, store and publish; never raises for a device-side failure."""
     show = progress or NightlyProgress()
+    night_started = time.monotonic()
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     result = NightlyResult(started=stamp, log_dir=opts.reports_dir / f"nightly-{stamp}")
     result.log_dir.mkdir(parents=True, exist_ok=True)
@@ -210,6 +215,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
             except BenchError as exc:
                 stage_result = StageResult(name, time.monotonic() - started, {}, error=str(exc))
             result.stages.append(stage_result)
+            result.time.stages[name] = stage_result.seconds
             show.done(stage_result)
             for dev_name, outcome in stage_result.devices.items():
                 if not outcome.ok:
@@ -232,6 +238,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
         opts.reports_dir, result.started, [h.to_json() for h in result.health], result.skipped
     )
     result.retention = prune(opts.store, opts.fleet.retention)  # last: tonight's reports are written
+    result.time.total_s = time.monotonic() - night_started
     return result
 
 
@@ -384,10 +391,12 @@ async def replay_session(
 ) -> ReplayResult:
     """Replay one session into `devices` and store the run with the bench host's noise and each device's
     fingerprint."""
-    return await recorded_replay(
+    replay = await recorded_replay(
         devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
-        kind=kind, os_of=_flashed_os(result),
+        kind=kind, os_of=_flashed_os(result), waves=opts.waves,
     )  # fmt: skip
+    result.time.sessions.append(SessionTime(replay.session_id, kind, replay.recorded_s, replay.phases))
+    return replay
 
 
 async def recorded_replay(
@@ -400,6 +409,7 @@ async def recorded_replay(
     bench: str,
     kind: str,
     os_of: dict[str, Any] | None = None,
+    waves: str = SPLIT,
 ) -> ReplayResult:
     """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
     host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""
@@ -408,7 +418,7 @@ async def recorded_replay(
     meter = HostNoiseMeter()
     replay = await replay_fleet(
         devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir),
-        speed=speed, bench=bench, git_rev=rev, kind=kind,
+        speed=speed, bench=bench, git_rev=rev, kind=kind, waves=waves,
     )  # fmt: skip
     noise = meter.stop()
     record_host(store, replay.run_id, noise.to_json())

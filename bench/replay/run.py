@@ -30,6 +30,7 @@ from bench.measure.energy import EnergyFigures, energy_figures
 from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 from bench.replay.pacing import Pacer
+from bench.replay.phases import PhaseTimer
 from bench.replay.plan import Plan, VoiceChoice, VoiceMode, choose_voice_mode, link_bytes_per_s, sampled_at_most
 from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
 from bench.replay.sink import FrameSink, RunSink
@@ -59,13 +60,19 @@ def latency_clock(device: Device, hello: dict[str, Any]) -> str | None:
     return None if device_clock(device, hello) == "icount" else "bench"
 
 
-def waves(runs: list[DeviceRun]) -> list[list[DeviceRun]]:
-    """The order devices play in: those timed on the bench's clock together (with the counted boards that hold
-    few inputs: `_short_hold`), then those on their own clock together. A device on its own clock is emulated on
-    a host (QEMU -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while
-    its loop runs; a bench-clock device's figures are the host's timing. Beside two guests on this 2-core host
-    the virtual C6s and the browser were sent their inputs 35-39 ms late (send error P99), 2.2-3.5 ms beside
-    none or one (docs/replay.md)."""
+SPLIT, TOGETHER = "split", "together"
+WAVE_POLICIES = (SPLIT, TOGETHER)
+
+
+def waves(runs: list[DeviceRun], policy: str = SPLIT) -> list[list[DeviceRun]]:
+    """The order devices play in. `split`: those timed on the bench's clock together (with the counted boards that
+    hold few inputs: `_short_hold`), then those on their own clock together. A device on its own clock is emulated
+    on a host (QEMU -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while
+    its loop runs; a bench-clock device's figures are the host's timing. `together`: every device in one wave, the
+    guests' emulators at the host's lowest CPU priority (bench.devices.qemu_machine.COUNTED_NICE), so they take
+    only the cores the others leave idle (docs/replay.md compares the two)."""
+    if policy == TOGETHER:
+        return [runs] if runs else []
     first = [r for r in runs if r.latency_clock == "bench" or _short_hold(r)]
     after = [r for r in runs if r not in first]
     return [w for w in (first, after) if w]
@@ -112,6 +119,7 @@ class DeviceRun:
     meter_error: str = ""
     meter_stopped: bool = False
     energy: EnergyFigures | None = None  # what the meter's samples give, once measured
+    held_ahead: tuple[int, int | None] = (0, None)  # inputs a device-clock agent holds before its loop, and its most
 
     def device_now_us(self) -> int | None:
         """The newest device time the bench has heard of: the VSync of the last frame record."""
@@ -173,6 +181,8 @@ class ReplayRun:
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
+    waves: str = SPLIT  # how devices are grouped into waves (`waves`)
+    timer: PhaseTimer = field(default_factory=PhaseTimer)  # where the run's time goes (bench.replay.phases)
     _frames: FrameSink | None = field(default=None, init=False, repr=False)
 
     async def execute(self) -> list[DeviceRun]:
@@ -181,30 +191,56 @@ class ReplayRun:
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
         self._frames = self.store.frame_sink(WRITER_RT_PRIORITY if self.realtime else None)
         live: list[DeviceRun] = []
+        timer = self.timer
+        ready: asyncio.Task | None = None  # the next wave's _ready, running while this one plays
         try:
-            await asyncio.gather(*(self._prepare(r, self._open) for r in self.runs))
-            for wave in waves([r for r in self.runs if r.status == "opened"]):
-                await asyncio.gather(*(self._prepare(r, self._begin) for r in wave))
+            with timer.phase("open", _names(self.runs)):
+                await asyncio.gather(*(self._prepare(r, self._open) for r in self.runs))
+            order = waves([r for r in self.runs if r.status == "opened"], self.waves)
+            for number, wave in enumerate(order, 1):
+                with timer.phase("start", _names(wave), number):
+                    ready = ready or self._ready_all(wave)
+                    await ready
+                    await asyncio.gather(*(self._prepare(r, self._begin) for r in wave if r.status == "opened"))
+                ready = self._ready_all(order[number]) if number < len(order) else None  # during this wave's play
                 playing = [r for r in wave if r.status == "running"]
                 live += playing
                 if playing:
-                    outcome = await self.replayer.play([r.track for r in playing], self.speed)
-                    self.outcome = self.outcome or outcome
-                    await asyncio.sleep(TAIL_S)
-                await asyncio.gather(*(self._stop(r) for r in playing))
+                    with timer.phase("play", _names(playing), number):
+                        outcome = await self.replayer.play([r.track for r in playing], self.speed)
+                        self.outcome = self.outcome or outcome
+                        await asyncio.sleep(TAIL_S)
+                with timer.phase("stop", _names(playing), number):
+                    await asyncio.gather(*(self._stop(r) for r in playing))
+                stopped = [r for r in playing if r.status == "ok"]
+                with timer.phase("cold starts", _names(stopped), number):
+                    await asyncio.gather(*(self._cold_starts(r) for r in stopped))
         finally:  # also when interrupted: what was collected is measured and stored
-            await asyncio.gather(*(self._close(r) for r in self.runs), return_exceptions=True)
-            self._frames.close()
-            for r in self.runs:
-                if r.status == "opened":  # interrupted before its wave played
-                    r.fail("interrupted before its replay began", FailureClass.INFRASTRUCTURE)
-                    self._store_status(r)
-            for r in live:
-                if r.status == "running":
-                    r.fail(r.detail or "interrupted", FailureClass.INFRASTRUCTURE)
-                    r.end_ns = r.end_ns or time.monotonic_ns()
-                self._measure(r)
+            if ready is not None and not ready.done():
+                ready.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ready
+            with timer.phase("measure", _names(live)):
+                await asyncio.gather(*(self._close(r) for r in self.runs), return_exceptions=True)
+                self._frames.close()
+                for r in self.runs:
+                    if r.status == "opened":  # interrupted before its wave played
+                        r.fail("interrupted before its replay began", FailureClass.INFRASTRUCTURE)
+                        self._store_status(r)
+                for r in live:
+                    if r.status == "running":
+                        r.fail(r.detail or "interrupted", FailureClass.INFRASTRUCTURE)
+                        r.end_ns = r.end_ns or time.monotonic_ns()
+                    self._measure(r)
         return self.runs
+
+    def _ready_all(self, wave: list[DeviceRun]) -> asyncio.Task:
+        """`_ready` for every device of `wave`, in the background."""
+
+        async def all_ready() -> None:
+            await asyncio.gather(*(self._prepare(r, self._ready) for r in wave))
+
+        return asyncio.create_task(all_ready(), name="ready")
 
     async def _prepare(self, run: DeviceRun, step: Callable[[DeviceRun], Awaitable[None]]) -> None:
         """One step of getting `run`'s device going; its failure marks the device, and the others go on."""
@@ -225,17 +261,18 @@ class ReplayRun:
     async def _open(self, run: DeviceRun) -> None:
         """Open the device's agent session and sync clocks; its hello says which clock it is timed on."""
         self.store.add_device(self.run_id, run.device.name, run.device.kind)
-        run.endpoint = await self.open_agent(run.device)
-        session = run.endpoint.session
-        run.recoveries_at_start = len(getattr(session, "recoveries", []))
-        await session.sync_clock(CLOCK_PINGS)
+        with self.timer.phase("open", [run.device.name], detail=True):
+            run.endpoint = await self.open_agent(run.device)
+            session = run.endpoint.session
+            run.recoveries_at_start = len(getattr(session, "recoveries", []))
+            await session.sync_clock(CLOCK_PINGS)
         run.latency_clock = latency_clock(run.device, session.info)
         run.status = "opened"
 
-    async def _begin(self, run: DeviceRun) -> None:
-        """Start the meter and the frame loop (a device-clock agent gets the session ahead), and collect frames."""
+    async def _ready(self, run: DeviceRun) -> None:
+        """Make the device's track (its voice mode and inputs) and hand a device-clock agent the session ahead of
+        its loop. Runs while the wave before the device's plays: only the agent's link and emulator are busy."""
         dev, session = run.device, run.endpoint.session
-        await self._start_meter(run)
         s = dev.settings
         choice = self._voice_choice(dev)
         reason, keep = choice.reason, None
@@ -244,8 +281,17 @@ class ReplayRun:
             reason += f"; voice, gaze and mocap at most {s.input_max_hz:g} Hz (the fleet's input_max_hz)"
         run.track = Track(dev.name, _RecordingSink(session, [p.seq for p in self.plan.inputs]), choice.mode,
                           reason, keep=keep)  # fmt: skip
+        if run.latency_clock == "device":
+            run.held_ahead = await self._hold_ahead(run)
+
+    async def _begin(self, run: DeviceRun) -> None:
+        """Start the meter and the frame loop (on a device-clock agent: with the session it holds), and collect
+        frames."""
+        dev, session = run.device, run.endpoint.session
+        s = dev.settings
+        await self._start_meter(run)
         hold = HOLD_MS if run.latency_clock == "device" else None
-        preloaded, max_held = await self._hold_ahead(run) if hold is not None else (0, None)
+        preloaded, max_held = run.held_ahead
         run.start_ns = time.monotonic_ns()
         ack = await session.start(
             fps=s.fps_target, vsync_hz=s.vsync_hz, key_every=key_every(s), budget_ms=s.decision_budget_ms,
@@ -260,7 +306,7 @@ class ReplayRun:
         run.collector = asyncio.create_task(self._collect(run), name=f"frames-{dev.name}")
         run.status = "running"
         self.store.update_device(
-            self.run_id, dev.name, status="running", agent=session.info, voice_mode=str(choice.mode),
+            self.run_id, dev.name, status="running", agent=session.info, voice_mode=str(run.track.mode),
             voice_reason=run.track.mode_reason, latency_clock=run.latency_clock,
         )  # fmt: skip
 
@@ -338,8 +384,6 @@ class ReplayRun:
             lost = _failure(run.collector)
             cls = _failure_class(run.collector) if lost else class_of(exc)
             run.fail(lost or f"stopping: {type(exc).__name__}: {exc}", cls)
-        if run.status == "running":
-            await self._cold_starts(run)
         if run.track is not None and run.track.failed:  # the link stopped taking inputs
             run.fail(f"link lost: {run.track.failed}", FailureClass.INFRASTRUCTURE)
         refused = getattr(session, "refusals", [])
@@ -468,6 +512,10 @@ class ReplayRun:
                 await run.collector
         if run.endpoint is not None:
             await run.endpoint.close()
+
+
+def _names(runs: list[DeviceRun]) -> list[str]:
+    return [r.device.name for r in runs]
 
 
 def _failure_class(task: asyncio.Task | None) -> FailureClass:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,8 +14,9 @@ from bench.agent.endpoint import OpenAgent
 from bench.config.fleet import Device
 from bench.core.outcomes import FailureClass
 from bench.replay.pacing import Pacer
+from bench.replay.phases import Phase
 from bench.replay.plan import build_plan
-from bench.replay.run import DeviceRun, ReplayRun
+from bench.replay.run import SPLIT, DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
 
 if TYPE_CHECKING:  # the run's record (begin/finish); what the replay writes into it goes through a RunSink
@@ -35,6 +36,8 @@ class ReplayResult:
     speed: float | None
     realtime: bool | None  # the pacer ran under a real-time priority (None: nothing was played)
     devices: list[DeviceRun]
+    phases: list[Phase] = field(default_factory=list)  # where the run's time went (bench.replay.phases)
+    recorded_s: float = 0.0  # the session's recorded length
 
     @property
     def status(self) -> str:
@@ -57,13 +60,15 @@ async def replay_fleet(
     git_rev: str | None = None,
     progress: Callable[[ReplayRun], None] | None = None,
     kind: str = "replay",
+    waves: str = SPLIT,
 ) -> ReplayResult:
     """Replay `session_file` (a path, or a Session already read) into `devices` (links already resolved)
         and store the run; returns it.
 
         Agents are opened with `open_agent`, or with `make_opener(run_id)` for openers that store things of
         their own with the run (e.g. bench.recovery.linux_endpoint.LinuxAgentOpener's telemetry). `kind` is the stored
-    run's kind ("confirm" for the nightly's replays of a suspected regression)."""
+    run's kind ("confirm" for the nightly's replays of a suspected regression). `waves`: how the devices are
+    grouped into waves (bench.replay.run.waves)."""
     if (open_agent is None) == (make_opener is None):
         raise ValueError("give exactly one of open_agent and make_opener")
     session = session_file if isinstance(session_file, Session) else read_session(session_file)
@@ -73,7 +78,8 @@ async def replay_fleet(
         config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},
     )  # fmt: skip
     opener = open_agent if open_agent is not None else make_opener(run_id)
-    run = ReplayRun(plan, devices, opener, store, run_id, speed=speed, voice=voice, pacer=Pacer(), realtime=realtime)
+    run = ReplayRun(plan, devices, opener, store, run_id, speed=speed, voice=voice, pacer=Pacer(), realtime=realtime,
+                    waves=waves)  # fmt: skip
     ticker = asyncio.create_task(_tick(run, progress)) if progress else None
     status = "interrupted"
     try:
@@ -92,12 +98,20 @@ async def replay_fleet(
                 "inputs": len(plan.inputs),
                 "realtime_priority": bool(outcome and outcome.realtime),
                 "devices": {r.device.name: r.status for r in run.runs},
+                "phases": run.timer.to_json(),
             },
         )
     if progress:
         progress(run)
     return ReplayResult(
-        run_id, session.session_id, len(plan.inputs), speed, run.outcome.realtime if run.outcome else None, run.runs
+        run_id,
+        session.session_id,
+        len(plan.inputs),
+        speed,
+        run.outcome.realtime if run.outcome else None,
+        run.runs,
+        run.timer.phases,
+        plan.duration_ns / 1e9,
     )
 
 

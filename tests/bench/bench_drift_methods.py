@@ -2,11 +2,12 @@
 against a fixed reference, and E-divisive means (MongoDB's signal-processing-algorithms, the method inside Apache
 Otava), on synthetic histories at the run-to-run noise measured on the virtual fleet.
 
-    .venv/bin/python -m tests.bench bench_drift_methods [--trials 2000] [--edivisive-path DIR]
+    .venv/bin/python -m tests.bench bench_drift_methods [--trials 2000] [--edivisive]
 
 E-divisive is optional: its package pins Python ~3.11 and numpy ^1.24 (the bench runs numpy 2.4), so it is not a
 dependency. To include it: `.venv/bin/pip install --no-deps --target DIR signal-processing-algorithms
-more-itertools structlog` and pass `--edivisive-path DIR`.
+more-itertools structlog`, then run with `PYTHONPATH=DIR` (`python -m tests.bench` keeps the caller's PYTHONPATH
+after the tests' folders) and `--edivisive`.
 
 Each method gets the same floor rule as the nightly (each of the two newest nights past the metric's floor
 against the reference), so the comparison is of the change-point statistics. Prints, per method and noise: the
@@ -18,7 +19,8 @@ the true one.
 from __future__ import annotations
 
 import argparse
-import site
+import importlib.util
+import sys
 import time
 from collections.abc import Callable
 
@@ -90,12 +92,15 @@ def measure(method: Method, cv: float, trials: int) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--trials", type=int, default=2000)
-    p.add_argument("--edivisive-path", help="a --target folder holding signal-processing-algorithms")
+    p.add_argument("--edivisive", action="store_true", help="include E-divisive (signal-processing-algorithms)")
     args = p.parse_args()
     methods: dict[str, tuple[Method, int]] = {"split t (nightly)": (split_t, args.trials)}
     methods["CUSUM"] = (cusum, args.trials)
-    if args.edivisive_path:
-        site.addsitedir(args.edivisive_path)  # a pip --target folder: a site folder of its own
+    if args.edivisive:
+        if importlib.util.find_spec("signal_processing_algorithms") is None:
+            print("--edivisive: signal_processing_algorithms is not importable (give its folder in PYTHONPATH)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
         methods["E-divisive"] = (edivisive, max(args.trials // 6, 40))  # a permutation test: ~100x slower
     for name, (method, trials) in methods.items():
         for cv in (0.012, 0.05, 0.16):

@@ -33,6 +33,7 @@ from npc_models import PROBATION_US
 
 from bench.agent.session import AgentSession
 from bench.agent.transport import ProcessTransport
+from bench.measure.frames import deviation_us
 from tests.conformance.harness import HostAgent
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,12 +163,12 @@ async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict
         await s.close()
         await transport.close()
     ran = [r for r in recs if r.ran]
-    lag = [r.t0 - r.due for r in ran]
+    lag = [deviation_us(r.t0, r.due) for r in ran]
     return {
         "frames": len(recs),
         "late": sum(r.late for r in recs),
         "skipped": sum(r.skip for r in recs),
-        "decision_us": summary([r.t1 - r.t0 for r in ran]),
+        "decision_us": summary([r.infer_us for r in ran]),
         "lag_us": summary(lag),
         "lag_std_us": statistics.pstdev(lag),
         "cpu_us_per_frame": cpu * 1e6 / max(len(recs), 1),

@@ -1,9 +1,9 @@
 """Benchmark: the host agent on a virtual Jetson and a virtual Pi 5, driven through real sshd.
 
 Per board: time to flash (connect, runtime check, deploy) cold and warm, time to start the agent and get
-its hello, then a frame run at the kind's fps target; prints achieved FPS (1 / mean interval between
-inference starts), frame-start jitter (std and P99 of |t0 - due|), inference time P50/P99, and how many
-telemetry samples arrived meanwhile.
+its hello, then a frame run at the kind's fps target; prints achieved FPS, frame-start jitter and inference time
+P50/P99 as the nightly computes them (bench.measure: frame_timing, inference_latency), and how many telemetry
+samples arrived meanwhile.
 
     python -m tests.bench bench_linux_run [--frames 600]
 """
@@ -17,11 +17,11 @@ import os
 import tempfile
 import time
 
-import numpy as np
-
 from bench.agent.session import AgentSession
 from bench.config.fleet import load_fleet
 from bench.devices.linux import LinuxDriver
+from bench.measure.frames import frame_timing
+from bench.measure.latency import inference_latency
 from bench.virtual import virtual_fleet
 
 
@@ -45,15 +45,12 @@ async def one(device, frames: int) -> None:
         await session.close()
     finally:
         await driver.close()
-    ran = [r for r in recs if r.ran]
-    t0 = np.array([r.t0 for r in ran], dtype=float)
-    dev_us = np.abs(t0 - np.array([r.due for r in ran], dtype=float))
-    infer = np.array([r.t1 - r.t0 for r in ran], dtype=float)
+    timing, infer = frame_timing(recs), inference_latency(recs)
     print(
         f"{device.name} ({device.kind}, target {fps} FPS): flash cold {cold * 1e3:.0f} ms, warm {warm * 1e3:.0f} ms; "
-        f"agent start + hello {start * 1e3:.0f} ms; {len(recs)} frames: {1e6 / np.mean(np.diff(t0)):.2f} FPS, "
-        f"jitter std {np.std(dev_us):.0f} us, P99 {np.percentile(dev_us, 99):.0f} us; "
-        f"inference P50 {np.percentile(infer, 50):.0f} us, P99 {np.percentile(infer, 99):.0f} us; "
+        f"agent start + hello {start * 1e3:.0f} ms; {len(recs)} frames: {timing.fps:.2f} FPS, "
+        f"jitter std {timing.jitter_std_us:.0f} us, P99 {timing.jitter_p99_us:.0f} us; "
+        f"inference P50 {infer.percentile(50):.0f} us, P99 {infer.percentile(99):.0f} us; "
         f"{len(monitor.samples)} telemetry samples"
     )
 

@@ -5,8 +5,8 @@ Prints, next to their goals:
   check), and LiteRT.js's bare `run` for comparison: goal mean 7.9 ms, P95 <= 8.2 ms;
 - the gzipped size of what a page downloads (page + agent modules + LiteRT.js JS, then the WASM build it
   loads), goal 98 KB gzipped;
-- a frame run under requestAnimationFrame at 60 FPS: achieved FPS, frame-start jitter (std and P99 of
-  |t0 - due|), the browser's rAF interval and its jitter, late and skipped frames.
+- a frame run under requestAnimationFrame at 60 FPS: achieved FPS and frame-start jitter as the nightly computes
+  them (bench.measure.frames), the browser's rAF interval and its jitter, late and skipped frames.
 
     python -m tests.bench bench_web [--frames 600] [--infers 2000]
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.agent.session import AgentSession
+from bench.measure.frames import frame_timing
 from bench.web.assets import bundle_files
 from bench.web.browser import Browser
 from bench.web.deploy import deploy_storage
@@ -88,12 +89,10 @@ async def run(frames: int, infers: int) -> None:
             await session.start(fps=60, vsync_hz=60, frames=frames)
             recs = [r async for r in session.frames(timeout=15)]
             stats = await session.stats()
-            ran = [r for r in recs if r.ran]
-            t0 = np.array([r.t0 for r in ran], dtype=float)
-            dev = np.abs(t0 - np.array([r.due for r in ran], dtype=float))
+            timing = frame_timing(recs)
             print(
-                f"frames under rAF ({len(recs)} at 60 FPS): {1e6 / np.mean(np.diff(t0)):.2f} FPS, "
-                f"frame-start jitter std {np.std(dev):.0f} us, P99 {np.percentile(dev, 99):.0f} us; "
+                f"frames under rAF ({len(recs)} at 60 FPS): {timing.fps:.2f} FPS, "
+                f"frame-start jitter std {timing.jitter_std_us:.0f} us, P99 {timing.jitter_p99_us:.0f} us; "
                 f"rAF interval {stats.get('raf_interval_us')} us, jitter {stats.get('raf_jitter_us')} us; "
                 f"late {sum(r.late for r in recs)}, skipped {sum(r.skip for r in recs)}, "
                 f"timer frames {stats.get('timer_frames')}"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.config.fleet import DEFAULT_FLEET, QemuLink, SerialLink, SshLink, load_fleet
+from bench.config.fleet import DEFAULT_FLEET, QemuLink, SerialLink, SshLink, load_fleet, one_board_fleet
 from bench.core.errors import ConfigError, ExitCode
 from tests.conftest import REPO, fleet_refusal, hilbench
 
@@ -190,3 +190,10 @@ def test_a_teams_model_and_firmware_paths_are_taken_from_the_fleet_files_folder(
     assert c6.settings.model == str(lab / "models" / "ours.tflite")
     assert c6.settings.firmware == str(lab / "fw" / "micropython.bin")
     assert pi.settings.model == "npc-policy-int8"  # a bundled fixture's name stays a name
+
+
+@pytest.mark.parametrize(("port", "usb"), [("/dev/ttyACM0", "usb-serial-jtag"), ("/dev/ttyUSB0", "uart-bridge")])
+def test_one_board_on_a_cdc_acm_port_is_its_chips_usb_serial_jtag(port: str, usb: str) -> None:
+    (board,) = one_board_fleet(port)
+    assert board.name == "board" and board.link == SerialLink(port, board.settings.baud)
+    assert board.settings.usb == usb

@@ -196,10 +196,14 @@ def test_a_planted_upward_or_cyclic_import_fails_naming_both_files(
 
 
 def path_edits(source: str) -> list[int]:
-    """Lines of `source` that change `sys.path` (a call on it, or an assignment to it or to a slice of it)."""
+    """Lines of `source` that change `sys.path` (a call on it, an assignment to it or to a slice of it, or
+    `site.addsitedir`, which appends to it)."""
     lines = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "addsitedir":
+                lines.append(node.lineno)
+                continue
             target = node.func.value  # sys.path.insert(...), .append, .extend, .remove
         elif isinstance(node, ast.Assign | ast.AugAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -214,7 +218,8 @@ def path_edits(source: str) -> list[int]:
 def test_the_agents_and_tests_import_without_sys_path_edits() -> None:
     """host/, tests/ and hil/ find the agents' flat modules through pyproject's pytest `pythonpath` (and
     `python -m tests.bench` through the same list): no file edits `sys.path`."""
-    assert path_edits("import sys\nsys.path.insert(0, 'x')\nsys.path[:0] = ['y']\nsys.path += ['z']\n") == [2, 3, 4]
+    planted = "import site\nsys.path.insert(0, 'x')\nsys.path[:0] = ['y']\nsys.path += ['z']\nsite.addsitedir('w')\n"
+    assert path_edits(planted) == [2, 3, 4, 5]
     files = [p for folder in ("host", "tests", "hil") for p in sorted((REPO / folder).rglob("*.py"))]
     found = [f"{p.relative_to(REPO)}:{n}" for p in files for n in path_edits(p.read_text(encoding="utf-8"))]
     assert len(files) > 100 and found == [], found

@@ -285,12 +285,20 @@ def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path
     store.close()
 
 
-def test_devices_on_their_own_clock_play_after_the_bench_clock_ones(tmp_path: Path) -> None:
-    """An icount guest keeps host cores busy while its loop runs, and a bench-clock device's figures are the host's
-    timing: the guest's loop starts only once the bench-clock device's replay has stopped, and both are measured."""
+def _wave_run(tmp_path: Path, waves: str) -> list[tuple[str, str]]:
+    """A bench-clock board and an icount guest replayed with wave policy `waves`: the order their loops started and
+    stopped, and when the guest got its first held input ("guest", "held")."""
     plan = build_plan(synth_session("combat", 5, duration_s=1.0), lambda m: json.dumps(m).encode())
     board, guest = StandInAgent(30), SlowGuest(30, rate=1.0)
     events: list[tuple[str, str]] = []
+    send = guest.send_raw
+
+    async def noted_send(data: bytes) -> int:
+        if not guest.started and ("guest", "held") not in events:
+            events.append(("guest", "held"))
+        return await send(data)
+
+    guest.send_raw = noted_send
     for name, agent in (("board", board), ("guest", guest)):
         start, stop = agent.start, agent.stop
 
@@ -315,10 +323,27 @@ def test_devices_on_their_own_clock_play_after_the_bench_clock_ones(tmp_path: Pa
 
     store = open_store(tmp_path / "r.sqlite")
     run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
-    runs = asyncio.run(ReplayRun(plan, devices, open_agent, store, run_id).execute())
+    run = ReplayRun(plan, devices, open_agent, store, run_id, waves=waves)
+    runs = asyncio.run(run.execute())
     assert [r.status for r in runs] == ["ok", "ok"], [r.detail for r in runs]
-    assert events.index(("board", "stop")) < events.index(("guest", "start")), events
     assert {r.latency_clock for r in runs} == {"bench", "device"}
     for name in agents:
         assert {m.name: m for m in store.measurements(run_id, name)}["frames"].value > 0
+    assert {p.wave for p in run.timer.phases if p.name == "play"} == ({1, 2} if waves == "split" else {1})
     store.close()
+    return events
+
+
+def test_devices_on_their_own_clock_play_after_the_bench_clock_ones(tmp_path: Path) -> None:
+    """An icount guest keeps host cores busy while its loop runs, and a bench-clock device's figures are the host's
+    timing: the guest's loop starts only once the bench-clock device's replay has stopped; the guest is handed the
+    session it holds while the board plays, so its own wave starts at once."""
+    events = _wave_run(tmp_path, "split")
+    assert events.index(("board", "stop")) < events.index(("guest", "start")), events
+    assert events.index(("guest", "held")) < events.index(("board", "stop")), events
+
+
+def test_together_every_device_plays_in_one_wave(tmp_path: Path) -> None:
+    events = _wave_run(tmp_path, "together")
+    assert events.index(("guest", "start")) < events.index(("board", "stop")), events
+    assert events.index(("board", "start")) < events.index(("guest", "stop")), events
