@@ -3,9 +3,10 @@ regressions must be reported the night they appear, with their cause; a hung boa
 product's; a bisection finds the first bad build.
 
     .venv/bin/python -m tests.bench bench_verdicts [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
-                                                   [--duration 10] [--steps] [--creep-nights 8] [--guest-clock]
-                                                   [--two-change] [--hung-board] [--bisect] [--bisect-runs 3]
-                                                   [--heavier 6] [--scenario-device NAME] [--out DIR] [--json]
+                                                   [--duration 10] [--steps] [--creep-nights 8] [--creep-rate 0.05]
+                                                   [--guest-clock] [--two-change] [--hung-board] [--bisect]
+                                                   [--bisect-runs 3] [--heavier 6] [--scenario-device NAME]
+                                                   [--out DIR] [--json]
 
 A reduced nightly (one short synthetic combat session, the chosen devices, update and fault stages skipped; the
 Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet; with --guest-clock the
@@ -33,11 +34,12 @@ this checkout, so injections change files the way a team would, never this workt
                      HANG_AFTER_S), retry it once ("passed on retry") and exit 0; the ladder's steps are printed
   macs x2 (energy) . (--energy, on by default) `--model` puts a policy with twice the MACs on the scenario device,
                      whose power meter (c6-a's virtual PPK2) must report an energy regression that night (issue 29)
-  creep-K .......... (last, after the steps) each inference does ~5% more compute than the night before, K nights
-                     in a row: a busy loop after the model's invoke, 5% of the inference P50 of the last unchanged
-                     night compounded (a slower model a night, the way a retrained model grows); where +5% is inside
-                     a figure's noise the window test alone absorbs it (the drift test's job), on a counted clock
-                     (floor 0.5%) each night is a regression of its own
+  creep-K .......... (last, after the steps) each inference does --creep-rate (5%) more compute than the night
+                     before, K nights in a row: a busy loop after the model's invoke, that share of the inference P50
+                     of the last unchanged night compounded (a slower model a night, the way a retrained model
+                     grows); where a night's step is inside a figure's noise the window test alone absorbs it (the
+                     drift test's job); a step over the floor (+5% on a counted clock, floor 0.5%) is a regression
+                     every night
   bisect-8 ......... (--bisect, on by default; after the nights, in its own results store) `hilbench bisect
                      --series` over 8 models of the scenario device in name order: 1-3 retrains of the same cost
                      (other weights), 4-8 with --heavier times the MACs; judged on any metric (bisect's default),
@@ -273,7 +275,7 @@ def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
 
 ENERGY_GROWTH = 2.0  # issue 29: a model with twice the multiply-accumulates is an energy regression on night one
 ENERGY_METRICS = ("energy_per_decision", "power_mean")  # the thresholds file's energy verdicts
-CREEP_RATE = 0.05  # per night, compounded
+CREEP_RATE = 0.05  # per night, compounded (--creep-rate)
 HEAVIER = 6.0  # MAC factor of the heavier model of the two-change night and the bisection (why: module docstring)
 SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary lines
 # the hung board is frozen this long after its first frame of the night is stored. The replay finds a hang after
@@ -284,12 +286,14 @@ SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary 
 HANG_AFTER_S = 2.0
 
 
-def inject_creep(repo: Path, base_us: dict[str, float], runtimes: dict[str, str], night: int) -> list[str]:
-    """Creep night `night` (1-based): every inference busy-waits base x ((1 + CREEP_RATE)^night - 1) µs after the
+def inject_creep(
+    repo: Path, base_us: dict[str, float], runtimes: dict[str, str], night: int, rate: float = CREEP_RATE
+) -> list[str]:
+    """Creep night `night` (1-based): every inference busy-waits base x ((1 + rate)^night - 1) µs after the
     model's invoke, inside the span the agent times as inference (t0 -> finish), on the device's own clock, in each
     agent a selected device with a base figure runs (`base_us`: device -> its unchanged inference P50). What was
     injected."""
-    grown = (1 + CREEP_RATE) ** night - 1
+    grown = (1 + rate) ** night - 1
     extra = largest(runtimes, {d: v * grown for d, v in base_us.items()})
     done = []
     if HOST_RUNTIME in extra:
@@ -306,7 +310,7 @@ def inject_creep(repo: Path, base_us: dict[str, float], runtimes: dict[str, str]
               f"            _end = self.clock.now() + {wait_us}\n            while self.clock.now() < _end:\n"
               "                pass\n")  # fmt: skip
         done.append(f"MicroPython agent +{wait_us} µs")
-    return [f"+{grown * 100:.0f}% compute: {', '.join(done)}"] if done else []
+    return [f"+{grown * 100:.1f}% compute: {', '.join(done)}"] if done else []
 
 
 def realtime_fleet(repo: Path) -> Path:
@@ -572,21 +576,24 @@ def bisect_summary(doc: dict | None, names: list[str], what: str) -> dict:
             "bisection": doc}  # fmt: skip
 
 
-def creep_summary(creep: list[dict], runs: list[int]) -> dict:
-    """Whether and when the creep was reported as a drift, and which first night it named."""
+def creep_summary(creep: list[dict], runs: list[int], rate: float = CREEP_RATE) -> dict:
+    """Whether and when the creep of `rate` a night was reported as a drift, and which first night it named; else
+    the first night it was a regression of its own."""
     if not creep:
         return {"caught_night": None, "text": "creep: not run"}
     hit = next((i for i, n in enumerate(creep) if n["drifts"]), None)
     if hit is None:
         flagged = next((i for i, n in enumerate(creep) if n["regressions"]), None)
         also = (
-            f"; a regression on creep night {flagged + 1}: {creep[flagged]['regressions']}"
+            f"; a regression on creep night {flagged + 1} (cumulative +{((1 + rate) ** (flagged + 1) - 1) * 100:.1f}%):"
+            f" {creep[flagged]['regressions']}"
             if flagged is not None
             else ""
         )
-        return {"caught_night": None, "text": f"creep over {len(creep)} nights: no drift reported{also}"}
-    cumulative = ((1 + CREEP_RATE) ** (hit + 1) - 1) * 100
-    text = (f"creep +{CREEP_RATE:.0%} a night: drift reported on creep night {hit + 1} (cumulative +{cumulative:.0f}%;"
+        return {"caught_night": None, "regression_night": None if flagged is None else flagged + 1,
+                "text": f"creep +{rate:.1%} a night over {len(creep)} nights: no drift reported{also}"}  # fmt: skip
+    cumulative = ((1 + rate) ** (hit + 1) - 1) * 100
+    text = (f"creep +{rate:.1%} a night: drift reported on creep night {hit + 1} (cumulative +{cumulative:.1f}%;"
             f" first creep night is run {runs[0]}): {' | '.join(creep[hit]['drifts'])}")  # fmt: skip
     return {"caught_night": hit + 1, "cumulative_pct": cumulative, "first_creep_run": runs[0], "text": text,
             "drifts": creep[hit]["drifts"]}  # fmt: skip
@@ -604,7 +611,10 @@ def main() -> int:
         default=True,
         help="the step injections (slower model, memory, first frame); --no-steps skips them",
     )
-    p.add_argument("--creep-nights", type=int, default=8, help="nights of the +5%%-a-night creep, last (0: none)")
+    p.add_argument("--creep-nights", type=int, default=8, help="nights of the creep, last (0: none)")
+    p.add_argument(
+        "--creep-rate", type=float, default=CREEP_RATE, help="the creep's growth a night (default %(default)g)"
+    )
     p.add_argument(
         "--guest-clock",
         action="store_true",
@@ -743,7 +753,7 @@ def main() -> int:
         show(hung)
     creep_runs = []
     for k in range(1, args.creep_nights + 1):
-        if (what := injected("creep", inject_creep(repo, base_us, runtimes, k))) is None:
+        if (what := injected("creep", inject_creep(repo, base_us, runtimes, k, args.creep_rate))) is None:
             break
         result = night(repo, f"creep-{k}", devices, session, store, reports, fleet=fleet)
         result["injected"] = what
@@ -772,7 +782,7 @@ def main() -> int:
         ),
         "nonzero_exits_unchanged": sum(n["exit"] != 0 for n in unchanged),
         "caught": {n["night"]: n["regressions"] for n in nights if "injected" in n},
-        "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs),
+        "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs, args.creep_rate),
         "two_change": two_change_summary(two_change, target),
         "hung_board": hung_board_summary(hung, target, len(frozen), hang_after, ladder),
         "bisect": bisect_summary(bisection, series, series_what),
