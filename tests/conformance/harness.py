@@ -185,7 +185,9 @@ class MicroPythonAgent(AgentUnderTest):
 
         super().__init__(folder)
         esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
-        device = Device(name="conformance-mpy", kind="esp32c6", link=None, virtual=True, settings=esp.settings)
+        # a bare VM: no power meter is wired to it, so no inference marker (the unix port has no machine.Pin)
+        settings = esp.settings.replace(marker_gpio=None)
+        device = Device(name="conformance-mpy", kind="esp32c6", link=None, virtual=True, settings=settings)
         copy_bundle(bundles.micropython_bundle(device, folder / ".bundle"), folder)
         self.command = agent_command(ESP32C6_HEAP)
 

@@ -100,7 +100,8 @@ def _micropython_board(folder: Path) -> list[str]:
     from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
-    device = Device("mpy-1", "esp32c6", None, settings=esp.settings)
+    # a bare VM: no power meter is wired to it, so no inference marker (the unix port has no machine.Pin)
+    device = Device("mpy-1", "esp32c6", None, settings=esp.settings.replace(marker_gpio=None))
     copy_bundle(micropython_bundle(device, folder / ".bundle"), folder)
     return agent_command(ESP32C6_HEAP)
 
@@ -113,7 +114,8 @@ def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -
     argv = _micropython_board(board)
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
     # an ESP32-C6 on its UART: 921600 baud is too slow for PCM plus the other channels -> voice features
-    device = Device("mpy-1", "esp32c6", SerialLink("socket://127.0.0.1:1", 921600), settings=esp.settings)
+    device = Device("mpy-1", "esp32c6", SerialLink("socket://127.0.0.1:1", 921600),
+                    settings=esp.settings.replace(marker_gpio=None))  # fmt: skip
 
     async def open_agent(dev: Device) -> AgentEndpoint:
         transport = await ProcessTransport.spawn(argv, cwd=board, stderr_path=board / "stderr.log")

@@ -6,18 +6,24 @@ from __future__ import annotations
 import asyncio
 import os
 import struct
+from pathlib import Path
 
 import pytest
 
+from bench.virtual.esp32c6.core import EVENTS_PER_READ, CountedCore
 from bench.virtual.esp32c6.counted import (
     EVENT_FORMAT,
+    EVENT_SIZE,
     EVENTS,
+    EVENTS_ADDR,
     STATUS_FORMAT,
     STATUS_MAGIC,
     UNBOUNDED,
     CoreEvent,
     CoreState,
     CoreStatus,
+    ResetCause,
+    Vfs,
 )
 from bench.virtual.esp32c6.ppk2 import ADC_MULT, AVERAGE_START, RESISTORS, SAMPLE_Q, VirtualPpk2, encode, logic_bits
 from bench.virtual.esp32c6.supply import Span, Supply
@@ -136,3 +142,18 @@ def test_encoded_samples_decode_to_the_current_in_one_range() -> None:
     resistor = RESISTORS[ranges.pop()]
     mean_ua = sum(codes) / len(codes) * 4 * ADC_MULT / resistor * 1e6  # as ppk2-api decodes an ideal calibration
     assert mean_ua == pytest.approx(31_234.5, rel=1e-4)
+
+
+def test_a_backlog_of_events_is_read_in_pieces_across_the_rings_end() -> None:
+    core = CountedCore(Path("core.elf"), Vfs(Path("flash.bin"), 0, 0), b"\0" * 6, ResetCause.PWRON_RESET, print)
+    asked: list[tuple[int, int]] = []
+
+    async def read(addr: int, words: int) -> bytes:
+        asked.append((addr, words))
+        first = (addr - EVENTS_ADDR) // EVENT_SIZE
+        return b"".join(struct.pack(EVENT_FORMAT, first + k, 0, 0, 0) for k in range(words * 4 // EVENT_SIZE))
+
+    core._read = read  # type: ignore[method-assign]
+    got = asyncio.run(core.events(EVENTS - 100, 700))  # 100 before the ring's end, 600 from its start
+    assert [e.chip_q for e in got] == [*range(EVENTS - 100, EVENTS), *range(600)]
+    assert max(words for _a, words in asked) * 4 // EVENT_SIZE <= EVENTS_PER_READ  # each QMP reply stays small

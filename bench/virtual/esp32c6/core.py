@@ -41,6 +41,9 @@ from bench.virtual.esp32c6.counted import (
 from bench.virtual.esp32c6.wifi import Wifi
 
 STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
+# events per `xp`: its text is ~64 bytes a line of 4 words, and a QMP reply is one line that the stream reader takes
+# up to 64 KiB of (256 events: ~25 KB)
+EVENTS_PER_READ = 256
 READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
 READY_POLL_S = 0.002
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
@@ -156,7 +159,7 @@ class CountedCore:
         out: list[CoreEvent] = []
         while count > 0:
             slot = first % EVENTS
-            n = min(count, EVENTS - slot)  # up to the ring's end, then from its start
+            n = min(count, EVENTS - slot, EVENTS_PER_READ)  # up to the ring's end, then from its start
             data = await self._read(EVENTS_ADDR + slot * EVENT_SIZE, n * EVENT_SIZE // 4)
             if data is None:
                 return None
@@ -176,6 +179,8 @@ class CountedCore:
             try:
                 text = await client.execute("human-monitor-command", {"command-line": f"xp /{words}wx {addr:#x}"})
             except (PowerError, OSError, RuntimeError):  # QEMU gone, or the connection closed by a reset
+                return None
+            except ValueError:  # a reply longer than the stream reader's limit (it is dropped whole)
                 return None
         found = [int(w, 16) for line in str(text).splitlines() for w in line.split(":", 1)[-1].split()]
         return b"".join(w.to_bytes(4, "little") for w in found[:words])
