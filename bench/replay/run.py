@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.agent.frame import Frame
+from bench.agent.session import LoopStart
 from bench.bundles import loaded_model
 from bench.bundles.fingerprint import device_clock
 from bench.config.fleet import Device
@@ -293,10 +294,10 @@ class ReplayRun:
         hold = HOLD_MS if run.latency_clock == "device" else None
         preloaded, max_held = run.held_ahead
         run.start_ns = time.monotonic_ns()
-        ack = await session.start(
+        ack = await session.start(LoopStart(
             fps=s.fps_target, vsync_hz=s.vsync_hz, key_every=key_every(s), budget_ms=s.decision_budget_ms,
             hold_ms=hold,
-        )  # fmt: skip
+        ))  # fmt: skip
         if hold is not None:
             run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
             budget_ns = round(self._budget_s(dev) * 1e9)
@@ -414,7 +415,7 @@ class ReplayRun:
                 loaded = await session.load(path, manifest, cold=True)
                 if run.latency_clock == "device":  # both ends on the device's clock: the load's receipt (`rx`)
                     clock, sent_ns = DEVICE_CLOCK, int(loaded["rx"]) * 1000
-                await session.start(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms)
+                await session.start(LoopStart(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms))
                 first = None
                 async for rec in session.frames(timeout=COLD_START_TIMEOUT_S):
                     if rec.ran and rec.t1 is not None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.measure.frames import frame_timing
 from bench.web.assets import bundle_files
 from bench.web.browser import Browser
@@ -86,7 +86,7 @@ async def run(frames: int, infers: int) -> None:
                 f"(goal mean {GOAL_MEAN_MS} ms, P95 <= {GOAL_P95_MS} ms); "
                 f"LiteRT.js run alone mean {bare.mean():.3f} ms, P95 {np.percentile(bare, 95):.3f} ms"
             )
-            await session.start(fps=60, vsync_hz=60, frames=frames)
+            await session.start(LoopStart(fps=60, vsync_hz=60, frames=frames))
             recs = [r async for r in session.frames(timeout=15)]
             stats = await session.stats()
             timing = frame_timing(recs)
