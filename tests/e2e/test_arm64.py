@@ -99,10 +99,12 @@ async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, 
 
 
 def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
-    driver = QemuArm64Driver(switch_device(), tmp_path)
+    driver = QemuArm64Driver(switch_device("icount"), tmp_path)
 
     async def panic() -> None:
         assert "mode=agent" in await driver.machine.control("status")
+        # a counted guest runs at the host's lowest CPU priority: contention stretches only its wall time
+        assert os.getpriority(os.PRIO_PROCESS, driver.machine.pid) == 19
         await driver.machine.control("panic", timeout=5.0)
 
     frames, fault = asyncio.run(_fault_during_session(driver, panic))
