@@ -63,15 +63,16 @@ def latency_clock(device: Device, hello: dict[str, Any]) -> str | None:
 
 SPLIT, TOGETHER = "split", "together"
 WAVE_POLICIES = (SPLIT, TOGETHER)
+DEFAULT_WAVES = TOGETHER  # what the nightly and `hilbench replay` use (docs/replay.md: the two measured)
 
 
-def waves(runs: list[DeviceRun], policy: str = SPLIT) -> list[list[DeviceRun]]:
-    """The order devices play in. `split`: those timed on the bench's clock together (with the counted boards that
-    hold few inputs: `_short_hold`), then those on their own clock together. A device on its own clock is emulated
-    on a host (QEMU -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while
-    its loop runs; a bench-clock device's figures are the host's timing. `together`: every device in one wave, the
-    guests' emulators at the host's lowest CPU priority (bench.devices.qemu_machine.COUNTED_NICE), so they take
-    only the cores the others leave idle (docs/replay.md compares the two)."""
+def waves(runs: list[DeviceRun], policy: str = DEFAULT_WAVES) -> list[list[DeviceRun]]:
+    """The order devices play in. `together`: every device in one wave, the guests' emulators at the host's lowest
+    CPU priority (bench.devices.qemu_machine.COUNTED_NICE), so they take only the cores the others leave idle.
+    `split`: those timed on the bench's clock together (with the counted boards that hold few inputs:
+    `_short_hold`), then those on their own clock together: a device on its own clock is emulated on a host (QEMU
+    -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while its loop runs;
+    a bench-clock device's figures are the host's timing (docs/replay.md compares the two)."""
     if policy == TOGETHER:
         return [runs] if runs else []
     first = [r for r in runs if r.latency_clock == "bench" or _short_hold(r)]
@@ -182,7 +183,7 @@ class ReplayRun:
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
-    waves: str = SPLIT  # how devices are grouped into waves (`waves`)
+    waves: str = DEFAULT_WAVES  # how devices are grouped into waves (`waves`)
     timer: PhaseTimer = field(default_factory=PhaseTimer)  # where the run's time goes (bench.replay.phases)
     _frames: FrameSink | None = field(default=None, init=False, repr=False)
 
