@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import contextlib
 import importlib.util
 import json
@@ -126,16 +125,13 @@ class Agent:
         self.exit = asyncio.Event()
         self.last = (None, None)  # last decision (act, p), repeated by skipped frames
         self.errors = {code: 0 for code in wire.ERROR_CODES}
-        self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
+        self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
         # device time (us) the agent was busy, as the MicroPython agent's: reading and answering lines (`rx`), in
         # frame events (`loop`, which holds `release`, held inputs handed to the features, and `invoke`, the
         # interpreter's invoke in the loop's inferences): the agent's own cost is rx + loop - invoke
         self.busy = {"rx": 0, "loop": 0, "release": 0}
         self.invoke_ns = 0
-        self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
-        self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
-        self.held = collections.deque()  # (ts_us, ch, ts, d, seq) of inputs not yet due, in arrival order
-        self.held_late_max_us = 0
+        self.held = npcsched.Held(MAX_HELD)
         self.handlers = {
             "hello": self.on_hello,
             "ping": self.on_ping,
@@ -163,17 +159,12 @@ class Agent:
 
     def hello_msg(self) -> dict:
         cur = self.models.current
-        return {
-            "t": "hello",
-            "proto": wire.PROTO,
-            "agent": AGENT,
-            "version": VERSION,
-            "platform": platform_name(),
+        return wire.hello(AGENT, VERSION, platform_name(), {
             "runtime": self.models.runtime_name,
             "verifier": self.models.verifier.name,
             "model": cur.info if cur else None,
             "caps": CAPS,
-        }
+        })  # fmt: skip
 
     async def handle_line(self, link, line: bytes, rx_us: int) -> None:
         """One received line: decode, dispatch, reply; errors become `error` replies, never exits. The time from its
@@ -370,22 +361,17 @@ class Agent:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
         sched, frames, hold_ms = npcsched.from_start(msg)
         origin = now_us() + sched.vsync_us
-        self.epoch = None if hold_ms is None else origin + 1000 * hold_ms
-        if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
-            self.counts["held_dropped"] += len(self.held)
-            self.held.clear()
-        self.holding = False
+        self.held.start(None if hold_ms is None else origin + 1000 * hold_ms)
         self.stopping = False
         self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames, origin))
-        return wire.reply(msg, "ack", {} if self.epoch is None else {"epoch": self.epoch, "rx": rx_us})
+        epoch = self.held.epoch
+        return wire.reply(msg, "ack", {} if epoch is None else {"epoch": epoch, "rx": rx_us})
 
     async def on_hold(self, msg, rx_us):
         """Hold the inputs that arrive from now on for the next `start` with `hold_ms` (protocol.md `hold`)."""
         if self.loop_task is not None and not self.loop_task.done():
             return wire.error("busy", "the frame loop is running", msg.get("id"))
-        self.counts["held_dropped"] += len(self.held)
-        self.held.clear()
-        self.holding = True
+        self.held.hold()
         return wire.reply(msg, "ack", {"max": MAX_HELD})
 
     async def on_stop(self, msg, rx_us):
@@ -403,36 +389,28 @@ class Agent:
     async def on_input(self, msg, rx_us):
         try:
             args = (msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
-            if self.epoch is None and not self.holding:
+            if not self.held.active():
                 self.features.add(*args)
-            else:  # held until the agent's clock reaches its due time; its data are checked when it is released
-                ts_us = round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
-                if len(self.held) >= MAX_HELD:
-                    return wire.error("busy", f"input: {MAX_HELD} inputs are held already")
-                if self.epoch is not None and rx_us > self.epoch + ts_us:  # after its due time: released at once
-                    self.counts["held_late"] += 1
-                    self.held_late_max_us = max(self.held_late_max_us, rx_us - self.epoch - ts_us)
-                self.held.append((ts_us, *args))
+            elif not self.held.add(args, rx_us):
+                return wire.error("busy", f"input: {MAX_HELD} inputs are held already")
         except (KeyError, TypeError, ValueError) as exc:
             return wire.error("bad_field", f"input: {exc}")  # counted with every error reply
         self.counts["inputs"] += 1
         return None
 
     def release(self, t_us: int) -> None:
-        """Hand the held inputs due by `t_us` (device clock) to the features, in arrival order."""
-        while self.held and self.epoch + self.held[0][0] <= t_us:
-            _, ch, ts, d, seq = self.held.popleft()
-            try:
-                self.features.add(ch, ts, d, seq)
-            except (KeyError, TypeError, ValueError) as exc:  # as for an input that is not held
-                self.errors["bad_field"] += 1
-                self.broadcast(wire.error("bad_field", f"input: {exc}"))
+        """Hand the held inputs due by `t_us` (device clock) to the features; a refused one gets its error."""
+        for exc in self.held.release(t_us, self.features):
+            self.errors["bad_field"] += 1
+            self.broadcast(wire.error("bad_field", f"input: {exc}"))
 
     async def on_stats(self, msg, rx_us):
         self.models.in_probation()  # releases the previous model once probation is over
         fields = dict(self.counts)
         fields["held"] = len(self.held)
-        fields["held_late_max_us"] = self.held_late_max_us
+        fields["held_late"] = self.held.late
+        fields["held_dropped"] = self.held.dropped
+        fields["held_late_max_us"] = self.held.late_max_us
         fields["busy_us"] = {**self.busy, "invoke": self.invoke_ns // 1000}
         fields.update(self.models.memory())
         fields.update(self.models.counts)
@@ -486,7 +464,7 @@ class Agent:
                     continue
                 t0 = now_us()
                 vsync = clock.take()
-                if self.epoch is not None:
+                if self.held.epoch is not None:
                     self.release(vsync)
                     self.busy["release"] += now_us() - t0
                 slot = sched.on_vsync(vsync)
@@ -494,9 +472,7 @@ class Agent:
                 if slot.skip:
                     self.emit_frame(slot, None)
                 self.busy["loop"] += now_us() - t0
-        self.counts["held_dropped"] += len(self.held)  # not yet due when the loop stopped
-        self.held.clear()
-        self.epoch = None
+        self.held.stop()
         self.broadcast(
             {
                 "t": "stopped",
@@ -519,7 +495,7 @@ class Agent:
 
     def run_slot(self, sched, slot) -> None:
         t0 = now_us()
-        if self.epoch is not None:  # the inputs due by now reach the features first
+        if self.held.epoch is not None:  # the inputs due by now reach the features first
             self.release(t0)
             self.busy["release"] += now_us() - t0
         sched.begin(slot, t0)

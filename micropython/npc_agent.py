@@ -57,7 +57,6 @@ MAX_HELD = 1024
 # kept free for the frame loop: `hold`'s `max` is what the free heap takes, at most MAX_HELD
 HELD_BYTES = 1200
 HOLD_RESERVE = 48 * 1024
-COMPACT_HELD = 64  # released inputs are dropped from the front of the held list in batches of at least this
 
 # while an update waits for its server: the requests answered at once (None: a line that does not decode, whose
 # error reply is immediate too); the others wait for the update's reply, at most DEFERRED_MAX lines of them
@@ -268,17 +267,12 @@ class Agent:
         self.errors = {}
         for code in wire.ERROR_CODES:
             self.errors[code] = 0
-        self.counts = {"frames": 0, "inferences": 0, "inputs": 0, "held_late": 0, "held_dropped": 0}
+        self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
         self.mem_peak = 0
         # device time (us) the agent was busy: reading and answering lines (`rx`), in frame events (`loop`, which
         # holds the inferences, models' infer_us, and `release`: held inputs handed to the features)
         self.busy = {"rx": 0, "loop": 0, "release": 0}
-        self.epoch = None  # holding inputs (`start` with hold_ms): device time (us) of session time 0
-        self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
-        self.max_held = MAX_HELD  # inputs held at once (`hold`'s reply says how many the heap takes)
-        self.held = []  # (ts_us, ch, ts, d, seq) of inputs, in arrival order; those before held_next are released
-        self.held_next = 0
-        self.held_late_max_us = 0
+        self.held = npcsched.Held(MAX_HELD)  # its limit: what the heap takes (`hold` says)
         self.spin_us = spin_us(platform_name())
         self.handlers = {
             "hello": self.on_hello,
@@ -302,17 +296,12 @@ class Agent:
     def hello_msg(self):
         cur = self.models.current
         impl = sys.implementation
-        return {
-            "t": "hello",
-            "proto": wire.PROTO,
-            "agent": AGENT,
-            "version": VERSION,
-            "platform": platform_name(),
+        return wire.hello(AGENT, VERSION, platform_name(), {
             "runtime": "%s %s npcnn %s" % (impl.name, ".".join(str(v) for v in impl.version[:3]), npcnn.KERNEL),
             "verifier": "p256.py",
             "model": cur.info if cur else None,
             "caps": ["npcm", "int8", "update-coap", "delta-bsdiff-zlib", "rollback", "stats", "infer", "hold"],
-        }
+        })  # fmt: skip
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -484,43 +473,24 @@ class Agent:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
         sched, frames, hold_ms = npcsched.from_start(msg)
         self.loop = FrameLoop(sched, self.clock, frames)
-        self.epoch = None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms
-        if self.epoch is None:  # inputs held ahead (`hold`) are for a held loop only
-            self.drop_held()
-        self.holding = False
-        return wire.reply(msg, "ack", {} if self.epoch is None else {"epoch": self.epoch, "rx": rx_us})
+        self.held.start(None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms)
+        epoch = self.held.epoch
+        return wire.reply(msg, "ack", {} if epoch is None else {"epoch": epoch, "rx": rx_us})
 
     def on_hold(self, msg, rx_us):
         """Hold the inputs that arrive from now on for the next `start` with `hold_ms` (protocol.md `hold`)."""
         if self.loop is not None:
             return wire.error("busy", "the frame loop is running", msg.get("id"))
-        self.drop_held()
-        self.holding = True
+        self.held.hold()
         gc.collect()
-        self.max_held = max(16, min(MAX_HELD, (_mem_free() - HOLD_RESERVE) // HELD_BYTES))
-        return wire.reply(msg, "ack", {"max": self.max_held})
-
-    def drop_held(self):
-        """Forget the inputs held and not released (counted in `held_dropped`)."""
-        self.counts["held_dropped"] += len(self.held) - self.held_next
-        self.held = []
-        self.held_next = 0
+        self.held.limit = max(16, min(MAX_HELD, (_mem_free() - HOLD_RESERVE) // HELD_BYTES))
+        return wire.reply(msg, "ack", {"max": self.held.limit})
 
     def release(self, t_us):
-        """Hand the held inputs due by `t_us` (device clock) to the features, in arrival order."""
-        held, epoch = self.held, self.epoch
-        while self.held_next < len(held) and epoch + held[self.held_next][0] <= t_us:
-            _, ch, ts, d, seq = held[self.held_next]
-            held[self.held_next] = None
-            self.held_next += 1
-            try:
-                self.features.add(ch, ts, d, seq)
-            except (KeyError, TypeError, ValueError) as exc:  # as for an input that is not held
-                self.errors["bad_field"] += 1
-                self.send(wire.error("bad_field", "input: %s" % exc))
-        if self.held_next >= COMPACT_HELD and 2 * self.held_next >= len(held):
-            del held[: self.held_next]
-            self.held_next = 0
+        """Hand the held inputs due by `t_us` (device clock) to the features; a refused one gets its error."""
+        for exc in self.held.release(t_us, self.features):
+            self.errors["bad_field"] += 1
+            self.send(wire.error("bad_field", "input: %s" % exc))
 
     def on_stop(self, msg, rx_us):
         if self.loop is None:
@@ -532,16 +502,10 @@ class Agent:
     def on_input(self, msg, rx_us):
         try:
             args = (msg["ch"], msg["ts"], msg["d"], int(msg.get("seq", -1)))
-            if self.epoch is None and not self.holding:
+            if not self.held.active():
                 self.features.add(*args)
-            else:  # held until the agent's clock reaches its due time; its data are checked when it is released
-                ts_us = round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
-                if len(self.held) - self.held_next >= self.max_held:
-                    return wire.error("busy", "input: %d inputs are held already" % self.max_held)
-                if self.epoch is not None and rx_us > self.epoch + ts_us:  # after its due time: released at once
-                    self.counts["held_late"] += 1
-                    self.held_late_max_us = max(self.held_late_max_us, rx_us - self.epoch - ts_us)
-                self.held.append((ts_us,) + args)  # noqa: RUF005 (MicroPython has no starred tuple displays)
+            elif not self.held.add(args, rx_us):
+                return wire.error("busy", "input: %d inputs are held already" % self.held.limit)
         except (KeyError, TypeError, ValueError) as exc:
             return wire.error("bad_field", "input: %s" % exc)
         self.counts["inputs"] += 1
@@ -551,8 +515,10 @@ class Agent:
         self.models.in_probation()  # releases the previous model once probation is over
         cur = self.models.current
         fields = dict(self.counts)
-        fields["held"] = len(self.held) - self.held_next
-        fields["held_late_max_us"] = self.held_late_max_us
+        fields["held"] = len(self.held)
+        fields["held_late"] = self.held.late
+        fields["held_dropped"] = self.held.dropped
+        fields["held_late_max_us"] = self.held.late_max_us
         fields["busy_us"] = dict(self.busy)
         fields["mem"] = self.note_memory()
         fields["mem_peak"] = self.mem_peak
@@ -605,7 +571,7 @@ class Agent:
     def run_slot(self, slot):
         sched = self.loop.sched
         t0 = start = self.clock.now()
-        if self.epoch is not None:  # the inputs due by t0 reach the features in this frame's decision
+        if self.held.epoch is not None:  # the inputs due by t0 reach the features in this frame's decision
             # those due before the frame first, then t0, then those that came due meanwhile (rarely any): the
             # frame's t0..t1 is its decision, not the features' work on inputs due before it
             self.release(start)
@@ -639,7 +605,7 @@ class Agent:
         loop = self.loop
         t0 = self.clock.now()
         vsync = loop.vsync.take()
-        if self.epoch is not None:
+        if self.held.epoch is not None:
             self.release(vsync)
             self.busy["release"] += self.clock.now() - t0
         slot = loop.sched.on_vsync(vsync)
@@ -651,8 +617,7 @@ class Agent:
     def end_loop(self):
         loop = self.loop
         self.loop = None
-        self.drop_held()  # not yet due when the loop stopped
-        self.epoch = None
+        self.held.stop()
         s = loop.sched
         self.send(
             {"t": "stopped", "frames": loop.taken, "inferences": s.inferences, "skipped": s.skipped, "late": s.late}

@@ -23,6 +23,7 @@ MAX_QUEUE = 2
 MAX_HZ = 1000  # frame and vsync rates above this are a sender's bug (a frame period under 1 ms)
 MAX_FRAMES = 1000000000
 MAX_HOLD_MS = 60000  # `start`'s hold_ms: at most this long between the loop's first VSync and input ts 0
+COMPACT_HELD = 64  # released inputs are dropped from the front of the held list in batches of at least this
 
 
 class Slot:
@@ -141,3 +142,79 @@ class VsyncClock:
         t = self.tick_at(self.n)
         self.n += 1
         return t
+
+
+class Held:
+    """The inputs an agent holds until its clock reaches their due time (protocol.md `start` with hold_ms, and
+    `hold` ahead of a loop): in arrival order, each with its due time in us after the loop's epoch; released
+    from the front. An input's `ts` is checked when it is held, its data when it is released."""
+
+    def __init__(self, limit):
+        self.limit = limit  # inputs held at once
+        self.epoch = None  # a held loop runs: device time (us) of session time 0
+        self.holding = False  # `hold` came: inputs are held for the next loop, whose epoch is not known yet
+        self.items = []  # (ts_us, ch, ts, d, seq); those before `next` are released
+        self.next = 0
+        self.late = 0  # inputs that arrived after their due time (released at once)
+        self.late_max_us = 0
+        self.dropped = 0  # inputs forgotten before they were due
+
+    def __len__(self):
+        return len(self.items) - self.next
+
+    def active(self):
+        """Whether an input that arrives now is held (else it goes to the features at once)."""
+        return self.epoch is not None or self.holding
+
+    def hold(self):
+        """Hold the inputs from now on for the next loop (those held before are dropped)."""
+        self.drop()
+        self.holding = True
+
+    def start(self, epoch):
+        """A loop starts whose inputs are held until due after `epoch` (device us); with None its inputs are not
+        held, and those held ahead for it are dropped."""
+        self.epoch = epoch
+        if epoch is None:
+            self.drop()
+        self.holding = False
+
+    def stop(self):
+        """The loop stopped: the inputs not yet due are dropped."""
+        self.drop()
+        self.epoch = None
+
+    def drop(self):
+        """Forget the inputs not yet released (counted in `dropped`)."""
+        self.dropped += len(self)
+        self.items = []
+        self.next = 0
+
+    def add(self, args, rx_us):
+        """Hold input `args` (ch, ts, d, seq) that arrived at `rx_us` (device us); False when `limit` inputs are
+        held already. ValueError or TypeError for a `ts` out of range."""
+        ts_us = round(1000 * npcfeat.number(args[1], "ts", 0, npcfeat.TS_BOUND_MS))
+        if len(self) >= self.limit:
+            return False
+        if self.epoch is not None and rx_us > self.epoch + ts_us:  # after its due time: released at once
+            self.late += 1
+            self.late_max_us = max(self.late_max_us, rx_us - self.epoch - ts_us)
+        self.items.append((ts_us,) + args)  # noqa: RUF005 (MicroPython has no starred tuple displays)
+        return True
+
+    def release(self, t_us, features):
+        """Hand the inputs due by `t_us` (device clock) to `features`, in arrival order; the errors of those whose
+        data it refused (KeyError, TypeError, ValueError, as an input not held gets), in order."""
+        items, epoch, refused = self.items, self.epoch, ()
+        while self.next < len(items) and epoch + items[self.next][0] <= t_us:
+            _, ch, ts, d, seq = items[self.next]
+            items[self.next] = None
+            self.next += 1
+            try:
+                features.add(ch, ts, d, seq)
+            except (KeyError, TypeError, ValueError) as exc:
+                refused += (exc,)
+        if self.next >= COMPACT_HELD and 2 * self.next >= len(items):
+            del items[: self.next]
+            self.next = 0
+        return refused

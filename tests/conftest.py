@@ -13,6 +13,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-slow", action="store_true", help="also run tests marked slow (many QEMU guest boots)")
+    parser.addoption(
+        "--update-expected",
+        action="store_true",
+        help="rewrite the checked-in expected files (tests/expected/) from this run instead of comparing with them",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,6 +52,12 @@ def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.bundles.trust);
     # tests/robustness/test_trust.py runs without this
     os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
+
+
+@pytest.fixture
+def update_expected(request: pytest.FixtureRequest) -> bool:
+    """True when the run rewrites the expected files (--update-expected) instead of comparing with them."""
+    return bool(request.config.getoption("--update-expected"))
 
 
 def alive(pid: int) -> bool:

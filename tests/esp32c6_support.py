@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -29,6 +30,79 @@ REPO = Path(__file__).resolve().parent.parent
 FIRMWARE = Path(
     os.environ.get("HILBENCH_TEST_C6_FIRMWARE") or REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
 )
+
+
+# The start of a MicroPython program that collects figures in `out` (printed as JSON at its end) and the error
+# a call raises, as "Type: message", with err(fn)
+PROGRAM_START = r"""
+import json, machine, time
+out = {}
+def err(fn):
+    try:
+        fn()
+    except Exception as e:
+        return type(e).__name__ + ": " + str(e)
+    return "no error"
+"""
+
+# What both virtual boards' `machine` share (firmware/esp32c6/counted/modules/_machinebase.py, which the unix-port
+# VM imports too): a program printing one JSON line, run on either board, and `check_machine_base` on what it printed
+MACHINE_BASE_PROGRAM = (
+    PROGRAM_START
+    + r"""
+uart = machine.UART(1, baudrate=115200, bits=7, parity=0, stop=2, tx=5, rx=6, timeout=10)
+t0 = time.ticks_us(); n = uart.write(b"x" * 100); wire_us = time.ticks_diff(time.ticks_us(), t0)
+out["uart"] = [n, uart.any(), uart.read(), wire_us, repr(uart)]
+out["uart_bad"] = [err(f) for f in (lambda: machine.UART(2), lambda: machine.UART(1, stop=3),
+                                     lambda: machine.UART(1, bits=9), lambda: machine.UART(1, tx=26))]
+ticks = []
+tim = machine.Timer(0)
+tim.init(mode=machine.Timer.PERIODIC, period=20, callback=lambda t: ticks.append(1))
+once = []
+machine.Timer(1, mode=machine.Timer.ONE_SHOT, period=10, callback=lambda t: once.append(t))
+time.sleep_ms(250)
+tim.deinit()
+n = len(ticks)
+time.sleep_ms(100)
+out["timer"] = [n, len(ticks) == n, len(once), repr(once[0]) if once else None]
+out["timer_bad"] = [err(lambda: machine.Timer(2)), err(lambda: machine.Timer(0, mode=5))]
+out["wdt_bad"] = [err(lambda: machine.WDT(timeout=0)), err(lambda: machine.WDT(1))]
+pin = machine.Pin(5, machine.Pin.OUT)
+s = machine.Signal(pin, invert=True); s.on()
+out["signal"] = [s.value(), pin.value(), machine.Signal(7, machine.Pin.OUT, value=1)()]
+p = machine.Pin(6, machine.Pin.IN, machine.Pin.PULL_UP)
+t0 = time.ticks_ms(); r = machine.time_pulse_us(p, 0, 50000)
+out["pulse"] = [r, time.ticks_diff(time.ticks_ms(), t0) >= 50, machine.time_pulse_us(p, 1, 1000)]
+before = machine.wake_reason(); machine.lightsleep(20)
+out["wake"] = [before, machine.wake_reason(), machine.sleep is machine.lightsleep]
+out["causes"] = [machine.PWRON_RESET, machine.HARD_RESET, machine.WDT_RESET, machine.DEEPSLEEP_RESET,
+                 machine.SOFT_RESET]
+print(json.dumps(out))
+"""
+)
+
+
+def check_machine_base(printed: str) -> None:
+    """What MACHINE_BASE_PROGRAM prints on either board, as MicroPython's esp32 port documents it."""
+    out = json.loads(printed)
+    n, waiting, read, wire_us, shown = out["uart"]
+    # nothing is wired to the UART's pins; 100 bytes of 11 bits (start, 7 data, parity, 2 stop) at 115,200 baud
+    assert (n, waiting, read, shown) == (100, 0, None, "UART(1, baudrate=115200)"), out["uart"]
+    assert 9548 <= wire_us < 200_000, out["uart"]
+    assert out["uart_bad"] == [
+        "ValueError: UART(2) does not exist",
+        "ValueError: invalid stop bits",
+        "ValueError: invalid data bits",
+        "ValueError: invalid pin",
+    ]
+    ticks, stopped, once, once_timer = out["timer"]
+    assert 5 <= ticks <= 13 and stopped and once == 1 and once_timer == "Timer(1)", out["timer"]
+    assert out["timer_bad"] == ["ValueError: invalid Timer number", "ValueError: invalid mode"]
+    assert out["wdt_bad"] == ["ValueError: WDT timeout too short", "ValueError: "]
+    assert out["signal"] == [1, 0, 1]  # active-low: on() drives the pin low
+    assert out["pulse"] == [-2, True, -1]  # a pulled-up pin: a low pulse never starts, a high one never ends
+    assert out["wake"] == [0, 4, True]  # TIMER_WAKE after a timed light sleep
+    assert out["causes"] == [1, 2, 3, 4, 5]
 
 
 def c6_device(name: str, mac: str, energy: EnergySpec | None = None, **settings: object) -> Device:

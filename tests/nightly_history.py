@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,6 +16,7 @@ from bench.nightly.confirm import confirm_run
 from bench.results.evidence import record_fingerprint
 from bench.results.thresholds import Thresholds
 from bench.store.results import ResultStore
+from tests.stored_runs import night_start
 
 # device -> (kind, inference P50 us, decision latency P50 us, FPS, memory peak B, clock)
 FLEET = {
@@ -40,12 +42,16 @@ class Plan:
     model_every: int = 0  # a new model sha256 on every device each this many nights (0: never)
 
 
-def write_history(store: ResultStore, thresholds: Thresholds, plan: Plan, devices: tuple[str, ...]) -> list[int]:
-    """Store and judge `plan.nights` nights of session "combat" on `devices`; return their run ids."""
+def write_history(
+    store: ResultStore, thresholds: Thresholds, plan: Plan, devices: tuple[str, ...],
+    first_night: dt.datetime | None = None,
+) -> list[int]:  # fmt: skip
+    """Store and judge `plan.nights` nights of session "combat" on `devices` (a day apart from `first_night`,
+    else all now); return their run ids."""
     rng = np.random.default_rng(5)
     ids = []
     for night in range(plan.nights):
-        run = store.begin_run("replay", session="combat")
+        run = store.begin_run("replay", session="combat", started_at=night_start(first_night, night))
         for name in devices:
             kind, inference, latency, fps, mem, clock = FLEET[name]
             store.add_device(run, name, kind)

@@ -3,6 +3,7 @@ bench.measure and written through the results store's API, for report tests and 
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,11 @@ from tests.measured_runs import Shape, measured, records
 
 DEVICES = (("c6-a", "esp32c6", 20, 24.6), ("orin-1", "jetson-orin-nx", 60, 3.1), ("pi5-1", "pi5", 30, 9.5),
            ("switch-1", "switch-arm64", 30, 29.0))  # fmt: skip
+
+
+def night_start(first: dt.datetime | None, night: int) -> str | None:
+    """When night `night` (0-based) of a history from `first` starts, as the store writes times (None: now)."""
+    return None if first is None else (first + dt.timedelta(days=night)).isoformat(timespec="milliseconds")
 
 
 def write_device(store: ResultStore, run_id: int, name: str, kind: str, fps: int, latency_ms: float,
@@ -34,15 +40,18 @@ def write_device(store: ResultStore, run_id: int, name: str, kind: str, fps: int
 
 
 def build_store(
-    path: Path, runs: int, devices: int, frames: int, *, regress: str = "orin-1", regressed_runs: int = 1
-) -> int:
+    path: Path, runs: int, devices: int, frames: int, *, regress: str = "orin-1", regressed_runs: int = 1,
+    first_night: dt.datetime | None = None,
+) -> int:  # fmt: skip
     """Write `runs` runs of session "synthetic" (baseline "default" = the first; the last `regressed_runs` have a
-    +25% latency regression on `regress`, and are not accepted into later baselines); return the last run's id."""
+    +25% latency regression on `regress`, and are not accepted into later baselines); return the last run's id.
+    With `first_night` the runs start a day apart from it, else now."""
     rng = np.random.default_rng(0)
     last = 0
     with open_store(path) as store:
         for r in range(runs):
-            last = store.begin_run("nightly", bench="synthetic", session="synthetic")
+            last = store.begin_run("nightly", bench="synthetic", session="synthetic",
+                                   started_at=night_start(first_night, r))  # fmt: skip
             for name, kind, fps, latency in DEVICES[:devices]:
                 factor = 1.25 if (r >= runs - regressed_runs and name == regress) else 1.0
                 write_device(store, last, name, kind, fps, latency, frames, rng, factor)

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bench.agent.frame import Frame
+from bench.agent.session import LoopStart
 from bench.config.fleet import Device
-from bench.config.kinds import DECISION_BUDGET_MS
 
 
 class ClockLike(Protocol):
@@ -34,16 +34,7 @@ class AgentLike(Protocol):
     sent_ns: dict[int, int]
 
     async def sync_clock(self, n: int = 16, interval: float = 0.0) -> ClockLike: ...
-    async def start(
-        self,
-        *,
-        fps: int,
-        vsync_hz: int,
-        key_every: int = 1,
-        budget_ms: int = DECISION_BUDGET_MS,
-        frames: int = 0,
-        hold_ms: int | None = None,
-    ) -> Any: ...
+    async def start(self, loop: LoopStart) -> Any: ...
     async def stop(self, timeout: float | None = None) -> Any: ...
     async def hold(self) -> dict[str, Any]: ...
     async def stats(self) -> dict[str, Any]: ...

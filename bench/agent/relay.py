@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.agent.clock import ClockSync
 from bench.agent.frame import Frame
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 from bench.core.errors import BenchError, DeviceUnreachable
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class RelayedSession:
         self.dropped_inputs = 0
         self._old_faults: list[dict[str, Any]] = []
         self._old_refusals: list[dict[str, Any]] = []
-        self._start_args: dict[str, Any] | None = None
+        self._loop_start: LoopStart | None = None
         self._stopping = False
         self._recovering = False
         self._idle = asyncio.Event()  # set while no recovery runs
@@ -71,11 +71,11 @@ class RelayedSession:
         await self.inner.sync_clock(n, interval)
         return self.clock
 
-    async def start(self, **kwargs: Any) -> dict[str, Any]:
+    async def start(self, loop: LoopStart) -> dict[str, Any]:
         """Start the frame loop (remembered, to restart it after a recovery)."""
-        self._start_args = kwargs
+        self._loop_start = loop
         self._stopping = False
-        return await self.inner.start(**kwargs)
+        return await self.inner.start(loop)
 
     @property
     def device(self) -> str:
@@ -165,15 +165,15 @@ async def still_answers(session: AgentSession, timeout_s: float) -> bool:
     return True
 
 
-async def start_fresh(session: AgentSession, start_args: dict[str, Any], drain_timeout_s: float = 5.0) -> None:
+async def start_fresh(session: AgentSession, loop: LoopStart, drain_timeout_s: float = 5.0) -> None:
     """Start the frame loop; if a loop is still running (left by a session whose link dropped), stop it,
     let its last records and its `stopped` go by, then start."""
     try:
-        await session.start(**start_args)
+        await session.start(loop)
     except AgentError as exc:
         if exc.code != "busy":
             raise
         await session.stop()
         async for _stale in session.frames(timeout=drain_timeout_s):
             pass
-        await session.start(**start_args)
+        await session.start(loop)

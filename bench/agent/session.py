@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,27 @@ class AgentError(ProductFailure):
 
 class ProtocolMismatch(BenchError):
     """The agent speaks another protocol version than the bench."""
+
+
+@dataclass(frozen=True)
+class LoopStart:
+    """What a `start` request asks of the agent's frame loop (protocol.md `start`)."""
+
+    fps: int  # inferences per second: the next one is due 1/fps after a VSync
+    vsync_hz: int  # the agent's display clock
+    key_every: int = 1  # frames that are not key frames may skip inference
+    budget_ms: int = DECISION_BUDGET_MS  # the decision budget (informational: the bench counts the misses)
+    frames: int = 0  # the loop stops after this many frames (0: at `stop`)
+    # an agent with the `hold` cap holds each input until its clock reaches the input's `ts` after the loop's
+    # epoch (its first VSync + hold_ms)
+    hold_ms: int | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The request's fields (`hold_ms` only when it is set)."""
+        fields = asdict(self)
+        if self.hold_ms is None:
+            del fields["hold_ms"]
+        return fields
 
 
 class AgentSession:
@@ -238,24 +260,11 @@ class AgentSession:
         self.info["model"] = reply.get("model")
         return reply
 
-    async def start(
-        self,
-        *,
-        fps: int,
-        vsync_hz: int,
-        key_every: int = 1,
-        budget_ms: int = DECISION_BUDGET_MS,
-        frames: int = 0,
-        hold_ms: int | None = None,
-    ) -> dict[str, Any]:
-        """Start the frame loop; frame records then arrive through `frames()`. With `hold_ms` (an agent with the
-        `hold` cap) the agent holds each input until its clock reaches the input's `ts` after its epoch (the
-        first VSync + `hold_ms`); the reply's `epoch` says when that is, in device us."""
+    async def start(self, loop: LoopStart) -> dict[str, Any]:
+        """Start the frame loop `loop` asks for; frame records then arrive through `frames()`. With `hold_ms` (an
+        agent with the `hold` cap) the reply's `epoch` says when the held inputs' clock starts, in device us."""
         self.last_stopped = None
-        fields: dict[str, Any] = {"fps": fps, "vsync_hz": vsync_hz, "key_every": key_every, "budget_ms": budget_ms}
-        if hold_ms is not None:
-            fields["hold_ms"] = hold_ms
-        return await self.request("start", frames=frames, **fields)
+        return await self.request("start", **loop.fields())
 
     async def hold(self) -> dict[str, Any]:
         """Have an agent with the `hold` cap hold the inputs sent from now on for the next `start` with `hold_ms`

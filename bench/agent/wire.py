@@ -181,6 +181,15 @@ def error(code, detail, msg_id=None):
     return msg
 
 
+def hello(agent, version, platform, fields):
+    """The `hello` an agent sends (protocol.md `hello`): the protocol version, the implementation (`agent`,
+    `version`) and where it runs (`platform`), then its `fields` (runtime, verifier, model, caps)."""
+    msg = {"t": "hello", "proto": PROTO, "agent": agent, "version": version, "platform": platform}
+    for k in fields:
+        msg[k] = fields[k]
+    return msg
+
+
 def text(value, name, limit=MAX_TEXT):
     """`value` when it is a string of at most `limit` characters; ValueError (answered `bad_field`) naming the
     field otherwise."""

@@ -25,7 +25,7 @@ from bench.core.outcomes import FailureClass
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
 from bench.replay.agents import fleet_opener
-from bench.replay.run import SPLIT, TOGETHER, WAVE_POLICIES, DeviceRun, ReplayRun
+from bench.replay.run import DEFAULT_WAVES, SPLIT, TOGETHER, WAVE_POLICIES, DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.replay.session import Session, read_session
 from bench.store.results import open_store
@@ -67,9 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_waves_option(p: argparse.ArgumentParser) -> None:
     """`--waves`: how a replay groups its devices (bench.replay.run.waves)."""
     p.add_argument(
-        "--waves", choices=WAVE_POLICIES, default=SPLIT,
-        help=f"{SPLIT}: bench-clock devices first, then the emulated guests; {TOGETHER}: all at once, the guests at "
-        "the lowest CPU priority (docs/replay.md)",
+        "--waves", choices=WAVE_POLICIES, default=DEFAULT_WAVES,
+        help=f"{TOGETHER} (default): all at once, the emulated guests at the lowest CPU priority; {SPLIT}: "
+        "bench-clock devices first, then the guests (docs/replay.md)",
     )  # fmt: skip
 
 

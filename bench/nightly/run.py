@@ -35,7 +35,7 @@ from bench.nightly.timing import NightTime, SessionTime
 from bench.provision.controls import BoardControls
 from bench.recovery.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
 from bench.replay.agents import deploy, fleet_opener
-from bench.replay.run import SPLIT, DeviceRun
+from bench.replay.run import DEFAULT_WAVES, DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
 from bench.results.baseline import get_baseline
@@ -64,7 +64,7 @@ class NightlyOptions:
     skip: frozenset[str] = frozenset()
     thresholds: Thresholds | None = None
     fail_acknowledged: bool | None = None  # acknowledged alerts fail the night (None: the thresholds' [alerts])
-    waves: str = SPLIT  # how a replay groups devices into waves (bench.replay.run.waves)
+    waves: str = DEFAULT_WAVES  # how a replay groups devices into waves (bench.replay.run.waves)
 
 
 @dataclass
@@ -409,7 +409,7 @@ async def recorded_replay(
     bench: str,
     kind: str,
     os_of: dict[str, Any] | None = None,
-    waves: str = SPLIT,
+    waves: str = DEFAULT_WAVES,
 ) -> ReplayResult:
     """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
     host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""

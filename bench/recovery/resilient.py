@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from bench.agent.frame import Frame
@@ -82,9 +83,9 @@ class ResilientSession(RelayedSession):
                 if not self._stopping and await still_answers(self.inner, self.driver.device.settings.stall_s):
                     continue  # a slow frame loop, not a device that stopped answering
                 stalled = str(exc).splitlines()[0]
-            if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
+            if self.inner.last_stopped is not None or self._stopping or self._loop_start is None:
                 return
-            if self._start_args.get("frames") and self._received >= self._start_args["frames"]:
+            if self._loop_start.frames and self._received >= self._loop_start.frames:
                 return  # every frame of a bounded run arrived; only the `stopped` was lost
             async with self._recovery():
                 if stalled:
@@ -132,8 +133,8 @@ class ResilientSession(RelayedSession):
         await self._adopt(session)
         if self.on_session is not None:
             self.on_session(session)
-        assert self._start_args is not None
-        args = dict(self._start_args)
-        if args.get("frames"):  # a run of so many frames: the new loop owes what has not arrived yet
-            args["frames"] = args["frames"] - self._received
-        await start_fresh(session, args)
+        loop = self._loop_start
+        assert loop is not None
+        if loop.frames:  # a run of so many frames: the new loop owes what has not arrived yet
+            loop = replace(loop, frames=loop.frames - self._received)
+        await start_fresh(session, loop)

@@ -107,7 +107,7 @@ class RecoveringSession(RelayedSession):
                 if not self._stopping and await still_answers(self.inner, self.stall_s):
                     continue  # a slow frame loop (an emulator under load), not a device that stopped answering
                 why = f"frame loop stalled: {_first_line(exc)}"
-            if self.inner.last_stopped is not None or self._stopping or self._start_args is None:
+            if self.inner.last_stopped is not None or self._stopping or self._loop_start is None:
                 return
             await self._recover(why)
 
@@ -140,8 +140,8 @@ class RecoveringSession(RelayedSession):
                 raise DeviceUnreachable(f"device {self.device!r}: {result.reason}")
             await self._adopt(result.session)
             self._domain = old_clock
-            assert self._start_args is not None
-            await start_fresh(result.session, self._start_args)
+            assert self._loop_start is not None
+            await start_fresh(result.session, self._loop_start)
 
 
 def _first_line(exc: BaseException) -> str:

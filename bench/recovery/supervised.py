@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.agent.frame import Frame
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.core.lifecycle import cancel
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.recovery.resilient import AgentGaveUp, ResilientSession
@@ -78,11 +78,13 @@ async def run_frames(
     session = await ResilientSession.open(driver, max_restarts=max_restarts, on_session=new_segment)
     try:
         await session.start(
-            fps=fps or settings.fps_target,
-            vsync_hz=vsync_hz or settings.vsync_hz,
-            budget_ms=budget_ms or settings.decision_budget_ms,
-            key_every=key_every,
-            frames=frames,
+            LoopStart(
+                fps=fps or settings.fps_target,
+                vsync_hz=vsync_hz or settings.vsync_hz,
+                budget_ms=budget_ms or settings.decision_budget_ms,
+                key_every=key_every,
+                frames=frames,
+            )
         )
         async for rec in session.frames(timeout=frame_timeout_s):
             run.segments[-1].frames.append(rec)

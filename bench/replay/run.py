@@ -16,6 +16,7 @@ from typing import Any
 
 from bench.agent.endpoint import AgentEndpoint, AgentLike, ClockLike, OpenAgent
 from bench.agent.frame import Frame
+from bench.agent.session import LoopStart
 from bench.bundles import loaded_model
 from bench.bundles.fingerprint import device_clock
 from bench.config.fleet import Device
@@ -62,15 +63,16 @@ def latency_clock(device: Device, hello: dict[str, Any]) -> str | None:
 
 SPLIT, TOGETHER = "split", "together"
 WAVE_POLICIES = (SPLIT, TOGETHER)
+DEFAULT_WAVES = TOGETHER  # what the nightly and `hilbench replay` use (docs/replay.md: the two measured)
 
 
-def waves(runs: list[DeviceRun], policy: str = SPLIT) -> list[list[DeviceRun]]:
-    """The order devices play in. `split`: those timed on the bench's clock together (with the counted boards that
-    hold few inputs: `_short_hold`), then those on their own clock together. A device on its own clock is emulated
-    on a host (QEMU -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while
-    its loop runs; a bench-clock device's figures are the host's timing. `together`: every device in one wave, the
-    guests' emulators at the host's lowest CPU priority (bench.devices.qemu_machine.COUNTED_NICE), so they take
-    only the cores the others leave idle (docs/replay.md compares the two)."""
+def waves(runs: list[DeviceRun], policy: str = DEFAULT_WAVES) -> list[list[DeviceRun]]:
+    """The order devices play in. `together`: every device in one wave, the guests' emulators at the host's lowest
+    CPU priority (bench.devices.qemu_machine.COUNTED_NICE), so they take only the cores the others leave idle.
+    `split`: those timed on the bench's clock together (with the counted boards that hold few inputs:
+    `_short_hold`), then those on their own clock together: a device on its own clock is emulated on a host (QEMU
+    -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while its loop runs;
+    a bench-clock device's figures are the host's timing (docs/replay.md compares the two)."""
     if policy == TOGETHER:
         return [runs] if runs else []
     first = [r for r in runs if r.latency_clock == "bench" or _short_hold(r)]
@@ -181,7 +183,7 @@ class ReplayRun:
     runs: list[DeviceRun] = field(default_factory=list)
     replayer: Replayer | None = None
     outcome: ReplayOutcome | None = None
-    waves: str = SPLIT  # how devices are grouped into waves (`waves`)
+    waves: str = DEFAULT_WAVES  # how devices are grouped into waves (`waves`)
     timer: PhaseTimer = field(default_factory=PhaseTimer)  # where the run's time goes (bench.replay.phases)
     _frames: FrameSink | None = field(default=None, init=False, repr=False)
 
@@ -293,10 +295,10 @@ class ReplayRun:
         hold = HOLD_MS if run.latency_clock == "device" else None
         preloaded, max_held = run.held_ahead
         run.start_ns = time.monotonic_ns()
-        ack = await session.start(
+        ack = await session.start(LoopStart(
             fps=s.fps_target, vsync_hz=s.vsync_hz, key_every=key_every(s), budget_ms=s.decision_budget_ms,
             hold_ms=hold,
-        )  # fmt: skip
+        ))  # fmt: skip
         if hold is not None:
             run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
             budget_ns = round(self._budget_s(dev) * 1e9)
@@ -414,7 +416,7 @@ class ReplayRun:
                 loaded = await session.load(path, manifest, cold=True)
                 if run.latency_clock == "device":  # both ends on the device's clock: the load's receipt (`rx`)
                     clock, sent_ns = DEVICE_CLOCK, int(loaded["rx"]) * 1000
-                await session.start(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms)
+                await session.start(LoopStart(fps=s.fps_target, vsync_hz=s.vsync_hz, budget_ms=s.decision_budget_ms))
                 first = None
                 async for rec in session.frames(timeout=COLD_START_TIMEOUT_S):
                     if rec.ran and rec.t1 is not None:

@@ -16,7 +16,7 @@ from bench.core.outcomes import FailureClass
 from bench.replay.pacing import Pacer
 from bench.replay.phases import Phase
 from bench.replay.plan import build_plan
-from bench.replay.run import SPLIT, DeviceRun, ReplayRun
+from bench.replay.run import DEFAULT_WAVES, DeviceRun, ReplayRun
 from bench.replay.session import Session, read_session
 
 if TYPE_CHECKING:  # the run's record (begin/finish); what the replay writes into it goes through a RunSink
@@ -60,7 +60,7 @@ async def replay_fleet(
     git_rev: str | None = None,
     progress: Callable[[ReplayRun], None] | None = None,
     kind: str = "replay",
-    waves: str = SPLIT,
+    waves: str = DEFAULT_WAVES,
 ) -> ReplayResult:
     """Replay `session_file` (a path, or a Session already read) into `devices` (links already resolved)
         and store the run; returns it.

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.config.fleet import Device, load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.image.build import build_image
@@ -60,7 +60,7 @@ async def agent_run(timing: str, frames: int, log_dir: Path) -> dict[str, object
         ready_s = time.monotonic() - started
         session = await AgentSession.open(transport, device=f"switch-1/{timing}", hello_timeout=60.0)
         hello = dict(session.info)
-        await session.start(fps=30, vsync_hz=60, frames=frames)
+        await session.start(LoopStart(fps=30, vsync_hz=60, frames=frames))
         infer = [r.infer_us async for r in session.frames(timeout=60.0) if r.infer_us is not None]
         await session.shutdown(timeout=30.0)
         await session.close()

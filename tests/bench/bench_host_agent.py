@@ -31,7 +31,7 @@ from ai_edge_litert.interpreter import Interpreter
 from npc_host_agent import SPIN_US
 from npc_models import PROBATION_US
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.agent.transport import ProcessTransport
 from bench.measure.frames import deviation_us
 from tests.conformance.harness import HostAgent
@@ -156,7 +156,7 @@ async def agent_process(model: str, frames: int, spin_us: int, fps: int) -> dict
         await asyncio.sleep(PROBATION_US / 1e6)  # steady state: the model loaded at start is out of probation
         pid = transport.proc.pid
         c0 = cpu_seconds(pid)
-        await s.start(fps=fps, vsync_hz=fps, frames=frames)
+        await s.start(LoopStart(fps=fps, vsync_hz=fps, frames=frames))
         recs = [r async for r in s.frames(timeout=20)]
         cpu = cpu_seconds(pid) - c0
         await s.shutdown()

@@ -17,7 +17,7 @@ import os
 import tempfile
 import time
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.config.fleet import load_fleet
 from bench.devices.linux import LinuxDriver
 from bench.measure.frames import frame_timing
@@ -40,7 +40,7 @@ async def one(device, frames: int) -> None:
         start = time.perf_counter() - t
         monitor = await driver.telemetry()
         async with monitor:
-            await session.start(fps=fps, vsync_hz=device.settings.vsync_hz, frames=frames)
+            await session.start(LoopStart(fps=fps, vsync_hz=device.settings.vsync_hz, frames=frames))
             recs = [r async for r in session.frames(timeout=10)]
         await session.close()
     finally:

@@ -9,6 +9,7 @@ Prints, next to their goals:
   them (bench.measure.frames), the browser's rAF interval and its jitter, late and skipped frames.
 
     python -m tests.bench bench_web [--frames 600] [--infers 2000]
+    python -m tests.bench bench_web --size-only   # the page size alone: no browser, the same on every run
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.measure.frames import frame_timing
 from bench.web.assets import bundle_files
 from bench.web.browser import Browser
@@ -51,26 +52,34 @@ TIMING_JS = """
 """
 
 
-def gz_sizes() -> tuple[int, int, int]:
-    """(raw bytes, gzipped JS bytes, gzipped WASM bytes) of what a page downloads."""
-    raw = js = wasm = 0
+def gz_sizes() -> dict[str, tuple[int, int]]:
+    """(raw bytes, gzipped bytes) of what a page downloads, by part: the page and agent, LiteRT.js, its Emscripten
+    glue (JS), and the WASM build."""
+    parts: dict[str, tuple[int, int]] = {}
     for path in bundle_files():
         data = path.read_bytes()
-        raw += len(data)
-        packed = len(gzip.compress(data, 9))
-        if path.suffix == ".wasm":
-            wasm += packed
-        else:
-            js += packed
-    return raw, js, wasm
+        part = "WASM" if path.suffix == ".wasm" else "its Emscripten glue" if path.parent.name == "wasm" else (
+            "LiteRT.js" if "node_modules" in path.parts else "page and agent")  # fmt: skip
+        raw, packed = parts.get(part, (0, 0))
+        parts[part] = (raw + len(data), packed + len(gzip.compress(data, 9)))
+    return parts
+
+
+def print_sizes() -> None:
+    """The page-size lines: the bundle against the goal, and the gzipped JS by part."""
+    parts = gz_sizes()
+    raw = sum(r for r, _ in parts.values())
+    wasm = parts.get("WASM", (0, 0))[1]
+    js = {name: packed for name, (_, packed) in parts.items() if name != "WASM"}
+    print(
+        f"bundle: {raw / 1024:.0f} KB raw; gzipped: JS {sum(js.values()) / 1024:.1f} KB + WASM {wasm / 1024:.0f} KB"
+        f" = {(sum(js.values()) + wasm) / 1024:.0f} KB (goal {GOAL_GZ_KB} KB gzipped)"
+    )
+    print("gzipped JS: " + ", ".join(f"{name} {packed / 1024:.1f} KB" for name, packed in js.items()))
 
 
 async def run(frames: int, infers: int) -> None:
-    raw, js, wasm = gz_sizes()
-    print(
-        f"bundle: {raw / 1024:.0f} KB raw; gzipped: JS {js / 1024:.1f} KB + WASM {wasm / 1024:.0f} KB = "
-        f"{(js + wasm) / 1024:.0f} KB (goal {GOAL_GZ_KB} KB gzipped)"
-    )
+    print_sizes()
     with tempfile.TemporaryDirectory() as tmp:
         deploy_storage(Path(tmp), ROOT / "fixtures" / "models" / "npc-policy-int8.tflite", mem_limit_mb=256)
         async with PageServer() as pages, Browser() as browser:
@@ -86,7 +95,7 @@ async def run(frames: int, infers: int) -> None:
                 f"(goal mean {GOAL_MEAN_MS} ms, P95 <= {GOAL_P95_MS} ms); "
                 f"LiteRT.js run alone mean {bare.mean():.3f} ms, P95 {np.percentile(bare, 95):.3f} ms"
             )
-            await session.start(fps=60, vsync_hz=60, frames=frames)
+            await session.start(LoopStart(fps=60, vsync_hz=60, frames=frames))
             recs = [r async for r in session.frames(timeout=15)]
             stats = await session.stats()
             timing = frame_timing(recs)
@@ -106,8 +115,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--frames", type=int, default=600)
     p.add_argument("--infers", type=int, default=2000)
+    p.add_argument("--size-only", action="store_true", help="print the page size only (no browser)")
     args = p.parse_args()
-    asyncio.run(run(args.frames, args.infers))
+    if args.size_only:
+        print_sizes()
+    else:
+        asyncio.run(run(args.frames, args.infers))
 
 
 if __name__ == "__main__":

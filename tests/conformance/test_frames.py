@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bench.agent.frame import Frame
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 from tests.conformance.harness import voice_b64
 
 pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
 
 def run_frames(agent, n: int, **start) -> tuple[list[Frame], dict]:
     async def body(s: AgentSession):
-        await s.start(frames=n, **start)
+        await s.start(LoopStart(frames=n, **start))
         recs = [r async for r in s.frames(timeout=10)]
         return recs, s.last_stopped
 
@@ -73,16 +73,16 @@ def test_debounce_on_a_fast_display(agent):
 
 def test_start_while_running_is_busy_and_stop_acks_after_the_last_record(agent):
     async def body(s: AgentSession):
-        await s.start(fps=30, vsync_hz=30)
+        await s.start(LoopStart(fps=30, vsync_hz=30))
         with pytest.raises(AgentError) as err:
-            await s.start(fps=30, vsync_hz=30)
+            await s.start(LoopStart(fps=30, vsync_hz=30))
         assert err.value.code == "busy"
         await asyncio.sleep(0.3)
         await s.stop()
         assert s.last_stopped is not None  # `stopped` came before the ack
         recs = [r async for r in s.frames(timeout=5)]
         assert recs and s.last_stopped["frames"] == len(recs)
-        again = await s.start(fps=30, vsync_hz=30, frames=2)  # the loop can start again
+        again = await s.start(LoopStart(fps=30, vsync_hz=30, frames=2))  # the loop can start again
         assert again["t"] == "ack"
         assert len([r async for r in s.frames(timeout=5)]) == 2
 
@@ -121,7 +121,7 @@ def test_inputs_reach_the_decision(agent):
     async def body(s: AgentSession):
         for ch, ts, d in inputs:
             await s.send_input(ch, d, ts)
-        await s.start(fps=30, vsync_hz=30, frames=3)
+        await s.start(LoopStart(fps=30, vsync_hz=30, frames=3))
         return [r async for r in s.frames(timeout=10)]
 
     recs = agent.run(body)
@@ -155,7 +155,7 @@ def test_held_inputs_reach_the_features_when_their_due_time_comes(agent):
     async def body(s: AgentSession):
         if "hold" not in (s.info.get("caps") or []):
             pytest.skip(f"{s.info.get('agent')} does not announce the hold cap")
-        ack = await s.start(fps=30, vsync_hz=30, frames=40, hold_ms=100)
+        ack = await s.start(LoopStart(fps=30, vsync_hz=30, frames=40, hold_ms=100))
         for k in range(3):
             await s.send_input("gaze", [0.5, 0.5, 0.9], 300 * k)
         recs = [r async for r in s.frames(timeout=10)]
@@ -177,12 +177,12 @@ def test_inputs_held_ahead_of_the_loop_are_released_on_its_clock(agent):
         for k in range(3):
             await s.send_input("gaze", [0.5, 0.5, 0.9], 300 * k)
         ahead = await s.stats()
-        started = await s.start(fps=30, vsync_hz=30, frames=40, hold_ms=100)
+        started = await s.start(LoopStart(fps=30, vsync_hz=30, frames=40, hold_ms=100))
         recs = [r async for r in s.frames(timeout=10)]
         after = await s.stats()
         await s.hold()
         await s.send_input("gaze", [0.5, 0.5, 0.9], 0)
-        await s.start(fps=30, vsync_hz=30, frames=3)
+        await s.start(LoopStart(fps=30, vsync_hz=30, frames=3))
         _ = [r async for r in s.frames(timeout=10)]
         return ack, ahead, started, recs, after, await s.stats()
 
@@ -206,7 +206,7 @@ def test_busy_time_covers_the_lines_and_the_loop(agent):
         await s.hold()
         for k in range(20):
             await s.send_input("gaze", [0.5, 0.5, 0.9], 20 * k)
-        await s.start(fps=30, vsync_hz=30, frames=20, hold_ms=50)
+        await s.start(LoopStart(fps=30, vsync_hz=30, frames=20, hold_ms=50))
         recs = [r async for r in s.frames(timeout=10)]
         return before["busy_us"], recs, await s.stats()
 

@@ -12,7 +12,7 @@ import zlib
 import pytest
 
 from bench.agent import wire
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 
 pytestmark = pytest.mark.e2e
 
@@ -99,7 +99,7 @@ def test_a_half_sent_line_is_kept_until_its_rest_comes(agent) -> None:
     line = crc_line(body_bytes)
 
     async def body(s: AgentSession):
-        await s.start(fps=20, vsync_hz=20)
+        await s.start(LoopStart(fps=20, vsync_hz=20))
         frames = s.frames(timeout=10)
         await frames.__anext__()  # the loop runs
         await s.send_raw(line[:17])

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 from tests.conformance.harness import MODELS
 
 pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
@@ -38,7 +38,7 @@ def test_refused_models_never_run_and_the_old_one_keeps_running(agent, tamper, k
     path, manifest = agent.deploy("npc-policy-int8-v2", 2, tamper=tamper)
 
     async def body(s: AgentSession):
-        await s.start(fps=30, vsync_hz=30, frames=20)
+        await s.start(LoopStart(fps=30, vsync_hz=30, frames=20))
         await asyncio.sleep(0.15)
         with pytest.raises(AgentError) as err:
             await s.load(path, manifest)
@@ -67,7 +67,7 @@ def test_cold_starts_back_to_back_and_a_refused_one_keeps_the_model(agent):
         versions = []
         for _ in range(10):
             versions.append((await s.load(path, manifest, cold=True))["model"]["version"])
-            await s.start(fps=30, vsync_hz=30, frames=2)
+            await s.start(LoopStart(fps=30, vsync_hz=30, frames=2))
             versions += [r.model for r in [r async for r in s.frames(timeout=10)] if r.ran]
         with pytest.raises(AgentError) as err:
             await s.load(bad_path, bad_manifest, cold=True)
@@ -88,7 +88,7 @@ def test_a_load_after_a_long_input_stream_finds_memory(agent):
     path, manifest = agent.deploy("npc-policy-int8-v2", 2)
 
     async def body(s: AgentSession):
-        await s.start(fps=20, vsync_hz=20)
+        await s.start(LoopStart(fps=20, vsync_hz=20))
         t0 = time.monotonic()
         while (ts := (time.monotonic() - t0) * 1000) < 12_000:
             await s.send_input("mocap", [0.01 * j for j in range(51)], ts)
@@ -126,7 +126,7 @@ def test_faulting_model_is_rolled_back_within_probation(agent, cause):
     path, manifest = agent.deploy(fixture, 7)
 
     async def body(s: AgentSession):
-        await s.start(fps=30, vsync_hz=30, frames=30)
+        await s.start(LoopStart(fps=30, vsync_hz=30, frames=30))
         await asyncio.sleep(0.2)
         reply = await s.load(path, manifest, timeout=30)
         assert reply["model"]["version"] == 7  # the switch happened; the watchdog undoes it

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from bench.agent import wire
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 
 pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
 
@@ -105,7 +105,7 @@ def test_unknown_request_raises_agent_error(agent):
 def test_stats_report_memory_and_counts(agent):
     async def body(s: AgentSession):
         before = await s.stats()
-        await s.start(fps=60, vsync_hz=60, frames=6)
+        await s.start(LoopStart(fps=60, vsync_hz=60, frames=6))
         frames = [r async for r in s.frames(timeout=10)]
         after = await s.stats()
         return before, frames, after

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
@@ -26,7 +26,7 @@ def test_full_update_switches_and_a_forged_manifest_is_refused(agent, tmp_path):
                 await s.update(srv.model_url("npc-policy", 2), {**v2, "version": 9}, coap=COAP, timeout=60)
             assert err.value.code == "refused"
             reply = await s.update(srv.model_url("npc-policy", 2), v2, coap=COAP, timeout=120)
-        await s.start(fps=20, vsync_hz=20, frames=3)
+        await s.start(LoopStart(fps=20, vsync_hz=20, frames=3))
         recs = [r async for r in s.frames(timeout=10)]
         return reply, recs, await s.hello(), s.faults
 

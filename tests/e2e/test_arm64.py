@@ -81,11 +81,11 @@ async def _boot_idle(driver: QemuArm64Driver) -> None:
 async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, str | None]:
     """Open the agent, start the frame loop, inject a fault; the frames that came before the link ended,
     and the driver's account of what happened."""
-    from bench.agent.session import AgentSession
+    from bench.agent.session import AgentSession, LoopStart
 
     try:
         session = await AgentSession.open(await driver.open_agent(), device="switch-1", hello_timeout=60.0)
-        await session.start(fps=30, vsync_hz=60, frames=0)
+        await session.start(LoopStart(fps=30, vsync_hz=60, frames=0))
         frames = []
         async for record in session.frames(timeout=60.0):
             frames.append(record)
@@ -99,10 +99,12 @@ async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, 
 
 
 def test_guest_panic_during_a_run_is_detected(tmp_path: Path, arm64_image: BuiltImage) -> None:
-    driver = QemuArm64Driver(switch_device(), tmp_path)
+    driver = QemuArm64Driver(switch_device("icount"), tmp_path)
 
     async def panic() -> None:
         assert "mode=agent" in await driver.machine.control("status")
+        # a counted guest runs at the host's lowest CPU priority: contention stretches only its wall time
+        assert os.getpriority(os.PRIO_PROCESS, driver.machine.pid) == 19
         await driver.machine.control("panic", timeout=5.0)
 
     frames, fault = asyncio.run(_fault_during_session(driver, panic))

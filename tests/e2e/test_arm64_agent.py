@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.config.fleet import load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.image.build import build_image
@@ -71,7 +71,7 @@ def test_hello_reports_the_arm64_runtime_and_int8_model(guest: Guest) -> None:
 
 def test_frame_loop_runs_the_int8_model(guest: Guest) -> None:
     async def run() -> list:
-        await guest.session.start(fps=30, vsync_hz=60, frames=30)
+        await guest.session.start(LoopStart(fps=30, vsync_hz=60, frames=30))
         return [r async for r in guest.session.frames(timeout=60.0)]
 
     records = guest.run(run())
@@ -85,7 +85,7 @@ def test_replayed_inputs_reach_the_features(guest: Guest) -> None:
         last = -1
         for k in range(20):
             last = await guest.session.send_input("gaze", [0.1 * (k % 10), 0.5, 0.9], ts=1000 + k * 8.3)
-        await guest.session.start(fps=30, vsync_hz=60, frames=10)
+        await guest.session.start(LoopStart(fps=30, vsync_hz=60, frames=10))
         return last, [r async for r in guest.session.frames(timeout=60.0)]
 
     last, records = guest.run(run())
@@ -150,7 +150,7 @@ def test_ota_delta_update_switches_the_guest_model(guest: Guest, tmp_path: Path)
         async with UpdateServer(store) as server:
             base_url = device_base_url(server.port, guest.driver.host_address)
             result = await update_device(guest.session, store, target, base_url, timing=LAN, want_delta=True)
-        await guest.session.start(fps=30, vsync_hz=60, frames=10)
+        await guest.session.start(LoopStart(fps=30, vsync_hz=60, frames=10))
         return result, [r async for r in guest.session.frames(timeout=60.0)]
 
     result, records = guest.run(run())

@@ -17,7 +17,7 @@ from mpremote.transport_serial import SerialTransport
 from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
 from bench.devices.qemu_machine import free_port
 from bench.virtual.esp32c6.counted import FirmwareExit, ResetCause, Vfs, qemu_command
-from tests.esp32c6_support import counted_repl, uart_socket
+from tests.esp32c6_support import MACHINE_BASE_PROGRAM, check_machine_base, counted_repl, uart_socket
 
 pytestmark = [
     pytest.mark.e2e,
@@ -102,6 +102,13 @@ def test_raw_repl_and_raw_paste_run_code_and_identify_as_an_esp32c6(firmware: Bu
         assert t.eval("machine.unique_id()") == MAC
         assert t.eval("machine.reset_cause()") == int(ResetCause.HARD_RESET)
         assert t.eval("machine.freq()") == 160_000_000
+
+
+def test_uart_timer_watchdog_signal_and_sleep_behave_as_on_the_vm(firmware: BuiltFirmware):
+    """The part of `machine` the counted firmware shares with the unix-port VM (test_esp32c6_machine runs it
+    there); here the timers are the chip's and a UART write takes its wire time on the counted clock."""
+    with board(firmware.elf) as t:
+        check_machine_base(run(t, MACHINE_BASE_PROGRAM))
 
 
 VIPER = """

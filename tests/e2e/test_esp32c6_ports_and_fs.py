@@ -92,24 +92,6 @@ def test_os_and_vfs_have_the_esp32_ports_names(c6_board: Board) -> None:
     assert "board_os" not in printed  # the module calls itself os, as on the chip
 
 
-def test_machine_signal_pulse_and_light_sleep(c6_board: Board) -> None:
-    code = (
-        "import machine, time\n"
-        "s = machine.Signal(machine.Pin(5, machine.Pin.OUT), invert=True); s.on()\n"
-        "print('signal', s.value(), machine.Pin(5).value())\n"
-        "p = machine.Pin(6, machine.Pin.IN, machine.Pin.PULL_UP)\n"
-        "t = time.ticks_ms(); r = machine.time_pulse_us(p, 0, 50000)\n"
-        "print('pulse', r, time.ticks_diff(time.ticks_ms(), t) >= 50, machine.time_pulse_us(p, 1, 1000))\n"
-        "print('wake', machine.wake_reason()); machine.lightsleep(20); print('wake', machine.wake_reason())\n"
-        "print('absent', [n for n in ('mem32', 'deepsleep', 'I2C', 'disable_irq') if hasattr(machine, n)])\n"
-    )
-    out = run_on(c6_board, code).replace("\r\n", "\n")
-    assert "signal 1 0" in out  # active-low: on() drives the pin low
-    assert "pulse -2 True -1" in out  # a pulled-up pin: a low pulse never starts, a high one never ends
-    assert "wake 0\nwake 4" in out  # TIMER_WAKE after a timed light sleep
-    assert "absent []" in out
-
-
 def test_flash_is_bounded_by_the_vfs_partition(c6_board: Board) -> None:
     code = (
         "import os\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench import bundles
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 from bench.agent.transport import open_transport
 from bench.config.fleet import Device
 from tests.conformance.harness import HostAgent
@@ -55,7 +55,7 @@ def test_two_benches_on_tcp_both_get_frames_and_shutdown_ends_the_agent(tmp_path
         b = await connect(port, "tcp-b")
         await a.sync_clock(8)
         assert abs(a.clock.offset_ns) < a.clock.uncertainty_ns + 1_000_000  # same host, same monotonic clock
-        await a.start(fps=30, vsync_hz=30, frames=5)
+        await a.start(LoopStart(fps=30, vsync_hz=30, frames=5))
         fa = [r async for r in a.frames(timeout=10)]
         fb = [r async for r in b.frames(timeout=10)]
         assert [r.i for r in fa] == [r.i for r in fb] == list(range(5))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent.session import AgentError, AgentSession
+from bench.agent.session import AgentError, AgentSession, LoopStart
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
@@ -31,7 +31,7 @@ def test_delta_update_switches_and_a_forged_manifest_is_refused(tmp_path: Path):
                 await s.update(srv.model_url("npc-policy", 9), forged, timeout=30)
             coap = {"ack_timeout_ms": 50, "ack_random_factor": 1.5, "max_retransmit": 6}
             reply = await s.update(srv.delta_url("npc-policy", 2, 1), v2, delta=True, coap=coap, timeout=60)
-        await s.start(fps=30, vsync_hz=30, frames=3)
+        await s.start(LoopStart(fps=30, vsync_hz=30, frames=3))
         recs = [r async for r in s.frames(timeout=10)]
         return reply, recs, await s.hello()
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.core.reaper import processes_in
 from bench.devices.linux import LinuxDriver
 from bench.recovery.supervised import SupervisedRun, run_frames
@@ -28,7 +28,7 @@ def test_deploy_start_hello_run_stop(linux_board: RunningBoard) -> None:
         again = await driver.flash()
         session = await AgentSession.open(await driver.open_agent(), device=linux_board.device.name)
         await session.sync_clock(8)
-        await session.start(fps=linux_board.device.settings.fps_target, vsync_hz=60, frames=20)
+        await session.start(LoopStart(fps=linux_board.device.settings.fps_target, vsync_hz=60, frames=20))
         frames = [rec async for rec in session.frames(timeout=5)]
         stats = await session.stats()
         await session.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.config.fleet import load_fleet
 from bench.core.loop_thread import run_on_a_thread
 from bench.devices import driver_for
@@ -117,7 +117,7 @@ def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> N
                     UpdateServer(store) as server,
                     ImpairmentProxy(("127.0.0.1", server.port), Impairment(delay_ms=40)) as proxy,
                 ):
-                    await session.start(fps=20, vsync_hz=20)
+                    await session.start(LoopStart(fps=20, vsync_hz=20))
                     t0 = time.monotonic_ns()
                     reply = await session.update(
                         server.model_url("npc-policy", 2, device_base_url(proxy.port, c6.settings.ota_server_host)),

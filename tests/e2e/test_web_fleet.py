@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.agent.session import AgentSession
+from bench.agent.session import AgentSession, LoopStart
 from bench.config.fleet import load_fleet
 from bench.devices import driver_for
 from bench.virtual import virtual_fleet
@@ -34,7 +34,7 @@ def test_two_web_devices_share_one_browser_with_a_page_each(tmp_path: Path, monk
             ]
             infos = [await s.stats() for s in sessions]
             for s in sessions:
-                await s.start(fps=30, vsync_hz=30, frames=10)
+                await s.start(LoopStart(fps=30, vsync_hz=30, frames=10))
             counts = await asyncio.gather(*(collect(s) for s in sessions))
             assert [len(c) for c in counts] == [10, 10]
             for s, driver in zip(sessions, drivers, strict=True):

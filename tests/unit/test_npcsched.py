@@ -116,3 +116,62 @@ def test_from_start_defaults_and_fields():
 def test_from_start_refuses_a_field_out_of_range(field, value):
     with pytest.raises(ValueError, match=field):
         npcsched.from_start({"fps": 60, field: value})
+
+
+class Taken:
+    """A stand-in for the features: the inputs it took, in order; data that is not a list is refused."""
+
+    def __init__(self) -> None:
+        self.inputs: list[tuple] = []
+
+    def add(self, ch, ts, d, seq) -> None:
+        if not isinstance(d, list):
+            raise ValueError("d must be a list")
+        self.inputs.append((ch, ts, seq))
+
+
+def test_held_inputs_are_released_in_arrival_order_when_due() -> None:
+    held, taken = npcsched.Held(limit=10), Taken()
+    held.hold()
+    assert held.active() and held.epoch is None
+    for seq, ts in enumerate((30.0, 10.0, 20.0, 50.0)):
+        assert held.add(("gaze", ts, [0.1], seq), rx_us=0)
+    held.start(1_000_000)  # session time 0 is device time 1 s
+    assert held.release(1_020_000, taken) == () and len(held) == 4  # the first to arrive is not due yet
+    held.release(1_030_000, taken)
+    assert [seq for *_, seq in taken.inputs] == [0, 1, 2] and len(held) == 1  # arrival order
+    held.stop()
+    assert (held.dropped, len(held), held.active()) == (1, 0, False)  # the one not yet due when the loop stopped
+
+
+def test_late_inputs_are_counted_and_refused_ones_keep_the_rest_going() -> None:
+    held, taken = npcsched.Held(limit=3), Taken()
+    held.start(1_000_000)
+    assert held.add(("voice", 5.0, [0.2], 0), rx_us=1_007_500)  # due at 1.005 s, came 2.5 ms after
+    assert held.add(("voice", 6.0, "not a list", 1), rx_us=0)
+    assert held.add(("voice", 7.0, [0.3], 2), rx_us=0)
+    assert not held.add(("voice", 8.0, [0.4], 3), rx_us=0)  # the limit: the caller answers `busy`
+    with pytest.raises(ValueError):
+        held.add(("voice", -1.0, [0.5], 4), rx_us=0)  # ts is checked when the input is held
+    (refused,) = held.release(1_010_000, taken)
+    assert "d must be a list" in str(refused) and [seq for *_, seq in taken.inputs] == [0, 2]
+    assert (held.late, held.late_max_us) == (1, 2500)
+
+
+def test_a_loop_without_hold_ms_drops_what_was_held_ahead() -> None:
+    held = npcsched.Held(limit=4)
+    held.hold()
+    held.add(("gaze", 1.0, [0.1], 0), rx_us=0)
+    held.start(None)
+    assert (held.dropped, len(held), held.active()) == (1, 0, False)
+
+
+def test_released_inputs_are_compacted_away() -> None:
+    held, taken = npcsched.Held(limit=1000), Taken()
+    held.start(0)
+    for i in range(200):
+        held.add(("gaze", float(i), [0.1], i), rx_us=0)
+    held.release(150_000, taken)  # 151 released: more than half, over the batch size
+    assert len(held.items) == len(held) == 49 and held.next == 0
+    held.release(199_000, taken)
+    assert len(taken.inputs) == 200 and len(held) == 0

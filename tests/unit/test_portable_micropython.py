@@ -59,6 +59,13 @@ def portable_results(line, inputs):
             s.finish(sl, sl.due + 200)
         slots.append([sl.i, sl.vsync, sl.due, sl.skip, sl.q, sl.late])
     out["slots"] = slots
+    held, taken = npcsched.Held(3), npcfeat.Features()
+    held.start(1000)
+    for seq, ts in enumerate((2, 1, 5, 9)):
+        held.add(("gaze", ts, [0.5, 0.25, 0.5] if seq != 1 else "x", seq), 4000)
+    refused = held.release(7000, taken)
+    out["held"] = [len(held), held.late, held.late_max_us, len(refused), taken.seq, taken.vector()]
+    out["hello"] = wire.hello("npc-x", "1.0", "p", {"caps": ["int8"]})
     out["records"] = [
         npcrecords.frame_record(sl, 3, 0.25, 17, 2),
         npcrecords.refused_record("signature", "bad", 99, {"name": "m", "version": 4, "x": 1}, 2),
@@ -86,5 +93,8 @@ def test_same_results_under_micropython():
     assert mpy["decoded"] == cpy["decoded"] and mpy["err"] == cpy["err"] == ["bad_frame", None]
     assert mpy["soft"] == cpy["soft"]
     assert mpy["slots"] == cpy["slots"]
+    # the 4th input is over the limit of 3; 2 came after their due time; the one with bad data is refused
+    assert mpy["held"] == cpy["held"] and cpy["held"][:5] == [0, 2, 2000, 1, 2]
+    assert mpy["hello"] == cpy["hello"] and cpy["hello"]["proto"] == wire.PROTO
     assert mpy["vec"] == pytest.approx(cpy["vec"], abs=1e-9)
     assert any(v != 0 for v in cpy["vec"][:8])

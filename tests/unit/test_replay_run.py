@@ -14,6 +14,7 @@ import pytest
 from bench.agent import wire
 from bench.agent.endpoint import AgentEndpoint
 from bench.agent.frame import Frame
+from bench.agent.session import LoopStart
 from bench.config.fleet import Device, SerialLink
 from bench.core.errors import DeviceUnreachable
 from bench.measure.records import OffsetClock
@@ -57,9 +58,8 @@ class StandInAgent:
     async def sync_clock(self, n: int = 16, interval: float = 0.0) -> StandInClock:
         return self.clock
 
-    async def start(self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0,
-                    hold_ms: int | None = None):  # fmt: skip
-        self._loop = asyncio.create_task(self._run(fps))
+    async def start(self, loop: LoopStart):
+        self._loop = asyncio.create_task(self._run(loop.fps))
         return {"t": "ack"}
 
     async def _run(self, fps: int) -> None:
@@ -207,14 +207,13 @@ class SlowGuest(StandInAgent):
     def _us(self) -> int:
         return round((time.monotonic_ns() - self.born) * self.rate) // 1000
 
-    async def start(self, *, fps: int, vsync_hz: int, key_every: int = 1, budget_ms: int = 50, frames: int = 0,
-                    hold_ms: int | None = None):  # fmt: skip
+    async def start(self, loop: LoopStart):
         rx = self._us()
         self.started = True
-        self.holds.append(hold_ms)
-        self.epoch = rx + 1_000_000 // vsync_hz + (hold_ms or 0) * 1000
+        self.holds.append(loop.hold_ms)
+        self.epoch = rx + 1_000_000 // loop.vsync_hz + (loop.hold_ms or 0) * 1000
         self.epochs.append(self.epoch)
-        self._loop = asyncio.create_task(self._run(fps))
+        self._loop = asyncio.create_task(self._run(loop.fps))
         return {"t": "ack", "epoch": self.epoch, "rx": rx}
 
     async def hold(self) -> dict[str, Any]:
@@ -302,9 +301,9 @@ def _wave_run(tmp_path: Path, waves: str) -> list[tuple[str, str]]:
     for name, agent in (("board", board), ("guest", guest)):
         start, stop = agent.start, agent.stop
 
-        async def noted_start(*, _name=name, _start=start, **kw):
+        async def noted_start(loop, _name=name, _start=start):
             events.append((_name, "start"))
-            return await _start(**kw)
+            return await _start(loop)
 
         async def noted_stop(timeout=None, _name=name, _stop=stop):
             events.append((_name, "stop"))

@@ -7,7 +7,7 @@ import functools
 import pytest
 
 from bench.agent import wire
-from bench.agent.session import AgentError, AgentSession, ProtocolMismatch
+from bench.agent.session import AgentError, AgentSession, LoopStart, ProtocolMismatch
 from bench.agent.transport import StreamTransport
 from bench.core.errors import DeviceUnreachable
 
@@ -111,7 +111,7 @@ async def test_hello_clock_frames_faults_and_console(tmp_path):
         assert clock.offset_ns == pytest.approx(7e9, abs=5e6)
         seq = await s.send_input("gaze", [0.1, 0.2, 0.9], ts=12)
         assert seq == 0 and 0 in s.sent_ns
-        await s.start(fps=60, vsync_hz=60, frames=5)
+        await s.start(LoopStart(fps=60, vsync_hz=60, frames=5))
         records = [r async for r in s.frames(timeout=5)]
         assert [r.i for r in records] == list(range(5))
         assert records[0].infer_us == 90 and records[0].seq == 0 and records[0].rx_ns > s.sent_ns[0]

@@ -19,10 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.core.paths import FIRMWARE_DIR
 from bench.core.procs import tied
 from bench.mpy.board import ESP32C6_HEAP
 
 MPY_DIR = Path(__file__).resolve().parent / "mpy"
+# the counted firmware's frozen modules: its _machinebase is the part of `machine` both boards share
+MACHINE_BASE_DIR = FIRMWARE_DIR / "esp32c6" / "counted" / "modules"
 INTERRUPT_GRACE_S = 2.0  # a VM that ignores Ctrl-C this long is restarted
 # The chip's core runs the board's code alone; the VM shares the bench host with QEMU guests and browsers. Run at
 # this niceness it keeps its core when it has work: at the default one the 2-core host's other jobs halved its
@@ -107,6 +110,8 @@ class MicroPythonVM:
             "--ro",
             str(MPY_DIR),
             "--ro",
+            str(MACHINE_BASE_DIR),
+            "--ro",
             "/dev/urandom",
             "--",
             "micropython_unix",
@@ -119,6 +124,7 @@ class MicroPythonVM:
             self.mac.hex(),
             str(self.reset_cause),
             str(MPY_DIR),
+            str(MACHINE_BASE_DIR),
         ]
         self._proc = subprocess.Popen(
             tied(argv),

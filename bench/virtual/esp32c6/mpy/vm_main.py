@@ -1,5 +1,6 @@
 # Main script of a virtual ESP32-C6's MicroPython VM (MicroPython code).
-# argv: root_folder ctl_in_fd ctl_out_fd mac_hex reset_cause shim_dir
+# argv: root_folder ctl_in_fd ctl_out_fd mac_hex reset_cause shim_dir base_dir (base_dir: the counted firmware's
+# frozen modules, whose _machinebase the board's machine imports)
 # Mounts the board's folder as "/" (paths confined to it), installs the board's machine/os modules, then runs
 # the programs the board sends on the control pipe ("exec|single <length> <filename>\n" + source), answering on
 # the other control pipe with "ok\n" or "error <length>\n" + traceback. stdin/stdout are the board's UART.
@@ -9,8 +10,8 @@ import sys
 
 import vfs
 
-_root, _in_fd, _out_fd, _mac, _cause, _shim = sys.argv[1:7]
-sys.path.insert(0, _shim)
+_root, _in_fd, _out_fd, _mac, _cause, _shim, _base = sys.argv[1:8]
+sys.path[:0] = [_shim, _base]
 import board_machine  # noqa: E402
 import board_os  # noqa: E402
 import board_stdio  # noqa: E402
@@ -60,7 +61,7 @@ def _traceback(exc):
     buf = io.StringIO()
     sys.print_exception(exc, buf)
     # the board's machine/os are built in on the chip: their source lines never show in a traceback
-    lines = [line for line in buf.getvalue().split("\n") if _ME not in line and _shim not in line]
+    lines = [line for line in buf.getvalue().split("\n") if _ME not in line and _shim not in line and _base not in line]
     return "\n".join(lines).encode()
 
 
