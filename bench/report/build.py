@@ -10,9 +10,10 @@ from bench.core.units import convert, factor
 from bench.energy.store import POWER_NAME, WINDOWS_NAME
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
-from bench.report.measures import BENCH_CLOCK_FIELDS, COUNTED_TIMING, GUEST_TIMING, ICOUNT_TIMING
+from bench.report.measures import BENCH_CLOCK_FIELDS
 from bench.report.runview import LATENCY_MS, DeviceRun, RunView
 from bench.report.summary import DeviceSummary, summarize
+from bench.results.clocks import COUNTED_TIMING, GUEST_TIMING, ICOUNT_TIMING
 from bench.results.verdict import (
     COLLECTING,
     IMPROVED,
@@ -104,7 +105,7 @@ def build_report(
             for p in trend_points
             if name in p.summaries
         ]
-        timing = (clocks or {}).get(name, "")  # bench.report.measures.device_timing
+        timing = (clocks or {}).get(name, "")  # bench.results.clocks.device_timing
         icount = timing == ICOUNT_TIMING  # bench-clock figures mean nothing there
         data["devices"].append(
             {

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from bench.measure.catalogue import BENCH, DEVICE, Metric, metric
 from bench.report.summary import FIGURES
+from bench.results.clocks import COUNTED_TIMING, EMULATED_TIMING, GUEST_TIMING, REAL_TIMING
 from bench.results.judge import ICOUNT
 from bench.virtual.esp32c6.supply import MODELLED_COUNTED
 
@@ -18,23 +19,6 @@ EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest w
 # the virtual ESP32-C6's counted core (QEMU -icount running the RV32 firmware): its time is its instruction count
 COUNTED = "counted: RV32 at the chip's 160 MHz"
 COUNTED_ENERGY = MODELLED_COUNTED  # its virtual PPK2's figures
-
-# how a device is timed (device_timing): the report's `clocks` values
-REAL_TIMING, EMULATED_TIMING, GUEST_TIMING, ICOUNT_TIMING = "", "realtime", "guest", "icount"
-COUNTED_TIMING = "counted"  # a microcontroller's firmware on an instruction-counted core, replayed on its clock
-MCU_PLATFORM = "micropython-"  # the MicroPython agent's platform prefix (npc_agent.py hello)
-
-
-def device_timing(clock: str | None, latency_clock: str | None, platform: str | None = None) -> str:
-    """How a device's figures are timed, from its fingerprint's `clock`, `latency_clock` and `platform`: a
-    microcontroller's firmware on a counted core replayed on its clock (COUNTED_TIMING), on the guest's clock end
-    to end (GUEST_TIMING), an icount guest without latency figures (ICOUNT_TIMING), an emulator in real time
-    (EMULATED_TIMING), or a real board's clocks (REAL_TIMING)."""
-    if clock == "icount":
-        if latency_clock != "device":
-            return ICOUNT_TIMING
-        return COUNTED_TIMING if (platform or "").startswith(MCU_PLATFORM) else GUEST_TIMING
-    return EMULATED_TIMING if clock == "realtime" else REAL_TIMING
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from bench.core.paths import OUTPUT_DIR
 from bench.report.build import HistoryPoint, Report, build_report
 from bench.report.history import load_history
 from bench.report.html import write_comparison, write_report
-from bench.report.measures import device_timing
 from bench.report.nights import load_grids
 from bench.report.runview import RunView
 from bench.report.view_adapter import load_run
 from bench.results.baseline import get_baseline
 from bench.results.bisect import offer
+from bench.results.clocks import fingerprint_timing
 from bench.results.evidence import fingerprints, host_of, stored_verdicts
 from bench.results.judge import judge_run
 from bench.results.thresholds import Thresholds, load_thresholds
@@ -155,10 +155,7 @@ def report_of(stored_run: StoredRun, rules: Thresholds, baseline_name: str | Non
         thresholds_file=str(rules.path),
         what_changed=what_changed(stored_run),
         host=stored_run.host,
-        clocks={
-            device: device_timing(fp.get("clock"), fp.get("latency_clock"), fp.get("platform"))
-            for device, fp in prints.items()
-        },
+        clocks={device: fingerprint_timing(fp) for device, fp in prints.items()},
         virtual=frozenset(device for device, fp in prints.items() if fp.get("virtual")),
         bisect=bisect_offers(stored_run),
         alerts=stored_run.alerts,

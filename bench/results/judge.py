@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.measure.catalogue import CATALOGUE, COMPUTE, METERED
-from bench.measure.energy import SLOW_RULE, TOO_SLOW
+from bench.measure.energy import MARKER, SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
+from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
 from bench.results.evidence import fingerprints, host_of, series, window
 from bench.results.thresholds import MetricRule, Thresholds
@@ -94,7 +95,7 @@ def judge_run(
     baseline replays) and no drift is looked for. A night the window passes is suspected when the whole series of
     judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
     move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
-    during its baseline runs (or starved) is INCONCLUSIVE; not one an icount guest counts on its own clock."""
+    during its baseline runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted())."""
     row = store.run(run_id)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
@@ -110,9 +111,10 @@ def judge_run(
         stored = by_device.get(dev.name, {})
         pace = pace_reason(stored)
         for rule in thresholds.rules:
-            if icount and rule.icount_threshold_pct is not None:
-                rule = replace(rule, threshold_pct=rule.icount_threshold_pct)
             m = stored.get(rule.measurement)
+            count = counted(rule, fp, m.flags if m else ())
+            if count and rule.icount_threshold_pct is not None:
+                rule = replace(rule, threshold_pct=rule.icount_threshold_pct)
             base = window(
                 store, row.session or "", dev.name, rule.measurement,
                 before=against or run_id, size=thresholds.baseline_runs, pinned=pinned, only=window_runs,
@@ -127,18 +129,30 @@ def judge_run(
                 verdict = not_applicable(verdict, ICOUNT)
             elif rule.replay_paced and pace:
                 verdict = off_pace(verdict, pace)
-            elif virtual and rule.host_timed and not counted(rule, icount) and verdict.status == SUSPECTED:
+            elif virtual and rule.host_timed and not count and verdict.status == SUSPECTED:
                 busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
 
 
-def counted(rule: MetricRule, icount: bool) -> bool:
-    """Whether the rule's figure is counted in instructions, not timed by the host: on a QEMU guest in icount mode,
-    a figure of compute alone (inference t0..t1, where the guest's clock advances only with executed instructions).
-    Not frame timing or jitter: an idle guest's clock follows the host's real time, and so its load."""
-    return icount and rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].histogram == COMPUTE
+# energy figures of single decisions: counted on a core whose meter's samples follow its counted clock
+DECISION_ENERGY = frozenset({"energy_per_decision_p50", "energy_per_decision_p99", "energy_per_decision_mean"})
+
+
+def counted(rule: MetricRule, fingerprint: dict, flags: tuple[str, ...] = ()) -> bool:
+    """Whether the rule's figure is counted in instructions, not timed by the host, on the device of `fingerprint`
+    (`flags`: those of the run's measurement). On a QEMU -icount clock, a figure of compute alone (inference t0..t1,
+    where the clock advances only with executed instructions). On a microcontroller's counted core (COUNTED_TIMING:
+    the virtual ESP32-C6), also energy per decision from the inference marker: its virtual meter's samples are the
+    counted clock and draw the running current over each marked inference, so a decision's energy is its counted
+    time. Not frame timing, jitter or mean power: an idle core's clock follows the host's real time, and so its
+    load; nor a guest's energy, whose meter samples on the bench clock."""
+    if fingerprint.get("clock") != "icount":
+        return False
+    if rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].histogram == COMPUTE:
+        return True
+    return rule.measurement in DECISION_ENERGY and MARKER in flags and fingerprint_timing(fingerprint) == COUNTED_TIMING
 
 
 def drift_check(

@@ -34,7 +34,7 @@ class MetricRule:
     host_timed: bool = True  # a virtual device's figure moves with bench-host load ("inconclusive" when busy)
     bench_clock: bool = False  # on the bench's clock (the catalogue says): meaningless on an icount guest
     replay_paced: bool = False  # depends on when the replay's inputs arrived: inconclusive when the replay was off pace
-    icount_threshold_pct: float | None = None  # the floor on a QEMU -icount guest (instruction-counted: tiny spread)
+    icount_threshold_pct: float | None = None  # the floor of a figure counted in instructions (judge.counted)
 
 
 @dataclass(frozen=True)

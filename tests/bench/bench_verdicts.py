@@ -3,9 +3,10 @@ regressions must be reported the night they appear, with their cause; a hung boa
 product's; a bisection finds the first bad build.
 
     .venv/bin/python -m tests.bench bench_verdicts [--devices pi5-1,c6-a] [--unchanged 10] [--hog-night 7]
-                                                   [--duration 10] [--steps] [--creep-nights 8] [--guest-clock]
-                                                   [--two-change] [--hung-board] [--bisect] [--bisect-runs 3]
-                                                   [--heavier 6] [--scenario-device NAME] [--out DIR] [--json]
+                                                   [--duration 10] [--steps] [--creep-nights 8] [--creep-rate 0.05]
+                                                   [--guest-clock] [--two-change] [--hung-board] [--bisect]
+                                                   [--bisect-runs 3] [--heavier 6] [--scenario-device NAME]
+                                                   [--out DIR] [--json]
 
 A reduced nightly (one short synthetic combat session, the chosen devices, update and fault stages skipped; the
 Linux boards as loopback stand-ins on the bench's real-time clock, see realtime_fleet; with --guest-clock the
@@ -19,6 +20,9 @@ this checkout, so injections change files the way a team would, never this workt
                      (built with bench.models; its last hidden layer is wider)
   memory+13% ....... the agents allocate and touch a ballast of ~13% of their memory peak at import
   first-frame+25% .. the agents wait ~25% of their first-frame time before starting the frame loop
+                     (these two and the creep patch the agents the selected devices run, by their kinds in the
+                     fleet file: the host agent, the MicroPython agent; a device running another agent, a web page,
+                     is named "not injected", and a night that would reach no device is skipped, the reason printed)
   two-change ....... (--two-change, on by default) on the scenario device, the model AND the agent change the same
                      night: `--model` puts a policy with --heavier times the MACs, and both agents get a comment (a
                      new agent bundle sha256, no slower); the nightly's attribution (bench.nightly.attribution) must
@@ -30,21 +34,24 @@ this checkout, so injections change files the way a team would, never this workt
                      HANG_AFTER_S), retry it once ("passed on retry") and exit 0; the ladder's steps are printed
   macs x2 (energy) . (--energy, on by default) `--model` puts a policy with twice the MACs on the scenario device,
                      whose power meter (c6-a's virtual PPK2) must report an energy regression that night (issue 29)
-  creep-K .......... (last, after the steps) each inference does ~5% more compute than the night before, K nights
-                     in a row: a busy loop after the model's invoke, 5% of the unchanged inference P50 compounded
-                     (a slower model a night, the way a retrained model grows); the window test alone absorbs it
+  creep-K .......... (last, after the steps) each inference does --creep-rate (5%) more compute than the night
+                     before, K nights in a row: a busy loop after the model's invoke, that share of the inference P50
+                     of the last unchanged night compounded (a slower model a night, the way a retrained model
+                     grows); where a night's step is inside a figure's noise the window test alone absorbs it (the
+                     drift test's job); a step over the floor (+5% on a counted clock, floor 0.5%) is a regression
+                     every night
   bisect-8 ......... (--bisect, on by default; after the nights, in its own results store) `hilbench bisect
                      --series` over 8 models of the scenario device in name order: 1-3 retrains of the same cost
                      (other weights), 4-8 with --heavier times the MACs; judged on any metric (bisect's default),
                      it must name model 4 in at most 3 steps of --bisect-runs replays each; the inference time of
                      model 4 and of the good one before it is printed whichever metric the verdict rests on
 
-The scenario device is the first C6 of --devices (else the first device): a model's compute shows there. The
-heavier model has 6x the MACs, not the +30% a retrain might add, because the interpreter's fixed cost per invoke
-dilutes a model change: on the virtual C6 npc-policy's 5,376 MACs are ~15 us of a ~270 us inference (~2.9 ns a
-MAC, docs/report.md), so +30% MACs is ~+2%, below the 10% floor; 6x is ~+30% inference time and ~+37 kB of
-weights (a memory peak well over its floor), and still fits the C6's heap. The x86 loopback stand-in runs both
-models in the same time.
+The scenario device is the first MicroPython board of --devices (a C6; else the first device): a model's compute
+shows there. The heavier model has 6x the MACs, not the +30% a retrain might add, so that it shows on every C6:
+on the unix-port VM the interpreter's fixed cost per invoke dilutes a model change (npc-policy's 5,376 MACs are
+~15 us of a ~270 us inference, docs/report.md), while on the counted core the MACs are most of the inference
+(+4% MACs is +2.5%, twice the MACs +68% of its 9.6 ms: docs/esp32c6.md); 6x is ~+37 kB of weights (a memory peak
+well over its floor) and still fits the C6's heap. The x86 loopback stand-in runs both models in the same time.
 
 Prints one line per night (exit code, regressions, not reproduced, inconclusive), then the false-alarm count
 over the unchanged nights, which injections were caught on the night they appeared (for the two-change night the
@@ -71,10 +78,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench.config.fleet import load_fleet
+from bench.config.kinds import HOST_AGENT as HOST_RUNTIME
+from bench.config.kinds import MICROPYTHON_AGENT
+from bench.core.errors import BenchError
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = Path(sys.executable)
 HOST_AGENT = "host/npc_host_agent.py"
 MPY_AGENT = "micropython/npc_agent.py"
+AGENT_FILES = {HOST_RUNTIME: HOST_AGENT, MICROPYTHON_AGENT: MPY_AGENT}  # agent runtime -> the source injections patch
 # the figures whose run-to-run spread the benchmark prints (issue goals: inference P50 CV < 5% on c6-a, < 1% on
 # the icount guests)
 CV_FIGURES = ("inference_latency_p50", "decision_latency_p50", "first_frame_p50", "fps", "energy_per_decision_p50")
@@ -129,35 +142,66 @@ def patch(path: Path, anchor: str, replacement: str) -> None:
     path.write_text(text.replace(anchor, replacement, 1))
 
 
-def inject_memory(repo: Path, store: Path, devices: list[str]) -> str:
-    """A ballast of ~13% of the agents' memory peak, allocated and touched at import."""
-    host = max((measurement(store, d, "mem_peak") or 0.0) for d in devices if not d.startswith("c6"))
-    mcu = max((measurement(store, d, "mem_peak") or 0.0) for d in devices if d.startswith("c6")) if any(
-        d.startswith("c6") for d in devices) else 0.0  # fmt: skip
-    host_bytes, mcu_bytes = int(0.13 * host), int(0.13 * mcu)
-    patch(
-        repo / HOST_AGENT,
-        "\nclass Agent",
-        f"\n_BALLAST = bytes(range(256)) * {max(1, host_bytes // 256)}\n\n\nclass Agent",
-    )
-    patch(
-        repo / MPY_AGENT, "\nimport npcfeat", f"\n_BALLAST = bytearray(b'\\x01' * {max(1, mcu_bytes)})\nimport npcfeat"
-    )
-    return f"host agent +{host_bytes / 1e6:.1f} MB, MicroPython agent +{mcu_bytes / 1e3:.1f} kB"
+def agent_runtimes(fleet: Path, devices: list[str]) -> dict[str, str]:
+    """device -> the agent runtime its kind runs (bench.config.kinds), read from the fleet file `fleet`."""
+    try:
+        return {d.name: d.kind_info.runtime for d in load_fleet(fleet).select(devices)}
+    except BenchError as exc:
+        print(f"bench_verdicts: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
-def inject_first_frame(repo: Path, store: Path, devices: list[str]) -> str:
+def largest(runtimes: dict[str, str], values: dict[str, float]) -> dict[str, float]:
+    """runtime -> the largest of the per-device `values` over the devices that run it, for each runtime whose
+    agent the injections patch (AGENT_FILES): an agent the selected devices do not run is left as it is."""
+    out: dict[str, float] = {}
+    for device, value in values.items():
+        if (runtime := runtimes[device]) in AGENT_FILES:
+            out[runtime] = max(out.get(runtime, value), value)
+    return out
+
+
+def not_injected(runtimes: dict[str, str]) -> list[str]:
+    """The selected devices no code injection reaches (their agent is neither the host's nor MicroPython's), why."""
+    return [f"{d} not injected ({r} agent)" for d, r in runtimes.items() if r not in AGENT_FILES]
+
+
+def inject_memory(repo: Path, store: Path, runtimes: dict[str, str]) -> list[str]:
+    """A ballast of ~13% of the agents' memory peak, allocated and touched at import, in each agent a selected
+    device runs; what was injected."""
+    peaks = largest(runtimes, {d: measurement(store, d, "mem_peak") or 0.0 for d in runtimes})
+    done = []
+    if HOST_RUNTIME in peaks:
+        size = int(0.13 * peaks[HOST_RUNTIME])
+        patch(repo / HOST_AGENT, "\nclass Agent",
+              f"\n_BALLAST = bytes(range(256)) * {max(1, size // 256)}\n\n\nclass Agent")  # fmt: skip
+        done.append(f"host agent +{size / 1e6:.1f} MB")
+    if MICROPYTHON_AGENT in peaks:
+        size = int(0.13 * peaks[MICROPYTHON_AGENT])
+        patch(repo / MPY_AGENT, "\nimport npcfeat",
+              f"\n_BALLAST = bytearray(b'\\x01' * {max(1, size)})\nimport npcfeat")  # fmt: skip
+        done.append(f"MicroPython agent +{size / 1e3:.1f} kB")
+    return done
+
+
+def inject_first_frame(repo: Path, store: Path, runtimes: dict[str, str]) -> list[str]:
     """A wait of ~25% of the measured first-frame time (median of the cold starts, in µs) before the frame loop
-    starts: clear of the +15% floor, since an effect of exactly the floor is caught about half the time."""
-    delays = {d: 0.25 * (measurement(store, d, "first_frame_p50") or 50_000.0) / 1000 for d in devices}
-    host_ms = max((v for d, v in delays.items() if not d.startswith("c6")), default=10.0)
-    mcu_ms = max((v for d, v in delays.items() if d.startswith("c6")), default=20.0)
-    patch(repo / HOST_AGENT, "        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))",
-          f"        await asyncio.sleep({host_ms / 1000:.4f})\n"
-          "        self.loop_task = asyncio.ensure_future(self.frame_loop(sched, frames))")  # fmt: skip
-    patch(repo / MPY_AGENT, "        self.loop = FrameLoop(",
-          f"        __import__('time').sleep_ms({int(mcu_ms)})\n        self.loop = FrameLoop(")  # fmt: skip
-    return f"host agent waits {host_ms:.0f} ms, MicroPython agent {int(mcu_ms)} ms"
+    starts, in each agent a selected device runs: clear of the +15% floor, since an effect of exactly the floor is
+    caught about half the time. What was injected."""
+    delays = largest(runtimes, {d: 0.25 * (measurement(store, d, "first_frame_p50") or 50_000.0) / 1000
+                                for d in runtimes})  # fmt: skip
+    done = []
+    if HOST_RUNTIME in delays:
+        wait_ms = delays[HOST_RUNTIME]
+        anchor = "        self.loop_task = asyncio.ensure_future(self.frame_loop("
+        patch(repo / HOST_AGENT, anchor, f"        await asyncio.sleep({wait_ms / 1000:.4f})\n{anchor}")
+        done.append(f"host agent waits {wait_ms:.0f} ms")
+    if MICROPYTHON_AGENT in delays:
+        wait_ms = delays[MICROPYTHON_AGENT]
+        patch(repo / MPY_AGENT, "        self.loop = FrameLoop(",
+              f"        __import__('time').sleep_ms({int(wait_ms)})\n        self.loop = FrameLoop(")  # fmt: skip
+        done.append(f"MicroPython agent waits {int(wait_ms)} ms")
+    return done
 
 
 def run_values(store: Path, run_id: int, names: tuple[str, ...]) -> dict[str, dict[str, float]]:
@@ -231,7 +275,7 @@ def more_macs_model(repo: Path, device_model: str) -> tuple[Path, str]:
 
 ENERGY_GROWTH = 2.0  # issue 29: a model with twice the multiply-accumulates is an energy regression on night one
 ENERGY_METRICS = ("energy_per_decision", "power_mean")  # the thresholds file's energy verdicts
-CREEP_RATE = 0.05  # per night, compounded
+CREEP_RATE = 0.05  # per night, compounded (--creep-rate)
 HEAVIER = 6.0  # MAC factor of the heavier model of the two-change night and the bisection (why: module docstring)
 SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary lines
 # the hung board is frozen this long after its first frame of the night is stored. The replay finds a hang after
@@ -242,24 +286,31 @@ SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary 
 HANG_AFTER_S = 2.0
 
 
-def inject_creep(repo: Path, base_us: dict[str, float], night: int) -> str:
-    """Creep night `night` (1-based): every inference busy-waits base x ((1 + CREEP_RATE)^night - 1) µs after the
-    model's invoke, inside the span the agent times as inference (t0 -> finish), on the device's own clock."""
-    extra = {d: v * ((1 + CREEP_RATE) ** night - 1) for d, v in base_us.items()}
-    host_us = max((v for d, v in extra.items() if not d.startswith("c6")), default=0.0)
-    mcu_us = max((v for d, v in extra.items() if d.startswith("c6")), default=0.0)
-    patch(
-        repo / HOST_AGENT,
-        "            self.last = decision(y)\n",
-        "            self.last = decision(y)\n"
-        f"            _end = now_us() + {int(host_us)}\n            while now_us() < _end:\n                pass\n",
-    )
-    patch(repo / MPY_AGENT, "            self.last = (result[0], round(result[1], 4))\n",
-          "            self.last = (result[0], round(result[1], 4))\n"
-          f"            _end = self.clock.now() + {int(mcu_us)}\n            while self.clock.now() < _end:\n"
-          "                pass\n")  # fmt: skip
-    total = ((1 + CREEP_RATE) ** night - 1) * 100
-    return f"+{total:.0f}% compute: host agent +{host_us:.0f} µs, MicroPython +{mcu_us:.0f} µs"
+def inject_creep(
+    repo: Path, base_us: dict[str, float], runtimes: dict[str, str], night: int, rate: float = CREEP_RATE
+) -> list[str]:
+    """Creep night `night` (1-based): every inference busy-waits base x ((1 + rate)^night - 1) µs after the
+    model's invoke, inside the span the agent times as inference (t0 -> finish), on the device's own clock, in each
+    agent a selected device with a base figure runs (`base_us`: device -> its unchanged inference P50). What was
+    injected."""
+    grown = (1 + rate) ** night - 1
+    extra = largest(runtimes, {d: v * grown for d, v in base_us.items()})
+    done = []
+    if HOST_RUNTIME in extra:
+        wait_us = int(extra[HOST_RUNTIME])
+        patch(repo / HOST_AGENT, "            self.last = decision(y)\n",
+              "            self.last = decision(y)\n"
+              f"            _end = now_us() + {wait_us}\n"
+              "            while now_us() < _end:\n                pass\n")  # fmt: skip
+        done.append(f"host agent +{wait_us} µs")
+    if MICROPYTHON_AGENT in extra:
+        wait_us = int(extra[MICROPYTHON_AGENT])
+        patch(repo / MPY_AGENT, "            self.last = (result[0], round(result[1], 4))\n",
+              "            self.last = (result[0], round(result[1], 4))\n"
+              f"            _end = self.clock.now() + {wait_us}\n            while self.clock.now() < _end:\n"
+              "                pass\n")  # fmt: skip
+        done.append(f"MicroPython agent +{wait_us} µs")
+    return [f"+{grown * 100:.1f}% compute: {', '.join(done)}"] if done else []
 
 
 def realtime_fleet(repo: Path) -> Path:
@@ -525,21 +576,24 @@ def bisect_summary(doc: dict | None, names: list[str], what: str) -> dict:
             "bisection": doc}  # fmt: skip
 
 
-def creep_summary(creep: list[dict], runs: list[int]) -> dict:
-    """Whether and when the creep was reported as a drift, and which first night it named."""
+def creep_summary(creep: list[dict], runs: list[int], rate: float = CREEP_RATE) -> dict:
+    """Whether and when the creep of `rate` a night was reported as a drift, and which first night it named; else
+    the first night it was a regression of its own."""
     if not creep:
         return {"caught_night": None, "text": "creep: not run"}
     hit = next((i for i, n in enumerate(creep) if n["drifts"]), None)
     if hit is None:
         flagged = next((i for i, n in enumerate(creep) if n["regressions"]), None)
         also = (
-            f"; a regression on creep night {flagged + 1}: {creep[flagged]['regressions']}"
+            f"; a regression on creep night {flagged + 1} (cumulative +{((1 + rate) ** (flagged + 1) - 1) * 100:.1f}%):"
+            f" {creep[flagged]['regressions']}"
             if flagged is not None
             else ""
         )
-        return {"caught_night": None, "text": f"creep over {len(creep)} nights: no drift reported{also}"}
-    cumulative = ((1 + CREEP_RATE) ** (hit + 1) - 1) * 100
-    text = (f"creep +{CREEP_RATE:.0%} a night: drift reported on creep night {hit + 1} (cumulative +{cumulative:.0f}%;"
+        return {"caught_night": None, "regression_night": None if flagged is None else flagged + 1,
+                "text": f"creep +{rate:.1%} a night over {len(creep)} nights: no drift reported{also}"}  # fmt: skip
+    cumulative = ((1 + rate) ** (hit + 1) - 1) * 100
+    text = (f"creep +{rate:.1%} a night: drift reported on creep night {hit + 1} (cumulative +{cumulative:.1f}%;"
             f" first creep night is run {runs[0]}): {' | '.join(creep[hit]['drifts'])}")  # fmt: skip
     return {"caught_night": hit + 1, "cumulative_pct": cumulative, "first_creep_run": runs[0], "text": text,
             "drifts": creep[hit]["drifts"]}  # fmt: skip
@@ -557,7 +611,10 @@ def main() -> int:
         default=True,
         help="the step injections (slower model, memory, first frame); --no-steps skips them",
     )
-    p.add_argument("--creep-nights", type=int, default=8, help="nights of the +5%%-a-night creep, last (0: none)")
+    p.add_argument("--creep-nights", type=int, default=8, help="nights of the creep, last (0: none)")
+    p.add_argument(
+        "--creep-rate", type=float, default=CREEP_RATE, help="the creep's growth a night (default %(default)g)"
+    )
     p.add_argument(
         "--guest-clock",
         action="store_true",
@@ -624,20 +681,34 @@ def main() -> int:
         """The fixture policy `device` runs in this benchmark (the bundled fleet's orin-1 runs the large one)."""
         return "npc-policy-large-int8" if device.startswith("orin") or device in large else "npc-policy-int8"
 
+    runtimes = agent_runtimes(fleet, devices)
+    skipped = not_injected(runtimes)
+
+    def injected(label: str, done: list[str]) -> str | None:
+        """What an injection did, with the devices it could not reach; None (and why, printed) when it reached
+        none: that night is not run."""
+        if not done:
+            print(f"{label}: skipped, no selected device runs an agent it patches ({'; '.join(skipped)})", flush=True)
+            return None
+        return "; ".join(done + skipped)
+
     for k in range(1, args.unchanged + 1):
         hog = k == args.hog_night
         show(night(repo, "cpu-hog" if hog else f"unchanged-{k}", devices, session, store, reports, fleet, hog))
+    # the creep's base: each device's inference P50 on the last night with unchanged code and model
+    base_us = {d: v for d in devices if (v := measurement(store, d, "inference_latency_p50"))}
     originals = {name: (repo / name).read_text() for name in (HOST_AGENT, MPY_AGENT)}
     injections = [
-        ("slower-model", lambda: ("fleet model npc-policy-large-int8", slower_fleet(repo, devices, fleet))),
-        ("memory+13%", lambda: (inject_memory(repo, store, devices), fleet)),
-        ("first-frame+25%", lambda: (inject_first_frame(repo, store, devices), fleet)),
+        ("slower-model", lambda: (["fleet model npc-policy-large-int8"], slower_fleet(repo, devices, fleet))),
+        ("memory+13%", lambda: (inject_memory(repo, store, runtimes), fleet)),
+        ("first-frame+25%", lambda: (inject_first_frame(repo, store, runtimes), fleet)),
     ]
     for label, inject in injections if args.steps else []:
-        what, night_fleet = inject()
-        result = night(repo, label, devices, session, store, reports, fleet=night_fleet)
-        result["injected"] = what
-        show(result)
+        done, night_fleet = inject()
+        if (what := injected(label, done)) is not None:
+            result = night(repo, label, devices, session, store, reports, fleet=night_fleet)
+            result["injected"] = what
+            show(result)
         for name, text in originals.items():
             (repo / name).write_text(text)
     for device in devices:  # one night per device: --model puts one file on every selected device
@@ -645,7 +716,7 @@ def main() -> int:
         result = night(repo, "macs+3%", [device], session, store, reports, fleet=fleet, model=path)
         result["injected"] = f"{device}: {what}"
         show(result)
-    target = args.scenario_device or next((d for d in devices if d.startswith("c6")), devices[0])
+    target = args.scenario_device or next((d for d in devices if runtimes[d] == MICROPYTHON_AGENT), devices[0])
     if args.energy:  # issue 29: twice the multiply-accumulates, caught as an energy regression on the metered board
         path = repo / "fixtures" / "models" / "npc-policy-macs2-int8.tflite"
         what = grown_model("npc-policy-int8", ENERGY_GROWTH, path, "npc-policy-macs2/v1")
@@ -653,8 +724,6 @@ def main() -> int:
         result["injected"] = f"{target}: {what}"
         result["energy_caught"] = [r for r in result["regressions"] if r.split(":")[1].startswith(ENERGY_METRICS)]
         show(result)
-    base = {d: measurement(store, d, "inference_latency_p50") for d in devices}  # the last unchanged-code night's
-    base_us = {d: v for d, v in base.items() if v}
     target_model = policy(target)
     two_change: dict | None = None
     if args.two_change:
@@ -684,7 +753,8 @@ def main() -> int:
         show(hung)
     creep_runs = []
     for k in range(1, args.creep_nights + 1):
-        what = inject_creep(repo, base_us, k)
+        if (what := injected("creep", inject_creep(repo, base_us, runtimes, k, args.creep_rate))) is None:
+            break
         result = night(repo, f"creep-{k}", devices, session, store, reports, fleet=fleet)
         result["injected"] = what
         creep_runs.append(result["run"])
@@ -712,7 +782,7 @@ def main() -> int:
         ),
         "nonzero_exits_unchanged": sum(n["exit"] != 0 for n in unchanged),
         "caught": {n["night"]: n["regressions"] for n in nights if "injected" in n},
-        "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs),
+        "creep": creep_summary([n for n in nights if n["night"].startswith("creep-")], creep_runs, args.creep_rate),
         "two_change": two_change_summary(two_change, target),
         "hung_board": hung_board_summary(hung, target, len(frozen), hang_after, ladder),
         "bisect": bisect_summary(bisection, series, series_what),

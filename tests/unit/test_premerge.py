@@ -21,7 +21,7 @@ from bench.results.evidence import (
     stored_verdicts,
     window,
 )
-from bench.results.judge import counted, judge_run
+from bench.results.judge import judge_run
 from bench.results.majority import majority
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION, SUSPECTED, UNCHANGED
@@ -122,14 +122,6 @@ def test_a_starved_host_makes_a_suspect_inconclusive_unless_an_icount_guest_coun
     assert verdict.status == status
     if status == INCONCLUSIVE:
         assert "the bench was starved" in verdict.reason
-
-
-def test_only_compute_is_counted_on_an_icount_guest(tmp_path) -> None:
-    """Frame jitter on an icount guest still follows the host (an idle guest's clock runs in real time)."""
-    rules = {r.name: r for r in load_thresholds().rules}
-    assert counted(rules["inference_p50"], icount=True)
-    assert not counted(rules["jitter_std"], icount=True) and not counted(rules["fps"], icount=True)
-    assert not counted(rules["inference_p50"], icount=False)
 
 
 def test_the_exit_code_gates_a_merge(tmp_path) -> None:
