@@ -364,7 +364,8 @@ class Agent:
         if msg.get("cold") and self.loop is not None:
             return wire.error("busy", "a cold load needs the frame loop stopped", msg.get("id"))
         allow = bool(msg.get("allow_downgrade"))
-        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {}, bool(msg.get("cold")), allow=allow)
+        return self.switch_to(msg, "loaded", self.resolve(path), manifest, {"rx": rx_us}, bool(msg.get("cold")),
+                              allow=allow)  # fmt: skip
 
     def on_update(self, msg, rx_us):
         """Fetch a model over CoAP Block2 (npcupdate: whole, or as a bsdiff4-zlib delta applied to the running

@@ -21,9 +21,12 @@ def test_load_switches_to_the_new_model(agent):
     path, manifest = agent.deploy("npc-policy-int8-v2", 2)
 
     async def body(s: AgentSession):
+        before = (await s.ping())[2]
         reply = await s.load(path, manifest)
         assert reply["model"]["version"] == 2 and reply["model"]["sha256"] == manifest["sha256"]
         assert reply["verify_us"] > 0 and reply["switch_us"] >= 0
+        # the request's receipt on the device's clock: where a first-frame time on that clock starts
+        assert before <= reply["rx"] <= (await s.ping())[2]
         assert (await s.hello())["model"]["version"] == 2
         return await s.infer(X)
 

@@ -206,7 +206,7 @@ class Agent {
     return new Uint8Array(await res.arrayBuffer());
   }
 
-  async onLoad(msg) {
+  async onLoad(msg, rxUs) {
     wire.text(msg.path, "path");
     const manifest = npcmanifest.fields(msg.manifest);
     if ("sig" in msg && !("sig" in manifest)) manifest.sig = msg.sig;
@@ -229,7 +229,7 @@ class Agent {
     const switchUs = this.models.switch(model);
     setTimeout(() => this.warmUp(), 0);
     await this.writes;
-    return wire.reply(msg, "loaded", { model: model.info, verify_us: verifyUs, switch_us: switchUs });
+    return wire.reply(msg, "loaded", { model: model.info, verify_us: verifyUs, switch_us: switchUs, rx: rxUs });
   }
 
   async onUpdate(msg) {
