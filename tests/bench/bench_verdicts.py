@@ -286,6 +286,14 @@ SCENARIOS = ("two-change", "hung-board")  # nights printed by their own summary 
 HANG_AFTER_S = 2.0
 
 
+# where the creep's busy-wait goes in each agent: right after the model's invoke, timed by the agent's own clock
+CREEP_SITES = (
+    (HOST_RUNTIME, HOST_AGENT, "            self.last = decision(y)\n", "now_us()", "host agent"),
+    (MICROPYTHON_AGENT, MPY_AGENT, "            self.last = (result[0], round(result[1], 4))\n", "self.clock.now()",
+     "MicroPython agent"),
+)  # fmt: skip
+
+
 def inject_creep(
     repo: Path, base_us: dict[str, float], runtimes: dict[str, str], night: int, rate: float = CREEP_RATE
 ) -> list[str]:
@@ -296,20 +304,12 @@ def inject_creep(
     grown = (1 + rate) ** night - 1
     extra = largest(runtimes, {d: v * grown for d, v in base_us.items()})
     done = []
-    if HOST_RUNTIME in extra:
-        wait_us = int(extra[HOST_RUNTIME])
-        patch(repo / HOST_AGENT, "            self.last = decision(y)\n",
-              "            self.last = decision(y)\n"
-              f"            _end = now_us() + {wait_us}\n"
-              "            while now_us() < _end:\n                pass\n")  # fmt: skip
-        done.append(f"host agent +{wait_us} µs")
-    if MICROPYTHON_AGENT in extra:
-        wait_us = int(extra[MICROPYTHON_AGENT])
-        patch(repo / MPY_AGENT, "            self.last = (result[0], round(result[1], 4))\n",
-              "            self.last = (result[0], round(result[1], 4))\n"
-              f"            _end = self.clock.now() + {wait_us}\n            while self.clock.now() < _end:\n"
-              "                pass\n")  # fmt: skip
-        done.append(f"MicroPython agent +{wait_us} µs")
+    for runtime, agent, anchor, clock, label in CREEP_SITES:
+        if runtime in extra:
+            wait_us = int(extra[runtime])
+            busy = f"            _end = {clock} + {wait_us}\n            while {clock} < _end:\n                pass\n"
+            patch(repo / agent, anchor, anchor + busy)
+            done.append(f"{label} +{wait_us} µs")
     return [f"+{grown * 100:.1f}% compute: {', '.join(done)}"] if done else []
 
 
