@@ -121,7 +121,7 @@ class DeviceRun:
     meter_error: str = ""
     meter_stopped: bool = False
     energy: EnergyFigures | None = None  # what the meter's samples give, once measured
-    held_ahead: tuple[int, int | None] = (0, None)  # inputs a device-clock agent holds before its loop, and its most
+    held_ahead: tuple[int, int | None] = (0, None)  # a device-clock agent: inputs held before its loop, most it holds
 
     def device_now_us(self) -> int | None:
         """The newest device time the bench has heard of: the VSync of the last frame record."""
