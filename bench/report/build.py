@@ -121,6 +121,7 @@ def build_report(
                 "notes": list(device.notes),
                 "meter": device.meter,
                 "energy_na": device.energy_na,
+                "energy_windows": device.energy_windows,
                 "telemetry": telemetry_summary(device),
                 "trend": trend,
             }

@@ -97,6 +97,7 @@ class DeviceRun:
     notes: list[str] = field(default_factory=list)  # stage failures and other remarks, for the report
     meter: str = ""  # the power meter behind the energy figures, as stored with them ("" without one)
     energy_na: str = ""  # why energy per decision is n/a although the device has a meter
+    energy_windows: str = ""  # where the meter's decision windows came from (the marker, or the frames mapped)
 
     def series(self, source: str) -> Samples | None:
         """The samples named `source`, or None when this device has none."""

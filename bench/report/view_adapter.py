@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.core.outcomes import FailureClass
 from bench.core.units import factor, figure
+from bench.measure.energy import MARKER
 from bench.measure.frames import deviation_us, frame_time_us
 from bench.measure.histogram import Histogram, histogram_values
 from bench.report.ota_results import ota_transfers
@@ -87,7 +88,7 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
         device.faults = [fault_event(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
         device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
-        device.meter, device.energy_na = _meter(measurements_by_device.get(dev.name, []))
+        device.meter, device.energy_na, device.energy_windows = _meter(measurements_by_device.get(dev.name, []))
         view.devices[dev.name] = device
     return view
 
@@ -100,15 +101,22 @@ ENERGY_NA = {
 }
 
 
-def _meter(measurements: list) -> tuple[str, str]:
-    """The meter named in the stored energy figures, and why energy per decision is n/a (both "" when none)."""
+def _meter(measurements: list) -> tuple[str, str, str]:
+    """The meter named in the stored energy figures, why energy per decision is n/a, and where its decision windows
+    came from (all "" when there is no meter)."""
     session = next((m for m in measurements if m.name == "energy_session"), None)
     if session is None:
-        return "", ""
+        return "", "", ""
     meter = session.description.partition("meter: ")[2] or session.description
     p50 = next((m for m in measurements if m.name == "energy_per_decision_p50"), None)
-    why = next((ENERGY_NA[f] for f in (p50.flags if p50 is not None else ()) if f in ENERGY_NA), "")
-    return meter, why if p50 is None or p50.value is None else ""
+    flags = p50.flags if p50 is not None else ()
+    why = next((ENERGY_NA[f] for f in flags if f in ENERGY_NA), "")
+    windows = (
+        "each decision is a high run of the inference marker on the meter's logic input (no clock mapping)"
+        if MARKER in flags
+        else "inference windows mapped to the bench clock through the device's clock offset and drift"
+    )
+    return meter, why if p50 is None or p50.value is None else "", windows
 
 
 def pruned_note(at: str) -> str:
