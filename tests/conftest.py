@@ -20,16 +20,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto`: half again as many workers as cores. The end-to-end tests spend much of their time waiting
-    (guest boots, serial links, timeouts), which left the cores idle ~40% of a run with one worker per core.
-    PYTEST_XDIST_AUTO_NUM_WORKERS still sets the number."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
-    cores = len(os.sched_getaffinity(0))
-    return max(1, cores * 3 // 2)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short. Files with end-to-end
     tests run first (pyproject's --no-loadscope-reorder keeps this order): the long ones start while the
