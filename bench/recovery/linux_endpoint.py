@@ -1,7 +1,7 @@
 """Open a Linux board's agent for a replay run, with board telemetry sampled in the background and
 written to the results store (with the bench-side faults: agent exits, SSH drops) when the run closes it.
 The session is a ResilientSession: an agent that dies mid-run is restarted and the run carries on. With held
-drivers (the nightly's, bench.devices.held) the agent stays up when the run closes it.
+drivers (the nightly's, bench.devices.held) a fresh agent is started, and it stays up when the run closes it.
 
     opener = LinuxAgentOpener(store, run_id)
     await ReplayRun(plan, devices, opener.open, store, run_id).execute()
@@ -48,11 +48,11 @@ class LinuxAgentOpener:
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
     drivers: dict[str, LinuxDriver] = field(default_factory=dict)  # the open ones, by device name
-    held: HeldDrivers | None = None  # drivers kept across runs, whose agents outlive this one
+    held: HeldDrivers | None = None  # drivers kept across runs: each run starts a fresh agent that outlives it
 
     async def open(self, device: Device) -> AgentEndpoint:
         """Start (if needed) and open the device's agent; begin sampling its telemetry."""
-        driver = await self.held.driver(device) if self.held is not None else LinuxDriver(device)
+        driver = await self.held.driver(device, fresh=True) if self.held is not None else LinuxDriver(device)
         assert isinstance(driver, LinuxDriver), f"{device.name}: a Linux board's opener got {type(driver).__name__}"
         self.drivers[device.name] = driver
         faults_before = len(driver.faults)  # a held driver's earlier runs' faults are stored with those runs

@@ -43,14 +43,18 @@ def driver_opener(
     """An OpenAgent that uses the device's driver: optionally deploy (agent and model), then
     `open_agent()` and an AgentSession on the transport. With a results `store`, the session is a
     RecoveringSession: a device that stops answering is recovered by the ladder (recorded with `run_id`).
-    With `drivers`, the device's held driver is used and its agent stays up when the endpoint closes."""
+    With `drivers`, the device's held driver is used: a fresh agent is started, and it stays up when the
+    endpoint closes, for the stages after the replay."""
 
     async def open_agent(device: Device) -> AgentEndpoint:
         if not has_driver(device.kind):
             raise ConfigError(f"device {device.name}: no driver for kind {device.kind!r} yet")
         if deploy_first:
             await deploy(device, log_dir, drivers)
-        driver = await drivers.driver(device) if drivers is not None else driver_for(device, log_dir=log_dir)
+        if drivers is not None:
+            driver = await drivers.driver(device, fresh=True)
+        else:
+            driver = driver_for(device, log_dir=log_dir)
         if store is not None:
             return await _recovering(device, driver, store, run_id, log_dir)
         try:
@@ -106,7 +110,8 @@ def fleet_opener(
 ) -> OpenAgent:
     """The opener `hilbench replay` and the nightly stage use: a kind with its own opener in the registry
     (Linux boards: board telemetry and bench-side faults stored with run `run_id`) through that, every
-    other kind through `driver_opener`. With `drivers` (the nightly's), agents stay up between runs."""
+    other kind through `driver_opener`. With `drivers` (the nightly's), each run starts fresh agents, which stay
+    up after it for the stages that follow."""
     generic = driver_opener(log_dir, deploy_first, store, run_id, drivers)
     openers: dict[str, Any] = {}  # one opener per opener class, shared by the devices that use it
 

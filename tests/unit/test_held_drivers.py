@@ -57,6 +57,19 @@ def test_a_held_driver_is_reused_and_its_release_keeps_the_agent(devices: list[D
     assert EVENTS == [("p0", "open"), ("p0", "drop"), ("p0", "drop"), ("p0", "stop")]
 
 
+def test_a_fresh_agent_stops_the_held_one_and_keeps_the_driver(devices: list[Device]) -> None:
+    async def go() -> None:
+        held = HeldDrivers()
+        first = await held.driver(devices[0], fresh=True)  # nothing held yet: nothing to stop
+        await first.open_agent()
+        await first.release_agent()
+        assert await held.driver(devices[0], fresh=True) is first
+        await held.close()
+
+    asyncio.run(go())
+    assert EVENTS == [("p0", "open"), ("p0", "drop"), ("p0", "stop"), ("p0", "stop")]
+
+
 def test_a_driver_not_held_stops_its_agent_on_release(devices: list[Device]) -> None:
     driver = CountingDriver(devices[0])
     asyncio.run(driver.release_agent())
