@@ -66,7 +66,7 @@ def alert_lines(found: NightAlerts) -> list[AlertLine]:
     overdue = {a.id for a in found.overdue}
     for new, alerts in ((True, found.new), (False, [*found.known, *found.fixed, *found.overdue])):
         for a in alerts:
-            effect = f"{a.effect_pct:+.1f}%" if a.effect_pct is not None else a.effect_text()
+            effect = a.effect_text() if a.effect_pct is None else a.effect_label()
             extra = [f"owner {a.owner}" if a.owner else "", a.link, f"of #{a.of_alert}" if a.of_alert else ""]
             lines.setdefault(a.id, AlertLine(a.id, a.state, new, a.device, a.session, a.title, a.age_days(found.now),
                                              a.id in overdue, "; ".join(x for x in (effect, *extra) if x)))  # fmt: skip
