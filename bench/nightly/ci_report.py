@@ -10,7 +10,7 @@ from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cas
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import NightlyResult
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import REGRESSION
+from bench.results.verdict import REGRESSION, Verdict
 from bench.store.results import ResultStore
 
 
@@ -30,7 +30,7 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
     regressions = [j for j in judged if j.verdict.status == REGRESSION]
     if regressions:
         headline = f"{len(regressions)} regression(s): " + "; ".join(
-            f"{j.verdict.device} {j.verdict.title} ({j.session})" for j in regressions
+            f"{j.verdict.device} {j.verdict.title} ({j.session}{drift_words(j.verdict)})" for j in regressions
         )
     else:
         headline = "No regression. " + "; ".join(f"{r.session}: {r.note}" for r in runs if r.note)
@@ -57,6 +57,13 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
         timings=[(f"stage {s.name}", s.seconds) for s in result.stages],
         started=dt.datetime.strptime(result.started, "%Y%m%d-%H%M%S").astimezone(),
     )
+
+
+def drift_words(verdict: Verdict) -> str:
+    """ "; drift +16% since run 12" for a drift, else ""."""
+    if not verdict.is_drift or verdict.effect_pct is None:
+        return ""
+    return f"; drift {verdict.effect_pct:+.0f}% since run {verdict.drift_since}"
 
 
 def alert_lines(found: NightAlerts) -> list[AlertLine]:
