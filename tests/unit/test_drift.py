@@ -204,6 +204,7 @@ def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(
         later = verdicts[first + 1 :]
         assert later and all(u.status == REGRESSION for u in later)
         assert all(max(u.baseline_runs) < v.drift_since for u in later)
+        assert all(u.is_drift and u.drift_since == v.drift_since for u in later)  # the same drift, still growing
         # the report: the drift's trend plot marks the change point, --json carries where it starts
         published = publish_run(store, runs[first], reports_dir=tmp_path / "reports", thresholds=rules)
     (device,) = published.report.data["devices"]
