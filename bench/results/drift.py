@@ -97,18 +97,20 @@ def find_creep(rule: MetricRule, run_ids: list[int], values: list[float], window
     slope (on logarithms) is worse than flat at the rule's alpha, against the spread of the window (its longer
     history when that spreads wider), and a fitted growth from its first night to tonight past the rule's floor."""
     x, ref = np.asarray(values, dtype=float), np.asarray(window.values, dtype=float)
-    noise = np.asarray(window.history, dtype=float) if len(window.history) > ref.size else ref
-    if x.size < MIN_NIGHTS or noise.size < 2 or not (np.all(x > 0) and np.all(noise > 0) and np.all(ref > 0)):
+    history = np.asarray(window.history or window.values, dtype=float)
+    if x.size < MIN_NIGHTS or ref.size < 2 or not (np.all(x > 0) and np.all(ref > 0) and np.all(history > 0)):
         return None
     sign = 1.0 if rule.worse == "higher" else -1.0
     nights = np.arange(x.size, dtype=float)
     slope = float(np.polyfit(nights, np.log(x), 1)[0])
-    spread = float(np.log(noise).std(ddof=1))
+    spread, df = max(
+        (float(np.log(ref).std(ddof=1)), ref.size - 1), (float(np.log(history).std(ddof=1)), history.size - 1)
+    )
     sxx = float(((nights - nights.mean()) ** 2).sum())
     from scipy import stats  # here, as in bench.results.verdict: not an import cost of every command
 
     if spread > 1e-12:
-        p = float(stats.t.sf(sign * slope / (spread / np.sqrt(sxx)), noise.size - 1))
+        p = float(stats.t.sf(sign * slope / (spread / np.sqrt(sxx)), df))
     else:
         p = 0.0 if sign * slope > 0 else 1.0
     growth = (float(np.exp(slope * (x.size - 1))) - 1.0) * 100.0

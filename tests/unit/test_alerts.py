@@ -16,6 +16,7 @@ from bench.alerts import night_alerts, table
 from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, DRIFT, FIXED, INVALID, REGRESSION, UNTRIAGED, AlertError
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.core.errors import ConfigError
+from bench.report.publish import publish_run
 from bench.results.thresholds import load_thresholds, parse_thresholds
 from bench.store.results import open_store
 from bench.store.schema import SCHEMA_VERSION
@@ -72,6 +73,10 @@ def test_a_creep_is_one_alert_a_regression_first_then_a_drift_with_its_cumulativ
         assert [e.event for e in events] == ["opened", "joined", "joined", "joined"]
         assert events[2].detail.startswith(f"now a drift: run {runs[2]}: inference time P50")
         assert f"since run {runs[0]} (3 nights)" in events[2].detail
+        html = publish_run(store, runs[-1], reports_dir=tmp_path / "reports").page.read_text()
+    shown = f"<b>known</b> alert #{alert.id}: c6-a {alert.title} drift +{alert.drift['effect_pct']:.1f} % since run"
+    assert f"{shown} {runs[0]} ·" in html  # the run page's alert, not the first night's +15%
+    assert f"drift: {alert.title} +{alert.drift['effect_pct']:.0f}% since run {runs[0]} (4 nights)" in html
 
 
 def test_ack_keeps_a_known_alert_out_of_the_exit_code_unless_acknowledged_ones_fail(tmp_path: Path) -> None:
