@@ -62,6 +62,8 @@ def findings_of_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict
                 "cause": cause.get("text", "") if cause.get("metric") == v.metric else "",
                 "bisect": offer(v.device, session_file, v.metric, (base_rev, row.git_rev)),
             }  # fmt: skip
+            if v.is_drift:
+                evidence["drift"] = {"since_run": v.drift_since, "nights": v.drift_nights, "effect_pct": v.effect_pct}
             kind = DRIFT if v.is_drift else REGRESSION
             out.append(Finding(session, v.device, v.metric, run_id, row.started_at, True, kind, evidence,
                                v.drift_since if v.is_drift else None))  # fmt: skip

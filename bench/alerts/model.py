@@ -99,6 +99,18 @@ class Alert:
         """An open alert on another device with the same fingerprint change: this one may be downstream of it."""
         return self.data.get("suggested_of")
 
+    @property
+    def drift(self) -> dict[str, Any] | None:
+        """A drift alert's newest drift: its first night (`since_run`), `nights` and cumulative `effect_pct`."""
+        return self.data.get("drift") if self.kind == DRIFT else None
+
+    def effect_label(self) -> str:
+        """ "+41.0%" (the first night's effect), "drift +16.6% since run 12" (a drift's newest cumulative change)
+        or "failed" (a product failure)."""
+        if (drift := self.drift) and drift.get("effect_pct") is not None:
+            return f"drift {drift['effect_pct']:+.1f}% since run {drift['since_run']}"
+        return f"{self.effect_pct:+.1f}%" if self.effect_pct is not None else "failed"
+
     def age_days(self, now: dt.datetime | None = None) -> float:
         """Days since the alert entered its state."""
         now = now or dt.datetime.now(dt.UTC)
@@ -117,10 +129,9 @@ class Alert:
 
     def line(self, now: dt.datetime | None = None, width: int = 70) -> str:
         """One line of at most `width` characters for a summary: "#3 c6-a inference P50: +41.0% · untriaged ·
-        2.0 d" (the title is shortened when the line would be longer)."""
+        2.0 d" (the effect as effect_label(); the title is shortened when the line would be longer)."""
         state = self.state + (f" of #{self.of_alert}" if self.state == DOWNSTREAM else "")
-        effect = f"{self.effect_pct:+.1f}%" if self.effect_pct is not None else "failed"
-        head, tail = f"#{self.id} {self.device} ", f": {effect} · {state} · {self.age_days(now):.1f} d"
+        head, tail = f"#{self.id} {self.device} ", f": {self.effect_label()} · {state} · {self.age_days(now):.1f} d"
         room = max(8, width - len(head) - len(tail))
         title = self.title if len(self.title) <= room else self.title[: room - 1] + "…"
         return head + title + tail

@@ -1,9 +1,11 @@
 """The nightly's side of alerts: each night's findings open, join, close or reopen alerts.
 
 - A bad finding (a confirmed regression, drift or product failure) joins the open alert of its session, device and
-  metric; with none, it reopens the newest one when that was fixed within `reopen_nights` nights, else opens a new
-  one, untriaged. A new alert whose fingerprint change (a model, firmware, agent bundle or OS image) is the same as
-  an untriaged or acknowledged alert's on another device names that alert as the one it may be downstream of.
+  metric (a drift makes it a drift alert, in the state it has: a regression that keeps growing is the same alert,
+  with its newest cumulative change); with none, it reopens the newest one when that was fixed within
+  `reopen_nights` nights, else opens a new one, untriaged. A new alert whose fingerprint change (a model,
+  firmware, agent bundle or OS image) is the same as an untriaged or acknowledged alert's on another device names
+  that alert as the one it may be downstream of.
 - A good finding (the metric back inside the baseline's spread, or the stage passed) counts towards closing the
   open alert: after `fixed_after_nights` in a row it is fixed, by the bench, with that night as the fixing run. An
   invalid alert stays invalid.
@@ -36,11 +38,13 @@ def _bad(store: ResultStore, f: Finding, current: Alert | None, rules: AlertRule
         return  # this night was recorded already
     if current is not None and current.state in OPEN:
         current.last_run, current.good_nights = f.run_id, 0
+        became = f.kind == DRIFT and current.kind != DRIFT
         if f.kind == DRIFT:
-            current.kind = DRIFT
+            current.kind, current.data["drift"] = DRIFT, f.evidence.get("drift")
         current.data["last"] = _brief(f)
         table.update(store, current)
-        table.add_event(store, current.id, "joined", run_id=f.run_id, actor=actor, detail=_detail(f))
+        detail = ("now a drift: " if became else "") + _detail(f)
+        table.add_event(store, current.id, "joined", run_id=f.run_id, actor=actor, detail=detail)
         return
     fixed_by = current.fixed_run if current is not None else None
     if (
@@ -118,4 +122,6 @@ def _brief(f: Finding) -> dict:
 def _detail(f: Finding) -> str:
     effect = f.evidence.get("effect_pct")
     what = f"{effect:+.1f}%" if isinstance(effect, int | float) else str(f.evidence.get("reason", ""))[:120]
+    if drift := f.evidence.get("drift"):
+        what += f" since run {drift['since_run']} ({drift['nights']} nights)"
     return f"run {f.run_id}: {f.evidence.get('title', f.metric)} {what}".strip()

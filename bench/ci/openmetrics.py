@@ -5,6 +5,7 @@ Families (all gauges, no timestamps: the textfile collector refuses them):
 - `hilbench_figure{device,kind,session,metric,clock,unit,run_kind,build}`: each figure of the job's runs;
 - `hilbench_figure_baseline{...}`: the mean of the baseline window a judged figure was held against;
 - `hilbench_regression{...}`: 1 when the judged figure is a regression, else 0;
+- `hilbench_drift_pct{...}`: for a regression that is a drift, its cumulative change since its first night, percent;
 - `hilbench_job_exit_code{command}` and `hilbench_job_started_seconds{command}` (Unix time)."""
 
 from __future__ import annotations
@@ -47,12 +48,18 @@ class _Job(Collector):
             "hilbench_figure_baseline", "mean of the baseline window a figure was judged against", labels=LABELS
         )
         regression = GaugeMetricFamily("hilbench_regression", "1 when the judged figure is a regression", labels=LABELS)
+        drift = GaugeMetricFamily(
+            "hilbench_drift_pct", "a drift's cumulative change since its first night, percent", labels=LABELS
+        )
         for f, verdict in _judged_figures(self.report):
             if verdict.baseline_value is not None:
                 baseline.add_metric(_labels(f), verdict.baseline_value)
             regression.add_metric(_labels(f), 1.0 if verdict.status == REGRESSION else 0.0)
+            if verdict.status == REGRESSION and verdict.is_drift and verdict.effect_pct is not None:
+                drift.add_metric(_labels(f), verdict.effect_pct)
         yield baseline
         yield regression
+        yield drift
         job = [self.report.job]
         code = GaugeMetricFamily(
             "hilbench_job_exit_code",

@@ -110,19 +110,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     for a in alerts:
         late = a.overdue(rules.untriaged_days, now)
         state = f"[red]{a.state}![/red]" if late else a.state
-        grid.add_row(str(a.id), a.device, a.title, _effect(a), state, f"{a.age_days(now):.1f} d", _who(a))
+        grid.add_row(str(a.id), a.device, a.title, a.effect_label(), state, f"{a.age_days(now):.1f} d", _who(a))
     out.print(grid)
     late = [a for a in alerts if a.overdue(rules.untriaged_days, now)]
     if late:
         ids = ", ".join(f"#{a.id}" for a in late)
         out.print(f"! untriaged for more than {rules.untriaged_days:g} days: {ids}", highlight=False)
     return 0
-
-
-def _effect(a: Alert) -> str:
-    if a.effect_pct is None:
-        return "failed"
-    return f"{a.effect_pct:+.1f}%"
 
 
 def _who(a: Alert) -> str:
@@ -149,6 +143,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"  first night run {alert.first_run}, newest bad night run {alert.last_run}",
         f"  effect {alert.effect_text()}" + _baseline(alert),
     ]
+    if drift := alert.drift:
+        lines.append(f"  {alert.effect_label()} ({drift['nights']} nights, newest run {alert.last_run})")
     lines += [f"  change: {c}" for c in alert.change] or ["  change: none in the fingerprint"]
     lines += [f"  {alert.cause}"] if alert.cause else []
     lines += [f"  reason: {alert.data['reason']}"] if alert.data.get("reason") and alert.effect_pct is None else []

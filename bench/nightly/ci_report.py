@@ -10,7 +10,7 @@ from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cas
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.run import NightlyResult
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import REGRESSION
+from bench.results.verdict import REGRESSION, Verdict
 from bench.store.results import ResultStore
 
 
@@ -30,7 +30,7 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
     regressions = [j for j in judged if j.verdict.status == REGRESSION]
     if regressions:
         headline = f"{len(regressions)} regression(s): " + "; ".join(
-            f"{j.verdict.device} {j.verdict.title} ({j.session})" for j in regressions
+            f"{j.verdict.device} {j.verdict.title} ({j.session}{drift_words(j.verdict)})" for j in regressions
         )
     else:
         headline = "No regression. " + "; ".join(f"{r.session}: {r.note}" for r in runs if r.note)
@@ -59,6 +59,13 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
     )
 
 
+def drift_words(verdict: Verdict) -> str:
+    """ "; drift +16% since run 12" for a drift, else ""."""
+    if not verdict.is_drift or verdict.effect_pct is None:
+        return ""
+    return f"; drift {verdict.effect_pct:+.0f}% since run {verdict.drift_since}"
+
+
 def alert_lines(found: NightAlerts) -> list[AlertLine]:
     """The night's alerts for the CI files: new ones, known ones it joined, fixed ones, and overdue ones of any
     night, each once."""
@@ -66,7 +73,7 @@ def alert_lines(found: NightAlerts) -> list[AlertLine]:
     overdue = {a.id for a in found.overdue}
     for new, alerts in ((True, found.new), (False, [*found.known, *found.fixed, *found.overdue])):
         for a in alerts:
-            effect = f"{a.effect_pct:+.1f}%" if a.effect_pct is not None else a.effect_text()
+            effect = a.effect_text() if a.effect_pct is None else a.effect_label()
             extra = [f"owner {a.owner}" if a.owner else "", a.link, f"of #{a.of_alert}" if a.of_alert else ""]
             lines.setdefault(a.id, AlertLine(a.id, a.state, new, a.device, a.session, a.title, a.age_days(found.now),
                                              a.id in overdue, "; ".join(x for x in (effect, *extra) if x)))  # fmt: skip

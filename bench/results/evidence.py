@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bench.results.verdict import Verdict, Window
+from bench.results.verdict import REGRESSION, Verdict, Window
 from bench.store import stored
 from bench.store.results import ResultStore
 
@@ -141,6 +141,26 @@ def series(
         " WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND m.run_id < ?"
         f" AND (b.accepted = 1 OR b.why LIKE ?) AND m.value IS NOT NULL{_NOT_CHECKS} ORDER BY m.run_id DESC LIMIT ?",
         (device, measurement, session, before, DRIFT_WHY + "%", limit),
+    ).fetchall()
+    rows.reverse()
+    return [int(r[0]) for r in rows], [float(r[1]) for r in rows]
+
+
+def regression_nights(
+    store: ResultStore, session: str, device: str, metric: str, measurement: str, *, after: int, before: int, limit: int
+) -> tuple[list[int], list[float]]:
+    """The nights of `session` on `device` after run `after` (the newest run of the window they were judged
+    against) and before run `before` whose stored verdict on `metric` is a regression, or that left the window for
+    belonging to a drift, with their `measurement`, as (run ids, values), oldest first, at most the last `limit`:
+    a regression's nights so far, the nights a creep is looked for in (bench.results.drift.find_creep)."""
+    rows = store.db.execute(
+        "SELECT m.run_id, m.value FROM measurements m"
+        " JOIN baseline_members b ON b.run_id = m.run_id AND b.device = m.device"
+        " JOIN runs r ON r.id = m.run_id"
+        " LEFT JOIN verdicts v ON v.run_id = m.run_id AND v.device = m.device AND v.metric = ?"
+        " WHERE m.device = ? AND m.name = ? AND COALESCE(r.session, '') = ? AND m.run_id > ? AND m.run_id < ?"
+        f" AND (v.status = ? OR b.why LIKE ?) AND m.value IS NOT NULL{_NOT_CHECKS} ORDER BY m.run_id DESC LIMIT ?",
+        (metric, device, measurement, session, after, before, REGRESSION, DRIFT_WHY + "%", limit),
     ).fetchall()
     rows.reverse()
     return [int(r[0]) for r in rows], [float(r[1]) for r in rows]

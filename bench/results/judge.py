@@ -12,8 +12,8 @@ from bench.measure.energy import MARKER, SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
-from bench.results.drift import SERIES_NIGHTS, as_drift, find_drift
-from bench.results.evidence import fingerprints, host_of, series, window
+from bench.results.drift import SERIES_NIGHTS, as_drift, find_creep, find_drift
+from bench.results.evidence import fingerprints, host_of, regression_nights, series, window
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
     INCONCLUSIVE,
@@ -22,6 +22,7 @@ from bench.results.verdict import (
     SUSPECTED,
     UNCHANGED,
     Verdict,
+    Window,
     host_busy,
     judge,
     not_applicable,
@@ -93,9 +94,10 @@ def judge_run(
     """Verdicts of run `run_id` (only `devices`, if given). The baseline windows end before run `against`
     (default: this run) or at the `pinned` run; with `window_runs` they are those runs (a pre-merge check's
     baseline replays) and no drift is looked for. A night the window passes is suspected when the whole series of
-    judged nights before it, with it, drifted (bench.results.drift; not against a pinned baseline, which does not
-    move). A suspected regression of a host-timed metric on a virtual device while the bench host was busier than
-    during its baseline runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted())."""
+    judged nights before it, with it, drifted; a suspected night is also named a drift when it is a regression that
+    keeps growing (bench.results.drift; neither against a pinned baseline, which does not move). A suspected
+    regression of a host-timed metric on a virtual device while the bench host was busier than during its baseline
+    runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted())."""
     row = store.run(run_id)
     prints = fingerprints(store, run_id)
     by_device: dict[str, dict] = {}
@@ -123,8 +125,8 @@ def judge_run(
             if verdict.status == NO_DATA and (why := no_data_reason(rule, stored)):
                 verdict = replace(verdict, reason=why)
             fixed = pinned is not None or window_runs is not None  # a window that does not move
-            if verdict.status == UNCHANGED and not fixed and m is not None and m.value is not None:
-                verdict = drift_check(store, row.session or "", rule, verdict, run_id, m.value, against or run_id)
+            if not fixed and m is not None and m.value is not None:
+                verdict = drift_check(store, row.session or "", rule, verdict, base, run_id, m.value, against or run_id)
             if rule.bench_clock and icount and fp.get("latency_clock") != "device":
                 verdict = not_applicable(verdict, ICOUNT)
             elif rule.replay_paced and pace:
@@ -156,12 +158,28 @@ def counted(rule: MetricRule, fingerprint: dict, flags: tuple[str, ...] = ()) ->
 
 
 def drift_check(
-    store: ResultStore, session: str, rule: MetricRule, verdict: Verdict, run_id: int, value: float, before: int
+    store: ResultStore,
+    session: str,
+    rule: MetricRule,
+    verdict: Verdict,
+    base: Window,
+    run_id: int,
+    value: float,
+    before: int,
 ) -> Verdict:
-    """`verdict` (a night the window passed) as a suspected drift when the series of judged nights before run
-    `before`, with `value` (run `run_id`'s) as its newest, drifted; else unchanged."""
-    ids, values = series(store, session, verdict.device, rule.measurement, before=before, limit=SERIES_NIGHTS)
-    found = find_drift(rule, [*ids, run_id], [*values, value], verdict.n_baseline)
+    """`verdict` as a suspected drift when there is one with `value` (run `run_id`'s) as the newest night, the
+    stored nights being those before run `before`: for a night the window passed, a drift of the series of judged
+    nights (find_drift); for a suspected night, a creep of the regression's nights since `base`, the window it was
+    judged against (find_creep). Else `verdict` as it is."""
+    if verdict.status == UNCHANGED:
+        ids, values = series(store, session, verdict.device, rule.measurement, before=before, limit=SERIES_NIGHTS)
+        found = find_drift(rule, [*ids, run_id], [*values, value], verdict.n_baseline)
+    elif verdict.status == SUSPECTED and base.run_ids:
+        ids, values = regression_nights(store, session, verdict.device, rule.name, rule.measurement,
+                                        after=max(base.run_ids), before=before, limit=SERIES_NIGHTS)  # fmt: skip
+        found = find_creep(rule, [*ids, run_id], [*values, value], base)
+    else:
+        found = None
     return as_drift(verdict, found) if found else verdict
 
 

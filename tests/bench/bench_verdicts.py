@@ -39,7 +39,8 @@ this checkout, so injections change files the way a team would, never this workt
                      of the last unchanged night compounded (a slower model a night, the way a retrained model
                      grows); where a night's step is inside a figure's noise the window test alone absorbs it (the
                      drift test's job); a step over the floor (+5% on a counted clock, floor 0.5%) is a regression
-                     every night
+                     every night, and from its third night on also a drift (a regression that keeps growing);
+                     printed per creep night with the alerts it opened or joined
   bisect-8 ......... (--bisect, on by default; after the nights, in its own results store) `hilbench bisect
                      --series` over 8 models of the scenario device in name order: 1-3 retrains of the same cost
                      (other weights), 4-8 with --heavier times the MACs; judged on any metric (bisect's default),
@@ -372,6 +373,7 @@ def night(repo: Path, label: str, devices: list[str], session: Path, store: Path
         "run": run["run_id"],
         "regressions": sorted(f"{v['device']}:{v['metric']}" for v in run["regressions"]),
         "drifts": [v["reason"].split(";")[0] for v in run["regressions"] if v.get("drift_since") is not None],
+        "alerts": night_alert_words(summary.get("alerts") or {}),
         "not_reproduced": sorted(f"{v['device']}:{v['metric']}" for v in run["not_reproduced"]),
         "inconclusive": sorted(f"{v['device']}:{v['metric']}" for v in run["inconclusive"]),
         "note": run["note"],
@@ -385,6 +387,12 @@ def night(repo: Path, label: str, devices: list[str], session: Path, store: Path
         "replay_outcomes": {d: o["outcome"] for d, o in stages.get("replay", {}).get("devices", {}).items()},
         "causes": _causes(store, run["run_id"]),
     }
+
+
+def night_alert_words(alerts: dict) -> list[str]:
+    """The night's new and known alerts from the nightly's --json: "#1 drift untriaged (new)"."""
+    return [f"#{a['id']} {a['kind']} {a['state']}" + (" (new)" if group == "new" else "")
+            for group in ("new", "known") for a in alerts.get(group, [])]  # fmt: skip
 
 
 def _causes(store: Path, run_id: int) -> dict[str, dict]:
@@ -577,26 +585,28 @@ def bisect_summary(doc: dict | None, names: list[str], what: str) -> dict:
 
 
 def creep_summary(creep: list[dict], runs: list[int], rate: float = CREEP_RATE) -> dict:
-    """Whether and when the creep of `rate` a night was reported as a drift, and which first night it named; else
-    the first night it was a regression of its own."""
+    """When the creep of `rate` a night was first a regression and when it was first named a drift (the first night
+    and cumulative change it names), with each creep night's regressions, drifts and alerts."""
     if not creep:
         return {"caught_night": None, "text": "creep: not run"}
+    flagged = next((i for i, n in enumerate(creep) if n["regressions"]), None)
     hit = next((i for i, n in enumerate(creep) if n["drifts"]), None)
-    if hit is None:
-        flagged = next((i for i, n in enumerate(creep) if n["regressions"]), None)
-        also = (
-            f"; a regression on creep night {flagged + 1} (cumulative +{((1 + rate) ** (flagged + 1) - 1) * 100:.1f}%):"
-            f" {creep[flagged]['regressions']}"
-            if flagged is not None
-            else ""
-        )
-        return {"caught_night": None, "regression_night": None if flagged is None else flagged + 1,
-                "text": f"creep +{rate:.1%} a night over {len(creep)} nights: no drift reported{also}"}  # fmt: skip
-    cumulative = ((1 + rate) ** (hit + 1) - 1) * 100
-    text = (f"creep +{rate:.1%} a night: drift reported on creep night {hit + 1} (cumulative +{cumulative:.1f}%;"
-            f" first creep night is run {runs[0]}): {' | '.join(creep[hit]['drifts'])}")  # fmt: skip
-    return {"caught_night": hit + 1, "cumulative_pct": cumulative, "first_creep_run": runs[0], "text": text,
-            "drifts": creep[hit]["drifts"]}  # fmt: skip
+
+    def cumulative(i: int) -> float:
+        return ((1 + rate) ** (i + 1) - 1) * 100
+
+    text = [f"creep +{rate:.1%} a night over {len(creep)} nights (first creep night is run {runs[0]})"]
+    text.append("never a regression" if flagged is None else
+                f"a regression from creep night {flagged + 1} (injected +{cumulative(flagged):.1f}%)")  # fmt: skip
+    text.append("never named a drift" if hit is None else
+                f"named a drift on creep night {hit + 1} (injected +{cumulative(hit):.1f}%):"
+                f" {' | '.join(creep[hit]['drifts'])}")  # fmt: skip
+    text += [f"  {n['night']}: exit {n['exit']}; {', '.join(n['regressions']) or 'no regression'}"
+             + "".join(f"; {d}" for d in n["drifts"]) + (f"; alerts {', '.join(n['alerts'])}" if n["alerts"] else "")
+             for n in creep]  # fmt: skip
+    return {"caught_night": None if hit is None else hit + 1, "regression_night": None if flagged is None else
+            flagged + 1, "cumulative_pct": None if hit is None else cumulative(hit), "first_creep_run": runs[0],
+            "drifts": creep[hit]["drifts"] if hit is not None else [], "text": "\n".join(text)}  # fmt: skip
 
 
 def main() -> int:

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from bench.alerts import night_alerts, table
-from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, UNTRIAGED, AlertError
+from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, DRIFT, FIXED, INVALID, REGRESSION, UNTRIAGED, AlertError
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.core.errors import ConfigError
+from bench.report.publish import publish_run
 from bench.results.thresholds import load_thresholds, parse_thresholds
 from bench.store.results import open_store
 from bench.store.schema import SCHEMA_VERSION
@@ -48,6 +49,34 @@ def test_a_step_opens_one_alert_that_later_bad_nights_join(tmp_path: Path) -> No
         assert again.new == [] and [a.id for a in again.known] == [alert.id]
         assert table.get(store, alert.id).last_run == later[-1]
         assert [e.event for e in table.events(store, alert.id)] == ["opened"] + ["joined"] * 5
+
+
+def test_a_creep_is_one_alert_a_regression_first_then_a_drift_with_its_cumulative_change(tmp_path: Path) -> None:
+    # +15% a night on c6-a's inference P50 (floor 10%): each night a regression; from the third a drift as well
+    rng = np.random.default_rng(1)
+    with open_store(tmp_path / "r.sqlite") as store:
+        _baseline(store, rng)
+        runs = [store_night(store, RULES, rng, slower={"c6-a": 1.15}, models={"c6-a": BAD})]
+        (alert,) = night_alerts(store, runs, RULES.alerts).new
+        assert (alert.kind, alert.drift, alert.first_run) == (REGRESSION, None, runs[0])
+        assert alert.effect_label() == f"{alert.effect_pct:+.1f}%"
+        runs += [store_night(store, RULES, rng, slower={"c6-a": 1.15**k}, models={"c6-a": BAD}) for k in (2, 3, 4)]
+        (alert,) = table.select(store)  # the creep's nights joined the regression's alert; none opened another
+        assert (alert.kind, alert.state, alert.first_run, alert.last_run) == (DRIFT, UNTRIAGED, runs[0], runs[-1])
+        assert alert.drift["since_run"] == runs[0] and alert.drift["nights"] == 4
+        assert alert.drift["effect_pct"] == pytest.approx(1.15**4 * 100 - 100, abs=6)
+        assert alert.effect_label() == f"drift {alert.drift['effect_pct']:+.1f}% since run {runs[0]}"
+        night = night_alerts(store, [runs[-1]], RULES.alerts)
+        assert night.new == [] and [a.id for a in night.known] == [alert.id] and night.failing == night.known
+        assert f"drift +{alert.drift['effect_pct']:.1f}% since run {runs[0]}" in night.lines()[0]
+        events = table.events(store, alert.id)
+        assert [e.event for e in events] == ["opened", "joined", "joined", "joined"]
+        assert events[2].detail.startswith(f"now a drift: run {runs[2]}: inference time P50")
+        assert f"since run {runs[0]} (3 nights)" in events[2].detail
+        html = publish_run(store, runs[-1], reports_dir=tmp_path / "reports").page.read_text()
+    shown = f"<b>known</b> alert #{alert.id}: c6-a {alert.title} drift +{alert.drift['effect_pct']:.1f} % since run"
+    assert f"{shown} {runs[0]} ·" in html  # the run page's alert, not the first night's +15%
+    assert f"drift: {alert.title} +{alert.drift['effect_pct']:.0f}% since run {runs[0]} (4 nights)" in html
 
 
 def test_ack_keeps_a_known_alert_out_of_the_exit_code_unless_acknowledged_ones_fail(tmp_path: Path) -> None:

@@ -224,3 +224,26 @@ def test_a_bisection_has_a_case_per_step_and_its_figures_labelled_by_build(tmp_p
     assert by_build == {"m1.tflite": 1000.0, "m2.tflite": 1000.0, "m3.tflite": 1300.0}
     text = summary_markdown(report)
     assert "first bad build: m3.tflite" in text and "Verdicts that changed" not in text
+
+
+def test_a_creep_named_a_drift_shows_so_in_the_headline_junit_metrics_and_alerts(tmp_path) -> None:
+    # c6-a's inference P50 +15% a night from night 6 (floor 10%): a regression each night, a drift from the third
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        ids = write_history(store, thresholds, Plan(9, creep_device="c6-a", creep_from=6, creep_rate=0.15), DEVICES)
+        result = NightlyResult("20261204-020000", tmp_path)
+        result.runs = [PublishedRun("combat", ids[-1], "window", tmp_path / "9.html", stored_verdicts(store, ids[-1]))]
+        result.alerts = night_alerts(store, [ids[-1]], thresholds.alerts)
+        report = nightly_report(result, store, thresholds)
+    (drift,) = [j.verdict for j in report.judged if j.verdict.is_drift]
+    assert (drift.device, drift.metric, drift.status) == ("c6-a", "inference_p50", REGRESSION)
+    assert drift.drift_since == ids[6]
+    assert drift.effect_pct == pytest.approx(1.15**3 * 100 - 100, abs=6)
+    assert f"c6-a {drift.title} (combat; drift {drift.effect_pct:+.0f}% since run {ids[6]})" in report.headline
+    (case,) = [c for c in report.cases if c.classname == "combat.c6-a" and c.name == "inference_p50"]
+    assert case.status == "failed" and case.message.startswith(f"{drift.title}: drift: ")
+    families = {f.name: f for f in text_string_to_metric_families(openmetrics_text(report))}
+    (pct,) = families["hilbench_drift_pct"].samples
+    assert pct.labels["device"] == "c6-a" and pct.value == pytest.approx(drift.effect_pct)
+    (alert,) = [a for a in report.alerts if a.device == "c6-a"]
+    assert not alert.new and alert.text.startswith(f"drift +{drift.effect_pct:.1f}% since run {ids[6]}")

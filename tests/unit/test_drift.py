@@ -5,6 +5,7 @@ device-clock figures by 9-35% (../shared/docs/verdict-history-facts.md, docs/rep
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +14,18 @@ import pytest
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
 from bench.report.publish import publish_run
-from bench.results.drift import find_drift
+from bench.results.drift import MIN_NIGHTS, find_creep, find_drift
 from bench.results.evidence import DRIFT_WHY, membership
-from bench.results.thresholds import load_thresholds, parse_thresholds
-from bench.results.verdict import REGRESSION, UNCHANGED
+from bench.results.thresholds import Thresholds, load_thresholds, parse_thresholds
+from bench.results.verdict import REGRESSION, UNCHANGED, Verdict, Window
 from bench.store.results import open_store
 
 RULES = load_thresholds()
 WINDOW = RULES.baseline_runs
 GUEST_CV = 0.012  # pi5-1's guest-clock inference P50 over 5 unchanged nights
 NOISY_CV = 0.16  # pi5-1's device inference P50 on the loaded host (the loopback stand-in)
+COUNTED_CV = 0.004  # c6-a's inference P50 on its counted clock, night to night (docs/esp32c6.md: CV 0.3-0.5%)
+COUNTED_FLOOR = 0.5  # its floor (icount_threshold_pct)
 
 
 def _series(rng: np.random.Generator, flat: int, creep: int, cv: float, rate: float) -> np.ndarray:
@@ -103,25 +106,90 @@ def test_one_outlier_night_is_not_a_drift_and_a_better_direction_is_not_one() ->
     assert found is not None and found.effect_pct < -fps.threshold_pct and 9 <= found.since_run <= 11
 
 
-def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(tmp_path: Path) -> None:
-    # the stored path: each night judged by the nightly's confirm stage (no replay: a settled suspect), its
-    # verdicts and baseline membership stored, the next night judged against what the store then holds
-    data = {"metrics": {"inference_p50": {k: getattr(RULES.rule("inference_p50"), k) for k in (
-        "measurement", "worse", "threshold_pct", "min_samples")}}}  # fmt: skip
-    rules = parse_thresholds(data, tmp_path / "t.toml")
-    x = _series(np.random.default_rng(2), 10, 10, GUEST_CV, 0.05)
+def _inference_rules(tmp_path: Path, floor: float | None = None) -> Thresholds:
+    """The bundled inference P50 rule alone, with `floor` as its threshold when given (a counted clock's)."""
+    rule = RULES.rule("inference_p50")
+    fields = {k: getattr(rule, k) for k in ("measurement", "worse", "threshold_pct", "min_samples")}
+    return parse_thresholds({"metrics": {"inference_p50": {**fields, "threshold_pct": floor or rule.threshold_pct}}},
+                            tmp_path / "t.toml")  # fmt: skip
+
+
+def _judge_stored(store, rules: Thresholds, x: np.ndarray) -> tuple[list[Verdict], list[int]]:
+    """Each night of `x` stored and judged by the nightly's confirm stage (no replay: a settled suspect), its
+    verdicts and baseline membership stored, the next night judged against what the store then holds."""
     verdicts, runs = [], []
+    for value in x:
+        run = store.begin_run("nightly", session="combat")
+        store.add_device(run, "pi5-1", "pi5")
+        store.add_measurements(run, "pi5-1", [Measurement("inference_latency_p50", "us", float(value), samples=900)])
+        store.update_device(run, "pi5-1", status="ok")  # a device still running when its run ends is interrupted
+        store.finish_run(run, "ok")
+        (v,) = asyncio.run(confirm_run(store, run, "combat.mcap", [], rules, None)).verdicts
+        verdicts.append(v)
+        runs.append(run)
+    return verdicts, runs
+
+
+def test_a_creep_over_the_floor_is_a_regression_from_its_first_night_and_a_drift_from_its_third(tmp_path) -> None:
+    # the counted C6: 6 unchanged nights, then +5% a night compounded; each creep night is a regression
+    x = _series(np.random.default_rng(4), 6, 5, COUNTED_CV, 0.05)
     with open_store(tmp_path / "results.sqlite") as store:
-        for value in x:
-            run = store.begin_run("nightly", session="combat")
-            store.add_device(run, "pi5-1", "pi5")
-            figure = Measurement("inference_latency_p50", "us", float(value), samples=900)
-            store.add_measurements(run, "pi5-1", [figure])
-            store.update_device(run, "pi5-1", status="ok")  # a device still running when its run ends is interrupted
-            store.finish_run(run, "ok")
-            (v,) = asyncio.run(confirm_run(store, run, "combat.mcap", [], rules, None)).verdicts
-            verdicts.append(v)
-            runs.append(run)
+        verdicts, runs = _judge_stored(store, _inference_rules(tmp_path, COUNTED_FLOOR), x)
+    assert all(v.status == UNCHANGED for v in verdicts[5:6])  # the judged unchanged night accuses nothing
+    creep = verdicts[6:]
+    assert all(v.status == REGRESSION for v in creep)  # caught the first night, as a step over the floor
+    assert not creep[0].is_drift and not creep[1].is_drift  # too few nights to say it keeps growing
+    for k, v in enumerate(creep[2:], start=MIN_NIGHTS):
+        print(f"creep night {k}: {v.reason}")
+        cumulative = (x[5 + k] / np.mean(x[1:6]) - 1) * 100
+        assert v.is_drift and (v.drift_since, v.drift_nights) == (runs[6], k)
+        assert v.effect_pct == pytest.approx(cumulative) and v.effect_pct == pytest.approx(1.05**k * 100 - 100, abs=2)
+        assert v.reason.startswith(f"drift: {v.title} {v.effect_pct:+.0f}% since run {runs[6]} ({k} nights), growing")
+        assert max(v.baseline_runs) < runs[6]  # against the nights before the creep
+
+
+def test_a_step_that_stays_flat_is_one_regression_every_night_never_a_drift(tmp_path: Path) -> None:
+    # a +3% model change on the counted C6 that stays for 8 nights: the window test flags every night of it
+    rng = np.random.default_rng(1)
+    x = np.r_[_series(rng, 6, 0, COUNTED_CV, 0.0), 103.0 * rng.lognormal(0.0, COUNTED_CV, 8)]
+    with open_store(tmp_path / "results.sqlite") as store:
+        verdicts, _ = _judge_stored(store, _inference_rules(tmp_path, COUNTED_FLOOR), x)
+    assert all(v.status == REGRESSION and not v.is_drift for v in verdicts[6:])
+
+
+def test_unchanged_counted_nights_accuse_nothing(tmp_path: Path) -> None:
+    x = _series(np.random.default_rng(9), 12, 0, COUNTED_CV, 0.0)
+    with open_store(tmp_path / "results.sqlite") as store:
+        verdicts, _ = _judge_stored(store, _inference_rules(tmp_path, COUNTED_FLOOR), x)
+    assert all(v.status == UNCHANGED for v in verdicts[5:])
+
+
+def test_a_flat_step_is_rarely_taken_for_a_creep_and_a_creep_always_is() -> None:
+    # find_creep on a regression's nights: 3 to 10 nights of a +3% step that stays (false creeps at most alpha, +3
+    # Monte Carlo standard errors), and +5% a night from its first night on (a creep by its MIN_NIGHTS-th night)
+    rule = replace(RULES.rule("inference_p50"), threshold_pct=COUNTED_FLOOR)
+    rng = np.random.default_rng(12)
+    trials, false, caught = 400, 0, 0
+    for _ in range(trials):
+        before = 100.0 * rng.lognormal(0.0, COUNTED_CV, WINDOW)
+        window = Window(tuple(range(WINDOW)), tuple(before), WINDOW)
+        nights = int(rng.integers(MIN_NIGHTS, 11))
+        step = 103.0 * rng.lognormal(0.0, COUNTED_CV, nights)
+        false += find_creep(rule, list(range(WINDOW, WINDOW + nights)), list(step), window) is not None
+        creep = 100.0 * 1.05 ** np.arange(1, MIN_NIGHTS + 1) * rng.lognormal(0.0, COUNTED_CV, MIN_NIGHTS)
+        found = find_creep(rule, list(range(WINDOW, WINDOW + MIN_NIGHTS)), list(creep), window)
+        caught += found is not None and found.since_run == WINDOW and found.growth_pct == pytest.approx(5, abs=1.5)
+    print(f"flat steps taken for a creep: {false} of {trials}; creeps caught on their 3rd night: {caught}")
+    assert false / trials <= rule.alpha + 3 * (rule.alpha * (1 - rule.alpha) / trials) ** 0.5
+    assert caught == trials
+
+
+def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(tmp_path: Path) -> None:
+    # the stored path, with the bundled 10% floor: the window test absorbs each +5% step
+    rules = _inference_rules(tmp_path)
+    x = _series(np.random.default_rng(2), 10, 10, GUEST_CV, 0.05)
+    with open_store(tmp_path / "results.sqlite") as store:
+        verdicts, runs = _judge_stored(store, rules, x)
         first = next(i for i, v in enumerate(verdicts) if v.status == REGRESSION)
         v = verdicts[first]
         print(f"creep night {first - 9}: {v.reason}")
@@ -136,6 +204,7 @@ def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(
         later = verdicts[first + 1 :]
         assert later and all(u.status == REGRESSION for u in later)
         assert all(max(u.baseline_runs) < v.drift_since for u in later)
+        assert all(u.is_drift and u.drift_since == v.drift_since for u in later)  # the same drift, still growing
         # the report: the drift's trend plot marks the change point, --json carries where it starts
         published = publish_run(store, runs[first], reports_dir=tmp_path / "reports", thresholds=rules)
     (device,) = published.report.data["devices"]
