@@ -21,11 +21,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short. Files with end-to-end
-    tests run first (pyproject's --no-loadscope-reorder keeps this order): the long ones start while the
-    workers are free, and the many short files fill in at the end instead of one long file running alone."""
-    e2e_files = {item.path for item in items if "e2e" in item.keywords}
-    items.sort(key=lambda item: item.path not in e2e_files)  # stable: each file's tests stay together, in order
+    """Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short."""
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
