@@ -29,6 +29,7 @@ AGENT_MODULES = (
     "p256.py",
     "npcsched.py",
     "npcfeat.py",
+    "npcgc.py",
     "npcrecords.py",
     "npcmanifest.py",
 )
