@@ -4,11 +4,13 @@ MicroPython collects when an allocation finds no free block: on the ESP32-C6's 3
 frames, each collection ~9 ms of the counted core, and whichever frame's inference was allocating paid it: a
 random quarter of the frames, so the night's inference P50 moved with how many (docs/esp32c6.md). Real-time
 MicroPython code collects at a point of its own loop instead; the agent does so after a frame's record, every
-`every` frames: as many frame cycles as the heap left free by the last collection takes, one cycle kept spare,
-each cycle counted as the largest of the last CYCLES first cycles after a collection. `gc.mem_free()` walks the
-whole heap (~2 ms on the C6), so it is asked twice a collection only: right after it and one cycle later."""
+`every` frames: as many frame cycles as the heap left free by a collection holds, each cycle counted as the
+largest of the last CYCLES measured (the first cycle after a collection). `gc.mem_free()` walks the whole heap
+(~2 ms on the C6), so it is asked twice (right after a collection and one cycle later) at one collection in
+MEASURE_EVERY only."""
 
-CYCLES = 8  # first cycles after a collection whose allocations size `every` (a model switch's burst falls out)
+CYCLES = 8  # measured cycles that size `every` (a model switch's burst falls out after as many)
+MEASURE_EVERY = 4  # collections: one in this many is followed by a measured cycle
 
 
 class IdleCollector:
@@ -20,7 +22,8 @@ class IdleCollector:
         self.collect = collect
         self.every = 1  # frames between collections (1 until a cycle has been measured)
         self.since = 0  # frames since the last collection
-        self.after = None  # free bytes right after the last collection
+        self.after = None  # free bytes right after the last measured collection
+        self.measuring = False  # whether the cycle since the last collection is measured
         self.cycles = []  # bytes allocated in the first cycle after each of the last CYCLES collections
         self.collections = 0
 
@@ -29,17 +32,19 @@ class IdleCollector:
         collected by itself reads less than it allocated, or nothing), and collect when `every` frames have passed.
         True when it did."""
         self.since += 1
-        if self.since == 1 and self.after is not None:
+        if self.since == 1 and self.measuring:
             used = self.after - self.mem_free()
             if used > 0:
                 self.cycles.append(used)
                 if len(self.cycles) > CYCLES:
                     self.cycles.pop(0)
-                self.every = max(1, self.after // max(self.cycles) - 1)
+                self.every = max(1, self.after // max(self.cycles))
         if self.since < self.every:
             return False
         self.collect()
+        self.measuring = self.collections % MEASURE_EVERY == 0
+        if self.measuring:
+            self.after = self.mem_free()
         self.collections += 1
-        self.after = self.mem_free()
         self.since = 0
         return True
