@@ -125,6 +125,18 @@ class Models:
         if why:
             raise Refused("version", why)
 
+    def check_fits(self, manifest):
+        """Refused("oom") for a model whose file is larger than the heap left after a collection: its weights are
+        held in RAM once parsed, so it cannot load, and fetching it would only cost the link and the flash (as
+        ESP-IDF's OTA checks an image's length against its partition before it writes)."""
+        size = manifest.get("size") if isinstance(manifest, dict) else None
+        if not isinstance(size, int):
+            return  # the transfer checks the size it gets against the manifest's
+        gc.collect()
+        free = gc.mem_free()
+        if size > free:
+            raise Refused("oom", "model of %d B does not fit the %d B of free heap: not fetched" % (size, free))
+
     def check_signature(self, manifest):
         """Refused("signature") unless `manifest` is signed by the trusted key."""
         if self.key is None:

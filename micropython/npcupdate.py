@@ -1,7 +1,8 @@
-"""The MicroPython agent's `update` transfer (docs/protocol.md `update`): the manifest's signature and version
-checked before anything is fetched, then the model (or a bsdiff4-zlib delta: MicroPython has no bz2 for plain
-bsdiff4, applied to the running model) fetched over CoAP Block2 into updates/, outside models/, streamed to flash
-block by block (the heap never holds the model twice). Imported only when an update comes: it costs heap."""
+"""The MicroPython agent's `update` transfer (docs/protocol.md `update`): the manifest's signature, version and
+size (against the free heap) checked before anything is fetched, then the model (or a bsdiff4-zlib delta:
+MicroPython has no bz2 for plain bsdiff4, applied to the running model) fetched over CoAP Block2 into updates/,
+outside models/, streamed to flash block by block (the heap never holds the model twice). Imported only when an
+update comes: it costs heap."""
 
 import os
 
@@ -29,6 +30,7 @@ def fetch(agent, msg, manifest, url, allow, tmp):
     try:
         models.check_signature(manifest)  # a forged manifest: nothing is fetched
         models.check_forward(manifest, allow)  # nor an older or foreign one
+        models.check_fits(manifest)  # nor one the heap cannot hold
     except Refused as exc:
         models.refuse(exc, manifest)
         raise

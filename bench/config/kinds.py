@@ -165,7 +165,7 @@ class Kind:
     driver: str | None = None  # "module:Class" of its bench.devices.base.Driver; None: no driver yet
     virtual: str | None = None  # "module:callable" (device, state folder) -> bench.virtual.VirtualDevice; None: none
     image: bool = False  # the bench builds its system image from the recipe in firmware/<name>/ (bench/image)
-    opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id) -> .open(device)
+    opener: str | None = None  # "module:Class" of a replay agent opener (store, run_id, held=) -> .open(device)
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
     chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
     runtime: str = HOST_AGENT  # its agent: host/ (Python), micropython/ or web/agent/ (one of RUNTIMES)

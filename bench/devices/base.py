@@ -26,6 +26,8 @@ class Driver(ABC):
     def __init__(self, device: Device, log_dir: Path | None = None) -> None:
         self.device = device
         self.log_dir = log_dir
+        # held for several users in a row (bench.devices.held): `release_agent` then keeps the agent running
+        self.keep_agent = False
 
     @property
     def reply_timeout_s(self) -> float:
@@ -43,6 +45,19 @@ class Driver(ABC):
     @abstractmethod
     async def close_agent(self) -> None:
         """Stop the agent cleanly and close the transport."""
+
+    async def release_agent(self) -> None:
+        """One user is done with the agent: stop it (`close_agent`), or, on a driver held for the next user
+        (`keep_agent`), only close the link (`drop_link`): the agent, and the machine it runs on, stay up."""
+        if self.keep_agent:
+            await self.drop_link()
+        else:
+            await self.close_agent()
+
+    async def drop_link(self) -> None:
+        """Close the link to the agent and leave the agent running, for `open_agent` to reach again. Default: stop
+        it, as a kind does whose agent is started anew on every open (a serial board's REPL, a browser page)."""
+        await self.close_agent()
 
     async def probe(self, timeout_s: float) -> ProbeResult:
         """Does the device answer on its link, without talking to its agent (default: the link type's probe)."""

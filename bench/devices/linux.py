@@ -381,6 +381,11 @@ class LinuxDriver(Driver):
             await self._conn.close()
             self._conn = None
 
+    async def drop_link(self) -> None:
+        """Close the link and leave the agent running; the SSH connection and its forward stay for the next
+        `open_agent`."""
+        await self._close_transport()
+
     async def _ask_shutdown(self, timeout_s: float) -> bool:
         """Ask the agent to exit through the protocol (`shutdown` -> `bye`); True when it said bye."""
         from bench.agent import wire

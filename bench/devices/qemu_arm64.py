@@ -2,7 +2,8 @@
 
 Flash = make sure the image for the current recipe is built. open_agent() boots the guest with the agent's
 settings as kernel args, waits until the agent answers hello on its forwarded TCP port, and hands back
-that transport. close_agent() shuts the guest down and always kills QEMU.
+that transport. close_agent() shuts the guest down and always kills QEMU; drop_link() closes only the link, and
+the next open_agent() reaches the same agent.
 """
 
 from __future__ import annotations
@@ -253,6 +254,10 @@ class QemuArm64Driver(Driver):
         from bench.bundles import host_agent_sources
 
         return host_agent_sources()
+
+    async def drop_link(self) -> None:
+        """Close the agent link; the guest and its agent keep running for the next `open_agent`."""
+        await release(self, "transport")
 
     async def close_agent(self) -> None:
         """Close the agent link and shut the guest down (QEMU is killed if it does not stop)."""

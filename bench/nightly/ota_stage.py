@@ -25,6 +25,8 @@ from bench.core.errors import BenchError
 from bench.core.outcomes import Outcome, class_of
 from bench.core.paths import MODELS_DIR
 from bench.devices import driver_for
+from bench.devices.base import Driver
+from bench.devices.held import HeldDrivers
 from bench.measure.faults import fault_event
 from bench.models import fleet_formats
 from bench.models.signing import generate_key, load_private_key, sign_manifest
@@ -113,15 +115,21 @@ def is_fault_model(manifest: dict[str, Any]) -> bool:
 
 
 class _Agent:
-    """A device's driver and agent session, opened for one stage."""
+    """A device's driver and agent session, opened for one stage (on the device's held driver, whose agent stays
+    up afterwards, when `drivers` holds them)."""
 
-    def __init__(self, device: Device, log_dir: Path) -> None:
+    def __init__(self, device: Device, log_dir: Path, drivers: HeldDrivers | None = None) -> None:
         self.device = device
         self.log_dir = log_dir
-        self.driver = driver_for(device, log_dir=log_dir)
+        self.drivers = drivers
+        self.driver: Driver  # set on entry
         self.session: AgentSession | None = None
 
     async def __aenter__(self) -> _Agent:
+        if self.drivers is not None:
+            self.driver = await self.drivers.driver(self.device)
+        else:
+            self.driver = driver_for(self.device, log_dir=self.log_dir)
         try:
             transport = await self.driver.open_agent()
             log = self.log_dir / f"{self.device.name}.ota-agent.log"
@@ -139,21 +147,24 @@ class _Agent:
             if self.session is not None:
                 await self.session.close()
         with contextlib.suppress(Exception):
-            await self.driver.close_agent()
+            await self.driver.release_agent()
 
     def base_url(self, ports: dict[str, int]) -> str:
         return channel_url(self.device, self.driver, ports)
 
 
-async def _served(devices: list[Device], log_dir: Path, store: ModelStore, work) -> dict[str, DeviceOutcome]:
-    """Serve `store` on the devices' update channels and run `work(agent, ports)` on every device at once."""
+async def _served(
+    devices: list[Device], log_dir: Path, store: ModelStore, work, drivers: HeldDrivers | None
+) -> dict[str, DeviceOutcome]:
+    """Serve `store` on the devices' update channels and run `work(agent, ports)` on every device at once (on
+    their held drivers when `drivers` is given)."""
     hosts = [d.settings.ota_server_host for d in devices]
     wanted = {channels.channel_of(d) for d in devices}
     async with channels.serve(store, wanted, bind_address(hosts)) as ports:
 
         async def one(device: Device) -> tuple[str, DeviceOutcome]:
             try:
-                async with _Agent(device, log_dir) as agent:
+                async with _Agent(device, log_dir, drivers) as agent:
                     return device.name, await work(agent, ports)
             except BenchError as exc:
                 detail = f"cannot reach the agent: {exc}"
@@ -167,7 +178,11 @@ def _format(device: Device) -> str:
 
 
 async def update_stage(
-    devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
+    devices: list[Device],
+    log_dir: Path,
+    results: ResultStore,
+    run_id: int | None,
+    drivers: HeldDrivers | None = None,
 ) -> dict[str, DeviceOutcome]:
     """Update every device to the policy's version 2 (a delta where the agent can patch), kept with the run. A device
     that runs another line of models gets it with `allow_downgrade` (agents refuse another line without it)."""
@@ -187,7 +202,7 @@ async def update_stage(
             results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
         return DeviceOutcome(update.ok, _update_text(update), data=update.to_json(), outcome=update.outcome)
 
-    return await _served(devices, log_dir, store, work)
+    return await _served(devices, log_dir, store, work, drivers)
 
 
 def _update_text(u: DeviceUpdate) -> str:
@@ -201,7 +216,11 @@ def _update_text(u: DeviceUpdate) -> str:
 
 
 async def fault_suite(
-    devices: list[Device], log_dir: Path, results: ResultStore, run_id: int | None
+    devices: list[Device],
+    log_dir: Path,
+    results: ResultStore,
+    run_id: int | None,
+    drivers: HeldDrivers | None = None,
 ) -> dict[str, DeviceOutcome]:
     """Push each bad artefact (from the suite's own store, deleted afterwards; module docstring); a case passes
     when the agent reports an expected fault and still runs the model it ran before. Faults are kept with the
@@ -213,7 +232,7 @@ async def fault_suite(
     try:
         store, faults = fault_store(root, key_path)
         work = functools.partial(_fault_cases, store, manifests, faults, results, run_id)
-        return await _served(devices, log_dir, store, work)
+        return await _served(devices, log_dir, store, work, drivers)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -20,6 +20,7 @@ from bench.core.errors import BenchError, ConfigError, ExitCode
 from bench.core.outcomes import PASS, PRODUCT_CLASSES, FailureClass, Outcome, infrastructure, product, worst
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.core.paths import ROOT
+from bench.devices.held import HeldDrivers
 from bench.devices.probe import probe_link
 from bench.lab.acquire import lab_devices
 from bench.lab.doctor import device_problems
@@ -190,37 +191,41 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     result = NightlyResult(started=stamp, log_dir=opts.reports_dir / f"nightly-{stamp}")
     result.log_dir.mkdir(parents=True, exist_ok=True)
+    agents = HeldDrivers(result.log_dir)  # the stages after the flash share the agents (bench.devices.held)
     stages: list[tuple[str, Callable[[list[Device]], Awaitable[dict[str, DeviceOutcome]]]]] = [
         ("check", _check),
         ("flash", lambda devs: _flash(devs, result.log_dir, show, board_controls(running))),
-        ("replay", lambda devs: _replay(devs, opts, result)),
-        ("confirm", lambda devs: _confirm(devs, opts, result)),
-        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
-        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _ota_run(devs, opts, result))),
+        ("replay", lambda devs: _replay(devs, opts, result, agents)),
+        ("confirm", lambda devs: _confirm(devs, opts, result, agents)),
+        ("update", lambda devs: update_stage(devs, result.log_dir, opts.store, _ota_run(devs, opts, result), agents)),
+        ("faults", lambda devs: fault_suite(devs, result.log_dir, opts.store, _ota_run(devs, opts, result), agents)),
     ]
     bad = bad_devices(opts.store, [d.name for d in opts.devices])
     for name, state in bad.items():
         result.skipped[name] = f"marked bad since {state.since}: {state.reason} (`hilbench fleet health --fix`)"
     wanted = [d for d in opts.devices if d.name not in bad]
     async with lab_devices(wanted) as held, virtual_fleet(held.devices) as (devices, running):
-        for name, stage in stages:
-            if name in opts.skip or not devices:
-                continue
-            show.stage(name, devices)
-            started = time.monotonic()
-            try:
-                devices = await held.relink(devices)  # places stay held; a restarted exporter's new port is used
-                outcomes = await stage(devices)
-                stage_result = StageResult(name, time.monotonic() - started, outcomes)
-            except BenchError as exc:
-                stage_result = StageResult(name, time.monotonic() - started, {}, error=str(exc))
-            result.stages.append(stage_result)
-            result.time.stages[name] = stage_result.seconds
-            show.done(stage_result)
-            for dev_name, outcome in stage_result.devices.items():
-                if not outcome.ok:
-                    result.dropped.setdefault(dev_name, f"{name}: {outcome.detail}")
-            devices = [d for d in devices if d.name not in result.dropped]
+        try:
+            for name, stage in stages:
+                if name in opts.skip or not devices:
+                    continue
+                show.stage(name, devices)
+                started = time.monotonic()
+                try:
+                    devices = await held.relink(devices)  # places stay held; a restarted exporter's new port is used
+                    outcomes = await stage(devices)
+                    stage_result = StageResult(name, time.monotonic() - started, outcomes)
+                except BenchError as exc:
+                    stage_result = StageResult(name, time.monotonic() - started, {}, error=str(exc))
+                result.stages.append(stage_result)
+                result.time.stages[name] = stage_result.seconds
+                show.done(stage_result)
+                for dev_name, outcome in stage_result.devices.items():
+                    if not outcome.ok:
+                        result.dropped.setdefault(dev_name, f"{name}: {outcome.detail}")
+                devices = [d for d in devices if d.name not in result.dropped]
+        finally:  # before the fleet's teardown, also when interrupted: no agent is left running on a board
+            await agents.close()
     if "confirm" in opts.skip or not any(s.name == "confirm" for s in result.stages):
         for session, run_id in result.replay_run_ids.items():  # judged without a replay
             result.confirmations.setdefault(
@@ -330,16 +335,19 @@ def _os_fingerprint(flashed: DeviceFlash) -> dict[str, object]:
     return {"os": step.figures["fingerprint"]} if step is not None and "fingerprint" in step.figures else {}
 
 
-async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
-    """Replay every session into the devices still in the run. A device whose replay failed on the bench's side
-    (link lost, board hung, also when the ladder brought it back) is replayed once more on its own; one that then
-    passes stays in the run, "passed on retry", with the retry's figures."""
+async def _replay(
+    devices: list[Device], opts: NightlyOptions, result: NightlyResult, agents: HeldDrivers
+) -> dict[str, DeviceOutcome]:
+    """Replay every session into the devices still in the run, on the night's held drivers (`agents`). A device
+    whose replay failed on the bench's side (link lost, board hung, also when the ladder brought it back) is
+    replayed once more on its own; one that then passes stays in the run, "passed on retry", with the retry's
+    figures."""
     outcomes: dict[str, DeviceOutcome] = {}
     for path in opts.sessions:
         live = [d for d in devices if outcomes.get(d.name, DeviceOutcome(True)).ok]
         if not live:
             break
-        replay = await replay_session(live, path, opts, result, "replay")
+        replay = await replay_session(live, path, opts, result, "replay", agents)
         result.replay_run_ids[replay.session_id] = replay.run_id
         result.session_files[replay.session_id] = path
         classes = {run.device.name: _replay_outcome(opts.store, replay.run_id, run) for run in replay.devices}
@@ -347,7 +355,7 @@ async def _replay(devices: list[Device], opts: NightlyOptions, result: NightlyRe
         again = [d for d in live if classes[d.name].cls == FailureClass.INFRASTRUCTURE]
         again = [d for d in again if d.name not in bad_devices(opts.store, [d.name])]  # the ladder gave up on it
         if again:
-            retry = await replay_session(again, path, opts, result, "retry")
+            retry = await replay_session(again, path, opts, result, "retry", agents)
             result.retries[replay.session_id] = retry.run_id
             for run in retry.devices:
                 name = run.device.name
@@ -387,13 +395,13 @@ def _replay_outcome(store: ResultStore, run_id: int, run: DeviceRun) -> Outcome:
 
 
 async def replay_session(
-    devices: list[Device], path: Path, opts: NightlyOptions, result: NightlyResult, kind: str
+    devices: list[Device], path: Path, opts: NightlyOptions, result: NightlyResult, kind: str, agents: HeldDrivers
 ) -> ReplayResult:
-    """Replay one session into `devices` and store the run with the bench host's noise and each device's
-    fingerprint."""
+    """Replay one session into `devices` (on the night's held drivers) and store the run with the bench host's
+    noise and each device's fingerprint."""
     replay = await recorded_replay(
         devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
-        kind=kind, os_of=_flashed_os(result), waves=opts.waves,
+        kind=kind, os_of=_flashed_os(result), waves=opts.waves, drivers=agents,
     )  # fmt: skip
     result.time.sessions.append(SessionTime(replay.session_id, kind, replay.recorded_s, replay.phases))
     return replay
@@ -410,14 +418,16 @@ async def recorded_replay(
     kind: str,
     os_of: dict[str, Any] | None = None,
     waves: str = DEFAULT_WAVES,
+    drivers: HeldDrivers | None = None,
 ) -> ReplayResult:
     """Replay `path` into `devices` and store the run with what the verdicts need besides the figures: the bench
-    host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash)."""
+    host's noise and each device's fingerprint (`os_of`: Linux boards' OS fingerprints from their flash).
+    `drivers`: held drivers whose agents stay up after the run (bench.devices.held)."""
     rev = git_rev()
     artefacts = ArtefactStore.of(store)
     meter = HostNoiseMeter()
     replay = await replay_fleet(
-        devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir),
+        devices, path, store, make_opener=lambda run_id: fleet_opener(store, run_id, log_dir, drivers=drivers),
         speed=speed, bench=bench, git_rev=rev, kind=kind, waves=waves,
     )  # fmt: skip
     noise = meter.stop()
@@ -448,17 +458,22 @@ def model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
 
 
 async def _attribute(
-    done: Confirmation, session: str, devices: list[Device], opts: NightlyOptions, result: NightlyResult
+    done: Confirmation,
+    session: str,
+    devices: list[Device],
+    opts: NightlyOptions,
+    result: NightlyResult,
+    agents: HeldDrivers,
 ) -> None:
     """Name the cause of each confirmed regression: the only fingerprint change, or by replays with each changed
     component put back (bench.nightly.attribution); the device gets its configured set back afterwards."""
     path = result.session_files[session]
 
     async def replay(devs: list[Device]) -> int:
-        return (await replay_session(devs, path, opts, result, "attribution")).run_id
+        return (await replay_session(devs, path, opts, result, "attribution", agents)).run_id
 
     async def put_on(device: Device) -> None:
-        await deploy(device, result.log_dir)
+        await deploy(device, result.log_dir, agents)
 
     for name, regression in regressions_of(done.verdicts).items():
         device = next((d for d in devices if d.name == name), None)
@@ -474,12 +489,14 @@ async def _attribute(
             await put_on(device)  # back to what the fleet configures, for the stages after this one
 
 
-async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyResult) -> dict[str, DeviceOutcome]:
+async def _confirm(
+    devices: list[Device], opts: NightlyOptions, result: NightlyResult, agents: HeldDrivers
+) -> dict[str, DeviceOutcome]:
     """Judge every session run; replay each suspected regression (and a control device) before reporting it."""
     outcomes = {d.name: DeviceOutcome(True, "nothing to confirm") for d in devices}
 
     async def replay(path: str, devs: list[Device]) -> int:
-        return (await replay_session(devs, Path(path), opts, result, "confirm")).run_id
+        return (await replay_session(devs, Path(path), opts, result, "confirm", agents)).run_id
 
     for session, run_id in result.replay_run_ids.items():
         in_run = {x.name: x for x in opts.store.devices(run_id)}
@@ -496,7 +513,7 @@ async def _confirm(devices: list[Device], opts: NightlyOptions, result: NightlyR
             )  # fmt: skip
             done = done.merged(again)
         result.confirmations[session] = done
-        await _attribute(done, session, live, opts, result)
+        await _attribute(done, session, live, opts, result, agents)
         for d in live:
             mine = [v for v in done.verdicts if v.device == d.name and v.status in CONFIRM_STATES]
             if mine:

@@ -1,6 +1,7 @@
 """Open a Linux board's agent for a replay run, with board telemetry sampled in the background and
 written to the results store (with the bench-side faults: agent exits, SSH drops) when the run closes it.
-The session is a ResilientSession: an agent that dies mid-run is restarted and the run carries on.
+The session is a ResilientSession: an agent that dies mid-run is restarted and the run carries on. With held
+drivers (the nightly's, bench.devices.held) a fresh agent is started, and it stays up when the run closes it.
 
     opener = LinuxAgentOpener(store, run_id)
     await ReplayRun(plan, devices, opener.open, store, run_id).execute()
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 
 from bench.agent.endpoint import AgentEndpoint
 from bench.config.fleet import Device
+from bench.devices.held import HeldDrivers
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.measure.faults import FaultEvent
 from bench.recovery.resilient import ResilientSession
@@ -46,11 +48,14 @@ class LinuxAgentOpener:
     samples: dict[str, list[Sample]] = field(default_factory=dict)
     errors: dict[str, list[str]] = field(default_factory=dict)
     drivers: dict[str, LinuxDriver] = field(default_factory=dict)  # the open ones, by device name
+    held: HeldDrivers | None = None  # drivers kept across runs: each run starts a fresh agent that outlives it
 
     async def open(self, device: Device) -> AgentEndpoint:
         """Start (if needed) and open the device's agent; begin sampling its telemetry."""
-        driver = LinuxDriver(device)
+        driver = await self.held.driver(device, fresh=True) if self.held is not None else LinuxDriver(device)
+        assert isinstance(driver, LinuxDriver), f"{device.name}: a Linux board's opener got {type(driver).__name__}"
         self.drivers[device.name] = driver
+        faults_before = len(driver.faults)  # a held driver's earlier runs' faults are stored with those runs
         try:
             session = await ResilientSession.open(driver, store=self.store, run_id=self.run_id)
             monitor = await driver.telemetry() if self.telemetry else None
@@ -67,8 +72,9 @@ class LinuxAgentOpener:
                     self.samples[device.name] = samples
                     self.errors[device.name] = list(monitor.errors)
                     add_telemetry(self.store, self.run_id, device.name, samples)
-                if driver.faults:
-                    self.store.add_faults(self.run_id, device.name, [bench_fault(f) for f in driver.faults])
+                if driver.faults[faults_before:]:
+                    faults = [bench_fault(f) for f in driver.faults[faults_before:]]
+                    self.store.add_faults(self.run_id, device.name, faults)
                 self.store.update_device(
                     self.run_id,
                     device.name,
@@ -79,6 +85,6 @@ class LinuxAgentOpener:
                 )
             finally:
                 await session.close()
-                await driver.close()
+                await driver.release_agent()
 
         return AgentEndpoint(session, close)

@@ -13,15 +13,17 @@ from bench.config.kinds import load
 from bench.core.errors import BenchError, ConfigError
 from bench.devices import driver_for, has_driver
 from bench.devices.base import Driver
+from bench.devices.held import HeldDrivers
 from bench.recovery.session import RecoveringSession
 
 if TYPE_CHECKING:  # the recovery ladder's store (health records); the replay itself writes through a RunSink
     from bench.store.results import ResultStore
 
 
-async def deploy(device: Device, log_dir: Path | None = None) -> None:
-    """Flash/deploy `device` (its driver skips what is up to date); BenchError naming the failed step."""
-    driver = driver_for(device, log_dir=log_dir)
+async def deploy(device: Device, log_dir: Path | None = None, drivers: HeldDrivers | None = None) -> None:
+    """Flash/deploy `device` (its driver skips what is up to date); BenchError naming the failed step. The agent
+    is stopped afterwards, also a held one (`drivers`), so the next open starts it on what was deployed."""
+    driver = await drivers.driver(device) if drivers is not None else driver_for(device, log_dir=log_dir)
     try:
         steps = await driver.flash()
     finally:
@@ -36,17 +38,23 @@ def driver_opener(
     deploy_first: bool = False,
     store: ResultStore | None = None,
     run_id: int | None = None,
+    drivers: HeldDrivers | None = None,
 ) -> OpenAgent:
     """An OpenAgent that uses the device's driver: optionally deploy (agent and model), then
     `open_agent()` and an AgentSession on the transport. With a results `store`, the session is a
-    RecoveringSession: a device that stops answering is recovered by the ladder (recorded with `run_id`)."""
+    RecoveringSession: a device that stops answering is recovered by the ladder (recorded with `run_id`).
+    With `drivers`, the device's held driver is used: a fresh agent is started, and it stays up when the
+    endpoint closes, for the stages after the replay."""
 
     async def open_agent(device: Device) -> AgentEndpoint:
         if not has_driver(device.kind):
             raise ConfigError(f"device {device.name}: no driver for kind {device.kind!r} yet")
         if deploy_first:
-            await deploy(device, log_dir)
-        driver = driver_for(device, log_dir=log_dir)
+            await deploy(device, log_dir, drivers)
+        if drivers is not None:
+            driver = await drivers.driver(device, fresh=True)
+        else:
+            driver = driver_for(device, log_dir=log_dir)
         if store is not None:
             return await _recovering(device, driver, store, run_id, log_dir)
         try:
@@ -62,7 +70,7 @@ def driver_opener(
 
         async def close() -> None:
             await session.close()
-            await driver.close_agent()
+            await driver.release_agent()
 
         return AgentEndpoint(session, close)
 
@@ -88,16 +96,23 @@ async def _recovering(
                 )  # fmt: skip
         finally:
             await session.close()
-            await driver.close_agent()
+            await driver.release_agent()
 
     return AgentEndpoint(session, close)
 
 
-def fleet_opener(store: ResultStore, run_id: int, log_dir: Path | None = None, deploy_first: bool = False) -> OpenAgent:
+def fleet_opener(
+    store: ResultStore,
+    run_id: int,
+    log_dir: Path | None = None,
+    deploy_first: bool = False,
+    drivers: HeldDrivers | None = None,
+) -> OpenAgent:
     """The opener `hilbench replay` and the nightly stage use: a kind with its own opener in the registry
     (Linux boards: board telemetry and bench-side faults stored with run `run_id`) through that, every
-    other kind through `driver_opener`."""
-    generic = driver_opener(log_dir, deploy_first, store, run_id)
+    other kind through `driver_opener`. With `drivers` (the nightly's), each run starts fresh agents, which stay
+    up after it for the stages that follow."""
+    generic = driver_opener(log_dir, deploy_first, store, run_id, drivers)
     openers: dict[str, Any] = {}  # one opener per opener class, shared by the devices that use it
 
     async def open_agent(device: Device) -> AgentEndpoint:
@@ -105,9 +120,9 @@ def fleet_opener(store: ResultStore, run_id: int, log_dir: Path | None = None, d
         if ref is None:
             return await generic(device)
         if ref not in openers:
-            openers[ref] = load(ref)(store, run_id)
+            openers[ref] = load(ref)(store, run_id, held=drivers)
         if deploy_first:
-            await deploy(device, log_dir)
+            await deploy(device, log_dir, drivers)
         return await openers[ref].open(device)
 
     return open_agent

@@ -216,7 +216,7 @@ class ReplayRun:
                     await asyncio.gather(*(self._stop(r) for r in playing))
                 stopped = [r for r in playing if r.status == "ok"]
                 with timer.phase("cold starts", _names(stopped), number):
-                    await asyncio.gather(*(self._cold_starts(r) for r in stopped))
+                    await asyncio.gather(*(self._timed_cold_starts(r) for r in stopped))
         finally:  # also when interrupted: what was collected is measured and stored
             if ready is not None and not ready.done():
                 ready.cancel()
@@ -239,8 +239,12 @@ class ReplayRun:
     def _ready_all(self, wave: list[DeviceRun]) -> asyncio.Task:
         """`_ready` for every device of `wave`, in the background."""
 
+        async def ready(run: DeviceRun) -> None:
+            with self.timer.phase("start", [run.device.name], detail=True):
+                await self._prepare(run, self._ready)
+
         async def all_ready() -> None:
-            await asyncio.gather(*(self._prepare(r, self._ready) for r in wave))
+            await asyncio.gather(*(ready(r) for r in wave))
 
         return asyncio.create_task(all_ready(), name="ready")
 
@@ -397,6 +401,11 @@ class ReplayRun:
             )
         if run.status == "running":
             run.status = "ok"
+
+    async def _timed_cold_starts(self, run: DeviceRun) -> None:
+        """`_cold_starts`, timed as the device's part of the wave's cold starts."""
+        with self.timer.phase("cold starts", [run.device.name], detail=True):
+            await self._cold_starts(run)
 
     async def _cold_starts(self, run: DeviceRun) -> None:
         """COLD_STARTS cold starts after the session: the device's model loaded again (read, verified, parsed),

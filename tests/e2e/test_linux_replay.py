@@ -17,6 +17,7 @@ from bench.config.fleet import Device, load_fleet
 from bench.core.loop_thread import run_on_a_thread
 from bench.core.steps import StepResult
 from bench.devices import driver_for
+from bench.devices.held import HeldDrivers
 from bench.recovery.linux_endpoint import LinuxAgentOpener
 from bench.replay.plan import Plan, build_plan
 from bench.replay.run import DeviceRun, ReplayRun
@@ -157,4 +158,46 @@ def test_ssh_cut_mid_replay_reconnects_and_the_run_is_kept(tmp_path: Path) -> No
     assert len(frames) >= 60 * SECONDS * 0.5 and [f.i for f in frames] == sorted({f.i for f in frames})
     samples = opener.samples["orin-1"]
     assert samples and samples[-1].t_ns > max(f.t_fault_bench_ns for _, f in store.faults(run_id, "orin-1"))
+    store.close()
+
+
+def _running(pid: int) -> bool:
+    """Whether host process `pid` runs (the loopback board's agent is a host process); a zombie is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_held_drivers_start_a_fresh_agent_per_run_keep_the_last_and_stop_it_at_the_end(tmp_path: Path) -> None:
+    plan, devices, store, first_run = begin_replay(tmp_path, "combat", ("pi5",))
+    second_run = store.begin_run("replay", session=plan.session_id, speed=1.0)
+
+    async def go() -> tuple[list[DeviceRun], list[int]]:
+        async with virtual_fleet(devices) as (resolved, _running_devices):
+            await flash(resolved[0])
+            held = HeldDrivers()
+            runs, pids = [], []
+            try:
+                for run_id in (first_run, second_run):
+                    opener = LinuxAgentOpener(store, run_id, held=held)
+                    runs += await ReplayRun(plan, resolved, opener.open, store, run_id, speed=1.0).execute()
+                    agent = opener.drivers["pi5-1"].agent
+                    assert agent is not None and _running(agent.pid), "the held agent was stopped with its run"
+                    pids.append(agent.pid)
+                assert not _running(pids[0]), "the first run's agent still runs beside the second's"
+                later = await held.driver(resolved[0])  # a stage after the replay (an update) reaches the last agent
+                await later.open_agent()
+                assert later.agent is not None and later.agent.pid == pids[1]
+                await later.release_agent()
+            finally:
+                await held.close()
+            assert not _running(pids[1]), "the held agent still runs after the drivers were closed"
+            return runs, pids
+
+    runs, pids = run_on_a_thread(go(), timeout_s=180)
+    assert [r.status for r in runs] == ["ok", "ok"], [r.detail for r in runs]
+    assert pids[0] != pids[1]  # each run measured an agent of its own
+    for run_id in (first_run, second_run):
+        assert store.frame_count(run_id, "pi5-1") >= 30 * SECONDS * 0.6
     store.close()

@@ -221,6 +221,20 @@ def test_update_fetches_over_coap_then_verifies_and_switches(agent, board, tmp_p
         loop.close()
 
 
+def test_an_update_larger_than_the_free_heap_is_refused_before_anything_is_fetched(agent, board):
+    """No server listens at the URL: a fetch would end as a `transfer` fault after its retransmissions, so an `oom`
+    refusal shows the size was checked against the heap first. Nothing lands in updates/."""
+    assert load(agent, board, "npc-policy-int8", 1)["t"] == "loaded"
+    manifest = signed(board, "npc-fault-oversize-int8", 2)
+    request = {"t": "update", "url": "coap://127.0.0.1:9/models/npc-policy/2", "manifest": manifest}
+    reply = agent.request({**request, "coap": {"ack_timeout_ms": 50, "max_retransmit": 1}})
+    assert reply["code"] == "refused" and reply["detail"].startswith("oom"), reply
+    fault = agent.wait_for("fault")
+    assert fault["kind"] == "oom" and "not fetched" in fault["detail"], fault
+    assert not list((board / "updates").glob("*"))
+    assert agent.request({"t": "infer", "x": [0.0] * 48})["model"] == 1
+
+
 def test_a_model_with_other_inputs_is_refused_before_the_switch(agent, board):
     from bench.models import npcm
     from bench.models.policy import make_policy, quantize_policy
