@@ -2,7 +2,7 @@
 
     import npc_agent; npc_agent.run()
 
-The board folder holds this module, npcnn, npcnn_viper, npcmodels, npcsig, p256, npcclock, npcgc and the
+The board folder holds this module, npcnn, npcnn_viper, npcmodels, npcsig, p256, npcclock and the
 shared wire, npcsched and npcfeat; `models/` with .npcm files; `trust.key` (128 hex chars, X||Y).
 One single-threaded loop: it waits on stdin with select.poll until the next VSync or due inference,
 answers requests as they arrive, and runs the VSync-aligned scheduler on the unwrapped ticks_us clock.
@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover - every port used here has select
     import uselect as select
 
 import npcfeat
-import npcgc
 
 # the input windows' 17 KB array, made before the other modules are compiled: on a young heap it finds a
 # contiguous block, which the code objects of every module, scattered over the heap, would leave it no more
@@ -272,9 +271,8 @@ class Agent:
         self.mem_peak = 0
         # device time (us) the agent was busy: reading and answering lines (`rx`), in frame events (`loop`, which
         # holds the inferences, models' infer_us, `release`: held inputs handed to the features, and `gc`: the
-        # collections at the frame's idle point, npcgc)
+        # collection at each frame's idle point, run_slot)
         self.busy = {"rx": 0, "loop": 0, "release": 0, "gc": 0}
-        self.collector = npcgc.IdleCollector(_mem_free, gc.collect)
         self.held = npcsched.Held(MAX_HELD)  # its limit: what the heap takes (`hold` says)
         self.spin_us = spin_us(platform_name())
         self.handlers = {
@@ -598,8 +596,11 @@ class Agent:
         sched.finish(slot, t1)
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
-        idle = self.clock.now()  # the frame's decision is out: collect here, not in a later inference
-        self.collector.idle()
+        # the frame's decision is out: collect now, in the idle time before the next frame, as real-time MicroPython
+        # code does, so no inference pays a collection when its allocation finds the heap full (which frames did was
+        # chance, and the night's inference P50 moved with how many: docs/esp32c6.md)
+        idle = self.clock.now()
+        gc.collect()
         self.busy["gc"] += self.clock.now() - idle
         self.busy["loop"] += self.clock.now() - start
 

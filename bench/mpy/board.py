@@ -29,7 +29,6 @@ AGENT_MODULES = (
     "p256.py",
     "npcsched.py",
     "npcfeat.py",
-    "npcgc.py",
     "npcrecords.py",
     "npcmanifest.py",
 )

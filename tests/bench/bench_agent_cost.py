@@ -13,7 +13,7 @@ agent's closing `stats` (protocol.md: `busy_us` = rx, loop, release, and the hos
 MicroPython agent's invoke is infer_us_mean * infer_n) it prints per frame record:
 
 - outside the invoke = (rx + loop - invoke) / frames, split into rx (reading and answering lines: the inputs),
-  release (held inputs handed to the features), gc (the MicroPython agent's collections at the frame's idle
+  release (held inputs handed to the features), gc (the MicroPython agent's collection at each frame's idle
   point, busy_us.gc) and other (the rest of the loop: features vector, quantize,
   set/get tensor, the frame record);
 - the invoke per inference;
@@ -48,7 +48,7 @@ PARTS = ("rx", "release", "gc", "other")
 PART_WORDS = {
     "rx": "reading and answering the input lines",
     "release": "handing held inputs to the features",
-    "gc": "the garbage collections at the frame's idle point (the MicroPython agent: micropython/npcgc.py)",
+    "gc": "the garbage collection at each frame's idle point (the MicroPython agent's busy_us.gc)",
     "other": "the rest of the frame events (feature vector, quantize, set/get tensor, the frame record)",
 }
 
