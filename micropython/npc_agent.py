@@ -270,8 +270,9 @@ class Agent:
         self.counts = {"frames": 0, "inferences": 0, "inputs": 0}
         self.mem_peak = 0
         # device time (us) the agent was busy: reading and answering lines (`rx`), in frame events (`loop`, which
-        # holds the inferences, models' infer_us, and `release`: held inputs handed to the features)
-        self.busy = {"rx": 0, "loop": 0, "release": 0}
+        # holds the inferences, models' infer_us, `release`: held inputs handed to the features, and `gc`: the
+        # collection at each frame's idle point, run_slot)
+        self.busy = {"rx": 0, "loop": 0, "release": 0, "gc": 0}
         self.held = npcsched.Held(MAX_HELD)  # its limit: what the heap takes (`hold` says)
         self.spin_us = spin_us(platform_name())
         self.handlers = {
@@ -595,6 +596,12 @@ class Agent:
         sched.finish(slot, t1)
         self.counts["inferences"] += 1
         self.emit_frame(slot, version)
+        # the frame's decision is out: collect now, in the idle time before the next frame, as real-time MicroPython
+        # code does, so no inference pays a collection when its allocation finds the heap full (which frames did was
+        # chance, and the night's inference P50 moved with how many: docs/esp32c6.md)
+        idle = self.clock.now()
+        gc.collect()
+        self.busy["gc"] += self.clock.now() - idle
         self.busy["loop"] += self.clock.now() - start
 
     def emit_frame(self, slot, version):

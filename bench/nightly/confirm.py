@@ -1,8 +1,10 @@
 """Confirm before accusing: the nightly's verdicts on each session run, with a replay of every suspected
 regression on its device and on one unchanged control device, judged against the same baseline window.
 
-A suspected regression that the replay shows again is a regression; one that it does not is "not
-reproduced", with both figures and the control device's. Verdicts and baseline membership are stored."""
+A suspected regression that the replay shows again is a regression, as is one of a figure counted in
+instructions whose replay is worse by the floor and that the night and the replay together show against the
+window (bench.results.verdict.confirmed); one that it does not is "not reproduced", with both figures and the
+control device's. Verdicts and baseline membership are stored."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from dataclasses import dataclass, field
 from bench.config.fleet import Device
 from bench.core.outcomes import FailureClass, Outcome
 from bench.core.units import figure
-from bench.results.evidence import accept, leave_window, record_verdicts
-from bench.results.judge import acceptance, judge_run
+from bench.results.evidence import accept, fingerprints, leave_window, record_verdicts, window
+from bench.results.judge import acceptance, counted, judge_run
 from bench.results.thresholds import Thresholds
-from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, confirmed, settle
+from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, Window, confirmed, settle
 from bench.store.results import ResultStore
 
 # replay(session file, devices, run kind) -> the new run's id
@@ -75,6 +77,7 @@ async def confirm_run(
             )
         }
         by_key = {(v.device, v.metric): v for v in first}
+        pooled = counted_windows(store, run_id, thresholds, [v for v in first if v.status == SUSPECTED], pinned)
         final = []
         for v in first:
             note = ""
@@ -82,7 +85,8 @@ async def confirm_run(
                 before, after = by_key.get((control.name, v.metric)), second.get((control.name, v.metric))
                 unit = v.unit
                 note = f"{control.name} {_fig(before, unit)} then {_fig(after, unit)}"
-            final.append(confirmed(v, second.get((v.device, v.metric)), note))
+            pool = pooled.get((v.device, v.metric))
+            final.append(confirmed(v, second.get((v.device, v.metric)), note, pool))
         result = Confirmation(run_id, final, again, control.name if control else None)
     record_verdicts(store, run_id, result.verdicts)
     for dev in store.devices(run_id):
@@ -96,6 +100,23 @@ async def confirm_run(
         if v.status == REGRESSION and v.is_drift:
             leave_window(store, session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}")
     return result
+
+
+def counted_windows(
+    store: ResultStore, run_id: int, thresholds: Thresholds, suspects: list[Verdict], pinned: int | None
+) -> dict[tuple[str, str], Window]:
+    """(device, metric) -> the window a suspect of run `run_id` was judged against, for the suspects whose figure is
+    counted in instructions (judge.counted): their night and replay are pooled against it (verdict.confirmed)."""
+    prints = fingerprints(store, run_id)
+    session = store.run(run_id).session or ""
+    out = {}
+    for v in suspects:
+        rule = thresholds.rule(v.metric)
+        flags = next((m.flags for m in store.measurements(run_id, v.device) if m.name == rule.measurement), ())
+        if counted(rule, prints.get(v.device, {}), flags):
+            out[(v.device, v.metric)] = window(store, session, v.device, rule.measurement, before=run_id,
+                                               size=thresholds.baseline_runs, pinned=pinned)  # fmt: skip
+    return out
 
 
 def _fig(v: Verdict | None, unit: str) -> str:

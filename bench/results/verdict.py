@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -125,19 +125,23 @@ def judge(
     return Verdict(status=status, reason=reason, **verdict)
 
 
-def one_sided_p(window: np.ndarray, value: float, *, towards_higher: bool, history: np.ndarray | None = None) -> float:
+def one_sided_p(
+    window: np.ndarray, value: float | Sequence[float], *, towards_higher: bool, history: np.ndarray | None = None
+) -> float:
     """p-value of `value` being as far from the window's runs as observed, in its direction: Student's t-test
-    with the run as a group of one (pooled variance = the window's), on logarithms when every value is positive
+    with the run as a group of one (or the runs `value` lists as a group: a night pooled with its replays; pooled
+    variance = the window's), on logarithms when every value is positive
     (timings and sizes vary by a factor from run to run, not by a fixed amount). When a longer `history` of
     accepted runs spreads wider than the window, its spread (and degrees of freedom) is used instead: five quiet
     runs in a row must not make an ordinary outlier of a heavy-tailed figure (P99 latency) "significant".
     A window without spread (and no wider history) gives 0 or 1."""
     history = window if history is None or history.size <= window.size else history
+    group = np.atleast_1d(np.asarray(value, dtype=float))
     if float(np.std(window)) == 0.0 and float(np.std(history)) == 0.0:
-        same = value == float(window[0])
+        same = bool(np.all(group == float(window[0])))
         return 1.0 if same else 0.0
-    if value > 0 and bool(np.all(window > 0)) and bool(np.all(history > 0)):
-        window, history, value = np.log(window), np.log(history), float(np.log(value))
+    if bool(np.all(group > 0)) and bool(np.all(window > 0)) and bool(np.all(history > 0)):
+        window, history, group = np.log(window), np.log(history), np.log(group)
     # scipy.stats.ttest_ind(window, [value]) computes the same for the window's own spread; written out it costs
     # 40x less, which the synthetic-history tests (tens of thousands of verdicts) need
     n = window.size
@@ -145,7 +149,7 @@ def one_sided_p(window: np.ndarray, value: float, *, towards_higher: bool, histo
     wider = float(history.std(ddof=1))
     if wider > spread:
         spread, df = wider, history.size - 1
-    t = (value - float(window.mean())) / (spread * math.sqrt(1.0 + 1.0 / n))
+    t = (float(group.mean()) - float(window.mean())) / (spread * math.sqrt(1.0 / group.size + 1.0 / n))
     from scipy import stats  # here: scipy.stats is ~0.5 s of imports that every `hilbench` command paid
 
     return float(stats.t.sf(t, df) if towards_higher else stats.t.cdf(t, df))
@@ -192,22 +196,52 @@ def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:
     )
 
 
-def confirmed(first: Verdict, replay: Verdict | None, control: str = "") -> Verdict:
-    """The final verdict of a suspected regression after its replay (`replay` judged against the same window)."""
+def confirmed(first: Verdict, replay: Verdict | None, control: str = "", pooled: Window | None = None) -> Verdict:
+    """The final verdict of a suspected regression after its replay (`replay` judged against the same window).
+    A replay that shows it again on its own reproduces it. With `pooled` (the window of a figure counted in
+    instructions, whose replays are cheap in noise), so does a replay that is worse than the window by the floor
+    when the night and the replay together are a regression against it (pooled_p): a replay alone, on a change a
+    few times the figure's spread, is a second coin flip. A replay without the figure (its meter failed) is no
+    evidence either way: inconclusive."""
     if first.status != SUSPECTED:
         return first
-    if replay is None:
-        return replace(first, status=NOT_REPRODUCED, reason=f"not reproduced: the replay gave no value; {first.reason}")
+    if replay is None or replay.status == NO_DATA:
+        why = replay.reason if replay is not None else "no figure"
+        reason = f"inconclusive: the replay gave no value ({why}); {first.reason}"
+        return replace(first, status=INCONCLUSIVE, reason=reason)
     figures = f"first {figure(first.run_value, first.unit)}, replay {figure(replay.run_value, first.unit)}"
     extra = f"; control {control}" if control else ""
     if replay.status == SUSPECTED:
         reason = f"{first.reason}; reproduced ({figures}){extra}"
+        return replace(first, status=REGRESSION, confirm_value=replay.run_value, reason=reason)
+    together = pooled_p(first, replay, pooled) if pooled is not None and replay.status == UNCHANGED else None
+    if together is not None:
+        effect, p = together
+        reason = (f"{first.reason}; reproduced with the night ({figures}; together {effect:.1f}% worse, p "
+                  f"{p_text(p)}){extra}")  # fmt: skip
         return replace(first, status=REGRESSION, confirm_value=replay.run_value, reason=reason)
     if replay.status == INCONCLUSIVE:
         reason = f"inconclusive: bench host busy during the replay ({figures}){extra}"
         return replace(first, status=INCONCLUSIVE, confirm_value=replay.run_value, reason=reason)
     reason = f"not reproduced ({figures}; baseline {figure(first.baseline_value, first.unit)}){extra}"
     return replace(first, status=NOT_REPRODUCED, confirm_value=replay.run_value, reason=reason)
+
+
+def pooled_p(first: Verdict, replay: Verdict, window: Window) -> tuple[float, float] | None:
+    """(worse effect %, p) of the night and its replay as one group against `window`, when that is a regression
+    (p under alpha, the group's effect over the floor) and the replay alone is worse than the window by the floor;
+    else None. Under no change the group is a regression at most alpha of the time, selected night or not."""
+    if first.run_value is None or replay.run_value is None or replay.effect_pct is None or not window.values:
+        return None
+    sign = 1.0 if first.worse == "higher" else -1.0
+    if sign * replay.effect_pct < first.threshold_pct:
+        return None
+    base = np.asarray(window.values, dtype=float)
+    group = [first.run_value, replay.run_value]
+    effect = sign * (float(np.mean(group)) / float(base.mean()) - 1.0) * 100.0
+    longer = np.asarray(window.history, dtype=float) if window.history else None
+    p = one_sided_p(base, group, towards_higher=sign > 0, history=longer)
+    return (effect, p) if effect >= first.threshold_pct and p < first.alpha else None
 
 
 def settle(verdict: Verdict) -> Verdict:

@@ -13,7 +13,8 @@ agent's closing `stats` (protocol.md: `busy_us` = rx, loop, release, and the hos
 MicroPython agent's invoke is infer_us_mean * infer_n) it prints per frame record:
 
 - outside the invoke = (rx + loop - invoke) / frames, split into rx (reading and answering lines: the inputs),
-  release (held inputs handed to the features) and other (the rest of the loop: features vector, quantize,
+  release (held inputs handed to the features), gc (the MicroPython agent's collection at each frame's idle
+  point, busy_us.gc) and other (the rest of the loop: features vector, quantize,
   set/get tensor, the frame record);
 - the invoke per inference;
 - the goal max(5 % of the invoke, 50 us), met or not, and what bounds it when not.
@@ -43,10 +44,11 @@ SESSION = ROOT / "fixtures" / "sessions" / "combat.mcap"
 MODELS = ("npc-policy-int8", "npc-policy-large-int8")  # the host agent's two models (bench_host_agent.py's)
 GOAL_SHARE = 0.05  # issue 41: the agent's own cost per frame <= 5 % of the frame's inference,
 GOAL_FLOOR_US = 50.0  # or <= 50 us of device time, whichever is larger
-PARTS = ("rx", "release", "other")
+PARTS = ("rx", "release", "gc", "other")
 PART_WORDS = {
     "rx": "reading and answering the input lines",
     "release": "handing held inputs to the features",
+    "gc": "the garbage collection at each frame's idle point (the MicroPython agent's busy_us.gc)",
     "other": "the rest of the frame events (feature vector, quantize, set/get tensor, the frame record)",
 }
 
@@ -64,10 +66,10 @@ def agent_cost(stats: dict[str, Any]) -> dict[str, Any]:
         invoke, source = float(busy["invoke"]), "busy_us.invoke"
     else:
         invoke, source = float(stats["infer_us_mean"]) * int(stats["infer_n"]), "infer_us_mean * infer_n"
-    rx, loop, release = float(busy["rx"]), float(busy["loop"]), float(busy["release"])
-    other = loop - release - invoke
+    rx, loop, release, gc = float(busy["rx"]), float(busy["loop"]), float(busy["release"]), float(busy.get("gc", 0))
+    other = loop - release - gc - invoke
     outside = rx + loop - invoke
-    per = {"rx": rx / frames, "release": release / frames, "other": other / frames}
+    per = {"rx": rx / frames, "release": release / frames, "gc": gc / frames, "other": other / frames}
     invoke_per = invoke / inferences
     goal = max(GOAL_SHARE * invoke_per, GOAL_FLOOR_US)
     out_per = outside / frames

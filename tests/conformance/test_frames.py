@@ -195,9 +195,9 @@ def test_inputs_held_ahead_of_the_loop_are_released_on_its_clock(agent):
 
 def test_busy_time_covers_the_lines_and_the_loop(agent):
     """`stats.busy_us` (protocol.md `stats`, where an agent reports it): device time reading and answering lines
-    (`rx`) and in frame events (`loop`), which holds `release` (held inputs handed to the features) and, on the
-    host agent, `invoke` (the interpreter's invoke in the loop's inferences): each grows with its work, and the
-    parts stay within the whole."""
+    (`rx`) and in frame events (`loop`), which holds `release` (held inputs handed to the features), on the
+    MicroPython agent `gc` (its collection after each frame) and, on the host agent, `invoke` (the interpreter's
+    invoke in the loop's inferences): each grows with its work, and the parts stay within the whole."""
 
     async def body(s: AgentSession):
         before = await s.stats()
@@ -215,6 +215,9 @@ def test_busy_time_covers_the_lines_and_the_loop(agent):
     assert sum(r.ran for r in recs) > 0
     assert busy["rx"] > before["rx"] and busy["loop"] > before["loop"] and busy["release"] > before["release"]
     assert busy["loop"] - before["loop"] >= busy["release"] - before["release"]
+    if "gc" in busy:  # the MicroPython agent's collection at each frame's idle point, inside the loop's
+        grown = busy["gc"] - before["gc"]
+        assert 0 < grown <= busy["loop"] - before["loop"] - (busy["release"] - before["release"])
     if "invoke" in busy:  # the interpreter's own time, inside the loop's
         grown = busy["invoke"] - before["invoke"]
         assert 0 < grown <= busy["loop"] - before["loop"] - (busy["release"] - before["release"])

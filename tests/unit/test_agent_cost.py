@@ -19,7 +19,7 @@ def host_stats(rx: int, loop: int, release: int, invoke: int, frames: int = 100,
 def test_outside_the_invoke_is_rx_plus_loop_minus_invoke_per_frame() -> None:
     c = agent_cost(host_stats(rx=3_000, loop=150_000, release=1_000, invoke=145_000))
     assert c["outside_us"] == pytest.approx((3_000 + 150_000 - 145_000) / 100)
-    assert c["parts_us"] == pytest.approx({"rx": 30.0, "release": 10.0, "other": 40.0})
+    assert c["parts_us"] == pytest.approx({"rx": 30.0, "release": 10.0, "gc": 0.0, "other": 40.0})
     assert sum(c["parts_us"].values()) == pytest.approx(c["outside_us"])
     assert c["invoke_us"] == 1450.0 and c["invoke_source"] == "busy_us.invoke"
     assert c["inputs_per_frame"] == 4.5
@@ -59,6 +59,15 @@ def test_the_micropython_invoke_is_its_mean_inference_times_their_count() -> Non
     assert c["outside_us"] == pytest.approx((5_700_000 + 16_000_000 - invoke) / 628)
     assert c["invoke_us"] == pytest.approx(invoke / 628)
     assert not c["met"] and c["bound"] == "rx"
+
+
+def test_the_idle_point_collections_are_their_own_part() -> None:
+    """The MicroPython agent's `busy_us.gc` (inside its loop) is taken out of "other" and can bound the cost."""
+    stats = {"frames": 100, "inferences": 100, "infer_us_mean": 10_000, "infer_n": 100,
+             "busy_us": {"rx": 0, "loop": 1_500_000, "release": 0, "gc": 400_000}}  # fmt: skip
+    c = agent_cost(stats)
+    assert c["parts_us"] == pytest.approx({"rx": 0.0, "release": 0.0, "gc": 4_000.0, "other": 1_000.0})
+    assert c["bound"] == "gc"
 
 
 def test_frames_records_and_inferences_are_counted_apart() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -93,6 +95,69 @@ def test_confirmation_makes_false_alarms_rarer_still() -> None:
     # replay still removes most false alarms
     assert alarms / 20000 <= 0.002
     assert alarms <= suspects / 3
+
+
+# a counted figure: c6-a's inference P50 on its instruction-counted core, night to night CV 0.22-0.37%
+# (docs/esp32c6.md), judged on its 0.5% floor
+COUNTED = replace(RULES.rule("inference_p50"), threshold_pct=RULES.rule("inference_p50").icount_threshold_pct)
+
+
+def _confirm_rates(cv: float, shift: float, trials: int = 6000, seed: int = 5) -> tuple[float, float, float]:
+    """Over `trials` nights shifted by `shift` (and a replay each, same shift) against windows of unchanged runs:
+    the share suspected, the share confirmed by the replay alone, and by the replay pooled with the night."""
+    rng = np.random.default_rng(seed)
+    base, nights = _history(rng, trials, cv, shift)
+    replays = 100.0 * (1.0 + shift) * rng.lognormal(0.0, cv, trials)
+    suspected = alone = pooled = 0
+    for b, night, again in zip(base, nights, replays, strict=True):
+        w = _window(b)
+        first = judge(COUNTED, "c6-a", float(night), 200, w)
+        if first.status != SUSPECTED:
+            continue
+        suspected += 1
+        second = judge(COUNTED, "c6-a", float(again), 200, w)
+        alone += confirmed(first, second).status == REGRESSION
+        pooled += confirmed(first, second, pooled=w).status == REGRESSION
+    return suspected / trials, alone / trials, pooled / trials
+
+
+def test_pooling_a_counted_nights_replay_confirms_what_the_night_caught() -> None:
+    # +1.5% (a model with 3% more MACs on c6-a) at CV 0.3%: the night alone is suspected most nights; a replay
+    # judged alone loses a good share of those, the night and its replay pooled keep nearly all of them
+    suspected, alone, pooled = _confirm_rates(0.003, 0.015)
+    assert suspected >= 0.7
+    assert alone <= suspected - 0.05
+    assert pooled >= 0.97 * suspected
+
+
+def test_pooling_a_counted_nights_replay_keeps_false_alarms_under_alpha() -> None:
+    # no change: a suspected night's replay pooled with it is a regression well under alpha of the nights
+    for cv in (0.0015, 0.003, 0.005):
+        suspected, alone, pooled = _confirm_rates(cv, 0.0, trials=20000)
+        assert suspected <= 0.012
+        assert pooled <= 0.003
+        assert alone <= pooled
+
+
+def test_a_replay_under_the_floor_is_not_pooled_into_a_regression() -> None:
+    w = _window([100.0, 100.5, 99.6, 100.4, 99.5])
+    first = judge(COUNTED, "c6-a", 102.5, 200, w)
+    assert first.status == SUSPECTED
+    final = confirmed(first, judge(COUNTED, "c6-a", 100.4, 200, w), pooled=w)  # +0.4%: under the 0.5% floor
+    assert final.status == NOT_REPRODUCED
+    replay = judge(COUNTED, "c6-a", 100.7, 200, w)  # +0.7%, within the window's spread on its own
+    assert replay.status == UNCHANGED and confirmed(first, replay).status == NOT_REPRODUCED
+    again = confirmed(first, replay, pooled=w)
+    assert again.status == REGRESSION and "reproduced with the night" in again.reason
+    assert "together 1.6% worse" in again.reason
+
+
+def test_a_replay_without_the_figure_is_inconclusive() -> None:
+    w = _window([100, 101, 99, 100.5, 99.5])
+    first = judge(COUNTED, "c6-a", 120.0, 200, w)
+    final = confirmed(first, judge(COUNTED, "c6-a", None, None, w))
+    assert final.status == INCONCLUSIVE and final.reason.startswith("inconclusive: the replay gave no value")
+    assert confirmed(first, None).status == INCONCLUSIVE
 
 
 def test_a_regression_names_its_evidence() -> None:
