@@ -67,14 +67,17 @@ def _freezing_c6_a(argv: list[str], results: Path, *, frames: int, settle_s: flo
 
 
 def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failure(tmp_path: Path) -> None:
+    # flashed first, so that the replay starts on an answering board whatever ran on this worker before (a blank
+    # board would first cost the whole ladder up to its reflash: test_recovery.py's opt-in test climbs it)
+    flashed = subprocess.run(hilbench("flash", "--device", "c6-a", "--output-dir", str(tmp_path / "flash"), "--json"),
+                             capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert flashed.returncode == 0, flashed.stdout[-2000:] + flashed.stderr[-2000:]
     results = tmp_path / "r.sqlite"
     argv = hilbench("replay", "--device", "c6-a", "--session", str(SESSIONS_DIR / "combat.mcap"),
                     "--results", str(results), "--logs", str(tmp_path / "logs"), "--json")  # fmt: skip
-    # a blank board is flashed by the ladder first
     (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=1, settle_s=14.0, wait_s=240, timeout_s=300)
     assert stopped, "no firmware process for c6-a"
     assert code == 3, (code, stderr[-2000:])
-    # mpremote prints what a board said when the raw REPL does not come (the ladder's reflash of a blank board)
     doc = json.loads(stdout[stdout.index('{\n  "run_id"') :])
     assert doc["status"] == "failed"
     (dev,) = doc["devices"]
