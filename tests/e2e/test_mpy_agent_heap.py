@@ -53,6 +53,7 @@ def update(agent: MpyAgent, server: UpdateServer, store: ModelStore, version: in
             "manifest": store.manifest("npc-policy", version),
             "delta": False,
             "coap": {"ack_timeout_ms": 200},
+            "allow_downgrade": True,  # the rounds alternate v2 and v1: every other one goes back a version
         },
         timeout=120,
     )
@@ -81,7 +82,7 @@ def test_a_board_after_every_session_50_updates_and_50_cold_starts_still_takes_a
         after_updates = heap(agent)
         for k in range(ROUNDS):
             version = 1 + k % 2
-            cold = {"t": "load", "path": f"models/{MODELS[version]}.npcm", "cold": True}
+            cold = {"t": "load", "path": f"models/{MODELS[version]}.npcm", "cold": True, "allow_downgrade": True}
             reply = agent.request({**cold, "manifest": signed(board, MODELS[version], version)}, timeout=120)
             assert reply["t"] == "loaded", (k, reply)
         after_cold = heap(agent)
