@@ -17,6 +17,11 @@ import contextlib
 from collections.abc import Sequence
 
 DIE_WITH_BENCH = ("setpriv", "--pdeathsig", "KILL", "--")
+# An emulator on a counted clock (QEMU -icount: the guests, the C6's core) runs at the host's lowest CPU priority:
+# its figures are its instructions, whatever its share of the host, so contention stretches only its wall time,
+# while a device timed on the bench's clock beside it (the browser) and the bench's own pacing keep the cores they
+# need (docs/replay.md).
+COUNTED_NICE = ("nice", "-n", "19")
 
 
 def tied(argv: Sequence[str]) -> list[str]:

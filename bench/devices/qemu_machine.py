@@ -20,7 +20,7 @@ from bench.bundles import HOST_AGENT_PORT
 from bench.config.fleet import QemuLink
 from bench.core.errors import DeviceUnreachable
 from bench.core.folders import own_folder
-from bench.core.procs import DIE_WITH_BENCH
+from bench.core.procs import COUNTED_NICE, DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
 BOOT_TIMEOUT_S = 180.0  # QEMU start -> guest up: TCG on a loaded 2-core host; icount boots are slower still
@@ -29,11 +29,6 @@ GUEST_COAP_PORT = 5683
 # the bench process dies, however it dies. (A preexec_fn doing the same can deadlock in a threaded parent.)
 _INIT_RE = re.compile(r"^NPC-INIT (\S+)(.*)$")
 _PANIC_RE = re.compile(r"Kernel panic - not syncing: ?(.*)")
-
-# A guest on a counted clock (-icount) runs at the host's lowest CPU priority: its figures are its instructions,
-# whatever its share of the host, so contention stretches only its wall time, while a device timed on the bench's
-# clock beside it (the browser) and the bench's own pacing keep the cores they need (docs/replay.md).
-COUNTED_NICE = ("nice", "-n", "19")
 
 
 class GuestFault(DeviceUnreachable):

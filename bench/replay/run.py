@@ -67,8 +67,8 @@ DEFAULT_WAVES = TOGETHER  # what the nightly and `hilbench replay` use (docs/rep
 
 
 def waves(runs: list[DeviceRun], policy: str = DEFAULT_WAVES) -> list[list[DeviceRun]]:
-    """The order devices play in. `together`: every device in one wave, the guests' emulators at the host's lowest
-    CPU priority (bench.devices.qemu_machine.COUNTED_NICE), so they take only the cores the others leave idle.
+    """The order devices play in. `together`: every device in one wave, the counted devices' emulators at the host's
+    lowest CPU priority (bench.core.procs.COUNTED_NICE), so they take only the cores the others leave idle.
     `split`: those timed on the bench's clock together (with the counted boards that hold few inputs:
     `_short_hold`), then those on their own clock together: a device on its own clock is emulated on a host (QEMU
     -icount) and its figures do not depend on the host's timing, but it keeps host cores busy while its loop runs;

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.core.landlock import program_argv
-from bench.core.procs import tied
+from bench.core.procs import COUNTED_NICE, tied
 from bench.power.qmp import PowerError, QmpClient
 from bench.virtual.esp32c6.counted import (
     EVENT_SIZE,
@@ -93,7 +93,7 @@ class CountedCore:
         self._wifi = Wifi(wifi_ours)
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *tied(program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])),
+                *tied([*COUNTED_NICE, *program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])]),
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
