@@ -96,13 +96,23 @@ def test_virtual_up_waits_for_the_lease_says_so_and_stops_with_128_plus_n(tmp_pa
     assert "Traceback" not in err
 
 
+# as a terminal starts a command: SIGINT at its default (a pytest-xdist worker's children inherit it ignored)
+_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
 def _handles_sigint(pid: int, timeout_s: float = 20.0) -> None:
-    """Wait until process `pid` handles SIGINT (its SigCgt mask): before that, the signal's default kills it."""
+    """Wait until process `pid` handles SIGINT (its SigCgt mask; before that, the signal's default kills it), or
+    has ended."""
     bit = 1 << (signal.SIGINT - 1)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, StopIteration, ValueError):
+        try:
             status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return  # it ended
+        with contextlib.suppress(StopIteration, ValueError):
             if int(next(x for x in status.splitlines() if x.startswith("SigCgt:")).split()[1], 16) & bit:
                 return
         time.sleep(0.002)
@@ -112,7 +122,8 @@ def _handles_sigint(pid: int, timeout_s: float = 20.0) -> None:
 @pytest.mark.parametrize("delay_s", [0.05, 0.1])  # after the interpreter took SIGINT over: the bench imports
 def test_ctrl_c_while_modules_import_says_interrupted(tmp_path: Path, delay_s: float) -> None:
     """Ctrl-C in the first second (the command modules still importing): "interrupted", exit 130."""
-    proc = _start(hilbench("fleet", "list"), _env(tmp_path))
+    argv = hilbench("fleet", "list")
+    proc = _start([sys.executable, "-c", _DEFAULT_SIGINT, *argv], _env(tmp_path))
     _handles_sigint(proc.pid)
     time.sleep(delay_s)
     code, out, err = _stop(proc, signal.SIGINT)
