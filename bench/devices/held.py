@@ -3,8 +3,9 @@ agent (and, for a QEMU console, the guest it runs on) stays up between users. Ea
 done, releases it (`Driver.release_agent`), which closes only its link; `close` stops them all at the end.
 
 What it saves is a Linux guest's agent start (its Python, numpy and tflite imports under QEMU -icount: 9-14 s) and
-the console's boot (12-17 s) in each OTA stage after the replay (docs/replay.md, "Where the time goes"). A user that
-must start the agent afresh (new files deployed) stops it through `close_agent`; the next open starts it.
+the console's boot (12-17 s) in each OTA stage after the replay (docs/replay.md, "Waves and where the time goes").
+A user that must start the agent afresh (new files deployed) stops it through `close_agent`; the next open starts
+it.
 
 A replay asks for a fresh agent (`driver(device, fresh=True)`): on the icount guests a model loaded again within a
 running agent (a cold start, an update) ran its inference at one of two instruction counts, 930 or 1360 us on pi5-1,
@@ -53,6 +54,15 @@ class HeldDrivers:
         drivers = list(self._drivers.values())
         self._drivers.clear()
         await asyncio.gather(*(_stop(d) for d in drivers))
+
+
+async def driver_of(
+    device: Device, drivers: HeldDrivers | None, log_dir: Path | None = None, *, fresh: bool = False
+) -> Driver:
+    """`device`'s held driver when `drivers` holds them (`HeldDrivers.driver`), else a new one of its own."""
+    if drivers is not None:
+        return await drivers.driver(device, fresh=fresh)
+    return driver_for(device, log_dir=log_dir)
 
 
 async def _stop(driver: Driver) -> None:

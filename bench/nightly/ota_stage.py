@@ -24,9 +24,8 @@ from bench.config.fleet import Device
 from bench.core.errors import BenchError
 from bench.core.outcomes import Outcome, class_of
 from bench.core.paths import MODELS_DIR
-from bench.devices import driver_for
 from bench.devices.base import Driver
-from bench.devices.held import HeldDrivers
+from bench.devices.held import HeldDrivers, driver_of
 from bench.measure.faults import fault_event
 from bench.models import fleet_formats
 from bench.models.signing import generate_key, load_private_key, sign_manifest
@@ -126,10 +125,7 @@ class _Agent:
         self.session: AgentSession | None = None
 
     async def __aenter__(self) -> _Agent:
-        if self.drivers is not None:
-            self.driver = await self.drivers.driver(self.device)
-        else:
-            self.driver = driver_for(self.device, log_dir=self.log_dir)
+        self.driver = await driver_of(self.device, self.drivers, self.log_dir)
         try:
             transport = await self.driver.open_agent()
             log = self.log_dir / f"{self.device.name}.ota-agent.log"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from bench.agent.endpoint import AgentEndpoint
 from bench.config.fleet import Device
-from bench.devices.held import HeldDrivers
+from bench.devices.held import HeldDrivers, driver_of
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.measure.faults import FaultEvent
 from bench.recovery.resilient import ResilientSession
@@ -52,7 +52,7 @@ class LinuxAgentOpener:
 
     async def open(self, device: Device) -> AgentEndpoint:
         """Start (if needed) and open the device's agent; begin sampling its telemetry."""
-        driver = await self.held.driver(device, fresh=True) if self.held is not None else LinuxDriver(device)
+        driver = await driver_of(device, self.held, fresh=True)
         assert isinstance(driver, LinuxDriver), f"{device.name}: a Linux board's opener got {type(driver).__name__}"
         self.drivers[device.name] = driver
         faults_before = len(driver.faults)  # a held driver's earlier runs' faults are stored with those runs

@@ -11,9 +11,9 @@ from bench.agent.session import AgentSession
 from bench.config.fleet import Device
 from bench.config.kinds import load
 from bench.core.errors import BenchError, ConfigError
-from bench.devices import driver_for, has_driver
+from bench.devices import has_driver
 from bench.devices.base import Driver
-from bench.devices.held import HeldDrivers
+from bench.devices.held import HeldDrivers, driver_of
 from bench.recovery.session import RecoveringSession
 
 if TYPE_CHECKING:  # the recovery ladder's store (health records); the replay itself writes through a RunSink
@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # the recovery ladder's store (health records); the replay it
 async def deploy(device: Device, log_dir: Path | None = None, drivers: HeldDrivers | None = None) -> None:
     """Flash/deploy `device` (its driver skips what is up to date); BenchError naming the failed step. The agent
     is stopped afterwards, also a held one (`drivers`), so the next open starts it on what was deployed."""
-    driver = await drivers.driver(device) if drivers is not None else driver_for(device, log_dir=log_dir)
+    driver = await driver_of(device, drivers, log_dir)
     try:
         steps = await driver.flash()
     finally:
@@ -51,10 +51,7 @@ def driver_opener(
             raise ConfigError(f"device {device.name}: no driver for kind {device.kind!r} yet")
         if deploy_first:
             await deploy(device, log_dir, drivers)
-        if drivers is not None:
-            driver = await drivers.driver(device, fresh=True)
-        else:
-            driver = driver_for(device, log_dir=log_dir)
+        driver = await driver_of(device, drivers, log_dir, fresh=True)
         if store is not None:
             return await _recovering(device, driver, store, run_id, log_dir)
         try:
