@@ -12,13 +12,17 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Protocol
 
 DEFAULT_SPIN_NS = 1_000_000  # 1 ms
 GIL_SWITCH_S = 0.0002  # while pacing: another thread (frame writer, progress display) yields the GIL this fast
 RT_PRIORITY = 10  # SCHED_FIFO priority while pacing: above every normal process, below kernel threads
+HELPER_RT_PRIORITY = 5  # the process's other threads while pacing: real-time too, below the pacer
+PROMOTE_EVERY_S = 0.5  # while pacing, threads started since (a new executor worker) are promoted this often
 
 
 class Clock(Protocol):
@@ -66,25 +70,75 @@ class Pacer:
         return now
 
 
+@dataclass
+class Realtime:
+    """The process under real-time scheduling while pacing: the pacing thread at RT_PRIORITY, every other thread
+    of the process at HELPER_RT_PRIORITY (`on` False: not allowed, nothing changed).
+
+    Why the other threads: the pacer needs the GIL after every sleep. A normal-priority thread holding it (a
+    serial port's reader, a write handed to the executor, the frame writer) is preempted whenever the host's
+    cores are busy, even by the emulators at nice 19 until their slice ends, and the pacer then waits as long:
+    the browser's send error P99 was 2.4-8.2 ms beside two counted C6s, 0.3 ms with every thread real-time
+    (docs/replay.md)."""
+
+    on: bool
+    _before: dict[int, tuple[int, os.sched_param]] = field(default_factory=dict)
+
+    def promote_threads(self) -> None:
+        """Put the process's threads not yet promoted (those started since, too) under HELPER_RT_PRIORITY."""
+        if not self.on:
+            return
+        me = threading.get_native_id()
+        try:
+            tids = [int(t) for t in os.listdir("/proc/self/task")]
+        except OSError:
+            return
+        for tid in tids:
+            if tid == me or tid in self._before:
+                continue
+            try:
+                before = (os.sched_getscheduler(tid), os.sched_getparam(tid))
+                os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(HELPER_RT_PRIORITY))
+            except OSError:  # the thread ended meanwhile
+                continue
+            self._before[tid] = before
+
+    async def keep_promoting(self) -> None:
+        """Promote threads started while pacing, every PROMOTE_EVERY_S, until cancelled."""
+        while self.on:
+            await asyncio.sleep(PROMOTE_EVERY_S)
+            self.promote_threads()
+
+    def restore_threads(self) -> None:
+        """Give the promoted threads that are still alive their scheduling back."""
+        for tid, (policy, param) in self._before.items():
+            with contextlib.suppress(OSError):
+                os.sched_setscheduler(tid, policy, param)
+        self._before.clear()
+
+
 @contextlib.contextmanager
-def realtime_priority(enabled: bool = True) -> Iterator[bool]:
-    """Run the calling thread under SCHED_FIFO (children reset to normal) while inside; yields whether it
-    took effect. On a shared, loaded machine a normal process gets descheduled for milliseconds at a time,
-    which no pacing can hide; a real-time priority keeps the pacer on a core. Needs root or CAP_SYS_NICE;
-    without them it yields False and changes nothing."""
+def realtime_priority(enabled: bool = True) -> Iterator[Realtime]:
+    """Run the calling thread under SCHED_FIFO (children reset to normal), and the process's other threads just
+    below it, while inside. On a shared, loaded machine a normal process gets descheduled for milliseconds at a
+    time, which no pacing can hide; a real-time priority keeps the pacer on a core. Needs root or
+    CAP_SYS_NICE; without them the Realtime is off and nothing changes."""
     if not enabled or not hasattr(os, "SCHED_FIFO"):
-        yield False
+        yield Realtime(False)
         return
     before = os.sched_getscheduler(0)
     before_param = os.sched_getparam(0)
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(RT_PRIORITY))
     except OSError:
-        yield False
+        yield Realtime(False)
         return
+    realtime = Realtime(True)
+    realtime.promote_threads()
     try:
-        yield True
+        yield realtime
     finally:
+        realtime.restore_threads()
         os.sched_setscheduler(0, before, before_param)
 
 

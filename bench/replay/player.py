@@ -10,6 +10,7 @@ guests whose clocks ran on while the bench was busy got inputs seconds late (mea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -114,8 +115,15 @@ class Replayer:
         bench = [t for t in tracks if t.pace is None]
         device = [t for t in tracks if t.pace is not None]
         with realtime_priority(self.realtime and paced) as realtime, gc_frozen(), gil_switch_interval():
-            bench_play = self._play(bench, speed, realtime) if bench or not device else self._idle(speed, realtime)
-            outcome, *_ = await asyncio.gather(bench_play, *(self._feed(t) for t in device))
+            promoting = asyncio.create_task(realtime.keep_promoting())
+            try:
+                on = realtime.on
+                bench_play = self._play(bench, speed, on) if bench or not device else self._idle(speed, on)
+                outcome, *_ = await asyncio.gather(bench_play, *(self._feed(t) for t in device))
+            finally:
+                promoting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await promoting
         outcome.tracks = tracks
         outcome.done = max([outcome.done] + [t.sent for t in device])
         outcome.finished_ns = self.pacer.clock.now_ns()

@@ -37,7 +37,6 @@ from bench.replay.player import DevicePace, Replayer, ReplayOutcome, Track
 from bench.replay.sink import FrameSink, RunSink
 
 CLOCK_PINGS = 16
-WRITER_RT_PRIORITY = 5  # with a real-time pacer the frame writer thread is real-time too, below it
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
 COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
 COLD_START_TIMEOUT_S = 30.0
@@ -191,7 +190,7 @@ class ReplayRun:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
-        self._frames = self.store.frame_sink(WRITER_RT_PRIORITY if self.realtime else None)
+        self._frames = self.store.frame_sink()
         live: list[DeviceRun] = []
         timer = self.timer
         ready: asyncio.Task | None = None  # the next wave's _ready, running while this one plays

@@ -37,8 +37,8 @@ class RunSink(Protocol):
     ) -> None:
         """Set a device's status/detail and merge `info` into what is known of it."""
 
-    def frame_sink(self, rt_priority: int | None = None) -> FrameSink:
-        """A writer for frame records (its thread real-time at `rt_priority`, when given and allowed)."""
+    def frame_sink(self) -> FrameSink:
+        """A writer for frame records."""
 
     def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
         """The replayed inputs: (seq, channel, due_ns or None, sent_ns)."""

@@ -7,8 +7,6 @@ so a killed run loses at most the records of the last few hundred microseconds."
 
 from __future__ import annotations
 
-import contextlib
-import os
 import queue
 import threading
 from collections.abc import Callable, Iterable
@@ -33,9 +31,8 @@ class BackgroundFrameWriter:
     """Queue frame records from any thread; a writer thread commits them through its own connection, opened by
     `connect` in that thread (`ResultStore.frame_sink()` gives one on the same store)."""
 
-    def __init__(self, connect: Callable[[], FrameStore], rt_priority: int | None = None) -> None:
+    def __init__(self, connect: Callable[[], FrameStore]) -> None:
         self.connect = connect
-        self.rt_priority = rt_priority
         self.written = 0
         self.error: BaseException | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -54,11 +51,6 @@ class BackgroundFrameWriter:
             raise self.error
 
     def _run(self) -> None:
-        if self.rt_priority is not None:
-            # A normal-priority thread holding the GIL can be preempted by any busy process for tens of
-            # milliseconds, and a real-time pacer waiting for the GIL then waits as long.
-            with contextlib.suppress(OSError, AttributeError):
-                os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(self.rt_priority))
         store = self.connect()
         try:
             stop = False

@@ -337,10 +337,10 @@ class ResultStore:
                 self.db.execute("DELETE FROM frames WHERE run_id = ? AND device = ?", pack_row[:2])
         reuse_deleted(self.db, "frames")
 
-    def frame_sink(self, rt_priority: int | None = None) -> BackgroundFrameWriter:
+    def frame_sink(self) -> BackgroundFrameWriter:
         """A background writer of frame records into this store, with its own connection (the replay's
-        `FrameSink`; its thread real-time at `rt_priority` when given and allowed)."""
-        return BackgroundFrameWriter(lambda: ResultStore(self.path), rt_priority)
+        `FrameSink`; while the replay paces, its thread is real-time as the process's others are)."""
+        return BackgroundFrameWriter(lambda: ResultStore(self.path))
 
     def add_inputs(self, run_id: int, device: str, rows: Iterable[tuple[int, str, int | None, int]]) -> None:
         """Write replayed inputs: (seq, channel, due_ns or None, sent_ns). Stored one row per channel of packed

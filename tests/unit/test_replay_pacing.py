@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
+import time
 
 import numpy as np
 import pytest
 
 from bench.config.fleet import SerialLink
-from bench.replay.pacing import Pacer
+from bench.replay.pacing import HELPER_RT_PRIORITY, RT_PRIORITY, Pacer, realtime_priority
 from bench.replay.plan import VoiceMode, build_plan, choose_voice_mode, link_bytes_per_s
 from bench.replay.player import LEAD_NS, Replayer, Track
 from bench.replay.synth import synth_session
@@ -146,3 +149,39 @@ def test_voice_features_find_pitch_and_silence() -> None:
     assert voice_features(bytes(320), bytes(320)) == [0.0, 0.0, 0.0, 0.0]
     noise = np.random.default_rng(7).normal(0, 3000, 320).astype("<i2").tobytes()
     assert voice_features(noise[320:], noise[:320])[3] == 0.0
+
+
+def _policy(tid: int) -> int:
+    return os.sched_getscheduler(tid) & ~os.SCHED_RESET_ON_FORK
+
+
+def test_pacing_puts_the_process_threads_under_real_time_and_gives_them_back() -> None:
+    release = threading.Event()
+    started: list[int] = []
+
+    def waiter() -> None:
+        started.append(threading.get_native_id())
+        release.wait(10)
+
+    def start_waiter() -> int:
+        threading.Thread(target=waiter, daemon=True).start()
+        while len(started) < 1 + len(threads):
+            time.sleep(0.001)
+        return started[-1]
+
+    threads: list[int] = []
+    threads.append(start_waiter())
+    try:
+        with realtime_priority(True) as realtime:
+            if not realtime.on:
+                pytest.skip("no real-time scheduling here (needs root or CAP_SYS_NICE)")
+            assert _policy(0) == os.SCHED_FIFO and os.sched_getparam(0).sched_priority == RT_PRIORITY
+            assert _policy(threads[0]) == os.SCHED_FIFO
+            assert os.sched_getparam(threads[0]).sched_priority == HELPER_RT_PRIORITY
+            threads.append(start_waiter())  # started while pacing: normal until promoted
+            assert _policy(threads[1]) == os.SCHED_OTHER
+            realtime.promote_threads()
+            assert _policy(threads[1]) == os.SCHED_FIFO
+        assert [_policy(t) for t in [0, *threads]] == [os.SCHED_OTHER] * 3
+    finally:
+        release.set()
