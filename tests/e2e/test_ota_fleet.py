@@ -5,6 +5,7 @@ applies (bsdiff4-zlib on MicroPython, bsdiff4 on the host)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -134,11 +135,14 @@ def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> N
 
     reply, frames, t0, t1 = run_on_a_thread(run(), timeout_s=300)
     assert reply["t"] == "updated" and reply["model"]["sha256"] == v2["sha256"] and reply["blocks"] == 7
-    during = [f.rx_ns for f in frames if t0 <= f.rx_ns <= t1]
+    during = [f for f in frames if t0 <= f.rx_ns <= t1]
     assert (t1 - t0) / 1e9 > 0.5  # the download really took a while
     # the frame loop goes on through the download: no stall between the first frame after the request and the
     # reply. Before the first, the agent checks the manifest's P-256 signature in MicroPython, which holds its loop
     # (0.4 s of the host's time on the counted core, as the chip would take its share): bounded, not part of it
-    assert len(during) >= 5 and during[0] - t0 < 1.5e9, (len(during), (during[0] - t0) / 1e6 if during else None)
-    gaps = [b - a for a, b in zip(during, [*during[1:], t1], strict=True)]
-    assert max(gaps) < 300e6, max(gaps) / 1e6  # no stall of the frame loop
+    assert len(during) >= 5 and during[0].rx_ns - t0 < 1.5e9, (len(during), (during[0].rx_ns - t0) / 1e6)
+    # judged on the board's own (counted) clock, as the chip would run: a busy host stretches the bench's view
+    # of it, not the board's time between two inferences (20 FPS: 50 ms apart)
+    starts = [f.t0 for f in during if f.ran and f.t0 is not None]
+    gaps = [b - a for a, b in itertools.pairwise(starts)]
+    assert len(starts) >= 5 and max(gaps) < 300_000, max(gaps) / 1e3  # no stall of the frame loop (us)
