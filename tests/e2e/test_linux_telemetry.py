@@ -36,12 +36,19 @@ def test_pi_samples_show_throttling_and_survive_a_drop() -> None:
     with virtual_board("pi5") as board:
 
         async def sample_across_a_drop(driver):
+            async def until(count: int) -> None:  # samples come every 0.2 s, later on a busy host
+                for _ in range(300):
+                    if len(monitor.samples) >= count:
+                        return
+                    await asyncio.sleep(0.1)
+
             async with await driver.telemetry(interval_s=0.2) as monitor:
-                await asyncio.sleep(0.8)
+                await until(2)
                 before_drop = len(monitor.samples)
                 board.virtual.set_throttled(0x50005)
                 board.virtual.drop_connections()
-                await asyncio.sleep(2.5)
+                await until(before_drop + 4)
+                await asyncio.sleep(0.5)  # a fault recorded after the last sample is seen too
             return before_drop, monitor.samples, [f.kind for f in driver.faults]
 
         before_drop, samples, faults = board.drive(sample_across_a_drop, timeout_s=60)
