@@ -82,26 +82,27 @@ class Realtime:
     (docs/replay.md)."""
 
     on: bool
-    _before: dict[int, tuple[int, os.sched_param]] = field(default_factory=dict)
+    _before: dict[int, tuple[int, os.sched_param]] = field(default_factory=dict)  # thread id -> its scheduling
+
+    def take(self, tid: int, priority: int) -> None:
+        """Put thread `tid` under SCHED_FIFO at `priority` (its children reset to normal), keeping what it had;
+        OSError when not allowed or the thread is gone."""
+        before = (os.sched_getscheduler(tid), os.sched_getparam(tid))
+        os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(priority))
+        self._before[tid] = before
 
     def promote_threads(self) -> None:
-        """Put the process's threads not yet promoted (those started since, too) under HELPER_RT_PRIORITY."""
+        """Put the process's threads not yet taken (those started since, too) under HELPER_RT_PRIORITY."""
         if not self.on:
             return
-        me = threading.get_native_id()
         try:
             tids = [int(t) for t in os.listdir("/proc/self/task")]
         except OSError:
             return
         for tid in tids:
-            if tid == me or tid in self._before:
-                continue
-            try:
-                before = (os.sched_getscheduler(tid), os.sched_getparam(tid))
-                os.sched_setscheduler(tid, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(HELPER_RT_PRIORITY))
-            except OSError:  # the thread ended meanwhile
-                continue
-            self._before[tid] = before
+            if tid not in self._before:
+                with contextlib.suppress(OSError):  # the thread ended meanwhile
+                    self.take(tid, HELPER_RT_PRIORITY)
 
     async def keep_promoting(self) -> None:
         """Promote threads started while pacing, every PROMOTE_EVERY_S, until cancelled."""
@@ -110,7 +111,7 @@ class Realtime:
             self.promote_threads()
 
     def restore_threads(self) -> None:
-        """Give the promoted threads that are still alive their scheduling back."""
+        """Give every thread taken that is still alive its scheduling back."""
         for tid, (policy, param) in self._before.items():
             with contextlib.suppress(OSError):
                 os.sched_setscheduler(tid, policy, param)
@@ -123,23 +124,17 @@ def realtime_priority(enabled: bool = True) -> Iterator[Realtime]:
     below it, while inside. On a shared, loaded machine a normal process gets descheduled for milliseconds at a
     time, which no pacing can hide; a real-time priority keeps the pacer on a core. Needs root or
     CAP_SYS_NICE; without them the Realtime is off and nothing changes."""
-    if not enabled or not hasattr(os, "SCHED_FIFO"):
-        yield Realtime(False)
-        return
-    before = os.sched_getscheduler(0)
-    before_param = os.sched_getparam(0)
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(RT_PRIORITY))
-    except OSError:
-        yield Realtime(False)
-        return
-    realtime = Realtime(True)
+    realtime = Realtime(enabled and hasattr(os, "SCHED_FIFO"))
+    if realtime.on:
+        try:
+            realtime.take(threading.get_native_id(), RT_PRIORITY)
+        except OSError:
+            realtime.on = False
     realtime.promote_threads()
     try:
         yield realtime
     finally:
         realtime.restore_threads()
-        os.sched_setscheduler(0, before, before_param)
 
 
 @contextlib.contextmanager
