@@ -1,5 +1,5 @@
-"""End to end, the issue's repro: `hilbench replay --device c6-a` with the board's VM frozen (SIGSTOP) 14 s
-into the 30 s combat session. The ladder brings it back; the device is reported as an infrastructure failure
+"""End to end, the issue's repro: `hilbench replay --device c6-a` with the board's VM frozen (SIGSTOP) 4 s
+into a 12 s combat session. The ladder brings it back; the device is reported as an infrastructure failure
 ("recovered by <step>"), never "ok", and the command exits 3."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.paths import SESSIONS_DIR
+from bench.replay.session import write_session
+from bench.replay.synth import synth_session
 from tests.conftest import hilbench
 
 pytestmark = pytest.mark.e2e
@@ -72,10 +73,12 @@ def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failur
     flashed = subprocess.run(hilbench("flash", "--device", "c6-a", "--output-dir", str(tmp_path / "flash"), "--json"),
                              capture_output=True, text=True, timeout=600)  # fmt: skip
     assert flashed.returncode == 0, flashed.stdout[-2000:] + flashed.stderr[-2000:]
+    session = tmp_path / "s.mcap"  # the session goes on from where the board froze once the ladder brought it back
+    write_session(session, synth_session("combat", 11, duration_s=12.0))
     results = tmp_path / "r.sqlite"
-    argv = hilbench("replay", "--device", "c6-a", "--session", str(SESSIONS_DIR / "combat.mcap"),
+    argv = hilbench("replay", "--device", "c6-a", "--session", str(session),
                     "--results", str(results), "--logs", str(tmp_path / "logs"), "--json")  # fmt: skip
-    (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=1, settle_s=14.0, wait_s=240, timeout_s=300)
+    (code, stdout, stderr), stopped = _freezing_c6_a(argv, results, frames=1, settle_s=4.0, wait_s=240, timeout_s=300)
     assert stopped, "no firmware process for c6-a"
     assert code == 3, (code, stderr[-2000:])
     doc = json.loads(stdout[stdout.index('{\n  "run_id"') :])
@@ -91,9 +94,6 @@ def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failur
 
 @pytest.mark.slow  # opt-in: a whole reduced nightly with a hang, a recovery and a retry (about 3 minutes)
 def test_a_nightly_board_hung_mid_replay_is_infrastructure_and_passes_on_retry(tmp_path: Path) -> None:
-    from bench.replay.session import write_session
-    from bench.replay.synth import synth_session
-
     session = tmp_path / "s.mcap"
     write_session(session, synth_session("combat", 11, duration_s=24.0))
     results, reports = tmp_path / "r.sqlite", tmp_path / "reports"
