@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import Sequence
 
 DIE_WITH_BENCH = ("setpriv", "--pdeathsig", "KILL", "--")
@@ -29,15 +30,28 @@ def tied(argv: Sequence[str]) -> list[str]:
     return [*DIE_WITH_BENCH, *argv]
 
 
+def has_exited(pid: int) -> bool:
+    """True when child `pid` has exited, without reaping it (`waitid` with WNOWAIT), so that whoever waits for it
+    (the event loop's child watcher) still gets its status; also True when it is no child of ours any more."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 async def stop_process(proc: asyncio.subprocess.Process | None, grace_s: float) -> None:
-    """SIGTERM `proc`, give it `grace_s` to exit, then SIGKILL it; nothing when it already ended."""
+    """SIGTERM `proc`, give it `grace_s` to exit, then SIGKILL it; nothing when it already ended. A child that
+    has exited but is not reaped yet is only waited for: signalling it would reap it first (Popen polls before
+    it signals), and the child watcher would then log "Unknown child process pid" and lose its status."""
     if proc is None or proc.returncode is not None:
         return
-    with contextlib.suppress(ProcessLookupError):
-        proc.terminate()
+    if not has_exited(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
     try:
         await asyncio.wait_for(proc.wait(), grace_s)
     except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
+        if not has_exited(proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
         await proc.wait()

@@ -21,6 +21,7 @@ from typing import Any
 
 from bench.config.fleet import Device, SshLink
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.procs import stop_process
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.deploy import Files, deploy
 from bench.devices.linux_os import check_os, provision_os
@@ -30,6 +31,7 @@ from bench.provision.controls import BoardControls, fleet_controls
 from bench.telemetry import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
+FOLLOW_STOP_GRACE_S = 2.0  # for the console's `tail -F` over SSH to end once asked
 PORT_FILE = "agent.port"  # the agent writes its loopback port here, in the deploy folder
 
 
@@ -284,11 +286,8 @@ class LinuxDriver(Driver):
             assert proc.stdout is not None
             while line := await proc.stdout.readline():
                 emit(line.decode("utf-8", "replace").rstrip("\r\n"))
-        finally:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                await proc.wait()
+        finally:  # also when the SSH connection closed and ssh is exiting by itself
+            await stop_process(proc, FOLLOW_STOP_GRACE_S)
 
     def agent_sources(self) -> dict[str, Path]:
         """The host agent's files, flat in the agent folder."""
