@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import Sequence
 
 DIE_WITH_BENCH = ("setpriv", "--pdeathsig", "KILL", "--")
@@ -39,19 +40,22 @@ def has_exited(pid: int) -> bool:
         return True
 
 
+def signal_child(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """Send `sig` to child `proc`, unless it has exited: Popen polls, and so reaps, before it signals, and the
+    event loop's child watcher would then log "Unknown child process pid" and lose the child's status."""
+    if proc.returncode is None and not has_exited(proc.pid):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
 async def stop_process(proc: asyncio.subprocess.Process | None, grace_s: float) -> None:
-    """SIGTERM `proc`, give it `grace_s` to exit, then SIGKILL it; nothing when it already ended. A child that
-    has exited but is not reaped yet is only waited for: signalling it would reap it first (Popen polls before
-    it signals), and the child watcher would then log "Unknown child process pid" and lose its status."""
+    """SIGTERM `proc`, give it `grace_s` to exit, then SIGKILL it; nothing when it already ended, and only a wait
+    for a child that has exited but is not reaped yet (`signal_child`)."""
     if proc is None or proc.returncode is not None:
         return
-    if not has_exited(proc.pid):
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
+    signal_child(proc, signal.SIGTERM)
     try:
         await asyncio.wait_for(proc.wait(), grace_s)
     except TimeoutError:
-        if not has_exited(proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+        signal_child(proc, signal.SIGKILL)
         await proc.wait()

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import sys
 import tempfile
 from typing import IO
 
-from bench.core.procs import stop_process, tied
+from bench.core.procs import signal_child, stop_process, tied
 from bench.energy.protocol import Meter, MeterError, PowerSample
 from bench.energy.spec import Ppk2Settings
 
@@ -82,7 +83,7 @@ class Ppk2Meter(Meter[Ppk2Settings]):
     async def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None and proc.stdout is not None and proc.returncode is None:
-            proc.terminate()
+            signal_child(proc, signal.SIGTERM)
             for line in (await proc.stdout.read()).splitlines():  # the bins it printed before it stopped
                 self._take(line)
         await stop_process(proc, 5)

@@ -7,12 +7,14 @@ from __future__ import annotations
 import shlex
 import time
 
+from bench.core.procs import stop_process
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, tegrastats_power_mw
 from bench.energy.protocol import Meter, MeterError, PowerSample, S
 from bench.energy.spec import EnergySpec, HwmonSettings, PmicSettings, TegrastatsSettings
 from bench.links.ssh import SshConnection
 
 BLOCK_END = "@end"
+STOP_GRACE_S = 5.0  # for the meter's command over SSH to end once asked, before it is killed
 
 
 class RemoteMeter(Meter[S]):
@@ -62,9 +64,7 @@ class RemoteMeter(Meter[S]):
 
     async def close(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            proc.terminate()
-            await proc.wait()
+        await stop_process(proc, STOP_GRACE_S)
         if self.owns:
             await self.connection.close()
 

@@ -9,15 +9,17 @@ the monitor reconnects (through the connection's backoff) and carries on; the ga
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import statistics
 import time
 from dataclasses import dataclass, field
 
 from bench.core.errors import BenchError
 from bench.core.lifecycle import Sampler
+from bench.core.procs import stop_process
 from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
+
+STOP_GRACE_S = 2.0  # for the sampler over SSH to end once asked, before it is killed
 
 # Units of the values a sample may hold (by name prefix/suffix).
 UNITS = {"_c": "degC", "_mhz": "MHz", "_mb": "MB", "_pct": "%", "_mw": "mW"}
@@ -104,11 +106,7 @@ class TelemetryMonitor(Sampler[Sample]):
 
     async def _end_proc(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(proc.wait(), 2)
+        await stop_process(proc, STOP_GRACE_S)
 
     async def _run(self) -> None:
         while True:
