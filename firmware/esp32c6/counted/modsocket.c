@@ -101,7 +101,7 @@ static void wait_datagram(socket_obj_t *self) {
             left = (uint64_t)self->timeout_ns - (now - start);
         }
         clock_idle(left, recv_wake);
-        mp_handle_pending(MP_HANDLE_PENDING_CALLBACKS_AND_EXCEPTIONS);
+        mp_handle_pending(true);
     }
 }
 

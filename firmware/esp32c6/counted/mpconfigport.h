@@ -1,5 +1,5 @@
-// MicroPython configuration of the counted virtual ESP32-C6 (RV32IMAC on QEMU virt): the core as the esp32
-// port configures it for the C6, with the modules this port writes itself (no extmod in the source used).
+// MicroPython configuration of the counted virtual ESP32-C6 (RV32IMAC on QEMU virt): the core and extmod's
+// modules as ports/esp32/mpconfigport.h and boards/ESP32_GENERIC_C6 enable them, where no ESP-IDF is needed.
 #include <stdint.h>
 
 #define MICROPY_CONFIG_ROM_LEVEL            (MICROPY_CONFIG_ROM_LEVEL_EXTRA_FEATURES)
@@ -8,6 +8,8 @@
 #define MICROPY_HW_BOARD_NAME               "ESP32C6 module"
 #define MICROPY_HW_MCU_NAME                 "ESP32C6"
 #define MICROPY_PY_SYS_PLATFORM             "esp32"
+// the build names the counted clock (banner, os.uname().version): the agent reports its timing as qemu-icount
+#define MICROPY_BUILD_TYPE                  "qemu-icount"
 
 // code generation: bytecode, and native/viper through the RV32 emitter, as on the chip
 #define MICROPY_EMIT_RV32                   (1)
@@ -39,19 +41,43 @@
 #define MICROPY_SCHEDULER_DEPTH             (8)
 #define MICROPY_PY_MICROPYTHON_RINGIO       (1)
 #define MICROPY_ENABLE_COMPILER             (1)
-#define MICROPY_MODULE_FROZEN_STR           (1) // modules/*.py, compiled at import (mkfrozen.py)
-#define MICROPY_MODULE_FROZEN_MPY           (1) // none (no mpy-cross in the source used)
 
-// the core's own modules on; extmod's are written by this port (or absent)
-#define MICROPY_PY_IO                       (1)
-#define MICROPY_PY_IO_IOBASE                (1)
-#define MICROPY_PY_OS                       (0)
-#define MICROPY_PY_TIME                     (0)
-#define MICROPY_PY_MACHINE                  (0)
-#define MICROPY_PY_UCTYPES                  (0)
-#define MICROPY_PY_OS_DUPTERM               (0)
-#define MICROPY_VFS                         (0)
+// extmod's modules, as the esp32 port enables them
+#define MICROPY_PY_IO_BUFFEREDWRITER        (1)
+#define MICROPY_PY_OS                       (1)
+#define MICROPY_PY_OS_INCLUDEFILE           "port_os.c"
+#define MICROPY_PY_OS_SYNC                  (1)
+#define MICROPY_PY_OS_UNAME                 (1)
+#define MICROPY_PY_OS_URANDOM               (1)
+#define MICROPY_VFS                         (1)
+#define MICROPY_READER_VFS                  (1)
+#define MICROPY_PY_TIME                     (1)
+#define MICROPY_PY_TIME_GMTIME_LOCALTIME_MKTIME (1)
+#define MICROPY_PY_TIME_TIME_TIME_NS        (1)
+#define MICROPY_PY_TIME_CUSTOM_SLEEP        (1)
+#define MICROPY_PY_TIME_INCLUDEFILE         "port_time.c"
+#define MICROPY_PY_HASHLIB                  (1)
+#define MICROPY_PY_HASHLIB_SHA256           (1)
+#define MICROPY_PY_RANDOM                   (1)
+#define MICROPY_PY_RANDOM_EXTRA_FUNCS       (1)
+#define MICROPY_PY_RANDOM_SEED_INIT_FUNC    (c6_random32())
+uint32_t c6_random32(void); // rng.c: the chip's esp_random()
 #define MICROPY_PY_JSON                     (1)
+#define MICROPY_PY_RE                       (1)
+#define MICROPY_PY_SELECT                   (1)
+#define MICROPY_PY_HEAPQ                    (1)
+#define MICROPY_PY_BINASCII                 (1)
+#define MICROPY_PY_BINASCII_CRC32           (1)
+#define MICROPY_PY_DEFLATE                  (1)
+#define MICROPY_PY_DEFLATE_COMPRESS         (1)
+#define MICROPY_PY_UCTYPES                  (1)
+#define MICROPY_PY_FRAMEBUF                 (1)
+#define MICROPY_PY_PLATFORM                 (1)
+#define MICROPY_PY_MARSHAL                  (1)
+#define MICROPY_PY_FUNCTION_ATTRS_CODE      (1) // what marshal needs (function.__code__)
+#define MICROPY_PY_ASYNCIO                  (1)
+#define MICROPY_PY_MACHINE                  (0) // machine is the port's (modules/machine.py on modmachine.c)
+#define MICROPY_PY_OS_DUPTERM               (0)
 #define MICROPY_EPOCH_IS_1970               (1)
 #define MICROPY_PY_SYS_EXIT                 (1)
 #define MICROPY_PY_SYS_MODULES              (1)
@@ -65,6 +91,8 @@
 void c6_wfe(int timeout_ms);
 
 #define MP_SSIZE_MAX                        (0x7fffffff)
+typedef intptr_t mp_int_t; // must be pointer size
+typedef uintptr_t mp_uint_t;
 typedef long mp_off_t;
 
 #define MICROPY_HEAP_SIZE                   (300 * 1024) // the free heap of MicroPython on the chip

@@ -4,6 +4,7 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "py/stream.h"
+#include "net.h"
 #include "virt.h"
 
 static bool events_pending(void) {
@@ -29,10 +30,15 @@ void c6_wait_events(void) {
     }
 }
 
+// What ends a wait for any event (select.poll, asyncio): input, a datagram, an exception or a callback.
+static bool any_event(void) {
+    return events_pending() || net_rx_any();
+}
+
 // Idle until an event or `timeout_ms` (-1: no limit) of chip time has passed.
 void c6_wfe(int timeout_ms) {
-    if (!events_pending()) {
-        clock_idle(timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000u, events_pending);
+    if (!any_event()) {
+        clock_idle(timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000u, any_event);
     }
 }
 
@@ -46,7 +52,7 @@ int mp_hal_stdin_rx_chr(void) {
             return c;
         }
         c6_wait_events();
-        mp_handle_pending(MP_HANDLE_PENDING_CALLBACKS_AND_EXCEPTIONS);
+        mp_handle_pending(true);
     }
 }
 
@@ -90,7 +96,7 @@ uint64_t mp_hal_time_ns(void) {
 static void sleep_ns(uint64_t ns) {
     uint64_t end = clock_chip_q() + ns * CLOCK_Q_PER_NS;
     for (;;) {
-        mp_handle_pending(MP_HANDLE_PENDING_CALLBACKS_AND_EXCEPTIONS);
+        mp_handle_pending(true);
         uint64_t now = clock_chip_q();
         if (now >= end) {
             return;

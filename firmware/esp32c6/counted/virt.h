@@ -33,6 +33,7 @@ typedef struct {
     uint32_t magic;       // BOOTINFO_MAGIC when the board wrote it
     uint32_t reset_cause; // machine.reset_cause()
     uint8_t mac[8];       // base MAC (6 bytes used)
+    uint32_t entropy[4];  // random bytes of the host, new at each boot (rng.c: the chip's hardware RNG)
 } c6_bootinfo_t;
 #define BOOTINFO_MAGIC (0x49423643u) // "C6BI"
 

@@ -1,1 +1,0 @@
-// The core includes this extmod header; the source used has no extmod/, and nothing of it is needed here.
