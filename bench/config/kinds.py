@@ -41,6 +41,12 @@ NO_SHELL_PATH = r"(?!(.*/)?\.\.(/|$))[A-Za-z0-9_./~-]+"  # a path a remote shell
 COUNTED = "counted"  # an ESP32-C6's `firmware`: the counted firmware the bench builds (bench.bundles.c6_firmware)
 
 
+def runs_counted(firmware: str, virtual: bool) -> bool:
+    """Whether an ESP32-C6 whose `firmware` setting is `firmware` runs the counted firmware: named so, or a virtual
+    board given none (the chip's MicroPython on the chip's clock; a real board is refused until it is set)."""
+    return firmware == COUNTED or (not firmware and virtual)
+
+
 @dataclass(frozen=True)
 class Settings(Declared):
     """What every kind can set in the fleet file (fields of a [[device]] table besides name, kind, link).
@@ -96,8 +102,9 @@ class Esp32c6Settings(Settings):
     reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
-    # image flashed at 0x0: "" = firmware/esp32c6/virtual-micropython.bin (the unix-port VM on a virtual board);
-    # "counted" = the bench's counted MicroPython firmware, built from its pinned source (docs/esp32c6.md)
+    # image flashed at 0x0: "counted" (the default of a virtual board) = the bench's counted MicroPython firmware,
+    # built from its pinned source (docs/esp32c6.md); a path = that image (firmware/esp32c6/host-clock-vm.bin: the
+    # unix-port VM on the host's clock, for the bench's own unit tests)
     firmware: str = file_path(keywords=(COUNTED,))
     # the GPIO the agent drives high around each frame's inference (docs/lab-control.md, "The inference marker"); a PPK2
     # logic input wired to it is the meter's `logic_channel`. None: the agent drives no pin

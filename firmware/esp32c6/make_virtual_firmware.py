@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build `virtual-micropython.bin`: a small, valid ESP32-C6 image (chip id 13, checksum, SHA-256) that a
+"""Build `host-clock-vm.bin`: a small, valid ESP32-C6 image (chip id 13, checksum, SHA-256) that a
 virtual ESP32-C6 boots into MicroPython. Reproducible: the same inputs give the same bytes.
 
     python firmware/esp32c6/make_virtual_firmware.py [--out PATH] [--banner TEXT] [--pad BYTES]
@@ -22,7 +22,7 @@ from bench.devices.esp_image import build_image
 from bench.virtual.esp32c6.boot import FIRMWARE_MARKER
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_OUT = HERE / "virtual-micropython.bin"
+DEFAULT_OUT = HERE / "host-clock-vm.bin"
 DEFAULT_BANNER = "MicroPython v1.29.0 on 2026-01-01; ESP32C6 module with ESP32C6 (npc-hil-bench virtual firmware)"
 ENTRY = 0x40800000  # start of HP SRAM, where the ESP-IDF bootloader's entry lives on the C6
 IRAM = 0x40800000

@@ -66,7 +66,7 @@ def test_the_image_is_the_elf_segments(image: Path) -> None:
     """esptool's elf2image image checks as a C6 image, and it is recognised as one for the counted core."""
     info = parse_image(image.read_bytes(), chip_id=13, chip_revision=1)
     assert runs_on_core(info)
-    committed = Path(__file__).resolve().parents[2] / "firmware" / "esp32c6" / "virtual-micropython.bin"
+    committed = Path(__file__).resolve().parents[2] / "firmware" / "esp32c6" / "host-clock-vm.bin"
     assert not runs_on_core(parse_image(committed.read_bytes()))
 
 

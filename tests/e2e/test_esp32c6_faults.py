@@ -15,7 +15,7 @@ from bench.devices.esp_image import build_image
 from tests.esp32c6_support import REPO, Board, virtual_c6
 
 pytestmark = pytest.mark.e2e
-FIRMWARE = REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"  # fleet paths are the fleet file's: absolute
+FIRMWARE = REPO / "firmware" / "esp32c6" / "host-clock-vm.bin"  # fleet paths are the fleet file's: absolute
 from make_virtual_firmware import build  # noqa: E402
 
 

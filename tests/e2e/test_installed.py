@@ -71,7 +71,7 @@ def test_the_wheel_carries_what_the_paths_module_finds(wheel: Path) -> None:
         capture_output=True,
     )
     wanted = {p for p in tracked.stdout.decode().split() if not (REPO / p).is_symlink()}  # every shipped file
-    shipped = {"fixtures/fleets/virtual.toml", "host/npc_host_agent.py", "firmware/esp32c6/virtual-micropython.bin"}
+    shipped = {"fixtures/fleets/virtual.toml", "host/npc_host_agent.py", "firmware/esp32c6/host-clock-vm.bin"}
     assert shipped <= wanted
     assert wanted <= data, f"missing from the wheel: {sorted(wanted - data)}"
     assert "bench/virtual/linux_tools/tegrastats" in names and "bench/report/templates/report.html.j2" in names

@@ -18,7 +18,7 @@ from tests.conftest import REPO
 pytest_plugins = ("pytester",)
 pytestmark = pytest.mark.e2e
 
-FIRMWARE = REPO / "firmware" / "esp32c6" / "virtual-micropython.bin"
+FIRMWARE = REPO / "firmware" / "esp32c6" / "host-clock-vm.bin"
 
 
 def fleet_file(path: Path, *devices: str) -> Path:

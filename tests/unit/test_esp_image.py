@@ -17,7 +17,7 @@ from make_virtual_firmware import build  # noqa: E402
 
 def test_generated_firmware_is_reproducible_and_committed() -> None:
     assert build() == build()
-    assert (REPO / "firmware" / "esp32c6" / "virtual-micropython.bin").read_bytes() == build()
+    assert (REPO / "firmware" / "esp32c6" / "host-clock-vm.bin").read_bytes() == build()
 
 
 def test_esptool_reads_our_image_as_a_valid_esp32c6_image(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from bench.config.fleet import Device, SerialLink
-from bench.config.kinds import COUNTED
+from bench.config.kinds import runs_counted
 from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
@@ -115,7 +115,7 @@ class VirtualEsp32c6:
     def meter_modelled(self) -> str:
         """What its virtual PPK2's figures are modelled from: the counted core's cycles, or the unix-port VM's CPU
         time (bench.virtual.esp32c6.supply)."""
-        return MODELLED_COUNTED if getattr(self.device.settings, "firmware", "") == COUNTED else MODELLED_VM
+        return MODELLED_COUNTED if runs_counted(getattr(self.device.settings, "firmware", ""), True) else MODELLED_VM
 
     async def control(self, op: str) -> dict:
         """One control API request (power_cycle, hold_reset, boot, download, status, log)."""
