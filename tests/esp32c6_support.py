@@ -27,9 +27,7 @@ from bench.virtual.esp32c6.counted import qemu_command
 REPO = Path(__file__).resolve().parent.parent
 # the image the tests flash: the committed one (the unix-port VM), or HILBENCH_TEST_C6_FIRMWARE, e.g. the counted
 # firmware's image (bench.bundles.c6_firmware.image_for), to run the same tests on the counted core
-FIRMWARE = Path(
-    os.environ.get("HILBENCH_TEST_C6_FIRMWARE") or REPO / "firmware" / "esp32c6" / "host-clock-vm.bin"
-)
+FIRMWARE = Path(os.environ.get("HILBENCH_TEST_C6_FIRMWARE") or REPO / "firmware" / "esp32c6" / "host-clock-vm.bin")
 
 
 # The start of a MicroPython program that collects figures in `out` (printed as JSON at its end) and the error
