@@ -2,7 +2,8 @@
 // constants and errors. Addresses are numeric IPv4 only: the board has no DNS, so a name fails as a lookup on
 // the chip fails (OSError -202). Waiting for a datagram idles the core on the counted clock, and Ctrl-C or a
 // scheduled callback ends the wait as in the REPL's wait for a key (mphalport.c). The pipe does not carry the
-// local port, so bind() only records it, and what arrives goes to whichever socket asks first.
+// local port, so bind() only records it, and what arrives goes to whichever socket asks first. A TCP socket
+// can be made (socket.socket()'s default), but the pipe carries no TCP: it never connects (ENOTCONN).
 #include <errno.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@
 typedef struct {
     mp_obj_base_t base;
     bool open;
+    bool stream;          // SOCK_STREAM: never connected
     uint16_t port;        // bind()'s port (recorded only)
     int64_t timeout_ns;   // -1: block; 0: non-blocking
 } socket_obj_t;
@@ -107,6 +109,9 @@ static void wait_datagram(socket_obj_t *self) {
 
 static mp_obj_t receive(mp_obj_t self_in, mp_obj_t n_in, bool with_addr) {
     socket_obj_t *self = open_socket(self_in);
+    if (self->stream) {
+        mp_raise_OSError(MP_ENOTCONN);
+    }
     mp_int_t n = mp_obj_get_int(n_in);
     if (n < 0) {
         mp_raise_ValueError(NULL);
@@ -138,7 +143,9 @@ static mp_obj_t socket_recvfrom(mp_obj_t self_in, mp_obj_t n_in) {
 static MP_DEFINE_CONST_FUN_OBJ_2(socket_recvfrom_obj, socket_recvfrom);
 
 static mp_obj_t socket_sendto(mp_obj_t self_in, mp_obj_t buf_in, mp_obj_t addr_in) {
-    open_socket(self_in);
+    if (open_socket(self_in)->stream) {
+        mp_raise_OSError(MP_ENOTCONN);
+    }
     mp_buffer_info_t buf;
     mp_get_buffer_raise(buf_in, &buf, MP_BUFFER_READ);
     uint8_t ip[4];
@@ -254,11 +261,12 @@ static mp_obj_t socket_make_new(const mp_obj_type_t *type, size_t n_args, size_t
     mp_arg_check_num(n_args, n_kw, 0, 3, false);
     mp_int_t family = n_args > 0 ? mp_obj_get_int(args[0]) : AF_INET;
     mp_int_t kind = n_args > 1 ? mp_obj_get_int(args[1]) : SOCK_STREAM; // the esp32 port's default
-    if (family != AF_INET || kind != SOCK_DGRAM) {
-        mp_raise_OSError(MP_EOPNOTSUPP); // UDP only: the update client needs nothing else
+    if (family != AF_INET || (kind != SOCK_DGRAM && kind != SOCK_STREAM)) {
+        mp_raise_OSError(MP_EOPNOTSUPP);
     }
     socket_obj_t *self = mp_obj_malloc_with_finaliser(socket_obj_t, &socket_type);
     self->open = true;
+    self->stream = kind == SOCK_STREAM;
     self->port = 0;
     self->timeout_ns = -1;
     net_rx_flush(); // what arrived before the socket existed was for no one

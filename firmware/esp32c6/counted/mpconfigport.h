@@ -51,6 +51,10 @@
 #define MICROPY_PY_OS_URANDOM               (1)
 #define MICROPY_VFS                         (1)
 #define MICROPY_READER_VFS                  (1)
+#define MICROPY_FATFS_ENABLE_LFN            (1) // vfs.VfsFat, configured as the esp32 port does
+#define MICROPY_FATFS_RPATH                 (2)
+#define MICROPY_FATFS_MAX_SS                (4096)
+#define MICROPY_FATFS_LFN_CODE_PAGE         437
 #define MICROPY_PY_TIME                     (1)
 #define MICROPY_PY_TIME_GMTIME_LOCALTIME_MKTIME (1)
 #define MICROPY_PY_TIME_TIME_TIME_NS        (1)
@@ -76,6 +80,7 @@ uint32_t c6_random32(void); // rng.c: the chip's esp_random()
 #define MICROPY_PY_MARSHAL                  (1)
 #define MICROPY_PY_FUNCTION_ATTRS_CODE      (1) // what marshal needs (function.__code__)
 #define MICROPY_PY_ASYNCIO                  (1)
+#define MICROPY_PY_WEBSOCKET                (1)
 #define MICROPY_PY_MACHINE                  (0) // machine is the port's (modules/machine.py on modmachine.c)
 #define MICROPY_PY_OS_DUPTERM               (0)
 #define MICROPY_EPOCH_IS_1970               (1)

@@ -4,6 +4,8 @@
 #include "py/mphal.h"
 #include "py/runtime.h"
 #include "py/stream.h"
+#include "lib/oofatfs/ff.h"
+#include "shared/timeutils/timeutils.h"
 #include "net.h"
 #include "virt.h"
 
@@ -35,10 +37,14 @@ static bool any_event(void) {
     return events_pending() || net_rx_any();
 }
 
-// Idle until an event or `timeout_ms` (-1: no limit) of chip time has passed.
+// Idle until an event, `timeout_ms` (-1: no limit) of chip time or one FreeRTOS tick has passed, whichever
+// comes first: the esp32 port's event hook waits a tick at most (ulTaskNotifyTake(pdFALSE, 1)), so what
+// select.poll waits on without an interrupt (a Python object's ioctl) is polled again every tick.
+#define RTOS_TICK_MS (10) // CONFIG_FREERTOS_HZ=100, ESP-IDF's default, which the esp32 port keeps
 void c6_wfe(int timeout_ms) {
     if (!any_event()) {
-        clock_idle(timeout_ms < 0 ? UINT64_MAX : (uint64_t)timeout_ms * 1000000u, any_event);
+        uint32_t ms = timeout_ms < 0 || timeout_ms > RTOS_TICK_MS ? RTOS_TICK_MS : (uint32_t)timeout_ms;
+        clock_idle((uint64_t)ms * 1000000u, any_event);
     }
 }
 
@@ -111,4 +117,12 @@ void mp_hal_delay_ms(mp_uint_t ms) {
 
 void mp_hal_delay_us(mp_uint_t us) {
     sleep_ns((uint64_t)us * 1000u);
+}
+
+// FAT's timestamps (oofatfs, for vfs.VfsFat): the RTC's time, in FAT's packed date and time.
+DWORD get_fattime(void) {
+    timeutils_struct_time_t tm;
+    timeutils_seconds_since_epoch_to_struct_time(mp_hal_time_ns() / 1000000000u, &tm);
+    return ((DWORD)(tm.tm_year - 1980) << 25) | ((DWORD)tm.tm_mon << 21) | ((DWORD)tm.tm_mday << 16)
+           | ((DWORD)tm.tm_hour << 11) | ((DWORD)tm.tm_min << 5) | ((DWORD)tm.tm_sec / 2);
 }
