@@ -150,14 +150,20 @@ async def start_tcp(board: Board, host: str, *, rfc2217_mode: bool) -> asyncio.S
     return await asyncio.start_server(handle, host, 0)
 
 
+PTY_BACKLOG = 1 << 20  # output kept for a pty reader that is behind; past it the oldest-unsent bytes are lost
+
+
 class PtyFrontEnd:
-    """A pseudo-terminal whose slave path any serial tool can open; raw mode (no \\r\\n rewriting)."""
+    """A pseudo-terminal whose slave path any serial tool can open; raw mode (no \\r\\n rewriting). What the
+    pty's buffer cannot take yet waits (up to PTY_BACKLOG) and is written when the reader has taken more: a
+    reader slower than the board's output (run-tests.py's pyboard reads a byte at a time) loses nothing."""
 
     def __init__(self, board: Board) -> None:
         self.board = board
         self.master, self.slave, self.path = port_access.open_serial_pty()
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.master, self._read)
+        self._backlog = bytearray()
         board.attach(self._write)
 
     def _read(self) -> None:
@@ -169,13 +175,36 @@ class PtyFrontEnd:
             self.board.feed(data)
 
     def _write(self, data: bytes) -> None:
-        with contextlib.suppress(BlockingIOError, OSError):  # nobody reading: the bytes are lost, as on a UART
-            os.write(self.master, data)
+        if self._backlog:
+            if len(self._backlog) + len(data) <= PTY_BACKLOG:  # nobody reading: past it the bytes are lost
+                self._backlog += data
+            return
+        try:
+            sent = os.write(self.master, data)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            return
+        if sent < len(data):
+            self._backlog += data[sent:]
+            self._loop.add_writer(self.master, self._flush)
+
+    def _flush(self) -> None:
+        try:
+            sent = os.write(self.master, self._backlog)
+        except BlockingIOError:
+            return
+        except OSError:
+            sent = len(self._backlog)
+        del self._backlog[:sent]
+        if not self._backlog:
+            self._loop.remove_writer(self.master)
 
     def close(self) -> None:
         """Remove the pty."""
         self.board.detach(self._write)
         self._loop.remove_reader(self.master)
+        self._loop.remove_writer(self.master)
         os.close(self.master)
         os.close(self.slave)
 
