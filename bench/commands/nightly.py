@@ -26,6 +26,7 @@ from bench.commands.replay import add_waves_option, parse_speed
 from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError
+from bench.core.folders import write_file
 from bench.core.outcomes import FailureClass
 from bench.core.paths import SESSIONS_DIR
 from bench.devices.esp32c6 import check_firmware
@@ -125,7 +126,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     with held_devices(devices, "nightly", args.lease_wait):
         result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()
-    (result.log_dir / "nightly.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_file(result.log_dir / "nightly.json", json.dumps(summary, indent=2, default=str))
     write_ci_files(nightly_report(result, store, opts.thresholds or load_thresholds()), files)
     store.close()
     if args.json:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.core.errors import BenchError
+from bench.core.folders import open_fresh, write_file
 from bench.web import chromium
 
 
@@ -74,8 +75,7 @@ def _load(cdp: _Pipe, url: str, screenshot: Path | None, width: int) -> PageChec
                  {"width": width, "height": min(int(height) + 1, 16000), "deviceScaleFactor": 1, "mobile": False},
                  session=sid)  # fmt: skip
         data = cdp.call("Page.captureScreenshot", {"format": "png"}, session=sid)["data"]
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        screenshot.write_bytes(base64.b64decode(data))
+        write_file(screenshot, base64.b64decode(data), what="report folder")
         result.screenshot = screenshot
     return result
 
@@ -103,7 +103,7 @@ class _Pipe:
     def __init__(self, launch: chromium.Launch, log: Path, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.log = log
-        with log.open("wb") as stderr:
+        with open_fresh(log, binary=True) as stderr:
             self.proc = subprocess.Popen(
                 launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                 **launch.spawn_kwargs(),  # type: ignore[arg-type]

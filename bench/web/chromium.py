@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import ConfigError
+from bench.core.folders import copy_file
 from bench.core.procs import DIE_WITH_BENCH
 
 BROWSER_USERS = ("hilbench-browser", "nobody")  # the first that exists runs Chromium when the bench is root
@@ -172,8 +173,7 @@ class Launch:
         """A copy of `path` inside the profile, which the browser's user can read (the bench's own files may be
         in folders only the bench can enter, such as pytest's 0700 tmp folders)."""
         copy = self.profile / "pages" / path.name
-        copy.parent.mkdir(exist_ok=True)
-        shutil.copyfile(path, copy)
+        copy_file(path, copy, what="browser profile folder")
         if self.user.switched:
             os.chown(copy.parent, self.user.uid, self.user.gid)
             os.chown(copy, self.user.uid, self.user.gid)
