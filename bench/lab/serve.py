@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.config.fleet import Fleet
+from bench.core.fields import not_option
 from bench.core.folders import open_append, write_file
 from bench.core.procs import stop_process, tied
 from bench.lab.exporter import exporter_config, host_devices
@@ -38,7 +39,12 @@ async def coordinator_away(coordinator: str, timeout_s: float = PROBE_TIMEOUT_S)
 
 
 def exporter_argv(coordinator: str, host: str, config: Path, address: str | None) -> list[str]:
-    """The labgrid-exporter command line (this interpreter's labgrid, so the versions match)."""
+    """The labgrid-exporter command line (this interpreter's labgrid, so the versions match); a value that
+    starts with `-` is refused (ConfigError)."""
+    not_option(coordinator, "[lab] coordinator")
+    not_option(host, "--host")
+    if address:
+        not_option(address, "--address")
     argv = [sys.executable, "-m", "labgrid.remote.exporter", "-c", coordinator, "-n", host]
     if address:
         argv += ["--hostname", address]
