@@ -24,7 +24,7 @@ from bench.commands import (
     results_at,
     selected_devices,
 )
-from bench.commands.nightly import change_under_test
+from bench.commands.nightly import change_under_test, distinct_sessions
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in, seconds
 from bench.config.fleet import Device
@@ -124,9 +124,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
-    sessions = [Path(s) for s in args.session]
-    for path in sessions:
-        read_session(path)  # a bad file is a ConfigError naming it
+    sessions = distinct_sessions([Path(s) for s in args.session])  # each read; two with one id refused
     files = ci_files(args)
     speed = parse_speed(args.speed)
     thresholds = load_thresholds(args.thresholds)

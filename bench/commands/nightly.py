@@ -81,8 +81,19 @@ def session_files(args: argparse.Namespace) -> list[Path]:
         files = sorted(folder.glob("*.mcap"))
         if not files:
             raise ConfigError(f"--sessions {folder}: no *.mcap session files", hint="make some: hilbench session synth")
+    return distinct_sessions(files)
+
+
+def distinct_sessions(files: list[Path]) -> list[Path]:
+    """`files`, each read (a bad file is a ConfigError naming it) and refused (exit 2, before any device is
+    touched) when two hold one session id: their results, verdicts and metrics would be one session's."""
+    seen: dict[str, Path] = {}
     for f in files:
-        read_session(f)  # a bad file is a ConfigError naming it
+        sid = read_session(f).session_id
+        if sid in seen and seen[sid] != f:
+            raise ConfigError(f"sessions {seen[sid]} and {f} have one session id {sid!r}",
+                              hint="replay one of them, or give one a new id (hilbench session synth)")  # fmt: skip
+        seen[sid] = f
     return files
 
 
