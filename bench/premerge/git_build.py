@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.core.errors import BenchError, ConfigError
 from bench.core.fields import not_option
-from bench.core.folders import safe_folder
+from bench.core.folders import open_fresh, safe_folder
 from bench.core.leases import process_start
 from bench.core.procs import tied
 
@@ -109,15 +109,17 @@ def _worktree(repo: str, commit: str, tree: Path) -> Iterator[None]:
         _git(repo, "worktree", "remove", "--force", "--force", str(tree))
 
 
-def _run_build(command: str, tree: Path, outdir: Path) -> subprocess.CompletedProcess[str]:
-    """`command` (a shell line) in `tree`, in a process group of its own that dies with the bench; whatever
-    it left running is killed when it returns or the bench stops."""
-    reaper = subprocess.Popen(tied([sys.executable, "-m", "bench.core.reaper", str(tree)]), stdin=subprocess.PIPE)
-    proc = subprocess.Popen(tied(["sh", "-c", command]), cwd=tree, env={**os.environ, BUILD_OUT_ENV: str(outdir)},
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
+def _run_build(command: str, tree: Path, outdir: Path, log: Path) -> int:
+    """`command` (a shell line) in `tree`, its output into `log`, in a process group of its own that dies with
+    the bench; whatever it left running is killed when it returns or the bench stops. Its exit status."""
+    # not tied: the watchdog outlives the bench by a moment, to kill what the build left in its worktree
+    reaper = subprocess.Popen([sys.executable, "-m", "bench.core.reaper", str(tree)], stdin=subprocess.PIPE)
+    with open_fresh(log, what="build folder", binary=True) as out:
+        proc = subprocess.Popen(tied(["sh", "-c", command]), cwd=tree, env={**os.environ, BUILD_OUT_ENV: str(outdir)},
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)  # fmt: skip
     try:
-        stdout, stderr = proc.communicate()
+        return proc.wait()  # not till its output closes: a job it left in the background keeps that open
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # the build's group: what it left behind, or all of it on a stop
@@ -125,7 +127,6 @@ def _run_build(command: str, tree: Path, outdir: Path) -> subprocess.CompletedPr
         assert reaper.stdin is not None
         reaper.stdin.close()  # the watchdog kills what still runs in the worktree, then exits
         reaper.wait()
-    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def build_commit(repo: str, commit: str, command: str, work: Path) -> Path:
@@ -134,11 +135,12 @@ def build_commit(repo: str, commit: str, command: str, work: Path) -> Path:
     not_option(repo, "--repo")
     tree, outdir = work / f"src-{commit[:12]}", work / f"out-{commit[:12]}"
     safe_folder(outdir, "build folder")
+    log = work / f"build-{commit[:12]}.log"
     with _worktree(repo, commit, tree):
-        built = _run_build(command, tree, outdir)
-    if built.returncode:
-        tail = (built.stderr or built.stdout).strip().splitlines()[-1:] or [""]
-        raise BenchError(f"{commit[:12]}: failed to build (exit {built.returncode}): {tail[0]}")
+        status = _run_build(command, tree, outdir, log)
+    if status:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
+        raise BenchError(f"{commit[:12]}: failed to build (exit {status}): {tail[0]} (log: {log})")
     made = [p for p in outdir.iterdir() if p.suffix in MODEL_SUFFIXES + FIRMWARE_SUFFIXES]
     if len(made) != 1:
         raise BenchError(f"{commit[:12]}: the build wrote {len(made)} artefacts (*.tflite/*.bin) into ${BUILD_OUT_ENV}")
