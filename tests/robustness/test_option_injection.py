@@ -46,14 +46,14 @@ def _victim(tmp_path: Path) -> Path:
 # -- refs, ranges and repositories that look like options ----------------------------------------------------
 
 
-@pytest.mark.parametrize("span", ["--output={v}/../victim..HEAD", "-p..HEAD", "HEAD~2..--output={v}",
+@pytest.mark.parametrize("span", ["--output={d}/../victim", "-p..HEAD", "HEAD~2..--output={d}/../victim",
                                   "--all..HEAD"])  # fmt: skip
 def test_bisect_git_range_that_looks_like_an_option_is_refused(repo: Path, tmp_path: Path, span: str) -> None:
-    """bisect --git='--output=DIR/../victim..HEAD' once truncated the victim: now exit 2 naming --git."""
+    """bisect --git='--output=DIR/../victim' once truncated the victim: now exit 2 naming --git."""
     victim = _victim(tmp_path)
     (tmp_path / "d").mkdir()
-    run = subprocess.run(hilbench("bisect", "--device", "c6-a", "--session", str(SESSION), "--git",
-                                  span.format(v=tmp_path / "d"), "--build", "true", "--repo", str(repo),
+    run = subprocess.run(hilbench("bisect", "--device", "c6-a", "--session", str(SESSION),
+                                  f"--git={span.format(d=tmp_path / 'd')}", "--build", "true", "--repo", str(repo),
                                   "--output-dir", str(tmp_path / "o")),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == ExitCode.USAGE, run.stderr
@@ -67,7 +67,7 @@ def test_check_refuses_option_shaped_git_values(repo: Path, tmp_path: Path, opti
     victim = _victim(tmp_path)
     args = {"--git": "HEAD", "--repo": str(repo), option: value.format(v=victim)}
     run = subprocess.run(hilbench("check", "--device", "pi5-1", "--session", str(SESSION), "--build", "true",
-                                  *[x for kv in args.items() for x in kv], "--output-dir", str(tmp_path / "o")),
+                                  *[f"{k}={v}" for k, v in args.items()], "--output-dir", str(tmp_path / "o")),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert run.returncode == ExitCode.USAGE, run.stderr
     assert option in run.stderr and "Traceback" not in run.stderr
