@@ -78,6 +78,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     """Write the .npcm form of an int8 .tflite."""
     data = npcm.convert(args.tflite)
     try:
+        if not args.npcm.parent.is_dir():  # made by the user, not by the bench
+            raise FileNotFoundError(2, "No such folder")
         write_file(args.npcm, data, what="output folder")
     except OSError as exc:
         hint = "give a writable path in a folder that exists"

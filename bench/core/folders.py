@@ -81,7 +81,11 @@ def real_folder(path: Path, what: str) -> Path:
     """`path` made (with its parents) when missing, refused (UnsafeFolder) when it is a symbolic link, not a
     folder, or anywhere in a chain another user could swap: for the folders the bench makes inside a folder
     its user named (a report's `runs/`), so a link planted there never leads its writes elsewhere."""
-    return safe_folder(path, what)
+    folder = safe_folder(path, what)
+    if os.path.islink(path):
+        raise UnsafeFolder(f"{what} {path} is a symbolic link", hint="remove it; the bench makes the folder itself",
+                           file=str(path))  # fmt: skip
+    return folder
 
 
 _TRUSTED_HINT = (
@@ -138,7 +142,8 @@ def check_chain(folder: Path, what: str, *, _depth: int = 0) -> None:
             check_chain(current, what, _depth=_depth + 1)
             st = os.stat(current)
         elif not stat.S_ISDIR(st.st_mode):
-            raise UnsafeFolder(f"{what} {current} is not a folder", hint="name a folder", file=str(current))
+            raise UnsafeFolder(f"{what} {current} is not a folder: cannot write there", hint="name a folder",
+                               file=str(current))  # fmt: skip
         if not _trusted_uid(st.st_uid):
             raise _refuse(what, current, f"is owned by uid {st.st_uid}")
         if _others_can_write(st) and not st.st_mode & stat.S_ISVTX:  # sticky (/tmp): others cannot rename ours
