@@ -277,3 +277,21 @@ def test_a_report_folder_under_another_users_folder_is_refused(tmp_path: Path) -
     theirs = _their_folder(tmp_path / "reports")
     with pytest.raises(UnsafeFolder, match="report folder"):
         folders.real_folder(theirs / "runs", "report folder")
+
+
+@pytest.mark.parametrize("plant", ["their parent", "their link"])
+def test_a_results_store_another_user_could_steer_is_refused(tmp_path: Path, plant: str) -> None:
+    """A results store in a folder another user owns, or their link at its name: exit 2 naming it, the link's
+    target untouched."""
+    victim = _victim(tmp_path)
+    if plant == "their parent":
+        store = _their_folder(tmp_path / "shared") / "results.sqlite"
+    else:
+        store = tmp_path / "results.sqlite"
+        store.symlink_to(victim)
+        _theirs(store)
+    run = subprocess.run(hilbench("alerts", "list", "--results", str(store)), cwd=tmp_path, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == ExitCode.USAGE, run.stderr
+    assert "results store" in run.stderr and "Traceback" not in run.stderr
+    assert victim.read_bytes() == VICTIM
