@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.config.fleet import Device, SshLink
 from bench.core.errors import BenchError, ConfigError
-from bench.core.folders import copy_file, write_file
+from bench.core.folders import copy_file, open_append, write_file
 from bench.core.lifecycle import cancel
 from bench.core.procs import DIE_WITH_BENCH, stop_process
 from bench.core.reaper import processes_in
@@ -222,6 +222,7 @@ Subsystem sftp internal-sftp
     async def _start_sshd(self, port: int) -> str:
         """Start sshd on `port`; return "" when it answers, else its error text."""
         log = self.state / "sshd.log"
+        open_append(log, what=BOARD_FOLDER).close()  # sshd appends to it: a regular file of ours, no link
         self._sshd = await asyncio.create_subprocess_exec(
             *DIE_WITH_BENCH, SSHD, "-D", "-f", str(self._sshd_config(port)), "-E", str(log),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
