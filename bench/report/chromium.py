@@ -4,8 +4,8 @@ full-page screenshot.
 
 Talks the DevTools protocol over `--remote-debugging-pipe` (fds 3 and 4, NUL-separated JSON), so it needs
 no port and no extra package. Chromium is started by bench.web.chromium (an unprivileged user where the bench
-is root, its sandbox on where the kernel allows); the page is opened from a copy in its profile, which that
-user can read.
+is root, its sandbox on where the kernel allows); the page is opened from a copy in a folder of the bench's own
+that user can read.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def check_page(page: Path, screenshot: Path | None = None, *, width: int = 1400,
     launch = chromium.prepare()
     try:
         url = launch.readable(page.resolve()).as_uri()
-        session = _Pipe(launch, launch.profile / "stderr.log", timeout_s)
+        session = _Pipe(launch, launch.bench_dir() / "stderr.log", timeout_s)
     except BaseException:
         launch.cleanup()
         raise
