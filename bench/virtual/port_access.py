@@ -7,10 +7,17 @@ of each connection, as the kernel asks who opens a device file: the peer's socke
 admitted when it runs as root or as the board's own user (the bench), or has group `dialout` (its fs gid or a
 supplementary group), as `usermod -aG dialout` grants on a desk. A connection whose peer cannot be found is
 refused, except from another host when the board was told to listen beyond loopback (`hilbench lab serve
---address`: the lab's network is then the boundary, as with ser2net)."""
+--address`: the lab's network is then the boundary, as with ser2net).
+
+A flood of connections costs little (`Gate`): the peer's socket is found with one search of the socket table, on
+the event loop, and root's or the bench's own connection is admitted there and then; only a connection of another
+uid needs its holders found, which looks at that uid's processes only, at most MAX_SCANS at a time (more are
+refused at once), and a uid refused is refused without a look for REFUSAL_MEMORY_S. Refusals are logged at most
+once per uid every LOG_EVERY_S, with the count since the last line."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import grp
 import ipaddress
@@ -18,12 +25,17 @@ import os
 import socket
 import struct
 import termios
+import time
 import tty
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 SERIAL_GROUP = "dialout"
 RULE = f"root, the bench's user or group {SERIAL_GROUP}, like /dev/ttyACM0"
+MAX_SCANS = 4  # connections of other uids being looked into at once; more are refused at once
+REFUSAL_MEMORY_S = 5.0  # a uid refused is refused without a look for this long
+LOG_EVERY_S = 60.0  # a refused uid gets at most one log line this often
 
 
 @dataclass(frozen=True)
@@ -53,26 +65,46 @@ def _plain(addr: tuple) -> tuple[str, int]:
     return str(ip), int(addr[1])
 
 
+def _row_key(ip: str, port: int, six: bool) -> str | None:
+    """How the socket table writes `ip:port` (None when the table cannot hold it)."""
+    addr = ipaddress.ip_address(ip)
+    if not six:
+        return f"{int.from_bytes(addr.packed, 'little'):08X}:{port:04X}" if addr.version == 4 else None
+    packed = addr.packed if addr.version == 6 else ipaddress.IPv6Address(b"\0" * 10 + b"\xff" * 2 + addr.packed).packed
+    words = "".join(f"{int.from_bytes(packed[i : i + 4], 'little'):08X}" for i in range(0, 16, 4))
+    return f"{words}:{port:04X}"
+
+
 def peer_socket(peer: tuple, local: tuple) -> tuple[int, str] | None:
-    """(owner uid, inode) of the local socket at `peer` connected to `local`, None when it is not on this host."""
+    """(owner uid, inode) of the local socket at `peer` connected to `local`, None when it is not on this host.
+    One search of each socket table for the pair (no parsing of every row)."""
     want_local, want_remote = _plain(peer), _plain(local)
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError):
-            for row in Path(table).read_text().splitlines()[1:]:
-                cols = row.split()
-                if _address(cols[1]) == want_local and _address(cols[2]) == want_remote:
-                    return int(cols[7]), cols[9]
+    for table, six in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        mine, theirs = _row_key(*want_local, six), _row_key(*want_remote, six)
+        if mine is None or theirs is None:
+            continue
+        try:
+            text = Path(table).read_text()
+        except OSError:
+            continue
+        at = text.find(f" {mine} {theirs} ")
+        if at >= 0:
+            cols = text[at : text.find("\n", at)].split()
+            return int(cols[6]), cols[8]
     return None
 
 
-def holders(inode: str) -> list[int]:
-    """The pids that hold socket `inode` (those this process may look at)."""
+def holders(inode: str, uid: int | None = None) -> list[int]:
+    """The pids that hold socket `inode` (those this process may look at), among the processes running as `uid`
+    (all when None)."""
     target = f"socket:[{inode}]"
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         with contextlib.suppress(OSError):
+            if uid is not None and proc.stat().st_uid != uid:
+                continue
             for fd in (proc / "fd").iterdir():
                 with contextlib.suppress(OSError):
                     if os.readlink(fd) == target:
@@ -121,18 +153,81 @@ def check(peer: tuple, local: tuple, *, remote_ok: bool) -> Verdict:
     """May the process at `peer` (connected to our `local`) use the serial port? Blocking: call in a thread."""
     owner = peer_socket(peer, local)
     if owner is None:
-        return Verdict(
-            remote_ok, f"{peer[0]}:{peer[1]} (another host)" if remote_ok else f"{peer[0]}:{peer[1]} (unknown)"
-        )
+        return _unknown(peer, remote_ok)
     uid, inode = owner
+    return Verdict(True, f"uid {uid}") if uid in {0, os.geteuid()} else _by_holders(uid, inode)
+
+
+def _unknown(peer: tuple, remote_ok: bool) -> Verdict:
+    return Verdict(remote_ok, f"{peer[0]}:{peer[1]} (another host)" if remote_ok else f"{peer[0]}:{peer[1]} (unknown)")
+
+
+def _by_holders(uid: int, inode: str) -> Verdict:
+    """A socket of another uid: admitted when every process holding it runs as root or the bench's user or has
+    the serial group."""
     bench = {0, os.geteuid()}
-    if uid in bench:
-        return Verdict(True, f"uid {uid}")
-    pids = holders(inode)
+    pids = holders(inode, uid)
     gid = serial_gid()
     creds = [c for c in map(_credentials, pids) if c is not None]
     ok = bool(creds) and all(fsuid in bench or (gid is not None and gid in groups) for fsuid, groups in creds)
     return Verdict(ok, f"uid {uid}, pid {','.join(map(str, pids)) or '?'}")
+
+
+class Gate:
+    """Admission to one board's serial ports, cheap under a flood of connections (see the module's text); `log`
+    gets the refusal lines."""
+
+    def __init__(self, remote_ok: bool, log: Callable[[str], None]) -> None:
+        self.remote_ok = remote_ok
+        self.log = log
+        self.refused = 0  # connections refused, all told
+        self._scans = 0
+        self._refused_until: dict[int, float] = {}  # uid -> refused without a look until (monotonic)
+        self._logged: dict[str, tuple[float, int]] = {}  # who -> (last line, refusals since)
+
+    async def admit(self, peer: tuple, local: tuple, port: str) -> Verdict:
+        """The verdict on a new connection to `port` (its name, for the log)."""
+        verdict = await self._verdict(peer, local)
+        if not verdict.admitted:
+            self.refused += 1
+            self._log_refusal(port, verdict.who)
+        return verdict
+
+    async def _verdict(self, peer: tuple, local: tuple) -> Verdict:
+        owner = peer_socket(peer, local)
+        if owner is None:
+            return _unknown(peer, self.remote_ok)
+        uid, inode = owner
+        if uid in {0, os.geteuid()}:
+            return Verdict(True, f"uid {uid}")
+        now = time.monotonic()
+        if self._refused_until.get(uid, 0.0) > now:
+            return Verdict(False, f"uid {uid}")
+        if self._scans >= MAX_SCANS:
+            return Verdict(False, f"uid {uid}")
+        self._scans += 1
+        try:
+            verdict = await asyncio.to_thread(_by_holders, uid, inode)
+        finally:
+            self._scans -= 1
+        if not verdict.admitted:
+            if len(self._refused_until) > 1024:
+                self._refused_until.clear()
+            self._refused_until[uid] = time.monotonic() + REFUSAL_MEMORY_S
+        return verdict
+
+    def _log_refusal(self, port: str, who: str) -> None:
+        key = f"{port} {who.split(',')[0]}"
+        last, since = self._logged.get(key, (-LOG_EVERY_S, 0))
+        now = time.monotonic()
+        if now - last < LOG_EVERY_S:
+            self._logged[key] = (last, since + 1)
+            return
+        if len(self._logged) > 1024:
+            self._logged.clear()
+        self._logged[key] = (now, 0)
+        more = f" ({since} more refused since the last line)" if since else ""
+        self.log(f"{port} port: refused {who}: the port admits {RULE}{more}")
 
 
 def remote_allowed(host: str) -> bool:

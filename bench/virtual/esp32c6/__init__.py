@@ -54,6 +54,7 @@ class VirtualEsp32c6:
         self.wire_speed = device.settings.wire_speed if wire_speed is None else wire_speed
         self._proc: asyncio.subprocess.Process | None = None
         self._urls: dict[str, str] = {}
+        self._uplinks: list[int] = []  # the host ports its Wi-Fi may reach (bench.virtual.uplinks)
 
     async def start(self) -> SerialLink:
         """Start the board process; return its RFC 2217 link."""
@@ -106,6 +107,18 @@ class VirtualEsp32c6:
             self._proc.kill()
             await self._proc.wait()
         self._proc = None
+
+    def grant_uplinks(self, ports: list[int]) -> None:
+        """Its Wi-Fi reaches exactly `ports` on the host's loopback from now on (a blocking loopback request)."""
+        if sorted(ports) != self._uplinks and "control" in self._urls:
+            control_request(self._urls["control"], "uplinks", ports=list(ports))
+            self._uplinks = sorted(ports)
+
+    def revoke_uplinks(self, ports: list[int]) -> None:
+        """Its Wi-Fi no longer reaches `ports`."""
+        if set(ports) & set(self._uplinks) and "control" in self._urls:
+            control_request(self._urls["control"], "uplinks", revoke=list(ports))
+            self._uplinks = sorted(set(self._uplinks) - set(ports))
 
     def urls(self) -> dict[str, str]:
         """rfc2217, socket, pty and control URLs of the running board."""

@@ -39,6 +39,7 @@ from bench.virtual.esp32c6.flash import FILESYSTEM_OFFSET, FlashStorage, SpiFlas
 from bench.virtual.esp32c6.repl import Repl, ReplExit
 from bench.virtual.esp32c6.rom import After, RomLoader
 from bench.virtual.esp32c6.slip import SlipDecoder, slip_encode
+from bench.virtual.esp32c6.wifi import Gateway
 
 ROM_BAUD = 115200
 USB_BAUD_EQUIVALENT = 10_000_000  # USB full speed moves ~1 MB/s through the CDC-ACM port whatever baud is set
@@ -107,6 +108,7 @@ class Board:
         self._rx_free = self._tx_free = 0.0
         self.powered = True
         self.stuck = False  # a lock-up that survives resets and power cycles, until `repair()`
+        self.gateway = Gateway()  # its Wi-Fi's NAT: the bench's servers it may reach, the datagrams dropped
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -336,7 +338,8 @@ class Board:
         path = self.config.state_dir / CORE_ELF
         path.write_bytes(elf)
         vfs = Vfs(self.flash.path, FILESYSTEM_OFFSET, self.flash.filesystem_bytes)
-        core = CountedCore(path, vfs, self.config.mac, ResetCause(RESET_CAUSES[cause].machine_cause), self.write)
+        cause_code = ResetCause(RESET_CAUSES[cause].machine_cause)
+        core = CountedCore(path, vfs, self.config.mac, cause_code, self.write, self.gateway)
         self._core = core
         try:
             await core.start()

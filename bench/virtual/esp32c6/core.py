@@ -38,7 +38,7 @@ from bench.virtual.esp32c6.counted import (
     Vfs,
     qemu_command,
 )
-from bench.virtual.esp32c6.wifi import Wifi
+from bench.virtual.esp32c6.wifi import Gateway, Wifi
 
 STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
 # events per `xp`: its text is ~64 bytes a line of 4 words, and a QMP reply is one line that the stream reader takes
@@ -57,7 +57,13 @@ class CountedCore:
     """One boot of the firmware in `elf`: start it, feed its UART, read its status, wait for its exit."""
 
     def __init__(
-        self, elf: Path, vfs: Vfs, mac: bytes, reset_cause: ResetCause, on_output: Callable[[bytes], None]
+        self,
+        elf: Path,
+        vfs: Vfs,
+        mac: bytes,
+        reset_cause: ResetCause,
+        on_output: Callable[[bytes], None],
+        gateway: Gateway | None = None,
     ) -> None:
         self.elf = elf
         self.vfs = vfs
@@ -71,6 +77,7 @@ class CountedCore:
         self._held: bytearray | None = bytearray()  # input held back until the firmware's UART is set up
         self._ready: asyncio.Task[None] | None = None
         self._wifi: Wifi | None = None
+        self.gateway = gateway or Gateway()  # the board's: granted ports and drop counts outlive a boot
 
     @property
     def pid(self) -> int | None:
@@ -90,7 +97,7 @@ class CountedCore:
         )
         argv[0] = binary
         argv += ["-chardev", f"socket,id=qmp,fd={theirs.fileno()}", "-mon", "chardev=qmp,mode=control"]
-        self._wifi = Wifi(wifi_ours)
+        self._wifi = Wifi(wifi_ours, self.gateway)
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *tied([*COUNTED_NICE, *program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])]),

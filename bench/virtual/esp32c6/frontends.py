@@ -131,16 +131,13 @@ def _telnet_filter(manager: rfc2217.PortManager, data: bytes, out: bytearray) ->
 async def start_tcp(board: Board, host: str, *, rfc2217_mode: bool) -> asyncio.Server:
     """A TCP server on a free port: RFC 2217 (modem lines honoured) or raw bytes."""
 
-    remote_ok = port_access.remote_allowed(host)
+    gate = port_access.Gate(port_access.remote_allowed(host), lambda line: print(line, file=sys.stderr, flush=True))
+    what = "rfc2217" if rfc2217_mode else "socket"
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
-        verdict = await asyncio.to_thread(port_access.check, peer, local, remote_ok=remote_ok)
+        verdict = await gate.admit(peer, local, what)
         if not verdict.admitted:
-            what = "rfc2217" if rfc2217_mode else "socket"
-            print(
-                f"{what} port: refused {verdict.who}: the port admits {port_access.RULE}", file=sys.stderr, flush=True
-            )
             if not rfc2217_mode:  # a raw port's user sees why (RFC 2217 clients expect telnet, not text)
                 writer.write(f"permission denied: this board's port admits {port_access.RULE}\r\n".encode())
             writer.close()
