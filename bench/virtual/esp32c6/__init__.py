@@ -12,12 +12,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import COUNTED
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
@@ -79,11 +81,14 @@ class VirtualEsp32c6:
         argv += [f"--logic-input={channel}={pin}" for channel, pin in logic_wiring(self.device).items()]
         if self.device.extra.get("listen"):  # set by `hilbench lab serve --address`: reachable from other hosts
             argv += ["--host", str(self.device.extra["listen"])]
-        log = (self.state_dir / "board.log").open("ab")
-        self._proc = await asyncio.create_subprocess_exec(
-            *tied(argv), stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
-        )
-        log.close()
+        argv += ["--log", str(self.state_dir / "board.log")]
+        log = open_for_child(self.state_dir / "board.log")  # until the board takes its log over (capped)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *tied(argv), stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
+            )
+        finally:
+            os.close(log)
         assert self._proc.stdout is not None
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT_S)

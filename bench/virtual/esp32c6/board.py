@@ -46,6 +46,11 @@ USB_BAUD_EQUIVALENT = 10_000_000  # USB full speed moves ~1 MB/s through the CDC
 BOOT_PIN_LATCH_S = 0.25  # IO9 low within this long after EN rises selects download mode
 BOOT_LOOP_PERIOD_S = 1.0
 LOG_LIMIT = 256 * 1024
+# UART input the board holds for a chip that has not taken it yet, a client: a front end reads on only when the chip
+# has room (`Board.input_room`), as a USB host's OUT transfers wait for the device, so a client sending without end
+# waits and the board's memory does not grow
+INPUT_HIGH = 64 * 1024
+INPUT_POLL_S = 0.005
 CORE_ELF = "core.elf"  # in the state folder: the flashed image's segments as QEMU loads them (rewritten every boot)
 # what the counted core's exit asks for: (boot into download mode, the reset as the ROM reports it)
 CORE_EXITS = {
@@ -95,6 +100,7 @@ class Board:
         self._sinks: set[Callable[[bytes], None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self._inbox_bytes = 0  # UART input queued for the ROM loader
         self._repl: Repl | None = None
         self._core: CountedCore | None = None
         self._lines = (False, False)  # (dtr, rts) as last set through RFC 2217
@@ -138,7 +144,20 @@ class Board:
             self._repl.feed(data)
         elif self.mode == Mode.DOWNLOAD:
             self._inbox.put_nowait(data)
+            self._inbox_bytes += len(data)
         # held in reset or boot-looping: the bytes are lost, as on the chip
+
+    async def input_room(self) -> None:
+        """Until the chip has room for more UART input (at most INPUT_HIGH bytes wait for it): a front end awaits
+        this before it reads its client on. A reset, power loss or mode change ends the wait."""
+        core, repl = self._core, self._repl
+        if self.mode == Mode.APP and core is not None:
+            await core.drain()
+            return
+        while (self.mode == Mode.APP and repl is not None and repl is self._repl and repl.backlog >= INPUT_HIGH) or (
+            self.mode == Mode.DOWNLOAD and self._inbox_bytes >= INPUT_HIGH
+        ):
+            await asyncio.sleep(INPUT_POLL_S)
 
     @property
     def vm_pid(self) -> int | None:
@@ -386,10 +405,12 @@ class Board:
         self.events.append("download mode")
         self._baud = ROM_BAUD
         self._inbox = asyncio.Queue()
+        self._inbox_bytes = 0
         loader = RomLoader(self.flash, self.registers, self.spi)
         decoder = SlipDecoder()
         while True:
             data = await self._inbox.get()
+            self._inbox_bytes -= len(data)
             await self._pace("rx", len(data))
             for frame in decoder.feed(data):
                 reply = loader.handle(frame)

@@ -27,12 +27,12 @@ async def _handle(board: Board, meter: VirtualPpk2 | None, request: dict[str, An
         return {"ok": True, **meter.status()}
     if op == "uplinks":
         return _uplinks(board, request)
-    if op == "power_cycle":
+    if op in ("power_cycle", "power_on"):
         await board.power_on()
+        if meter is not None:
+            meter.supply.start()  # a power cycle brings back a meter's stream that had stopped
     elif op == "power_off":
         await board.power_off()
-    elif op == "power_on":
-        await board.power_on()
     elif op in ("hang", "hang_stuck"):
         await board.hang(stuck=op == "hang_stuck")
     elif op == "repair":

@@ -46,6 +46,8 @@ STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
 EVENTS_PER_READ = 256
 READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
 READY_POLL_S = 0.002
+STDERR_KEPT = 4096  # of what QEMU prints on stderr, the last this many bytes are kept (and logged)
+HELD_MAX = 64 * 1024  # input held back before the firmware is up: a front end waits (`drain`) past this
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
 
 
@@ -143,11 +145,23 @@ class CountedCore:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 proc.stdin.write(data)
 
+    async def drain(self) -> None:
+        """Until the firmware's console has taken the input fed so far down to QEMU's pipe's high-water mark (and
+        the input held back before the firmware was up to `HELD_MAX`); at once when QEMU is gone."""
+        while self._held is not None and len(self._held) >= HELD_MAX and self.pid is not None:
+            await asyncio.sleep(READY_POLL_S)
+        proc = self._proc
+        if proc is not None and proc.stdin is not None and proc.returncode is None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await proc.stdin.drain()
+
     async def wait(self) -> tuple[int, str]:
         """Until QEMU exits: its exit code (the firmware's request, counted.FirmwareExit) and what it printed on
         stderr (QEMU's own complaints)."""
         assert self._proc is not None and self._proc.stderr is not None
-        errors = await self._proc.stderr.read()
+        errors = b""
+        while chunk := await self._proc.stderr.read(65536):  # only the last STDERR_KEPT bytes are kept
+            errors = (errors + chunk)[-STDERR_KEPT:]
         code = await self._proc.wait()
         if self._pump is not None:
             with contextlib.suppress(asyncio.CancelledError):

@@ -100,6 +100,7 @@ async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyn
             else:
                 _telnet_filter(manager, data, pending)
             flush()
+            await board.input_room()  # read on only when the chip has room: a client that sends faster waits
     except (ConnectionError, OSError):
         pass
     finally:
@@ -155,6 +156,7 @@ class PtyFrontEnd:
         self.master, self.slave, self.path = port_access.open_serial_pty()
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.master, self._read)
+        self._waiting: asyncio.Task[None] | None = None
         board.attach(self._write)
 
     def _read(self) -> None:
@@ -164,6 +166,12 @@ class PtyFrontEnd:
             return
         if data:
             self.board.feed(data)
+            self._loop.remove_reader(self.master)  # read on when the chip has room (the pty's buffer holds the rest)
+            self._waiting = asyncio.ensure_future(self._read_on())
+
+    async def _read_on(self) -> None:
+        await self.board.input_room()
+        self._loop.add_reader(self.master, self._read)
 
     def _write(self, data: bytes) -> None:
         with contextlib.suppress(BlockingIOError, OSError):  # nobody reading: the bytes are lost, as on a UART
@@ -172,6 +180,8 @@ class PtyFrontEnd:
     def close(self) -> None:
         """Remove the pty."""
         self.board.detach(self._write)
+        if self._waiting is not None:
+            self._waiting.cancel()
         self._loop.remove_reader(self.master)
         os.close(self.master)
         os.close(self.slave)

@@ -99,6 +99,8 @@ class VirtualPpk2:
         mode = "source" if self.mode == 2 else "ampere"
         out: dict[str, object] = {"path": self.path, "vdd_mv": self.vdd_mv, "measuring": self.measuring,
                                   "mode": mode, "dut_power": self.dut_power}  # fmt: skip
+        out["refused_events"] = self.supply.refused  # ring events not the firmware's: left out of the samples
+        out["stream_faults"] = self.supply.faults
         count, charge = self._sent
         if count:
             out["window"] = {"samples": count, "seconds": count / SAMPLE_RATE, "charge_uc": charge / SAMPLE_RATE,
@@ -137,12 +139,13 @@ class VirtualPpk2:
     def _on_span(self, span: Span) -> None:
         if not self.measuring:
             return
-        count, self._phase_q = divmod(self._phase_q + span.dt_q, SAMPLE_Q)
+        count, self._phase_q = divmod(self._phase_q + max(0, span.dt_q), SAMPLE_Q)
         # in source-meter mode the PPK2 is the supply: with DUT power off nothing flows
         current = span.current_ua if (self.mode != 2 or self.dut_power) else 0.0
         sent, charge = self._sent
         self._sent = (sent + count, charge + current * count)
-        self._send(encode(current, count, logic_bits(span.gpio, self.wiring)))
+        # more samples than the buffer holds would only push each other out: the last MAX_BUFFER's worth are made
+        self._send(encode(current, min(count, MAX_BUFFER // 4), logic_bits(span.gpio, self.wiring)))
 
     def _send(self, data: bytes) -> None:
         self._out += data
