@@ -16,6 +16,7 @@ from bench.virtual import port_access
 from bench.virtual.esp32c6.board import Board
 
 IAC = 0xFF
+OUTPUT_MAX = 1024 * 1024  # UART output waiting for a client that does not read it; past this it is lost, as on a UART
 
 
 class _VirtualPort:
@@ -86,7 +87,7 @@ async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyn
     manager = rfc2217.PortManager(_VirtualPort(board, flush), _WriterConnection(writer)) if rfc else None
 
     def sink(data: bytes) -> None:
-        if writer.is_closing():
+        if writer.is_closing() or writer.transport.get_write_buffer_size() > OUTPUT_MAX:
             return
         if manager is not None and IAC in data:
             data = b"".join(manager.escape(data))
