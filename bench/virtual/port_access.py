@@ -2,18 +2,19 @@
 
 The serial ports of a virtual board are TCP ports (esptool and mpremote reach them as `rfc2217://` and
 `socket://`, whose URLs pyserial cannot add a token to), so the board asks the kernel who is on the other end
-of each connection, as the kernel asks who opens a device file: the peer's socket is found in the socket table
-(`/proc/net/tcp`, `tcp6`: its owner and inode), then the processes that hold it (`/proc/PID/fd`). A holder is
+of each connection, as the kernel asks who opens a device file: the peer's socket is found (its owner and
+inode), then the processes that hold it (`/proc/PID/fd`). A holder is
 admitted when it runs as root or as the board's own user (the bench), or has group `dialout` (its fs gid or a
 supplementary group), as `usermod -aG dialout` grants on a desk. A connection whose peer cannot be found is
 refused, except from another host when the board was told to listen beyond loopback (`hilbench lab serve
 --address`: the lab's network is then the boundary, as with ser2net).
 
-A flood of connections costs little (`Gate`): the peer's socket is found with one search of the socket table, on
-the event loop, and root's or the bench's own connection is admitted there and then; only a connection of another
-uid needs its holders found, which looks at that uid's processes only, at most MAX_SCANS at a time (more are
-refused at once), and a uid refused is refused without a look for REFUSAL_MEMORY_S. Refusals are logged at most
-once per uid every LOG_EVERY_S, with the count since the last line."""
+A flood of connections costs little (`Gate`): the peer's socket is found by the kernel's sock_diag (one lookup,
+no walk of the socket table; where it cannot be asked, one search of the table), on the event loop, and root's
+or the bench's own connection is admitted there and then; only a connection of another uid needs its holders
+found, which looks at that uid's processes only, at most MAX_SCANS at a time (more are refused at once), and a
+uid refused is refused without a look for REFUSAL_MEMORY_S. Refusals are logged at most once per uid every
+LOG_EVERY_S, with the count since the last line."""
 
 from __future__ import annotations
 
@@ -75,10 +76,56 @@ def _row_key(ip: str, port: int, six: bool) -> str | None:
     return f"{words}:{port:04X}"
 
 
+SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, NLMSG_ERROR, NETLINK_SOCK_DIAG = 20, 1, 2, 4
+NOCOOKIE = 0xFFFFFFFF
+
+
+def _diag(family: int, local: tuple[str, int], remote: tuple[str, int]) -> tuple[int, str] | bool | None:
+    """(uid, inode) of the TCP socket `local` -> `remote` of `family`, as the kernel's sock_diag finds that one
+    socket (no table walk); None when there is none; False when sock_diag cannot be asked."""
+
+    def packed(ip: str) -> bytes:
+        raw = socket.inet_pton(family, ip)
+        return raw + b"\0" * (16 - len(raw))
+
+    sockid = struct.pack(">HH16s16s", local[1], remote[1], packed(local[0]), packed(remote[0]))
+    sockid += struct.pack("=III", 0, NOCOOKIE, NOCOOKIE)
+    body = struct.pack("=BBBxI", family, socket.IPPROTO_TCP, 0, 0xFFFFFFFF) + sockid
+    message = struct.pack("=IHHII", 16 + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, 1, 0) + body
+    try:
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as nl:
+            nl.settimeout(1.0)
+            nl.send(message)
+            reply = nl.recv(8192)
+    except (OSError, ValueError):
+        return False
+    if len(reply) < 16 or struct.unpack_from("=H", reply, 4)[0] == NLMSG_ERROR:
+        return None
+    uid, inode = struct.unpack_from("=II", reply, 16 + 4 + 48 + 12)
+    return (uid, str(inode)) if inode else None  # inode 0: no process holds it (closed, TIME_WAIT): nobody's
+
+
 def peer_socket(peer: tuple, local: tuple) -> tuple[int, str] | None:
-    """(owner uid, inode) of the local socket at `peer` connected to `local`, None when it is not on this host.
-    One search of each socket table for the pair (no parsing of every row)."""
+    """(owner uid, inode) of the local socket at `peer` connected to `local`, None when it is not on this host
+    (or no process holds it any more). The kernel's sock_diag looks up that one socket; where it cannot be asked,
+    one search of each socket table for the pair (no parsing of every row)."""
     want_local, want_remote = _plain(peer), _plain(local)
+    v4 = ipaddress.ip_address(want_local[0]).version == 4
+    for family in (socket.AF_INET, socket.AF_INET6) if v4 else (socket.AF_INET6,):
+        if family == socket.AF_INET6 and v4:
+            found = _diag(
+                family, (f"::ffff:{want_local[0]}", want_local[1]), (f"::ffff:{want_remote[0]}", want_remote[1])
+            )
+        else:
+            found = _diag(family, want_local, want_remote)
+        if found is False:
+            return _table_lookup(want_local, want_remote)
+        if found is not None:
+            return found  # type: ignore[return-value]
+    return None
+
+
+def _table_lookup(want_local: tuple[str, int], want_remote: tuple[str, int]) -> tuple[int, str] | None:
     for table, six in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
         mine, theirs = _row_key(*want_local, six), _row_key(*want_remote, six)
         if mine is None or theirs is None:
@@ -90,7 +137,8 @@ def peer_socket(peer: tuple, local: tuple) -> tuple[int, str] | None:
         at = text.find(f" {mine} {theirs} ")
         if at >= 0:
             cols = text[at : text.find("\n", at)].split()
-            return int(cols[6]), cols[8]
+            # inode 0: a socket no process holds any more (closed, TIME_WAIT; the kernel shows uid 0): nobody's
+            return (int(cols[6]), cols[8]) if cols[8] != "0" else None
     return None
 
 
@@ -217,7 +265,8 @@ class Gate:
         return verdict
 
     def _log_refusal(self, port: str, who: str) -> None:
-        key = f"{port} {who.split(',')[0]}"
+        who_key = who.split(",")[0]  # "uid N", or "IP:PORT (unknown)": one line per uid or peer address
+        key = f"{port} {who_key if who_key.startswith('uid ') else who_key.split(' ')[0].rpartition(':')[0]}"
         last, since = self._logged.get(key, (-LOG_EVERY_S, 0))
         now = time.monotonic()
         if now - last < LOG_EVERY_S:

@@ -145,7 +145,7 @@ def storms(board: Board) -> dict[str, float]:
         if flood is not None:
             flood.kill()
             flood.wait()
-        out, err = transport.follow(60)
+        out, _err = transport.follow(60)
     finally:
         transport.close()
     started = time.monotonic()
