@@ -12,9 +12,10 @@ refused, except from another host when the board was told to listen beyond loopb
 A flood of connections costs little (`Gate`): the peer's socket is found by the kernel's sock_diag (one lookup,
 no walk of the socket table; where it cannot be asked, one search of the table), on the event loop, and root's
 or the bench's own connection is admitted there and then; only a connection of another uid needs its holders
-found, which looks at that uid's processes only, at most MAX_SCANS at a time (more are refused at once), and a
-uid refused is refused without a look for REFUSAL_MEMORY_S. Refusals are logged at most once per uid every
-LOG_EVERY_S, with the count since the last line."""
+found, which looks at that uid's processes only, at most MAX_SCANS at a time (more are refused at once); a
+uid refused FLOOD_REFUSALS times within REFUSAL_MEMORY_S is refused without a look for the rest of that time (one
+refusal does not keep out the same user's next, rightful connection). Refusals are logged at most once per uid
+every LOG_EVERY_S, with the count since the last line."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ from pathlib import Path
 SERIAL_GROUP = "dialout"
 RULE = f"root, the bench's user or group {SERIAL_GROUP}, like /dev/ttyACM0"
 MAX_SCANS = 4  # connections of other uids being looked into at once; more are refused at once
-REFUSAL_MEMORY_S = 5.0  # a uid refused is refused without a look for this long
+REFUSAL_MEMORY_S = 5.0  # a uid refused FLOOD_REFUSALS times within this long is refused without a look until it ends
+FLOOD_REFUSALS = 8
 LOG_EVERY_S = 60.0  # a refused uid gets at most one log line this often
 
 
@@ -230,7 +232,7 @@ class Gate:
         self.log = log
         self.refused = 0  # connections refused, all told
         self._scans = 0
-        self._refused_until: dict[int, float] = {}  # uid -> refused without a look until (monotonic)
+        self._refusals: dict[int, tuple[float, int]] = {}  # uid -> (start of its window, refusals in it)
         self._logged: dict[str, tuple[float, int]] = {}  # who -> (last line, refusals since)
 
     async def admit(self, peer: tuple, local: tuple, port: str) -> Verdict:
@@ -249,19 +251,23 @@ class Gate:
         if uid in {0, os.geteuid()}:
             return Verdict(True, f"uid {uid}")
         now = time.monotonic()
-        if self._refused_until.get(uid, 0.0) > now:
-            return Verdict(False, f"uid {uid}")
-        if self._scans >= MAX_SCANS:
+        since, count = self._refusals.get(uid, (now, 0))
+        if now - since >= REFUSAL_MEMORY_S:
+            since, count = now, 0
+        if count >= FLOOD_REFUSALS or self._scans >= MAX_SCANS:
+            self._refusals[uid] = (since, count + 1)
             return Verdict(False, f"uid {uid}")
         self._scans += 1
         try:
             verdict = await asyncio.to_thread(_by_holders, uid, inode)
         finally:
             self._scans -= 1
-        if not verdict.admitted:
-            if len(self._refused_until) > 1024:
-                self._refused_until.clear()
-            self._refused_until[uid] = time.monotonic() + REFUSAL_MEMORY_S
+        if len(self._refusals) > 1024:
+            self._refusals.clear()
+        if verdict.admitted:
+            self._refusals.pop(uid, None)
+        else:
+            self._refusals[uid] = (since, count + 1)
         return verdict
 
     def _log_refusal(self, port: str, who: str) -> None:
