@@ -122,7 +122,7 @@ def estimate(devices: list[Device], sessions: list[Path], runs: int, replay_s: f
     session's length)."""
     longest = 0.0
     for path in sessions:
-        length = read_session(path).duration_s
+        length = read_session(path, values=False).duration_s
         for d in devices:
             guest = d.settings.replay_budget_s
             longest = max(longest, (replay_s or guest) if guest else length)
@@ -137,7 +137,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
     sessions = [Path(s) for s in args.session]
     for path in sessions:
-        read_session(path)  # a bad file is a ConfigError naming it
+        read_session(path, values=False)  # a bad file is a ConfigError naming it
     files = ci_files(args)
     speed = parse_speed(args.speed)
     thresholds = load_thresholds(args.thresholds)

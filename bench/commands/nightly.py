@@ -81,7 +81,7 @@ def session_files(args: argparse.Namespace) -> list[Path]:
         if not files:
             raise ConfigError(f"--sessions {folder}: no *.mcap session files", hint="make some: hilbench session synth")
     for f in files:
-        read_session(f)  # a bad file is a ConfigError naming it
+        read_session(f, values=False)  # a bad file is a ConfigError naming it
     return files
 
 
