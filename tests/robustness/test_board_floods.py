@@ -21,6 +21,7 @@ import pytest
 from mpremote.transport_serial import SerialTransport
 
 from bench.bundles.c6_firmware import build_firmware, image_for
+from bench.virtual.esp32c6.control import control_request
 from tests.esp32c6_support import Board, mpremote, preflash, virtual_c6
 
 pytestmark = [
@@ -209,3 +210,45 @@ if __name__ == "__main__":
             running.wait_mode("app", timeout_s=60)
             for key, value in storms(running).items():
                 print(f"{key:>22}: {value:,.2f}")
+
+
+def test_a_client_that_negotiates_telnet_and_never_reads_stays_small(board: Board) -> None:
+    """RFC 2217 port: IAC commands the board answers, sent without end by a client that reads nothing."""
+    pid = board_pid(board)
+    before = rss_mb(pid)
+    host, port = board.urls["rfc2217"].removeprefix("rfc2217://").rsplit(":", 1)
+    negotiation = b"\xff\xfd\x03\xff\xfb\x03\xff\xfd\x2c" * 7000  # DO/WILL SGA, DO COM-PORT-OPTION: ~63 KB
+    sent = 0
+    with socket.create_connection((host, int(port))) as sock:
+        sock.settimeout(0.2)
+        deadline = time.monotonic() + 6.0
+        while time.monotonic() < deadline:
+            try:
+                sent += sock.send(negotiation)
+            except TimeoutError:
+                continue
+    assert rss_mb(pid) - before < 40, sent
+    assert board.control("status")["mode"] == "app"
+
+
+def test_the_rom_loader_takes_input_with_backpressure_too(board: Board) -> None:
+    """Download mode: a client pushing bytes that are no SLIP frames waits too."""
+    pid = board_pid(board)
+    board.control("download")
+    try:
+        before = rss_mb(pid)
+        sent = push(board.urls["socket"], 5.0, 300 * 1024 * 1024)
+        assert rss_mb(pid) - before < 40, sent
+    finally:
+        board.control("power_cycle")
+    assert board.wait_mode("app", timeout_s=60)["mode"] == "app"
+
+
+def test_uplink_grants_through_the_control_api_are_checked(board: Board) -> None:
+    control = board.virtual.urls()["control"]
+    for bad in ([0], [70000], ["5683"], list(range(1000, 1100)), {"a": 1}):
+        with pytest.raises(RuntimeError, match=r"uplink|lists of port"):
+            control_request(control, "uplinks", ports=bad)
+    assert control_request(control, "uplinks", ports=[5683])["uplinks"] == [5683]
+    assert control_request(control, "uplinks", revoke=[5683])["uplinks"] == []
+    assert board.control("status")["uplinks"] == []

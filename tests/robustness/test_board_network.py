@@ -83,6 +83,52 @@ def test_a_neighbours_datagram_from_another_port_is_dropped_and_counted() -> Non
     asyncio.run(run())
 
 
+def test_a_neighbour_on_another_loopback_address_with_the_servers_port_is_dropped() -> None:
+    """127.0.0.2:PORT can be bound by anyone while the bench's server holds 127.0.0.1:PORT."""
+
+    async def run() -> None:
+        server = udp()
+        port = server.getsockname()[1]
+        spoof = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        spoof.bind(("127.0.0.2", port))
+        async with gateway(port) as (wifi, fw, _):
+            spoof.sendto(b"forged from the server's port", uplink_of(wifi))
+            await settle()
+            assert await fw.recv(0.3) is None and wifi.counts["stranger"] == 1
+        spoof.close()
+
+    asyncio.run(run())
+
+
+def test_odd_destinations_are_not_routed() -> None:
+    async def run() -> None:
+        server = udp()
+        async with gateway(server.getsockname()[1]) as (wifi, fw, _):
+            for ip, port in (("127.0.0.1", server.getsockname()[1]), ("255.255.255.255", 9), ("0.0.0.0", 9),
+                             ("10.0.2.3", server.getsockname()[1]), (GATEWAY, 0)):  # fmt: skip
+                await fw.send(ip, port, b"x")
+            await settle()
+            with pytest.raises(BlockingIOError):
+                server.recv(100)
+            assert wifi.counts["no_route"] == 4 and wifi.counts["not_granted"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_granted_port_nobody_listens_on_is_counted_as_refused_by_the_host() -> None:
+    async def run() -> None:
+        gone = udp()
+        port = gone.getsockname()[1]
+        gone.close()  # the server stopped but its port was not revoked yet: ICMP port unreachable
+        async with gateway(port) as (wifi, fw, lines):
+            for _ in range(50):
+                await fw.send(GATEWAY, port, b"x")
+            await settle()
+            assert wifi.counts["out"] + wifi.counts["send_failed"] == 50 and not lines
+
+    asyncio.run(run())
+
+
 def test_the_board_reaches_no_port_the_bench_did_not_grant() -> None:
     async def run() -> None:
         server, other_board, users_socket = udp(), udp(), udp()

@@ -4,12 +4,14 @@ logs other programs write are rotated when they start."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
 import pytest
 
 from bench.core.logcap import CappedLog, open_for_child
+from bench.devices.qemu_machine import _console_line
 
 
 def test_a_log_rotates_at_its_cap_and_never_takes_more_than_twice_it(tmp_path: Path) -> None:
@@ -66,3 +68,20 @@ def test_descriptor_2_follows_the_rotation(tmp_path: Path) -> None:
         log.write(b"a" * 40)
         log.write(b"b" * 40)
     assert len(seen) == 2 and seen[0] != -1
+
+
+def test_a_guest_console_line_over_the_readers_limit_does_not_end_the_pump() -> None:
+    """A Linux guest printing 100 KB without a newline: the console pump (bench.devices.qemu_machine) cuts it and
+    reads on, where it used to die (asyncio's readline raises past 64 KiB) and leave QEMU's console pipe full."""
+
+    async def run() -> list[bytes]:
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"y" * 100_000 + b"\nNPC-SELFTEST ok\n")
+        reader.feed_eof()
+        lines = []
+        while line := await _console_line(reader):
+            lines.append(line)
+        return lines
+
+    lines = asyncio.run(run())
+    assert lines[-1] == b"NPC-SELFTEST ok\n" and len(lines) <= 3 and all(len(x) < 2048 for x in lines), lines

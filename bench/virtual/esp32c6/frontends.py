@@ -72,7 +72,8 @@ class _WriterConnection:
         self._writer = writer
 
     def write(self, data: bytes) -> None:
-        if not self._writer.is_closing():
+        """A telnet reply; lost past OUTPUT_MAX waiting (a client that negotiates and never reads)."""
+        if not self._writer.is_closing() and self._writer.transport.get_write_buffer_size() <= OUTPUT_MAX:
             self._writer.write(data)
 
 
