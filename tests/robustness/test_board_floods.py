@@ -244,11 +244,41 @@ def test_the_rom_loader_takes_input_with_backpressure_too(board: Board) -> None:
     assert board.wait_mode("app", timeout_s=60)["mode"] == "app"
 
 
-def test_uplink_grants_through_the_control_api_are_checked(board: Board) -> None:
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"ports": [0]},
+        {"ports": [70000]},
+        {"ports": ["5683"]},
+        {"ports": list(range(1000, 1100))},
+        {"ports": {"a": 1}},
+        {"revoke": 5683},
+    ],
+)
+def test_uplink_grants_through_the_control_api_are_checked(board: Board, fields: dict) -> None:
     control = board.virtual.urls()["control"]
-    for bad in ([0], [70000], ["5683"], list(range(1000, 1100)), {"a": 1}):
-        with pytest.raises(RuntimeError, match=r"uplink|lists of port"):
-            control_request(control, "uplinks", ports=bad)
+    with pytest.raises(RuntimeError, match=r"uplink port|lists of port"):
+        control_request(control, "uplinks", **fields)
     assert control_request(control, "uplinks", ports=[5683])["uplinks"] == [5683]
     assert control_request(control, "uplinks", revoke=[5683])["uplinks"] == []
     assert board.control("status")["uplinks"] == []
+
+
+def test_a_dialout_user_pushing_into_the_pty_without_end_waits(board: Board) -> None:
+    pid = board_pid(board)
+    before = rss_mb(pid)
+    fd = os.open(board.urls["pty"], os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    sent, chunk = 0, b"x" * 4096
+    deadline = time.monotonic() + 5.0
+    try:
+        while time.monotonic() < deadline:
+            try:
+                sent += os.write(fd, chunk)
+            except BlockingIOError:
+                time.sleep(0.01)
+    finally:
+        os.close(fd)
+    grown = rss_mb(pid) - before
+    board.control("power_cycle")
+    assert board.wait_mode("app", timeout_s=60)["mode"] == "app"
+    assert grown < 40, (sent, grown)

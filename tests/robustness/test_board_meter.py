@@ -7,6 +7,7 @@ back a stream that had stopped."""
 from __future__ import annotations
 
 import asyncio
+import random
 
 from bench.virtual.esp32c6.counted import UNBOUNDED, CoreEvent, CoreState, CoreStatus
 from bench.virtual.esp32c6.ppk2 import AVERAGE_START, MAX_BUFFER, VirtualPpk2
@@ -155,5 +156,26 @@ def test_start_after_a_stop_brings_the_stream_back() -> None:
         await asyncio.sleep(0.1)
         await supply.stop()
         assert spans
+
+    asyncio.run(run())
+
+
+def test_garbage_on_the_meters_port_leaves_it_measuring() -> None:
+    """100 KB of random opcodes and arguments (a tool that is not ppk2-api, or a hostile one) on the PPK2's pty."""
+    async def run() -> None:
+        supply = Supply(lambda: (True, False, False, None))
+        meter = VirtualPpk2(supply)
+        try:
+            rng = random.Random(7)
+            meter._inbox += bytes(rng.randrange(256) for _ in range(100_000))
+            meter._read_commands()
+            meter._command(bytes([AVERAGE_START]))
+            supply.start()
+            await asyncio.sleep(0.1)
+            assert meter.measuring and meter.status()["window"]["samples"] > 0
+            assert len(meter._inbox) < 16
+        finally:
+            await supply.stop()
+            meter.close()
 
     asyncio.run(run())

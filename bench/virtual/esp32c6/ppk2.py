@@ -113,13 +113,18 @@ class VirtualPpk2:
         except OSError:
             return
         self._inbox += data
-        while self._inbox:
-            op = self._inbox[0]
-            need = 1 + ARGUMENTS.get(op, 0)
-            if len(self._inbox) < need:
-                return
-            command, self._inbox = bytes(self._inbox[:need]), self._inbox[need:]
-            self._command(command)
+        self._read_commands()
+
+    def _read_commands(self) -> None:
+        """Act on the whole commands waiting (in one pass: a flood of bytes costs its length, not its square)."""
+        pos = 0
+        while pos < len(self._inbox):
+            need = 1 + ARGUMENTS.get(self._inbox[pos], 0)
+            if len(self._inbox) - pos < need:
+                break
+            self._command(bytes(self._inbox[pos : pos + need]))
+            pos += need
+        del self._inbox[:pos]
 
     def _command(self, cmd: bytes) -> None:
         op = cmd[0]
