@@ -162,6 +162,7 @@ def test_start_after_a_stop_brings_the_stream_back() -> None:
 
 def test_garbage_on_the_meters_port_leaves_it_measuring() -> None:
     """100 KB of random opcodes and arguments (a tool that is not ppk2-api, or a hostile one) on the PPK2's pty."""
+
     async def run() -> None:
         supply = Supply(lambda: (True, False, False, None))
         meter = VirtualPpk2(supply)
