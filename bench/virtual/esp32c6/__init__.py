@@ -26,6 +26,7 @@ from bench.virtual.esp32c6.efuse import parse_mac
 from bench.virtual.esp32c6.supply import MODELLED_COUNTED, MODELLED_VM
 
 START_TIMEOUT_S = 20.0
+GRANT_TIMEOUT_S = 2.0  # a grant is a loopback request the board answers at once; the update path waits this at most
 
 
 def logic_wiring(device: Device) -> dict[int, int]:
@@ -116,13 +117,13 @@ class VirtualEsp32c6:
     def grant_uplinks(self, ports: list[int]) -> None:
         """Its Wi-Fi reaches exactly `ports` on the host's loopback from now on (a blocking loopback request)."""
         if sorted(ports) != self._uplinks and "control" in self._urls:
-            control_request(self._urls["control"], "uplinks", ports=list(ports))
+            control_request(self._urls["control"], "uplinks", GRANT_TIMEOUT_S, ports=list(ports))
             self._uplinks = sorted(ports)
 
     def revoke_uplinks(self, ports: list[int]) -> None:
         """Its Wi-Fi no longer reaches `ports`."""
         if set(ports) & set(self._uplinks) and "control" in self._urls:
-            control_request(self._urls["control"], "uplinks", revoke=list(ports))
+            control_request(self._urls["control"], "uplinks", GRANT_TIMEOUT_S, revoke=list(ports))
             self._uplinks = sorted(set(self._uplinks) - set(ports))
 
     def urls(self) -> dict[str, str]:
