@@ -28,6 +28,7 @@ HOST = "127.0.0.1"  # where the gateway's datagrams go out, and the only host ad
 MTU = 1500  # payload bytes a frame may carry; larger datagrams are dropped
 QUEUE = 16  # datagrams waiting for the firmware to take them; more are dropped
 MAX_GRANTS = 16  # ports one board may be granted at once
+READS_PER_WAKE = 256  # datagrams taken from the host socket before the event loop runs the board's other work
 HEADER = struct.Struct(">H4sH")
 # why a datagram was dropped -> how the summary line says it
 DROPS = {
@@ -148,7 +149,9 @@ class Wifi:
     def _inbound(self) -> None:
         """Datagrams to the host socket from a granted server: queued for the firmware from GATEWAY:port."""
         counts = self.gateway.counts
-        while self._uplink is not None:
+        for _ in range(READS_PER_WAKE):  # a flood yields the loop to the rest of the board between batches
+            if self._uplink is None:
+                return
             try:
                 data, (ip, port) = self._uplink.recvfrom(65536)
             except BlockingIOError:
