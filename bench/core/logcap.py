@@ -5,25 +5,41 @@ dropped) and begins NAME again, so one log never takes more than twice LOG_CAP o
 or a neighbour makes the bench write. A single write longer than the cap keeps its last LOG_CAP bytes. Logs the
 bench writes itself go through `CappedLog` (`write` takes bytes or text); a log another program writes directly
 (sshd's, Chromium's, the labgrid exporter's) is opened through `open_for_child`, which rotates it first when it is
-over the cap, so it is capped at each start. Opens follow no link at the log's name.
+over the cap, so it is capped at each start. Opens follow no link at the log's name: a link there is LogRefused
+(exit 2) naming the log.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+
+from bench.core.errors import ConfigError
 
 LOG_CAP = 4 * 1024 * 1024  # bytes one log file grows to before it is rotated
 FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 MODE = 0o640
 
 
+class LogRefused(ConfigError):
+    """A log the bench cannot open for appending: a link at its name, or no right to write it."""
+
+
 def _open(path: Path) -> int:
-    """The log's file, opened for appending (OSError when its name is a link: ELOOP)."""
-    return os.open(path, FLAGS, MODE)
+    """The log's file, opened for appending; LogRefused naming it when that cannot be (a link at its name)."""
+    try:
+        return os.open(path, FLAGS, MODE)
+    except OSError as exc:
+        why = "it is a symbolic link (a log is never written through one)" if exc.errno == errno.ELOOP else exc.strerror
+        raise LogRefused(
+            f"log {path}: cannot open it for appending: {why}",
+            hint="remove what is at that name, or give the bench a folder only it can write",
+            file=str(path),
+        ) from None
 
 
 def _rotate(path: Path) -> None:

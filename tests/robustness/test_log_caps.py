@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.logcap import CappedLog, open_for_child
+from bench.core.logcap import CappedLog, LogRefused, open_for_child
 from bench.devices.qemu_machine import _console_line
 
 
@@ -43,10 +43,11 @@ def test_a_link_planted_at_a_logs_name_is_not_followed(tmp_path: Path) -> None:
     victim = tmp_path / "victim"
     victim.write_text("keep me\n")
     (tmp_path / "board.log").symlink_to(victim)
-    with pytest.raises(OSError):
+    with pytest.raises(LogRefused, match=r"board\.log: cannot open it for appending: it is a symbolic link"):
         CappedLog(tmp_path / "board.log")
-    with pytest.raises(OSError):
+    with pytest.raises(LogRefused) as refused:
         open_for_child(tmp_path / "board.log")
+    assert refused.value.exit_code == 2
     assert victim.read_text() == "keep me\n"
 
 
