@@ -4,7 +4,9 @@ A device replayed on its own counted clock gets every input at the counted time 
 so each night its inferences see the same inputs and its counted figures depend on the session, the model and the
 firmware only. A night where that did not hold measured something else: an input reached the agent after it was due,
 it played fewer frames than its baseline runs (less of the session), or its inferences saw more or fewer inputs each
-over the frames both played. Then its counted figures are "inconclusive: the inputs reached the device differently
+over the frames both played. (Fewer frames count only where the baseline runs all played the same number: a
+device that plays a fixed span of the session, `replay_span_s`; one that plays what fits its budget plays more or
+less each night by design, and its page says how much.) Then its counted figures are "inconclusive: the inputs reached the device differently
 (host busy)", naming the difference, and never a regression (bench.results.judge). A model that takes longer moves
 an inference's start by its extra time at most: an input due in between goes to the next inference, which leaves the
 mean over the frames played (what is compared) where it was."""
@@ -42,8 +44,9 @@ def played_difference(store: ResultStore, run_id: int, device: str, baseline_run
     late, base_late = mine.late or 0, max(p.late or 0 for p in base)
     if late > base_late:
         out.append(f"{late} inputs reached it after they were due (its baseline runs: at most {base_late})")
-    fewest = min(p.frames for p in base)
-    if mine.frames < fewest * (1 - FRAMES_PCT / 100):
+    fewest, most = min(p.frames for p in base), max(p.frames for p in base)
+    fixed = most <= fewest * (1 + FRAMES_PCT / 100)  # a fixed span (replay_span_s), not what fitted a budget
+    if fixed and mine.frames < fewest * (1 - FRAMES_PCT / 100):
         out.append(f"{mine.frames} frames played, its baseline runs at least {fewest}")
     closest = min((_per_frame_pct(mine, p) for p in base), key=abs)
     if abs(closest) > PER_FRAME_PCT:

@@ -97,6 +97,12 @@ def test_fewer_frames_late_inputs_or_more_inputs_per_inference_make_every_counte
         assert inference(store, crowded).status == INCONCLUSIVE
 
 
+def test_fewer_frames_count_only_against_a_baseline_that_played_a_fixed_span(tmp_path: Path) -> None:
+    with open_store(tmp_path / "r.sqlite") as store:
+        runs = [night(store, 13_589, n=n) for n in (150, 200, 170, 240, 160)]  # what fitted a budget each night
+        assert played_difference(store, night(store, 13_589, n=120), C6, runs) is None
+
+
 def test_a_night_still_collecting_its_baseline_stays_collecting(tmp_path: Path) -> None:
     with open_store(tmp_path / "r.sqlite") as store:
         first = night(store, 13_583)
