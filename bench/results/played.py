@@ -4,12 +4,12 @@ A device replayed on its own counted clock gets every input at the counted time 
 so each night its inferences see the same inputs and its counted figures depend on the session, the model and the
 firmware only. A night where that did not hold measured something else: an input reached the agent after it was due,
 it played fewer frames than its baseline runs (less of the session), or its inferences saw more or fewer inputs each
-over the frames both played. (Fewer frames count only where the baseline runs all played the same number: a
-device that plays a fixed span of the session, `replay_span_s`; one that plays what fits its budget plays more or
-less each night by design, and its page says how much.) Then its counted figures are "inconclusive: the inputs reached the device differently
-(host busy)", naming the difference, and never a regression (bench.results.judge). A model that takes longer moves
-an inference's start by its extra time at most: an input due in between goes to the next inference, which leaves the
-mean over the frames played (what is compared) where it was."""
+over the frames both played. Fewer frames count only where the baseline runs all played the same number (a device
+that plays a fixed span of the session, `replay_span_s`); one that plays what fits its budget plays more or less
+each night by design, and its page says how much. Then its counted figures are "inconclusive: the inputs reached the
+device differently (host busy)", naming the difference, and never a regression (bench.results.judge). A model that
+takes longer moves an inference's start by its extra time at most: an input due in between goes to the next
+inference, which leaves the mean over the frames played (what is compared) where it was."""
 
 from __future__ import annotations
 
