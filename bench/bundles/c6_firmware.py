@@ -21,6 +21,7 @@ from bench.config.fleet import Device
 from bench.config.kinds import runs_counted
 from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError, ExitCode
+from bench.core.folders import safe_folder
 from bench.core.paths import FIRMWARE_DIR, cache_root
 from bench.core.steps import Progress, no_progress
 
@@ -126,8 +127,7 @@ def firmware_digest(compiler: str) -> str:
 
 def fetch_source(source: Source, downloads: Path) -> Path:
     """The pinned archive, downloaded once into the download cache and checked by size and sha256."""
-    folder = downloads / "sources"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = safe_folder(downloads / "sources", "download cache")
     path = folder / source.filename
     if not path.is_file() or sha256_file(path) != source.sha256:
         part = path.with_name(f".{path.name}.{os.getpid()}.part")
@@ -165,7 +165,7 @@ def micropython_source(progress: Progress = no_progress) -> Path:
             progress(0, 0, f"unpacking {archive.name}")
             if root.exists():
                 shutil.rmtree(root)
-            _unpack(archive, root)
+            _unpack(archive, safe_folder(root, "source cache"))
             done.write_text(MICROPYTHON.sha256 + "\n", encoding="utf-8")
     (top,) = (p for p in root.iterdir() if p.is_dir())
     return top
@@ -219,7 +219,7 @@ def build_firmware(*, root: Path | None = None, force: bool = False, progress: P
             return firmware
         top = micropython_source(progress)
         cross = mpy_cross(progress)
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        safe_folder(folder.parent, "firmware cache")
         with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
             work = Path(tmp)
             shutil.copytree(PORT_DIR, work / "port")
