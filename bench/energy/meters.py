@@ -9,16 +9,11 @@ from bench.energy.joulescope import JoulescopeMeter
 from bench.energy.ppk2 import Ppk2Meter
 from bench.energy.protocol import Meter, MeterError
 from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter
-from bench.energy.spec import EnergySpec, HwmonSettings
+from bench.energy.spec import EnergySpec, needs_connection
 from bench.links.spec import SshLink
 from bench.links.ssh import SshConnection
 
-ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link
-
-
-def needs_connection(spec: EnergySpec) -> bool:
-    """True when the meter is read on the device (over its SSH link)."""
-    return spec.driver in ON_DEVICE or (isinstance(spec.settings, HwmonSettings) and spec.settings.on == "device")
+ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link (spec.ON_DEVICE)
 
 
 def meter_for(device: Any, connection: SshConnection | None = None) -> Meter | None:

@@ -108,6 +108,14 @@ class EnergySpec:
         return dataclasses.replace(self, settings=settings, modelled=modelled)
 
 
+ON_DEVICE = ("tegrastats", "pmic")  # drivers read on the device, over its SSH link (and `hwmon` with on = "device")
+
+
+def needs_connection(spec: EnergySpec) -> bool:
+    """True when the meter is read on the device (over its SSH link)."""
+    return spec.driver in ON_DEVICE or (isinstance(spec.settings, HwmonSettings) and spec.settings.on == "device")
+
+
 def parse_energy(raw: object, where: str, base_dir: Path) -> EnergySpec:
     """Validate a fleet file's `energy` table (`where` names the file and device for messages)."""
     name, settings = driver_settings(raw, "energy", DRIVERS, where, what="meter")

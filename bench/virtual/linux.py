@@ -50,8 +50,11 @@ class LinuxProfile:
     idle_c: float
     c_per_load: float
     zones: tuple[tuple[str, float], ...]  # name, offset from the modelled temperature
+    # Its power (the stand-in sensors: bench/virtual/linux_tools/rails, tegrastats): idle, and above idle with every
+    # one of its `cpus` cores loaded; each busy guest core draws one loaded core's share (docs/lab-control.md)
     idle_mw: int = 0
     mw_per_load: int = 0
+    power_source: str = ""  # where those figures come from, named beside every figure they give
     # As a QEMU guest (bench.virtual.arm64_board): the core QEMU 7.2 models closest to the board's, and
     # the guest's size (kept small: the bundled fleet runs three aarch64 guests on a 2-core host).
     guest_cpu: str = "cortex-a76"
@@ -69,8 +72,11 @@ JETSON_ORIN_NX = LinuxProfile(
     idle_c=42.0,
     c_per_load=22.0,
     zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
+    # Orin NX 16GB: 25 W is the module's MAXN power budget (NVIDIA DS-10712-001: VDD_IN at most 5 A at 5 V); idle
+    # VDD_IN 4.8 W, the figure the stand-in tegrastats had modelled (not a published one)
     idle_mw=4800,
-    mw_per_load=9000,
+    mw_per_load=20200,
+    power_source="the Orin NX 16GB's 25 W MAXN budget (NVIDIA DS-10712-001)",
     # Orin's Cortex-A78AE is not in QEMU 7.2; its nearest there is the Cortex-A76: the A78's direct
     # predecessor with the same Armv8.2-A feature set (LSE atomics, fp16, dot product, RCpc).
     guest_cpu="cortex-a76",
@@ -82,6 +88,11 @@ PI5 = LinuxProfile(
     idle_c=48.0,
     c_per_load=30.0,
     zones=(("cpu-thermal", 0.0),),
+    # the PMIC's rails at idle as a Pi 5 printed them (firmware 2024-09: 1.6 W); loaded: 1.8 W idle -> 7.9 W
+    # running Geekbench at the wall (geerlingguy/sbc-reviews#21), +6.1 W over the 4 cores
+    idle_mw=1605,
+    mw_per_load=6100,
+    power_source="a Pi 5's idle PMIC rails and its +6.1 W under load (geerlingguy/sbc-reviews#21)",
     guest_cpu="cortex-a76",  # the Pi 5's own core (BCM2712: 4x Cortex-A76)
 )
 
@@ -137,8 +148,9 @@ class VirtualLinuxDevice:
         python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
         python.chmod(0o755)
         tool = "tegrastats" if self.profile.telemetry == "tegrastats" else "vcgencmd"
-        shutil.copy(TOOLS / tool, self.root / "bin" / tool)
-        (self.root / "bin" / tool).chmod(0o755)
+        for name in (tool, "rails"):  # rails: the power rails' model both stand-ins read (linux_tools/rails)
+            shutil.copy(TOOLS / name, self.root / "bin" / name)
+            (self.root / "bin" / name).chmod(0o755)
         (self.root / "profile.json").write_text(json.dumps(asdict(self.profile)))
         if self.profile.telemetry == "sysfs-vcgencmd":
             zone = self.root / "sys/class/thermal/thermal_zone0"
@@ -246,6 +258,11 @@ Subsystem sftp internal-sftp
         return SshLink(
             user=getpass.getuser(), host="127.0.0.1", port=self.port, key=self.user_key, host_key=self.host_key()
         )
+
+    @property
+    def meter_modelled(self) -> str:
+        """What its stand-in sensors' power is modelled from (this host's CPU load: a loopback board is not counted)."""
+        return f"modelled from the bench host's CPU load and {self.profile.power_source}"
 
     def urls(self) -> dict[str, str]:
         """Every way to reach the device: ssh, and its control API (power, hang)."""
