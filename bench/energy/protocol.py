@@ -87,6 +87,14 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
                 raise MeterError(f"device {self.device!r}: meter {self.name}: {got} within {within:g} s of its start")
             await asyncio.sleep(0.01)
 
+    async def more_samples(self, count: int, timeout_s: float) -> None:
+        """Return once the meter holds `count` samples, or `timeout_s` has passed (a slow device's readings come
+        late; what came is used), or sampling failed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while len(self.samples) < count and not self.errors and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+
     async def _sample_loop(self) -> None:
         try:
             await self.run()

@@ -22,10 +22,10 @@ For frame windows, how fine the meter is decides the method, and the flags say w
   sample is then still measured, from how much more its span drew than idling would have;
 - coarser (tegrastats at 1 s, the PMIC, most hwmon sensors): one sample holds many decisions. Energy per decision
   is then the decisions' active energy over their number (flag `active_energy_over_decisions`): the energy from the
-  first decision's start to the last one's end, less the idle baseline (the mean power the meter read before the
-  first decision, while the device idled) over that time. It has no P99 (no single decision is seen). Without a
-  sample before the first decision there is no baseline: only energy per session and mean power are given, with
-  the flag `meter_too_slow_for_decisions`.
+  first decision's start to the end of decision ACTIVE_DECISIONS (the same stretch of the session every night),
+  less the idle baseline (the median power the meter read before the first decision, while the device idled) over
+  that time. It has no P99 (no single decision is seen). Without a sample before the first decision there is no
+  baseline: only energy per session and mean power are given, with the flag `meter_too_slow_for_decisions`.
 
 A meter on the device's own clock (`device_clock`: the PMIC's and a device hwmon file's readings are stamped with
 the device's uptime) takes the frames' t0..t1 as they are, with no mapping (flag `device_clock`); on an icount
@@ -51,6 +51,7 @@ ATTRIBUTED = "attributed"  # per-decision energy from spans around each window a
 MARKER = "marker"  # the windows are the high runs of the meter's logic input wired to the inference marker
 ACTIVE = "active_energy_over_decisions"  # (energy - idle baseline x time) over the decisions, for a coarse meter
 DEVICE_CLOCK = "device_clock"  # samples and windows both on the device's own clock
+ACTIVE_DECISIONS = 240  # active energy is taken over the session's first decisions (8 s of a 30 fps session)
 SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median decision period"
 
 
@@ -161,17 +162,19 @@ def _active(
     flags: tuple[str, ...],
     **base: object,
 ) -> EnergyFigures:
-    """Energy per decision of a meter too coarse for single decisions: the decisions' span's energy less the idle
-    baseline (the samples that ended before the first decision) over that span, over the decisions."""
-    a, b = windows[0][0], windows[-1][1]
-    idle = [s for s in samples if s.t_ns <= a and s.dt_ns > 0]
-    idle_ns = sum(s.dt_ns for s in idle)
-    if not idle_ns or b <= a:
+    """Energy per decision of a meter too coarse for single decisions: the energy of the span of the first
+    ACTIVE_DECISIONS decisions (the same stretch of the session every night, however much of it a night plays),
+    less the idle baseline over that span, over those decisions. The baseline is the median of the readings that
+    ended before the first decision (a burst of other work in one of them is no idle power)."""
+    counted = windows[:ACTIVE_DECISIONS]
+    a, b = counted[0][0], counted[-1][1]
+    idle = sorted(s.power_mw for s in samples if s.t_ns <= a and s.dt_ns > 0)
+    if not idle or b <= a:
         return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW, *flags), windows_ns=windows, **base)  # type: ignore[arg-type]
-    idle_mw = sum(s.power_mw * s.dt_ns for s in idle) / idle_ns
-    each = (whole.energy_mj(a, b) - idle_mw * (b - a) / 1e9) / len(windows)
+    idle_mw = statistics.median(idle)
+    each = (whole.energy_mj(a, b) - idle_mw * (b - a) / 1e9) / len(counted)
     return EnergyFigures(
-        decisions=len(windows),
+        decisions=len(counted),
         p50_mj=each,
         mean_mj=each,
         idle_mw=idle_mw,

@@ -41,6 +41,7 @@ TAIL_S = 0.5  # after the last input, keep listening this long (covers the decis
 COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
 COLD_START_TIMEOUT_S = 30.0
 IDLE_SAMPLES = 8  # a device-clock meter's readings before the loop starts: its idle baseline (_start_meter)
+IDLE_WAIT_S = 20.0  # the longest the loop waits for them
 HOLD_MS = 200  # a device-clock replay: session time 0 is this long after the agent's first VSync
 HOLD_CAP = "hold"  # the agent holds inputs until its own clock reaches them (protocol.md, start `hold_ms`)
 DEVICE_CLOCK = OffsetClock(0)  # device-clock figures: device us as "bench" ns, unmapped
@@ -334,11 +335,12 @@ class ReplayRun:
         the device's clock gives IDLE_SAMPLES before the loop starts: the idle baseline its energy per decision
         needs when it is too coarse for single decisions (bench.measure.energy)."""
         try:
-            run.meter = meter_for(run.device)
+            run.meter = meter_for(run.device, driver=run.endpoint.driver if run.endpoint else None)
             if run.meter is not None:
                 await run.meter.start()
-                if run.meter.device_clock:
-                    await run.meter.first_sample(IDLE_SAMPLES)
+                if run.meter.device_clock:  # on a slow guest the readings come late: what came by then is used
+                    await run.meter.first_sample()
+                    await run.meter.more_samples(IDLE_SAMPLES, IDLE_WAIT_S)
         except BenchError as exc:
             run.meter_error = str(exc)
             if run.meter is not None:

@@ -18,6 +18,7 @@ from bench.energy.ppk2_reader import Bins
 from bench.energy.protocol import MeterError, PowerSample
 from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter, device_ns
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
+from bench.energy.supply import SupplyMeter, modelled_from, parse_supply
 from bench.measure.device import DeviceMeasurements, add_energy
 from bench.measure.energy import ACTIVE, ATTRIBUTED, DEVICE_CLOCK, MARKER, TOO_SLOW, Integrator, energy_figures
 from bench.measure.records import OffsetClock
@@ -382,13 +383,17 @@ def test_a_coarse_meter_on_the_device_clock_gives_the_decisions_active_energy() 
     frames = [Frame(i=k, vsync=k, ran=True, t0=start_us + k * 33_333, t1=start_us + k * 33_333 + 2_000)
               for k in range(300)]  # fmt: skip
     fig = energy_figures(samples, frames, OffsetClock(10**15), "pmic", 0.25, device_clock=True)
-    assert ACTIVE in fig.flags and DEVICE_CLOCK in fig.flags and fig.decisions == 300
+    assert ACTIVE in fig.flags and DEVICE_CLOCK in fig.flags and fig.decisions == 240  # the session's first 240
     assert fig.idle_mw == pytest.approx(1600.0)
-    assert fig.p50_mj == pytest.approx(100.0 * (299 * 0.033333 + 0.002) / 300, rel=1e-3) and fig.p99_mj is None
+    assert fig.p50_mj == pytest.approx(100.0 * (239 * 0.033333 + 0.002) / 240, rel=1e-3) and fig.p99_mj is None
+    # a burst of other work in one idle reading does not move the baseline
+    burst = [*samples[:3], PowerSample(samples[3].t_ns, samples[3].dt_ns, 2400.0), *samples[4:]]
+    assert energy_figures(burst, frames, OffsetClock(0), "pmic", 0.25, device_clock=True).p50_mj == fig.p50_mj
     out = DeviceMeasurements()
     add_energy(out, fig, budget_mj=1.0)
     described = out.get("energy_per_decision_p50").description
-    assert "active energy over decisions" in described and "1600.0 mW" in described and "device's clock" in described
+    assert "active energy over the first 240 decisions" in described and "1600.0 mW" in described
+    assert "device's clock" in described
     assert out.get("energy_per_decision_p99").value is None
     # no sample before the first decision: no baseline, so no energy per decision
     late = energy_figures(samples[8:], frames, OffsetClock(0), "pmic", 0.25, device_clock=True)
@@ -429,3 +434,41 @@ def test_the_pmic_and_hwmon_readings_are_stamped_on_the_devices_clock(tmp_path: 
     assert [(s.t_ns, s.dt_ns, s.power_mw) for s in ina.samples] == [(50_300_000_000, 300_000_000, 6000.0)]
     with pytest.raises(MeterError, match="uptime"):
         device_ns("VDD_CORE_A current(7)=0.7A")
+
+
+class _Console:
+    """A console driver whose guest printed `lines` (what follow_console hands a follower)."""
+
+    timing = "icount"
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    async def follow_console(self, emit) -> None:
+        import asyncio
+
+        for line in self.lines:
+            emit(line)
+        await asyncio.Event().wait()
+
+
+def test_the_consoles_supply_meter_reads_its_guests_lines_on_its_clock(tmp_path: Path) -> None:
+    import asyncio
+
+    assert parse_supply("[+  49.535] NPC-SUPPLY 12.50 2507") == (12_500_000_000, 2507.0)
+    assert parse_supply("NPC-INIT net-up ip=10.0.2.15") is None and parse_supply("NPC-SUPPLY 1.66 ") is None
+    fleet = parse_fleet({"device": [{"name": "switch-1", "kind": "switch-arm64", "virtual": True,
+                                     "energy": {"driver": "supply"}}]}, tmp_path / "f.toml")  # fmt: skip
+    with pytest.raises(MeterError, match="console"):
+        meter_for(fleet.devices[0])  # read through the console's driver, which `hilbench energy` has not
+    lines = ["NPC-SUPPLY 2.00 2400", "npc_agent: listening", "NPC-SUPPLY 2.25 2600", "NPC-SUPPLY 2.50 2500"]
+    meter = meter_for(fleet.devices[0], driver=_Console(lines))
+    assert isinstance(meter, SupplyMeter) and meter.device_clock and modelled_from("icount") in meter.name
+
+    async def read() -> list[PowerSample]:
+        await meter.start()
+        await meter.more_samples(2, 5.0)
+        return await meter.stop()
+
+    assert [(s.t_ns, s.dt_ns, s.power_mw) for s in asyncio.run(read())] == [
+        (2_250_000_000, 250_000_000, 2600.0), (2_500_000_000, 250_000_000, 2500.0)]  # fmt: skip
