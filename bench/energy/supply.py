@@ -70,7 +70,7 @@ class SupplyMeter(Meter[SupplySettings]):
 
 def supply_meter(device: Any, driver: Any) -> SupplyMeter:
     """The supply meter of `device`, read through its running console `driver` (MeterError without one)."""
-    if driver is None or not callable(getattr(driver, "follow_console", None)) or device.kind != "switch-arm64":
+    if driver is None or not callable(getattr(driver, "follow_console", None)):
         raise MeterError(f"device {device.name!r}: meter 'supply' is a virtual console's, read through its driver",
-                         hint="measure it in a replay or nightly of the console (kind switch-arm64)")  # fmt: skip
+                         hint="measure it in a replay or nightly of the console")  # fmt: skip
     return SupplyMeter(device.name, device.energy, driver)
