@@ -472,3 +472,25 @@ def test_the_consoles_supply_meter_reads_its_guests_lines_on_its_clock(tmp_path:
 
     assert [(s.t_ns, s.dt_ns, s.power_mw) for s in asyncio.run(read())] == [
         (2_250_000_000, 250_000_000, 2600.0), (2_500_000_000, 250_000_000, 2500.0)]  # fmt: skip
+
+
+def test_the_nightlys_json_names_each_devices_energy_per_decision_and_its_label(tmp_path: Path) -> None:
+    from bench.nightly.publish import energy_of
+    from bench.store.results import open_store
+
+    samples = _samples([1600.0] * 8 + [1700.0] * 40, start_ns=100_000_000_000, dt_ns=250_000_000)
+    frames = [Frame(i=k, vsync=k, ran=True, t0=102_000_000 + k * 33_333, t1=102_002_000 + k * 33_333)
+              for k in range(250)]  # fmt: skip
+    out = DeviceMeasurements()
+    add_energy(out, energy_figures(samples, frames, OffsetClock(0), "pmic (modelled from counted time)", 0.25,
+                                   device_clock=True))  # fmt: skip
+    with open_store(tmp_path / "r.sqlite") as store:
+        run = store.begin_run("replay", session="combat")
+        store.add_device(run, "pi5-1", "pi5")
+        store.add_measurements(run, "pi5-1", out.measurements)
+        got = energy_of(store, run)
+    assert set(got) == {"pi5-1"} and got["pi5-1"]["energy_per_decision_mj"] == pytest.approx(
+        100 * 7.9686 / 240, abs=1e-3
+    )
+    assert got["pi5-1"]["label"].startswith("pmic (modelled from counted time), one sample per 250 ms; active")
+    assert ACTIVE in got["pi5-1"]["flags"] and got["pi5-1"]["power_mean_mw"] is not None
