@@ -16,6 +16,7 @@ from bench.agent.frame import Frame
 from bench.agent.transport import LineTransport
 from bench.config.kinds import DECISION_BUDGET_MS
 from bench.core.errors import BenchError, DeviceUnreachable, ProductFailure
+from bench.core.logcap import CappedLog
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -46,13 +47,13 @@ class LoopStart:
     # an agent with the `hold` cap holds each input until its clock reaches the input's `ts` after the loop's
     # epoch (its first VSync + hold_ms)
     hold_ms: int | None = None
+    # with hold_ms: how many inputs the bench sends for the loop, those held ahead included; an agent that knows it
+    # reads each input on its own clock (protocol.md `start`)
+    hold_count: int | None = None
 
     def fields(self) -> dict[str, Any]:
-        """The request's fields (`hold_ms` only when it is set)."""
-        fields = asdict(self)
-        if self.hold_ms is None:
-            del fields["hold_ms"]
-        return fields
+        """The request's fields (`hold_ms` and `hold_count` only when they are set)."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in ("hold_ms", "hold_count")}
 
 
 class AgentSession:
@@ -82,7 +83,7 @@ class AgentSession:
         self.last_stopped: dict[str, Any] | None = None
         self.sent_ns: dict[int, int] = {}  # input seq -> bench send time
         self.closed = False
-        self._log = open(log_path, "a", encoding="utf-8") if log_path else None  # noqa: SIM115
+        self._log = CappedLog(log_path) if log_path else None
         self._next_id = 1
         self._seq = 0
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], int]]] = {}

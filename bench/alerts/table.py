@@ -7,17 +7,21 @@ import datetime as dt
 import getpass
 import json
 import os
+import shlex
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.alerts.model import Alert, AlertError
+from bench.alerts.model import DRIFT, FAILURE, REGRESSION, STATES, Alert, AlertError
 from bench.store import stored
 from bench.store.results import ResultStore
 
+KINDS = (REGRESSION, DRIFT, FAILURE)
 _COLUMNS = ("id, session, device, metric, kind, state, first_run, last_run, opened_at, state_since, owner, note,"
             " link, reason, of_alert, fixed_run, good_nights, data")  # fmt: skip
+_NAMES = tuple(name.strip() for name in _COLUMNS.split(","))
+_TEXTS = ("session", "device", "metric", "owner", "note", "link", "reason")
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,54 @@ def who() -> str:
 
 
 def _alert(row: tuple, store: ResultStore) -> Alert:
-    return Alert(*row[:17], data=stored.json_object(row[17], store.label, "alerts", row[0], "data"))
+    """The alert of a stored row, each field checked: a row changed outside the bench (a blob owner, a date
+    that is not ISO-8601, an effect that is text) is a DamagedStore naming the row and field (exit 2)."""
+    where = (store.label, "alerts", row[0])
+    v = dict(zip(_NAMES, row, strict=True))
+    texts = {k: stored.text(v[k], *where, k) for k in _TEXTS}
+    for name, allowed in (("kind", KINDS), ("state", STATES)):
+        if v[name] not in allowed:
+            raise stored.damaged(*where, name, f"{str(v[name])[:40]!r} is not one of {', '.join(allowed)}")
+    return Alert(
+        id=stored.integer(v["id"], *where, "id", low=1),
+        kind=v["kind"],
+        state=v["state"],
+        first_run=stored.integer(v["first_run"], *where, "first_run"),
+        last_run=stored.integer(v["last_run"], *where, "last_run"),
+        opened_at=stored.timestamp(v["opened_at"], *where, "opened_at"),
+        state_since=stored.timestamp(v["state_since"], *where, "state_since"),
+        of_alert=None if v["of_alert"] is None else stored.integer(v["of_alert"], *where, "of_alert"),
+        fixed_run=None if v["fixed_run"] is None else stored.integer(v["fixed_run"], *where, "fixed_run"),
+        good_nights=stored.integer(v["good_nights"], *where, "good_nights"),
+        data=_checked_data(stored.json_object(v["data"], *where, "data"), where),
+        **texts,
+    )
+
+
+def _checked_data(data: dict[str, Any], where: tuple) -> dict[str, Any]:
+    """An alert's evidence, with the fields the bench reads checked for their types."""
+    for key in ("effect_pct", "p_value", "baseline_value", "value"):
+        stored.number(data.get(key), *where, f"data.{key}")
+    for key in ("title", "cause", "unit", "reason", "bisect"):
+        if key in data and not isinstance(data[key], str | None):
+            raise stored.damaged(*where, f"data.{key}", f"a {type(data[key]).__name__}, not text")
+    try:
+        shlex.split(data.get("bisect") or "")
+    except ValueError as exc:
+        raise stored.damaged(*where, "data.bisect", f"not a shell command ({exc})") from None
+    change = data.get("change") or []
+    if not isinstance(change, list) or not all(isinstance(c, str) for c in change):
+        raise stored.damaged(*where, "data.change", "not a list of text")
+    if data.get("suggested_of") is not None:
+        stored.integer(data["suggested_of"], *where, "data.suggested_of", low=1)
+    drift = data.get("drift")
+    if drift is not None:
+        if not isinstance(drift, dict):
+            raise stored.damaged(*where, "data.drift", f"a {type(drift).__name__}, not an object")
+        stored.number(drift.get("effect_pct"), *where, "data.drift.effect_pct")
+        for key in ("since_run", "nights"):
+            stored.integer(drift.get(key, 0), *where, f"data.drift.{key}")
+    return data
 
 
 def get(store: ResultStore, alert_id: int) -> Alert:
@@ -108,15 +159,22 @@ def insert(store: ResultStore, alert: Alert) -> int:
     return int(cur.fetchall()[0][0])
 
 
-def update(store: ResultStore, alert: Alert) -> None:
-    """Write back every field of `alert` but its key and first night."""
-    store.db.execute(
+def update(store: ResultStore, alert: Alert, *, was: str | None = None) -> None:
+    """Write back every field of `alert` but its key and first night; with `was`, only while the stored alert is
+    still in state `was` (compare-and-set: of two changes made at once, one wins and the other gets an
+    AlertError naming the state it found)."""
+    cur = store.db.execute(
         "UPDATE alerts SET kind = ?, state = ?, last_run = ?, state_since = ?, owner = ?, note = ?, link = ?,"
-        " reason = ?, of_alert = ?, fixed_run = ?, good_nights = ?, data = ? WHERE id = ?",
+        " reason = ?, of_alert = ?, fixed_run = ?, good_nights = ?, data = ? WHERE id = ?"
+        + ("" if was is None else " AND state = ?") + " RETURNING id",
         (alert.kind, alert.state, alert.last_run, alert.state_since, alert.owner, alert.note, alert.link,
          alert.reason, alert.of_alert, alert.fixed_run, alert.good_nights, json.dumps(alert.data, default=str),
-         alert.id),
+         alert.id, *([] if was is None else [was])),
     )  # fmt: skip
+    if not cur.fetchall():
+        now = store.db.execute("SELECT state FROM alerts WHERE id = ?", (alert.id,)).fetchone()
+        raise AlertError(f"alert {alert.id} was changed meanwhile (it is {now[0] if now else 'gone'}, not {was}):"
+                         " nothing done", hint=f"see `hilbench alerts show {alert.id}`, then try again")  # fmt: skip
 
 
 def add_event(
@@ -130,12 +188,24 @@ def add_event(
 
 
 def events(store: ResultStore, alert_id: int) -> list[Event]:
-    """An alert's changes, oldest first."""
+    """An alert's changes, oldest first (a damaged row is a DamagedStore naming it)."""
     rows = store.db.execute(
-        "SELECT alert_id, run_id, at, event, actor, detail FROM alert_events WHERE alert_id = ? ORDER BY id",
+        "SELECT alert_id, run_id, at, event, actor, detail, id FROM alert_events WHERE alert_id = ? ORDER BY id",
         (alert_id,),
     )
-    return [Event(*r) for r in rows.fetchall()]
+    return [_event(r, store) for r in rows.fetchall()]
+
+
+def _event(row: tuple, store: ResultStore) -> Event:
+    where = (store.label, "alert_events", row[6])
+    return Event(
+        alert_id=stored.integer(row[0], *where, "alert_id", low=1),
+        run_id=None if row[1] is None else stored.integer(row[1], *where, "run_id"),
+        at=stored.timestamp(row[2], *where, "at"),
+        event=stored.text(row[3], *where, "event"),
+        actor=stored.text(row[4], *where, "actor"),
+        detail=stored.text(row[5], *where, "detail"),
+    )
 
 
 def events_of_runs(store: ResultStore, run_ids: Iterable[int]) -> list[Event]:
@@ -144,8 +214,8 @@ def events_of_runs(store: ResultStore, run_ids: Iterable[int]) -> list[Event]:
     if not ids:
         return []
     rows = store.db.execute(
-        "SELECT alert_id, run_id, at, event, actor, detail FROM alert_events"
+        "SELECT alert_id, run_id, at, event, actor, detail, id FROM alert_events"
         f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id",
         ids,
     )
-    return [Event(*r) for r in rows.fetchall()]
+    return [_event(r, store) for r in rows.fetchall()]

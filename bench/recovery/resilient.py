@@ -137,4 +137,5 @@ class ResilientSession(RelayedSession):
         assert loop is not None
         if loop.frames:  # a run of so many frames: the new loop owes what has not arrived yet
             loop = replace(loop, frames=loop.frames - self._received)
-        await start_fresh(session, loop)
+        # the new agent lost the inputs held for the old loop: it takes the rest as they come (no hold_count)
+        await start_fresh(session, replace(loop, hold_count=None))

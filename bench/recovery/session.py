@@ -141,7 +141,8 @@ class RecoveringSession(RelayedSession):
             await self._adopt(result.session)
             self._domain = old_clock
             assert self._loop_start is not None
-            await start_fresh(result.session, self._loop_start)
+            # the new agent lost the inputs held for the old loop: it takes the rest as they come (no hold_count)
+            await start_fresh(result.session, dataclasses.replace(self._loop_start, hold_count=None))
 
 
 def _first_line(exc: BaseException) -> str:

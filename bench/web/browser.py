@@ -18,6 +18,7 @@ import websockets
 
 from bench.core.errors import DeviceUnreachable
 from bench.core.lifecycle import StartStop
+from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process
 from bench.web import chromium
 from bench.web.relay import DevToolsRelay
@@ -217,7 +218,7 @@ class Browser(StartStop):
         """Start Chromium and connect to its DevTools pipe, or DeviceUnreachable."""
         self.launch = launch = chromium.prepare(FLAGS)
         self.sandbox = launch.sandbox
-        log = open(self.log_path, "ab") if self.log_path else asyncio.subprocess.DEVNULL  # noqa: SIM115
+        log = open_for_child(self.log_path) if self.log_path else asyncio.subprocess.DEVNULL
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -232,7 +233,7 @@ class Browser(StartStop):
             raise
         finally:
             if self.log_path:
-                log.close()
+                os.close(log)
         launch.started()
         self.cdp = Cdp(await PipeChannel.open(*launch.take_pipe()))
         try:
