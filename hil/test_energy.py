@@ -20,13 +20,19 @@ def test_decision_energy_within_budget(agent, replayed, record_measurement):
     record_measurement("energy_per_decision_p50", replayed.median("energy_per_decision_p50"), "mJ",
                        samples=replayed.each("energy_per_decision_p50"))  # fmt: skip
     # the P99 (median over the windows), not every decision: a meter coarser than one inference attributes each
-    # decision's energy from the span around it, and a stall or a burst of other work in one span is no decision
-    over = sum(replayed.each("energy_budget_exceeded"))
-    p99 = replayed.median("energy_per_decision_p99")
+    # decision's energy from the span around it, and a stall or a burst of other work in one span is no decision.
+    # A meter too coarse even for that (a PMIC, an INA3221 read over SSH) gives the decisions' active energy over
+    # their number, their mean: the figure the budget then holds
+    single = all(r.values.get("energy_per_decision_p99") is not None for r in replayed.runs)
+    name = "energy_per_decision_p99" if single else "energy_per_decision_p50"
+    over = sum(v for r in replayed.runs if (v := r.values.get("energy_budget_exceeded")) is not None)
+    figure = replayed.median(name)
     record_measurement("energy_budget_exceeded", over, "count")
-    assert p99 <= energy.budget_mj, (
-        f"device {agent.name}: energy per decision P99 {p99:.3f} mJ is over the budget of {energy.budget_mj:g} mJ "
-        f"(P50 {replayed.median('energy_per_decision_p50'):.3f} mJ; {over:g} decision(s) over it)"
+    what = "P99" if single else "(active energy over decisions)"
+    assert figure <= energy.budget_mj, (
+        f"device {agent.name}: energy per decision {what} {figure:.3f} mJ is over the budget of "
+        f"{energy.budget_mj:g} mJ (P50 {replayed.median('energy_per_decision_p50'):.3f} mJ; {over:g} decision(s) "
+        "over it)"
     )
 
 

@@ -51,6 +51,7 @@ class AgentEndpoint:
 
     session: AgentLike
     close: Callable[[], Awaitable[None]]
+    driver: Any = None  # the device's driver, when the opener has one (a console's supply meter follows it)
 
 
 OpenAgent = Callable[[Device], Awaitable[AgentEndpoint]]

@@ -124,6 +124,9 @@ class QemuArm64Driver(Driver):
             "npc_mem_mb": str(self.device.settings.memory_limit_mb),
             "npc_timing": self.link.timing,
         }
+        energy = self.device.energy
+        if energy is not None and energy.driver == "supply":  # its lab supply meter's readings (bench.energy.supply)
+            args["npc_supply_ms"] = str(energy.settings.interval_ms)  # type: ignore[union-attr]
         args.update(self.boot_args)
         return args
 

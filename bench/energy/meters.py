@@ -9,25 +9,23 @@ from bench.energy.joulescope import JoulescopeMeter
 from bench.energy.ppk2 import Ppk2Meter
 from bench.energy.protocol import Meter, MeterError
 from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter
-from bench.energy.spec import EnergySpec, HwmonSettings
+from bench.energy.spec import EnergySpec, needs_connection
+from bench.energy.supply import supply_meter
 from bench.links.spec import SshLink
 from bench.links.ssh import SshConnection
 
-ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link
+ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link (spec.ON_DEVICE)
 
 
-def needs_connection(spec: EnergySpec) -> bool:
-    """True when the meter is read on the device (over its SSH link)."""
-    return spec.driver in ON_DEVICE or (isinstance(spec.settings, HwmonSettings) and spec.settings.on == "device")
-
-
-def meter_for(device: Any, connection: SshConnection | None = None) -> Meter | None:
+def meter_for(device: Any, connection: SshConnection | None = None, driver: Any = None) -> Meter | None:
     """The (not yet started) meter of a fleet device; None without an `energy` table. `connection` is the
     device's SSH connection, for meters read on the device (one of its own over the device's SSH link when
-    not given)."""
+    not given); `driver` the device's running driver, for a console's supply meter (bench.energy.supply)."""
     spec: EnergySpec | None = getattr(device, "energy", None)
     if spec is None:
         return None
+    if spec.driver == "supply":
+        return supply_meter(device, driver)
     if needs_connection(spec):
         owns = connection is None and isinstance(getattr(device, "link", None), SshLink)
         if owns:

@@ -2,8 +2,9 @@
 
 A sample is the mean power over an interval that ends at `t_ns` (`time.monotonic_ns()`, the clock the replayer
 stamps inputs with) and lasted `dt_ns`. A meter on the bench host (PPK2, Joulescope, a bench-side hwmon sensor)
-stamps its own samples; a meter read on the device over SSH (tegrastats, the PMIC, a device hwmon file) is
-stamped when each reading arrives, its interval the time since the reading before it.
+stamps its own samples; tegrastats over SSH is stamped when each reading arrives, its interval the time since the
+reading before it. A meter with `device_clock` (the PMIC, a device hwmon file) stamps each reading with the
+device's own clock instead: `t_ns` is then the device's time, the clock its frames' t0..t1 are on.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
         """The meter as the report names it (driver and where it is)."""
         return self.spec.driver
 
+    device_clock = False  # its samples are on the device's own clock (the one its frames carry), not the bench's
+
     @property
     def marker(self) -> str | None:
         """The input that reads the device's inference marker (e.g. "PPK2 D0"), None when the meter reads none."""
@@ -69,19 +72,28 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
         await self.open()
         self._begin(self._sample_loop(), f"meter-{self.device}")
 
-    async def first_sample(self) -> None:
-        """Return once the meter has delivered a sample: a block measured from then on is covered from its start
-        (a PPK2's reader starts streaming some time after it answered). MeterError naming the device when none came
-        within FIRST_SAMPLE_S plus three sample periods, or when sampling failed."""
+    async def first_sample(self, count: int = 1) -> None:
+        """Return once the meter has delivered `count` samples: a block measured from then on is covered from its
+        start (a PPK2's reader starts streaming some time after it answered). MeterError naming the device when none
+        came within FIRST_SAMPLE_S plus `count` + 2 sample periods, or when sampling failed."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + FIRST_SAMPLE_S + 3 * self.period_s
-        while not self.samples:
+        deadline = loop.time() + FIRST_SAMPLE_S + (count + 2) * self.period_s
+        while len(self.samples) < count:
             if self.errors:
                 raise MeterError(self.errors[-1])
             if loop.time() > deadline:
-                raise MeterError(f"device {self.device!r}: meter {self.name}: no sample within "
-                                 f"{FIRST_SAMPLE_S + 3 * self.period_s:g} s of its start")  # fmt: skip
+                within = FIRST_SAMPLE_S + (count + 2) * self.period_s
+                got = f"{len(self.samples)} of {count} samples" if self.samples else "no sample"
+                raise MeterError(f"device {self.device!r}: meter {self.name}: {got} within {within:g} s of its start")
             await asyncio.sleep(0.01)
+
+    async def more_samples(self, count: int, timeout_s: float) -> None:
+        """Return once the meter holds `count` samples, or `timeout_s` has passed (a slow device's readings come
+        late; what came is used), or sampling failed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while len(self.samples) < count and not self.errors and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     async def _sample_loop(self) -> None:
         try:

@@ -1,6 +1,8 @@
 """Meters read on a Linux board over its SSH link: tegrastats' INA3221 rails (Jetson), `vcgencmd pmic_read_adc`
-(Raspberry Pi 5), a hwmon power or current file. Each reading is stamped on the bench clock when it arrives and
-stands for the time since the reading before it (the first, for one reading period)."""
+(Raspberry Pi 5), a hwmon power or current file (a Jetson's INA3221 channels). A reading stands for the time
+since the reading before it (the first, for one reading period). tegrastats' lines are stamped on the bench clock
+when they arrive; the PMIC's and hwmon's readings on the device's own clock (`/proc/uptime`, read with each one),
+the clock its frames are stamped on, so its decisions are windowed with no clock mapping."""
 
 from __future__ import annotations
 
@@ -39,12 +41,18 @@ class RemoteMeter(Meter[S]):
         raise NotImplementedError
 
     blocks = True  # readings end with BLOCK_END lines (tegrastats prints one line per reading)
+    # device_clock (a subclass's): each block starts with the device's /proc/uptime, the reading's stamp
+
+    @property
+    def modelled(self) -> str:
+        """The meter name's "; modelled from ..." of a virtual board's sensor ("" on a real board)."""
+        return f"; {self.spec.modelled}" if self.spec.modelled else ""
 
     async def run(self) -> None:
         self._proc = await self.connection.stream(self.command())
         assert self._proc.stdout is not None
         block: list[str] = []
-        last = time.monotonic_ns() - round(self.period_s * 1e9)
+        last = -1 if self.device_clock else time.monotonic_ns() - round(self.period_s * 1e9)
         while raw := await self._proc.stdout.readline():
             line = raw.decode("utf-8", "replace").rstrip("\n")
             now = time.monotonic_ns()
@@ -53,6 +61,11 @@ class RemoteMeter(Meter[S]):
                 continue
             text = "\n".join(block) if self.blocks else line
             block = []
+            if self.device_clock:  # the first reading only starts the clock: what time it stands for is unknown
+                now, text = device_ns(text), text.partition("\n")[2]
+                if last < 0:
+                    last = now
+                    continue
             power = self.reading(text)
             if power is not None:  # a reading stands for the time since the last one
                 self.samples.append(PowerSample(now, now - last, power))
@@ -76,7 +89,7 @@ class TegrastatsMeter(RemoteMeter[TegrastatsSettings]):
 
     @property
     def name(self) -> str:
-        return f"tegrastats {self.settings.rail}"
+        return f"tegrastats {self.settings.rail}{self.modelled}"
 
     def command(self) -> str:
         return f"exec tegrastats --interval {self.settings.interval_ms}"
@@ -90,27 +103,32 @@ class PmicMeter(RemoteMeter[PmicSettings]):
 
     @property
     def name(self) -> str:
-        return "vcgencmd pmic_read_adc (sum of PMIC rails)"
+        return f"vcgencmd pmic_read_adc (sum of PMIC rails{self.modelled})"
+
+    device_clock = True
 
     def command(self) -> str:
-        return f"while :; do vcgencmd pmic_read_adc || exit 127; echo {BLOCK_END}; sleep {self.period_s:g}; done"
+        read = f"cat /proc/uptime && vcgencmd pmic_read_adc || exit 127; echo {BLOCK_END}"
+        return f"while :; do {read}; sleep {self.period_s:g}; done"
 
     def reading(self, text: str) -> float | None:
         return pmic_power_mw(text) if text.strip() else None
 
 
 class DeviceHwmonMeter(RemoteMeter[HwmonSettings]):
-    """A hwmon sensor file on the device."""
+    """A hwmon sensor file on the device (a path may hold a shell glob: `hwmon/hwmon*/curr1_input`)."""
+
+    device_clock = True
 
     @property
     def name(self) -> str:
-        return f"hwmon {self.settings.power or self.settings.current} (on the device)"
+        return f"hwmon {self.settings.power or self.settings.current} (on the device{self.modelled})"
 
     def command(self) -> str:
         s = self.settings
-        files = [f for f in (s.power, s.current, s.voltage) if f]
-        cats = "; ".join(f"cat {shlex.quote(f)} || exit 127" for f in files)
-        return f"while :; do {cats}; echo {BLOCK_END}; sleep {self.period_s:g}; done"
+        files = [_quoted(f) for f in (s.power, s.current, s.voltage) if f]  # one `cat` a reading, the uptime first
+        cat = " ".join(["cat", "/proc/uptime", *files])
+        return f"while :; do {cat} || exit 127; echo {BLOCK_END}; sleep {self.period_s:g}; done"
 
     def reading(self, text: str) -> float | None:
         lines = text.split()
@@ -120,3 +138,17 @@ class DeviceHwmonMeter(RemoteMeter[HwmonSettings]):
         if s.power:
             return hwmon_power_mw(power_uw=lines[0])
         return hwmon_power_mw(current_ma=lines[0], voltage=lines[1] if s.voltage else s.voltage_mv)
+
+
+def _quoted(path: str) -> str:
+    """`path` quoted for the device's shell, its glob characters left to expand (hwmon numbers vary by boot)."""
+    return "".join(c if c in "*?" else shlex.quote(c) if not (c.isalnum() or c in "/._-") else c for c in path)
+
+
+def device_ns(block: str) -> int:
+    """The device-clock time (ns) of a reading block whose first line is the device's `/proc/uptime`."""
+    first = block.partition("\n")[0].split()
+    try:
+        return round(float(first[0]) * 1e9)
+    except (IndexError, ValueError):
+        raise MeterError(f"not a /proc/uptime line before the reading: {block.partition(chr(10))[0]!r}") from None

@@ -10,6 +10,7 @@ The meters themselves are `bench.energy`'s backends.
     energy = { driver = "tegrastats", interval_ms = 100, rail = "VDD_IN" }         # a Jetson's INA3221 rails
     energy = { driver = "pmic" }                                                   # a Pi 5's PMIC ADCs
     energy = { driver = "hwmon", power = "/sys/class/hwmon/hwmon2/power1_input" }  # any hwmon power file
+    energy = { driver = "supply", interval_ms = 250 }                              # a virtual console's supply
 """
 
 from __future__ import annotations
@@ -81,13 +82,22 @@ class HwmonSettings(Declared):
             raise SettingError("voltage", "a current file needs voltage (a mV file) or voltage_mv")
 
 
-Settings = Ppk2Settings | JoulescopeSettings | TegrastatsSettings | PmicSettings | HwmonSettings
+@dataclass(frozen=True)
+class SupplySettings(Declared):
+    """A lab supply meter on an emulated console's supply (bench.energy.supply): the virtual console's modelled
+    one, whose readings its guest prints on its console, on its own clock, every `interval_ms`."""
+
+    interval_ms: int = ranged(250, 50, 60_000)
+
+
+Settings = Ppk2Settings | JoulescopeSettings | TegrastatsSettings | PmicSettings | HwmonSettings | SupplySettings
 DRIVERS: dict[str, type[Declared]] = {
     "ppk2": Ppk2Settings,
     "joulescope": JoulescopeSettings,
     "tegrastats": TegrastatsSettings,
     "pmic": PmicSettings,
     "hwmon": HwmonSettings,
+    "supply": SupplySettings,
 }
 
 
@@ -106,6 +116,14 @@ class EnergySpec:
         `modelled` says."""
         settings = dataclasses.replace(self.settings, port=port)  # type: ignore[arg-type]
         return dataclasses.replace(self, settings=settings, modelled=modelled)
+
+
+ON_DEVICE = ("tegrastats", "pmic")  # drivers read on the device, over its SSH link (and `hwmon` with on = "device")
+
+
+def needs_connection(spec: EnergySpec) -> bool:
+    """True when the meter is read on the device (over its SSH link)."""
+    return spec.driver in ON_DEVICE or (isinstance(spec.settings, HwmonSettings) and spec.settings.on == "device")
 
 
 def parse_energy(raw: object, where: str, base_dir: Path) -> EnergySpec:

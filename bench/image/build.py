@@ -184,7 +184,7 @@ def _build_initramfs(recipe: Recipe, root_dir: Path, out: Path, folder: Path, st
     rootfs.trim(recipe, root_dir)
     rootfs.write_boot_config(recipe, root_dir)
     rootfs.place(
-        {"init": recipe.init, "opt/npc/selftest.py": recipe.selftest, **recipe.extra_files},
+        {"init": recipe.init, "opt/npc/selftest.py": recipe.selftest, **recipe.files, **recipe.extra_files},
         root_dir,
         executable={"init"},
     )

@@ -13,7 +13,7 @@ from bench.core.inputs import load_toml
 from bench.core.paths import FIRMWARE_DIR, PACKAGE_DIR
 
 # Bumped when the builder's output changes for the same recipe (so cached images are rebuilt).
-BUILDER_VERSION = "2"
+BUILDER_VERSION = "3"
 
 _PKG_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")

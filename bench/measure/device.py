@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.agent.frame import Frame
 from bench.measure.catalogue import metric
-from bench.measure.energy import EnergyFigures
+from bench.measure.energy import ACTIVE, DEVICE_CLOCK, EnergyFigures
 from bench.measure.faults import FaultEvent, fault_counts, fault_event
 from bench.measure.frames import frame_timing
 from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
@@ -168,6 +168,11 @@ def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | N
     meter = f"meter: {fig.meter}, one sample per {fig.period_s * 1000:g} ms"
     if fig.marker is not None and fig.per_decision_mj:
         meter += f"; marker: {fig.marker}"
+    if ACTIVE in fig.flags and fig.idle_mw is not None:
+        meter += (f"; active energy over the first {fig.decisions} decisions: less the idle baseline "
+                  f"{fig.idle_mw:.1f} mW (median reading before them)")  # fmt: skip
+    if DEVICE_CLOCK in fig.flags:
+        meter += "; on the device's clock"
     n, flags = fig.decisions, fig.flags
     for name, value in (("energy_per_decision_p50", fig.p50_mj), ("energy_per_decision_p99", fig.p99_mj),
                         ("energy_per_decision_mean", fig.mean_mj)):  # fmt: skip

@@ -20,8 +20,16 @@ For frame windows, how fine the meter is decides the method, and the flags say w
   P_idle is fitted by least squares over those spans (energy = P_idle x idle time + P_inf x window time), and a
   decision's energy is its span's energy minus P_idle x the span's idle time. A window shorter than the meter's
   sample is then still measured, from how much more its span drew than idling would have;
-- coarser (tegrastats at 1 s, the PMIC, most hwmon sensors): one sample holds many decisions, so only energy per
-  session and mean power are given, with the flag `meter_too_slow_for_decisions`.
+- coarser (tegrastats at 1 s, the PMIC, most hwmon sensors): one sample holds many decisions. Energy per decision
+  is then the decisions' active energy over their number (flag `active_energy_over_decisions`): the energy from the
+  first decision's start to the end of decision ACTIVE_DECISIONS (the same stretch of the session every night),
+  less the idle baseline (the median power the meter read before the first decision, while the device idled) over
+  that time. It has no P99 (no single decision is seen). Without a sample before the first decision there is no
+  baseline: only energy per session and mean power are given, with the flag `meter_too_slow_for_decisions`.
+
+A meter on the device's own clock (`device_clock`: the PMIC's and a device hwmon file's readings are stamped with
+the device's uptime) takes the frames' t0..t1 as they are, with no mapping (flag `device_clock`); on an icount
+guest that clock is the guest's counted one, as the virtual C6's PPK2 samples are its counted clock.
 """
 
 from __future__ import annotations
@@ -41,6 +49,9 @@ SAMPLES_PER_WINDOW = 4  # a meter resolves decisions when its sample is at most 
 TOO_SLOW = "meter_too_slow_for_decisions"
 ATTRIBUTED = "attributed"  # per-decision energy from spans around each window and a fitted idle power
 MARKER = "marker"  # the windows are the high runs of the meter's logic input wired to the inference marker
+ACTIVE = "active_energy_over_decisions"  # (energy - idle baseline x time) over the decisions, for a coarse meter
+DEVICE_CLOCK = "device_clock"  # samples and windows both on the device's own clock
+ACTIVE_DECISIONS = 240  # active energy is taken over the session's first decisions (8 s of a 30 fps session)
 SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median decision period"
 
 
@@ -109,10 +120,11 @@ def energy_figures(
     meter: str,
     period_s: float,
     marker: str | None = None,
+    device_clock: bool = False,
 ) -> EnergyFigures:
     """Integrate `samples` over each decision's window: the high runs of the inference marker when the meter reads
     one (`marker` names its input) and its samples hold any, else the inference windows of `frames` (device clock,
-    mapped by `clock`)."""
+    mapped by `clock`, or taken as they are when the samples are on the device's clock too: `device_clock`)."""
     if not samples:
         return EnergyFigures(meter, period_s, 0, flags=("no_meter_samples",))
     whole = Integrator(samples)
@@ -123,13 +135,13 @@ def energy_figures(
     marked = marker_windows(samples) if marker is not None else []
     if marked:
         return _integrated(marked, whole, (MARKER,), marker=marker, **base)  # type: ignore[arg-type]
+    to_ns = (lambda us: us * 1000) if device_clock else clock.to_bench_ns
     windows = [
-        (clock.to_bench_ns(r.t0), clock.to_bench_ns(r.t1))
-        for r in frames
-        if r.ran and r.t0 is not None and r.t1 is not None and r.t1 >= r.t0
+        (to_ns(r.t0), to_ns(r.t1)) for r in frames if r.ran and r.t0 is not None and r.t1 is not None and r.t1 >= r.t0
     ]
     windows = sorted((a, b) for a, b in windows if whole.covers(a, b))
     silent = ("no_marker_windows",) if marker is not None else ()  # the meter reads a marker that never went high
+    silent += (DEVICE_CLOCK,) if device_clock else ()
     if not windows:
         return EnergyFigures(decisions=0, flags=("no_measured_decisions", *silent), **base)  # type: ignore[arg-type]
     sample_ns = period_s * 1e9 * SAMPLES_PER_WINDOW
@@ -137,10 +149,39 @@ def energy_figures(
         return _integrated(windows, whole, silent, **base)  # type: ignore[arg-type]
     spans = _spans(windows, whole)
     if len(spans) < 3 or sample_ns > statistics.median(hi - lo for lo, hi, _w in spans):
-        return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW, *silent), windows_ns=windows, **base)  # type: ignore[arg-type]
+        return _active(samples, windows, whole, silent, **base)  # type: ignore[arg-type]
     each, idle_mw = _attributed(spans, whole)
     busy_ns = sum(w for _lo, _hi, w in spans)
     return _figures(each, busy_ns, idle_mw, (ATTRIBUTED, *silent), windows, **base)  # type: ignore[arg-type]
+
+
+def _active(
+    samples: Sequence[PowerLike],
+    windows: list[tuple[int, int]],
+    whole: Integrator,
+    flags: tuple[str, ...],
+    **base: object,
+) -> EnergyFigures:
+    """Energy per decision of a meter too coarse for single decisions: the energy of the span of the first
+    ACTIVE_DECISIONS decisions (the same stretch of the session every night, however much of it a night plays),
+    less the idle baseline over that span, over those decisions. The baseline is the median of the readings that
+    ended before the first decision (a burst of other work in one of them is no idle power)."""
+    counted = windows[:ACTIVE_DECISIONS]
+    a, b = counted[0][0], counted[-1][1]
+    idle = sorted(s.power_mw for s in samples if s.t_ns <= a and s.dt_ns > 0)
+    if not idle or b <= a:
+        return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW, *flags), windows_ns=windows, **base)  # type: ignore[arg-type]
+    idle_mw = statistics.median(idle)
+    each = (whole.energy_mj(a, b) - idle_mw * (b - a) / 1e9) / len(counted)
+    return EnergyFigures(
+        decisions=len(counted),
+        p50_mj=each,
+        mean_mj=each,
+        idle_mw=idle_mw,
+        flags=(ACTIVE, *flags),
+        windows_ns=windows,
+        **base,  # type: ignore[arg-type]
+    )
 
 
 def marker_windows(samples: Sequence[PowerLike]) -> list[tuple[int, int]]:

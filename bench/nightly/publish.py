@@ -23,6 +23,7 @@ class PublishedRun:
     verdicts: list[Verdict] = field(default_factory=list)
     note: str = ""
     bisect: dict[str, str] = field(default_factory=dict)  # device -> `hilbench bisect` command for its regression
+    energy: dict[str, dict[str, Any]] = field(default_factory=dict)  # device -> its energy per decision and label
 
     @property
     def regressions(self) -> list[Verdict]:
@@ -46,6 +47,7 @@ class PublishedRun:
             "inconclusive": [v.to_dict() for v in self.with_status(INCONCLUSIVE)],
             "verdicts": [v.to_dict() for v in self.verdicts],
             "bisect": self.bisect,
+            "energy": self.energy,
         }
 
 
@@ -69,7 +71,19 @@ def publish_runs(
         out = publish_run(store, run_id, reports_dir=reports_dir)
         verdicts = confirmations[session].verdicts if session in confirmations else list(out.verdicts)
         offers = dict(out.report.data["outcome"].get("bisect", {}))
-        published.append(
-            PublishedRun(session, run_id, "window", out.page, verdicts, collecting_summary(verdicts), offers)
-        )
+        note, energy = collecting_summary(verdicts), energy_of(store, run_id)
+        published.append(PublishedRun(session, run_id, "window", out.page, verdicts, note, offers, energy))
     return list(reversed(published))  # the update-and-faults run last
+
+
+def energy_of(store: ResultStore, run_id: int) -> dict[str, dict[str, Any]]:
+    """device -> the run's energy per decision (mJ, None where its meter gives none), mean power (mW) and the label
+    of how they were taken (the meter, what it is modelled from, the method), for every metered device."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in store.measurements(run_id):
+        if m.name == "energy_per_decision_p50":
+            label = (m.description or "").partition("; meter: ")[2]
+            out.setdefault(m.device, {}).update(energy_per_decision_mj=m.value, label=label, flags=list(m.flags))
+        elif m.name == "power_mean":
+            out.setdefault(m.device, {})["power_mean_mw"] = m.value
+    return out

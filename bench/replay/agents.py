@@ -69,7 +69,7 @@ def driver_opener(
             await session.close()
             await driver.release_agent()
 
-        return AgentEndpoint(session, close)
+        return AgentEndpoint(session, close, driver)
 
     return open_agent
 
@@ -95,7 +95,7 @@ async def _recovering(
             await session.close()
             await driver.release_agent()
 
-    return AgentEndpoint(session, close)
+    return AgentEndpoint(session, close, driver)
 
 
 def fleet_opener(

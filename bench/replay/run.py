@@ -43,6 +43,8 @@ TAIL_S = 0.5  # after the last input, keep listening this long (covers the decis
 SPAN_STRETCH = 3.0  # a device playing a fixed span of the session may take this many times its replay_budget_s
 COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
 COLD_START_TIMEOUT_S = 30.0
+IDLE_SAMPLES = 8  # a device-clock meter's readings before the loop starts: its idle baseline (_start_meter)
+IDLE_WAIT_S = 20.0  # the longest the loop waits for them
 HOLD_MS = 200  # a device-clock replay: session time 0 is this long after the agent's first VSync
 HOLD_CAP = "hold"  # the agent holds inputs until its own clock reaches them (protocol.md, start `hold_ms`)
 DEVICE_CLOCK = OffsetClock(0)  # device-clock figures: device us as "bench" ns, unmapped
@@ -336,13 +338,21 @@ class ReplayRun:
         return sent, max_held
 
     async def _start_meter(self, run: DeviceRun) -> None:
-        """Start the device's power meter in the background (its failure is noted, and the run goes on)."""
+        """Start the device's power meter in the background (its failure is noted, and the run goes on). A meter on
+        the device's clock gives IDLE_SAMPLES before the loop starts: the idle baseline its energy per decision
+        needs when it is too coarse for single decisions (bench.measure.energy)."""
         try:
-            run.meter = meter_for(run.device)
+            run.meter = meter_for(run.device, driver=run.endpoint.driver if run.endpoint else None)
             if run.meter is not None:
                 await run.meter.start()
+                if run.meter.device_clock:  # on a slow guest the readings come late: what came by then is used
+                    await run.meter.first_sample()
+                    await run.meter.more_samples(IDLE_SAMPLES, IDLE_WAIT_S)
         except BenchError as exc:
-            run.meter_error, run.meter = str(exc), None
+            run.meter_error = str(exc)
+            if run.meter is not None:
+                await run.meter.stop()
+            run.meter = None
 
     async def _stop_meter(self, run: DeviceRun) -> None:
         """Stop the meter once, keeping its samples (and why it stopped early, if it did)."""
@@ -358,7 +368,8 @@ class ReplayRun:
         if run.meter is None:
             why = run.meter_error or "the meter did not start"
             return EnergyFigures(f"{run.device.energy.driver} ({why})", 0.0, 0, flags=("meter_failed",))
-        return energy_figures(run.power, run.frames, clock, run.meter.name, run.meter.period_s, run.meter.marker)
+        m = run.meter
+        return energy_figures(run.power, run.frames, clock, m.name, m.period_s, m.marker, m.device_clock)
 
     def _budget_s(self, dev: Device) -> float:
         """Bench seconds a device-clock replay may take: the device's replay_budget_s, else the session's length;

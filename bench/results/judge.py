@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.measure.catalogue import CATALOGUE, COMPUTE, METERED
-from bench.measure.energy import MARKER, SLOW_RULE, TOO_SLOW
+from bench.measure.energy import ACTIVE, DEVICE_CLOCK, MARKER, SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
@@ -60,6 +60,8 @@ def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
     m = stored.get(rule.measurement)
     if m is not None and TOO_SLOW in m.flags:
         return f"the meter cannot resolve single decisions ({SLOW_RULE}): energy per session only"
+    if m is not None and ACTIVE in m.flags:
+        return f"the meter cannot resolve single decisions ({SLOW_RULE}): their active energy over their number only"
     return None
 
 
@@ -158,13 +160,17 @@ def counted(rule: MetricRule, fingerprint: dict, flags: tuple[str, ...] = ()) ->
     where the clock advances only with executed instructions). On a microcontroller's counted core (COUNTED_TIMING:
     the virtual ESP32-C6), also energy per decision from the inference marker: its virtual meter's samples are the
     counted clock and draw the running current over each marked inference, so a decision's energy is its counted
-    time. Not frame timing, jitter or mean power: an idle core's clock follows the host's real time, and so its
-    load; nor a guest's energy, whose meter samples on the bench clock."""
+    time. On an icount guest, energy per decision from a meter on the guest's own clock (DEVICE_CLOCK): its stand-in
+    sensor's power follows the guest's counted busy time, and the decisions' span is counted time. Not frame
+    timing, jitter or mean power: an idle core's clock follows the host's real time, and so its load; nor a guest's
+    energy from a meter that samples on the bench clock (tegrastats)."""
     if fingerprint.get("clock") != "icount":
         return False
     if rule.measurement in CATALOGUE and CATALOGUE[rule.measurement].histogram == COMPUTE:
         return True
-    return rule.measurement in DECISION_ENERGY and MARKER in flags and fingerprint_timing(fingerprint) == COUNTED_TIMING
+    if rule.measurement not in DECISION_ENERGY:
+        return False
+    return DEVICE_CLOCK in flags or (MARKER in flags and fingerprint_timing(fingerprint) == COUNTED_TIMING)
 
 
 def drift_check(

@@ -11,6 +11,7 @@ from typing import Protocol
 from bench.config.fleet import Device, Link
 from bench.config.kinds import KINDS
 from bench.core.paths import state_dir
+from bench.energy.spec import needs_connection
 from bench.provision.controls import BoardControls
 from bench.virtual import uplinks
 from bench.virtual.usb_hubs import plug, unplug
@@ -46,13 +47,19 @@ def board_controls(running: dict[str, VirtualDevice]) -> dict[str, BoardControls
 
 
 def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
-    """The device with its meter's port filled in when the stand-in serves a virtual one of that driver (the
-    virtual ESP32-C6's PPK2) and the fleet file names no port, and what that meter's figures are modelled from."""
+    """The device with what its meter's figures are modelled from (the stand-in's `meter_modelled`), and the meter's
+    port filled in when the stand-in serves a virtual one of that driver (the virtual ESP32-C6's PPK2) and the
+    fleet file names no port. A meter read on a virtual Linux board (its PMIC, its hwmon files) is the stand-in's."""
     spec = device.energy
-    url = stand_in.urls().get(spec.driver) if spec is not None else None
-    if spec is None or url is None or getattr(spec.settings, "port", "") is not None:
+    if spec is None:
         return device
-    return dataclasses.replace(device, energy=spec.with_port(url, getattr(stand_in, "meter_modelled", "")))
+    modelled = getattr(stand_in, "meter_modelled", "")
+    url = stand_in.urls().get(spec.driver)
+    if url is not None and getattr(spec.settings, "port", "") is None:
+        return dataclasses.replace(device, energy=spec.with_port(url, modelled))
+    if modelled and needs_connection(spec):
+        return dataclasses.replace(device, energy=dataclasses.replace(spec, modelled=modelled))
+    return device
 
 
 @contextlib.asynccontextmanager

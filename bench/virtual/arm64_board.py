@@ -82,6 +82,12 @@ class VirtualArm64Board:
         return SshLink(user="root", host="127.0.0.1", port=self.ssh_port, key=self.key,
                        host_key=" ".join(HOST_KEY.read_text().split()[:2]))  # fmt: skip
 
+    @property
+    def meter_modelled(self) -> str:
+        """What its stand-in sensors' power is modelled from: the guest's busy time per core, counted under icount."""
+        time = "counted time" if self.profile.guest_timing == "icount" else "the guest's CPU time"
+        return f"modelled from {time} and {self.profile.power_source}"
+
     def urls(self) -> dict[str, str]:
         """Every way to reach it."""
         urls = {"ssh": f"ssh://root@127.0.0.1:{self.ssh_port}", "storage": str(self.disk)}

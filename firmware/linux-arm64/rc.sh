@@ -21,6 +21,9 @@ else
     say "error network"
 fi
 
+# the board's own services, when its recipe gives them (the virtual Jetson: its INA3221's hwmon files)
+[ -f /etc/npc/board.sh ] && sh /etc/npc/board.sh
+
 mkdir -p /run/sshd /root/.ssh
 chmod 0600 /etc/ssh/ssh_host_ed25519_key
 chmod 0700 /root /root/.ssh

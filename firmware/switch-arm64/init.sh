@@ -4,6 +4,7 @@
 #   npc_port     guest TCP port the agent listens on (default 7700)
 #   npc_mem_mb   memory limit of the agent's cgroup in MiB (default 256)
 #   npc_timing   realtime | icount (reported by the agent and the self-test)
+#   npc_supply_ms  when given: a lab supply meter's reading on the console every so many ms (NPC-SUPPLY lines)
 # Status lines on the console start with "NPC-INIT " and are parsed by bench/devices/qemu_arm64.py.
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 /bin/busybox mkdir -p /usr/sbin /usr/bin /sbin
@@ -71,6 +72,19 @@ control() {
     done
 }
 [ -n "$CTL" ] && control &
+
+# The lab supply meter's readings, when the bench's fleet gives the console one (a modelled supply: the console's
+# power from its busy time per core since the last reading, usr/lib/npc-board/rails), each with the uptime it was
+# taken at: "NPC-SUPPLY <uptime s> <mW>".
+if [ -n "$npc_supply_ms" ]; then
+    (period=$((npc_supply_ms / 1000)).$((npc_supply_ms % 1000 / 100))$((npc_supply_ms % 100 / 10))$((npc_supply_ms % 10))
+     while :; do
+         read -r up _ < /proc/uptime
+         mw=$(HILBENCH_VIRTUAL=/usr/lib/npc-board HILBENCH_RUN=/tmp sh /usr/lib/npc-board/rails power /tmp/supply.state)
+         echo "NPC-SUPPLY $up $mw"
+         sleep "$period"
+     done) &
+fi
 say "net-up ip=10.0.2.15 ctl=${CTL:-none} uptime=$(cut -d' ' -f1 /proc/uptime)"
 
 case "${npc_mode:-agent}" in

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.measure.energy import MARKER
+from bench.measure.energy import DEVICE_CLOCK, MARKER
 from bench.measure.measurement import Measurement
 from bench.results.evidence import accept, record_fingerprint, record_host
 from bench.results.judge import counted, judge_run
@@ -92,3 +92,13 @@ def test_only_compute_and_marked_decision_energy_are_counted() -> None:
     assert not counted(rules["power_mean"], COUNTED_C6, (MARKER,))
     assert not counted(rules["jitter_std"], COUNTED_C6) and not counted(rules["fps"], GUEST)
     assert not counted(rules["inference_p50"], UNIX_VM)
+
+
+def test_a_guests_energy_on_its_own_counted_clock_takes_the_counted_floor() -> None:
+    """The PMIC's and the INA3221's stand-ins on an icount guest: power from counted busy time, read on the guest's
+    clock (DEVICE_CLOCK). Its mean power, which idle time in the host's real time moves, keeps the timed floor."""
+    rules = {r.measurement: r for r in load_thresholds().rules}
+    energy, power = rules["energy_per_decision_p50"], rules["power_mean"]
+    assert counted(energy, GUEST, (DEVICE_CLOCK,)) and not counted(energy, GUEST, ())
+    assert not counted(power, GUEST, (DEVICE_CLOCK,))
+    assert not counted(energy, {**GUEST, "clock": "realtime"}, (DEVICE_CLOCK,))  # a real board's clock is not counted

@@ -16,10 +16,11 @@ from bench.energy.meters import meter_for
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, pmic_rails, read_jls, tegrastats_power_mw
 from bench.energy.ppk2_reader import Bins
 from bench.energy.protocol import MeterError, PowerSample
-from bench.energy.remote import TegrastatsMeter
+from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter, device_ns
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
+from bench.energy.supply import SupplyMeter, modelled_from, parse_supply
 from bench.measure.device import DeviceMeasurements, add_energy
-from bench.measure.energy import ATTRIBUTED, MARKER, TOO_SLOW, Integrator, energy_figures
+from bench.measure.energy import ACTIVE, ATTRIBUTED, DEVICE_CLOCK, MARKER, TOO_SLOW, Integrator, energy_figures
 from bench.measure.records import OffsetClock
 
 # tegrastats as printed by a Jetson Orin Nano (JetPack 6) and a Jetson Nano (JetPack 4)
@@ -61,17 +62,67 @@ def test_pmic_read_adc_sums_current_times_voltage() -> None:
         pmic_power_mw('error=1 error_msg="Command not registered"')
 
 
-def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one() -> None:
-    import subprocess
-    import sys
+RAILS = Path(__file__).resolve().parents[2] / "bench/virtual/linux_tools/rails"
+PI5_IDLE_MW = (0.0527 * 3.310944 + 0.165976 * 1.801466 + 0.020496 * 1.111017 + 0.18837 * 1.106222
+               + 0.33669 * 0.8010092 + 0.71556 * 0.8823745) * 1000  # fmt: skip
 
-    tool = Path(__file__).resolve().parents[2] / "bench/virtual/linux_tools/vcgencmd"
-    out = subprocess.run([sys.executable, str(tool), "pmic_read_adc"], capture_output=True, text=True, check=True)
-    rails = pmic_rails(out.stdout)
-    assert {"VDD_CORE", "3V3_SYS", "DDR_VDD2"} <= set(rails)
-    idle = (0.0527 * 3.310944 + 0.165976 * 1.801466 + 0.020496 * 1.111017 + 0.18837 * 1.106222 + 0.33669 * 0.8010092
-            + 0.71556 * 0.8823745) * 1000  # fmt: skip
-    assert idle - 1 <= pmic_power_mw(out.stdout) <= idle + (3.5 - 0.71556) * 0.8823745 * 1000 + 1
+
+def _board(tmp_path: Path, uptime_cs: int, ran_ns: tuple[int, int]) -> dict[str, str]:
+    """A virtual Pi 5's profile and kernel counters (uptime, each core's run time) for the rails' shell model."""
+    (tmp_path / "proc").mkdir(exist_ok=True)
+    (tmp_path / "profile.json").write_text('{\n "cpus": 4,\n "idle_mw": 1605,\n "mw_per_load": 6100\n}\n')
+    (tmp_path / "proc/uptime").write_text(f"{uptime_cs // 100}.{uptime_cs % 100:02d} 1.00\n")
+    cpus = "".join(f"cpu{n} 0 0 0 0 0 0 {ns} 0 0\ndomain0 3 0 0\n" for n, ns in enumerate(ran_ns))
+    (tmp_path / "proc/schedstat").write_text(f"version 15\ntimestamp 4294901048\n{cpus}")
+    return {"HILBENCH_VIRTUAL": str(tmp_path), "HILBENCH_PROC": str(tmp_path / "proc"),
+            "HILBENCH_RUN": str(tmp_path / "run"), "PATH": "/usr/bin:/bin"}  # fmt: skip
+
+
+def _rails(env: dict[str, str], *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["sh", str(RAILS), *args], env=env, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_rails_model_follows_each_cores_busy_time_since_the_last_reading(tmp_path: Path) -> None:
+    state = str(tmp_path / "state")
+    assert _rails(_board(tmp_path, 10_000, (0, 0)), "power", state) == "1605\n"  # the first: idle
+    # 0.5 s later core 0 ran 0.25 s and core 1 0.5 s: 1.5 cores busy, of 4 loaded at +6100 mW
+    assert _rails(_board(tmp_path, 10_050, (250_000_000, 500_000_000)), "power", state) == f"{1605 + 2287}\n"
+    # within the same centisecond: idle, and the busy time goes to the next reading
+    assert _rails(_board(tmp_path, 10_050, (260_000_000, 500_000_000)), "power", state) == "1605\n"
+    assert _rails(_board(tmp_path, 10_100, (260_000_000, 500_000_000)), "power", state) == f"{1605 + 30}\n"
+
+
+def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one(tmp_path: Path) -> None:
+    env = _board(tmp_path, 10_000, (0, 0))
+    idle = _rails(env, "pmic")
+    assert {"VDD_CORE", "3V3_SYS", "DDR_VDD2"} <= set(pmic_rails(idle))
+    assert pmic_power_mw(idle) == pytest.approx(PI5_IDLE_MW, abs=1)
+    busy = _rails(_board(tmp_path, 10_100, (1_000_000_000, 1_000_000_000)), "pmic")  # both cores busy for 1 s
+    assert pmic_power_mw(busy) == pytest.approx(PI5_IDLE_MW + 3050, abs=2)  # the core rail carries it
+    assert pmic_rails(busy)["3V3_SYS"] == pmic_rails(idle)["3V3_SYS"]
+
+
+def test_the_virtual_jetsons_ina3221_files_are_kept_by_the_board(tmp_path: Path) -> None:
+    import subprocess
+    import time
+
+    env = _board(tmp_path, 10_000, (0, 0))
+    (tmp_path / "profile.json").write_text('{\n "cpus": 8,\n "idle_mw": 4800,\n "mw_per_load": 20200\n}\n')
+    hwmon = tmp_path / "hwmon0"
+    daemon = subprocess.Popen(["sh", str(RAILS), "ina3221", str(hwmon), "0.05"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while not (hwmon / "curr1_input").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (hwmon / "in1_label").read_text() == "VDD_IN\n" and (hwmon / "name").read_text() == "ina3221\n"
+        current, volts = (hwmon / "curr1_input").read_text(), (hwmon / "in1_input").read_text()
+        power = hwmon_power_mw(current_ma=current, voltage=volts)
+        assert power == pytest.approx(4800, abs=5)  # the counters stand still: idle
+    finally:
+        daemon.kill()
+        daemon.wait()
 
 
 def test_hwmon_files(tmp_path: Path) -> None:
@@ -321,3 +372,125 @@ def test_a_started_meter_is_waited_for_until_its_first_sample(tmp_path: Path, mo
     silent.delay_s = 5.0
     with pytest.raises(MeterError, match=r"'dev-1'.*no sample within"):
         asyncio.run(started(silent))
+
+
+def test_a_coarse_meter_on_the_device_clock_gives_the_decisions_active_energy() -> None:
+    # a PMIC read every 250 ms of the device's clock: 2 s idle at 1600 mW, then 10 s of decisions (30 a second,
+    # each 2 ms) at 1700 mW: 100 mW x 10 s over 300 decisions = 3.333 mJ each. The frames are on the same clock;
+    # a bench-clock mapping, were it used, would put them outside the samples
+    samples = _samples([1600.0] * 8 + [1700.0] * 40 + [1600.0] * 4, start_ns=100_000_000_000, dt_ns=250_000_000)
+    start_us = 102_000_000
+    frames = [Frame(i=k, vsync=k, ran=True, t0=start_us + k * 33_333, t1=start_us + k * 33_333 + 2_000)
+              for k in range(300)]  # fmt: skip
+    fig = energy_figures(samples, frames, OffsetClock(10**15), "pmic", 0.25, device_clock=True)
+    assert ACTIVE in fig.flags and DEVICE_CLOCK in fig.flags and fig.decisions == 240  # the session's first 240
+    assert fig.idle_mw == pytest.approx(1600.0)
+    assert fig.p50_mj == pytest.approx(100.0 * (239 * 0.033333 + 0.002) / 240, rel=1e-3) and fig.p99_mj is None
+    # a burst of other work in one idle reading does not move the baseline
+    burst = [*samples[:3], PowerSample(samples[3].t_ns, samples[3].dt_ns, 2400.0), *samples[4:]]
+    assert energy_figures(burst, frames, OffsetClock(0), "pmic", 0.25, device_clock=True).p50_mj == fig.p50_mj
+    out = DeviceMeasurements()
+    add_energy(out, fig, budget_mj=1.0)
+    described = out.get("energy_per_decision_p50").description
+    assert "active energy over the first 240 decisions" in described and "1600.0 mW" in described
+    assert "device's clock" in described
+    assert out.get("energy_per_decision_p99").value is None
+    # no sample before the first decision: no baseline, so no energy per decision
+    late = energy_figures(samples[8:], frames, OffsetClock(0), "pmic", 0.25, device_clock=True)
+    assert late.p50_mj is None and TOO_SLOW in late.flags
+
+
+class _Printing:
+    """A device connection whose meter command is run by the local shell (what a board's shell would print)."""
+
+    def __init__(self, script: str) -> None:
+        self.script = script
+
+    async def stream(self, _command: str):
+        import asyncio
+
+        return await asyncio.create_subprocess_exec("sh", "-c", self.script, stdout=asyncio.subprocess.PIPE)
+
+    async def close(self) -> None:
+        pass
+
+
+def test_the_pmic_and_hwmon_readings_are_stamped_on_the_devices_clock(tmp_path: Path) -> None:
+    import asyncio
+
+    prints = f"for t in 100.00 100.25 100.50; do echo \"$t 9.0\"; echo '{PMIC}'; echo @end; done"
+    pmic = PmicMeter("pi5-1", parse_energy({"driver": "pmic", "interval_ms": 250}, "w", tmp_path), _Printing(prints))
+    assert pmic.device_clock and pmic.command().startswith("while :; do cat /proc/uptime && vcgencmd pmic_read_adc")
+    asyncio.run(pmic.run())
+    # the first reading starts the clock; each one after stands for the device time since the one before
+    assert [(s.t_ns, s.dt_ns) for s in pmic.samples] == [(100_250_000_000, 250_000_000), (100_500_000_000, 250_000_000)]
+    assert pmic.samples[0].power_mw == pytest.approx(pmic_power_mw(PMIC))
+    table = {"driver": "hwmon", "current": "/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon*/curr1_input",
+             "voltage": "/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon*/in1_input", "interval_ms": 250}  # fmt: skip
+    ina = DeviceHwmonMeter("orin-1", parse_energy(table, "w", tmp_path), _Printing(
+        "printf '50.00 1.0\\n1000\\n5000\\n@end\\n50.30 1.0\\n1200\\n5000\\n@end\\n'"))  # fmt: skip
+    assert "cat /proc/uptime /sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon*/curr1_input" in ina.command()
+    asyncio.run(ina.run())
+    assert [(s.t_ns, s.dt_ns, s.power_mw) for s in ina.samples] == [(50_300_000_000, 300_000_000, 6000.0)]
+    with pytest.raises(MeterError, match="uptime"):
+        device_ns("VDD_CORE_A current(7)=0.7A")
+
+
+class _Console:
+    """A console driver whose guest printed `lines` (what follow_console hands a follower)."""
+
+    timing = "icount"
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+
+    async def follow_console(self, emit) -> None:
+        import asyncio
+
+        for line in self.lines:
+            emit(line)
+        await asyncio.Event().wait()
+
+
+def test_the_consoles_supply_meter_reads_its_guests_lines_on_its_clock(tmp_path: Path) -> None:
+    import asyncio
+
+    assert parse_supply("[+  49.535] NPC-SUPPLY 12.50 2507") == (12_500_000_000, 2507.0)
+    assert parse_supply("NPC-INIT net-up ip=10.0.2.15") is None and parse_supply("NPC-SUPPLY 1.66 ") is None
+    fleet = parse_fleet({"device": [{"name": "switch-1", "kind": "switch-arm64", "virtual": True,
+                                     "energy": {"driver": "supply"}}]}, tmp_path / "f.toml")  # fmt: skip
+    with pytest.raises(MeterError, match="console"):
+        meter_for(fleet.devices[0])  # read through the console's driver, which `hilbench energy` has not
+    lines = ["NPC-SUPPLY 2.00 2400", "npc_agent: listening", "NPC-SUPPLY 2.25 2600", "NPC-SUPPLY 2.50 2500"]
+    meter = meter_for(fleet.devices[0], driver=_Console(lines))
+    assert isinstance(meter, SupplyMeter) and meter.device_clock and modelled_from("icount") in meter.name
+
+    async def read() -> list[PowerSample]:
+        await meter.start()
+        await meter.more_samples(2, 5.0)
+        return await meter.stop()
+
+    assert [(s.t_ns, s.dt_ns, s.power_mw) for s in asyncio.run(read())] == [
+        (2_250_000_000, 250_000_000, 2600.0), (2_500_000_000, 250_000_000, 2500.0)]  # fmt: skip
+
+
+def test_the_nightlys_json_names_each_devices_energy_per_decision_and_its_label(tmp_path: Path) -> None:
+    from bench.nightly.publish import energy_of
+    from bench.store.results import open_store
+
+    samples = _samples([1600.0] * 8 + [1700.0] * 40, start_ns=100_000_000_000, dt_ns=250_000_000)
+    frames = [Frame(i=k, vsync=k, ran=True, t0=102_000_000 + k * 33_333, t1=102_002_000 + k * 33_333)
+              for k in range(250)]  # fmt: skip
+    out = DeviceMeasurements()
+    add_energy(out, energy_figures(samples, frames, OffsetClock(0), "pmic (modelled from counted time)", 0.25,
+                                   device_clock=True))  # fmt: skip
+    with open_store(tmp_path / "r.sqlite") as store:
+        run = store.begin_run("replay", session="combat")
+        store.add_device(run, "pi5-1", "pi5")
+        store.add_measurements(run, "pi5-1", out.measurements)
+        got = energy_of(store, run)
+    assert set(got) == {"pi5-1"} and got["pi5-1"]["energy_per_decision_mj"] == pytest.approx(
+        100 * 7.9686 / 240, abs=1e-3
+    )
+    assert got["pi5-1"]["label"].startswith("pmic (modelled from counted time), one sample per 250 ms; active")
+    assert ACTIVE in got["pi5-1"]["flags"] and got["pi5-1"]["power_mean_mw"] is not None
