@@ -63,7 +63,7 @@ def night_alerts(
     """The alerts the runs `run_ids` (one night's session runs) opened, reopened, joined or fixed, by id."""
     rules = rules or AlertRules()
     by_event: dict[str, set[int]] = {}
-    for e in table.events_of_runs(store, run_ids):
+    for e in store.alerts.events_of_runs(run_ids):
         by_event.setdefault(e.event, set()).add(e.alert_id)
     new_ids = set().union(*(by_event.get(e, set()) for e in NEW_EVENTS))
     known_ids = by_event.get("joined", set()) - new_ids

@@ -23,7 +23,7 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
         mine = run_figures(store, run.run_id)
         retry = result.retries.get(run.session)
         if retry is not None:  # a retried device's figures are its retry's
-            again = run_figures(store, retry, run_kind=store.run(run.run_id).kind)
+            again = run_figures(store, retry, run_kind=store.runs.run(run.run_id).kind)
             retried = {f.device for f in again}
             mine = [f for f in mine if f.device not in retried] + again
         figures += mine

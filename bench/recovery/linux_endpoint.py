@@ -74,8 +74,8 @@ class LinuxAgentOpener:
                     add_telemetry(self.store, self.run_id, device.name, samples)
                 if driver.faults[faults_before:]:
                     faults = [bench_fault(f) for f in driver.faults[faults_before:]]
-                    self.store.add_faults(self.run_id, device.name, faults)
-                self.store.update_device(
+                    self.store.measures.add_faults(self.run_id, device.name, faults)
+                self.store.runs.update_device(
                     self.run_id,
                     device.name,
                     telemetry_errors=self.errors.get(device.name, []),

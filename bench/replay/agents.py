@@ -87,7 +87,7 @@ async def _recovering(
     async def close() -> None:
         try:
             if run_id is not None and session.recoveries:
-                store.update_device(
+                store.runs.update_device(
                     run_id, device.name, recoveries=[r.to_json() for r in session.recoveries],
                     dropped_inputs=session.dropped_inputs,
                 )  # fmt: skip

@@ -73,7 +73,7 @@ async def replay_fleet(
         raise ValueError("give exactly one of open_agent and make_opener")
     session = session_file if isinstance(session_file, Session) else read_session(session_file)
     plan = build_plan(session, wire.encode)
-    run_id = store.begin_run(
+    run_id = store.runs.begin_run(
         kind, bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
         config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},
     )  # fmt: skip
@@ -91,7 +91,7 @@ async def replay_fleet(
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
         outcome = run.outcome
-        store.finish_run(
+        store.runs.finish_run(
             run_id,
             status,
             {

@@ -15,17 +15,19 @@ def load_history(
 ) -> list[HistoryPoint]:
     """The `limit` runs up to and including run `up_to` (of the same `kind` and `session` if given), oldest
     first: a trend across sessions would plot a combat run next to a dialogue run as if one had regressed."""
-    rows = [r for r in store.runs(kind=kind) if r.id <= up_to and (session is None or r.session == session)][:limit]
+    rows = [r for r in store.runs.latest(kind=kind) if r.id <= up_to and (session is None or r.session == session)][
+        :limit
+    ]
     points = []
     for run in reversed(rows):
-        kinds = {d.name: d.kind for d in store.devices(run.id)}
+        kinds = {d.name: d.kind for d in store.runs.devices(run.id)}
         by_device: dict[str, list] = {}
-        for m in store.measurements(run.id):
+        for m in store.measures.measurements(run.id):
             by_device.setdefault(m.device, []).append(m)
         devices = {name: DeviceRun(name, kinds.get(name, "")) for name in by_device}
         for name, device in devices.items():
             add_stored(device, by_device[name], ())
-        for name, fault in store.faults(run.id):
+        for name, fault in store.measures.faults(run.id):
             if name in devices:
                 devices[name].faults.append(fault_event(fault))
         summaries = {name: summarize(device) for name, device in devices.items()}

@@ -23,14 +23,14 @@ from bench.report.html import write_comparison, write_report
 from bench.report.nights import load_grids
 from bench.report.runview import RunView
 from bench.report.view_adapter import load_run
-from bench.results.baseline import get_baseline
 from bench.results.bisect import offer
 from bench.results.clocks import fingerprint_timing
-from bench.results.evidence import fingerprints, host_of, stored_verdicts
+from bench.results.evidence import stored_verdicts
 from bench.results.judge import judge_run
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
-from bench.store.results import UPDATE_RUN_KIND, ResultStore
+from bench.store.results import ResultStore
+from bench.store.runs import UPDATE_RUN_KIND
 
 DEFAULT_REPORTS = OUTPUT_DIR
 
@@ -93,16 +93,16 @@ def load_stored_run(store: ResultStore, run_id: int, rules: Thresholds, *, pinne
         verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
     shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
     bases = {max(v.baseline_runs) for v in verdicts if v.baseline_runs} | ({pinned} if pinned is not None else set())
-    row = store.run(run_id)
+    row = store.runs.run(run_id)
     return StoredRun(
         run=run,
         verdicts=verdicts,
         pinned=pinned,
         baseline=load_run(store, shown, frames=False) if shown else None,
         history=load_history(store, up_to=run_id, kind=run.label or None, session=run.meta.get("session")),
-        fingerprints={r: fingerprints(store, r) for r in {run_id, *bases}},
-        host=host_of(store, run_id),
-        git_revs={run_id: row.git_rev, **{r: store.run(r).git_rev for r in bases}},
+        fingerprints={r: store.verdicts.fingerprints(r) for r in {run_id, *bases}},
+        host=store.verdicts.host_of(run_id),
+        git_revs={run_id: row.git_rev, **{r: store.runs.run(r).git_rev for r in bases}},
         session_file=str(row.config.get("session_file") or "SESSION.mcap"),
         alerts=night_alerts(store, [run_id], rules.alerts).to_json(),
     )
@@ -126,7 +126,7 @@ def publish_run(
     rules = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
     pinned = compare_run
     if pinned is None and baseline_name:
-        named = get_baseline(store, baseline_name)
+        named = store.windows.named(baseline_name)
         if named is None:
             raise ConfigError(f"--baseline {baseline_name}: no such baseline", hint="see `hilbench baseline list`")
         pinned = named.run_id if named.run_id != run_id else None

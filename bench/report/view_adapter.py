@@ -55,21 +55,23 @@ SCALAR_SOURCES = {"first_frame": (FIRST_FRAME_MS, "ms"), "mem_peak": (MEMORY_PEA
 def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView:
     """Everything the report and the verdicts need of run `run_id`. `frames=False` skips the frame records
     (only the time plots need them; a baseline's verdict samples come from its histograms)."""
-    row = store.run(run_id)
+    row = store.runs.run(run_id)
     meta = {k: str(v) for k, v in (("kind", row.kind), ("bench", row.bench), ("session", row.session),
                                    ("git", row.git_rev)) if v}  # fmt: skip
     view = RunView(run_id=str(row.id), started_at=row.started_at, status=row.status, label=row.kind, meta=meta)
     measurements_by_device: dict[str, list] = {}
-    for m in store.measurements(run_id):
+    for m in store.measures.measurements(run_id):
         measurements_by_device.setdefault(m.device, []).append(m)
     faults_by_device: dict[str, list] = {}
-    for device, fault in store.faults(run_id):
+    for device, fault in store.measures.faults(run_id):
         faults_by_device.setdefault(device, []).append(fault)
-    pruned = store.raw_pruned(run_id)
-    for dev in store.devices(run_id):
+    pruned = store.raw.pruned(run_id)
+    for dev in store.runs.devices(run_id):
         trace, first_t0_us, models, first_rx_ns = _frames(store, run_id, dev.name) if frames else (None, None, [], None)
         device = DeviceRun(name=dev.name, kind=dev.kind, frames=trace)
-        add_stored(device, measurements_by_device.get(dev.name, []), store.histograms(run_id, dev.name).values())
+        add_stored(
+            device, measurements_by_device.get(dev.name, []), store.measures.histograms(run_id, dev.name).values()
+        )
         device.ota = ota_transfers(dev.info)
         device.model_versions = [f"v{m}" for m in models]
         for update in device.ota:
@@ -174,7 +176,7 @@ def _frames(
 ) -> tuple[FrameTrace | None, int | None, list[int], int | None]:
     """Frame timing of the inference frames, the first t0 (device us), the model versions seen and the bench time
     the first inference frame arrived (puts bench-clock events on the frame time axis)."""
-    columns = store.frame_columns(run_id, device)
+    columns = store.frames.frame_columns(run_id, device)
     inference = columns.values["ran"] == 1
     ran = inference & columns.present("t0")
     if not ran.any():
@@ -220,7 +222,7 @@ def _factor(unit: str, target: str, name: str) -> float:
 def load_telemetry(store: ResultStore, run_id: int, device: str, origin_ns: int | None = None) -> dict[str, TimeSeries]:
     """Every telemetry value of `device` in run `run_id` as a time series, in seconds since `origin_ns`
     (bench clock; default: the device's first sample)."""
-    rows = store.telemetry(run_id, device)
+    rows = store.measures.telemetry(run_id, device)
     if not rows:
         return {}
     origin = origin_ns if origin_ns is not None else min(r[2] for r in rows)

@@ -13,7 +13,7 @@ from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_creep, find_drift
-from bench.results.evidence import fingerprints, host_of, regression_nights, series, window
+from bench.results.evidence import regression_nights, series, window
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
     INCONCLUSIVE,
@@ -66,7 +66,7 @@ def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baselin
     processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
     of the baseline runs (a host that is always as busy has that noise in the window's spread already), or more
     than `starved_others_pct` whatever the baseline runs had (the bench got too little of the host to measure)."""
-    data = host_of(store, run_id)
+    data = store.verdicts.host_of(run_id)
     if not data or "others_pct" not in data:
         return None
     noise = HostNoise.from_json(data)
@@ -75,7 +75,7 @@ def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baselin
         return None
     if noise.busy(rules.starved_others_pct):
         return f"{noise.describe()}: over {rules.starved_others_pct:g}%, the bench was starved"
-    usual = max((HostNoise.from_json(host_of(store, r) or {}).load_pct for r in baseline_runs), default=0.0)
+    usual = max((HostNoise.from_json(store.verdicts.host_of(r) or {}).load_pct for r in baseline_runs), default=0.0)
     if noise.load_pct <= usual + rules.busier_margin_pct:
         return None
     return f"{noise.describe()}; at most {usual:.0f}% in its baseline runs"
@@ -98,13 +98,13 @@ def judge_run(
     keeps growing (bench.results.drift; neither against a pinned baseline, which does not move). A suspected
     regression of a host-timed metric on a virtual device while the bench host was busier than during its baseline
     runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted())."""
-    row = store.run(run_id)
-    prints = fingerprints(store, run_id)
+    row = store.runs.run(run_id)
+    prints = store.verdicts.fingerprints(run_id)
     by_device: dict[str, dict] = {}
-    for m in store.measurements(run_id):
+    for m in store.measures.measurements(run_id):
         by_device.setdefault(m.device, {})[m.name] = m
     verdicts = []
-    for dev in store.devices(run_id):
+    for dev in store.runs.devices(run_id):
         if devices is not None and dev.name not in devices:
             continue
         fp = prints.get(dev.name, {})

@@ -46,7 +46,7 @@ def main() -> int:
     with open_store(out / "results.sqlite") as store:
         ids = write_history(store, rules, plan, DEVICES)
         for run_id in ids[:-1]:  # a run-list entry per night, as a rendered report leaves one
-            entry = {"run": {"run_id": str(run_id), "started_at": store.run(run_id).started_at, "label": "replay",
+            entry = {"run": {"run_id": str(run_id), "started_at": store.runs.run(run_id).started_at, "label": "replay",
                              "status": "ok", "meta": {"session": "combat"}}, "baseline": {"name": None},
                      "outcome": {"verdict": "pass", "regressions": 0, "regressed_devices": []},
                      "devices": [{"name": d} for d in DEVICES]}  # fmt: skip

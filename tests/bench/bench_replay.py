@@ -130,7 +130,7 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
         extra = {
             "inputs_per_sink": result.inputs,
             "devices_ok": sum(r.status == "ok" for r in result.devices),
-            "frames_stored": store.frame_count(result.run_id),
+            "frames_stored": store.frames.frame_count(result.run_id),
             "realtime_priority": result.realtime,
         }
         store.close()

@@ -144,9 +144,9 @@ def replayed_devices(capsys, fleet: Path, tmp_path: Path) -> list[tuple[str, str
     )  # fmt: skip
     assert code == 0, replayed
     with open_store(tmp_path / "results.sqlite") as store:
-        run = store.runs(kind="replay", limit=1)[0]
-        devices = store.devices(run.id)
-        assert all(store.frame_count(run.id, d.name) > 0 for d in devices)
+        run = store.runs.latest(kind="replay", limit=1)[0]
+        devices = store.runs.devices(run.id)
+        assert all(store.frames.frame_count(run.id, d.name) > 0 for d in devices)
     return [(d.name, d.kind) for d in devices]
 
 

@@ -170,7 +170,7 @@ def test_replay_fails_when_the_agent_refuses_inputs(tmp_path: Path) -> None:
             return AgentEndpoint(session, close)
 
         with open_store(tmp_path / "r.sqlite") as store:
-            run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+            run_id = store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
             return await ReplayRun(plan, [device], open_agent, store, run_id, speed=1.0).execute()
 
     (run,) = agent.run(body)

@@ -208,9 +208,11 @@ def test_a_bisection_has_a_case_per_step_and_its_figures_labelled_by_build(tmp_p
         for build, us in (("m1.tflite", 1000.0), ("m2.tflite", 1000.0), ("m3.tflite", 1300.0)):
             runs[build] = []
             for _ in range(2):
-                run = store.begin_run("bisect", session="combat")
-                store.add_device(run, "c6-a", "esp32c6")
-                store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", us, samples=900)])
+                run = store.runs.begin_run("bisect", session="combat")
+                store.runs.add_device(run, "c6-a", "esp32c6")
+                store.measures.add_measurements(
+                    run, "c6-a", [Measurement("inference_latency_p50", "us", us, samples=900)]
+                )
                 runs[build].append(run)
         result = Bisection("c6-a", list(runs), 0, 2, 2, Step(0, "m1.tflite", "baseline", runs["m1.tflite"]),
                            [Step(1, "m2.tflite", "good", runs["m2.tflite"]),
