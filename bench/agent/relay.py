@@ -11,17 +11,29 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from bench.agent.clock import ClockSync
 from bench.agent.frame import Frame
 from bench.agent.session import AgentError, AgentSession, LoopStart
 from bench.core.errors import BenchError, DeviceUnreachable
 
-if TYPE_CHECKING:
-    from bench.recovery.ladder import RecoveryResult
-
 RECOVERY_CLOCK_PINGS = 8  # clock exchanges with each session after a recovery
+
+
+class Recovery(Protocol):
+    """What the relay reads of one recovery (bench.recovery.ladder.RecoveryResult is one)."""
+
+    @property
+    def recovered(self) -> bool:
+        """Whether the device answered again."""
+
+    @property
+    def reason(self) -> str:
+        """Why it did not recover."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form, for the run's record."""
 
 
 class RelayedSession:
@@ -38,7 +50,7 @@ class RelayedSession:
         self._recovering = False
         self._idle = asyncio.Event()  # set while no recovery runs
         self._idle.set()
-        self.recoveries: list[RecoveryResult] = []  # what the recovery ladder did, in order
+        self.recoveries: list[Recovery] = []  # what the recovery ladder did, in order
         self._index_offset = 0
         self._next_index = 0
 

@@ -21,7 +21,7 @@ SessionFeeder = Callable[[AgentSession], Awaitable[None]]
 
 
 @dataclass
-class Segment:
+class AgentSegment:
     """The frames of one agent process (a restart starts a new segment)."""
 
     agent_pid: int
@@ -35,7 +35,7 @@ class SupervisedRun:
 
     device: str
     frames_wanted: int
-    segments: list[Segment] = field(default_factory=list)
+    segments: list[AgentSegment] = field(default_factory=list)
     faults: list[AgentFault] = field(default_factory=list)  # agent exits, restarts, SSH drops
     agent_faults: list[dict[str, Any]] = field(default_factory=list)  # `fault` messages the agents sent
     error: str | None = None  # set when the run had to give up (results so far are kept)
@@ -71,7 +71,7 @@ async def run_frames(
 
     def new_segment(session: AgentSession) -> None:
         assert driver.agent is not None
-        run.segments.append(Segment(agent_pid=driver.agent.pid, hello=session.info))
+        run.segments.append(AgentSegment(agent_pid=driver.agent.pid, hello=session.info))
         if feeder is not None:
             feeding.append(asyncio.create_task(feeder(session)))
 

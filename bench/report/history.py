@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from bench.report.build import TREND_RUNS, HistoryPoint
-from bench.report.runview import DeviceRun
+from bench.report.runview import DeviceView
 from bench.report.summary import summarize
 from bench.report.view_adapter import add_stored, fault_event
 from bench.store.results import ResultStore
@@ -24,7 +24,7 @@ def load_history(
         by_device: dict[str, list] = {}
         for m in store.measures.measurements(run.id):
             by_device.setdefault(m.device, []).append(m)
-        devices = {name: DeviceRun(name, kinds.get(name, "")) for name in by_device}
+        devices = {name: DeviceView(name, kinds.get(name, "")) for name in by_device}
         for name, device in devices.items():
             add_stored(device, by_device[name], ())
         for name, fault in store.measures.faults(run.id):

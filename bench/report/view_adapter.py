@@ -29,11 +29,11 @@ from bench.report.runview import (
     INFERENCE_MS,
     LATENCY_MS,
     MEMORY_PEAK_MB,
-    DeviceRun,
-    FaultEvent,
+    DeviceView,
     FrameTrace,
     RunView,
     Samples,
+    TimelineFault,
     TimeSeries,
 )
 from bench.store.results import ResultStore
@@ -68,7 +68,7 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
     pruned = store.raw.pruned(run_id)
     for dev in store.runs.devices(run_id):
         trace, first_t0_us, models, first_rx_ns = _frames(store, run_id, dev.name) if frames else (None, None, [], None)
-        device = DeviceRun(name=dev.name, kind=dev.kind, frames=trace)
+        device = DeviceView(name=dev.name, kind=dev.kind, frames=trace)
         add_stored(
             device, measurements_by_device.get(dev.name, []), store.measures.histograms(run_id, dev.name).values()
         )
@@ -138,7 +138,7 @@ class StoredFigure(Protocol):
     samples: int | None
 
 
-def add_stored(device: DeviceRun, measurements: Iterable[StoredFigure], histograms: Iterable[Histogram]) -> None:
+def add_stored(device: DeviceView, measurements: Iterable[StoredFigure], histograms: Iterable[Histogram]) -> None:
     """Put a device's stored measurements (figures and their counts) and the sample series of its stored histograms
     (those the report plots, in the units it shows) into `device`."""
     for m in measurements:
@@ -192,7 +192,7 @@ def _frames(
     return trace, int(t0[0]), models, first_rx_ns
 
 
-def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = None) -> FaultEvent:
+def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = None) -> TimelineFault:
     """A stored fault as the report shows it, timed from the device's first frame when known."""
     if f.t_fault_us is not None and first_t0_us is not None:
         t_s = (f.t_fault_us - first_t0_us) / 1e6
@@ -207,7 +207,7 @@ def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = Non
         outcome.append(f"{figure(f.since_switch_ms, 'ms')} after the switch to v{f.model_version}")
     if f.rollback_us is None and f.t_switch_us is None and f.prev_version is not None:  # refused before a switch
         outcome.append(f"refused, v{f.prev_version} kept running")
-    return FaultEvent(
+    return TimelineFault(
         t_s=t_s, kind=f.kind, detail=" ".join(x for x in (f.cause, f.detail) if x), outcome="; ".join(outcome)
     )
 

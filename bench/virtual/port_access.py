@@ -27,7 +27,7 @@ RULE = f"root, the bench's user or group {SERIAL_GROUP}, like /dev/ttyACM0"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class PortVerdict:
     """Whether a connection may use the port, and who the peer was (for the board's log)."""
 
     admitted: bool
@@ -117,22 +117,22 @@ def open_serial_pty() -> tuple[int, int, str]:
     return master, slave, path
 
 
-def check(peer: tuple, local: tuple, *, remote_ok: bool) -> Verdict:
+def check(peer: tuple, local: tuple, *, remote_ok: bool) -> PortVerdict:
     """May the process at `peer` (connected to our `local`) use the serial port? Blocking: call in a thread."""
     owner = peer_socket(peer, local)
     if owner is None:
-        return Verdict(
+        return PortVerdict(
             remote_ok, f"{peer[0]}:{peer[1]} (another host)" if remote_ok else f"{peer[0]}:{peer[1]} (unknown)"
         )
     uid, inode = owner
     bench = {0, os.geteuid()}
     if uid in bench:
-        return Verdict(True, f"uid {uid}")
+        return PortVerdict(True, f"uid {uid}")
     pids = holders(inode)
     gid = serial_gid()
     creds = [c for c in map(_credentials, pids) if c is not None]
     ok = bool(creds) and all(fsuid in bench or (gid is not None and gid in groups) for fsuid, groups in creds)
-    return Verdict(ok, f"uid {uid}, pid {','.join(map(str, pids)) or '?'}")
+    return PortVerdict(ok, f"uid {uid}, pid {','.join(map(str, pids)) or '?'}")
 
 
 def remote_allowed(host: str) -> bool:

@@ -15,7 +15,7 @@ import yaml
 from bench.config.fleet import SerialLink, SshLink, load_fleet
 from bench.core.errors import ConfigError, DeviceUnreachable, ExitCode
 from bench.core.identity import holder_gone, job_identity
-from bench.lab.client import Resource
+from bench.lab.client import LabResource
 from bench.lab.exporter import exporter_config
 from bench.lab.links import link_from_resources
 from bench.lab.sync import desired_places
@@ -120,11 +120,11 @@ def test_places_planned_from_the_fleet(tmp_path: Path) -> None:
 
 def test_links_from_a_place_resources(tmp_path: Path) -> None:
     fleet = load_fleet(fleet_file(tmp_path))
-    serial = Resource("bench-a", "c6-real", "NetworkSerialPort", "RawSerialPort",
+    serial = LabResource("bench-a", "c6-real", "NetworkSerialPort", "RawSerialPort",
                       {"host": "bench-a.lab", "port": 51234, "speed": 115200, "protocol": "rfc2217"}, True)  # fmt: skip
     link = link_from_resources(fleet.get("c6-real"), "desk1-c6", [serial])
     assert link == SerialLink("rfc2217://bench-a.lab:51234?ign_set_control", 115200)
-    ssh = Resource("bench-b", "orin", "NetworkService", "NetworkService",
+    ssh = LabResource("bench-b", "orin", "NetworkService", "NetworkService",
                    {"address": "10.0.0.7", "username": "nvidia", "port": 2222}, True)  # fmt: skip
     link = link_from_resources(fleet.get("orin"), "orin-1", [ssh])
     assert isinstance(link, SshLink) and (link.user, link.host, link.port) == ("nvidia", "10.0.0.7", 2222)
