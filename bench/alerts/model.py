@@ -20,13 +20,8 @@ from dataclasses import asdict
 from typing import Any
 
 from bench.core.errors import ConfigError
-from bench.store.alerts import AlertRow
+from bench.store.alerts import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, UNTRIAGED, AlertRow
 
-UNTRIAGED = "untriaged"
-ACKNOWLEDGED = "acknowledged"
-INVALID = "invalid"
-DOWNSTREAM = "downstream"
-FIXED = "fixed"
 STATES = (UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM, FIXED)
 OPEN = (UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM)  # a bad night joins these (a fixed one reopens)
 
@@ -44,6 +39,11 @@ class AlertError(ConfigError):
 
 class Alert(AlertRow):
     """One alert: which step on which device, session and metric, its evidence and its state."""
+
+    @classmethod
+    def of(cls, row: AlertRow) -> Alert:
+        """The alert a stored row holds."""
+        return cls(**vars(row))
 
     @property
     def title(self) -> str:

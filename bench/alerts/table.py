@@ -9,7 +9,6 @@ import socket
 from collections.abc import Iterable
 
 from bench.alerts.model import Alert, AlertError
-from bench.store.alerts import AlertRow
 from bench.store.results import ResultStore
 
 
@@ -23,30 +22,26 @@ def who() -> str:
     return f"{user}@{host}"
 
 
-def _alert(row: AlertRow) -> Alert:
-    return Alert(**vars(row))
-
-
 def get(store: ResultStore, alert_id: int) -> Alert:
     """Alert `alert_id` (AlertError naming the store when there is none)."""
     row = store.alerts.get(alert_id)
     if row is None:
         raise AlertError(f"results store {store.label}: no alert {alert_id}", hint="see `hilbench alerts list`")
-    return _alert(row)
+    return Alert.of(row)
 
 
 def select(store: ResultStore, *, states: Iterable[str] | None = None, device: str | None = None) -> list[Alert]:
     """Alerts (in `states`, on `device` when given), newest first."""
-    return [_alert(r) for r in store.alerts.select(states=states, device=device)]
+    return [Alert.of(r) for r in store.alerts.select(states=states, device=device)]
 
 
 def of_key(store: ResultStore, session: str, device: str, metric: str) -> Alert | None:
     """The newest alert of one session, device and metric, or None."""
     row = store.alerts.of_key(session, device, metric)
-    return _alert(row) if row else None
+    return Alert.of(row) if row else None
 
 
 def of_session(store: ResultStore, session: str) -> list[Alert]:
     """The newest alert of each device and metric of a session."""
     newest = {(r.device, r.metric): r for r in store.alerts.of_session(session)}
-    return [_alert(r) for r in newest.values()]
+    return [Alert.of(r) for r in newest.values()]

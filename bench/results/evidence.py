@@ -3,9 +3,12 @@ and the baseline window and drift series of a device's measurement (bench.store.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from bench.results.verdict import REGRESSION, Verdict, Window
 from bench.store import stored
 from bench.store.results import ResultStore
+from bench.store.verdicts import VerdictRow
 
 HISTORY_RUNS = 20  # accepted runs whose spread a verdict may use when it is wider than the window's
 
@@ -17,17 +20,22 @@ def record_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict]) ->
 
 def stored_verdicts(store: ResultStore, run_id: int) -> list[Verdict]:
     """The verdicts recorded for a run (empty when it was never judged)."""
+    return verdicts_of(store.verdicts.verdicts(run_id), store.label)
+
+
+def verdicts_of(rows: Iterable[VerdictRow], label: str = "") -> list[Verdict]:
+    """Stored verdict rows as verdicts (a DamagedStore naming the store `label` and the row for one that is not)."""
     out = []
-    for row in store.verdicts.verdicts(run_id):
+    for row in rows:
         fields = dict(row.data)
         try:
             fields["baseline_runs"] = tuple(fields.get("baseline_runs") or ())
             out.append(Verdict(**fields))
         except TypeError as exc:
-            where = f"({run_id}, {row.device!r}, {row.metric!r})"
+            where = f"({row.run_id}, {row.device!r}, {row.metric!r})"
             raise stored.DamagedStore(
-                f"results store {store.label}: table verdicts, row {where}, field data: not a verdict ({exc})",
-                file=str(store.label),
+                f"results store {label}: table verdicts, row {where}, field data: not a verdict ({exc})",
+                file=label,
                 field="verdicts.data",
             ) from None
     return out

@@ -13,6 +13,8 @@ from typing import Any
 from bench.store import stored
 from bench.store.database import Database
 
+# the states an alert is stored in (bench.alerts.model says what moves it between them)
+UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM, FIXED = "untriaged", "acknowledged", "invalid", "downstream", "fixed"
 _COLUMNS = ("id, session, device, metric, kind, state, first_run, last_run, opened_at, state_since, owner, note,"
             " link, reason, of_alert, fixed_run, good_nights, data")  # fmt: skip
 _EVENTS = "SELECT alert_id, run_id, at, event, actor, detail FROM alert_events"
@@ -90,6 +92,13 @@ class AlertStore:
             f"SELECT {_COLUMNS} FROM alerts" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
         )
         return [self._row(r) for r in self.db.execute(sql, params).fetchall()]
+
+    def of_ids(self, alert_ids: Iterable[int]) -> dict[int, AlertRow]:
+        """Alert id -> alert, of those of `alert_ids` that exist."""
+        ids = list(alert_ids)
+        marks = ", ".join("?" for _ in ids) or "NULL"
+        rows = self.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE id IN ({marks})", ids)
+        return {r[0]: self._row(r) for r in rows.fetchall()}
 
     def of_key(self, session: str, device: str, metric: str) -> AlertRow | None:
         """The newest alert of one session, device and metric, or None."""

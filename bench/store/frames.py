@@ -114,17 +114,22 @@ class FrameStore:
         return dict(zip(("offset_ns", "drift_ppm", "ref_ns", "uncertainty_ns"), row, strict=True)) if row else None
 
     def frame_columns(self, run_id: int, device: str) -> FrameColumns:
-        """Frame records of one device in a run as arrays, in frame order: the packed row of a finished run, merged
-        with the rows of one still being written (or killed, or written before frames were packed). Every reader
-        of frame records reads them here."""
-        packed = self.db.execute(
-            f"SELECT {', '.join(PACKED)}, flags FROM frame_packs WHERE run_id = ? AND device = ?", (run_id, device)
-        ).fetchone()
-        rows = self.db.execute(
-            f"SELECT {', '.join(FIELDS)} FROM frames WHERE run_id = ? AND device = ?", (run_id, device)
-        ).fetchall()
-        columns = FrameColumns.unpack(packed) if packed else empty()
-        return columns.merged(FrameColumns.from_rows(rows)) if rows else columns
+        """Frame records of one device in a run as arrays, in frame order."""
+        return self.columns_of_run(run_id, device).get(device, empty())
+
+    def columns_of_run(self, run_id: int, device: str | None = None) -> dict[str, FrameColumns]:
+        """device -> its frame records in a run (of one device, or all) as arrays, in frame order: the packed row of
+        a finished run, merged with the rows of one still being written (or killed, or written before frames were
+        packed). Every reader of frame records reads them here."""
+        where, params = "run_id = ?" + (" AND device = ?" if device else ""), (run_id, device) if device else (run_id,)
+        packed = self.db.execute(f"SELECT device, {', '.join(PACKED)}, flags FROM frame_packs WHERE {where}", params)
+        out = {row[0]: FrameColumns.unpack(row[1:]) for row in packed.fetchall()}
+        rows: dict[str, list] = {}
+        for row in self.db.execute(f"SELECT device, {', '.join(FIELDS)} FROM frames WHERE {where}", params).fetchall():
+            rows.setdefault(row[0], []).append(row[1:])
+        for name, found in rows.items():
+            out[name] = out.get(name, empty()).merged(FrameColumns.from_rows(found))
+        return out
 
     def frames(self, run_id: int, device: str) -> Iterator[Frame]:
         """Frame records of one device in a run, in frame order."""

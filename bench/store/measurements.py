@@ -127,13 +127,18 @@ class MeasurementStore:
 
     def histograms(self, run_id: int, device: str) -> dict[str, Histogram]:
         """name -> Histogram of one device in a run."""
-        rows = self.db.execute(
-            "SELECT name, unit, encoded FROM histograms WHERE run_id = ? AND device = ?", (run_id, device)
+        return self.histograms_of_run(run_id, device).get(device, {})
+
+    def histograms_of_run(self, run_id: int, device: str | None = None) -> dict[str, dict[str, Histogram]]:
+        """device -> name -> Histogram of a run (of one device, or all)."""
+        sql = "SELECT device, name, unit, encoded FROM histograms WHERE run_id = ?" + (
+            " AND device = ?" if device else ""
         )
-        out = {}
-        for name, unit, encoded in rows:
+        rows = self.db.execute(sql, (run_id, device) if device else (run_id,))
+        out: dict[str, dict[str, Histogram]] = {}
+        for device, name, unit, encoded in rows:
             try:
-                out[name] = Histogram.decode(name, unit, encoded)
+                out.setdefault(device, {})[name] = Histogram.decode(name, unit, encoded)
             except Exception as exc:  # hdrh raises its own classes, ValueError, zlib.error, TypeError
                 where = f"({run_id}, {device!r}, {name!r})"
                 raise stored.DamagedStore(
@@ -145,15 +150,28 @@ class MeasurementStore:
                 ) from None
         return out
 
-    def telemetry(self, run_id: int, device: str) -> list[tuple[str, str, int, float]]:
-        """Telemetry values of `device` as (name, unit, t_ns, value), by name then time."""
-        return self.db.execute(
-            "SELECT name, unit, t_ns, value FROM telemetry WHERE run_id = ? AND device = ? ORDER BY name, t_ns",
-            (run_id, device),
-        ).fetchall()
+    def telemetry(self, run_id: int, device: str | None = None) -> dict[str, list[tuple[str, str, int, float]]]:
+        """device -> its telemetry values in a run (of one device, or all) as (name, unit, t_ns, value), by name then
+        time."""
+        sql = "SELECT device, name, unit, t_ns, value FROM telemetry WHERE run_id = ?" + (
+            " AND device = ?" if device else ""
+        )
+        out: dict[str, list[tuple[str, str, int, float]]] = {}
+        for d, name, unit, t_ns, value in self.db.execute(
+            sql + " ORDER BY device, name, t_ns", (run_id, device) if device else (run_id,)
+        ):
+            out.setdefault(d, []).append((name, unit, t_ns, value))
+        return out
 
     def faults(self, run_id: int, device: str | None = None) -> list[tuple[str, FaultEvent]]:
         """(device, FaultEvent) of a run, in order."""
         sql = "SELECT * FROM faults WHERE run_id = ?" + (" AND device = ?" if device else "") + " ORDER BY device, n"
         rows = self.db.execute(sql, (run_id, device) if device else (run_id,))
         return [(r[1], FaultEvent(*r[3:])) for r in rows]
+
+    def faults_of_runs(self, run_ids: Iterable[int]) -> list[tuple[int, str, FaultEvent]]:
+        """(run id, device, FaultEvent) of runs `run_ids`, in order."""
+        ids = list(run_ids)
+        marks = ", ".join("?" for _ in ids) or "NULL"
+        rows = self.db.execute(f"SELECT * FROM faults WHERE run_id IN ({marks}) ORDER BY run_id, device, n", ids)
+        return [(r[0], r[1], FaultEvent(*r[3:])) for r in rows]

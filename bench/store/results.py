@@ -26,6 +26,7 @@ from bench.store.frames import FrameStore
 from bench.store.health import HealthStore
 from bench.store.measurements import MeasurementStore
 from bench.store.raw import RawStore
+from bench.store.reading import Reading
 from bench.store.runs import RunStore
 from bench.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 from bench.store.verdicts import VerdictStore
@@ -74,6 +75,7 @@ class ResultStore:
         self.alerts = AlertStore(self.db)
         self.health = HealthStore(self.db)
         self.raw = RawStore(self.db, self.frames, self.path if isinstance(self.path, Path) else None)
+        self.reading = Reading(self.runs, self.frames, self.measures, self.verdicts, self.alerts, self.raw)
         self.interrupted_runs = self.runs.close_orphaned()
 
     def _connect(self) -> Any:

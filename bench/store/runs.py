@@ -171,6 +171,12 @@ class RunStore:
             for r in rows
         ]  # fmt: skip
 
+    def runs_of(self, run_ids: Iterable[int]) -> dict[int, RunRow]:
+        """Run id -> run, of those of `run_ids` that exist."""
+        ids = list(run_ids)
+        marks = ", ".join("?" for _ in ids) or "NULL"
+        return {r[0]: self._run(r) for r in self.db.execute(f"SELECT * FROM runs WHERE id IN ({marks})", ids)}
+
     def nights(self, session: str, after: int, up_to: int) -> int:
         """Nights of `session` (its nightly runs: replays and update-and-faults runs, not their confirm, retry or
         attribution replays) after run `after` up to and including run `up_to`."""
