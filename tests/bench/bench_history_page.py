@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.report.chromium import check_page
 from bench.report.html import run_file_stem, write_index
 from bench.report.nights import load_grids
 from bench.report.publish import publish_run
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.nightly_history import Plan, write_history
+from tests.report_chromium import check_page
 
 DEVICES = ("c6-a", "orin-1", "pi5-1", "switch-1")
 

@@ -200,7 +200,7 @@ class MicroPythonAgent(AgentUnderTest):
 
 
 class WebAgent(AgentUnderTest):
-    """web/ in a page of a headless Chromium (bench.web.stdio_agent bridges its WebSocket link to stdio), with
+    """web/ in a page of a headless Chromium (bench.testkit.web_stdio_agent bridges its WebSocket link to stdio), with
     the web kind's memory limit on LiteRT.js's WASM heap (256 MB)."""
 
     kind = "web"
@@ -212,9 +212,9 @@ class WebAgent(AgentUnderTest):
 
     def __init__(self, folder: Path, devtools: str = "") -> None:
         """`devtools`: a running browser's DevTools URL (bench.web.browser.Browser.devtools): each session's page
-        is a new tab of it instead of a Chromium of its own (bench.web.stdio_agent)."""
+        is a new tab of it instead of a Chromium of its own (bench.testkit.web_stdio_agent)."""
+        from bench.testkit.web_stdio_agent import DEVTOOLS_ENV
         from bench.web.deploy import deploy_storage
-        from bench.web.stdio_agent import DEVTOOLS_ENV
 
         super().__init__(folder)
         deploy_storage(folder, MODELS / "npc-policy-int8.tflite", mem_limit_mb=self.mem_limit_mb)
@@ -222,7 +222,7 @@ class WebAgent(AgentUnderTest):
             self.env[DEVTOOLS_ENV] = devtools
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "bench.web.stdio_agent", "--storage", str(self.folder)]
+        return [sys.executable, "-m", "bench.testkit.web_stdio_agent", "--storage", str(self.folder)]
 
     def vm_argv(self) -> list[str]:
         # the scheduler is JavaScript: the same scenario, ported, on web/agent/npcsched.js under Node

@@ -2,7 +2,7 @@
 Chromium, the device's page, and its WebSocket link bridged to stdio. The conformance suite starts the web
 agent this way, like the other agents.
 
-    python -m bench.web.stdio_agent --storage DIR [--log FILE]
+    python -m bench.testkit.web_stdio_agent --storage DIR [--log FILE]
 
 With $HILBENCH_DEVTOOLS set to a bench-started browser's DevTools URL (bench.web.browser.Browser.devtools), the
 page opens as a new tab of that browser, closed when the agent ends, instead of in a Chromium of its own (the
