@@ -34,8 +34,8 @@ from bench.core.errors import BenchError, ConfigError, ExitCode
 from bench.core.units import figure
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
-from bench.nightly.run import model_mismatch, recorded_replay
-from bench.replay.session import read_session
+from bench.nightly.orchestration import model_mismatch, recorded_replay
+from bench.replay.recording import read_session
 from bench.results.bisect import BAD, DEFAULT_RUNS, SKIPPED, Bisection, NotRun, bisect
 from bench.results.thresholds import load_thresholds
 from bench.store.results import ResultStore, open_store

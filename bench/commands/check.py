@@ -36,9 +36,9 @@ from bench.core.units import figure
 from bench.models import guess_name_and_format
 from bench.models.shape import check_model
 from bench.premerge.ci_report import check_report
+from bench.premerge.interleave import CheckOptions, CheckResult, run_check
 from bench.premerge.plan import Estimate, order, switches
-from bench.premerge.run import CheckOptions, CheckResult, run_check
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import COLLECTING, INCONCLUSIVE, UNCHANGED
 from bench.store.results import open_store

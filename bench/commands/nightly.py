@@ -33,10 +33,10 @@ from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.ci_report import nightly_report
 from bench.nightly.flashing import ProgressFactory
+from bench.nightly.orchestration import STAGE_NAMES, NightlyProgress
 from bench.nightly.publish import OTA_SESSION
-from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 from bench.report.build import outcome_of
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store

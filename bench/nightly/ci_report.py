@@ -7,8 +7,8 @@ import datetime as dt
 
 from bench.alerts import NightAlerts
 from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cases, run_figures, verdict_cases
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import OTA_SESSION
-from bench.nightly.run import NightlyResult
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION, Verdict
 from bench.store.results import ResultStore

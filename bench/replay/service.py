@@ -16,8 +16,8 @@ from bench.core.outcomes import FailureClass
 from bench.replay.pacing import Pacer
 from bench.replay.phases import Phase
 from bench.replay.plan import build_plan
+from bench.replay.recording import Session, read_session
 from bench.replay.run import DEFAULT_WAVES, DeviceRun, ReplayRun
-from bench.replay.session import Session, read_session
 
 if TYPE_CHECKING:  # the run's record (begin/finish); what the replay writes into it goes through a RunSink
     from bench.store.results import ResultStore

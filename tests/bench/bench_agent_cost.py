@@ -291,7 +291,7 @@ def session_lines(session: Path, input_max_hz: float | None) -> tuple[dict[str, 
     channel), and one line per channel: its median-length one."""
     from bench.agent import wire
     from bench.replay.plan import VoiceMode, build_plan, sampled_at_most
-    from bench.replay.session import read_session
+    from bench.replay.recording import read_session
 
     plan = build_plan(read_session(session), wire.encode)
     keep = sampled_at_most(plan, input_max_hz) if input_max_hz else None

@@ -24,7 +24,7 @@ from bench.measure.histogram import Histogram
 from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.player import Replayer, Track
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ from bench.config.fleet import load_fleet
 from bench.core.errors import ExitCode
 from bench.lab.acquire import lab_devices
 from bench.lab.client import LabClient
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from bench.results.thresholds import load_thresholds
 from bench.store import open_store

@@ -20,8 +20,8 @@ from bench.devices import driver_for
 from bench.devices.held import HeldDrivers
 from bench.recovery.linux_endpoint import LinuxAgentOpener
 from bench.replay.plan import Plan, build_plan
+from bench.replay.recording import read_session
 from bench.replay.run import DeviceRun, ReplayRun
-from bench.replay.session import read_session
 from bench.report.build import build_report
 from bench.report.html import render_html
 from bench.report.view_adapter import load_run

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from bench.config.fleet import load_fleet
-from bench.recovery.check import check_one
+from bench.recovery.fleet_health import check_one
 from bench.replay.agents import deploy, fleet_opener
+from bench.replay.recording import write_session
 from bench.replay.service import replay_fleet
-from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 from bench.store.health import BAD

@@ -17,8 +17,8 @@ from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import StreamTransport
 from bench.config.fleet import Device, SerialLink
+from bench.replay.recording import write_session
 from bench.replay.service import replay_fleet
-from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 from tests.host_agent_support import HostAgentProcess

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.core.errors import ExitCode
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 from tests.conftest import REPO, hilbench

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.replay.session import Session, SessionMessage, write_session
+from bench.replay.recording import Session, SessionMessage, write_session
 from bench.results.thresholds import DEFAULT_THRESHOLDS
 from bench.store import open_store
 from tests.conftest import REPO, hilbench

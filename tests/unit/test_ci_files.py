@@ -21,8 +21,8 @@ from bench.ci.write import STEP_SUMMARY_ENV, CiFiles, write_ci_files
 from bench.core.errors import ConfigError
 from bench.core.outcomes import infrastructure, product
 from bench.nightly.ci_report import alert_lines, nightly_report
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import PublishedRun
-from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.results.evidence import stored_verdicts
 from bench.results.thresholds import load_thresholds

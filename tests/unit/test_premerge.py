@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench.measure.measurement import Measurement
+from bench.premerge.interleave import KINDS, SessionCheck, judge_session
 from bench.premerge.plan import BASE, CANDIDATE, order, switches
-from bench.premerge.run import KINDS, SessionCheck, judge_session
 from bench.results.evidence import series, stored_verdicts, window
 from bench.results.judge import judge_run
 from bench.results.majority import majority
@@ -120,7 +120,7 @@ def test_the_exit_code_gates_a_merge(tmp_path) -> None:
     """1 on a regression or a candidate the device crashed on, 3 when only the bench failed, 0 otherwise (an
     inconclusive metric too: the summary says so)."""
     from bench.core.outcomes import infrastructure, product
-    from bench.premerge.run import CheckResult
+    from bench.premerge.interleave import CheckResult
 
     thresholds = load_thresholds()
     with open_store(tmp_path / "r.sqlite") as store:

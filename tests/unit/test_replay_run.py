@@ -19,8 +19,8 @@ from bench.config.fleet import Device, SerialLink
 from bench.core.errors import DeviceUnreachable
 from bench.measure.records import OffsetClock
 from bench.replay.plan import build_plan
+from bench.replay.recording import write_session
 from bench.replay.run import ReplayRun
-from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 

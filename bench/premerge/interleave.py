@@ -18,7 +18,7 @@ from bench.core.outcomes import PASS, FailureClass, Outcome, infrastructure, pro
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
-from bench.nightly.run import model_mismatch, recorded_replay
+from bench.nightly.orchestration import model_mismatch, recorded_replay
 from bench.premerge.plan import BASE, CANDIDATE, order
 from bench.results.evidence import record_verdicts
 from bench.results.judge import judge_run
