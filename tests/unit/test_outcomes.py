@@ -12,7 +12,7 @@ from bench.core.outcomes import PASS, FailureClass, Outcome, exit_code, infrastr
 from bench.nightly.confirm import Confirmation
 from bench.nightly.orchestration import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
-from bench.recovery.resilient import AgentGaveUp
+from bench.recovery.surviving import AgentGaveUp
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, confirmed, judge
 
