@@ -162,7 +162,7 @@ def micropython_bundle(
     Generated files are written to `out_dir`. The keys default to the device's configured ones (bench.bundles.trust)."""
     key_path = key_path or trust.signing_key(device)
     pubkey_path = pubkey_path or trust.trusted_key(device)
-    from bench.mpy.board import agent_files, trusted_key_hex
+    from bench.bundles.mpy_board import agent_files, trusted_key_hex
 
     if FORMAT_EXT.get(device.settings.model_format) != "npcm":
         raise ConfigError(

@@ -96,8 +96,8 @@ def test_replay_into_two_host_agents_over_tcp(tmp_path: Path, session_file: Path
 def _micropython_board(folder: Path) -> list[str]:
     """Deploy the MicroPython agent's board bundle into `folder`; its argv."""
     from bench.bundles import micropython_bundle
+    from bench.bundles.mpy_board import ESP32C6_HEAP, agent_command, copy_bundle
     from bench.config.fleet import load_fleet
-    from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
     # a bare VM: no power meter is wired to it, so no inference marker (the unix port has no machine.Pin)

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bundles.mpy_board import ESP32C6_HEAP
 from bench.core.paths import FIRMWARE_DIR
 from bench.core.procs import tied
-from bench.mpy.board import ESP32C6_HEAP
 
 MPY_DIR = Path(__file__).resolve().parent / "mpy"
 # the counted firmware's frozen modules: its _machinebase is the part of `machine` both boards share

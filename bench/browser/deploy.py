@@ -7,8 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+from bench.browser.assets import litert_version, wasm_dir_url
 from bench.models import signing
-from bench.web.assets import litert_version, wasm_dir_url
 
 CURRENT = "current.json"
 
