@@ -61,12 +61,14 @@ def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
     return None
 
 
-def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
-    """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured): other
-    processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
-    of the baseline runs (a host that is always as busy has that noise in the window's spread already), or more
-    than `starved_others_pct` whatever the baseline runs had (the bench got too little of the host to measure)."""
-    data = store.verdicts.host_of(run_id)
+def busy_reason(
+    store: ResultStore, data: dict | None, thresholds: Thresholds, baseline_runs: tuple[int, ...]
+) -> str | None:
+    """Why the bench host counts as busy during a run whose stored host noise is `data`, or None when it was not (or
+    was not measured): other processes (and steal) took more than `busy_others_pct` of it, and more by
+    `busier_margin_pct` than during any of the baseline runs (a host that is always as busy has that noise in the
+    window's spread already), or more than `starved_others_pct` whatever the baseline runs had (the bench got too
+    little of the host to measure)."""
     if not data or "others_pct" not in data:
         return None
     noise = HostNoise.from_json(data)
@@ -98,19 +100,19 @@ def judge_run(
     keeps growing (bench.results.drift; neither against a pinned baseline, which does not move). A suspected
     regression of a host-timed metric on a virtual device while the bench host was busier than during its baseline
     runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted())."""
-    row = store.runs.run(run_id)
-    prints = store.verdicts.fingerprints(run_id)
-    by_device: dict[str, dict] = {}
-    for m in store.measures.measurements(run_id):
-        by_device.setdefault(m.device, {})[m.name] = m
+    (record,) = store.reading.runs([run_id], [store.runs.run(run_id)])  # the run is read once, up front
+    prints = store.reading.fingerprints([run_id])[run_id]
+    host = store.verdicts.host_of(run_id)
+    row = record.run
     verdicts = []
-    for dev in store.runs.devices(run_id):
+    for part in (d for d in record.devices.values() if d.listed):
+        dev = part.row
         if devices is not None and dev.name not in devices:
             continue
         fp = prints.get(dev.name, {})
         virtual = bool(fp.get("virtual", False))
         icount = fp.get("clock") == "icount"
-        stored = by_device.get(dev.name, {})
+        stored = {m.name: m for m in part.measurements}
         pace = pace_reason(stored)
         for rule in thresholds.rules:
             m = stored.get(rule.measurement)
@@ -132,7 +134,7 @@ def judge_run(
             elif rule.replay_paced and pace:
                 verdict = off_pace(verdict, pace)
             elif virtual and rule.host_timed and not count and verdict.status == SUSPECTED:
-                busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
+                busy = busy_reason(store, host, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict
             verdicts.append(verdict)
     return verdicts
