@@ -47,12 +47,12 @@ def host_agent_sources() -> dict[str, Path]:
 def reset_model(devices: list[Device]) -> list[Device]:
     """`devices` marked so that their next deploy resets the model an update installed (flash --reset-model;
     the nightly does it). Without it a flash keeps what the agent last switched to (docs/ota.md)."""
-    return [replace(d, extra={**d.extra, "reset_model": True}) for d in devices]
+    return [replace(d, reset_model=True) for d in devices]
 
 
 def resets_model(device: Device) -> bool:
     """Whether a deploy to `device` resets its model to the deployed one (see `reset_model`)."""
-    return bool(device.extra.get("reset_model"))
+    return device.reset_model
 
 
 def model_version(device: Device) -> int:

@@ -51,6 +51,11 @@ class LabPlace:
     local: Link | None = None  # how the bench host reaches the board (what its exporter publishes), if given
     coordinator: str = ""  # the fleet's [lab] coordinator, "host:port"
     acquire_timeout_s: float = 60.0  # how long a job waits for a busy place or an absent exporter
+    # what the place's published link lacks: how to log in to a Linux board, the baud rate of a serial one
+    key: Path | None = None
+    host_key: str | None = None
+    known_hosts: Path | None = None
+    baud: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,14 @@ class Device:
     virtual: bool = False
     tags: tuple[str, ...] = ()
     settings: Settings = None  # type: ignore[assignment]  # None: the kind's defaults; a mapping: those changed
-    extra: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    mac: str | None = None  # an ESP32-C6's MAC: a virtual board's, or what `fleet discover` matches a real one by
+    usb_serial: str | None = None  # a real board's USB serial number (a lab exporter's udev match)
+    python: str = "python3"  # a Linux board's interpreter for the host agent
+    trusted_key: Path | None = None  # the public key its models are verified with ([bench] or its own)
+    signing_key: Path | None = None  # the private key that signs its models ([bench])
+    reset_model: bool = False  # deploy the bundled model again, whatever the device holds (bench.bundles)
+    listen: str | None = None  # the address a served virtual board listens on (`hilbench lab serve --address`)
     lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
     os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
     power: PowerSpec | None = None  # how the bench switches its supply (bench/power), when the lab can
@@ -198,7 +210,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
         dev = _parse_device(raw, path, index, path.parent)
         own = _key_file(raw, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
         trust = {"trusted_key": own or keys["trusted_key"], "signing_key": keys["signing_key"]}
-        dev = replace(dev, extra={**dev.extra, **{k: v for k, v in trust.items() if v is not None}})
+        dev = replace(dev, **{k: v for k, v in trust.items() if v is not None})
         if dev.lab is not None and "coordinator" not in lab:
             raise ConfigError(
                 f"{path}: device {dev.name!r}: field 'place'/'lab_tags' needs a labgrid coordinator",
@@ -409,23 +421,19 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
     entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", DEFAULT_BAUD))
     link = info.link.parse(entry)
-    if lab is not None:  # jobs reach it through the place; `ssh` says where its bench host's exporter finds it
-        lab = replace(lab, local=link)
+    if lab is not None:  # jobs reach it through the place (`ssh` says where its bench host's exporter finds it),
+        lab = replace(  # with what the place's link lacks: how to log in, and the baud rate
+            lab, local=link, host_key=typed(raw, "host_key", str, where, None),
+            baud=typed(raw, "baud", int, where, None), key=resolve_path(typed(raw, "key", str, where, None), base_dir),
+            known_hosts=resolve_path(typed(raw, "known_hosts", str, where, None), base_dir),
+        )  # fmt: skip
         link = None
-    extra = {k: raw[k] for k in ("mac", "usb_serial", "python", "description") if k in raw}
-    if lab is not None:  # what the place's link lacks: how to log in, and which board a udev match picks
-        extra.update({k: typed(raw, k, str, where, None) for k in ("host_key",) if k in raw})
-        extra.update(
-            {k: resolve_path(typed(raw, k, str, where, None), base_dir) for k in ("key", "known_hosts") if k in raw}
-        )
-        if "baud" in raw:
-            extra["baud"] = typed(raw, "baud", int, where, None)
+    named = {k: str(raw[k]) for k in ("mac", "usb_serial", "description") if k in raw}
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
     energy = _parse_energy(raw, where, base_dir)
     _check_marker(energy, settings, where)
     return Device(
-        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
-        power=power, energy=energy,
-        os=os_spec,
+        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, lab=lab,
+        power=power, energy=energy, os=os_spec, python=python or "python3", **named,
     )  # fmt: skip

@@ -40,7 +40,7 @@ def exporter_config(fleet: Fleet, host: str, served: dict[str, Link] | None = No
 
 def _resources(fleet: Fleet, dev: Device, served: Link | None, address: str | None) -> dict:
     where = f"{fleet.path}: device {dev.name!r}"
-    baud = int(dev.extra.get("baud") or getattr(dev.settings, "baud", DEFAULT_BAUD))
+    baud = int((dev.lab.baud if dev.lab is not None else None) or getattr(dev.settings, "baud", DEFAULT_BAUD))
     if dev.virtual:
         if served is None:
             raise ConfigError(

@@ -63,8 +63,7 @@ async def serve_host(
         warn(f"labgrid coordinator {coordinator} is not reachable ({why}); serving anyway, the exporter retries")
     devices = host_devices(fleet, host)
     # served here, so started here; boards listen on `address` so that other hosts reach them
-    local = [replace(d, lab=None, extra={**d.extra, "listen": address} if address else d.extra)
-             for d in devices if d.virtual]  # fmt: skip
+    local = [replace(d, lab=None, listen=address or d.listen) for d in devices if d.virtual]
     async with virtual_fleet(local) as (resolved, _running):
         served = {d.name: d.link for d in resolved if d.link is not None}
         config_path.parent.mkdir(parents=True, exist_ok=True)

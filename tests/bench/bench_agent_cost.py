@@ -400,7 +400,7 @@ def main() -> int:
             base = fleet.get(args.host_device)
             for model in models:
                 # the deploy points the agent's remembered model (models/current.json) back at this one
-                dev = replace(base.with_settings(model=model), extra={**base.extra, "reset_model": True})
+                dev = replace(base.with_settings(model=model), reset_model=True)
                 r = asyncio.run(replay_stats(dev, args.session, store, logs, True, parts=not args.no_breakdown))
                 ran = (r["model"] or {}).get("sha256")
                 want = hashlib.sha256((ROOT / "fixtures" / "models" / f"{model}.tflite").read_bytes()).hexdigest()
