@@ -11,7 +11,7 @@ from typing import Any
 from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Kind, Settings, get_kind
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
-from bench.core.fields import resolve_path, settings_from, typed
+from bench.core.fields import Declared, ranged, resolve_path, settings_from, typed
 from bench.core.inputs import check_file, load_toml
 from bench.core.paths import FLEETS_DIR
 from bench.energy.spec import EnergySpec, parse_energy
@@ -30,7 +30,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _TOP_KEYS = {"device", "bench", "lab", "results"}
 _BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
 _LAB_KEYS = {"coordinator", "acquire_timeout_s"}
-_RESULTS_KEYS = {"keep_raw_days", "keep_raw_runs"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
@@ -101,13 +100,13 @@ class Device:
 
 
 @dataclass(frozen=True)
-class RawRetention:
+class RawRetention(Declared):
     """How long the results store keeps a run's raw frame and input rows (the fleet file's `[results]` table):
     while the run is younger than `keep_raw_days`, or among the last `keep_raw_runs` runs of its device and
-    session. Everything else of a run is kept forever (docs/results.md, Retention)."""
+    session (0: no such limit). Everything else of a run is kept forever (docs/results.md, Retention)."""
 
-    keep_raw_days: int = 30
-    keep_raw_runs: int = 30
+    keep_raw_days: int = ranged(30, 0, 36_500)
+    keep_raw_runs: int = ranged(30, 0, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -238,15 +237,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
 
 def parse_retention(raw: dict[str, Any], where: str) -> RawRetention:
     """A `[results]` table validated into a RawRetention (ConfigError naming `where` and the field)."""
-    for key in set(raw) - _RESULTS_KEYS:
-        raise ConfigError(f"{where}: unknown key {key!r}", hint=f"known: {', '.join(sorted(_RESULTS_KEYS))}")
-    values = {}
-    for key in sorted(_RESULTS_KEYS):
-        value = typed(raw, key, int, where, getattr(RawRetention, key))
-        if value < 0:
-            raise ConfigError(f"{where}: field {key!r}: {value} is negative", hint="0 or more (0: no such limit)")
-        values[key] = value
-    return RawRetention(**values)
+    return settings_from(RawRetention, raw, where, table="results", what="[results]")
 
 
 def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:

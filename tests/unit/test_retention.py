@@ -127,9 +127,9 @@ def test_inputs_read_back_exactly_also_from_a_row_per_input_store(tmp_path: Path
 def test_retention_settings_are_typed_and_named() -> None:
     assert parse_retention({}, "f: [results]") == RawRetention(30, 30)
     assert parse_retention({"keep_raw_days": 7}, "f: [results]") == RawRetention(7, 30)
-    for raw, words in (({"keep_raw_days": "7"}, "'keep_raw_days': expected int"),
-                       ({"keep_raw_runs": -1}, "'keep_raw_runs': -1 is negative"),
-                       ({"keep_raw": 1}, "unknown key 'keep_raw'")):  # fmt: skip
+    for raw, words in (({"keep_raw_days": "7"}, "'results.keep_raw_days': expected int"),
+                       ({"keep_raw_runs": -1}, "'results.keep_raw_runs': -1 is out of range"),
+                       ({"keep_raw": 1}, "'results.keep_raw': not a field of \\[results\\]")):  # fmt: skip
         with pytest.raises(ConfigError, match=words):
             parse_retention(raw, "f: [results]")
 
