@@ -11,7 +11,7 @@ from typing import Any
 from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Kind, Settings, get_kind
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
-from bench.core.fields import Declared, ranged, resolve_path, settings_from, typed
+from bench.core.fields import Declared, matching, ranged, resolve_path, settings_from, typed
 from bench.core.inputs import check_file, load_toml
 from bench.core.paths import FLEETS_DIR
 from bench.energy.spec import EnergySpec, parse_energy
@@ -29,11 +29,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 _TOP_KEYS = {"device", "bench", "lab", "results"}
 _BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
-_LAB_KEYS = {"coordinator", "acquire_timeout_s"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
-_COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+~-]+$")  # an interpreter path: it reaches a remote shell (quoted too)
 _TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place tags
 _TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
@@ -100,6 +98,15 @@ class Device:
 
 
 @dataclass(frozen=True)
+class LabSettings(Declared):
+    """The fleet file's `[lab]` table: the labgrid coordinator its places are reserved through ("" when the
+    fleet has no lab places) and how long a job waits for a busy place or an absent exporter."""
+
+    coordinator: str = matching("", r"|(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}", 'is not HOST:PORT (e.g. "lab-server:20408")')
+    acquire_timeout_s: float = ranged(60.0, 0.001, 86_400.0)
+
+
+@dataclass(frozen=True)
 class RawRetention(Declared):
     """How long the results store keeps a run's raw frame and input rows (the fleet file's `[results]` table):
     while the run is younger than `keep_raw_days`, or among the last `keep_raw_runs` runs of its device and
@@ -116,7 +123,7 @@ class Fleet:
     path: Path
     devices: tuple[Device, ...]
     bench: dict[str, Any] = field(default_factory=dict)
-    lab: dict[str, Any] = field(default_factory=dict)
+    lab: LabSettings = field(default_factory=LabSettings)
     retention: RawRetention = field(default_factory=RawRetention)
 
     def __iter__(self):
@@ -210,7 +217,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
         own = _key_file(raw, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
         trust = {"trusted_key": own or keys["trusted_key"], "signing_key": keys["signing_key"]}
         dev = replace(dev, **{k: v for k, v in trust.items() if v is not None})
-        if dev.lab is not None and "coordinator" not in lab:
+        if dev.lab is not None and not lab.coordinator:
             raise ConfigError(
                 f"{path}: device {dev.name!r}: field 'place'/'lab_tags' needs a labgrid coordinator",
                 hint='add a [lab] table with coordinator = "HOST:20408"',
@@ -223,7 +230,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
         seen[dev.name] = index
         if dev.lab is not None:
             dev = replace(
-                dev, lab=replace(dev.lab, coordinator=lab["coordinator"], acquire_timeout_s=lab["acquire_timeout_s"])
+                dev, lab=replace(dev.lab, coordinator=lab.coordinator, acquire_timeout_s=lab.acquire_timeout_s)
             )
         if dev.power is not None and dev.power.driver == "labgrid":
             dev = replace(dev, power=_labgrid_power(dev, lab, path))
@@ -240,12 +247,12 @@ def parse_retention(raw: dict[str, Any], where: str) -> RawRetention:
     return settings_from(RawRetention, raw, where, table="results", what="[results]")
 
 
-def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
+def _labgrid_power(dev: Device, lab: LabSettings, path: Path) -> PowerSpec:
     """A `power = { driver = "labgrid" }` spec with the device's place and the fleet's coordinator filled in."""
     assert dev.power is not None
     settings = dev.power.settings
     place = getattr(settings, "place", None) or (dev.lab.place if dev.lab is not None else None)
-    coordinator = getattr(settings, "coordinator", None) or lab.get("coordinator")
+    coordinator = getattr(settings, "coordinator", None) or lab.coordinator
     if not place or not coordinator:
         raise ConfigError(
             f"{path}: device {dev.name!r}: field 'power': driver 'labgrid' needs a named place and a coordinator",
@@ -254,20 +261,9 @@ def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
     return replace(dev.power, settings=settings.replace(place=place, coordinator=coordinator))
 
 
-def _parse_lab(value: Any, path: Path) -> dict[str, Any]:
-    lab = _table(value, path, "[lab]")
-    for key in set(lab) - _LAB_KEYS:
-        raise ConfigError(f"{path}: [lab]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_LAB_KEYS))}")
-    if "coordinator" in lab:
-        addr = typed(lab, "coordinator", str, f"{path}: [lab]", None)
-        if not _COORDINATOR_RE.match(addr):
-            raise ConfigError(
-                f"{path}: [lab]: field 'coordinator': {addr!r} is not HOST:PORT", hint='e.g. "lab-server:20408"'
-            )
-    timeout = typed(lab, "acquire_timeout_s", float, f"{path}: [lab]", 60.0)
-    if timeout <= 0:
-        raise ConfigError(f"{path}: [lab]: field 'acquire_timeout_s': must be positive")
-    return {**lab, "acquire_timeout_s": timeout}
+def _parse_lab(value: Any, path: Path) -> LabSettings:
+    """The `[lab]` table validated into LabSettings (ConfigError naming the file and the field)."""
+    return settings_from(LabSettings, _table(value, path, "[lab]"), str(path), table="lab", what="[lab]")
 
 
 def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:

@@ -295,7 +295,7 @@ def check_services(fleet: Fleet) -> list[HostFinding]:
         except Exception as exc:
             findings.append(HostFinding("postgresql", FAIL, f"[bench] results: {str(exc).strip()[:200]}",
                                     "start the server or fix [bench] results in the fleet file"))  # fmt: skip
-    coordinator = str(fleet.lab.get("coordinator", ""))
+    coordinator = fleet.lab.coordinator
     if coordinator:
         host, _, port = coordinator.rpartition(":")
         why = _reachable(host.strip("[]"), int(port))

@@ -57,7 +57,7 @@ async def serve_host(
 ) -> None:
     """Serve bench host `host` until `stop` is set; `warn` hears at once when the coordinator is away (the
     exporter is started anyway and restarted until the coordinator answers)."""
-    coordinator = str(fleet.lab["coordinator"])
+    coordinator = fleet.lab.coordinator
     why = await coordinator_away(coordinator)
     if why is not None and warn is not None:
         warn(f"labgrid coordinator {coordinator} is not reachable ({why}); serving anyway, the exporter retries")
@@ -70,7 +70,7 @@ async def serve_host(
         config_path.write_text(exporter_config(fleet, host, served, address))
         if on_ready is not None:
             on_ready({name: getattr(link, "url", None) or getattr(link, "target", "") for name, link in served.items()})
-        argv = exporter_argv(str(fleet.lab["coordinator"]), host, config_path, address)
+        argv = exporter_argv(fleet.lab.coordinator, host, config_path, address)
         log = open(log_path or config_path.with_suffix(".log"), "ab")  # noqa: SIM115 (kept open while serving)
         try:
             while not stop.is_set():
