@@ -174,7 +174,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         return paths[index]
 
     with held_devices(devices, "bisect", args.lease_wait):  # one lease for every step
-        bench = str(fleet.bench.get("name", ""))
+        bench = fleet.bench.name
         started = dt.datetime.now().astimezone()
         result = asyncio.run(_run(devices[0], names, artefact, store, speed, work, thresholds, args, good, bad, bench))
     write_ci_files(bisect_report(result, store, started, work), files)

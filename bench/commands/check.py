@@ -154,7 +154,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     trust.check(devices)
     store = open_store(results_at(args, fleet))
     opts = CheckOptions(devices, change, name, sessions, store, work, thresholds, args.runs, speed,
-                        str(fleet.bench.get("name", "")))  # fmt: skip
+                        fleet.bench.name)  # fmt: skip
     started = dt.datetime.now().astimezone()
     try:
         with held_devices(devices, "check", args.lease_wait):

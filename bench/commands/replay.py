@@ -102,7 +102,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.deploy:
         trust.check(devices)
     with held_devices(devices, "replay", args.lease_wait):
-        result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
+        result = asyncio.run(_run(args, session, devices, store, speed, logs, fleet.bench.name))
     store.close()
     if args.json:
         emit_json(result_json(result, store.path))

@@ -28,7 +28,6 @@ BUNDLED = "bundled"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 _TOP_KEYS = {"device", "bench", "lab", "results"}
-_BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
@@ -98,6 +97,19 @@ class Device:
 
 
 @dataclass(frozen=True)
+class BenchSettings(Declared):
+    """The fleet file's `[bench]` table: this bench's name (its runs carry it), the results store its commands
+    use (a file, sqlite:///PATH or postgresql://...; `--results` wins), where reports go, and the key files every
+    device's models are verified and signed with (checked to exist, bench.bundles.trust)."""
+
+    name: str = ""
+    results: str = ""
+    reports: str = ""
+    trusted_key: str = ""
+    signing_key: str = ""
+
+
+@dataclass(frozen=True)
 class LabSettings(Declared):
     """The fleet file's `[lab]` table: the labgrid coordinator its places are reserved through ("" when the
     fleet has no lab places) and how long a job waits for a busy place or an absent exporter."""
@@ -122,7 +134,7 @@ class Fleet:
 
     path: Path
     devices: tuple[Device, ...]
-    bench: dict[str, Any] = field(default_factory=dict)
+    bench: BenchSettings = field(default_factory=BenchSettings)
     lab: LabSettings = field(default_factory=LabSettings)
     retention: RawRetention = field(default_factory=RawRetention)
 
@@ -201,15 +213,14 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
             f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}",
             hint="a fleet file has [[device]] tables and optional [bench], [lab] and [results] tables",
         )
-    bench = _table(data.get("bench", {}), path, "[bench]")
-    for key in set(bench) - _BENCH_KEYS:
-        raise ConfigError(f"{path}: [bench]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_BENCH_KEYS))}")
+    raw_bench = _table(data.get("bench", {}), path, "[bench]")
+    bench = settings_from(BenchSettings, raw_bench, str(path), table="bench", what="[bench]")
     raw_devices = data.get("device", [])
     if not isinstance(raw_devices, list):
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
     lab = _parse_lab(data.get("lab", {}), path)
     retention = parse_retention(_table(data.get("results", {}), path, "[results]"), f"{path}: [results]")
-    keys = {k: _key_file(bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
+    keys = {k: _key_file(raw_bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
     devices: list[Device] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_devices):

@@ -284,7 +284,7 @@ def _reachable(host: str, port: int) -> str | None:
 def check_services(fleet: Fleet) -> list[HostFinding]:
     """The fleet's PostgreSQL results store and labgrid coordinator, when it names them."""
     findings = []
-    results = str(fleet.bench.get("results", ""))
+    results = fleet.bench.results
     if results.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg

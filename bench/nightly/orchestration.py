@@ -279,7 +279,7 @@ def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult)
     time plots stay on the session's time axis instead of stretching over the faults that came after it."""
     if result.ota_run_id is None:
         result.ota_run_id = opts.store.runs.begin_run(
-            UPDATE_RUN_KIND, bench=str(opts.fleet.bench.get("name", "")), session=OTA_SESSION, git_rev=git_rev()
+            UPDATE_RUN_KIND, bench=opts.fleet.bench.name, session=OTA_SESSION, git_rev=git_rev()
         )
     known = {d.name for d in opts.store.runs.devices(result.ota_run_id)}
     for device in devices:
@@ -400,7 +400,7 @@ async def replay_session(
     """Replay one session into `devices` (on the night's held drivers) and store the run with the bench host's
     noise and each device's fingerprint."""
     replay = await recorded_replay(
-        devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
+        devices, path, opts.store, result.log_dir, speed=opts.speed, bench=opts.fleet.bench.name,
         kind=kind, os_of=_flashed_os(result), waves=opts.waves, drivers=agents,
     )  # fmt: skip
     result.time.sessions.append(SessionTime(replay.session_id, kind, replay.recorded_s, replay.phases))
