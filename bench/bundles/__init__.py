@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.bundles import trust
 from bench.config.fleet import Device
-from bench.config.kinds import MICROPYTHON_AGENT
+from bench.config.kinds import MICROPYTHON_AGENT, Esp32c6Settings
 from bench.core.errors import ConfigError
 from bench.core.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_family, model_file, signing
@@ -181,7 +181,7 @@ def micropython_bundle(
     trust_file.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
     config = out_dir / "agent.json"
     settings = {"mem_limit": int(device.settings.memory_limit_kb) * 1024}
-    if getattr(device.settings, "marker_gpio", None) is not None:
+    if isinstance(device.settings, Esp32c6Settings) and device.settings.marker_gpio is not None:
         settings["marker_pin"] = device.settings.marker_gpio
     config.write_text(json.dumps(settings) + "\n")
     files = [(src, src.name) for src in agent_files()]

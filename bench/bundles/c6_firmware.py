@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.config.fleet import Device
-from bench.config.kinds import COUNTED
+from bench.config.kinds import COUNTED, Esp32c6Settings
 from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError, ExitCode
 from bench.core.paths import FIRMWARE_DIR, cache_root
@@ -275,6 +275,6 @@ def counted_image(progress: Progress = no_progress) -> Path:
 def device_firmware(device: Device, progress: Progress = no_progress) -> Path | None:
     """The firmware image `device` is flashed with: its kind's `firmware_image`, with the keyword "counted"
     resolved to the counted firmware's image (built when needed); None when the kind flashes no firmware."""
-    if getattr(device.settings, "firmware", "") == COUNTED:
+    if isinstance(device.settings, Esp32c6Settings) and device.settings.firmware == COUNTED:
         return counted_image(progress)
     return device.kind_info.firmware_image(device.settings)

@@ -8,15 +8,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Kind, Settings, get_kind
+from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Esp32c6Settings, Kind, Settings, get_kind, serial_baud
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
 from bench.core.fields import Declared, matching, ranged, resolve_path, settings_from, typed
 from bench.core.inputs import check_file, load_toml
 from bench.core.paths import FLEETS_DIR
-from bench.energy.spec import EnergySpec, parse_energy
-from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.energy.spec import EnergySpec, Ppk2Settings, parse_energy
+from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.power import PowerSpec, parse_power
+from bench.power.labgrid import LabgridSettings
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
@@ -262,8 +263,9 @@ def _labgrid_power(dev: Device, lab: LabSettings, path: Path) -> PowerSpec:
     """A `power = { driver = "labgrid" }` spec with the device's place and the fleet's coordinator filled in."""
     assert dev.power is not None
     settings = dev.power.settings
-    place = getattr(settings, "place", None) or (dev.lab.place if dev.lab is not None else None)
-    coordinator = getattr(settings, "coordinator", None) or lab.coordinator
+    assert isinstance(settings, LabgridSettings)  # driver "labgrid"
+    place = settings.place or (dev.lab.place if dev.lab is not None else None)
+    coordinator = settings.coordinator or lab.coordinator
     if not place or not coordinator:
         raise ConfigError(
             f"{path}: device {dev.name!r}: field 'power': driver 'labgrid' needs a named place and a coordinator",
@@ -367,8 +369,10 @@ def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec
 
 def _check_marker(energy: EnergySpec | None, settings: Any, where: str) -> None:
     """A meter's logic input must be wired to a GPIO the device drives as its inference marker."""
-    channel = getattr(energy.settings, "logic_channel", None) if energy is not None else None
-    if channel is not None and getattr(settings, "marker_gpio", None) is None:
+    channel = (
+        energy.settings.logic_channel if energy is not None and isinstance(energy.settings, Ppk2Settings) else None
+    )
+    if channel is not None and not (isinstance(settings, Esp32c6Settings) and settings.marker_gpio is not None):
         raise ConfigError(f"{where}: field 'energy.logic_channel': D{channel} is wired to no marker",
                           hint="set the device's marker_gpio: the GPIO its agent drives high around each inference "
                           "(esp32c6 boards)")  # fmt: skip
@@ -417,7 +421,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
-    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", DEFAULT_BAUD))
+    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, serial_baud(settings))
     link = info.link.parse(entry)
     if lab is not None:  # jobs reach it through the place (`ssh` says where its bench host's exporter finds it),
         lab = replace(  # with what the place's link lacks: how to log in, and the baud rate

@@ -28,7 +28,7 @@ from bench.core.fields import (
     setting_types,
 )
 from bench.core.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
-from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
+from bench.links.spec import DEFAULT_BAUD, BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
 
 # the agent a kind's devices run (which files are deployed and hashed: bench.bundles, bench.bundles.fingerprint)
 HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT = "host", "micropython", "web"
@@ -106,6 +106,12 @@ class Esp32c6Settings(Settings):
     def check(self) -> None:
         if self.marker_gpio is not None and self.marker_gpio in RESERVED_GPIOS:
             raise SettingError("marker_gpio", f"GPIO{self.marker_gpio} is {RESERVED_GPIOS[self.marker_gpio]}")
+
+
+def serial_baud(settings: Settings) -> int:
+    """The baud rate a device with `settings` is driven at over a serial link: its kind's setting, else the link's
+    default."""
+    return settings.baud if isinstance(settings, Esp32c6Settings) else DEFAULT_BAUD
 
 
 @dataclass(frozen=True)

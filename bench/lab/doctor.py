@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.config.fleet import Device, Fleet
-from bench.config.kinds import WEB_AGENT
+from bench.config.kinds import USB_SERIAL_JTAG, WEB_AGENT, Esp32c6Settings
 from bench.config.os_spec import BUILD
 from bench.core.errors import ConfigError
 from bench.core.paths import DISTRIBUTION, WEB_DIR, cache_root
@@ -239,7 +239,8 @@ def check_serial(devices: list[Device]) -> list[HostFinding]:
                                     f"sudo usermod -aG {group} $USER (then log in again)", (device.name,)))  # fmt: skip
         else:
             findings.append(HostFinding(f"serial {device.name}", OK, f"{url} read/write", devices=(device.name,)))
-        if getattr(device.settings, "usb", "") == "usb-serial-jtag" and not _udev_rule_for(USB_SERIAL_JTAG_ID):
+        jtag = isinstance(device.settings, Esp32c6Settings) and device.settings.usb == USB_SERIAL_JTAG
+        if jtag and not _udev_rule_for(USB_SERIAL_JTAG_ID):
             no_rule = f"no udev rule for USB id {USB_SERIAL_JTAG_ID}:1001"
             findings.append(HostFinding(f"udev {device.name}", WARN, no_rule,
                                     'echo \'SUBSYSTEM=="tty", ATTRS{idVendor}=="303a", MODE="0660", GROUP="dialout"\' '

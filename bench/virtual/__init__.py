@@ -11,6 +11,7 @@ from typing import Protocol
 from bench.config.fleet import Device, Link
 from bench.config.kinds import KINDS
 from bench.core.paths import state_dir
+from bench.energy.spec import Ppk2Settings
 from bench.provision.controls import BoardControls
 from bench.virtual.usb_hubs import plug, unplug
 
@@ -49,7 +50,7 @@ def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
     virtual ESP32-C6's PPK2) and the fleet file names no port, and what that meter's figures are modelled from."""
     spec = device.energy
     url = stand_in.urls().get(spec.driver) if spec is not None else None
-    if spec is None or url is None or getattr(spec.settings, "port", "") is not None:
+    if spec is None or url is None or not isinstance(spec.settings, Ppk2Settings) or spec.settings.port is not None:
         return device
     return dataclasses.replace(device, energy=spec.with_port(url, getattr(stand_in, "meter_modelled", "")))
 
