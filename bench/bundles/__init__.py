@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.bundles import trust
 from bench.config.fleet import Device
-from bench.config.kinds import MICROPYTHON_AGENT, Esp32c6Settings
+from bench.config.kinds import MICROPYTHON_AGENT, Esp32c6Settings, MemoryLimited
 from bench.core.errors import ConfigError
 from bench.core.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_family, model_file, signing
@@ -127,9 +127,8 @@ def host_agent_command(
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
     argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]
-    memory_limit_mb = getattr(device.settings, "memory_limit_mb", 0)
-    if memory_limit_mb:
-        argv += ["--mem-limit-mb", str(memory_limit_mb)]
+    if isinstance(device.settings, MemoryLimited) and device.settings.memory_limit_mb:
+        argv += ["--mem-limit-mb", str(device.settings.memory_limit_mb)]
     return argv
 
 
