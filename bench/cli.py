@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from bench import __version__
@@ -258,6 +259,16 @@ def _complete() -> None:
     argcomplete.autocomplete(build_parser())
 
 
+def _check_output_folders(args: argparse.Namespace) -> None:
+    """Refuse (exit 2, before any work) an output folder another user could swap (bench.core.folders)."""
+    from bench.core.folders import check_chain
+
+    for dest, option in (("output_dir", "--output-dir"), ("logs", "--logs")):
+        folder = getattr(args, dest, None)
+        if isinstance(folder, Path):
+            check_chain(folder, f"{option} folder")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (128 + the signal's number when interrupted)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -279,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
 
             set_quiet(True)
         as_json = bool(getattr(args, "json", False))
+        _check_output_folders(args)
         return int(args.func(args))
     except BenchError as exc:
         return _fail(int(exc.exit_code), str(exc.message), as_json=as_json, exc=exc)

@@ -4,8 +4,8 @@ full-page screenshot.
 
 Talks the DevTools protocol over `--remote-debugging-pipe` (fds 3 and 4, NUL-separated JSON), so it needs
 no port and no extra package. Chromium is started by bench.browser.chromium (an unprivileged user where the bench
-is root, its sandbox on where the kernel allows); the page is opened from a copy in its profile, which that
-user can read.
+is root, its sandbox on where the kernel allows); the page is opened from a copy in a folder of the bench's own
+that user can read.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 
 from bench.browser import chromium
 from bench.core.errors import BenchError
+from bench.core.folders import open_fresh, write_file
 
 
 @dataclass
@@ -41,7 +42,7 @@ def check_page(page: Path, screenshot: Path | None = None, *, width: int = 1400,
     launch = chromium.prepare()
     try:
         url = launch.readable(page.resolve()).as_uri()
-        session = _Pipe(launch, launch.profile / "stderr.log", timeout_s)
+        session = _Pipe(launch, launch.bench_dir() / "stderr.log", timeout_s)
     except BaseException:
         launch.cleanup()
         raise
@@ -74,8 +75,7 @@ def _load(cdp: _Pipe, url: str, screenshot: Path | None, width: int) -> PageChec
                  {"width": width, "height": min(int(height) + 1, 16000), "deviceScaleFactor": 1, "mobile": False},
                  session=sid)  # fmt: skip
         data = cdp.call("Page.captureScreenshot", {"format": "png"}, session=sid)["data"]
-        screenshot.parent.mkdir(parents=True, exist_ok=True)
-        screenshot.write_bytes(base64.b64decode(data))
+        write_file(screenshot, base64.b64decode(data), what="report folder")
         result.screenshot = screenshot
     return result
 
@@ -103,7 +103,7 @@ class _Pipe:
     def __init__(self, launch: chromium.Launch, log: Path, timeout_s: float) -> None:
         self.timeout_s = timeout_s
         self.log = log
-        with log.open("wb") as stderr:
+        with open_fresh(log, binary=True) as stderr:
             self.proc = subprocess.Popen(
                 launch.argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
                 **launch.spawn_kwargs(),  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import serial
 
 from bench.agent.wire import MAX_LINE
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.folders import open_append
 from bench.core.procs import tied
 from bench.links.spec import DEFAULT_BAUD
 
@@ -107,7 +108,7 @@ class ProcessTransport(StreamTransport):
         stderr_path: Path | None = None,
     ) -> ProcessTransport:
         """Start `argv` with pipes on stdin/stdout."""
-        stderr = open(stderr_path, "ab") if stderr_path else asyncio.subprocess.DEVNULL  # noqa: SIM115
+        stderr = open_append(stderr_path, binary=True) if stderr_path else asyncio.subprocess.DEVNULL
         try:
             proc = await asyncio.create_subprocess_exec(
                 *tied(argv),

@@ -19,6 +19,7 @@ import datetime as dt
 from dataclasses import asdict
 from typing import Any
 
+from bench.core.console import shown
 from bench.core.errors import ConfigError
 from bench.store.alerts import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, UNTRIAGED, AlertRow
 
@@ -115,7 +116,7 @@ class Alert(AlertRow):
         head, tail = f"#{self.id} {self.device} ", f": {self.effect_label()} · {state} · {self.age_days(now):.1f} d"
         room = max(8, width - len(head) - len(tail))
         title = self.title if len(self.title) <= room else self.title[: room - 1] + "…"
-        return head + title + tail
+        return shown(head + title + tail)  # a stored title or device sends no control character to a terminal
 
     def to_json(self, now: dt.datetime | None = None) -> dict[str, Any]:
         """JSON-ready form, with its age in days."""

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.alerts import table
 from bench.alerts.model import ACKNOWLEDGED, UNTRIAGED, Alert
 from bench.results.thresholds import AlertRules
 from bench.store.reading import NightRecord
@@ -61,11 +62,14 @@ def night_alerts(
     store: ResultStore, run_ids: Iterable[int], rules: AlertRules | None = None, now: dt.datetime | None = None
 ) -> NightAlerts:
     """The alerts the runs `run_ids` (one night's session runs) opened, reopened, joined or fixed, by id."""
-    return split_night(store.reading.night(run_ids), rules, now)
+    return split_night(store.reading.night(run_ids), store.label, rules, now)
 
 
-def split_night(night: NightRecord, rules: AlertRules | None = None, now: dt.datetime | None = None) -> NightAlerts:
-    """A night's alert changes (read by bench.store.reading) split into new, known, fixed and overdue alerts."""
+def split_night(
+    night: NightRecord, label: str, rules: AlertRules | None = None, now: dt.datetime | None = None
+) -> NightAlerts:
+    """A night's alert changes (read from store `label` by bench.store.reading) split into new, known, fixed and
+    overdue alerts."""
     rules = rules or AlertRules()
     by_event: dict[str, set[int]] = {}
     for e in night.events:
@@ -73,8 +77,8 @@ def split_night(night: NightRecord, rules: AlertRules | None = None, now: dt.dat
     new_ids = set().union(*(by_event.get(e, set()) for e in NEW_EVENTS))
     known_ids = by_event.get("joined", set()) - new_ids
     fixed_ids = by_event.get("fixed", set())
-    alerts = {i: Alert.of(row) for i, row in night.alerts.items()}
-    untriaged = (Alert.of(row) for row in night.untriaged)
+    alerts = {i: table.checked(row, label) for i, row in night.alerts.items()}
+    untriaged = (table.checked(row, label) for row in night.untriaged)
     overdue = sorted((a for a in untriaged if a.overdue(rules.untriaged_days, now)), key=lambda a: a.id)
     return NightAlerts([alerts[i] for i in sorted(new_ids)], [alerts[i] for i in sorted(known_ids)],
                        [alerts[i] for i in sorted(fixed_ids)], overdue, rules, now)  # fmt: skip

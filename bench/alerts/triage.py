@@ -36,8 +36,14 @@ def downstream(store: ResultStore, alert_id: int, of: int) -> Alert:
     if of == alert_id:
         raise AlertError(f"alert {alert_id}: --of names the alert itself", hint="name the alert that causes it")
     root = table.get(store, of)
-    if root.of_alert == alert_id:
-        raise AlertError(f"alert {of} is downstream of alert {alert_id}: they cannot cause each other")
+    chain, cause = [of], root
+    while cause.of_alert is not None:  # refused: a cycle of any length
+        if cause.of_alert == alert_id or cause.of_alert in chain:
+            path = " -> ".join(f"#{n}" for n in [alert_id, *chain, cause.of_alert])
+            raise AlertError(f"alert {alert_id}: downstream of alert {of} would make a cycle ({path})",
+                             hint="name the alert at the root of the chain")  # fmt: skip
+        chain.append(cause.of_alert)
+        cause = table.get(store, cause.of_alert)
     alert.of_alert = of
     return _move(store, alert, DOWNSTREAM, f"of alert {of} ({root.device} {root.title})")
 
@@ -59,6 +65,6 @@ def _move(store: ResultStore, alert: Alert, state: str, detail: str) -> Alert:
     alert.state, alert.state_since = state, now_text()
     if state in OPEN:
         alert.fixed_run = None
-    store.alerts.update(alert)
+    table.update(store, alert, was=was)  # compare-and-set: a change made meanwhile wins, this one is refused
     store.alerts.add_event(alert.id, state, run_id=None, actor=table.who(), detail=f"{was} -> {state}: {detail}")
     return alert

@@ -19,6 +19,7 @@ import websockets
 from bench.browser import chromium
 from bench.browser.relay import DevToolsRelay
 from bench.core.errors import DeviceUnreachable
+from bench.core.folders import open_append
 from bench.core.lifecycle import StartStop
 from bench.core.procs import stop_process
 
@@ -217,7 +218,7 @@ class Browser(StartStop):
         """Start Chromium and connect to its DevTools pipe, or DeviceUnreachable."""
         self.launch = launch = chromium.prepare(FLAGS)
         self.sandbox = launch.sandbox
-        log = open(self.log_path, "ab") if self.log_path else asyncio.subprocess.DEVNULL  # noqa: SIM115
+        log = open_append(self.log_path, binary=True) if self.log_path else asyncio.subprocess.DEVNULL
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *launch.argv,

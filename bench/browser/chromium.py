@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import ConfigError
+from bench.core.folders import copy_file
 from bench.core.procs import DIE_WITH_BENCH
 
 BROWSER_USERS = ("hilbench-browser", "nobody")  # the first that exists runs Chromium when the bench is root
@@ -128,6 +129,7 @@ class Launch:
     to_browser: int  # the bench writes commands here
     from_browser: int  # and reads replies and events here
     _child_fds: tuple[int, int] = field(default=(-1, -1), repr=False)
+    _pages: Path | None = field(default=None, repr=False)  # the bench's copies of pages, readable by the browser
 
     def spawn_kwargs(self) -> dict[str, object]:
         """pass_fds, preexec_fn (two dup2), env (HOME in the profile) and a new session."""
@@ -167,17 +169,25 @@ class Launch:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         shutil.rmtree(self.profile, ignore_errors=True)
+        if self._pages is not None:
+            shutil.rmtree(self._pages, ignore_errors=True)
 
     def readable(self, path: Path) -> Path:
-        """A copy of `path` inside the profile, which the browser's user can read (the bench's own files may be
-        in folders only the bench can enter, such as pytest's 0700 tmp folders)."""
-        copy = self.profile / "pages" / path.name
-        copy.parent.mkdir(exist_ok=True)
-        shutil.copyfile(path, copy)
-        if self.user.switched:
-            os.chown(copy.parent, self.user.uid, self.user.gid)
-            os.chown(copy, self.user.uid, self.user.gid)
+        """A copy of `path` the browser's user can read (the bench's own files may be in folders only the bench
+        can enter, such as pytest's 0700 tmp folders): in a folder of the bench's own, mode 0755, beside the
+        profile rather than in it (the browser's user owns the profile and could swap what the bench writes
+        there)."""
+        copy = self.bench_dir() / path.name
+        copy_file(path, copy, what="browser pages folder", mode=0o644)
         return copy
+
+    def bench_dir(self) -> Path:
+        """The bench's own folder beside the profile (mode 0755: the browser's user reads, never writes, there),
+        for the pages it opens and the browser's log; removed by `cleanup()`."""
+        if self._pages is None:
+            self._pages = Path(tempfile.mkdtemp(prefix="hilbench-pages-"))
+            os.chmod(self._pages, 0o755)
+        return self._pages
 
 
 def prepare(extra_flags: tuple[str, ...] = ()) -> Launch:

@@ -4,10 +4,10 @@ trusted key, and the signed model it starts with. The page itself and LiteRT.js 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 from bench.browser.assets import litert_version, wasm_dir_url
+from bench.core.folders import copy_file, write_file
 from bench.models import signing
 
 CURRENT = "current.json"
@@ -29,9 +29,8 @@ def deploy_storage(
         signing.model_manifest(model, "npc-policy", version, fmt), signing.load_private_key(key_path)
     )
     models = folder / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(model, models / model.name)
-    shutil.copyfile(pubkey_path, folder / "trusted.pub.pem")
+    copy_file(model, models / model.name, what="web storage folder")
+    copy_file(pubkey_path, folder / "trusted.pub.pem", what="web storage folder")
     config = {
         "model": model.name,
         "manifest": manifest,
@@ -39,6 +38,7 @@ def deploy_storage(
         "wasm_dir": wasm_dir_url(),
         "litert_version": litert_version(),
     }
-    (folder / "agent.json").write_text(json.dumps(config, indent=1) + "\n")
-    (models / CURRENT).write_text(json.dumps({"path": model.name, "manifest": manifest}) + "\n")
+    write_file(folder / "agent.json", json.dumps(config, indent=1) + "\n", what="web storage folder")
+    current = json.dumps({"path": model.name, "manifest": manifest}) + "\n"
+    write_file(models / CURRENT, current, what="web storage folder")
     return manifest

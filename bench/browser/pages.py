@@ -32,6 +32,7 @@ from websockets.asyncio.server import ServerConnection
 
 from bench.browser.assets import content_type, static_file
 from bench.core.errors import DeviceUnreachable
+from bench.core.folders import write_file
 from bench.core.lifecycle import StartStop
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
@@ -135,13 +136,7 @@ class _Handler(BaseHTTPRequestHandler):
         if len(data) != int(length) or not body_fits(found[1], data):
             self._send(HTTPStatus.BAD_REQUEST, b"the body is not what this file holds\n")
             return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            tmp.write_bytes(data)
-            tmp.replace(target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_file(target, data, what="page folder")
         self._send(HTTPStatus.NO_CONTENT)
 
 

@@ -11,6 +11,7 @@ from bench.bundles import trust
 from bench.config.fleet import Device
 from bench.config.kinds import MICROPYTHON_AGENT, Esp32c6Settings, MemoryLimited
 from bench.core.errors import ConfigError
+from bench.core.folders import write_file
 from bench.core.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
 from bench.models import FORMAT_EXT, guess_name_and_format, kind_model, model_family, model_file, signing
 
@@ -66,9 +67,8 @@ def signed_manifest_file(model: Path, name: str, version: int, out_dir: Path, ke
     manifest = signing.sign_manifest(
         signing.model_manifest(model, name, version, fmt), signing.load_private_key(key_path)
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / (model.stem + ".json")
-    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    write_file(path, json.dumps(manifest, indent=1) + "\n", what="bundle folder")
     return path
 
 
@@ -102,7 +102,8 @@ def host_bundle(
     files.append((manifest, f"models/{manifest.name}"))
     if resets_model(device):  # the agent's record of the model to run, pointed back at the deployed one
         record = out_dir / "current.json"
-        record.write_text(json.dumps({"path": model.name, "manifest": json.loads(manifest.read_text())}) + "\n")
+        text = json.dumps({"path": model.name, "manifest": json.loads(manifest.read_text())}) + "\n"
+        write_file(record, text, what="bundle folder")
         files.append((record, "models/current.json"))
     missing = [str(src) for src, _ in files if not src.is_file()]
     if missing:
@@ -173,21 +174,22 @@ def micropython_bundle(
     manifest = signing.sign_manifest(
         signing.model_manifest(model, family, model_version(device), fmt), signing.load_private_key(key_path)
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
     deployed = out_dir / "deployed.json"
-    deployed.write_text(json.dumps({"path": f"models/{model.name}", "manifest": manifest}) + "\n")
+    write_file(
+        deployed, json.dumps({"path": f"models/{model.name}", "manifest": manifest}) + "\n", what="bundle folder"
+    )
     trust_file = out_dir / "trust.key"
-    trust_file.write_text(trusted_key_hex(Path(pubkey_path)) + "\n")
+    write_file(trust_file, trusted_key_hex(Path(pubkey_path)) + "\n", what="bundle folder")
     config = out_dir / "agent.json"
     settings = {"mem_limit": int(device.settings.memory_limit_kb) * 1024}
     if isinstance(device.settings, Esp32c6Settings) and device.settings.marker_gpio is not None:
         settings["marker_pin"] = device.settings.marker_gpio
-    config.write_text(json.dumps(settings) + "\n")
+    write_file(config, json.dumps(settings) + "\n", what="bundle folder")
     files = [(src, src.name) for src in agent_files()]
     files += [(model, f"models/{model.name}"), (deployed, "models/deployed.json"), (trust_file, "trust.key")]
     files.append((config, "agent.json"))
     if resets_model(device):  # the record of the model to run, pointed back at the deployed one
         current = out_dir / "current.json"
-        current.write_text(deployed.read_text())
+        write_file(current, deployed.read_bytes(), what="bundle folder")
         files.append((current, "models/current.json"))
     return files

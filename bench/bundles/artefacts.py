@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from bench.bundles.c6_firmware import device_firmware
 from bench.bundles.fingerprint import agent_bundle_files, firmware_sha256
 from bench.config.fleet import Device
 from bench.core.errors import BenchError
+from bench.core.folders import write_file
 from bench.core.paths import MODELS_DIR
 from bench.models import is_model_path, kind_model, model_file
 from bench.store.results import ResultStore
@@ -63,17 +63,11 @@ class ArtefactStore:
         sha = sha or hashlib.sha256(data).hexdigest()
         target = self.root / sha[:2] / f"{sha}{suffix}"
         if not target.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            tmp.replace(target)
+            write_file(target, data, what="artefact store")
         index = self.index()
         if sha not in index:
             index[sha] = {"kind": kind, "name": name, "suffix": suffix, "source": source}
-            self._index_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._index_path.with_name(f".index.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(index, indent=1, sort_keys=True), encoding="utf-8")
-            tmp.replace(self._index_path)
+            write_file(self._index_path, json.dumps(index, indent=1, sort_keys=True), what="artefact store")
         return sha
 
     def keep_file(self, path: Path, kind: str, source: str | None = None) -> str:

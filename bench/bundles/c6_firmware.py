@@ -19,6 +19,7 @@ from bench.config.fleet import Device
 from bench.config.kinds import COUNTED, Esp32c6Settings
 from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError, ExitCode
+from bench.core.folders import safe_folder
 from bench.core.paths import FIRMWARE_DIR, cache_root
 from bench.core.steps import Progress, no_progress
 
@@ -178,7 +179,7 @@ def build_firmware(
             progress(0, 0, f"fetching {sdist.name} {sdist.version}")
             with build_lock(downloads / "sdist" / sdist.filename):
                 archives[sdist] = fetch_sdist(sdist, downloads)
-        folder.parent.mkdir(parents=True, exist_ok=True)
+        safe_folder(folder.parent, "firmware cache")
         with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
             work = Path(tmp)
             sources = {sdist: _unpack(archive, work / sdist.name) / sdist.source for sdist, archive in archives.items()}

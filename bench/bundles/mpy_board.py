@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.core.errors import ConfigError
+from bench.core.folders import copy_file, write_file
 from bench.core.paths import MICROPYTHON_DIR, WIRE_MODULE, deploy_name
 from bench.models.signing import DEV_PUBLIC_KEY, load_public_key, public_key_raw
 
@@ -57,10 +58,10 @@ def populate_board(
     (board / "models").mkdir(parents=True, exist_ok=True)
     if modules:
         for src in agent_files():
-            shutil.copyfile(src, board / src.name)
+            copy_file(src, board / src.name, what="board folder")
     for model in models:
-        shutil.copyfile(model, board / "models" / Path(model).name)
-    (board / "trust.key").write_text(trusted_key_hex(public_key_pem) + "\n")
+        copy_file(model, board / "models" / Path(model).name, what="board folder")
+    write_file(board / "trust.key", trusted_key_hex(public_key_pem) + "\n", what="board folder")
     return board
 
 
@@ -84,7 +85,5 @@ def agent_command(heap: str = ESP32C6_HEAP) -> list[str]:
 def copy_bundle(files: Sequence[tuple[Path, str]], board: Path) -> Path:
     """Copy (source, path in the board) pairs, e.g. `bench.bundles.micropython_bundle`, into `board`."""
     for src, dest in files:
-        target = Path(board) / deploy_name(str(board), dest)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, target)
+        copy_file(src, Path(board) / deploy_name(str(board), dest), what="board folder")
     return Path(board)

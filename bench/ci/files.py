@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.errors import ConfigError
+from bench.core.folders import check_chain
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class CiFiles:
                     file=str(path),
                     hint="give a file in a folder that exists and you may write",
                 )
+            if path is not None:
+                check_chain(path.parent, f"{option} folder")
 
 
 def _writable_dir(folder: Path) -> bool:

@@ -36,12 +36,7 @@ class _Job(Collector):
         figures = GaugeMetricFamily(
             "hilbench_figure", "a figure of a bench run (bench.measure.catalogue)", labels=LABELS
         )
-        seen: set[tuple[str, ...]] = set()
-        for f in self.report.figures:
-            key = tuple(_labels(f))
-            if key in seen:
-                raise ValueError(f"two figures with the same labels: {dict(zip(LABELS, key, strict=True))}")
-            seen.add(key)
+        for f in _distinct(self.report.figures):
             figures.add_metric(_labels(f), f.value)
         yield figures
         baseline = GaugeMetricFamily(
@@ -51,7 +46,7 @@ class _Job(Collector):
         drift = GaugeMetricFamily(
             "hilbench_drift_pct", "a drift's cumulative change since its first night, percent", labels=LABELS
         )
-        for f, verdict in _judged_figures(self.report):
+        for f, verdict in _distinct_judged(self.report):
             if verdict.baseline_value is not None:
                 baseline.add_metric(_labels(f), verdict.baseline_value)
             regression.add_metric(_labels(f), 1.0 if verdict.status == REGRESSION else 0.0)
@@ -76,6 +71,17 @@ class _Job(Collector):
             yield started
 
 
+def _distinct(figures: Iterable[Figure]) -> Iterator[Figure]:
+    """`figures` with one per label set (the first): OpenMetrics takes no two samples with the same labels,
+    and a job that ran (two sessions sharing an id got past its checks) still writes its file."""
+    seen: set[tuple[str, ...]] = set()
+    for f in figures:
+        key = tuple(_labels(f))
+        if key not in seen:
+            seen.add(key)
+            yield f
+
+
 def _judged_figures(report: CiReport) -> Iterable[tuple[Figure, Verdict]]:
     """(the figure a verdict judged, the verdict), for the verdicts whose figure is among the report's."""
     by_key = {(f.device, f.session, f.metric): f for f in report.figures if not f.run_kind.endswith(BASELINE)}
@@ -83,6 +89,16 @@ def _judged_figures(report: CiReport) -> Iterable[tuple[Figure, Verdict]]:
         found = by_key.get((j.verdict.device, j.session, j.measurement))
         if found is not None:
             yield found, j.verdict
+
+
+def _distinct_judged(report: CiReport) -> Iterator[tuple[Figure, Verdict]]:
+    """`_judged_figures`, one per label set (the first), as `_distinct`."""
+    seen: set[tuple[str, ...]] = set()
+    for f, verdict in _judged_figures(report):
+        key = tuple(_labels(f))
+        if key not in seen:
+            seen.add(key)
+            yield f, verdict
 
 
 def openmetrics_text(report: CiReport) -> str:

@@ -7,8 +7,12 @@ rows that do not fit are left out and counted in a line that says where to read 
 
 from __future__ import annotations
 
+import html
 import os
+import re
+import unicodedata
 from pathlib import Path
+from urllib.parse import quote
 
 from bench.ci.facts import CiReport, Judged
 from bench.core.units import figure
@@ -53,15 +57,39 @@ class _Budget:
         self.left -= sum(len(line) + 1 for line in lines)
 
 
-def cell(text: str) -> str:
-    """Text safe in one table cell: no pipe splits it, no newline ends the row."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+# What GitHub's Markdown reads as structure in a value: inline marks, `|` (a table cell), `$` (maths), `@` (a
+# mention), `:` and `www.` (autolinks) are backslash-escaped (CommonMark takes a backslash before any ASCII
+# punctuation); <, > and & become entities, so no tag, comment or entity of a value reaches the page's HTML;
+# a value's first character is escaped where it would start a block (a heading, list, rule or quote).
+_INLINE = str.maketrans({c: "\\" + c for c in "\\`*_[]|~$@"} | {"<": "&lt;", ">": "&gt;", "&": "&amp;"})
+_AUTOLINK = re.compile(r"(?i)(?<=www)\.|:(?=//)|(?<=mailto):|(?<=xmpp):")
+_BLOCK_START = re.compile(r"^(\d*)([-+=#.)])")
+
+
+def _one_line(text: object) -> str:
+    """`text` on one line: control characters, line breaks and runs of spaces folded to single spaces."""
+    return " ".join("".join(" " if unicodedata.category(c)[0] in "CZ" else c for c in str(text)).split())
+
+
+def cell(text: object) -> str:
+    """A value as plain text in one line of Markdown (a table cell, a list item, a heading): on one line
+    (`_one_line`), everything Markdown or HTML would read as structure escaped: `|` splits no cell,
+    `</details>` closes no fold, `<!--` hides nothing, `@team` pings nobody, `# x` starts no heading."""
+    escaped = _AUTOLINK.sub(r"\\\g<0>", _one_line(text).translate(_INLINE))
+    return _BLOCK_START.sub(r"\1\\\2", escaped, count=1)
+
+
+def html_text(text: object) -> str:
+    """A value as plain text inside an HTML block (a fold's <summary>, where Markdown's escapes do not apply):
+    folded to one line as `cell` does, with &, <, > and quotes as entities."""
+    return html.escape(_one_line(text))
 
 
 def link(text: str, path: Path, base_url: str | None) -> str:
-    """A Markdown link to a page: under `base_url` when the job's pages are published there, else its path."""
+    """A Markdown link to a page: under `base_url` when the job's pages are published there, else its path (the
+    target percent-encoded, so no value in it ends the link or adds markup)."""
     target = f"{base_url.rstrip('/')}/{path.name}" if base_url else os.path.relpath(path)
-    return f"[{cell(text)}]({target.replace(' ', '%20')})"
+    return f"[{cell(text)}](<{quote(target, safe='/:%#?=&')}>)"
 
 
 def change(j: Judged) -> str:
@@ -144,7 +172,7 @@ def _figures(out: _Budget, report: CiReport) -> None:
     for (device, session, run_id), rows in sorted(groups.items()):
         opened = " open" if any(j.changed for j in rows) else ""
         if not out.add(
-            f"<details{opened}><summary>{cell(device)} · {cell(session)} (run {run_id})</summary>",
+            f"<details{opened}><summary>{html_text(device)} · {html_text(session)} (run {run_id})</summary>",
             "",
             "| metric | now | baseline | change | runs | verdict |",
             "|---|---:|---:|---:|---:|---|",

@@ -16,7 +16,7 @@ from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.commands import add_results_option, results_at
 from bench.commands.report import run_id_arg
 from bench.config.fleet import Fleet, find_fleet, load_fleet
-from bench.core.console import compact_table, emit_json, out
+from bench.core.console import compact_table, emit_json, out, plain, shown
 from bench.core.errors import ConfigError
 from bench.core.units import figure
 from bench.results.thresholds import load_thresholds
@@ -109,8 +109,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         grid.add_column(col, no_wrap=col in ("#", "device", "age"), justify="right" if col in ("#", "age") else "left")
     for a in alerts:
         late = a.overdue(rules.untriaged_days, now)
-        state = f"[red]{a.state}![/red]" if late else a.state
-        grid.add_row(str(a.id), a.device, a.title, a.effect_label(), state, f"{a.age_days(now):.1f} d", _who(a))
+        state = f"[red]{plain(a.state)}![/red]" if late else plain(a.state)
+        grid.add_row(str(a.id), plain(a.device), plain(a.title), plain(a.effect_label()), state,
+                     f"{a.age_days(now):.1f} d", plain(_who(a)))  # fmt: skip
     out.print(grid)
     late = [a for a in alerts if a.overdue(rules.untriaged_days, now)]
     if late:
@@ -154,11 +155,11 @@ def cmd_show(args: argparse.Namespace) -> int:
                      f"--of {alert.suggested_of}")  # fmt: skip
     lines.append("  history:")
     lines += [f"    {e.at[:16]} {e.event} ({e.actor}): {e.detail}" for e in history]
-    for line in lines:
-        parts = [line] if line.endswith(COMMAND_END) else textwrap.wrap(
-            line, WIDTH, subsequent_indent=" " * 6, break_on_hyphens=False)  # fmt: skip
+    for line in lines:  # control characters shown before wrapping (a stored note sends none to the terminal)
+        parts = [shown(line.removesuffix(COMMAND_END))] if line.endswith(COMMAND_END) else textwrap.wrap(
+            shown(line), WIDTH, subsequent_indent=" " * 6, break_on_hyphens=False)  # fmt: skip
         for part in parts:
-            out.print(part.removesuffix(COMMAND_END), highlight=False, markup=False, soft_wrap=True)
+            out.print(part, highlight=False, markup=False, soft_wrap=True)
     return 0
 
 
@@ -203,7 +204,7 @@ def _changed(args: argparse.Namespace, change) -> int:
     if args.json:
         emit_json(alert.to_json())
     else:
-        out.print(f"alert #{alert.id}: {alert.state}" + _state_detail(alert), highlight=False, markup=False)
+        out.print(shown(f"alert #{alert.id}: {alert.state}" + _state_detail(alert)), highlight=False, markup=False)
     return 0
 
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import os
 import shlex
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,15 +33,12 @@ from bench.core.units import figure
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
 from bench.nightly.orchestration import model_mismatch, recorded_replay
+from bench.premerge.git_build import BUILD_OUT_ENV, FIRMWARE_SUFFIXES, MODEL_SUFFIXES, build_commit, git_commits
 from bench.replay.recording import read_session
 from bench.results.bisect import BAD, DEFAULT_RUNS, SKIPPED, Bisection, NotRun, bisect
 from bench.results.thresholds import load_thresholds
 from bench.store.results import ResultStore, open_store
 from bench.virtual import board_controls
-
-MODEL_SUFFIXES = (".tflite",)
-FIRMWARE_SUFFIXES = (".bin",)
-BUILD_OUT_ENV = "HILBENCH_BUILD_OUT"  # --build CMD writes its one artefact into this folder
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,45 +71,6 @@ def series_builds(folder: str) -> list[Path]:
     if len(builds) < 2:
         raise ConfigError(f"--series {folder}: needs at least two builds (*.tflite models or *.bin firmware images)")
     return builds
-
-
-def git_commits(repo: str, span: str) -> list[str]:
-    """GOOD, then every commit of GOOD..BAD oldest first (ConfigError naming the range when git refuses it)."""
-    if ".." not in span:
-        raise ConfigError(f"--git {span}: give a range GOOD..BAD", hint="e.g. --git v1.2..main")
-    good = span.split("..", 1)[0]
-    listed = subprocess.run(["git", "-C", repo, "rev-list", "--reverse", span], capture_output=True, text=True)
-    first = subprocess.run(["git", "-C", repo, "rev-parse", "--verify", f"{good}^{{commit}}"], capture_output=True,
-                           text=True)  # fmt: skip
-    if listed.returncode or first.returncode:
-        raise ConfigError(f"--git {span} in {repo}: {(listed.stderr or first.stderr).strip().splitlines()[-1]}")
-    commits = [first.stdout.strip(), *listed.stdout.split()]
-    if len(commits) < 2:
-        raise ConfigError(f"--git {span}: no commit after {good}")
-    return commits
-
-
-def build_commit(repo: str, commit: str, command: str, work: Path) -> Path:
-    """Check `commit` out in a worktree of its own and run the build command there (as `git bisect run` runs
-    it); the one file it wrote into $HILBENCH_BUILD_OUT. BenchError (the step is skipped) when it fails."""
-    tree, outdir = work / f"src-{commit[:12]}", work / f"out-{commit[:12]}"
-    outdir.mkdir(parents=True, exist_ok=True)
-    add = subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", str(tree), commit], capture_output=True,
-                         text=True)  # fmt: skip
-    if add.returncode:
-        raise BenchError(f"{commit[:12]}: checkout failed: {add.stderr.strip()}")
-    try:
-        built = subprocess.run(command, shell=True, cwd=tree, env={**os.environ, BUILD_OUT_ENV: str(outdir)},
-                               capture_output=True, text=True)  # fmt: skip
-    finally:
-        subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", str(tree)], capture_output=True)
-    if built.returncode:
-        tail = (built.stderr or built.stdout).strip().splitlines()[-1:] or [""]
-        raise BenchError(f"{commit[:12]}: failed to build (exit {built.returncode}): {tail[0]}")
-    made = [p for p in outdir.iterdir() if p.suffix in MODEL_SUFFIXES + FIRMWARE_SUFFIXES]
-    if len(made) != 1:
-        raise BenchError(f"{commit[:12]}: the build wrote {len(made)} artefacts (*.tflite/*.bin) into ${BUILD_OUT_ENV}")
-    return made[0]
 
 
 def _index(names: list[str], wanted: str | None, option: str, default: int) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import subprocess
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -25,8 +24,7 @@ from bench.commands import (
     results_at,
     selected_devices,
 )
-from bench.commands.bisect import build_commit
-from bench.commands.nightly import change_under_test
+from bench.commands.nightly import change_under_test, distinct_sessions
 from bench.commands.replay import parse_speed
 from bench.commands.values import int_in, seconds
 from bench.config.fleet import Device
@@ -36,6 +34,7 @@ from bench.core.units import figure
 from bench.models import guess_name_and_format
 from bench.models.shape import check_model
 from bench.premerge.ci_report import check_report
+from bench.premerge.git_build import build_commit, resolve_commit
 from bench.premerge.interleave import CheckOptions, CheckResult, run_check
 from bench.premerge.plan import Estimate, order, switches
 from bench.replay.recording import read_session
@@ -90,7 +89,7 @@ def candidate(
     if args.git:
         if not args.build:
             raise ConfigError("--git needs --build CMD (the command that writes the artefact)")
-        built = build_commit(args.repo, _commit(args.repo, args.git), args.build, work / "builds")
+        built = build_commit(args.repo, resolve_commit(args.repo, args.git), args.build, work / "builds")
         model, firmware = (str(built), None) if built.suffix == ".tflite" else (None, str(built))
     if model is None and firmware is None:
         return None, "the fleet's own build"
@@ -105,16 +104,6 @@ def candidate(
         f"git {args.git}" if args.git else f"model {Path(model).name}" if model else f"firmware {Path(firmware).name}"
     )
     return (lambda d: replace(d, settings=settings[d.name])), name
-
-
-def _commit(repo: str, ref: str) -> str:
-    """The commit `ref` names in `repo` (ConfigError naming the ref when git does not know it)."""
-    found = subprocess.run(["git", "-C", repo, "rev-parse", "--verify", f"{ref}^{{commit}}"], capture_output=True,
-                           text=True)  # fmt: skip
-    if found.returncode:
-        why = (found.stderr.strip().splitlines() or ["not a commit"])[-1]
-        raise ConfigError(f"--git {ref} in {repo}: {why}", hint="give a branch, tag or commit of --repo")
-    return found.stdout.strip()
 
 
 def estimate(devices: list[Device], sessions: list[Path], runs: int, replay_s: float, same: bool) -> Estimate:
@@ -135,9 +124,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     fleet, devices = selected_devices(args)
     if not devices:
         raise ConfigError("no device matches the selection", hint="see `hilbench fleet list`")
-    sessions = [Path(s) for s in args.session]
-    for path in sessions:
-        read_session(path)  # a bad file is a ConfigError naming it
+    sessions = distinct_sessions([Path(s) for s in args.session])  # each read; two with one id refused
     files = ci_files(args)
     speed = parse_speed(args.speed)
     thresholds = load_thresholds(args.thresholds)

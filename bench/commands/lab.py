@@ -18,6 +18,7 @@ from bench.commands import add_device_options, add_fleet_options, fleet_of, held
 from bench.config.fleet import Fleet, Link, SerialLink, SshLink
 from bench.core.console import emit_json, err, out
 from bench.core.errors import ConfigError, ExitCode
+from bench.core.folders import write_file
 from bench.core.identity import job_identity
 from bench.core.stopping import StopSignals
 from bench.lab.client import LabClient
@@ -120,7 +121,7 @@ def cmd_exporter_config(args: argparse.Namespace) -> int:
     served = _served_links(args.virtual_urls) if args.virtual_urls else {}
     text = exporter_config(fleet, args.host, served, args.address)
     if args.output:
-        Path(args.output).write_text(text)
+        write_file(Path(args.output), text, what="--output folder")
         out.print(f"wrote {args.output}; run: labgrid-exporter -c {fleet.lab.coordinator} -n {args.host} "
                   f"{args.output}")  # fmt: skip
     else:

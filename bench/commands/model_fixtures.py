@@ -11,6 +11,7 @@ from rich.table import Table
 from bench.config.kinds import KINDS
 from bench.core.console import emit_json, out
 from bench.core.errors import ConfigError, ExitCode
+from bench.core.folders import write_file
 from bench.models import MODELS_DIR, npcm
 from bench.models.catalogue import build_all
 from bench.models.tflite_read import read_int8_policy
@@ -77,7 +78,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     """Write the .npcm form of an int8 .tflite."""
     data = npcm.convert(args.tflite)
     try:
-        args.npcm.write_bytes(data)
+        if not args.npcm.parent.is_dir():  # made by the user, not by the bench
+            raise FileNotFoundError(2, "No such folder")
+        write_file(args.npcm, data, what="output folder")
     except OSError as exc:
         hint = "give a writable path in a folder that exists"
         raise ConfigError(f"{args.npcm}: cannot write: {exc.strerror}", hint=hint, file=str(args.npcm)) from None

@@ -26,6 +26,7 @@ from bench.commands.replay import add_waves_option, parse_speed
 from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError
+from bench.core.folders import write_file
 from bench.core.outcomes import FailureClass
 from bench.core.paths import SESSIONS_DIR
 from bench.devices.esp32c6 import check_firmware
@@ -79,8 +80,19 @@ def session_files(args: argparse.Namespace) -> list[Path]:
         files = sorted(folder.glob("*.mcap"))
         if not files:
             raise ConfigError(f"--sessions {folder}: no *.mcap session files", hint="make some: hilbench session synth")
+    return distinct_sessions(files)
+
+
+def distinct_sessions(files: list[Path]) -> list[Path]:
+    """`files`, each read (a bad file is a ConfigError naming it) and refused (exit 2, before any device is
+    touched) when two hold one session id: their results, verdicts and metrics would be one session's."""
+    seen: dict[str, Path] = {}
     for f in files:
-        read_session(f)  # a bad file is a ConfigError naming it
+        sid = read_session(f).session_id
+        if sid in seen and seen[sid] != f:
+            raise ConfigError(f"sessions {seen[sid]} and {f} have one session id {sid!r}",
+                              hint="replay one of them, or give one a new id (hilbench session synth)")  # fmt: skip
+        seen[sid] = f
     return files
 
 
@@ -124,7 +136,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     with held_devices(devices, "nightly", args.lease_wait):
         result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()
-    (result.log_dir / "nightly.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_file(result.log_dir / "nightly.json", json.dumps(summary, indent=2, default=str))
     write_ci_files(nightly_report(result, store, opts.thresholds or load_thresholds()), files)
     store.close()
     if args.json:

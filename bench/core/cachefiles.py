@@ -7,31 +7,17 @@ import contextlib
 import fcntl
 import hashlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write `data` to `path` so a reader sees the old file or the new one, never a part: a new temp file
-    beside it (O_EXCL|O_NOFOLLOW, created with `mode`), renamed over `path`. Nothing is written through a
-    symbolic link, neither one planted at the temp name nor one at `path` (the rename replaces the link)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+from bench.core.folders import write_file
 
 
 def write_if_changed(path: Path, data: bytes) -> None:
-    """`write_atomic` unless `path` already holds `data` (keeps its mtime, and readers undisturbed)."""
+    """`write_file` (bench.core.folders) unless `path` already holds `data` (keeps its mtime, and readers
+    undisturbed)."""
     if not path.is_file() or path.read_bytes() != data:
-        write_atomic(path, data)
+        write_file(path, data, what="cache folder")
 
 
 @contextlib.contextmanager

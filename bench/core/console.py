@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
 from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 TABLE_WIDTH = 80  # what a table must fit when the output is no terminal (the terminal's own width otherwise)
@@ -34,6 +36,28 @@ def set_quiet(quiet: bool) -> None:
 def note(text: str) -> None:
     """One line for the person at the terminal on stderr (silenced by -q); not rich markup."""
     err.print(text, highlight=False, markup=False)
+
+
+def shown(text: object) -> str:
+    """`text` with its control characters shown, not sent: ESC, OSC, C1 codes, DEL and bidirectional overrides
+    become `\\x1b`, `\\u202e`..., so a stored note can neither clear the screen nor write the clipboard."""
+    return "".join(_visible(c) for c in str(text))
+
+
+def _visible(c: str) -> str:
+    category = unicodedata.category(c)
+    if category == "Cc" or (category == "Cf" and unicodedata.bidirectional(c) in _BIDI):
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+    return c
+
+
+_BIDI = {"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"}
+
+
+def plain(text: object) -> str:
+    """`text` as plain words for rich (markup escaped: an owner of `[/red]` is printed, not parsed) with its
+    control characters shown (`shown`)."""
+    return escape(shown(text))
 
 
 def compact_table(title: str | None = None, **kw: Any) -> Table:

@@ -223,3 +223,14 @@ class Configured(Generic[S]):
     def settings(self) -> S:
         """The validated settings of its fleet-file table."""
         return cast(S, self.spec.settings)
+
+
+def not_option(value: str, what: str) -> str:
+    """`value`, refused (ConfigError naming `what`) when a program it is passed to would read it as an option:
+    a leading `-` (bisect --git='--output=FILE' once reached git as an option)."""
+    if str(value).startswith("-"):
+        raise ConfigError(
+            f"{what} {value!r}: a value may not start with '-' (a program would read it as an option)",
+            hint=f"give {what} a name, path or ref that does not start with '-'",
+        )
+    return value

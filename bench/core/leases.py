@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench.core.cachefiles import write_atomic
 from bench.core.errors import LeaseBusy
-from bench.core.folders import UnsafeFolder, check_folder, own_folder
+from bench.core.folders import UnsafeFolder, check_folder, own_folder, write_file
 
 DEFAULT_TTL_S = 300.0
 
@@ -109,7 +108,7 @@ def _read(path: Path) -> LeaseInfo | None:
 
 def _write(path: Path, info: LeaseInfo) -> None:
     try:
-        write_atomic(path, json.dumps(asdict(info)).encode(), mode=0o600)  # never through a planted link
+        write_file(path, json.dumps(asdict(info)), what="lease folder", mode=0o600)  # never through a planted link
     except OSError as exc:  # a folder or something else planted at the lease's name
         raise UnsafeFolder(f"lease folder {path.parent}: cannot write {path.name}: {exc.strerror or exc}",
                            hint=f"remove {path}", file=str(path), device=info.device) from None  # fmt: skip

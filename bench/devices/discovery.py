@@ -21,6 +21,7 @@ from serial.tools import list_ports as _list_ports
 from bench.config.fleet import load_fleet
 from bench.config.kinds import KINDS, USB_SERIAL_JTAG
 from bench.core.errors import ConfigError
+from bench.core.folders import write_file
 from bench.devices.esptool_link import identify_chip
 from bench.devices.mpremote_deploy import micropython_version, request_bootloader
 
@@ -164,9 +165,9 @@ def append_entries(path: Path, entries: list[str]) -> None:
     """Add `entries` to the fleet file at `path` (created when missing); the result must load."""
     before = path.read_text(encoding="utf-8") if path.exists() else "# Fleet written by `hilbench fleet discover`\n"
     text = before.rstrip("\n") + "\n" + "".join("\n" + e for e in entries)
-    path.write_text(text, encoding="utf-8")
+    write_file(path, text, what="fleet folder")
     try:
         load_fleet(path)
     except ConfigError:
-        path.write_text(before, encoding="utf-8")
+        write_file(path, before, what="fleet folder")
         raise

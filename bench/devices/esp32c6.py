@@ -26,6 +26,7 @@ from bench.bundles.c6_firmware import device_firmware
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import USB_SERIAL_JTAG
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.folders import open_append
 from bench.core.inputs import read_input
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
@@ -77,8 +78,7 @@ class Esp32c6Driver(Driver):
     def _open_log(self) -> IO[str] | None:
         if self.log_dir is None:
             return None
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        return (self.log_dir / f"{self.device.name}.log").open("a", encoding="utf-8")
+        return open_append(self.log_dir / f"{self.device.name}.log")
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Firmware (skipped when up to date), then the agent bundle; both verified on the board."""

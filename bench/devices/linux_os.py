@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bench.config.os_spec import OsSpec
 from bench.core.cachefiles import sha256_file
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.folders import open_append
 from bench.core.steps import Progress, StepResult
 from bench.image.build import build_image
 from bench.provision.bmap import check_against_image, read_bmap, verify_written, write_image
@@ -209,5 +210,5 @@ async def _wait_ssh(driver: LinuxDriver, timeout_s: float):
 
 def _note(log: Path | None, text: str) -> None:
     if log is not None:
-        with log.open("a", encoding="utf-8") as fh:
+        with open_append(log) as fh:
             fh.write(f"{time.strftime('%H:%M:%S')} {text}\n")

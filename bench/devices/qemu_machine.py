@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.bundles import HOST_AGENT_PORT
 from bench.config.fleet import QemuLink
 from bench.core.errors import DeviceUnreachable
-from bench.core.folders import own_folder
+from bench.core.folders import open_append, own_folder
 from bench.core.procs import COUNTED_NICE, DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
@@ -155,7 +155,7 @@ class QemuMachine:
 
     async def _read_console(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        with self.log_path.open("ab") as log:
+        with open_append(self.log_path, binary=True) as log:
             log.write(f"# {' '.join(self.argv())}\n".encode())
             while line := await self.proc.stdout.readline():
                 stamp = (time.monotonic_ns() - self.started_ns) / 1e9

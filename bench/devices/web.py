@@ -16,6 +16,7 @@ from bench.browser.browser import Cdp, Page, connect
 from bench.browser.pages import PageServer, WebSocketTransport
 from bench.config.fleet import Device
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.folders import open_append
 from bench.core.lifecycle import release
 from bench.core.paths import state_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
@@ -78,8 +79,7 @@ class WebDriver(Driver):
 
     def _console(self, text: str) -> None:
         if self.log_dir is not None:
-            self.log_dir.mkdir(parents=True, exist_ok=True)
-            with open(self.log_dir / f"{self.device.name}-page.log", "a") as f:
+            with open_append(self.log_dir / f"{self.device.name}-page.log") as f:
                 f.write(text + "\n")
 
     async def open_agent(self) -> WebSocketTransport:

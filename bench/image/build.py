@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError
+from bench.core.folders import safe_folder
 from bench.core.paths import cache_root
 from bench.core.steps import Progress, no_progress
 from bench.image import disk, rootfs
@@ -142,7 +143,7 @@ def _build_locked(
     with build_lock(downloads):  # the download cache is shared by every recipe's build
         debs = fetch_debs(recipe, downloads)
         wheels = [fetch_wheel(w, recipe.python_version, downloads) for w in recipe.wheels]
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    safe_folder(folder.parent, "image cache")  # the build's own 0700 temp folder goes in it
     with tempfile.TemporaryDirectory(prefix=".build-", dir=folder.parent) as tmp:
         work = Path(tmp)
         root_dir = work / "root"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from bench.core.cachefiles import sha256_file
 from bench.core.errors import BenchError
+from bench.core.folders import write_file
 from bench.image.recipe import Recipe, Wheel
 
 
@@ -54,9 +55,8 @@ def fetch_debs(recipe: Recipe, downloads: Path) -> dict[str, Path]:
         state = downloads / f"apt-{recipe.arch}"
         for sub in ("lists/partial", "cache/archives/partial"):
             (state / sub).mkdir(parents=True, exist_ok=True)
-        (state / "sources.list").write_text(
-            "".join(f"deb [signed-by={recipe.keyring}] {src}\n" for src in recipe.sources), encoding="utf-8"
-        )
+        sources = "".join(f"deb [signed-by={recipe.keyring}] {src}\n" for src in recipe.sources)
+        write_file(state / "sources.list", sources, what="download cache")
         opts = _apt_options(recipe, state)
         _run(["apt-get", *opts, "-q", "update"], None, f"apt-get update ({recipe.arch} lists)")
         pins = [f"{n}={recipe.packages[n]}" for n in missing]

@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bench.config.fleet import Fleet
+from bench.core.fields import not_option
+from bench.core.folders import open_append, write_file
 from bench.core.procs import stop_process, tied
 from bench.lab.exporter import exporter_config, host_devices
 from bench.virtual import virtual_fleet
@@ -37,7 +39,12 @@ async def coordinator_away(coordinator: str, timeout_s: float = PROBE_TIMEOUT_S)
 
 
 def exporter_argv(coordinator: str, host: str, config: Path, address: str | None) -> list[str]:
-    """The labgrid-exporter command line (this interpreter's labgrid, so the versions match)."""
+    """The labgrid-exporter command line (this interpreter's labgrid, so the versions match); a value that
+    starts with `-` is refused (ConfigError)."""
+    not_option(coordinator, "[lab] coordinator")
+    not_option(host, "--host")
+    if address:
+        not_option(address, "--address")
     argv = [sys.executable, "-m", "labgrid.remote.exporter", "-c", coordinator, "-n", host]
     if address:
         argv += ["--hostname", address]
@@ -66,12 +73,11 @@ async def serve_host(
     local = [replace(d, lab=None, listen=address or d.listen) for d in devices if d.virtual]
     async with virtual_fleet(local) as (resolved, _running):
         served = {d.name: d.link for d in resolved if d.link is not None}
-        config_path.parent.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(exporter_config(fleet, host, served, address))
+        write_file(config_path, exporter_config(fleet, host, served, address), what="exporter folder")
         if on_ready is not None:
             on_ready({name: getattr(link, "url", None) or getattr(link, "target", "") for name, link in served.items()})
         argv = exporter_argv(fleet.lab.coordinator, host, config_path, address)
-        log = open(log_path or config_path.with_suffix(".log"), "ab")  # noqa: SIM115 (kept open while serving)
+        log = open_append(log_path or config_path.with_suffix(".log"), binary=True)  # kept open while serving
         try:
             while not stop.is_set():
                 proc = await asyncio.create_subprocess_exec(*tied(argv), stdout=log, stderr=log)

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from bench.core.errors import ConfigError
-from bench.core.fields import resolve_path, typed
+from bench.core.fields import not_option, resolve_path, typed
 from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
@@ -161,6 +161,8 @@ class SshLink:
             raise ConfigError(f"{where}: field 'ssh': {target!r} is not user@host[:port]")
         if not 1 <= int(match["port"] or 22) <= 65535:
             raise ConfigError(f"{where}: field 'ssh': port {match['port']} is out of range (1 to 65535)")
+        not_option(match["user"], f"{where}: field 'ssh': user")  # ssh would read "-oProxyCommand=..@host"
+        not_option(match["host"].strip("[]"), f"{where}: field 'ssh': host")
         return cls(
             user=match["user"],
             host=match["host"].strip("[]"),

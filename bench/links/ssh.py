@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.folders import open_fresh, write_file
 from bench.core.procs import stop_process, tied
 from bench.links.spec import SshLink
 
@@ -143,7 +144,7 @@ class SshConnection:
         if link.host_key:
             host = link.host if link.port == 22 else f"[{link.host}]:{link.port}"
             known = self._dir / "known_hosts"
-            known.write_text(f"{host} {link.host_key.strip()}\n", encoding="utf-8")
+            write_file(known, f"{host} {link.host_key.strip()}\n", what="SSH folder")
             return ["-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes"]
         if link.known_hosts:
             if not Path(link.known_hosts).is_file():
@@ -201,7 +202,7 @@ class SshConnection:
         log = self._dir / "master.log"
         with contextlib.suppress(FileNotFoundError):
             self._control.unlink()
-        with open(log, "wb") as err:
+        with open_fresh(log, what="SSH folder", binary=True) as err:
             self._master = await asyncio.create_subprocess_exec(
                 *self.base_args(),
                 "-M",

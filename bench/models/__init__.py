@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.config.kinds import KINDS, Settings, get_kind
-from bench.core.cachefiles import write_atomic
 from bench.core.errors import ConfigError
-from bench.core.folders import own_folder
+from bench.core.folders import own_folder, write_file
 from bench.core.inputs import read_input
 from bench.core.paths import MODELS_DIR
 
@@ -80,7 +79,7 @@ def own_model(path: Path, ext: str) -> Path:
     folder = own_folder(converted_dir() / hashlib.sha256(data).hexdigest(), "model cache", private=True)
     out = folder / f"{tflite.stem}.{ext}"
     if _sha256_of(out) != hashlib.sha256(converted).hexdigest():
-        write_atomic(out, converted)  # another bench process may read it meanwhile
+        write_file(out, converted, what="model cache")  # another bench process may read it meanwhile
     return out
 
 

@@ -12,8 +12,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from bench.core.cachefiles import write_atomic
 from bench.core.errors import ConfigError
+from bench.core.folders import write_file
 from bench.core.inputs import read_input
 from bench.core.paths import KEYS_DIR
 
@@ -35,12 +35,12 @@ def generate_key() -> ec.EllipticCurvePrivateKey:
 def save_key_pair(key: ec.EllipticCurvePrivateKey, private_path: Path, public_path: Path) -> None:
     """Write the private key (PKCS#8 PEM, created mode 0600) and its public key (SubjectPublicKeyInfo PEM),
     each into a new file renamed into place: never through a symbolic link, never readable by others."""
-    write_atomic(
+    write_file(
         private_path,
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
         mode=0o600,
     )
-    write_atomic(
+    write_file(
         public_path,
         key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
     )

@@ -21,6 +21,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from bench.core.errors import ConfigError
+from bench.core.folders import safe_folder, write_file
 from bench.core.inputs import read_input
 from bench.core.paths import cache_root
 from bench.models.signing import model_manifest, sign_manifest
@@ -273,9 +274,10 @@ class ModelStore:
         """The version's files written into `tmp`; the signed delta from `previous` (None for a first one)."""
         name, fmt = manifest["name"], manifest["format"]
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        (tmp / "model.bin").write_bytes(data)
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        safe_folder(tmp.parent, "model store")
+        tmp.mkdir()
+        write_file(tmp / "model.bin", data, what="model store")
+        write_file(tmp / "manifest.json", json.dumps(manifest, indent=2) + "\n", what="model store")
         delta = None
         if previous is not None:
             base = self.read_file(self.blob_path(name, previous["version"], fmt))
@@ -283,8 +285,8 @@ class ModelStore:
                 patch = make_patch(base, data, algo)
                 delta = sign_manifest(delta_manifest(previous, manifest, patch, algo), key)
                 stem = delta_stem(previous["version"], algo)
-                (tmp / f"{stem}.bsdiff").write_bytes(patch)
-                (tmp / f"{stem}.json").write_text(json.dumps(delta, indent=2) + "\n")
+                write_file(tmp / f"{stem}.bsdiff", patch, what="model store")
+                write_file(tmp / f"{stem}.json", json.dumps(delta, indent=2) + "\n", what="model store")
         return delta
 
     def listing(self) -> list[dict[str, Any]]:

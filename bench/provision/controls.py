@@ -19,6 +19,7 @@ from typing import Protocol
 
 from bench.config.fleet import Device
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
+from bench.core.folders import open_append
 from bench.core.procs import stop_process
 from bench.power import PowerSpec, power_for
 from bench.power.command import CommandPower, CommandSettings
@@ -70,7 +71,7 @@ async def run_command(argv: tuple[str, ...] | list[str], what: str, timeout_s: f
     except FileNotFoundError:
         raise ConfigError(f"{what}: command not found: {argv[0]}", hint="install it or fix the fleet's argv") from None
     lines: list[str] = []
-    log_fh = log.open("a", encoding="utf-8") if log else None
+    log_fh = open_append(log) if log else None
     try:
         if log_fh:
             log_fh.write(f"$ {shlex.join(argv)}\n")

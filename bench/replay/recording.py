@@ -6,7 +6,6 @@ import itertools
 import json
 import os
 import re
-import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
 
 from bench.core.errors import ConfigError
+from bench.core.folders import replacing
 from bench.core.inputs import InputError, open_input
 from bench.replay.channels import BY_TOPIC, CHANNELS, EVENT_SCHEMA, PayloadError
 
@@ -99,16 +99,9 @@ def write_session(path: Path, session: Session) -> None:
 
 
 def _write(path: Path, session: Session) -> None:
-    """Into a new temp file beside `path` (O_EXCL|O_NOFOLLOW), renamed over it: never through a link."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            _write_mcap(fh, session)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    """Into a new temp file beside `path`, renamed over it (bench.core.folders): never through a link."""
+    with replacing(path, "session folder") as fh:
+        _write_mcap(fh, session)
 
 
 def _write_mcap(fh: Any, session: Session) -> None:

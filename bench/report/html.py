@@ -15,8 +15,7 @@ from markupsafe import Markup
 
 from bench.alerts import Alert
 from bench.alerts.model import FIXED
-from bench.core.cachefiles import write_atomic
-from bench.core.folders import real_folder
+from bench.core.folders import real_folder, write_file
 from bench.core.units import UNIT_SYMBOLS, readable
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.report import svg
@@ -264,4 +263,4 @@ def _css() -> Markup:
 
 def _atomic_write(path: Path, text: str) -> None:
     """`path` replaced whole by `text`, or left as it was: the temporary file goes on any error (a full disk)."""
-    write_atomic(path, text.encode("utf-8"))  # a new temp file (never through a link), renamed over `path`
+    write_file(path, text, what="report folder")  # a new temp file (never through a link), renamed over `path`

@@ -108,7 +108,7 @@ def load_stored_run(store: ResultStore, run_id: int, rules: Thresholds, *, pinne
         host=page.host,
         git_revs=git_revs,
         session_file=str(page.record.run.config.get("session_file") or "SESSION.mcap"),
-        alerts=split_night(page.night, rules.alerts).to_json(),
+        alerts=split_night(page.night, store.label, rules.alerts).to_json(),
     )
 
 

@@ -17,7 +17,9 @@ from bench.store.database import Database
 UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM, FIXED = "untriaged", "acknowledged", "invalid", "downstream", "fixed"
 _COLUMNS = ("id, session, device, metric, kind, state, first_run, last_run, opened_at, state_since, owner, note,"
             " link, reason, of_alert, fixed_run, good_nights, data")  # fmt: skip
-_EVENTS = "SELECT alert_id, run_id, at, event, actor, detail FROM alert_events"
+_NAMES = tuple(name.strip() for name in _COLUMNS.split(","))
+_TEXTS = ("session", "device", "metric", "kind", "state", "owner", "note", "link", "reason")
+_EVENTS = "SELECT alert_id, run_id, at, event, actor, detail, id FROM alert_events"
 
 
 @dataclass
@@ -125,15 +127,18 @@ class AlertStore:
         )  # fmt: skip
         return int(cur.fetchall()[0][0])
 
-    def update(self, alert: AlertRow) -> None:
-        """Write back every field of `alert` but its key and first night."""
-        self.db.execute(
+    def update(self, alert: AlertRow, *, was: str | None = None) -> bool:
+        """Write back every field of `alert` but its key and first night; with `was`, only while the stored alert is
+        still in state `was` (compare-and-set: of two changes made at once, one wins). Whether it was written."""
+        cur = self.db.execute(
             "UPDATE alerts SET kind = ?, state = ?, last_run = ?, state_since = ?, owner = ?, note = ?, link = ?,"
-            " reason = ?, of_alert = ?, fixed_run = ?, good_nights = ?, data = ? WHERE id = ?",
+            " reason = ?, of_alert = ?, fixed_run = ?, good_nights = ?, data = ? WHERE id = ?"
+            + ("" if was is None else " AND state = ?") + " RETURNING id",
             (alert.kind, alert.state, alert.last_run, alert.state_since, alert.owner, alert.note, alert.link,
              alert.reason, alert.of_alert, alert.fixed_run, alert.good_nights, json.dumps(alert.data, default=str),
-             alert.id),
+             alert.id, *([] if was is None else [was])),
         )  # fmt: skip
+        return bool(cur.fetchall())
 
     def add_event(self, alert_id: int, event: str, *, run_id: int | None, actor: str, detail: str = "") -> None:
         """Record one change to an alert."""
@@ -145,7 +150,7 @@ class AlertStore:
     def events(self, alert_id: int) -> list[AlertEvent]:
         """An alert's changes, oldest first."""
         rows = self.db.execute(_EVENTS + " WHERE alert_id = ? ORDER BY id", (alert_id,))
-        return [AlertEvent(*r) for r in rows.fetchall()]
+        return [self._event(r) for r in rows.fetchall()]
 
     def events_of_runs(self, run_ids: Iterable[int]) -> list[AlertEvent]:
         """The changes made with runs `run_ids`, oldest first."""
@@ -153,7 +158,34 @@ class AlertStore:
         if not ids:
             return []
         rows = self.db.execute(_EVENTS + f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id", ids)
-        return [AlertEvent(*r) for r in rows.fetchall()]
+        return [self._event(r) for r in rows.fetchall()]
 
     def _row(self, row: tuple) -> AlertRow:
-        return AlertRow(*row[:17], data=stored.json_object(row[17], self.db.label, "alerts", row[0], "data"))
+        """A stored alert, each field checked for its type: a row changed outside the bench (a blob owner, a date
+        that is not ISO-8601) is a DamagedStore naming the row and field (exit 2)."""
+        where = (self.db.label, "alerts", row[0])
+        v = dict(zip(_NAMES, row, strict=True))
+        return AlertRow(
+            id=stored.integer(v["id"], *where, "id", low=1),
+            first_run=stored.integer(v["first_run"], *where, "first_run"),
+            last_run=stored.integer(v["last_run"], *where, "last_run"),
+            opened_at=stored.timestamp(v["opened_at"], *where, "opened_at"),
+            state_since=stored.timestamp(v["state_since"], *where, "state_since"),
+            of_alert=None if v["of_alert"] is None else stored.integer(v["of_alert"], *where, "of_alert"),
+            fixed_run=None if v["fixed_run"] is None else stored.integer(v["fixed_run"], *where, "fixed_run"),
+            good_nights=stored.integer(v["good_nights"], *where, "good_nights"),
+            data=stored.json_object(v["data"], *where, "data"),
+            **{k: stored.text(v[k], *where, k) for k in _TEXTS},
+        )
+
+    def _event(self, row: tuple) -> AlertEvent:
+        """A stored change to an alert, each field checked (a damaged row is a DamagedStore naming it)."""
+        where = (self.db.label, "alert_events", row[6])
+        return AlertEvent(
+            alert_id=stored.integer(row[0], *where, "alert_id", low=1),
+            run_id=None if row[1] is None else stored.integer(row[1], *where, "run_id"),
+            at=stored.timestamp(row[2], *where, "at"),
+            event=stored.text(row[3], *where, "event"),
+            actor=stored.text(row[4], *where, "actor"),
+            detail=stored.text(row[5], *where, "detail"),
+        )

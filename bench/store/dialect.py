@@ -13,12 +13,14 @@ Schema creation runs under an advisory lock, so hosts starting at once do not ra
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from bench.core.errors import ConfigError
+from bench.core.folders import UnsafeFolder, safe_folder
 from bench.core.inputs import check_file
 
 _INSERT_OR_RE = re.compile(r"^\s*INSERT\s+OR\s+(REPLACE|IGNORE)\s+INTO\s+(\w+)", re.IGNORECASE)
@@ -31,8 +33,13 @@ def is_postgres(location: str) -> bool:
 
 
 def connect_sqlite(path: Path, ddl: list[str], meta_sql: str, meta_params: tuple) -> sqlite3.Connection:
-    """Open (and create) the SQLite store at `path`; WAL so readers never block the writer."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open (and create) the SQLite store at `path`; WAL so readers never block the writer. Its folder chain
+    is checked first (bench.core.folders: no folder another user could swap), and a link another user
+    planted at its name is refused."""
+    safe_folder(path.parent, "results store folder")
+    if path.is_symlink() and os.lstat(path).st_uid not in (0, os.geteuid()):
+        raise UnsafeFolder(f"results store {path} is a symbolic link of uid {os.lstat(path).st_uid}",
+                           hint="remove it, or name a store of your own", file=str(path))  # fmt: skip
     existed = path.exists()
     if existed:
         check_file(path, "results store", hint="--results names an SQLite file (or a postgresql:// URL)")

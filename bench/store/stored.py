@@ -4,6 +4,7 @@ naming the table, row and field (exit 2), never a traceback."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from typing import Any
@@ -54,3 +55,27 @@ def number(value: object, store: object, table: str, row: object, field: str) ->
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise _damaged(store, table, row, field, f"{str(value)[:40]!r} is not a finite number")
     return float(value)
+
+
+def text(value: object, store: object, table: str, row: object, field: str, *, empty: bool = True) -> str:
+    """A stored TEXT value (None as '' when `empty`); a DamagedStore when it is a blob, a number or missing."""
+    if value is None and empty:
+        return ""
+    if not isinstance(value, str):
+        raise _damaged(store, table, row, field, f"a {type(value).__name__}, not text")
+    return value
+
+
+def timestamp(value: object, store: object, table: str, row: object, field: str) -> str:
+    """A stored ISO-8601 time (text); a DamagedStore when it is not one."""
+    stamp = text(value, store, table, row, field, empty=False)
+    try:
+        dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        raise _damaged(store, table, row, field, f"{stamp[:40]!r} is not an ISO-8601 time") from None
+    return stamp
+
+
+def damaged(store: object, table: str, row: object, field: str, why: str) -> DamagedStore:
+    """The error for a value the bench did not write (exit 2), naming the table, row and field."""
+    return _damaged(store, table, row, field, why)

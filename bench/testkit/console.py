@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.core.folders import write_file
+
 Pattern = str | re.Pattern[str]
 TAIL_LINES = 12  # how many recent lines an expect failure shows
 
@@ -74,8 +76,7 @@ class DeviceConsole:
 
     def save(self, path: Path, start: int | None = None) -> Path:
         """Write the lines from `start` on (default: the current test's), stamped, to `path`."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line.stamped() + "\n" for line in self.lines(start)), encoding="utf-8")
+        write_file(path, "".join(line.stamped() + "\n" for line in self.lines(start)), what="console log folder")
         return path
 
     def expect(self, pattern: Pattern, timeout: float = 10.0, *, not_matching: Iterable[Pattern] = ()) -> re.Match[str]:

@@ -13,7 +13,6 @@ its `workerinput`; the controller's scheduler (xdist's LoadScopeScheduling) take
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,6 +22,7 @@ from xdist.scheduler import LoadGroupScheduling, LoadScopeScheduling
 
 from bench import pytest_plugin
 from bench.core.errors import BenchError
+from bench.core.folders import write_file
 from bench.testkit import device_fixtures
 
 GROUPS_KEY = "hilbench_device_groups"  # workerinput key: the file the workers write the groups to
@@ -86,9 +86,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     groups = device_groups(config, items)
     path = Path(target)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(groups))
-    tmp.replace(path)  # every worker writes the same map: the last one wins whole
+    write_file(path, json.dumps(groups), what="xdist folder")  # each worker writes the same map: the last wins
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from bench.config.fleet import Device, QemuLink, SshLink
 from bench.core.errors import BenchError, ConfigError
+from bench.core.folders import copy_file, open_append
 from bench.core.paths import KEYS_DIR
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GuestFault, QemuMachine
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
@@ -64,10 +65,8 @@ class VirtualArm64Board:
     async def start(self) -> SshLink:
         """Create the (blank) storage if new, power the board on, return its SSH link."""
         self.state.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(LOGIN_KEY, self.key)
-        self.key.chmod(0o600)
-        if not self.disk.exists():
-            self.disk.touch()
+        copy_file(LOGIN_KEY, self.key, what="state folder", mode=0o600)
+        open_append(self.disk, what="state folder", binary=True).close()  # made blank when new
         self.ssh_port = free_local_port()
         await self.on()
         if self.machine is not None:  # like a board already running when the bench starts: wait for its boot
@@ -104,7 +103,7 @@ class VirtualArm64Board:
         boot = self.state / "boot"
         self.boot_error = await asyncio.to_thread(_read_boot_files, self.disk, boot)
         if self.boot_error:
-            with self.console_log.open("a", encoding="utf-8") as log:
+            with open_append(self.console_log, what="state folder") as log:
                 log.write(f"# power on: no boot: {self.boot_error}\n")
             return
         # The board's boot firmware adds what it knows of the machine to the kernel command line, as a Pi's

@@ -25,12 +25,15 @@ from pathlib import Path
 
 from bench.config.fleet import Device, SshLink
 from bench.core.errors import BenchError, ConfigError
+from bench.core.folders import copy_file, open_append, write_file
 from bench.core.lifecycle import cancel
 from bench.core.procs import DIE_WITH_BENCH, stop_process
 from bench.core.reaper import processes_in
 from bench.links.ssh import free_local_port
 from bench.virtual.arm64_board import VirtualArm64Board
 from bench.virtual.control import control_url, new_token, serve_control
+
+BOARD_FOLDER = "virtual board folder"  # what an UnsafeFolder names
 
 SSHD = "/usr/sbin/sshd"
 TOOLS = Path(__file__).resolve().parent / "linux_tools"
@@ -134,24 +137,22 @@ class VirtualLinuxDevice:
         for sub in ("bin", "home", "sys"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         python = self.root / "bin" / "python3"
-        python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
-        python.chmod(0o755)
+        write_file(python, f'#!/bin/sh\nexec {sys.executable} "$@"\n', what=BOARD_FOLDER, mode=0o755)
         tool = "tegrastats" if self.profile.telemetry == "tegrastats" else "vcgencmd"
-        shutil.copy(TOOLS / tool, self.root / "bin" / tool)
-        (self.root / "bin" / tool).chmod(0o755)
-        (self.root / "profile.json").write_text(json.dumps(asdict(self.profile)))
+        copy_file(TOOLS / tool, self.root / "bin" / tool, what=BOARD_FOLDER, mode=0o755)
+        write_file(self.root / "profile.json", json.dumps(asdict(self.profile)), what=BOARD_FOLDER)
         if self.profile.telemetry == "sysfs-vcgencmd":
             zone = self.root / "sys/class/thermal/thermal_zone0"
             zone.mkdir(parents=True, exist_ok=True)
-            (zone / "type").write_text("cpu-thermal\n")
+            write_file(zone / "type", "cpu-thermal\n", what=BOARD_FOLDER)
             for n in range(self.profile.cpus):
                 freq = self.root / f"sys/devices/system/cpu/cpu{n}/cpufreq"
                 freq.mkdir(parents=True, exist_ok=True)
-                (freq / "scaling_max_freq").write_text(f"{self.profile.cpu_max_mhz * 1000}\n")
+                write_file(freq / "scaling_max_freq", f"{self.profile.cpu_max_mhz * 1000}\n", what=BOARD_FOLDER)
             _refresh_sysfs(self.root, self.profile, _cpu_times(), _cpu_times())
             throttled = self.root / "throttled"
             if not throttled.exists():
-                throttled.write_text("0x0\n")
+                write_file(throttled, "0x0\n", what=BOARD_FOLDER)
 
     def _sshd_config(self, port: int) -> Path:
         path_env = f"{self.root / 'bin'}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
@@ -177,7 +178,7 @@ SetEnv HOME={self.root / "home"} PATH={path_env} HILBENCH_SYSFS={self.root / "sy
 Subsystem sftp internal-sftp
 """
         path = self.state / "sshd_config"
-        path.write_text(config)
+        write_file(path, config, what=BOARD_FOLDER)
         return path
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -192,7 +193,7 @@ Subsystem sftp internal-sftp
         self.state.mkdir(parents=True, exist_ok=True)
         await self._keygen(self.host_key_file, f"{self.device.name}-host")
         await self._keygen(self.user_key, f"hilbench@{self.device.name}")
-        shutil.copy(self.user_key.with_suffix(".pub"), self.state / "authorized_keys")
+        copy_file(self.user_key.with_suffix(".pub"), self.state / "authorized_keys", what=BOARD_FOLDER)
         self._write_root()
         # not tied: it outlives the bench by a moment to kill the board's detached agents (even on SIGKILL)
         self._reaper = await asyncio.create_subprocess_exec(
@@ -221,6 +222,7 @@ Subsystem sftp internal-sftp
     async def _start_sshd(self, port: int) -> str:
         """Start sshd on `port`; return "" when it answers, else its error text."""
         log = self.state / "sshd.log"
+        open_append(log, what=BOARD_FOLDER).close()  # sshd appends to it: a regular file of ours, no link
         self._sshd = await asyncio.create_subprocess_exec(
             *DIE_WITH_BENCH, SSHD, "-D", "-f", str(self._sshd_config(port)), "-E", str(log),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
@@ -341,7 +343,7 @@ Subsystem sftp internal-sftp
 
     def set_throttled(self, bits: int) -> None:
         """Set what the virtual Pi's `vcgencmd get_throttled` reports (firmware throttle bit field)."""
-        (self.root / "throttled").write_text(f"{bits:#x}\n")
+        write_file(self.root / "throttled", f"{bits:#x}\n", what=BOARD_FOLDER)
 
     async def _sysfs_loop(self, period_s: float = 0.5) -> None:
         before = _cpu_times()
@@ -372,16 +374,10 @@ def _refresh_sysfs(root: Path, profile: LinuxProfile, before: tuple[int, int], a
     total = max(1, after[0] - before[0])
     load = max(0.0, min(1.0, 1 - (after[1] - before[1]) / total))
     milli_c = int((profile.idle_c + profile.c_per_load * load) * 1000)
-    _atomic_write(root / "sys/class/thermal/thermal_zone0/temp", f"{milli_c}\n")
+    write_file(root / "sys/class/thermal/thermal_zone0/temp", f"{milli_c}\n", what=BOARD_FOLDER)
     khz = min(_cpu_mhz() or profile.cpu_max_mhz, profile.cpu_max_mhz) * 1000
     for n in range(profile.cpus):
-        _atomic_write(root / f"sys/devices/system/cpu/cpu{n}/cpufreq/scaling_cur_freq", f"{khz}\n")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+        write_file(root / f"sys/devices/system/cpu/cpu{n}/cpufreq/scaling_cur_freq", f"{khz}\n", what=BOARD_FOLDER)
 
 
 def _descendants(root_pid: int) -> set[int]:

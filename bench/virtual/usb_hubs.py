@@ -7,6 +7,7 @@ import contextlib
 from pathlib import Path
 
 from bench.config.fleet import Device
+from bench.core.folders import write_file
 
 UHUBCTL = Path(__file__).resolve().parent / "host_tools" / "uhubctl"
 
@@ -23,10 +24,8 @@ def plug(base: Path, device: Device, control_url: str | None) -> None:
     path = _port_file(base, device)
     if path is None or not control_url:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)  # the URL holds the board's control token: the bench's to read, nobody else's
-    path.chmod(0o600)
-    path.write_text(control_url + "\n")
+    # the URL holds the board's control token: the bench's to read, nobody else's
+    write_file(path, control_url + "\n", what="USB hub folder", mode=0o600)
 
 
 def unplug(base: Path, device: Device) -> None:

@@ -105,10 +105,9 @@ def test_openmetrics_parses_with_prometheus_client_and_labels_every_figure(repor
     assert code.value == 1 and code.labels == {"command": "nightly"}  # not `job`, which Prometheus sets itself
 
 
-def test_openmetrics_refuses_two_figures_with_the_same_labels(report) -> None:
+def test_openmetrics_keeps_one_sample_of_two_figures_with_the_same_labels(report) -> None:
     twice = replace(report, figures=[*report.figures, report.figures[0]])
-    with pytest.raises(ValueError, match="same labels"):
-        openmetrics_text(twice)
+    assert openmetrics_text(twice) == openmetrics_text(report)
 
 
 def test_summary_renders_as_markdown_tables_with_the_regression_first(report) -> None:
