@@ -16,7 +16,7 @@ from bench.agent.frame import Frame
 from bench.agent.transport import LineTransport
 from bench.config.kinds import DECISION_BUDGET_MS
 from bench.core.errors import BenchError, DeviceUnreachable, ProductFailure
-from bench.core.folders import open_append
+from bench.core.logcap import CappedLog
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -83,7 +83,7 @@ class AgentSession:
         self.last_stopped: dict[str, Any] | None = None
         self.sent_ns: dict[int, int] = {}  # input seq -> bench send time
         self.closed = False
-        self._log = open_append(log_path) if log_path else None
+        self._log = CappedLog(log_path) if log_path else None
         self._next_id = 1
         self._seq = 0
         self._pending: dict[int, asyncio.Future[tuple[dict[str, Any], int]]] = {}

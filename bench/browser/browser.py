@@ -19,8 +19,8 @@ import websockets
 from bench.browser import chromium
 from bench.browser.relay import DevToolsRelay
 from bench.core.errors import DeviceUnreachable
-from bench.core.folders import open_append
 from bench.core.lifecycle import StartStop
+from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process
 
 # the pages are devices: they keep their timers and frames when not in front
@@ -218,7 +218,7 @@ class Browser(StartStop):
         """Start Chromium and connect to its DevTools pipe, or DeviceUnreachable."""
         self.launch = launch = chromium.prepare(FLAGS)
         self.sandbox = launch.sandbox
-        log = open_append(self.log_path, binary=True) if self.log_path else asyncio.subprocess.DEVNULL
+        log = open_for_child(self.log_path) if self.log_path else asyncio.subprocess.DEVNULL
         try:
             self.proc = await asyncio.create_subprocess_exec(
                 *launch.argv,
@@ -233,7 +233,7 @@ class Browser(StartStop):
             raise
         finally:
             if self.log_path:
-                log.close()
+                os.close(log)
         launch.started()
         self.cdp = Cdp(await PipeChannel.open(*launch.take_pipe()))
         try:

@@ -98,7 +98,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     fleet, devices = selected_devices(args)
     if len(devices) != 1:
         raise ConfigError(f"bisect runs on one device; the selection has {len(devices)}", hint="use --device NAME")
-    read_session(args.session)  # a bad file is reported before any device is touched
+    read_session(args.session, values=False)  # a bad file is reported before any device is touched
     files = ci_files(args)
     speed = parse_speed(args.speed)
     thresholds = load_thresholds(args.thresholds)

@@ -111,7 +111,7 @@ def estimate(devices: list[Device], sessions: list[Path], runs: int, replay_s: f
     session's length)."""
     longest = 0.0
     for path in sessions:
-        length = read_session(path).duration_s
+        length = read_session(path, values=False).duration_s
         for d in devices:
             guest = d.settings.replay_budget_s
             longest = max(longest, (replay_s or guest) if guest else length)

@@ -88,7 +88,7 @@ def distinct_sessions(files: list[Path]) -> list[Path]:
     touched) when two hold one session id: their results, verdicts and metrics would be one session's."""
     seen: dict[str, Path] = {}
     for f in files:
-        sid = read_session(f).session_id
+        sid = read_session(f, values=False).session_id
         if sid in seen and seen[sid] != f:
             raise ConfigError(f"sessions {seen[sid]} and {f} have one session id {sid!r}",
                               hint="replay one of them, or give one a new id (hilbench session synth)")  # fmt: skip

@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """Summarise one session file."""
-    info = session_info(read_session(args.file))
+    info = session_info(read_session(args.file, values=False))  # times and channels: no payload held
     if args.json:
         emit_json(info.to_dict())
         return ExitCode.OK

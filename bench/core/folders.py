@@ -219,10 +219,15 @@ def _checked_fd(path: Path, what: str, flags: int, mode: int) -> int:
     return fd
 
 
+def append_fd(path: Path, *, what: str = "log folder", mode: int = 0o644) -> int:
+    """A descriptor appending to `path` (made, `mode`, when missing): never through a link, never into a
+    file another user planted or linked (refused: exit 2)."""
+    return _checked_fd(path, what, os.O_APPEND | os.O_CREAT, mode)
+
+
 def open_append(path: Path, *, what: str = "log folder", binary: bool = False) -> IO[Any]:
-    """`path` opened to append (made, mode 0644, when missing): never through a link, never into a file
-    another user planted or linked (refused: exit 2)."""
-    fd = _checked_fd(path, what, os.O_APPEND | os.O_CREAT, 0o644)
+    """`path` opened to append, as `append_fd` opens it."""
+    fd = append_fd(path, what=what)
     return os.fdopen(fd, "ab") if binary else os.fdopen(fd, "a", encoding="utf-8")
 
 

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TypeVar
 
 import serial
 
@@ -26,8 +26,8 @@ from bench.bundles.c6_firmware import device_firmware
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import USB_SERIAL_JTAG
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable
-from bench.core.folders import open_append
 from bench.core.inputs import read_input
+from bench.core.logcap import CappedLog
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.devices.esp_image import ESP32C6_CHIP_ID, ImageError, parse_image
 from bench.devices.esptool_link import flash_image, has_modem_lines
@@ -75,10 +75,10 @@ class Esp32c6Driver(Driver):
             raise ConfigError(f"device {self.device.name!r}: no serial port", hint="set `port` in the fleet file")
         return link
 
-    def _open_log(self) -> IO[str] | None:
+    def _open_log(self) -> CappedLog | None:
         if self.log_dir is None:
             return None
-        return open_append(self.log_dir / f"{self.device.name}.log")
+        return CappedLog(self.log_dir / f"{self.device.name}.log")
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Firmware (skipped when up to date), then the agent bundle; both verified on the board."""
@@ -286,7 +286,7 @@ def _read_until(port: serial.SerialBase, marker: bytes, timeout_s: float = PROMP
     return data
 
 
-def _write(log: IO[str] | None, text: str) -> None:
+def _write(log: CappedLog | None, text: str) -> None:
     if log is not None:
         log.write(text + "\n")
         log.flush()

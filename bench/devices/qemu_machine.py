@@ -19,7 +19,8 @@ from pathlib import Path
 from bench.bundles import HOST_AGENT_PORT
 from bench.config.fleet import QemuLink
 from bench.core.errors import DeviceUnreachable
-from bench.core.folders import open_append, own_folder
+from bench.core.folders import own_folder
+from bench.core.logcap import CappedLog
 from bench.core.procs import COUNTED_NICE, DIE_WITH_BENCH
 
 GUEST_AGENT_PORT = HOST_AGENT_PORT  # the port the host agent listens on everywhere
@@ -155,9 +156,9 @@ class QemuMachine:
 
     async def _read_console(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
-        with open_append(self.log_path, binary=True) as log:
+        with CappedLog(self.log_path) as log:
             log.write(f"# {' '.join(self.argv())}\n".encode())
-            while line := await self.proc.stdout.readline():
+            while line := await _console_line(self.proc.stdout):
                 stamp = (time.monotonic_ns() - self.started_ns) / 1e9
                 log.write(b"[+%8.3f] " % stamp + line)
                 log.flush()
@@ -292,3 +293,12 @@ class QemuMachine:
             return  # reaped: its process group id may belong to someone else now
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, sig)
+
+
+async def _console_line(stdout: asyncio.StreamReader) -> bytes:
+    """The console's next line; one longer than the reader's limit (64 KiB) is cut to its last 1 KiB and marked,
+    so that a guest printing without newlines cannot end the pump."""
+    try:
+        return await stdout.readline()
+    except ValueError:  # the reader dropped the overlong line (or the part of it it had)
+        return b"[a console line over 64 KiB was cut]\n"

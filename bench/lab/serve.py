@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -14,7 +15,8 @@ from pathlib import Path
 
 from bench.config.fleet import Fleet
 from bench.core.fields import not_option
-from bench.core.folders import open_append, write_file
+from bench.core.folders import write_file
+from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process, tied
 from bench.lab.exporter import exporter_config, host_devices
 from bench.virtual import virtual_fleet
@@ -77,7 +79,7 @@ async def serve_host(
         if on_ready is not None:
             on_ready({name: getattr(link, "url", None) or getattr(link, "target", "") for name, link in served.items()})
         argv = exporter_argv(fleet.lab.coordinator, host, config_path, address)
-        log = open_append(log_path or config_path.with_suffix(".log"), binary=True)  # kept open while serving
+        log = open_for_child(log_path or config_path.with_suffix(".log"))  # kept open while serving (capped at start)
         try:
             while not stop.is_set():
                 proc = await asyncio.create_subprocess_exec(*tied(argv), stdout=log, stderr=log)
@@ -91,4 +93,4 @@ async def serve_host(
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(stop.wait(), RESTART_DELAY_S)
         finally:
-            log.close()
+            os.close(log)

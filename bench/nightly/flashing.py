@@ -16,7 +16,7 @@ from typing import Any
 from bench.config.fleet import Device
 from bench.config.kinds import driven
 from bench.core.errors import ConfigError, DeviceUnreachable
-from bench.core.folders import open_append
+from bench.core.logcap import CappedLog
 from bench.core.outcomes import PASS, Outcome, infrastructure
 from bench.devices import driver_for, has_driver
 from bench.devices.base import Driver, Progress, StepResult
@@ -89,7 +89,7 @@ def make_driver(
 
 
 def _log(log_dir: Path, device: Device, text: str) -> None:
-    with open_append(log_dir / f"{device.name}.log") as fh:
+    with CappedLog(log_dir / f"{device.name}.log") as fh:
         fh.write(f"{time.strftime('%H:%M:%S')} {text}\n")
 
 

@@ -13,6 +13,7 @@ from bench.config.fleet import Device
 from bench.config.kinds import UPDATE_CHANNELS
 from bench.core.errors import ConfigError
 from bench.ota.store import ModelStore
+from bench.virtual import uplinks
 
 SCHEMES = dict(zip(UPDATE_CHANNELS, ("coap", "grpc", "ws"), strict=True))
 CAPS = {"coap": "update-coap", "grpc": "update-grpc", "websocket": "update-ws"}  # the agent cap each one needs
@@ -31,9 +32,11 @@ def channel_of(device: Device) -> str:
 
 @contextlib.asynccontextmanager
 async def serve(store: ModelStore, channels: set[str], host: str) -> AsyncIterator[dict[str, int]]:
-    """Serve `store` on each channel in `channels` (bound to `host`); yields channel -> port."""
+    """Serve `store` on each channel in `channels` (bound to `host`); yields channel -> port. When they stop, no
+    virtual board reaches their ports any more (bench.virtual.uplinks)."""
     ports: dict[str, int] = {}
     async with contextlib.AsyncExitStack() as stack:
+        stack.callback(lambda: uplinks.revoke(ports.values()))
         if "coap" in channels:
             from bench.ota.server import UpdateServer
 

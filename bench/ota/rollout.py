@@ -23,6 +23,7 @@ from bench.ota.store import ModelStore
 from bench.ota.timing import LinkTiming, timing_named
 from bench.recovery.ladder import recover
 from bench.store.results import ResultStore
+from bench.virtual import uplinks
 
 DELTA_CAPS = {"delta-bsdiff": "bsdiff4", "delta-bsdiff-zlib": "bsdiff4-zlib"}  # agent cap -> delta container
 
@@ -89,8 +90,10 @@ def server_host_for(device: Device, driver: object | None) -> str:
 
 def channel_url(device: Device, driver: object | None, ports: dict[str, int]) -> str:
     """The base URL of `device`'s update channel (its `update_channel`), as the device reaches the bench;
-    `ports`: the port each served channel listens on."""
+    `ports`: the port each served channel listens on. A virtual board with a network of its own is granted that
+    port, and only it (bench.virtual.uplinks)."""
     channel = channels.channel_of(device)
+    uplinks.grant(device.name, ports[channel])
     return channels.base_url(channel, ports[channel], server_host_for(device, driver))
 
 
@@ -279,6 +282,7 @@ async def update_devices(
     async with channels.serve(store, wanted, bind_address(hosts)) as ports, contextlib.AsyncExitStack() as stack:
         if impairment is not None and "coap" in ports:  # the impairment proxy is for CoAP datagrams
             proxy = await stack.enter_async_context(ImpairmentProxy(("127.0.0.1", ports["coap"]), impairment))
+            stack.callback(uplinks.revoke, [proxy.port])
             ports = {**ports, "coap": proxy.port}
 
         async def one(device: Device) -> DeviceUpdate:

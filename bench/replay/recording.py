@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mcap.exceptions import EndOfFile, RecordLengthLimitExceeded
-from mcap.reader import make_reader
-from mcap.records import Chunk
+from mcap.records import Channel, Chunk, Header, Message, Metadata
 from mcap.stream_reader import StreamReader
 from mcap.writer import CompressionType, Writer
 
@@ -128,8 +127,10 @@ def _write_mcap(fh: Any, session: Session) -> None:
     writer.finish()
 
 
-def read_session(path: str | Path, *, max_gap_s: float = MAX_GAP_S) -> Session:
-    """Read and validate a session file; SessionError subclasses name what is wrong and where."""
+def read_session(path: str | Path, *, max_gap_s: float = MAX_GAP_S, values: bool = True) -> Session:
+    """Read and validate a session file; SessionError subclasses name what is wrong and where. `values` False:
+    each message is decoded and checked, then its value dropped (None): what `session info` and the commands that
+    only check a file need, in memory that does not grow with the payloads (a message's time and channel only)."""
     path = Path(path)
     try:
         fh = open_input(path, "session file", hint="make one with `hilbench session synth`")
@@ -143,15 +144,8 @@ def read_session(path: str | Path, *, max_gap_s: float = MAX_GAP_S) -> Session:
         try:
             _check_record_sizes(fh, path)
             fh.seek(0)
-            reader = make_reader(fh, validate_crcs=True)  # a flipped byte in a chunk is refused, not replayed
-            header = reader.get_header()
-            if header.profile != FORMAT_PROFILE:
-                raise NotASession(
-                    f"{path}: MCAP profile is {header.profile!r}, not {FORMAT_PROFILE!r}",
-                    hint="record sessions with the bench's recorder or `hilbench session synth`",
-                )
-            meta = _session_metadata(reader, path)
-            messages = _read_messages(reader, path)
+            records = StreamReader(fh, validate_crcs=True, record_size_limit=CHUNK_LIMIT).records
+            meta, messages = _read_records(records, path, values)
         except SessionError:
             raise
         except (EndOfFile, EOFError):
@@ -228,49 +222,67 @@ def _check_gaps(messages: list[SessionMessage], path: Path, max_gap_s: float) ->
             )
 
 
-def _session_metadata(reader: Any, path: Path) -> dict[str, str]:
-    for record in reader.iter_metadata():
-        if record.name == "session":
-            meta = dict(record.metadata)
-            if meta.get("format_version") != FORMAT_VERSION:
-                version = meta.get("format_version")
-                raise NotASession(f"{path}: session format version {version!r}, this bench reads {FORMAT_VERSION!r}")
-            return meta
-    raise NotASession(f"{path}: no 'session' metadata record", hint="was this written by the bench's recorder?")
-
-
-def _read_messages(reader: Any, path: Path) -> list[SessionMessage]:
-    """The messages in time order, read in file order (a recorder writes them in order; mcap's own time
-    ordering costs a heap comparison per message) and sorted only when the file is not; at most MAX_MESSAGES."""
+def _read_records(records: Iterable[Any], path: Path, values: bool) -> tuple[dict[str, str], list[SessionMessage]]:
+    """The session metadata and the messages in time order, in one pass over the file's records (chunks inflated one
+    at a time, their CRCs checked: mcap's seeking reader queues every chunk before it yields a message). Read in
+    file order (a recorder writes them in order) and sorted only when the file is not; at most MAX_MESSAGES.
+    `values` False: each decoded value is checked and dropped."""
+    meta: dict[str, str] | None = None
+    channels: dict[int, Channel] = {}
     messages: list[SessionMessage] = []
     in_order, last = True, -1
-    for index, (_schema, channel, message) in enumerate(reader.iter_messages(log_time_order=False)):
-        if index >= MAX_MESSAGES:
-            raise BadSessionMessage(
-                f"{path}: more than {MAX_MESSAGES} messages, the limit for one session (held in memory to replay)",
-                hint="cut the session into parts (`hilbench session info` shows its span)",
-                file=str(path),
+    for record in records:
+        if isinstance(record, Header) and record.profile != FORMAT_PROFILE:
+            raise NotASession(
+                f"{path}: MCAP profile is {record.profile!r}, not {FORMAT_PROFILE!r}",
+                hint="record sessions with the bench's recorder or `hilbench session synth`",
             )
-        spec = BY_TOPIC.get(channel.topic)
-        if spec is None:
-            raise BadSessionMessage(
-                f"{path}: message #{index} on unknown topic {channel.topic!r}",
-                hint=f"known topics: {', '.join(BY_TOPIC)}",
-            )
-        if channel.message_encoding != spec.encoding:
-            raise BadSessionMessage(
-                f"{path}: topic {channel.topic}: encoding {channel.message_encoding!r}, expected {spec.encoding!r}"
-            )
-        try:
-            value = spec.decode(message.data)
-        except PayloadError as exc:
-            raise BadSessionMessage(f"{path}: {spec.name} message #{index} at {message.log_time} ns: {exc}") from None
-        messages.append(SessionMessage(message.log_time, spec.name, value))
-        in_order = in_order and message.log_time >= last
-        last = message.log_time
+        if isinstance(record, Metadata) and record.name == "session" and meta is None:
+            meta = dict(record.metadata)
+        elif isinstance(record, Channel):
+            channels[record.id] = record
+        elif isinstance(record, Message):
+            message = _checked(record, channels, len(messages), path, values)
+            messages.append(message)
+            in_order = in_order and message.ts_ns >= last
+            last = message.ts_ns
+    if meta is None:
+        raise NotASession(f"{path}: no 'session' metadata record", hint="was this written by the bench's recorder?")
+    if meta.get("format_version") != FORMAT_VERSION:
+        version = meta.get("format_version")
+        raise NotASession(f"{path}: session format version {version!r}, this bench reads {FORMAT_VERSION!r}")
     if not in_order:
         messages.sort(key=lambda m: m.ts_ns)  # stable: equal times keep the file's order
-    return messages
+    return meta, messages
+
+
+def _checked(message: Message, channels: dict[int, Channel], index: int, path: Path, values: bool) -> SessionMessage:
+    """Message #`index` of the file, decoded and checked against its channel."""
+    if index >= MAX_MESSAGES:
+        raise BadSessionMessage(
+            f"{path}: more than {MAX_MESSAGES} messages, the limit for one session (held in memory to replay)",
+            hint="cut the session into parts (`hilbench session info` shows its span)",
+            file=str(path),
+        )
+    channel = channels.get(message.channel_id)
+    if channel is None:
+        raise SessionTruncated(f"{path}: message #{index} names channel {message.channel_id}, which no record defines",
+                               hint="copy the session again from where it was recorded, or record it again",
+                               file=str(path))  # fmt: skip
+    spec = BY_TOPIC.get(channel.topic)
+    if spec is None:
+        raise BadSessionMessage(
+            f"{path}: message #{index} on unknown topic {channel.topic!r}", hint=f"known topics: {', '.join(BY_TOPIC)}"
+        )
+    if channel.message_encoding != spec.encoding:
+        raise BadSessionMessage(
+            f"{path}: topic {channel.topic}: encoding {channel.message_encoding!r}, expected {spec.encoding!r}"
+        )
+    try:
+        value = spec.decode(message.data)
+    except PayloadError as exc:
+        raise BadSessionMessage(f"{path}: {spec.name} message #{index} at {message.log_time} ns: {exc}") from None
+    return SessionMessage(message.log_time, spec.name, value if values else None)
 
 
 def messages_from(items: Iterable[tuple[int, str, Any]]) -> list[SessionMessage]:

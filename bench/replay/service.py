@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,6 +73,7 @@ async def replay_fleet(
         raise ValueError("give exactly one of open_agent and make_opener")
     session = session_file if isinstance(session_file, Session) else read_session(session_file)
     plan = build_plan(session, wire.encode)
+    session = replace(session, messages=[])  # the plan's lines are what plays: no decoded payload kept
     run_id = store.runs.begin_run(
         kind, bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
         config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},

@@ -13,6 +13,7 @@ from bench.config.kinds import KINDS
 from bench.core.paths import state_dir
 from bench.energy.spec import Ppk2Settings
 from bench.provision.controls import BoardControls
+from bench.virtual import uplinks
 from bench.virtual.usb_hubs import plug, unplug
 
 
@@ -75,6 +76,7 @@ async def virtual_fleet(
         for dev in wanted:
             if dev.name in running:
                 plug(state_dir(), dev, running[dev.name].urls().get("control"))
+                uplinks.register(dev.name, running[dev.name])
         by_name = dict(zip(stand_ins, links, strict=True))
         resolved = [with_meter(d.with_link(by_name[d.name]), running[d.name]) if d.name in by_name else d
                     for d in devices]  # fmt: skip
@@ -83,4 +85,5 @@ async def virtual_fleet(
         for dev in devices:
             if dev.name in running:
                 unplug(state_dir(), dev)
+                uplinks.unregister(dev.name)
         await asyncio.gather(*(v.stop() for v in running.values()), return_exceptions=True)

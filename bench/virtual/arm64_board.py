@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from bench.config.fleet import Device, QemuLink, SshLink
 from bench.core.errors import BenchError, ConfigError
 from bench.core.folders import copy_file, open_append
+from bench.core.logcap import CappedLog
 from bench.core.paths import KEYS_DIR
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GuestFault, QemuMachine
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
@@ -103,7 +104,7 @@ class VirtualArm64Board:
         boot = self.state / "boot"
         self.boot_error = await asyncio.to_thread(_read_boot_files, self.disk, boot)
         if self.boot_error:
-            with open_append(self.console_log, what="state folder") as log:
+            with CappedLog(self.console_log, what="state folder") as log:
                 log.write(f"# power on: no boot: {self.boot_error}\n")
             return
         # The board's boot firmware adds what it knows of the machine to the kernel command line, as a Pi's

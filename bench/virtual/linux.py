@@ -25,8 +25,9 @@ from pathlib import Path
 
 from bench.config.fleet import Device, SshLink
 from bench.core.errors import BenchError, ConfigError
-from bench.core.folders import copy_file, open_append, write_file
+from bench.core.folders import copy_file, write_file
 from bench.core.lifecycle import cancel
+from bench.core.logcap import open_for_child
 from bench.core.procs import DIE_WITH_BENCH, stop_process
 from bench.core.reaper import processes_in
 from bench.links.ssh import free_local_port
@@ -222,7 +223,7 @@ Subsystem sftp internal-sftp
     async def _start_sshd(self, port: int) -> str:
         """Start sshd on `port`; return "" when it answers, else its error text."""
         log = self.state / "sshd.log"
-        open_append(log, what=BOARD_FOLDER).close()  # sshd appends to it: a regular file of ours, no link
+        os.close(open_for_child(log, what=BOARD_FOLDER))  # sshd appends to it itself: capped at each start
         self._sshd = await asyncio.create_subprocess_exec(
             *DIE_WITH_BENCH, SSHD, "-D", "-f", str(self._sshd_config(port)), "-E", str(log),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,

@@ -12,18 +12,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sys
 from pathlib import Path
 
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import COUNTED
 from bench.core.errors import ConfigError, DeviceUnreachable
+from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
 from bench.virtual.esp32c6.supply import MODELLED_COUNTED, MODELLED_VM
 
 START_TIMEOUT_S = 20.0
+GRANT_TIMEOUT_S = 2.0  # a grant is a loopback request the board answers at once; the update path waits this at most
 
 
 def logic_wiring(device: Device) -> dict[int, int]:
@@ -54,6 +57,7 @@ class VirtualEsp32c6:
         self.wire_speed = device.settings.wire_speed if wire_speed is None else wire_speed
         self._proc: asyncio.subprocess.Process | None = None
         self._urls: dict[str, str] = {}
+        self._uplinks: list[int] = []  # the host ports its Wi-Fi may reach (bench.virtual.uplinks)
 
     async def start(self) -> SerialLink:
         """Start the board process; return its RFC 2217 link."""
@@ -78,11 +82,14 @@ class VirtualEsp32c6:
         argv += [f"--logic-input={channel}={pin}" for channel, pin in logic_wiring(self.device).items()]
         if self.device.listen:  # set by `hilbench lab serve --address`: reachable from other hosts
             argv += ["--host", self.device.listen]
-        log = (self.state_dir / "board.log").open("ab")
-        self._proc = await asyncio.create_subprocess_exec(
-            *tied(argv), stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
-        )
-        log.close()
+        argv += ["--log", str(self.state_dir / "board.log")]
+        log = open_for_child(self.state_dir / "board.log")  # until the board takes its log over (capped)
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                *tied(argv), stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
+            )
+        finally:
+            os.close(log)
         assert self._proc.stdout is not None
         try:
             line = await asyncio.wait_for(self._proc.stdout.readline(), START_TIMEOUT_S)
@@ -106,6 +113,18 @@ class VirtualEsp32c6:
             self._proc.kill()
             await self._proc.wait()
         self._proc = None
+
+    def grant_uplinks(self, ports: list[int]) -> None:
+        """Its Wi-Fi reaches exactly `ports` on the host's loopback from now on (a blocking loopback request)."""
+        if sorted(ports) != self._uplinks and "control" in self._urls:
+            control_request(self._urls["control"], "uplinks", GRANT_TIMEOUT_S, ports=list(ports))
+            self._uplinks = sorted(ports)
+
+    def revoke_uplinks(self, ports: list[int]) -> None:
+        """Its Wi-Fi no longer reaches `ports`."""
+        if set(ports) & set(self._uplinks) and "control" in self._urls:
+            control_request(self._urls["control"], "uplinks", GRANT_TIMEOUT_S, revoke=list(ports))
+            self._uplinks = sorted(set(self._uplinks) - set(ports))
 
     def urls(self) -> dict[str, str]:
         """rfc2217, socket, pty and control URLs of the running board."""

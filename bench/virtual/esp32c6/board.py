@@ -39,12 +39,18 @@ from bench.virtual.esp32c6.flash import FILESYSTEM_OFFSET, FlashStorage, SpiFlas
 from bench.virtual.esp32c6.repl import Repl, ReplExit
 from bench.virtual.esp32c6.rom import After, RomLoader
 from bench.virtual.esp32c6.slip import SlipDecoder, slip_encode
+from bench.virtual.esp32c6.wifi import Gateway
 
 ROM_BAUD = 115200
 USB_BAUD_EQUIVALENT = 10_000_000  # USB full speed moves ~1 MB/s through the CDC-ACM port whatever baud is set
 BOOT_PIN_LATCH_S = 0.25  # IO9 low within this long after EN rises selects download mode
 BOOT_LOOP_PERIOD_S = 1.0
 LOG_LIMIT = 256 * 1024
+# UART input the board holds for a chip that has not taken it yet, a client: a front end reads on only when the chip
+# has room (`Board.input_room`), as a USB host's OUT transfers wait for the device, so a client sending without end
+# waits and the board's memory does not grow
+INPUT_HIGH = 64 * 1024
+INPUT_POLL_S = 0.005
 CORE_ELF = "core.elf"  # in the state folder: the flashed image's segments as QEMU loads them (rewritten every boot)
 # what the counted core's exit asks for: (boot into download mode, the reset as the ROM reports it)
 CORE_EXITS = {
@@ -94,6 +100,7 @@ class Board:
         self._sinks: set[Callable[[bytes], None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self._inbox_bytes = 0  # UART input queued for the ROM loader
         self._repl: Repl | None = None
         self._core: CountedCore | None = None
         self._lines = (False, False)  # (dtr, rts) as last set through RFC 2217
@@ -107,6 +114,7 @@ class Board:
         self._rx_free = self._tx_free = 0.0
         self.powered = True
         self.stuck = False  # a lock-up that survives resets and power cycles, until `repair()`
+        self.gateway = Gateway()  # its Wi-Fi's NAT: the bench's servers it may reach, the datagrams dropped
 
     # -- wiring ----------------------------------------------------------------------------------
 
@@ -136,7 +144,20 @@ class Board:
             self._repl.feed(data)
         elif self.mode == Mode.DOWNLOAD:
             self._inbox.put_nowait(data)
+            self._inbox_bytes += len(data)
         # held in reset or boot-looping: the bytes are lost, as on the chip
+
+    async def input_room(self) -> None:
+        """Until the chip has room for more UART input (at most INPUT_HIGH bytes wait for it): a front end awaits
+        this before it reads its client on. A reset, power loss or mode change ends the wait."""
+        core, repl = self._core, self._repl
+        if self.mode == Mode.APP and core is not None:
+            await core.drain()
+            return
+        while (self.mode == Mode.APP and repl is not None and repl is self._repl and repl.backlog >= INPUT_HIGH) or (
+            self.mode == Mode.DOWNLOAD and self._inbox_bytes >= INPUT_HIGH
+        ):
+            await asyncio.sleep(INPUT_POLL_S)
 
     @property
     def vm_pid(self) -> int | None:
@@ -336,7 +357,8 @@ class Board:
         path = self.config.state_dir / CORE_ELF
         path.write_bytes(elf)
         vfs = Vfs(self.flash.path, FILESYSTEM_OFFSET, self.flash.filesystem_bytes)
-        core = CountedCore(path, vfs, self.config.mac, ResetCause(RESET_CAUSES[cause].machine_cause), self.write)
+        cause_code = ResetCause(RESET_CAUSES[cause].machine_cause)
+        core = CountedCore(path, vfs, self.config.mac, cause_code, self.write, self.gateway)
         self._core = core
         try:
             await core.start()
@@ -383,10 +405,12 @@ class Board:
         self.events.append("download mode")
         self._baud = ROM_BAUD
         self._inbox = asyncio.Queue()
+        self._inbox_bytes = 0
         loader = RomLoader(self.flash, self.registers, self.spi)
         decoder = SlipDecoder()
         while True:
             data = await self._inbox.get()
+            self._inbox_bytes -= len(data)
             await self._pace("rx", len(data))
             for frame in decoder.feed(data):
                 reply = loader.handle(frame)

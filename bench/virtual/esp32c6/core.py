@@ -38,7 +38,7 @@ from bench.virtual.esp32c6.counted import (
     Vfs,
     qemu_command,
 )
-from bench.virtual.esp32c6.wifi import Wifi
+from bench.virtual.esp32c6.wifi import Gateway, Wifi
 
 STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
 # events per `xp`: its text is ~64 bytes a line of 4 words, and a QMP reply is one line that the stream reader takes
@@ -46,6 +46,8 @@ STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
 EVENTS_PER_READ = 256
 READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
 READY_POLL_S = 0.002
+STDERR_KEPT = 4096  # of what QEMU prints on stderr, the last this many bytes are kept (and logged)
+HELD_MAX = 64 * 1024  # input held back before the firmware is up: a front end waits (`drain`) past this
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
 
 
@@ -57,7 +59,13 @@ class CountedCore:
     """One boot of the firmware in `elf`: start it, feed its UART, read its status, wait for its exit."""
 
     def __init__(
-        self, elf: Path, vfs: Vfs, mac: bytes, reset_cause: ResetCause, on_output: Callable[[bytes], None]
+        self,
+        elf: Path,
+        vfs: Vfs,
+        mac: bytes,
+        reset_cause: ResetCause,
+        on_output: Callable[[bytes], None],
+        gateway: Gateway | None = None,
     ) -> None:
         self.elf = elf
         self.vfs = vfs
@@ -71,6 +79,7 @@ class CountedCore:
         self._held: bytearray | None = bytearray()  # input held back until the firmware's UART is set up
         self._ready: asyncio.Task[None] | None = None
         self._wifi: Wifi | None = None
+        self.gateway = gateway or Gateway()  # the board's: granted ports and drop counts outlive a boot
 
     @property
     def pid(self) -> int | None:
@@ -90,7 +99,7 @@ class CountedCore:
         )
         argv[0] = binary
         argv += ["-chardev", f"socket,id=qmp,fd={theirs.fileno()}", "-mon", "chardev=qmp,mode=control"]
-        self._wifi = Wifi(wifi_ours)
+        self._wifi = Wifi(wifi_ours, self.gateway)
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *tied([*COUNTED_NICE, *program_argv(argv, read_only=[str(self.elf)], read_write=[str(self.vfs.path)])]),
@@ -136,11 +145,23 @@ class CountedCore:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 proc.stdin.write(data)
 
+    async def drain(self) -> None:
+        """Until the firmware's console has taken the input fed so far down to QEMU's pipe's high-water mark (and
+        the input held back before the firmware was up to `HELD_MAX`); at once when QEMU is gone."""
+        while self._held is not None and len(self._held) >= HELD_MAX and self.pid is not None:
+            await asyncio.sleep(READY_POLL_S)
+        proc = self._proc
+        if proc is not None and proc.stdin is not None and proc.returncode is None:
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await proc.stdin.drain()
+
     async def wait(self) -> tuple[int, str]:
         """Until QEMU exits: its exit code (the firmware's request, counted.FirmwareExit) and what it printed on
         stderr (QEMU's own complaints)."""
         assert self._proc is not None and self._proc.stderr is not None
-        errors = await self._proc.stderr.read()
+        errors = b""
+        while chunk := await self._proc.stderr.read(65536):  # only the last STDERR_KEPT bytes are kept
+            errors = (errors + chunk)[-STDERR_KEPT:]
         code = await self._proc.wait()
         if self._pump is not None:
             with contextlib.suppress(asyncio.CancelledError):

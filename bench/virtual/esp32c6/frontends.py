@@ -16,6 +16,7 @@ from bench.virtual import port_access
 from bench.virtual.esp32c6.board import Board
 
 IAC = 0xFF
+OUTPUT_MAX = 1024 * 1024  # UART output waiting for a client that does not read it; past this it is lost, as on a UART
 
 
 class _VirtualPort:
@@ -71,7 +72,8 @@ class _WriterConnection:
         self._writer = writer
 
     def write(self, data: bytes) -> None:
-        if not self._writer.is_closing():
+        """A telnet reply; lost past OUTPUT_MAX waiting (a client that negotiates and never reads)."""
+        if not self._writer.is_closing() and self._writer.transport.get_write_buffer_size() <= OUTPUT_MAX:
             self._writer.write(data)
 
 
@@ -86,7 +88,7 @@ async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyn
     manager = rfc2217.PortManager(_VirtualPort(board, flush), _WriterConnection(writer)) if rfc else None
 
     def sink(data: bytes) -> None:
-        if writer.is_closing():
+        if writer.is_closing() or writer.transport.get_write_buffer_size() > OUTPUT_MAX:
             return
         if manager is not None and IAC in data:
             data = b"".join(manager.escape(data))
@@ -100,6 +102,7 @@ async def _serve_client(board: Board, reader: asyncio.StreamReader, writer: asyn
             else:
                 _telnet_filter(manager, data, pending)
             flush()
+            await board.input_room()  # read on only when the chip has room: a client that sends faster waits
     except (ConnectionError, OSError):
         pass
     finally:
@@ -131,16 +134,13 @@ def _telnet_filter(manager: rfc2217.PortManager, data: bytes, out: bytearray) ->
 async def start_tcp(board: Board, host: str, *, rfc2217_mode: bool) -> asyncio.Server:
     """A TCP server on a free port: RFC 2217 (modem lines honoured) or raw bytes."""
 
-    remote_ok = port_access.remote_allowed(host)
+    gate = port_access.Gate(port_access.remote_allowed(host), lambda line: print(line, file=sys.stderr, flush=True))
+    what = "rfc2217" if rfc2217_mode else "socket"
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer, local = writer.get_extra_info("peername"), writer.get_extra_info("sockname")
-        verdict = await asyncio.to_thread(port_access.check, peer, local, remote_ok=remote_ok)
+        verdict = await gate.admit(peer, local, what)
         if not verdict.admitted:
-            what = "rfc2217" if rfc2217_mode else "socket"
-            print(
-                f"{what} port: refused {verdict.who}: the port admits {port_access.RULE}", file=sys.stderr, flush=True
-            )
             if not rfc2217_mode:  # a raw port's user sees why (RFC 2217 clients expect telnet, not text)
                 writer.write(f"permission denied: this board's port admits {port_access.RULE}\r\n".encode())
             writer.close()
@@ -158,6 +158,7 @@ class PtyFrontEnd:
         self.master, self.slave, self.path = port_access.open_serial_pty()
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(self.master, self._read)
+        self._waiting: asyncio.Task[None] | None = None
         board.attach(self._write)
 
     def _read(self) -> None:
@@ -167,6 +168,12 @@ class PtyFrontEnd:
             return
         if data:
             self.board.feed(data)
+            self._loop.remove_reader(self.master)  # read on when the chip has room (the pty's buffer holds the rest)
+            self._waiting = asyncio.ensure_future(self._read_on())
+
+    async def _read_on(self) -> None:
+        await self.board.input_room()
+        self._loop.add_reader(self.master, self._read)
 
     def _write(self, data: bytes) -> None:
         with contextlib.suppress(BlockingIOError, OSError):  # nobody reading: the bytes are lost, as on a UART
@@ -175,6 +182,8 @@ class PtyFrontEnd:
     def close(self) -> None:
         """Remove the pty."""
         self.board.detach(self._write)
+        if self._waiting is not None:
+            self._waiting.cancel()
         self._loop.remove_reader(self.master)
         os.close(self.master)
         os.close(self.slave)

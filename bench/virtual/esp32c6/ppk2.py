@@ -99,6 +99,8 @@ class VirtualPpk2:
         mode = "source" if self.mode == 2 else "ampere"
         out: dict[str, object] = {"path": self.path, "vdd_mv": self.vdd_mv, "measuring": self.measuring,
                                   "mode": mode, "dut_power": self.dut_power}  # fmt: skip
+        out["refused_events"] = self.supply.refused  # ring events not the firmware's: left out of the samples
+        out["stream_faults"] = self.supply.faults
         count, charge = self._sent
         if count:
             out["window"] = {"samples": count, "seconds": count / SAMPLE_RATE, "charge_uc": charge / SAMPLE_RATE,
@@ -111,13 +113,18 @@ class VirtualPpk2:
         except OSError:
             return
         self._inbox += data
-        while self._inbox:
-            op = self._inbox[0]
-            need = 1 + ARGUMENTS.get(op, 0)
-            if len(self._inbox) < need:
-                return
-            command, self._inbox = bytes(self._inbox[:need]), self._inbox[need:]
-            self._command(command)
+        self._read_commands()
+
+    def _read_commands(self) -> None:
+        """Act on the whole commands waiting (in one pass: a flood of bytes costs its length, not its square)."""
+        pos = 0
+        while pos < len(self._inbox):
+            need = 1 + ARGUMENTS.get(self._inbox[pos], 0)
+            if len(self._inbox) - pos < need:
+                break
+            self._command(bytes(self._inbox[pos : pos + need]))
+            pos += need
+        del self._inbox[:pos]
 
     def _command(self, cmd: bytes) -> None:
         op = cmd[0]
@@ -137,12 +144,13 @@ class VirtualPpk2:
     def _on_span(self, span: Span) -> None:
         if not self.measuring:
             return
-        count, self._phase_q = divmod(self._phase_q + span.dt_q, SAMPLE_Q)
+        count, self._phase_q = divmod(self._phase_q + max(0, span.dt_q), SAMPLE_Q)
         # in source-meter mode the PPK2 is the supply: with DUT power off nothing flows
         current = span.current_ua if (self.mode != 2 or self.dut_power) else 0.0
         sent, charge = self._sent
         self._sent = (sent + count, charge + current * count)
-        self._send(encode(current, count, logic_bits(span.gpio, self.wiring)))
+        # more samples than the buffer holds would only push each other out: the last MAX_BUFFER's worth are made
+        self._send(encode(current, min(count, MAX_BUFFER // 4), logic_bits(span.gpio, self.wiring)))
 
     def _send(self, data: bytes) -> None:
         self._out += data

@@ -18,6 +18,10 @@ from bench.virtual.esp32c6.vm import MicroPythonVM, RunResult, VmOutcome
 CTRL_A, CTRL_B, CTRL_C, CTRL_D, CTRL_E = 1, 2, 3, 4, 5
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
 RAW_PASTE_WINDOW = 256
+# the most of a program the board keeps (the chip's 512 KB of SRAM): bytes past it are dropped, so a client sending
+# a program without end costs no more memory (a friendly-REPL line keeps LINE_MAX, a block LINES_MAX lines)
+PROGRAM_MAX = 512 * 1024
+LINE_MAX, LINES_MAX = 4096, 1024
 SOFT_RESET = 5  # machine.reset_cause() after a soft reset
 
 
@@ -65,6 +69,11 @@ class Repl:
     def vm_pid(self) -> int | None:
         """The running VM's process id (None between VMs)."""
         return self._vm.pid if self._vm is not None else None
+
+    @property
+    def backlog(self) -> int:
+        """UART input bytes not taken yet."""
+        return len(self._pending)
 
     def feed(self, data: bytes) -> None:
         """UART input."""
@@ -181,7 +190,8 @@ class Repl:
                 text = bytes(line)
                 line = bytearray()
                 if lines or text.rstrip().endswith((b":", b"\\")):
-                    lines.append(text)
+                    if len(lines) < LINES_MAX:
+                        lines.append(text)
                     if text.strip():
                         self.write(b"... ")
                         continue
@@ -191,7 +201,7 @@ class Repl:
                     if result.outcome == VmOutcome.ERROR:
                         self.write(_crlf(result.traceback))
                 self.write(b">>> ")
-            elif c >= 0x20 or c == 0x09:
+            elif (c >= 0x20 or c == 0x09) and len(line) < LINE_MAX:
                 line.append(c)
                 self.write(bytes([c]))
 
@@ -224,7 +234,7 @@ class Repl:
                         raise _SoftReset
                     await self._run_with_eof(bytes(line))
                     break
-                else:
+                elif len(line) < PROGRAM_MAX:
                     line.append(c)
 
     async def _raw_paste(self) -> None:
@@ -235,7 +245,8 @@ class Repl:
             c = await self._getc()
             if c == CTRL_D:
                 break
-            source.append(c)
+            if len(source) < PROGRAM_MAX:
+                source.append(c)
             remain -= 1
             if remain == 0:
                 self.write(b"\x01")

@@ -3,7 +3,8 @@
 `python -m bench.virtual.esp32c6 --name c6-a --state DIR --mac 60:55:f9:c6:00:01` prints one JSON line
 with its URLs ({"rfc2217": ..., "socket": ..., "pty": ..., "ppk2": ..., "control": ...}) once it is ready;
 "ppk2" is the pty of the virtual PPK2 measuring the board's supply (bench/virtual/esp32c6/ppk2.py);
-`--logic-input 0=6` wires its logic input D0 to the board's GPIO6.
+`--logic-input 0=6` wires its logic input D0 to the board's GPIO6; `--log FILE` makes FILE its log (stderr),
+capped and rotated (bench.core.logcap).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
 
 from bench.config.kinds import UART_BRIDGE, USB_PERSONALITIES
+from bench.core.logcap import CappedLog
 from bench.virtual.control import control_url, new_token
 from bench.virtual.esp32c6.board import Board, BoardConfig, Mode
 from bench.virtual.esp32c6.control import start_control
@@ -74,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--logic-input", action="append", default=[], metavar="CHANNEL=GPIO",
                         help="wire the PPK2's logic input D<CHANNEL> to the board's GPIO<GPIO>")  # fmt: skip
+    parser.add_argument("--log", type=Path, help="the board's log (its stderr), capped and rotated")
     args = parser.parse_args(argv)
+    if args.log is not None:  # Python's lines through the cap; the descriptor too, for anything written to fd 2
+        sys.stderr = CappedLog(args.log, on_reopen=lambda fd: os.dup2(fd, 2))  # type: ignore[assignment]
     try:
         mac = parse_mac(args.mac)
         wiring = dict(parse_wire(w) for w in args.logic_input)

@@ -13,6 +13,10 @@ PPK2), from one of two sources:
   current is the share of the tick the VM process had the CPU (`/proc/PID/task/*/schedstat`), between the same
   figures; the ROM spins; in reset, light-sleep's figure; without power, nothing.
 
+A tick that fails (an event the timeline let through that a listener cannot take, QEMU's answer cut short) is
+counted in `faults` and the stream goes on with the next tick: nothing board code writes stops it, and `start()`
+after a power cycle brings back a stream that had stopped. Events the timeline refused are counted in `refused`.
+
 Figures: ESP32-C6 Series Datasheet v1.2, section 5.6 "Current Consumption", Table 5-8 (modem-sleep, CPU at
 160 MHz, all peripheral clocks enabled: CPU running 38 mA, CPU idle (WAITI) 27 mA) and Table 5-9 (light-sleep
 180 uA). Radio currents are not modelled: the virtual board has no radio.
@@ -98,10 +102,17 @@ class Supply:
         self.listeners: list[Callable[[Span], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._timeline: tuple[CountedClock, Timeline] | None = None
+        self._refused_before = 0  # refused by the timelines of earlier boots
+        self.faults = 0  # ticks that failed (the stream went on)
+
+    @property
+    def refused(self) -> int:
+        """Events of the counted core's ring refused as not the firmware's, all boots told."""
+        return self._refused_before + (self._timeline[1].refused if self._timeline is not None else 0)
 
     def start(self) -> None:
-        """Begin streaming."""
-        if self._task is None:
+        """Begin streaming (again, when the stream had stopped)."""
+        if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="virtual-supply")
 
     async def stop(self) -> None:
@@ -114,32 +125,42 @@ class Supply:
 
     async def _run(self) -> None:
         last_ns = time.monotonic_ns()
-        last_pid: int | None = None
-        last_cpu = 0
+        last: tuple[int | None, int] = (None, 0)  # the VM's pid and CPU time at the last tick
         deadline = time.monotonic()
         while True:
             deadline += TICK_S
             await asyncio.sleep(max(0.0, deadline - time.monotonic()))
             now = time.monotonic_ns()
-            powered, in_reset, app, pid = self._state()
-            core = self._core()
-            spans = await self._counted(core, now) if core is not None and powered and not in_reset else None
-            if spans is None:  # a tick of the host's clock
-                cpu = cpu_time_ns(pid) if pid is not None and core is None else None
-                busy = 0.0 if core is None else 1.0  # the counted core before its first status block: booting
-                if cpu is not None and pid == last_pid:
-                    busy = (cpu - last_cpu) / max(1, now - last_ns)
-                last_pid, last_cpu = pid, cpu or 0
-                current = LIGHT_SLEEP_UA if powered and in_reset else current_for(busy, app=app, powered=powered)
-                spans = [Span((now - last_ns) * Q_PER_NS, current)]
+            try:
+                spans, last = await self._tick(now, last_ns, last)
+                for span in spans:
+                    for listener in list(self.listeners):
+                        listener(span)
+            except Exception:  # a bad tick is counted; the stream goes on
+                self.faults += 1
             last_ns = now
-            for span in spans:
-                for listener in list(self.listeners):
-                    listener(span)
+
+    async def _tick(
+        self, now: int, last_ns: int, last: tuple[int | None, int]
+    ) -> tuple[list[Span], tuple[int | None, int]]:
+        """The spans from `last_ns` to `now`, and the VM's (pid, CPU time) now."""
+        powered, in_reset, app, pid = self._state()
+        core = self._core()
+        spans = await self._counted(core, now) if core is not None and powered and not in_reset else None
+        if spans is not None:
+            return spans, last
+        # a tick of the host's clock
+        cpu = cpu_time_ns(pid) if pid is not None and core is None else None
+        busy = 0.0 if core is None else 1.0  # the counted core before its first status block: booting
+        if cpu is not None and pid == last[0]:
+            busy = (cpu - last[1]) / max(1, now - last_ns)
+        current = LIGHT_SLEEP_UA if powered and in_reset else current_for(busy, app=app, powered=powered)
+        return [Span((now - last_ns) * Q_PER_NS, current)], (pid, cpu or 0)
 
     async def _counted(self, core: CountedClock, now_ns: int) -> list[Span] | None:
         """The spans of the counted clock that the core's new events give; None before its first status block."""
         if self._timeline is None or self._timeline[0] is not core:
+            self._refused_before = self.refused
             self._timeline = (core, Timeline())  # a new boot: its clock starts again
         timeline = self._timeline[1]
         status = await core.status()

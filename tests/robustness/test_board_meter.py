@@ -1,0 +1,182 @@
+"""Board code against the virtual PPK2: the counted core's status block and ring of events live in the chip's
+memory, which firmware a user flashes can write. Each event is checked before the meter counts it (time and busy
+cycles never go back, busy fits its stretch, time within the counted clock's reach, GPIOs the chip's), a refused
+one is counted and shown in the meter's status, and nothing written there stops the stream; a power cycle brings
+back a stream that had stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from bench.virtual.esp32c6.counted import UNBOUNDED, CoreEvent, CoreState, CoreStatus
+from bench.virtual.esp32c6.ppk2 import AVERAGE_START, MAX_BUFFER, VirtualPpk2
+from bench.virtual.esp32c6.supply import Span, Supply
+from bench.virtual.esp32c6.timeline import Segment, Timeline
+
+RUN, IDLE = CoreState.RUN, CoreState.IDLE
+MS_Q = 4_000_000
+CYCLES_PER_MS = 160_000
+HUGE = (1 << 63) - 1
+
+
+def ev(ms: float, busy_ms: float, state: CoreState = IDLE, gpio: int = 0) -> CoreEvent:
+    return CoreEvent(round(ms * MS_Q), round(busy_ms * CYCLES_PER_MS), state, gpio)
+
+
+def status(events: int) -> CoreStatus:
+    return CoreStatus(IDLE, UNBOUNDED, events, 0)
+
+
+def test_a_forged_huge_timestamp_is_refused_and_the_stream_goes_on() -> None:
+    t = Timeline()
+    t.advance(0, [ev(0, 0, RUN)], status(1), now_ns=0)
+    forged = CoreEvent(HUGE, 0, IDLE, 0)
+    got = t.advance(1, [forged, ev(2, 2, IDLE)], status(3), now_ns=1_000_000)
+    assert t.refused == 1 and got[0] == Segment(2 * MS_Q, 1.0, 0)  # the run up to the good event, whole
+
+
+def test_time_or_busy_cycles_going_back_are_refused() -> None:
+    t = Timeline()
+    t.advance(0, [ev(0, 0, RUN), ev(5, 5, IDLE)], status(2), now_ns=0)
+    t.advance(2, [ev(4, 5, RUN), ev(6, 4, RUN), ev(7, 5, IDLE)], status(5), now_ns=0)
+    assert t.refused == 2
+
+
+def test_a_run_busier_than_its_stretch_is_refused() -> None:
+    """A "decision" forged as 100 ms of busy cycles in 1 ms of time."""
+    t = Timeline()
+    t.advance(0, [ev(0, 0, RUN)], status(1), now_ns=0)
+    t.advance(1, [ev(1, 100, IDLE, 1 << 6)], status(2), now_ns=0)
+    assert t.refused == 1
+
+
+def test_gpio_levels_beyond_the_chips_pins_are_refused() -> None:
+    t = Timeline()
+    t.advance(0, [ev(0, 0, RUN), ev(1, 1, IDLE, gpio=1 << 31)], status(2), now_ns=0)
+    assert t.refused == 1
+
+
+def test_a_first_event_beyond_the_clocks_reach_is_refused() -> None:
+    t = Timeline()
+    t.advance(0, [ev(3_600_000, 0, IDLE)], status(1), now_ns=0)  # an hour of counted time at once
+    assert t.refused == 1 and t.advance(1, [ev(1, 0, IDLE)], status(2), now_ns=0) == []
+
+
+def test_an_event_count_that_goes_back_resyncs() -> None:
+    t = Timeline()
+    t.advance(0, [ev(0, 0, RUN)], status(1), now_ns=0)
+    assert t.wanted(status(2**31)) == (2**31 - 2048 + 64, 2048 - 64)  # a forged count: at most a ring's worth
+    t.advance(2**31 - 2048 + 64, [], status(2**31), now_ns=0)
+    assert t.wanted(status(3)) == (3, 0) and t.refused == 1  # the firmware wrote its real count again
+    assert t.wanted(status(5)) == (3, 2)
+
+
+class Ring:
+    """A counted core's memory as the supply reads it, with what board code wrote in it."""
+
+    def __init__(self, events: list[CoreEvent]) -> None:
+        self.ring = events
+
+    async def status(self) -> CoreStatus | None:
+        return status(len(self.ring))
+
+    async def events(self, first: int, count: int) -> list[CoreEvent] | None:
+        return self.ring[first : first + count]
+
+
+def serve(supply: Supply, ring: Ring, seconds: float, spans: list[Span]) -> None:
+    async def run() -> None:
+        supply.listeners.append(spans.append)
+        supply.start()
+        await asyncio.sleep(seconds)
+        ring.ring.append(ev(1, 1, IDLE))
+        await asyncio.sleep(seconds)
+        await supply.stop()
+
+    asyncio.run(run())
+
+
+def test_the_supply_streams_on_past_forged_events_and_counts_them() -> None:
+    ring = Ring([ev(0, 0, RUN), CoreEvent(HUGE, HUGE, IDLE, 0), CoreEvent(-1 & HUGE, 0, RUN, 1 << 40)])
+    supply = Supply(lambda: (True, False, True, None), lambda: ring)
+    spans: list[Span] = []
+    serve(supply, ring, 0.1, spans)
+    assert supply.refused == 2 and supply.faults == 0
+    assert Span(MS_Q, 27_000 + 11_000, 0) in spans  # the good run, after the forged events
+    assert all(s.dt_q < 10**12 for s in spans)
+
+
+def test_a_listener_that_fails_does_not_stop_the_stream() -> None:
+    ring = Ring([ev(0, 0, RUN)])
+    supply = Supply(lambda: (True, False, True, None), lambda: ring)
+    calls: list[Span] = []
+
+    def flaky(span: Span) -> None:
+        calls.append(span)
+        if len(calls) == 1:
+            raise MemoryError("a span too long to sample")
+
+    supply.listeners.append(flaky)
+    serve(supply, ring, 0.1, [])
+    assert supply.faults == 1 and len(calls) > 2
+
+
+def test_the_meter_samples_a_huge_span_within_its_buffer_and_says_what_it_refused() -> None:
+    async def run() -> None:
+        ring = Ring([ev(0, 0, RUN), CoreEvent(HUGE, 0, IDLE, 0)])
+        supply = Supply(lambda: (True, False, True, None), lambda: ring)
+        meter = VirtualPpk2(supply)
+        try:
+            meter._command(bytes([AVERAGE_START]))
+            meter._on_span(Span(10**18, 27_000.0))
+            assert len(meter._out) <= MAX_BUFFER
+            supply.start()
+            await asyncio.sleep(0.1)
+            assert meter.status()["refused_events"] == 1
+            assert meter.status()["stream_faults"] == 0
+        finally:
+            await supply.stop()
+            meter.close()
+
+    asyncio.run(run())
+
+
+def test_start_after_a_stop_brings_the_stream_back() -> None:
+    async def run() -> None:
+        supply = Supply(lambda: (True, False, False, None))
+        spans: list[Span] = []
+        supply.listeners.append(spans.append)
+        supply.start()
+        assert supply._task is not None
+        supply._task.cancel()  # the stream stopped, however it did
+        await asyncio.sleep(0.05)
+        spans.clear()
+        supply.start()  # what power_on / power_cycle do
+        await asyncio.sleep(0.1)
+        await supply.stop()
+        assert spans
+
+    asyncio.run(run())
+
+
+def test_garbage_on_the_meters_port_leaves_it_measuring() -> None:
+    """100 KB of random opcodes and arguments (a tool that is not ppk2-api, or a hostile one) on the PPK2's pty."""
+
+    async def run() -> None:
+        supply = Supply(lambda: (True, False, False, None))
+        meter = VirtualPpk2(supply)
+        try:
+            rng = random.Random(7)
+            meter._inbox += bytes(rng.randrange(256) for _ in range(100_000))
+            meter._read_commands()
+            meter._command(bytes([AVERAGE_START]))
+            supply.start()
+            await asyncio.sleep(0.1)
+            assert meter.measuring and meter.status()["window"]["samples"] > 0
+            assert len(meter._inbox) < 16
+        finally:
+            await supply.stop()
+            meter.close()
+
+    asyncio.run(run())
