@@ -42,6 +42,9 @@ VERSION = "0.1.0"
 SPIN_US = 1500  # wait on stdin until this close to a deadline, then spin
 IDLE_MS = 1000  # longest wait on stdin (keeps the unwrapped clock fed)
 STARVED_US = 100000  # a frame event this late lets a waiting line be read first
+# a loop that reads its inputs on its own clock (`start`'s hold_count) reads those due up to this long after its next
+# frame event before it sleeps to it: their parsing happens in the idle time before the event, not in its way
+READ_AHEAD_US = 100000
 CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
@@ -175,12 +178,13 @@ class Link:
         mask = select.POLLIN | select.POLLHUP | select.POLLERR
         return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
 
-    def readline(self):
+    def readline(self, wait=False):
         """The next whole line (ending in a newline); None when no input has come, or while a line too long for
         the protocol is read away (its first MAX_LINE + 1 bytes and a newline come back once its newline has come:
         the decoder answers them with `bad_frame`); b"" at the end of input. One call reads at most MAX_LINE + 1
-        bytes, in pieces of at most LINE_PIECE."""
-        if not self.ready(0):
+        bytes, in pieces of at most LINE_PIECE. `wait`: wait for the line to come (on the counted firmware that wait
+        stands still on the device's clock)."""
+        if not wait and not self.ready(0):
             return None
         if self.long is not None:  # reading away the rest of a long line
             piece = self.rx.readline(LINE_PIECE)
@@ -474,8 +478,9 @@ class Agent:
         if self.models.current is None:
             return wire.error("not_loaded", "no model loaded", msg.get("id"))
         sched, frames, hold_ms = npcsched.from_start(msg)
+        count = npcsched.hold_count(msg)
         self.loop = FrameLoop(sched, self.clock, frames)
-        self.held.start(None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms)
+        self.held.start(None if hold_ms is None else self.loop.vsync.origin + 1000 * hold_ms, count)
         epoch = self.held.epoch
         return wire.reply(msg, "ack", {} if epoch is None else {"epoch": epoch, "rx": rx_us})
 
@@ -640,6 +645,8 @@ class Agent:
         while True:
             if deadline is None:
                 return self.link.ready(IDLE_MS)
+            if self.held.fed():
+                return self.wait_fed(deadline)
             rem = deadline - self.clock.now()
             if rem <= 0:  # a due event goes before waiting input, unless the loop is so far behind that input
                 # would wait for ever (a core that cannot keep up never had a due event out of the way, so `stop`
@@ -654,6 +661,26 @@ class Agent:
                 return False
             if self.link.ready(min((rem - self.spin_us) // 1000, IDLE_MS)):
                 return True
+
+    def wait_fed(self, deadline):
+        """Until the frame event at `deadline`, in a held loop whose inputs the bench counted (`start`'s hold_count):
+        read the inputs due by READ_AHEAD_US after it, one by one, waiting for one that has not come yet, then sleep to
+        the deadline, which no line ends. Every input is read when the device's clock says, and a wait for one stands
+        still on the counted firmware's clock, so how fast the bench or the host sends them moves nothing on it
+        (docs/replay.md). Returns True when the link has closed."""
+        while not self.loop.stopping and self.held.wanted(deadline + READ_AHEAD_US):
+            t0 = self.clock.now()
+            line = self.link.readline(True)
+            if line is None:
+                continue  # part of a line too long for the protocol, read away
+            if not line:
+                return True  # stdin closed: serve reads the end
+            self.handle_line(line, self.clock.now())
+            self.busy["rx"] += self.clock.now() - t0
+        rem = deadline - self.clock.now()
+        if rem > 0:
+            time.sleep_us(rem)
+        return False
 
     def serve(self):
         """Run until `shutdown` or the end of stdin."""

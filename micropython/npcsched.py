@@ -121,6 +121,13 @@ def from_start(msg):
     return Scheduler(fps, vsync_hz, key_every), frames, hold_ms
 
 
+def hold_count(msg):
+    """`start`'s hold_count: how many inputs the bench sends for a held loop, those held ahead included (None: not
+    said); ValueError when out of range."""
+    count = msg.get("hold_count")
+    return None if count is None else npcfeat.whole(count, "hold_count", 0, MAX_FRAMES)
+
+
 class VsyncClock:
     """The display clock: VSync ticks every `1/vsync_hz` s from `origin` (us), as integers that never drift."""
 
@@ -158,6 +165,9 @@ class Held:
         self.late = 0  # inputs that arrived after their due time (released at once)
         self.late_max_us = 0
         self.dropped = 0  # inputs forgotten before they were due
+        self.count = None  # the inputs the bench sends this loop, held ahead included (`start`'s hold_count)
+        self.taken = 0  # inputs taken since `hold` (or since the loop started, with none held ahead)
+        self.last_ts_us = 0  # the due time (us after the epoch) of the last input taken
 
     def __len__(self):
         return len(self.items) - self.next
@@ -169,20 +179,36 @@ class Held:
     def hold(self):
         """Hold the inputs from now on for the next loop (those held before are dropped)."""
         self.drop()
+        self.taken = 0
         self.holding = True
 
-    def start(self, epoch):
+    def start(self, epoch, count=None):
         """A loop starts whose inputs are held until due after `epoch` (device us); with None its inputs are not
-        held, and those held ahead for it are dropped."""
+        held, and those held ahead for it are dropped. `count`: how many inputs the bench sends for it, those held
+        ahead included (None: not known)."""
         self.epoch = epoch
         if epoch is None:
             self.drop()
+        if not self.holding:
+            self.taken = 0
         self.holding = False
+        self.count = None if epoch is None else count
 
     def stop(self):
         """The loop stopped: the inputs not yet due are dropped."""
         self.drop()
         self.epoch = None
+        self.count = None
+
+    def fed(self):
+        """Whether the loop reads its inputs on its own clock: it knows how many the bench sends, and some are still
+        to come."""
+        return self.epoch is not None and self.count is not None and self.taken < self.count
+
+    def wanted(self, t_us):
+        """Whether the next input must be read before the loop goes on to device time `t_us`: more are to come and
+        none taken is due after it (the bench sends them in due order)."""
+        return self.fed() and (self.taken == 0 or self.epoch + self.last_ts_us <= t_us)
 
     def drop(self):
         """Forget the inputs not yet released (counted in `dropped`)."""
@@ -200,6 +226,8 @@ class Held:
             self.late += 1
             self.late_max_us = max(self.late_max_us, rx_us - self.epoch - ts_us)
         self.items.append((ts_us,) + args)  # noqa: RUF005 (MicroPython has no starred tuple displays)
+        self.taken += 1
+        self.last_ts_us = ts_us
         return True
 
     def release(self, t_us, features):

@@ -47,13 +47,13 @@ class LoopStart:
     # an agent with the `hold` cap holds each input until its clock reaches the input's `ts` after the loop's
     # epoch (its first VSync + hold_ms)
     hold_ms: int | None = None
+    # with hold_ms: how many inputs the bench sends for the loop, those held ahead included; an agent that knows it
+    # reads each input on its own clock (protocol.md `start`)
+    hold_count: int | None = None
 
     def fields(self) -> dict[str, Any]:
-        """The request's fields (`hold_ms` only when it is set)."""
-        fields = asdict(self)
-        if self.hold_ms is None:
-            del fields["hold_ms"]
-        return fields
+        """The request's fields (`hold_ms` and `hold_count` only when they are set)."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k not in ("hold_ms", "hold_count")}
 
 
 class AgentSession:

@@ -63,6 +63,10 @@ class Settings(Declared):
     # a replay on the device's own clock (docs/replay.md) plays as much of the session as fits this many seconds of
     # the bench's time, from the start; 0: the session's own length (at the replay's speed)
     replay_budget_s: float = ranged(0.0, 0.0, 3600)
+    # a replay on the device's own clock plays exactly the session's first this many seconds every night, however
+    # long the bench takes (up to SPAN_STRETCH x replay_budget_s): the same part of the session each night, so its
+    # counted figures compare (docs/replay.md, "Coverage"); 0: as much as fits replay_budget_s
+    replay_span_s: float = ranged(0.0, 0.0, 3600)
     # a replay sends each sampled channel (voice, gaze, mocap) at most this often, the first input of each 1/N s
     # of session time (events always go): for a board whose agent cannot take the session's every input; 0: all
     input_max_hz: float = ranged(0.0, 0.0, 1000)

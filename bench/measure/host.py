@@ -6,6 +6,7 @@ of the bench's process tree (the bench and the virtual devices it started)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import platform
 import socket
@@ -14,6 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import psutil
+
+QUIET_WINDOW_S = 5.0  # a host is quiet when it was over a window this long (wait_until_quiet)
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,18 @@ class HostNoiseMeter:
             busy_pct=round(busy_pct, 1), bench_pct=round(bench_pct, 1),
             others_pct=round(max(0.0, busy_pct - bench_pct), 1), steal_pct=round(100.0 * steal / capacity, 1),
         )  # fmt: skip
+
+
+async def wait_until_quiet(limit_pct: float, max_wait_s: float, window_s: float = QUIET_WINDOW_S) -> HostNoise:
+    """Wait until, over a window of `window_s`, processes outside the bench (and steal) took at most `limit_pct`
+    of the host, for `max_wait_s` at most; the last window's noise (`busy(limit_pct)` says whether it quieted)."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        meter = HostNoiseMeter()
+        await asyncio.sleep(window_s)
+        noise = meter.stop()
+        if not noise.busy(limit_pct) or time.monotonic() >= deadline:
+            return noise
 
 
 def _tree_cpu() -> dict[tuple[int, float], float]:

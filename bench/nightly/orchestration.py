@@ -24,7 +24,7 @@ from bench.devices.held import HeldDrivers
 from bench.devices.probe import probe_link
 from bench.lab.acquire import lab_devices
 from bench.lab.doctor import device_problems
-from bench.measure.host import HostNoiseMeter
+from bench.measure.host import HostNoiseMeter, wait_until_quiet
 from bench.nightly.alerting import night_findings, record_alerts
 from bench.nightly.attribution import attribute, regressions_of
 from bench.nightly.confirm import Confirmation, confirm_run
@@ -48,6 +48,7 @@ from bench.store.runs import UPDATE_RUN_KIND
 from bench.virtual import board_controls, virtual_fleet
 
 CONFIRM_STATES = (REGRESSION, NOT_REPRODUCED)
+CONFIRM_QUIET_WAIT_S = 180.0  # a confirm replay waits at most this long for the host to quiet, then runs anyway
 STAGE_NAMES = ("check", "flash", "replay", "confirm", "update", "faults")
 
 
@@ -496,6 +497,9 @@ async def _confirm(
     outcomes = {d.name: DeviceOutcome(True, "nothing to confirm") for d in devices}
 
     async def replay(path: str, devs: list[Device]) -> int:
+        # a confirm replay on a busy host would give its devices their inputs as the busy night did: it waits for
+        # the host to quiet (docs/replay.md, "Inputs on the counted clock")
+        await wait_until_quiet(_thresholds(opts).host.busy_others_pct, CONFIRM_QUIET_WAIT_S)
         return (await replay_session(devs, Path(path), opts, result, "confirm", agents)).run_id
 
     for session, run_id in result.replay_run_ids.items():

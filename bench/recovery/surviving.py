@@ -295,7 +295,8 @@ class SurvivingSession:
         assert loop is not None
         if loop.frames:  # a run of so many frames: the new loop owes what has not arrived yet
             loop = dataclasses.replace(loop, frames=loop.frames - self._received)
-        await start_fresh(session, loop)
+        # the new agent lost the inputs held for the old loop: it takes the rest as they come (no hold_count)
+        await start_fresh(session, dataclasses.replace(loop, hold_count=None))
 
     def _numbered(self, rec: Frame) -> Frame:
         """`rec` with its index continuing those of the sessions before."""

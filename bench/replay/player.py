@@ -71,6 +71,10 @@ class Track:
         """Actual minus scheduled send time of every sent input (ns; paced replays only)."""
         return [s - d for d, s in zip(self.due_ns, self.sent_ns, strict=True) if s >= 0 and d >= 0]
 
+    def planned(self, plan: Plan) -> int:
+        """How many of the plan's inputs this sink is sent."""
+        return len(plan.inputs) if self.keep is None else len(self.keep)
+
     def takes(self, index: int) -> bool:
         """Whether the plan's input `index` is for this sink."""
         return self.keep is None or index in self.keep

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from bench.energy.protocol import Meter, PowerSample
 from bench.energy.store import add_power
 from bench.measure.device import DeviceMeasurements, measure_device
 from bench.measure.energy import EnergyFigures, energy_figures
+from bench.measure.played import add_played, played
 from bench.measure.records import OffsetClock
 from bench.measure.replay_timing import ReplayTiming
 from bench.replay.pacing import Pacer
@@ -38,6 +40,7 @@ from bench.replay.sink import FrameSink, RunSink
 
 CLOCK_PINGS = 16
 TAIL_S = 0.5  # after the last input, keep listening this long (covers the decision budget)
+SPAN_STRETCH = 3.0  # a device playing a fixed span of the session may take this many times its replay_budget_s
 COLD_STARTS = 10  # per device and session run: first-frame time is their median (the product's +15% check)
 COLD_START_TIMEOUT_S = 30.0
 HOLD_MS = 200  # a device-clock replay: session time 0 is this long after the agent's first VSync
@@ -284,6 +287,9 @@ class ReplayRun:
         if s.input_max_hz:
             keep = frozenset(sampled_at_most(self.plan, s.input_max_hz))
             reason += f"; voice, gaze and mocap at most {s.input_max_hz:g} Hz (the fleet's input_max_hz)"
+        if s.replay_span_s and run.latency_clock == "device":
+            keep = frozenset(i for i in (keep or range(len(self.plan.inputs))) if self._in_span(i, s.replay_span_s))
+            reason += f"; the session's first {s.replay_span_s:g} s (the fleet's replay_span_s)"
         run.track = Track(dev.name, _RecordingSink(session, [p.seq for p in self.plan.inputs]), choice.mode,
                           reason, keep=keep)  # fmt: skip
         if run.latency_clock == "device":
@@ -300,7 +306,8 @@ class ReplayRun:
         run.start_ns = time.monotonic_ns()
         ack = await session.start(LoopStart(
             fps=s.fps_target, vsync_hz=s.vsync_hz, key_every=key_every(s), budget_ms=s.decision_budget_ms,
-            hold_ms=hold,
+            frames=0 if hold is None else self._frames_for(run), hold_ms=hold,
+            hold_count=None if hold is None else run.track.planned(self.plan),
         ))  # fmt: skip
         if hold is not None:
             run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
@@ -354,8 +361,20 @@ class ReplayRun:
         return energy_figures(run.power, run.frames, clock, run.meter.name, run.meter.period_s, run.meter.marker)
 
     def _budget_s(self, dev: Device) -> float:
-        """Bench seconds a device-clock replay may take: the device's replay_budget_s, else the session's length."""
-        return dev.settings.replay_budget_s or self.plan.duration_ns / 1e9 / (self.speed or 1.0)
+        """Bench seconds a device-clock replay may take: the device's replay_budget_s, else the session's length;
+        SPAN_STRETCH times that for a device that plays a fixed span of the session (replay_span_s)."""
+        budget = dev.settings.replay_budget_s or self.plan.duration_ns / 1e9 / (self.speed or 1.0)
+        return budget * SPAN_STRETCH if dev.settings.replay_span_s else budget
+
+    def _in_span(self, index: int, span_s: float) -> bool:
+        return self.plan.inputs[index].offset_ns <= span_s * 1e9
+
+    def _frames_for(self, run: DeviceRun) -> int:
+        """The display frames of a device-clock loop that plays its track to the end: up to TAIL_S past its last
+        input (the loop then ends on its own clock, at the same frame every night, not when the bench's `stop`
+        arrives)."""
+        last_ns = max((p.offset_ns for i, p in enumerate(self.plan.inputs) if run.track.takes(i)), default=0)
+        return math.ceil((HOLD_MS / 1000 + last_ns / 1e9 + TAIL_S) * run.device.settings.vsync_hz) + 1
 
     def _voice_choice(self, dev: Device) -> VoiceChoice:
         if self.voice != "auto":
@@ -461,8 +480,10 @@ class ReplayRun:
             energy=run.energy,
             energy_budget_mj=run.device.energy.budget_mj if run.device.energy is not None else None,
         )
-        planned = len(self.plan.inputs) if run.track.keep is None else len(run.track.keep)
+        planned = run.track.planned(self.plan)
         run.result.add("inputs_sent", run.track.sent, description=f"of {planned} planned")
+        if run.latency_clock == "device":  # what the device was given on its own clock (bench.results.played)
+            add_played(run.result, played(run.frames, list(run.track.sent_by_seq(self.plan)), run.stats))
         run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
         self.store.measures.add_measurements(self.run_id, name, run.result.measurements)
         self.store.measures.add_histograms(self.run_id, name, run.result.histograms)

@@ -14,6 +14,7 @@ from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_creep, find_drift
 from bench.results.evidence import regression_nights, series, window
+from bench.results.played import played_difference
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
     INCONCLUSIVE,
@@ -27,6 +28,7 @@ from bench.results.verdict import (
     judge,
     not_applicable,
     off_pace,
+    played_otherwise,
 )  # fmt: skip
 from bench.store.results import ResultStore
 
@@ -99,7 +101,9 @@ def judge_run(
     judged nights before it, with it, drifted; a suspected night is also named a drift when it is a regression that
     keeps growing (bench.results.drift; neither against a pinned baseline, which does not move). A suspected
     regression of a host-timed metric on a virtual device while the bench host was busier than during its baseline
-    runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted())."""
+    runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted()). Every counted figure of a
+    device replayed on its own clock that was given its inputs otherwise than in its baseline runs is INCONCLUSIVE,
+    naming the difference (bench.results.played), whatever it showed."""
     (record,) = store.reading.runs([run_id], [store.runs.run(run_id)])  # the run is read once, up front
     prints = store.reading.fingerprints([run_id])[run_id]
     host = store.verdicts.host_of(run_id)
@@ -114,6 +118,7 @@ def judge_run(
         icount = fp.get("clock") == "icount"
         stored = {m.name: m for m in part.measurements}
         pace = pace_reason(stored)
+        played: dict[tuple[int, ...], str | None] = {}  # baseline runs -> how the run was given its inputs otherwise
         for rule in thresholds.rules:
             m = stored.get(rule.measurement)
             count = counted(rule, fp, m.flags if m else ())
@@ -136,6 +141,11 @@ def judge_run(
             elif virtual and rule.host_timed and not count and verdict.status == SUSPECTED:
                 busy = busy_reason(store, host, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict
+            elif count and fp.get("latency_clock") == "device":
+                runs = verdict.baseline_runs
+                if runs not in played:
+                    played[runs] = played_difference(store, run_id, dev.name, runs)
+                verdict = played_otherwise(verdict, played[runs]) if played[runs] else verdict
             verdicts.append(verdict)
     return verdicts
 

@@ -187,6 +187,16 @@ def off_pace(verdict: Verdict, pace: str) -> Verdict:
     return replace(verdict, status=INCONCLUSIVE, reason=f"inconclusive: replay off pace ({pace}); {verdict.reason}")
 
 
+def played_otherwise(verdict: Verdict, difference: str) -> Verdict:
+    """A counted figure of a run whose device was given its inputs otherwise than in its baseline runs
+    (bench.results.played): inconclusive whatever it said, so it is never a regression and the run joins no
+    baseline. A verdict that could not judge anything anyway is left as it is."""
+    if verdict.status in (NOT_APPLICABLE, NO_DATA, NOT_ENOUGH, COLLECTING):
+        return verdict
+    why = f"inconclusive: the inputs reached the device differently (host busy): {difference}"
+    return replace(verdict, status=INCONCLUSIVE, reason=f"{why}; {verdict.reason}")
+
+
 def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:
     """A suspected regression of a host-timed metric on a virtual device while the bench host was busy."""
     if verdict.status != SUSPECTED:

@@ -175,3 +175,27 @@ def test_released_inputs_are_compacted_away() -> None:
     assert len(held.items) == len(held) == 49 and held.next == 0
     held.release(199_000, taken)
     assert len(taken.inputs) == 200 and len(held) == 0
+
+
+def test_a_loop_that_knows_its_input_count_wants_the_next_input_until_one_is_due_after_the_time() -> None:
+    held = npcsched.Held(limit=100)
+    held.hold()
+    held.add(("gaze", 0.0, [0.1], 0), rx_us=0)  # held ahead of the loop: counted in hold_count
+    held.start(1_000_000, count=3)
+    assert held.fed() and not held.wanted(999_999)  # the input taken is due at the epoch: nothing more needed before
+    assert held.wanted(1_000_000)  # the loop reaches the last input taken: the next may be due then too, read it
+    held.add(("gaze", 10.0, [0.1], 1), rx_us=0)
+    assert not held.wanted(1_009_999) and held.wanted(1_010_000)
+    held.add(("gaze", 20.0, [0.1], 2), rx_us=0)
+    assert not held.fed() and not held.wanted(9_000_000)  # all 3 came: the loop runs on without input
+    held.stop()
+    assert held.count is None
+
+
+def test_a_loop_without_hold_count_never_waits_for_input() -> None:
+    held = npcsched.Held(limit=10)
+    held.start(0)
+    assert not held.fed() and not held.wanted(10**9)
+    assert npcsched.hold_count({"t": "start"}) is None and npcsched.hold_count({"hold_count": 7}) == 7
+    with pytest.raises(ValueError):
+        npcsched.hold_count({"hold_count": -1})

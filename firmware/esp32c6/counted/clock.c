@@ -4,9 +4,10 @@
 // one instruction per 6.25 ns cycle (160 MHz, CPI 1 assumed), so busy chip time = instructions x 6.25 ns.
 // Idle time is spent in `wfi` on the CLINT timer; QEMU (sleep=on) lets virtual time pass at wall-clock rate
 // then, so idle chip time = the virtual time that passed (1:1). A timed sleep that runs to its end, or that an
-// alarm ends, is credited exactly the chip time up to its end; a wait that input ends is credited the time that
-// passed, rounded up to a whole microsecond. So what a program does after its input arrived takes the same
-// ticks on every run. Time is kept in quarter nanoseconds (one cycle = 25 of them) so nothing is rounded.
+// alarm ends, is credited exactly the chip time up to its end; a timed wait that input ends is credited the time
+// that passed, rounded up to a whole microsecond; a wait that only input ends (a blocking read) is credited
+// nothing: the program takes its input at the counted time it asked for it, however long the host took to send
+// it. So what a program does after its input arrived takes the same ticks on every run. Time is kept in quarter nanoseconds (one cycle = 25 of them) so nothing is rounded.
 #include "virt.h"
 
 #define CLINT_MTIMECMP (VIRT_CLINT_BASE + 0x4000u)
@@ -168,6 +169,25 @@ void clock_stall_until(bool (*ready)(void)) {
     irq_restore(state);
 }
 
+// Stand the counted clock still from here to clock_stand_end: none of the instructions or time in between count
+// (a wait for input: how long the host took to send it, and in how many pieces, is not the chip's). With an alarm
+// armed the wait stays on the clock (the alarm must come due during it).
+clock_stand_t clock_stand_begin(void) {
+    uint32_t state = irq_disable();
+    clock_stand_t mark = {read_mcycle(), idle_virt, idle_chip_q, alarm_ns == 0};
+    irq_restore(state);
+    return mark;
+}
+
+void clock_stand_end(clock_stand_t mark) {
+    uint32_t state = irq_disable();
+    if (mark.still && alarm_ns == 0) {
+        idle_virt = mark.idle_virt + (read_mcycle() - mark.v);
+        idle_chip_q = mark.idle_chip_q;
+    }
+    irq_restore(state);
+}
+
 // Round the clock up to a whole microsecond: done when input is taken, so what follows it runs on the
 // same ticks whenever the input arrived.
 void clock_align_us(void) {
@@ -235,7 +255,9 @@ bool clock_idle_q(uint64_t chip_q, bool (*wake)(void)) {
         uint64_t upto = due_q > start_q ? due_q - start_q : 0;
         idle_chip_q += upto < chip_q ? upto : chip_q;
     } else {
-        idle_chip_q += (end - start) * Q_PER_NS; // ended by input: the time that passed, to a whole us
+        if (chip_q != UINT64_MAX) { // a timed wait ended by input: the time that passed, to a whole us
+            idle_chip_q += (end - start) * Q_PER_NS;
+        } // else only input ends it: the clock stands still (the wall time the host took is not the chip's)
         uint64_t q = chip_q_at(end);
         idle_chip_q += (Q_PER_US - q % Q_PER_US) % Q_PER_US;
     }

@@ -36,16 +36,22 @@ void c6_wfe(int timeout_ms) {
     }
 }
 
+// A byte of input, waiting for it with the counted clock standing still: the program takes it at the counted time it
+// asked for it, however long the host took to send it and in how many pieces (docs/replay.md).
 int mp_hal_stdin_rx_chr(void) {
     for (;;) {
-        int c = uart_rx_char();
+        clock_stand_t mark = clock_stand_begin();
+        int c;
+        while ((c = uart_rx_char()) < 0 && !pending_non_input()) {
+            c6_wait_events();
+        }
+        clock_stand_end(mark);
         if (c >= 0) {
             // on a whole microsecond: whether this byte was waited for or already there, what the program does
             // with it starts at the same phase of the clock (its ticks are the same on every run)
             clock_align_us();
             return c;
         }
-        c6_wait_events();
         mp_handle_pending(MP_HANDLE_PENDING_CALLBACKS_AND_EXCEPTIONS);
     }
 }

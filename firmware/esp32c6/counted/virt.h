@@ -107,6 +107,14 @@ void clock_timer_irq(void);
 uint64_t clock_irq_enter(void);
 void clock_irq_exit(uint64_t entered);
 void clock_align_us(void);
+// Stand the counted clock still over a wait for input (its instructions and time do not count); not while an alarm
+// is armed
+typedef struct {
+    uint64_t v, idle_virt, idle_chip_q;
+    bool still;
+} clock_stand_t;
+clock_stand_t clock_stand_begin(void);
+void clock_stand_end(clock_stand_t mark);
 void clock_stall_until(bool (*ready)(void));
 // Run `cb` when the counted clock reaches `deadline_ns` (one slot, for machine.Timer/WDT); 0 cancels.
 void clock_set_alarm(uint64_t deadline_ns);
