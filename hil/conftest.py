@@ -12,7 +12,7 @@ import pytest
 
 from bench.measure.host import HostNoise, HostNoiseMeter
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from bench.results.thresholds import load_thresholds
 from bench.testkit.agent import DeviceAgent, Replayed

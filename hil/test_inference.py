@@ -16,8 +16,8 @@ import pytest
 from bench.bundles import MODELS_DIR
 from bench.models.catalogue import policy
 from bench.models.policy import SOFTMAX_SCALE, SOFTMAX_ZERO_POINT, calibration_inputs
-from bench.models.reference import float_infer, quantize_input
 from bench.models.tflite_read import read_int8_policy
+from bench.testkit.reference import float_infer, quantize_input
 
 SAMPLES = 16
 

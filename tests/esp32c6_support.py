@@ -106,7 +106,7 @@ def check_machine_base(printed: str) -> None:
 def c6_device(name: str, mac: str, energy: EnergySpec | None = None, **settings: object) -> Device:
     """A virtual ESP32-C6 fleet device (kind defaults, plus `settings`), with the meter `energy`."""
     merged = get_kind("esp32c6").defaults().replace(**settings)
-    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, extra={"mac": mac},
+    return Device(name=name, kind="esp32c6", link=None, virtual=True, settings=merged, mac=mac,
                   energy=energy)  # fmt: skip
 
 

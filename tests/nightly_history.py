@@ -13,7 +13,6 @@ from bench.alerts import record_night
 from bench.alerts.findings import findings_of_verdicts
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
-from bench.results.evidence import record_fingerprint
 from bench.results.thresholds import Thresholds
 from bench.store.results import ResultStore
 from tests.stored_runs import night_start
@@ -51,21 +50,21 @@ def write_history(
     rng = np.random.default_rng(5)
     ids = []
     for night in range(plan.nights):
-        run = store.begin_run("replay", session="combat", started_at=night_start(first_night, night))
+        run = store.runs.begin_run("replay", session="combat", started_at=night_start(first_night, night))
         for name in devices:
             kind, inference, latency, fps, mem, clock = FLEET[name]
-            store.add_device(run, name, kind)
+            store.runs.add_device(run, name, kind)
             noise = rng.lognormal(0.0, plan.cv, 4)
             if plan.creep_from is not None and name == plan.creep_device and night >= plan.creep_from:
                 inference *= (1 + plan.creep_rate) ** (night - plan.creep_from + 1)
             if night == plan.step_night and name == "c6-a":
                 mem *= 1.4
             model = f"{night // plan.model_every:064x}" if plan.model_every else "0" * 64
-            record_fingerprint(store, run, name, {"model_sha256": model, "virtual": True, "clock": clock})
+            store.verdicts.record_fingerprint(run, name, {"model_sha256": model, "virtual": True, "clock": clock})
             if plan.failed.get(night) == name:
-                store.update_device(run, name, status="failed", detail="link lost mid-replay")
+                store.runs.update_device(run, name, status="failed", detail="link lost mid-replay")
                 continue
-            store.add_measurements(run, name, [
+            store.measures.add_measurements(run, name, [
                 Measurement("inference_latency_p50", "us", inference * noise[0], samples=900),
                 Measurement("decision_latency_p50", "us", latency * noise[1], samples=900),
                 Measurement("decision_latency_p99", "us", 2 * latency * noise[1], samples=900),
@@ -74,8 +73,8 @@ def write_history(
                 Measurement("frame_jitter_std", "us", 800 * noise[3], samples=900),
                 Measurement("mem_peak", "B", mem, samples=40),
             ])  # fmt: skip
-            store.update_device(run, name, status="ok")
-        store.finish_run(run, "ok")
+            store.runs.update_device(run, name, status="ok")
+        store.runs.finish_run(run, "ok")
         done = asyncio.run(confirm_run(store, run, "combat.mcap", [], thresholds, None))
         record_night(store, findings_of_verdicts(store, run, done.verdicts), thresholds.alerts, "nightly on test-host")
         ids.append(run)
@@ -95,22 +94,22 @@ def store_night(
     """One judged night of `session` on `devices` (real-time clocks, CV 1.2%), each device's inference P50 times
     its `slower` factor, running the model `models` names (default "0"*64), its findings recorded as alerts by the
     nightly's own step; returns the run id."""
-    run = store.begin_run("replay", session=session)
+    run = store.runs.begin_run("replay", session=session)
     for name in devices:
         kind, inference, latency, fps, mem, _ = FLEET[name]
-        store.add_device(run, name, kind)
+        store.runs.add_device(run, name, kind)
         noise = rng.lognormal(0.0, 0.012, 3)
         model = (models or {}).get(name, "0" * 64)
-        record_fingerprint(store, run, name, {"model_sha256": model, "virtual": True, "clock": "real time"})
-        store.add_measurements(run, name, [
+        store.verdicts.record_fingerprint(run, name, {"model_sha256": model, "virtual": True, "clock": "real time"})
+        store.measures.add_measurements(run, name, [
             Measurement("inference_latency_p50", "us", inference * (slower or {}).get(name, 1.0) * noise[0],
                         samples=900),
             Measurement("decision_latency_p50", "us", latency * noise[1], samples=900),
             Measurement("fps", "FPS", fps * (1 + (noise[2] - 1) / 20), samples=900),
             Measurement("mem_peak", "B", mem, samples=40),
         ])  # fmt: skip
-        store.update_device(run, name, status="ok")
-    store.finish_run(run, "ok")
+        store.runs.update_device(run, name, status="ok")
+    store.runs.finish_run(run, "ok")
     done = asyncio.run(confirm_run(store, run, f"{session}.mcap", [], thresholds, None))
     record_night(store, findings_of_verdicts(store, run, done.verdicts), thresholds.alerts, "nightly on test-host")
     return run

@@ -10,7 +10,6 @@ import numpy as np
 
 from bench.measure.faults import FaultEvent
 from bench.results.baseline import set_baseline
-from bench.results.evidence import accept
 from bench.store.results import ResultStore, open_store
 from tests.measured_runs import Shape, measured, records
 
@@ -27,16 +26,17 @@ def write_device(store: ResultStore, run_id: int, name: str, kind: str, fps: int
                  frames: int, rng: np.random.Generator, factor: float) -> None:  # fmt: skip
     """One device's records in one run, measured and stored as a replay run stores them (bench.measure, then the
     store's API)."""
-    store.add_device(run_id, name, kind)
+    store.runs.add_device(run_id, name, kind)
     shape = Shape(fps, latency_ms, 1.42e9, factor=factor, cold_starts=10, memory_spread=0.0)
     recs, sent_ns = records(shape, frames, rng)
-    store.add_frames(run_id, name, recs)
+    store.frames.add_frames(run_id, name, recs)
     result = measured(shape, recs, sent_ns, rng)
-    store.add_histograms(run_id, name, result.histograms)
-    store.add_measurements(run_id, name, result.measurements)
+    store.measures.add_histograms(run_id, name, result.histograms)
+    store.measures.add_measurements(run_id, name, result.measurements)
     switch = recs[frames // 2].t0
-    store.add_faults(run_id, name, [FaultEvent("oom", "new model ran out of memory", 8, 7, switch, switch + 1_200_000,
-                                               None, 1200.0, 412_000, "")])  # fmt: skip
+    late = switch + 1_200_000
+    fault = FaultEvent("oom", "new model ran out of memory", 8, 7, switch, late, None, 1200.0, 412_000, "")
+    store.measures.add_faults(run_id, name, [fault])
 
 
 def build_store(
@@ -50,13 +50,13 @@ def build_store(
     last = 0
     with open_store(path) as store:
         for r in range(runs):
-            last = store.begin_run("nightly", bench="synthetic", session="synthetic",
+            last = store.runs.begin_run("nightly", bench="synthetic", session="synthetic",
                                    started_at=night_start(first_night, r))  # fmt: skip
             for name, kind, fps, latency in DEVICES[:devices]:
                 factor = 1.25 if (r >= runs - regressed_runs and name == regress) else 1.0
                 write_device(store, last, name, kind, fps, latency, frames, rng, factor)
-                accept(store, last, name, factor == 1.0, "" if factor == 1.0 else "regressed")
-            store.finish_run(last, "ok")
+                store.windows.accept(last, name, factor == 1.0, "" if factor == 1.0 else "regressed")
+            store.runs.finish_run(last, "ok")
             if r == 0:
                 set_baseline(store, last)
     return last

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.report.runview import DeviceRun, FaultEvent, FrameTrace, OtaTransfer, RunView
+from bench.report.runview import DeviceView, FrameTrace, OtaTransfer, RunView, TimelineFault
 from bench.report.view_adapter import add_stored
 from tests.measured_runs import Shape, measured, records
 
@@ -21,7 +21,7 @@ FLEET = (
 def synthetic_device(
     name: str, kind: str, fps: float, latency_ms: float, memory_mb: float, frames: int, rng: np.random.Generator,
     *, latency_factor: float = 1.0, with_events: bool = True,
-) -> DeviceRun:  # fmt: skip
+) -> DeviceView:  # fmt: skip
     """One device's frames and stored figures: log-normal latencies, normal frame jitter, a stall or two."""
     shape = Shape(fps, latency_ms, memory_mb * 1e6, factor=latency_factor)
     recs, sent_ns = records(shape, frames, rng)
@@ -30,7 +30,7 @@ def synthetic_device(
     due = np.array([r.due for r in recs], dtype=float)
     trace = FrameTrace(t_s=(t0 - t0[0]) / 1e6, interval_ms=np.concatenate([[np.nan], np.diff(t0) / 1000.0]),
                        deviation_us=t0 - due)  # fmt: skip
-    device = DeviceRun(
+    device = DeviceView(
         name=name, kind=kind, frames=trace,
         model_versions=["npc-policy-int8@3f9a1c2", *(["npc-policy-int8@77b0e41"] if with_events else [])],
     )  # fmt: skip
@@ -38,8 +38,10 @@ def synthetic_device(
     if with_events:
         end = float(trace.t_s[-1])
         device.faults = [
-            FaultEvent(end * 0.3, "bad-signature", "model signed with an unknown key", "rejected, old model kept"),
-            FaultEvent(end * 0.6, "oom", "new model ran out of memory 1.2 s after the switch", "rolled back in 412 ms"),
+            TimelineFault(end * 0.3, "bad-signature", "model signed with an unknown key", "rejected, old model kept"),
+            TimelineFault(
+                end * 0.6, "oom", "new model ran out of memory 1.2 s after the switch", "rolled back in 412 ms"
+            ),
         ]
         device.ota = [
             OtaTransfer("npc-policy@3", "npc-policy@4", True, 23_552, 23, 1, 1840.0, 196.0, 14.0, "ok"),

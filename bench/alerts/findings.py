@@ -9,7 +9,6 @@ from typing import Any
 from bench.alerts.model import DRIFT, FAILURE, REGRESSION
 from bench.bundles.fingerprint import changes
 from bench.results.bisect import offer
-from bench.results.evidence import fingerprints
 from bench.results.verdict import IMPROVED, UNCHANGED, Verdict
 from bench.results.verdict import REGRESSION as CONFIRMED
 from bench.store.results import ResultStore
@@ -39,10 +38,10 @@ def findings_of_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict
     """The findings of a judged session run: each confirmed regression or drift (bad, with its evidence, the
     fingerprint change against its newest baseline run, the attribution the nightly stored, and the bisect
     command), each unchanged or improved metric (good); the other verdicts say nothing."""
-    row = store.run(run_id)
+    row = store.runs.run(run_id)
     session = row.session or ""
-    causes = {d.name: d.info.get("cause") or {} for d in store.devices(run_id)}
-    prints = fingerprints(store, run_id)
+    causes = {d.name: d.info.get("cause") or {} for d in store.runs.devices(run_id)}
+    prints = store.verdicts.fingerprints(run_id)
     out = []
     for v in verdicts:
         if v.status in (UNCHANGED, IMPROVED):
@@ -50,9 +49,9 @@ def findings_of_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict
         elif v.status == CONFIRMED:
             base_run = max(v.baseline_runs) if v.baseline_runs else None
             now = prints.get(v.device, {})
-            then = fingerprints(store, base_run).get(v.device) if base_run is not None else None
+            then = store.verdicts.fingerprints(base_run).get(v.device) if base_run is not None else None
             cause = causes.get(v.device, {})
-            base_rev = store.run(base_run).git_rev if base_run is not None else None
+            base_rev = store.runs.run(base_run).git_rev if base_run is not None else None
             session_file = str(row.config.get("session_file") or f"{session or 'SESSION'}.mcap")
             evidence = {
                 "title": v.title, "unit": v.unit, "effect_pct": v.effect_pct, "p_value": v.p_value,
@@ -72,16 +71,16 @@ def findings_of_verdicts(store: ResultStore, run_id: int, verdicts: list[Verdict
 
 def failure_finding(store: ResultStore, session: str, device: str, run_id: int, stage: str, why: str) -> Finding:
     """A product failure of `device` in `stage` of run `run_id` (bad), with the fingerprint it ran."""
-    now = fingerprints(store, run_id).get(device, {})
+    now = store.verdicts.fingerprints(run_id).get(device, {})
     evidence = {"title": f"{FAILURE_METRIC} in {stage}", "reason": why, "change": [], "components": {},
                 "fingerprint": {k: now.get(k) for k in COMPONENT_FIELDS if now.get(k)}}  # fmt: skip
-    started = store.run(run_id).started_at
+    started = store.runs.run(run_id).started_at
     return Finding(session, device, f"{FAILURE_METRIC}: {stage}", run_id, started, True, FAILURE, evidence)
 
 
 def passed_finding(store: ResultStore, session: str, device: str, run_id: int, stage: str) -> Finding:
     """`device` passed `stage` of run `run_id` (good for an alert of a product failure there)."""
-    started = store.run(run_id).started_at
+    started = store.runs.run(run_id).started_at
     return Finding(session, device, f"{FAILURE_METRIC}: {stage}", run_id, started, False, FAILURE)
 
 

@@ -16,17 +16,13 @@ fixed; a fixed one only reopens by itself. A bad night on an open alert joins it
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 from bench.core.console import shown
 from bench.core.errors import ConfigError
+from bench.store.alerts import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, UNTRIAGED, AlertRow
 
-UNTRIAGED = "untriaged"
-ACKNOWLEDGED = "acknowledged"
-INVALID = "invalid"
-DOWNSTREAM = "downstream"
-FIXED = "fixed"
 STATES = (UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM, FIXED)
 OPEN = (UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM)  # a bad night joins these (a fixed one reopens)
 
@@ -42,28 +38,13 @@ class AlertError(ConfigError):
     """A request about an alert that cannot be done (unknown id, a state change that is not allowed): exit 2."""
 
 
-@dataclass
-class Alert:
+class Alert(AlertRow):
     """One alert: which step on which device, session and metric, its evidence and its state."""
 
-    id: int
-    session: str
-    device: str
-    metric: str
-    kind: str  # regression, drift or failure
-    state: str
-    first_run: int  # the first bad night
-    last_run: int  # the newest bad night that joined it
-    opened_at: str  # ISO-8601 UTC: the first night's start
-    state_since: str  # when it entered its state
-    owner: str = ""
-    note: str = ""
-    link: str = ""
-    reason: str = ""  # why it is invalid
-    of_alert: int | None = None  # the alert it is downstream of
-    fixed_run: int | None = None  # the run that fixed it
-    good_nights: int = 0  # nights in a row back inside the baseline since the last bad one
-    data: dict[str, Any] = field(default_factory=dict)  # evidence: title, unit, effect, p, change, cause, bisect
+    @classmethod
+    def of(cls, row: AlertRow) -> Alert:
+        """The alert a stored row holds."""
+        return cls(**vars(row))
 
     @property
     def title(self) -> str:

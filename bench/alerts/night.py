@@ -12,6 +12,7 @@ from typing import Any
 from bench.alerts import table
 from bench.alerts.model import ACKNOWLEDGED, UNTRIAGED, Alert
 from bench.results.thresholds import AlertRules
+from bench.store.reading import NightRecord
 from bench.store.results import ResultStore
 
 NEW_EVENTS = ("opened", "reopened")
@@ -61,20 +62,23 @@ def night_alerts(
     store: ResultStore, run_ids: Iterable[int], rules: AlertRules | None = None, now: dt.datetime | None = None
 ) -> NightAlerts:
     """The alerts the runs `run_ids` (one night's session runs) opened, reopened, joined or fixed, by id."""
+    return split_night(store.reading.night(run_ids), store.label, rules, now)
+
+
+def split_night(
+    night: NightRecord, label: str, rules: AlertRules | None = None, now: dt.datetime | None = None
+) -> NightAlerts:
+    """A night's alert changes (read from store `label` by bench.store.reading) split into new, known, fixed and
+    overdue alerts."""
     rules = rules or AlertRules()
     by_event: dict[str, set[int]] = {}
-    for e in table.events_of_runs(store, run_ids):
+    for e in night.events:
         by_event.setdefault(e.event, set()).add(e.alert_id)
     new_ids = set().union(*(by_event.get(e, set()) for e in NEW_EVENTS))
     known_ids = by_event.get("joined", set()) - new_ids
     fixed_ids = by_event.get("fixed", set())
-    cache: dict[int, Alert] = {}
-
-    def alerts(ids: set[int]) -> list[Alert]:
-        for i in ids - cache.keys():
-            cache[i] = table.get(store, i)
-        return [cache[i] for i in sorted(ids)]
-
-    overdue = [a for a in table.select(store, states=[UNTRIAGED]) if a.overdue(rules.untriaged_days, now)]
-    return NightAlerts(alerts(new_ids), alerts(known_ids), alerts(fixed_ids), sorted(overdue, key=lambda a: a.id),
-                       rules, now)  # fmt: skip
+    alerts = {i: table.checked(row, label) for i, row in night.alerts.items()}
+    untriaged = (table.checked(row, label) for row in night.untriaged)
+    overdue = sorted((a for a in untriaged if a.overdue(rules.untriaged_days, now)), key=lambda a: a.id)
+    return NightAlerts([alerts[i] for i in sorted(new_ids)], [alerts[i] for i in sorted(known_ids)],
+                       [alerts[i] for i in sorted(fixed_ids)], overdue, rules, now)  # fmt: skip

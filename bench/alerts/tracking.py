@@ -20,7 +20,7 @@ from bench.alerts import table
 from bench.alerts.findings import Finding
 from bench.alerts.model import ACKNOWLEDGED, DRIFT, FIXED, INVALID, OPEN, UNTRIAGED, Alert
 from bench.results.thresholds import AlertRules
-from bench.store.results import UPDATE_RUN_KIND, ResultStore
+from bench.store.results import ResultStore
 
 
 def record_night(store: ResultStore, findings: Iterable[Finding], rules: AlertRules, actor: str) -> None:
@@ -42,22 +42,22 @@ def _bad(store: ResultStore, f: Finding, current: Alert | None, rules: AlertRule
         if f.kind == DRIFT:
             current.kind, current.data["drift"] = DRIFT, f.evidence.get("drift")
         current.data["last"] = _brief(f)
-        table.update(store, current)
+        store.alerts.update(current)
         detail = ("now a drift: " if became else "") + _detail(f)
-        table.add_event(store, current.id, "joined", run_id=f.run_id, actor=actor, detail=detail)
+        store.alerts.add_event(current.id, "joined", run_id=f.run_id, actor=actor, detail=detail)
         return
     fixed_by = current.fixed_run if current is not None else None
     if (
         current is not None
         and fixed_by is not None
-        and _nights(store, f.session, fixed_by, f.run_id) <= rules.reopen_nights
+        and store.runs.nights(f.session, fixed_by, f.run_id) <= rules.reopen_nights
     ):
         current.state, current.state_since, current.last_run, current.good_nights = UNTRIAGED, f.started_at, f.run_id, 0
         current.fixed_run = None
         current.data["last"] = _brief(f)
-        table.update(store, current)
+        store.alerts.update(current)
         detail = f"the fix of run {fixed_by} did not hold: {_detail(f)}"
-        table.add_event(store, current.id, "reopened", run_id=f.run_id, actor=actor, detail=detail)
+        store.alerts.add_event(current.id, "reopened", run_id=f.run_id, actor=actor, detail=detail)
         return
     alert = Alert(
         id=0, session=f.session, device=f.device, metric=f.metric, kind=f.kind, state=UNTRIAGED,
@@ -67,9 +67,9 @@ def _bad(store: ResultStore, f: Finding, current: Alert | None, rules: AlertRule
     root = _same_change(store, alert)
     if root is not None:
         alert.data["suggested_of"] = root.id
-    alert.id = table.insert(store, alert)
+    alert.id = store.alerts.insert(alert)
     detail = _detail(f) + (f"; the same change as alert {root.id} on {root.device}" if root else "")
-    table.add_event(store, alert.id, "opened", run_id=f.run_id, actor=actor, detail=detail)
+    store.alerts.add_event(alert.id, "opened", run_id=f.run_id, actor=actor, detail=detail)
 
 
 def _good(store: ResultStore, f: Finding, current: Alert, rules: AlertRules, actor: str) -> None:
@@ -81,11 +81,11 @@ def _good(store: ResultStore, f: Finding, current: Alert, rules: AlertRules, act
     current.data["last_good"] = f.run_id
     if current.good_nights >= rules.fixed_after_nights:
         current.state, current.state_since, current.fixed_run = FIXED, f.started_at, f.run_id
-        table.update(store, current)
+        store.alerts.update(current)
         detail = f"back inside the baseline's spread for {current.good_nights} nights"
-        table.add_event(store, current.id, "fixed", run_id=f.run_id, actor=actor, detail=detail)
+        store.alerts.add_event(current.id, "fixed", run_id=f.run_id, actor=actor, detail=detail)
         return
-    table.update(store, current)
+    store.alerts.update(current)
 
 
 def _same_change(store: ResultStore, alert: Alert) -> Alert | None:
@@ -101,16 +101,6 @@ def _same_change(store: ResultStore, alert: Alert) -> Alert | None:
         if mine & theirs:
             return other
     return None
-
-
-def _nights(store: ResultStore, session: str, after: int, up_to: int) -> int:
-    """Nights of `session` (its nightly runs: replays and update-and-faults runs, not their confirm, retry or
-    attribution replays) after run `after` up to and including run `up_to`."""
-    row = store.db.execute(
-        "SELECT COUNT(*) FROM runs WHERE COALESCE(session, '') = ? AND id > ? AND id <= ? AND kind IN (?, ?)",
-        (session, after, up_to, "replay", UPDATE_RUN_KIND),
-    ).fetchone()
-    return int(row[0] or 0)
 
 
 def _brief(f: Finding) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from bench.alerts import table
 from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, FIXED, INVALID, OPEN, Alert, AlertError, check_change
+from bench.store.alerts import now_text
 from bench.store.results import ResultStore
 
 
@@ -51,7 +52,7 @@ def fix(store: ResultStore, alert_id: int, run_id: int) -> Alert:
     """The alert was fixed by run `run_id` (which must exist and be later than the alert's first night)."""
     alert = table.get(store, alert_id)
     check_change(alert, FIXED)
-    store.run(run_id)  # a ConfigError naming the store when there is no such run
+    store.runs.run(run_id)  # a ConfigError naming the store when there is no such run
     if run_id <= alert.first_run:
         raise AlertError(f"alert {alert_id}: run {run_id} is not after its first night (run {alert.first_run})",
                          hint="name the run that showed it fixed")  # fmt: skip
@@ -61,9 +62,9 @@ def fix(store: ResultStore, alert_id: int, run_id: int) -> Alert:
 
 def _move(store: ResultStore, alert: Alert, state: str, detail: str) -> Alert:
     was = alert.state
-    alert.state, alert.state_since = state, table.now_text()
+    alert.state, alert.state_since = state, now_text()
     if state in OPEN:
         alert.fixed_run = None
     table.update(store, alert, was=was)  # compare-and-set: a change made meanwhile wins, this one is refused
-    table.add_event(store, alert.id, state, run_id=None, actor=table.who(), detail=f"{was} -> {state}: {detail}")
+    store.alerts.add_event(alert.id, state, run_id=None, actor=table.who(), detail=f"{was} -> {state}: {detail}")
     return alert

@@ -9,7 +9,7 @@ from typing import Any
 
 from bench.bundles import trust
 from bench.config.fleet import Device
-from bench.config.kinds import MICROPYTHON_AGENT
+from bench.config.kinds import MICROPYTHON_AGENT, Esp32c6Settings, MemoryLimited
 from bench.core.errors import ConfigError
 from bench.core.folders import write_file
 from bench.core.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, PACKAGE_DIR, WIRE_MODULE
@@ -48,12 +48,12 @@ def host_agent_sources() -> dict[str, Path]:
 def reset_model(devices: list[Device]) -> list[Device]:
     """`devices` marked so that their next deploy resets the model an update installed (flash --reset-model;
     the nightly does it). Without it a flash keeps what the agent last switched to (docs/ota.md)."""
-    return [replace(d, extra={**d.extra, "reset_model": True}) for d in devices]
+    return [replace(d, reset_model=True) for d in devices]
 
 
 def resets_model(device: Device) -> bool:
     """Whether a deploy to `device` resets its model to the deployed one (see `reset_model`)."""
-    return bool(device.extra.get("reset_model"))
+    return device.reset_model
 
 
 def model_version(device: Device) -> int:
@@ -128,9 +128,8 @@ def host_agent_command(
     argv += ["--stdio"] if stdio else ["--listen", listen or f"0.0.0.0:{HOST_AGENT_PORT}"]
     argv += ["--pubkey", f"{root}/trusted.pub.pem", "--models-dir", f"{root}/models"]
     argv += ["--model", f"{root}/models/{model_name}.tflite", "--manifest", f"{root}/models/{model_name}.json"]
-    memory_limit_mb = getattr(device.settings, "memory_limit_mb", 0)
-    if memory_limit_mb:
-        argv += ["--mem-limit-mb", str(memory_limit_mb)]
+    if isinstance(device.settings, MemoryLimited) and device.settings.memory_limit_mb:
+        argv += ["--mem-limit-mb", str(device.settings.memory_limit_mb)]
     return argv
 
 
@@ -163,7 +162,7 @@ def micropython_bundle(
     Generated files are written to `out_dir`. The keys default to the device's configured ones (bench.bundles.trust)."""
     key_path = key_path or trust.signing_key(device)
     pubkey_path = pubkey_path or trust.trusted_key(device)
-    from bench.mpy.board import agent_files, trusted_key_hex
+    from bench.bundles.mpy_board import agent_files, trusted_key_hex
 
     if FORMAT_EXT.get(device.settings.model_format) != "npcm":
         raise ConfigError(
@@ -183,7 +182,7 @@ def micropython_bundle(
     write_file(trust_file, trusted_key_hex(Path(pubkey_path)) + "\n", what="bundle folder")
     config = out_dir / "agent.json"
     settings = {"mem_limit": int(device.settings.memory_limit_kb) * 1024}
-    if getattr(device.settings, "marker_gpio", None) is not None:
+    if isinstance(device.settings, Esp32c6Settings) and device.settings.marker_gpio is not None:
         settings["marker_pin"] = device.settings.marker_gpio
     write_file(config, json.dumps(settings) + "\n", what="bundle folder")
     files = [(src, src.name) for src in agent_files()]

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.config.fleet import Device
-from bench.config.kinds import runs_counted
+from bench.config.kinds import Esp32c6Settings, runs_counted
 from bench.core.cachefiles import build_lock, sha256_file
 from bench.core.errors import BenchError, ExitCode
 from bench.core.folders import safe_folder
@@ -314,6 +314,7 @@ def device_firmware(device: Device, progress: Progress = no_progress) -> Path | 
     """The firmware image `device` is flashed with: its kind's `firmware_image`, with the keyword "counted" (and a
     virtual board's default) resolved to the counted firmware's image (built when needed); None when the kind
     flashes no firmware."""
-    if device.kind_info.firmware is not None and runs_counted(getattr(device.settings, "firmware", ""), device.virtual):
+    settings = device.settings
+    if isinstance(settings, Esp32c6Settings) and runs_counted(settings.firmware, device.virtual):
         return counted_image(progress)
     return device.kind_info.firmware_image(device.settings)

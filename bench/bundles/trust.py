@@ -28,14 +28,12 @@ def allow_dev_key() -> None:
 
 def trusted_key(device: Device) -> Path:
     """The public key `device` is given to trust."""
-    configured = device.extra.get("trusted_key")
-    return Path(configured) if configured else _dev_key(device, DEV_PUBLIC_KEY)
+    return device.trusted_key or _dev_key(device, DEV_PUBLIC_KEY)
 
 
 def signing_key(device: Device) -> Path:
     """The private key that signs the models `device` gets."""
-    configured = device.extra.get("signing_key")
-    return Path(configured) if configured else _dev_key(device, DEV_PRIVATE_KEY)
+    return device.signing_key or _dev_key(device, DEV_PRIVATE_KEY)
 
 
 def check(devices: list[Device]) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from bench.core.outcomes import FailureClass, Outcome
 from bench.measure.catalogue import BENCH, DEVICE, metric
-from bench.results.evidence import fingerprints
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import (
     COLLECTING,
@@ -139,9 +138,9 @@ def figure_clock(name: str, fingerprint: Mapping[str, object]) -> str:
 
 def run_figures(store: ResultStore, run_id: int, *, run_kind: str | None = None, build: str = "") -> list[Figure]:
     """Every stored figure of run `run_id` that has a value."""
-    row = store.run(run_id)
-    kinds = {d.name: d.kind for d in store.devices(run_id)}
-    prints = fingerprints(store, run_id)
+    row = store.runs.run(run_id)
+    kinds = {d.name: d.kind for d in store.runs.devices(run_id)}
+    prints = store.verdicts.fingerprints(run_id)
     return [
         Figure(
             m.device,
@@ -154,7 +153,7 @@ def run_figures(store: ResultStore, run_id: int, *, run_kind: str | None = None,
             run_kind or row.kind,
             build,
         )
-        for m in store.measurements(run_id)
+        for m in store.measures.measurements(run_id)
         if m.value is not None
     ]
 

@@ -44,7 +44,7 @@ def add_results_option(parser: argparse.ArgumentParser, *, what: str = "results 
 
 def results_at(args: argparse.Namespace, fleet: Fleet) -> str | Path:
     """The results store of a command on `fleet`: --results, else the fleet's [bench] `results`, else the default."""
-    return args.results or fleet.bench.get("results") or DEFAULT_STORE
+    return args.results or fleet.bench.results or DEFAULT_STORE
 
 
 def selected_devices(args: argparse.Namespace) -> tuple[Fleet, list[Device]]:

@@ -134,7 +134,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """One alert with its evidence and history."""
     with _store(args) as store:
         alert = table.get(store, _id(args.id))
-        history = table.events(store, alert.id)
+        history = store.alerts.events(alert.id)
     if args.json:
         emit_json({**alert.to_json(), "events": [e.to_json() for e in history]})
         return 0

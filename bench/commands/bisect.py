@@ -32,9 +32,9 @@ from bench.core.errors import BenchError, ConfigError, ExitCode
 from bench.core.units import figure
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
-from bench.nightly.run import model_mismatch, recorded_replay
+from bench.nightly.orchestration import model_mismatch, recorded_replay
 from bench.premerge.git_build import BUILD_OUT_ENV, FIRMWARE_SUFFIXES, MODEL_SUFFIXES, build_commit, git_commits
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 from bench.results.bisect import BAD, DEFAULT_RUNS, SKIPPED, Bisection, NotRun, bisect
 from bench.results.thresholds import load_thresholds
 from bench.store.results import ResultStore, open_store
@@ -130,7 +130,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         return paths[index]
 
     with held_devices(devices, "bisect", args.lease_wait):  # one lease for every step
-        bench = str(fleet.bench.get("name", ""))
+        bench = fleet.bench.name
         started = dt.datetime.now().astimezone()
         result = asyncio.run(_run(devices[0], names, artefact, store, speed, work, thresholds, args, good, bad, bench))
     write_ci_files(bisect_report(result, store, started, work), files)

@@ -35,9 +35,9 @@ from bench.models import guess_name_and_format
 from bench.models.shape import check_model
 from bench.premerge.ci_report import check_report
 from bench.premerge.git_build import build_commit, resolve_commit
+from bench.premerge.interleave import CheckOptions, CheckResult, run_check
 from bench.premerge.plan import Estimate, order, switches
-from bench.premerge.run import CheckOptions, CheckResult, run_check
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import COLLECTING, INCONCLUSIVE, UNCHANGED
 from bench.store.results import open_store
@@ -141,7 +141,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     trust.check(devices)
     store = open_store(results_at(args, fleet))
     opts = CheckOptions(devices, change, name, sessions, store, work, thresholds, args.runs, speed,
-                        str(fleet.bench.get("name", "")))  # fmt: skip
+                        fleet.bench.name)  # fmt: skip
     started = dt.datetime.now().astimezone()
     try:
         with held_devices(devices, "check", args.lease_wait):

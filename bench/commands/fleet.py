@@ -168,7 +168,7 @@ def leases_table(folder: str, rows: list[dict]) -> Table:
 
 def cmd_health(args: argparse.Namespace) -> int:
     """Check (and with --fix recover) the selected devices; exit 0 when all are good, 3 otherwise."""
-    from bench.recovery.check import check_fleet  # here, as every heavy import: `fleet list` must start fast
+    from bench.recovery.fleet_health import check_fleet  # here, as every heavy import: `fleet list` must start fast
     from bench.recovery.records import summary
     from bench.store.results import open_store
 

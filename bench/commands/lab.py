@@ -67,14 +67,14 @@ def _bench_host(p: argparse.ArgumentParser, host: str, address_default: str) -> 
 
 def _lab_fleet(args: argparse.Namespace) -> Fleet:
     fleet = fleet_of(args)
-    if "coordinator" not in fleet.lab:
+    if not fleet.lab.coordinator:
         raise ConfigError(f"{fleet.path}: no [lab] table", hint='add [lab] with coordinator = "HOST:20408"')
     return fleet
 
 
 async def _with_client(fleet: Fleet, work, *, user: str | None = None):
     host, default_user = job_identity()
-    async with LabClient(str(fleet.lab["coordinator"]), host, user or default_user) as client:
+    async with LabClient(fleet.lab.coordinator, host, user or default_user) as client:
         return await work(client)
 
 
@@ -122,7 +122,7 @@ def cmd_exporter_config(args: argparse.Namespace) -> int:
     text = exporter_config(fleet, args.host, served, args.address)
     if args.output:
         write_file(Path(args.output), text, what="--output folder")
-        out.print(f"wrote {args.output}; run: labgrid-exporter -c {fleet.lab.get('coordinator')} -n {args.host} "
+        out.print(f"wrote {args.output}; run: labgrid-exporter -c {fleet.lab.coordinator} -n {args.host} "
                   f"{args.output}")  # fmt: skip
     else:
         sys.stdout.write(text)
@@ -143,7 +143,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             for name, url in urls.items():
                 out.print(f"[bold]{name}[/bold] {url}", highlight=False)
-            out.print(f"exporter {args.host} -> {fleet.lab['coordinator']} ({config}); Ctrl-C to stop")
+            out.print(f"exporter {args.host} -> {fleet.lab.coordinator} ({config}); Ctrl-C to stop")
         sys.stdout.flush()
 
     def warn(line: str) -> None:
@@ -174,7 +174,7 @@ def cmd_places(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({n: {"tags": p.tags, "matches": list(p.matches), "acquired": p.acquired} for n, p in mine.items()})
         return ExitCode.OK
-    table = Table(title=f"places of {fleet.path.name} on {fleet.lab['coordinator']}")
+    table = Table(title=f"places of {fleet.path.name} on {fleet.lab.coordinator}")
     for col in ("place", "tags", "held by", "resources"):
         table.add_column(col)
     for name, p in mine.items():

@@ -34,12 +34,11 @@ from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.ci_report import nightly_report
 from bench.nightly.flashing import ProgressFactory
+from bench.nightly.orchestration import STAGE_NAMES, NightlyProgress
 from bench.nightly.publish import OTA_SESSION
-from bench.nightly.run import STAGE_NAMES, NightlyProgress
 from bench.nightly.stages import StageResult
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 from bench.report.build import outcome_of
-from bench.results.baseline import get_baseline
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 
@@ -124,7 +123,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     sessions = session_files(args)
     files = ci_files(args)
     store = open_store(results_at(args, fleet))
-    if args.baseline and get_baseline(store, args.baseline) is None:
+    if args.baseline and store.windows.named(args.baseline) is None:
         store.close()
         raise ConfigError(f"--baseline {args.baseline}: no such baseline", hint="see `hilbench baseline list`")
     devices = reset_model(devices)  # each night replays the fleet's configured model, not last night's update

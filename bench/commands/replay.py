@@ -25,9 +25,9 @@ from bench.core.outcomes import FailureClass
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
 from bench.replay.agents import fleet_opener
+from bench.replay.recording import Session, read_session
 from bench.replay.run import DEFAULT_WAVES, SPLIT, TOGETHER, WAVE_POLICIES, DeviceRun, ReplayRun
 from bench.replay.service import ReplayResult, replay_fleet
-from bench.replay.session import Session, read_session
 from bench.store.results import open_store
 
 # (measurement, header, scale, format, in the compact default): the default fits 80 columns; --wide shows all
@@ -102,7 +102,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.deploy:
         trust.check(devices)
     with held_devices(devices, "replay", args.lease_wait):
-        result = asyncio.run(_run(args, session, devices, store, speed, logs, str(fleet.bench.get("name", ""))))
+        result = asyncio.run(_run(args, session, devices, store, speed, logs, fleet.bench.name))
     store.close()
     if args.json:
         emit_json(result_json(result, store.path))

@@ -10,8 +10,9 @@ from rich.markup import escape
 from bench.commands import add_output_dir, add_verdict_options
 from bench.core.console import emit_json, err, out
 from bench.core.errors import ConfigError, ExitCode
-from bench.results.baseline import DEFAULT_BASELINE, list_baselines, set_baseline
+from bench.results.baseline import set_baseline
 from bench.store.results import ResultStore, open_store
+from bench.store.windows import DEFAULT_BASELINE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,7 +59,7 @@ def latest_or(store: ResultStore, value: str) -> int:
     """The run id `value` names: a number, or "latest" for the newest run in the store."""
     if value != "latest":
         return run_id_arg(value, "run")
-    latest = store.runs(limit=1)
+    latest = store.runs.latest(limit=1)
     if not latest:
         raise ConfigError(f"results store {store.path}: no runs yet", hint="run `hilbench nightly` first")
     return latest[0].id
@@ -130,7 +131,7 @@ def cmd_baseline_set(args: argparse.Namespace) -> int:
 def cmd_baseline_list(args: argparse.Namespace) -> int:
     """Print the baselines."""
     with open_store(args.results) as store:
-        baselines = list_baselines(store)
+        baselines = store.windows.all_named()
     if args.json:
         emit_json([vars(b) for b in baselines])
         return ExitCode.OK

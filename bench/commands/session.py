@@ -12,7 +12,7 @@ from bench.core.console import compact_table, emit_json, out
 from bench.core.errors import ConfigError, ExitCode
 from bench.core.paths import SESSIONS_DIR
 from bench.replay.info import session_info
-from bench.replay.session import read_session, write_session
+from bench.replay.recording import read_session, write_session
 from bench.replay.synth import SCENARIOS, synth_session
 
 

@@ -8,15 +8,16 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Kind, Settings, get_kind
+from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Esp32c6Settings, Kind, Settings, get_kind, serial_baud
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
-from bench.core.fields import resolve_path, settings_from, typed
+from bench.core.fields import Declared, matching, ranged, resolve_path, settings_from, typed
 from bench.core.inputs import check_file, load_toml
 from bench.core.paths import FLEETS_DIR
-from bench.energy.spec import EnergySpec, parse_energy
-from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.energy.spec import EnergySpec, Ppk2Settings, parse_energy
+from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.power import PowerSpec, parse_power
+from bench.power.labgrid import LabgridSettings
 
 __all__ = ["DEFAULT_FLEET", "Device", "Fleet", "LabPlace", "Link", "QemuLink", "SerialLink", "SshLink", "load_fleet"]
 
@@ -28,13 +29,9 @@ BUNDLED = "bundled"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 _TOP_KEYS = {"device", "bench", "lab", "results"}
-_BENCH_KEYS = {"name", "results", "reports", "trusted_key", "signing_key"}
-_LAB_KEYS = {"coordinator", "acquire_timeout_s"}
-_RESULTS_KEYS = {"keep_raw_days", "keep_raw_runs"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
-_COORDINATOR_RE = re.compile(r"^(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}$")
 _PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+~-]+$")  # an interpreter path: it reaches a remote shell (quoted too)
 _TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place tags
 _TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
@@ -51,6 +48,11 @@ class LabPlace:
     local: Link | None = None  # how the bench host reaches the board (what its exporter publishes), if given
     coordinator: str = ""  # the fleet's [lab] coordinator, "host:port"
     acquire_timeout_s: float = 60.0  # how long a job waits for a busy place or an absent exporter
+    # what the place's published link lacks: how to log in to a Linux board, the baud rate of a serial one
+    key: Path | None = None
+    host_key: str | None = None
+    known_hosts: Path | None = None
+    baud: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,14 @@ class Device:
     virtual: bool = False
     tags: tuple[str, ...] = ()
     settings: Settings = None  # type: ignore[assignment]  # None: the kind's defaults; a mapping: those changed
-    extra: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+    mac: str | None = None  # an ESP32-C6's MAC: a virtual board's, or what `fleet discover` matches a real one by
+    usb_serial: str | None = None  # a real board's USB serial number (a lab exporter's udev match)
+    python: str = "python3"  # a Linux board's interpreter for the host agent
+    trusted_key: Path | None = None  # the public key its models are verified with ([bench] or its own)
+    signing_key: Path | None = None  # the private key that signs its models ([bench])
+    reset_model: bool = False  # deploy the bundled model again, whatever the device holds (bench.bundles)
+    listen: str | None = None  # the address a served virtual board listens on (`hilbench lab serve --address`)
     lab: LabPlace | None = None  # set when the device is reached through a labgrid place (link None until acquired)
     os: OsSpec | None = None  # Linux boards: the OS image the bench writes ([device.os], bench.provision)
     power: PowerSpec | None = None  # how the bench switches its supply (bench/power), when the lab can
@@ -89,13 +98,35 @@ class Device:
 
 
 @dataclass(frozen=True)
-class RawRetention:
+class BenchSettings(Declared):
+    """The fleet file's `[bench]` table: this bench's name (its runs carry it), the results store its commands
+    use (a file, sqlite:///PATH or postgresql://...; `--results` wins), where reports go, and the key files every
+    device's models are verified and signed with (checked to exist, bench.bundles.trust)."""
+
+    name: str = ""
+    results: str = ""
+    reports: str = ""
+    trusted_key: str = ""
+    signing_key: str = ""
+
+
+@dataclass(frozen=True)
+class LabSettings(Declared):
+    """The fleet file's `[lab]` table: the labgrid coordinator its places are reserved through ("" when the
+    fleet has no lab places) and how long a job waits for a busy place or an absent exporter."""
+
+    coordinator: str = matching("", r"|(?:\[[^\]]+\]|[^:\s/]+):\d{1,5}", 'is not HOST:PORT (e.g. "lab-server:20408")')
+    acquire_timeout_s: float = ranged(60.0, 0.001, 86_400.0)
+
+
+@dataclass(frozen=True)
+class RawRetention(Declared):
     """How long the results store keeps a run's raw frame and input rows (the fleet file's `[results]` table):
     while the run is younger than `keep_raw_days`, or among the last `keep_raw_runs` runs of its device and
-    session. Everything else of a run is kept forever (docs/results.md, Retention)."""
+    session (0: no such limit). Everything else of a run is kept forever (docs/results.md, Retention)."""
 
-    keep_raw_days: int = 30
-    keep_raw_runs: int = 30
+    keep_raw_days: int = ranged(30, 0, 36_500)
+    keep_raw_runs: int = ranged(30, 0, 1_000_000)
 
 
 @dataclass(frozen=True)
@@ -104,8 +135,8 @@ class Fleet:
 
     path: Path
     devices: tuple[Device, ...]
-    bench: dict[str, Any] = field(default_factory=dict)
-    lab: dict[str, Any] = field(default_factory=dict)
+    bench: BenchSettings = field(default_factory=BenchSettings)
+    lab: LabSettings = field(default_factory=LabSettings)
     retention: RawRetention = field(default_factory=RawRetention)
 
     def __iter__(self):
@@ -183,23 +214,22 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
             f"{path}: unknown top-level key(s) {', '.join(sorted(unknown))}",
             hint="a fleet file has [[device]] tables and optional [bench], [lab] and [results] tables",
         )
-    bench = _table(data.get("bench", {}), path, "[bench]")
-    for key in set(bench) - _BENCH_KEYS:
-        raise ConfigError(f"{path}: [bench]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_BENCH_KEYS))}")
+    raw_bench = _table(data.get("bench", {}), path, "[bench]")
+    bench = settings_from(BenchSettings, raw_bench, str(path), table="bench", what="[bench]")
     raw_devices = data.get("device", [])
     if not isinstance(raw_devices, list):
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
     lab = _parse_lab(data.get("lab", {}), path)
     retention = parse_retention(_table(data.get("results", {}), path, "[results]"), f"{path}: [results]")
-    keys = {k: _key_file(bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
+    keys = {k: _key_file(raw_bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
     devices: list[Device] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_devices):
         dev = _parse_device(raw, path, index, path.parent)
         own = _key_file(raw, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
         trust = {"trusted_key": own or keys["trusted_key"], "signing_key": keys["signing_key"]}
-        dev = replace(dev, extra={**dev.extra, **{k: v for k, v in trust.items() if v is not None}})
-        if dev.lab is not None and "coordinator" not in lab:
+        dev = replace(dev, **{k: v for k, v in trust.items() if v is not None})
+        if dev.lab is not None and not lab.coordinator:
             raise ConfigError(
                 f"{path}: device {dev.name!r}: field 'place'/'lab_tags' needs a labgrid coordinator",
                 hint='add a [lab] table with coordinator = "HOST:20408"',
@@ -212,7 +242,7 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
         seen[dev.name] = index
         if dev.lab is not None:
             dev = replace(
-                dev, lab=replace(dev.lab, coordinator=lab["coordinator"], acquire_timeout_s=lab["acquire_timeout_s"])
+                dev, lab=replace(dev.lab, coordinator=lab.coordinator, acquire_timeout_s=lab.acquire_timeout_s)
             )
         if dev.power is not None and dev.power.driver == "labgrid":
             dev = replace(dev, power=_labgrid_power(dev, lab, path))
@@ -226,23 +256,16 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
 
 def parse_retention(raw: dict[str, Any], where: str) -> RawRetention:
     """A `[results]` table validated into a RawRetention (ConfigError naming `where` and the field)."""
-    for key in set(raw) - _RESULTS_KEYS:
-        raise ConfigError(f"{where}: unknown key {key!r}", hint=f"known: {', '.join(sorted(_RESULTS_KEYS))}")
-    values = {}
-    for key in sorted(_RESULTS_KEYS):
-        value = typed(raw, key, int, where, getattr(RawRetention, key))
-        if value < 0:
-            raise ConfigError(f"{where}: field {key!r}: {value} is negative", hint="0 or more (0: no such limit)")
-        values[key] = value
-    return RawRetention(**values)
+    return settings_from(RawRetention, raw, where, table="results", what="[results]")
 
 
-def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
+def _labgrid_power(dev: Device, lab: LabSettings, path: Path) -> PowerSpec:
     """A `power = { driver = "labgrid" }` spec with the device's place and the fleet's coordinator filled in."""
     assert dev.power is not None
     settings = dev.power.settings
-    place = getattr(settings, "place", None) or (dev.lab.place if dev.lab is not None else None)
-    coordinator = getattr(settings, "coordinator", None) or lab.get("coordinator")
+    assert isinstance(settings, LabgridSettings)  # driver "labgrid"
+    place = settings.place or (dev.lab.place if dev.lab is not None else None)
+    coordinator = settings.coordinator or lab.coordinator
     if not place or not coordinator:
         raise ConfigError(
             f"{path}: device {dev.name!r}: field 'power': driver 'labgrid' needs a named place and a coordinator",
@@ -251,20 +274,9 @@ def _labgrid_power(dev: Device, lab: dict[str, Any], path: Path) -> PowerSpec:
     return replace(dev.power, settings=settings.replace(place=place, coordinator=coordinator))
 
 
-def _parse_lab(value: Any, path: Path) -> dict[str, Any]:
-    lab = _table(value, path, "[lab]")
-    for key in set(lab) - _LAB_KEYS:
-        raise ConfigError(f"{path}: [lab]: unknown key {key!r}", hint=f"known: {', '.join(sorted(_LAB_KEYS))}")
-    if "coordinator" in lab:
-        addr = typed(lab, "coordinator", str, f"{path}: [lab]", None)
-        if not _COORDINATOR_RE.match(addr):
-            raise ConfigError(
-                f"{path}: [lab]: field 'coordinator': {addr!r} is not HOST:PORT", hint='e.g. "lab-server:20408"'
-            )
-    timeout = typed(lab, "acquire_timeout_s", float, f"{path}: [lab]", 60.0)
-    if timeout <= 0:
-        raise ConfigError(f"{path}: [lab]: field 'acquire_timeout_s': must be positive")
-    return {**lab, "acquire_timeout_s": timeout}
+def _parse_lab(value: Any, path: Path) -> LabSettings:
+    """The `[lab]` table validated into LabSettings (ConfigError naming the file and the field)."""
+    return settings_from(LabSettings, _table(value, path, "[lab]"), str(path), table="lab", what="[lab]")
 
 
 def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:
@@ -357,8 +369,10 @@ def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec
 
 def _check_marker(energy: EnergySpec | None, settings: Any, where: str) -> None:
     """A meter's logic input must be wired to a GPIO the device drives as its inference marker."""
-    channel = getattr(energy.settings, "logic_channel", None) if energy is not None else None
-    if channel is not None and getattr(settings, "marker_gpio", None) is None:
+    channel = (
+        energy.settings.logic_channel if energy is not None and isinstance(energy.settings, Ppk2Settings) else None
+    )
+    if channel is not None and not (isinstance(settings, Esp32c6Settings) and settings.marker_gpio is not None):
         raise ConfigError(f"{where}: field 'energy.logic_channel': D{channel} is wired to no marker",
                           hint="set the device's marker_gpio: the GPIO its agent drives high around each inference "
                           "(esp32c6 boards)")  # fmt: skip
@@ -407,25 +421,21 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     lab = _parse_place(raw, where)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
-    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, getattr(settings, "baud", DEFAULT_BAUD))
+    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, serial_baud(settings))
     link = info.link.parse(entry)
-    if lab is not None:  # jobs reach it through the place; `ssh` says where its bench host's exporter finds it
-        lab = replace(lab, local=link)
+    if lab is not None:  # jobs reach it through the place (`ssh` says where its bench host's exporter finds it),
+        lab = replace(  # with what the place's link lacks: how to log in, and the baud rate
+            lab, local=link, host_key=typed(raw, "host_key", str, where, None),
+            baud=typed(raw, "baud", int, where, None), key=resolve_path(typed(raw, "key", str, where, None), base_dir),
+            known_hosts=resolve_path(typed(raw, "known_hosts", str, where, None), base_dir),
+        )  # fmt: skip
         link = None
-    extra = {k: raw[k] for k in ("mac", "usb_serial", "python", "description") if k in raw}
-    if lab is not None:  # what the place's link lacks: how to log in, and which board a udev match picks
-        extra.update({k: typed(raw, k, str, where, None) for k in ("host_key",) if k in raw})
-        extra.update(
-            {k: resolve_path(typed(raw, k, str, where, None), base_dir) for k in ("key", "known_hosts") if k in raw}
-        )
-        if "baud" in raw:
-            extra["baud"] = typed(raw, "baud", int, where, None)
+    named = {k: str(raw[k]) for k in ("mac", "usb_serial", "description") if k in raw}
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
     energy = _parse_energy(raw, where, base_dir)
     _check_marker(energy, settings, where)
     return Device(
-        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, extra=extra, lab=lab,
-        power=power, energy=energy,
-        os=os_spec,
+        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, lab=lab,
+        power=power, energy=energy, os=os_spec, python=python or "python3", **named,
     )  # fmt: skip

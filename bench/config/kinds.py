@@ -28,7 +28,7 @@ from bench.core.fields import (
     setting_types,
 )
 from bench.core.paths import ESP32C6_DEFAULT_FIRMWARE, ROOT
-from bench.links.spec import BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
+from bench.links.spec import DEFAULT_BAUD, BrowserLink, Link, LinkType, QemuLink, SerialLink, SshLink
 
 # the agent a kind's devices run (which files are deployed and hashed: bench.bundles, bench.bundles.fingerprint)
 HOST_AGENT, MICROPYTHON_AGENT, WEB_AGENT = "host", "micropython", "web"
@@ -119,14 +119,28 @@ class Esp32c6Settings(Settings):
             raise SettingError("marker_gpio", f"GPIO{self.marker_gpio} is {RESERVED_GPIOS[self.marker_gpio]}")
 
 
+def serial_baud(settings: Settings) -> int:
+    """The baud rate a device with `settings` is driven at over a serial link: its kind's setting, else the link's
+    default."""
+    return settings.baud if isinstance(settings, Esp32c6Settings) else DEFAULT_BAUD
+
+
 @dataclass(frozen=True)
-class LinuxSettings(Settings):
+class MemoryLimited(Settings):
+    """The settings of a kind whose agent runs under a memory limit: the host agent's `--mem-limit-mb`, the web
+    agent's WASM heap. A kind that has one derives from this."""
+
+    memory_limit_mb: int = ranged(256, 0, 1_048_576)
+
+
+@dataclass(frozen=True)
+class LinuxSettings(MemoryLimited):
     """A Linux board reached over SSH: agent folder (under $HOME unless absolute), telemetry source and period."""
 
     agent_dir: str = matching("npc-hil-bench", NO_SHELL_PATH, "has characters a remote shell would act on, or '..'")
     telemetry: str = "tegrastats"  # "tegrastats" (Jetson) or "sysfs" (thermal zones, cpufreq, vcgencmd)
     telemetry_interval_ms: int = ranged(500, 10, 60_000)
-    memory_limit_mb: int = ranged(512, 0, 1_048_576)
+    memory_limit_mb: int = 512
     agent_start_timeout_s: float = ranged(20.0, 1, 3600)  # agent started -> listening (imports numpy, tflite)
 
 
@@ -135,7 +149,7 @@ class Pi5Settings(LinuxSettings):
     """A Raspberry Pi 5."""
 
     fps_target: int = ranged(30, 1, 1000)
-    memory_limit_mb: int = ranged(256, 0, 1_048_576)
+    memory_limit_mb: int = 256
     telemetry: str = "sysfs"
 
 
@@ -147,20 +161,19 @@ class JetsonSettings(LinuxSettings):
 
 
 @dataclass(frozen=True)
-class Arm64ImageSettings(Settings):
+class Arm64ImageSettings(MemoryLimited):
     """The Switch-style ARM64 image in QEMU."""
 
     fps_target: int = ranged(30, 1, 1000)
-    memory_limit_mb: int = ranged(256, 0, 1_048_576)
     stall_s: float = 30.0  # an emulated console (icount on a loaded host) can be seconds between frames
     reply_timeout_s: float = 30.0  # TCG emulation (3x slower guest clock under icount) on a shared host
 
 
 @dataclass(frozen=True)
-class WebSettings(Settings):
-    """A browser page running the web agent (LiteRT.js on WASM)."""
+class WebSettings(MemoryLimited):
+    """A browser page running the web agent (LiteRT.js on WASM); its memory limit is the WASM heap a model in
+    probation may grow to."""
 
-    memory_limit_mb: int = ranged(256, 0, 1_048_576)  # WASM heap a model in probation may grow to
     update_channel: str = "websocket"
     reply_timeout_s: float = 15.0  # LiteRT.js on WASM in a loaded browser
 

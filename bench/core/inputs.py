@@ -26,7 +26,7 @@ LIMITS: dict[str, int] = {
     "baseline file": 16 * MiB,
 }
 """The largest file of each kind the bench reads (bytes). A session is streamed; its events are bounded by
-`EVENT_LIMIT` in bench.replay.session."""
+`EVENT_LIMIT` in bench.replay.recording."""
 
 _WHAT = {
     stat.S_IFDIR: "a directory",

@@ -143,7 +143,7 @@ def new_entries(
     names: set[str] = set()
     if existing is not None and existing.exists():
         fleet = load_fleet(existing)
-        macs = {_norm_mac(str(d.extra["mac"])) for d in fleet if d.extra.get("mac")}
+        macs = {_norm_mac(d.mac) for d in fleet if d.mac}
         names = {d.name for d in fleet}
     entries, known = [], []
     for board in boards:

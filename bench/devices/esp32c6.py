@@ -202,7 +202,7 @@ class Esp32c6Driver(Driver):
 
     def agent_sources(self) -> dict[str, Path]:
         """The agent's modules, all at the top of the board's filesystem."""
-        from bench.mpy.board import agent_files
+        from bench.bundles.mpy_board import agent_files
 
         return {src.name: src for src in agent_files()}
 

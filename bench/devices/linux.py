@@ -121,7 +121,7 @@ class LinuxDriver(Driver):
                 hint="give ssh = 'user@host:port' in the fleet file, or start it as a virtual device",
             )
         self.link: SshLink = device.link
-        self.python = str(device.extra.get("python", "python3"))
+        self.python = device.python
         agent_dir = device.settings.agent_dir
         if not _SAFE_DIR.match(agent_dir):
             raise ConfigError(f"device {device.name!r}: field 'agent_dir': {agent_dir!r} has unsafe characters")

@@ -12,6 +12,8 @@ import hashlib
 import time
 from pathlib import Path
 
+from bench.browser.browser import Cdp, Page, connect
+from bench.browser.pages import PageServer, WebSocketTransport
 from bench.config.fleet import Device
 from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.folders import open_append
@@ -20,8 +22,6 @@ from bench.core.paths import state_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.links.browser import BrowserLink
 from bench.links.probe_result import ProbeResult
-from bench.web.browser import Cdp, Page, connect
-from bench.web.pages import PageServer, WebSocketTransport
 
 
 def storage_dir(device: Device) -> Path:
@@ -58,8 +58,8 @@ class WebDriver(Driver):
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
         """Write the device's storage: agent settings, trusted key and the signed model, verified by hash."""
+        from bench.browser.deploy import deploy_storage
         from bench.models import kind_model
-        from bench.web.deploy import deploy_storage
 
         started = time.monotonic()
         model, _fmt = kind_model(self.device.kind, self.device.settings)

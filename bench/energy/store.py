@@ -1,4 +1,4 @@
-"""A run's meter samples in the results store (any sink with `add_telemetry`, bench.replay.sink.RunSink), for the
+"""A run's meter samples in the results store (any sink with `add_telemetry`, bench.replay.sink.MeasureSink), for the
 report's power-over-time plot: telemetry rows named
 POWER_NAME (mW, source "meter"), averaged down to at most MAX_POINTS. The figures themselves are measurements
 (bench.measure.energy), computed from every sample before this thinning."""

@@ -37,7 +37,7 @@ class LabBusy(BenchError):
 
 
 @dataclass(frozen=True)
-class Resource:
+class LabResource:
     """One resource published by an exporter, as the coordinator reports it."""
 
     exporter: str
@@ -154,15 +154,15 @@ class LabClient:
             for name, p in self._session.places.items()
         }
 
-    def resources(self) -> Iterator[Resource]:
+    def resources(self) -> Iterator[LabResource]:
         """Every resource the exporters publish right now."""
         for exporter, groups in self._session.resources.items():
             for group, entries in groups.items():
                 for name, entry in entries.items():
                     if "cls" in entry.data:
-                        yield Resource(exporter, group, entry.cls, name, dict(entry.args), bool(entry.avail))
+                        yield LabResource(exporter, group, entry.cls, name, dict(entry.args), bool(entry.avail))
 
-    def place_resources(self, place: str) -> list[Resource]:
+    def place_resources(self, place: str) -> list[LabResource]:
         """The available resources that `place`'s matches select."""
         p = self._session.places.get(place)
         if p is None:

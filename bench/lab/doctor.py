@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bench.config.fleet import Device, Fleet
-from bench.config.kinds import WEB_AGENT
+from bench.config.kinds import USB_SERIAL_JTAG, WEB_AGENT, Esp32c6Settings
 from bench.config.os_spec import BUILD
 from bench.core.errors import ConfigError
 from bench.core.paths import DISTRIBUTION, WEB_DIR, cache_root
@@ -35,7 +35,7 @@ REACH_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
-class Finding:
+class HostFinding:
     """One check: what was checked, its status (ok, warn, fail), what was found and the command that fixes it."""
 
     check: str
@@ -84,38 +84,38 @@ def _configured_program(program: Program, device: Device) -> str | None:
     return str((device.power.base_dir / given).resolve()) if "/" in given else None
 
 
-def check_program(program: Program, devices: list[Device], path: str | None = None) -> Finding:
+def check_program(program: Program, devices: list[Device], path: str | None = None) -> HostFinding:
     """Is `program` there (and new enough) for `devices`, the ones that need it."""
     names = tuple(d.name for d in devices)
     configured = {c for d in devices if (c := _configured_program(program, d))}
     if configured and all(Path(c).is_file() and os.access(c, os.X_OK) for c in configured):
-        return Finding(f"program {program.program}", OK, ", ".join(sorted(configured)), devices=names)
+        return HostFinding(f"program {program.program}", OK, ", ".join(sorted(configured)), devices=names)
     exe = program.find(path)
     if exe is None:
         need = ", ".join(program.needed_by)
-        return Finding(f"program {program.program}", FAIL, f"{program.program} is not installed (needed by {need})",
+        return HostFinding(f"program {program.program}", FAIL, f"{program.program} is not installed (needed by {need})",
                        program.fix, names)  # fmt: skip
     if program.min_version:
         found = program.version(exe)
         if found is None:
-            return Finding(f"program {program.program}", WARN, f"{exe}: cannot read its version",
+            return HostFinding(f"program {program.program}", WARN, f"{exe}: cannot read its version",
                            program.fix, names)  # fmt: skip
         if version_tuple(found) < version_tuple(program.min_version):
-            return Finding(f"program {program.program}", FAIL,
+            return HostFinding(f"program {program.program}", FAIL,
                            f"{exe} is version {found}, the bench needs {program.min_version} or newer",
                            f"{program.fix} (from a newer release)", names)  # fmt: skip
-        return Finding(f"program {program.program}", OK, f"{exe} {found}", devices=names)
-    return Finding(f"program {program.program}", OK, exe, devices=names)
+        return HostFinding(f"program {program.program}", OK, f"{exe} {found}", devices=names)
+    return HostFinding(f"program {program.program}", OK, exe, devices=names)
 
 
-def device_problems(device: Device, path: str | None = None) -> list[Finding]:
+def device_problems(device: Device, path: str | None = None) -> list[HostFinding]:
     """The programs `device` needs that this host lacks (what the nightly's check stage fails it on)."""
     needs = device_needs(device)
     found = (check_program(p, [device], path) for p in load_manifest() if _needed(p, needs))
     return [f for f in found if f.status == FAIL]
 
 
-def check_programs(devices: list[Device], path: str | None = None) -> list[Finding]:
+def check_programs(devices: list[Device], path: str | None = None) -> list[HostFinding]:
     """Every manifest program: checked for the devices that need it; test-only ones are warnings."""
     findings = []
     for program in load_manifest():
@@ -124,7 +124,7 @@ def check_programs(devices: list[Device], path: str | None = None) -> list[Findi
         if not users and program.needed_by != ("bench",):
             if finding.status != FAIL or not any(n == "setup" or n.startswith("tests:") for n in program.needed_by):
                 continue  # nothing of this fleet needs it: a line only when the test suite or setup does
-            finding = Finding(finding.check, WARN, finding.detail + " (not by this fleet)", finding.fix)
+            finding = HostFinding(finding.check, WARN, finding.detail + " (not by this fleet)", finding.fix)
         findings.append(finding)
     return findings
 
@@ -136,12 +136,12 @@ def _record_hash(dist: str, member: str) -> str | None:
     return None
 
 
-def check_python() -> list[Finding]:
+def check_python() -> list[HostFinding]:
     """The interpreter, the bench's installed dependencies and which `serial` module wins."""
     findings = []
     version = ".".join(map(str, sys.version_info[:3]))
     ok = (3, 11) <= sys.version_info[:2] <= (3, 13)
-    findings.append(Finding("python", OK if ok else FAIL, f"{sys.executable} {version}",
+    findings.append(HostFinding("python", OK if ok else FAIL, f"{sys.executable} {version}",
                             "" if ok else "PYTHON=python3.11 .ci/setup"))  # fmt: skip
     missing = []
     try:
@@ -158,30 +158,32 @@ def check_python() -> list[Finding]:
             importlib.metadata.version(name.strip())
         except importlib.metadata.PackageNotFoundError:
             missing.append(name.strip())
-    findings.append(Finding("venv packages", FAIL if missing else OK,
+    findings.append(HostFinding("venv packages", FAIL if missing else OK,
                             f"missing: {', '.join(missing)}" if missing else "every dependency installed",
                             pip_fix() if missing else ""))  # fmt: skip
     findings.append(check_pyserial())
     return findings
 
 
-def check_pyserial() -> Finding:
+def check_pyserial() -> HostFinding:
     """labgrid's pyserial-labgrid installs the module `serial` too (which one wins is install order); the bench
     wants plain pyserial's."""
     fix = f"{sys.executable} -m pip install --force-reinstall --no-deps pyserial==3.5"
     try:
         import serial
     except ImportError:
-        return Finding("pyserial", FAIL, "no module `serial`", fix)
+        return HostFinding("pyserial", FAIL, "no module `serial`", fix)
     try:
         want = _record_hash("pyserial", "serial/__init__.py")
     except importlib.metadata.PackageNotFoundError:
-        return Finding("pyserial", FAIL, "pyserial is not installed (only a fork?)", fix)
+        return HostFinding("pyserial", FAIL, "pyserial is not installed (only a fork?)", fix)
     data = Path(serial.__file__).read_bytes()
     have = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     if want is not None and have != want:
-        return Finding("pyserial", FAIL, f"{serial.__file__} is not pyserial's (labgrid's pyserial-labgrid won)", fix)
-    return Finding("pyserial", OK, f"pyserial {importlib.metadata.version('pyserial')} ({serial.__file__})")
+        return HostFinding(
+            "pyserial", FAIL, f"{serial.__file__} is not pyserial's (labgrid's pyserial-labgrid won)", fix
+        )
+    return HostFinding("pyserial", OK, f"pyserial {importlib.metadata.version('pyserial')} ({serial.__file__})")
 
 
 def require_pyserial() -> None:
@@ -192,19 +194,19 @@ def require_pyserial() -> None:
         raise ConfigError(f"pyserial: {finding.detail}", hint=finding.fix)
 
 
-def check_web(devices: list[Device]) -> Finding:
+def check_web(devices: list[Device]) -> HostFinding:
     """The web agent's locked npm packages in web/node_modules."""
 
     wanted = json.loads((WEB_DIR / "package.json").read_text(encoding="utf-8")).get("dependencies", {})
     absent = [n for n in wanted if not (WEB_DIR / "node_modules" / n / "package.json").is_file()]
     web = tuple(d.name for d in devices if d.kind_info.runtime == WEB_AGENT)
     if not absent:
-        return Finding("web npm packages", OK, ", ".join(f"{n} {v}" for n, v in wanted.items()), devices=web)
-    return Finding("web npm packages", FAIL if web else WARN, f"{WEB_DIR}/node_modules lacks {', '.join(absent)}",
+        return HostFinding("web npm packages", OK, ", ".join(f"{n} {v}" for n, v in wanted.items()), devices=web)
+    return HostFinding("web npm packages", FAIL if web else WARN, f"{WEB_DIR}/node_modules lacks {', '.join(absent)}",
                    f"cd {WEB_DIR} && npm ci", web)  # fmt: skip
 
 
-def check_disk(devices: list[Device], reports: Path) -> list[Finding]:
+def check_disk(devices: list[Device], reports: Path) -> list[HostFinding]:
     """Free space where images are cached and where results and reports go."""
     builds = any("os-build" in device_needs(d) for d in devices)
     findings = []
@@ -215,12 +217,13 @@ def check_disk(devices: list[Device], reports: Path) -> list[Finding]:
             probe = probe.parent
         free = shutil.disk_usage(probe).free / 2**30
         ok = free >= need
-        findings.append(Finding(f"disk: {label}", OK if ok else FAIL, f"{folder}: {free:.1f} GB free (needs {need:g})",
-                                "" if ok else f"free space on {probe} or set HILBENCH_CACHE_DIR"))  # fmt: skip
+        said = f"{folder}: {free:.1f} GB free (needs {need:g})"
+        findings.append(HostFinding(f"disk: {label}", OK if ok else FAIL, said,
+                                    "" if ok else f"free space on {probe} or set HILBENCH_CACHE_DIR"))  # fmt: skip
     return findings
 
 
-def check_serial(devices: list[Device]) -> list[Finding]:
+def check_serial(devices: list[Device]) -> list[HostFinding]:
     """Real serial boards: the port can be opened by this user; USB-Serial-JTAG boards have a udev rule."""
     findings = []
     for device in devices:
@@ -228,16 +231,18 @@ def check_serial(devices: list[Device]) -> list[Finding]:
         if device.virtual or not url.startswith("/dev/"):
             continue
         if not Path(url).exists():
-            findings.append(Finding(f"serial {device.name}", FAIL, f"{url} does not exist (board unplugged?)",
+            findings.append(HostFinding(f"serial {device.name}", FAIL, f"{url} does not exist (board unplugged?)",
                                     "hilbench fleet discover", (device.name,)))  # fmt: skip
         elif not os.access(url, os.R_OK | os.W_OK):
             group = grp.getgrgid(os.stat(url).st_gid).gr_name
-            findings.append(Finding(f"serial {device.name}", FAIL, f"{url}: no read/write access for this user",
+            findings.append(HostFinding(f"serial {device.name}", FAIL, f"{url}: no read/write access for this user",
                                     f"sudo usermod -aG {group} $USER (then log in again)", (device.name,)))  # fmt: skip
         else:
-            findings.append(Finding(f"serial {device.name}", OK, f"{url} read/write", devices=(device.name,)))
-        if getattr(device.settings, "usb", "") == "usb-serial-jtag" and not _udev_rule_for(USB_SERIAL_JTAG_ID):
-            findings.append(Finding(f"udev {device.name}", WARN, f"no udev rule for USB id {USB_SERIAL_JTAG_ID}:1001",
+            findings.append(HostFinding(f"serial {device.name}", OK, f"{url} read/write", devices=(device.name,)))
+        jtag = isinstance(device.settings, Esp32c6Settings) and device.settings.usb == USB_SERIAL_JTAG
+        if jtag and not _udev_rule_for(USB_SERIAL_JTAG_ID):
+            no_rule = f"no udev rule for USB id {USB_SERIAL_JTAG_ID}:1001"
+            findings.append(HostFinding(f"udev {device.name}", WARN, no_rule,
                                     'echo \'SUBSYSTEM=="tty", ATTRS{idVendor}=="303a", MODE="0660", GROUP="dialout"\' '
                                     "| sudo tee /etc/udev/rules.d/60-esp32-usb-jtag.rules && sudo udevadm trigger",
                                     (device.name,)))  # fmt: skip
@@ -255,16 +260,16 @@ def _udev_rule_for(vendor: str) -> bool:
     return False
 
 
-def check_kvm(devices: list[Device]) -> Finding | None:
+def check_kvm(devices: list[Device]) -> HostFinding | None:
     """/dev/kvm helps only aarch64 guests on an aarch64 host; elsewhere QEMU runs them under TCG."""
     guests = tuple(d.name for d in devices if "qemu" in device_needs(d))
     if not guests:
         return None
     if platform.machine() not in ("aarch64", "arm64"):
-        return Finding("kvm", OK, f"n/a: a {platform.machine()} host runs aarch64 guests under TCG", devices=guests)
+        return HostFinding("kvm", OK, f"n/a: a {platform.machine()} host runs aarch64 guests under TCG", devices=guests)
     if os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return Finding("kvm", OK, "/dev/kvm usable", devices=guests)
-    return Finding("kvm", WARN, "/dev/kvm missing or not writable: the guests run under TCG (slower)",
+        return HostFinding("kvm", OK, "/dev/kvm usable", devices=guests)
+    return HostFinding("kvm", WARN, "/dev/kvm missing or not writable: the guests run under TCG (slower)",
                    "sudo usermod -aG kvm $USER", guests)  # fmt: skip
 
 
@@ -277,31 +282,31 @@ def _reachable(host: str, port: int) -> str | None:
         return exc.strerror or str(exc)
 
 
-def check_services(fleet: Fleet) -> list[Finding]:
+def check_services(fleet: Fleet) -> list[HostFinding]:
     """The fleet's PostgreSQL results store and labgrid coordinator, when it names them."""
     findings = []
-    results = str(fleet.bench.get("results", ""))
+    results = fleet.bench.results
     if results.startswith(("postgresql://", "postgres://")):
         try:
             import psycopg
 
             with psycopg.connect(results, connect_timeout=int(REACH_TIMEOUT_S)):
                 pass
-            findings.append(Finding("postgresql", OK, "results store answers"))
+            findings.append(HostFinding("postgresql", OK, "results store answers"))
         except Exception as exc:
-            findings.append(Finding("postgresql", FAIL, f"[bench] results: {str(exc).strip()[:200]}",
+            findings.append(HostFinding("postgresql", FAIL, f"[bench] results: {str(exc).strip()[:200]}",
                                     "start the server or fix [bench] results in the fleet file"))  # fmt: skip
-    coordinator = str(fleet.lab.get("coordinator", ""))
+    coordinator = fleet.lab.coordinator
     if coordinator:
         host, _, port = coordinator.rpartition(":")
         why = _reachable(host.strip("[]"), int(port))
-        findings.append(Finding("labgrid coordinator", FAIL if why else OK,
+        findings.append(HostFinding("labgrid coordinator", FAIL if why else OK,
                                 f"{coordinator}: {why}" if why else f"{coordinator} answers",
                                 "start it: labgrid-coordinator (docs/lab.md)" if why else ""))  # fmt: skip
     return findings
 
 
-def diagnose(fleet: Fleet, devices: list[Device], reports: Path, path: str | None = None) -> list[Finding]:
+def diagnose(fleet: Fleet, devices: list[Device], reports: Path, path: str | None = None) -> list[HostFinding]:
     """Every check for `devices` of `fleet`, in the order they are printed."""
     findings = [*check_programs(devices, path), *check_python(), check_web(devices), *check_disk(devices, reports)]
     findings += check_serial(devices)

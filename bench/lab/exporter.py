@@ -11,8 +11,8 @@ from __future__ import annotations
 import yaml
 
 from bench.config.fleet import Device, Fleet, Link
+from bench.config.kinds import serial_baud
 from bench.core.errors import ConfigError
-from bench.links.spec import DEFAULT_BAUD
 
 
 def host_devices(fleet: Fleet, host: str) -> list[Device]:
@@ -40,7 +40,7 @@ def exporter_config(fleet: Fleet, host: str, served: dict[str, Link] | None = No
 
 def _resources(fleet: Fleet, dev: Device, served: Link | None, address: str | None) -> dict:
     where = f"{fleet.path}: device {dev.name!r}"
-    baud = int(dev.extra.get("baud") or getattr(dev.settings, "baud", DEFAULT_BAUD))
+    baud = (dev.lab.baud if dev.lab is not None else None) or serial_baud(dev.settings)
     if dev.virtual:
         if served is None:
             raise ConfigError(

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from bench.config.fleet import Device, Link
 from bench.core.errors import DeviceUnreachable
-from bench.lab.client import Resource
+from bench.lab.client import LabResource
 
 
-def link_from_resources(device: Device, place: str, resources: list[Resource]) -> Link:
+def link_from_resources(device: Device, place: str, resources: list[LabResource]) -> Link:
     """`device`'s link from the resources of its acquired `place`."""
     family = device.kind_info.link
     wanted = family.lab_classes

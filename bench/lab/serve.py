@@ -66,20 +66,19 @@ async def serve_host(
 ) -> None:
     """Serve bench host `host` until `stop` is set; `warn` hears at once when the coordinator is away (the
     exporter is started anyway and restarted until the coordinator answers)."""
-    coordinator = str(fleet.lab["coordinator"])
+    coordinator = fleet.lab.coordinator
     why = await coordinator_away(coordinator)
     if why is not None and warn is not None:
         warn(f"labgrid coordinator {coordinator} is not reachable ({why}); serving anyway, the exporter retries")
     devices = host_devices(fleet, host)
     # served here, so started here; boards listen on `address` so that other hosts reach them
-    local = [replace(d, lab=None, extra={**d.extra, "listen": address} if address else d.extra)
-             for d in devices if d.virtual]  # fmt: skip
+    local = [replace(d, lab=None, listen=address or d.listen) for d in devices if d.virtual]
     async with virtual_fleet(local) as (resolved, _running):
         served = {d.name: d.link for d in resolved if d.link is not None}
         write_file(config_path, exporter_config(fleet, host, served, address), what="exporter folder")
         if on_ready is not None:
             on_ready({name: getattr(link, "url", None) or getattr(link, "target", "") for name, link in served.items()})
-        argv = exporter_argv(str(fleet.lab["coordinator"]), host, config_path, address)
+        argv = exporter_argv(fleet.lab.coordinator, host, config_path, address)
         log = open_for_child(log_path or config_path.with_suffix(".log"))  # kept open while serving (capped at start)
         try:
             while not stop.is_set():

@@ -34,7 +34,7 @@ class SyncReport:
 
 def fleet_tag(fleet: Fleet) -> str:
     """The `hb_fleet` tag value of this fleet: its [bench] name, else its file name, as a labgrid tag value."""
-    name = str(fleet.bench.get("name") or fleet.path.stem)
+    name = fleet.bench.name or fleet.path.stem
     return re.sub(r"[^a-z0-9_]", "_", name.lower())
 
 

@@ -102,7 +102,7 @@ class SerialLink:
     @classmethod
     def lab_export(cls, device: Any, where: str, baud: int) -> dict[str, Any]:
         """What the exporter publishes for a real board on its bench host: a udev match on its USB serial."""
-        usb_serial = device.extra.get("usb_serial")
+        usb_serial = device.usb_serial
         if not usb_serial:
             raise ConfigError(
                 f"{where}: field 'usb_serial': missing",
@@ -113,7 +113,8 @@ class SerialLink:
     @classmethod
     def from_lab(cls, device: Any, params: dict[str, Any]) -> SerialLink:
         """The link to `device` from the parameters of its place's published resource."""
-        baud = int(device.extra.get("baud") or params.get("speed") or getattr(device.settings, "baud", DEFAULT_BAUD))
+        own = device.lab.baud if device.lab is not None else None
+        baud = int(own or params.get("speed") or getattr(device.settings, "baud", DEFAULT_BAUD))
         return cls(url=serial_url(params), baud=baud)
 
 
@@ -218,9 +219,9 @@ class SshLink:
             user=params.get("username") or "root",
             host=params["address"],
             port=int(params.get("port", 22)),
-            key=device.extra.get("key"),
-            host_key=device.extra.get("host_key"),
-            known_hosts=device.extra.get("known_hosts"),
+            key=device.lab.key if device.lab is not None else None,
+            host_key=device.lab.host_key if device.lab is not None else None,
+            known_hosts=device.lab.known_hosts if device.lab is not None else None,
         )
 
 

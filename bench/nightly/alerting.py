@@ -28,12 +28,12 @@ def night_findings(
     for conf in confirmations.values():
         out += findings_of_verdicts(store, conf.run_id, conf.verdicts)
     for session, run_id in replay_runs.items():
-        for dev in store.devices(run_id):
+        for dev in store.runs.devices(run_id):
             stored = (dev.info.get("retry") or {}).get("outcome") or dev.info.get("outcome")
             outcome = Outcome.from_json(stored) if stored else None
             out += _of_outcome(store, session, dev.name, run_id, "replay", outcome)
     if ota_run is not None:
-        session = store.run(ota_run).session or ""
+        session = store.runs.run(ota_run).session or ""
         for stage, devices in (ota_outcomes or {}).items():
             for device, outcome in devices.items():
                 out += _of_outcome(store, session, device, ota_run, stage, outcome)

@@ -16,7 +16,6 @@ from typing import Any
 
 from bench.bundles.artefacts import ArtefactStore
 from bench.config.fleet import Device
-from bench.results.evidence import fingerprints
 from bench.results.judge import judge_run
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION, SUSPECTED, Verdict
@@ -91,8 +90,8 @@ async def attribute(
     component changed; None when its baseline run is unknown or no component changed."""
     if not regression.baseline_runs:
         return None
-    new = fingerprints(store, run_id).get(device.name, {})
-    old = fingerprints(store, max(regression.baseline_runs)).get(device.name, {})
+    new = store.verdicts.fingerprints(run_id).get(device.name, {})
+    old = store.verdicts.fingerprints(max(regression.baseline_runs)).get(device.name, {})
     changed = changed_components(new, old)
     if not changed:
         return None

@@ -7,8 +7,8 @@ import datetime as dt
 
 from bench.alerts import NightAlerts
 from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cases, run_figures, verdict_cases
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import OTA_SESSION
-from bench.nightly.run import NightlyResult
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION, Verdict
 from bench.store.results import ResultStore
@@ -23,7 +23,7 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
         mine = run_figures(store, run.run_id)
         retry = result.retries.get(run.session)
         if retry is not None:  # a retried device's figures are its retry's
-            again = run_figures(store, retry, run_kind=store.run(run.run_id).kind)
+            again = run_figures(store, retry, run_kind=store.runs.run(run.run_id).kind)
             retried = {f.device for f in again}
             mine = [f for f in mine if f.device not in retried] + again
         figures += mine

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from bench.config.fleet import Device
 from bench.core.outcomes import FailureClass, Outcome
 from bench.core.units import figure
-from bench.results.evidence import accept, fingerprints, leave_window, record_verdicts, window
+from bench.results.evidence import record_verdicts, window
 from bench.results.judge import acceptance, counted, judge_run
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import REGRESSION, SUSPECTED, Verdict, Window, confirmed, settle
@@ -89,16 +89,18 @@ async def confirm_run(
             final.append(confirmed(v, second.get((v.device, v.metric)), note, pool))
         result = Confirmation(run_id, final, again, control.name if control else None)
     record_verdicts(store, run_id, result.verdicts)
-    for dev in store.devices(run_id):
+    for dev in store.runs.devices(run_id):
         ok, why = acceptance(result.verdicts, dev.name, dev.status)
         outcome = Outcome.from_json(dev.info["outcome"]) if dev.info.get("outcome") else None
         if ok and outcome is not None and outcome.cls != FailureClass.PASS:
             ok, why = False, outcome.label
-        accept(store, run_id, dev.name, ok, why)
-    session = store.run(run_id).session or ""
+        store.windows.accept(run_id, dev.name, ok, why)
+    session = store.runs.run(run_id).session or ""
     for v in result.verdicts:
         if v.status == REGRESSION and v.is_drift:
-            leave_window(store, session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}")
+            store.windows.leave_window(
+                session, v.device, v.drift_since, run_id, f"{v.metric} since run {v.drift_since}"
+            )
     return result
 
 
@@ -107,12 +109,12 @@ def counted_windows(
 ) -> dict[tuple[str, str], Window]:
     """(device, metric) -> the window a suspect of run `run_id` was judged against, for the suspects whose figure is
     counted in instructions (judge.counted): their night and replay are pooled against it (verdict.confirmed)."""
-    prints = fingerprints(store, run_id)
-    session = store.run(run_id).session or ""
+    prints = store.verdicts.fingerprints(run_id)
+    session = store.runs.run(run_id).session or ""
     out = {}
     for v in suspects:
         rule = thresholds.rule(v.metric)
-        flags = next((m.flags for m in store.measurements(run_id, v.device) if m.name == rule.measurement), ())
+        flags = next((m.flags for m in store.measures.measurements(run_id, v.device) if m.name == rule.measurement), ())
         if counted(rule, prints.get(v.device, {}), flags):
             out[(v.device, v.metric)] = window(store, session, v.device, rule.measurement, before=run_id,
                                                size=thresholds.baseline_runs, pinned=pinned)  # fmt: skip

@@ -195,7 +195,7 @@ async def update_stage(
             allow_downgrade=running is not None and running != manifest["name"],
         )  # fmt: skip
         if run_id is not None:
-            results.update_device(run_id, agent.device.name, ota=[ota_record(update)])
+            results.runs.update_device(run_id, agent.device.name, ota=[ota_record(update)])
         return DeviceOutcome(update.ok, _update_text(update), data=update.to_json(), outcome=update.outcome)
 
     return await _served(devices, log_dir, store, work, drivers)
@@ -277,7 +277,7 @@ async def _fault_cases(
             "update_detail": update.detail,
         }
     if run_id is not None and events:
-        results.add_faults(run_id, agent.device.name, events)
+        results.measures.add_faults(run_id, agent.device.name, events)
     failed = [n for n, c in cases.items() if not c["ok"]]
     detail = (
         f"{len(cases)} fault case(s) handled, running model kept"

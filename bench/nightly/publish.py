@@ -80,7 +80,7 @@ def energy_of(store: ResultStore, run_id: int) -> dict[str, dict[str, Any]]:
     """device -> the run's energy per decision (mJ, None where its meter gives none), mean power (mW) and the label
     of how they were taken (the meter, what it is modelled from, the method), for every metered device."""
     out: dict[str, dict[str, Any]] = {}
-    for m in store.measurements(run_id):
+    for m in store.measures.measurements(run_id):
         if m.name == "energy_per_decision_p50":
             label = (m.description or "").partition("; meter: ")[2]
             out.setdefault(m.device, {}).update(energy_per_decision_mj=m.value, label=label, flags=list(m.flags))

@@ -50,7 +50,7 @@ def delta_stem(base_version: int, algo: str) -> str:
 
 
 @dataclass(frozen=True)
-class Published:
+class PublishedModel:
     """What `publish` stored: the signed manifest and, when there was a previous version, the signed delta."""
 
     manifest: dict[str, Any]
@@ -224,7 +224,7 @@ class ModelStore:
 
     def publish(
         self, model: Path, key: ec.EllipticCurvePrivateKey, *, name: str, fmt: str, version: int | None = None
-    ) -> Published:
+    ) -> PublishedModel:
         """Sign and store `model` as the next (or the given) version of `name` in `fmt`, with a delta from the
         latest version in that format."""
         if not NAME_RE.match(name):
@@ -261,7 +261,7 @@ class ModelStore:
             ) from None
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return Published(manifest, delta)
+        return PublishedModel(manifest, delta)
 
     def _write_version(
         self,

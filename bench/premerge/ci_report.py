@@ -8,8 +8,8 @@ from pathlib import Path
 
 from bench.ci.facts import CiReport, judged_runs, median_figures, outcome_cases, run_figures, verdict_cases
 from bench.core.outcomes import FailureClass
+from bench.premerge.interleave import KINDS, CheckResult
 from bench.premerge.plan import BASE, CANDIDATE
-from bench.premerge.run import KINDS, CheckResult
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION
 from bench.store.results import ResultStore

@@ -25,7 +25,7 @@ from bench.core.errors import BenchError
 from bench.devices import driver_for
 from bench.devices.base import Driver
 from bench.power import PowerDriver, power_for
-from bench.recovery.records import BAD, FAILURE, RECOVERED, UNRECOVERED, record_event, set_state
+from bench.store.health import BAD, FAILURE, RECOVERED, UNRECOVERED
 from bench.store.results import ResultStore
 
 STEPS = ("restart_agent", "soft_reset", "hard_reset", "power_cycle", "reflash")
@@ -156,7 +156,7 @@ async def recover(
     power = power_for(device) or driver.machine_power()
     result = RecoveryResult(device.name, why)
     if store is not None:
-        record_event(store, device.name, FAILURE, run_id=run_id, detail=why)
+        store.health.record_event(device.name, FAILURE, run_id=run_id, detail=why)
     started = time.monotonic()
     for name in steps:
         t0 = time.monotonic()
@@ -184,11 +184,13 @@ async def recover(
             await driver.close_agent()
     if store is not None:
         if result.recovered:
-            record_event(store, device.name, RECOVERED, step=result.step, seconds=result.seconds, run_id=run_id,
+            store.health.record_event(device.name, RECOVERED, step=result.step, seconds=result.seconds, run_id=run_id,
                          detail=why)  # fmt: skip
         else:
-            record_event(store, device.name, UNRECOVERED, seconds=result.seconds, run_id=run_id, detail=result.reason)
-            set_state(store, device.name, BAD, result.reason, run_id)
+            store.health.record_event(
+                device.name, UNRECOVERED, seconds=result.seconds, run_id=run_id, detail=result.reason
+            )
+            store.health.set_state(device.name, BAD, result.reason, run_id)
     return result
 
 

@@ -1,6 +1,6 @@
 """Open a Linux board's agent for a replay run, with board telemetry sampled in the background and
 written to the results store (with the bench-side faults: agent exits, SSH drops) when the run closes it.
-The session is a ResilientSession: an agent that dies mid-run is restarted and the run carries on. With held
+The session is a SurvivingSession: an agent that dies mid-run is restarted and the run carries on. With held
 drivers (the nightly's, bench.devices.held) a fresh agent is started, and it stays up when the run closes it.
 
     opener = LinuxAgentOpener(store, run_id)
@@ -16,7 +16,7 @@ from bench.config.fleet import Device
 from bench.devices.held import HeldDrivers, driver_of
 from bench.devices.linux import AgentFault, LinuxDriver
 from bench.measure.faults import FaultEvent
-from bench.recovery.resilient import ResilientSession
+from bench.recovery.surviving import SurvivingSession
 from bench.store.results import ResultStore
 from bench.store.telemetry import add_telemetry
 from bench.telemetry import Sample
@@ -57,7 +57,7 @@ class LinuxAgentOpener:
         self.drivers[device.name] = driver
         faults_before = len(driver.faults)  # a held driver's earlier runs' faults are stored with those runs
         try:
-            session = await ResilientSession.open(driver, store=self.store, run_id=self.run_id)
+            session = await SurvivingSession.open(device, driver, store=self.store, run_id=self.run_id)
             monitor = await driver.telemetry() if self.telemetry else None
         except BaseException:
             await driver.close()
@@ -74,8 +74,8 @@ class LinuxAgentOpener:
                     add_telemetry(self.store, self.run_id, device.name, samples)
                 if driver.faults[faults_before:]:
                     faults = [bench_fault(f) for f in driver.faults[faults_before:]]
-                    self.store.add_faults(self.run_id, device.name, faults)
-                self.store.update_device(
+                    self.store.measures.add_faults(self.run_id, device.name, faults)
+                self.store.runs.update_device(
                     self.run_id,
                     device.name,
                     telemetry_errors=self.errors.get(device.name, []),

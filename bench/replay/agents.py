@@ -14,7 +14,7 @@ from bench.core.errors import BenchError, ConfigError
 from bench.devices import has_driver
 from bench.devices.base import Driver
 from bench.devices.held import HeldDrivers, driver_of
-from bench.recovery.session import RecoveringSession
+from bench.recovery.surviving import SurvivingSession
 
 if TYPE_CHECKING:  # the recovery ladder's store (health records); the replay itself writes through a RunSink
     from bench.store.results import ResultStore
@@ -42,7 +42,7 @@ def driver_opener(
 ) -> OpenAgent:
     """An OpenAgent that uses the device's driver: optionally deploy (agent and model), then
     `open_agent()` and an AgentSession on the transport. With a results `store`, the session is a
-    RecoveringSession: a device that stops answering is recovered by the ladder (recorded with `run_id`).
+    SurvivingSession: a device that stops answering is recovered by the ladder (recorded with `run_id`).
     With `drivers`, the device's held driver is used: a fresh agent is started, and it stays up when the
     endpoint closes, for the stages after the replay."""
 
@@ -80,14 +80,14 @@ async def _recovering(
     log = log_dir / f"{device.name}.agent.log" if log_dir else None
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
-    session = await RecoveringSession.open(
+    session = await SurvivingSession.open(
         device, driver, store=store, run_id=run_id, log_dir=log_dir, stall_s=device.settings.stall_s, log_path=log
     )
 
     async def close() -> None:
         try:
             if run_id is not None and session.recoveries:
-                store.update_device(
+                store.runs.update_device(
                     run_id, device.name, recoveries=[r.to_json() for r in session.recoveries],
                     dropped_inputs=session.dropped_inputs,
                 )  # fmt: skip

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import asdict, dataclass, field
 
 from bench.replay.channels import CHANNELS
-from bench.replay.session import Session
+from bench.replay.recording import Session
 
 GAP_FACTOR = 1.5  # an interval longer than this many nominal periods is a gap
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.config.fleet import Link
 from bench.replay.channels import CHANNELS
-from bench.replay.session import BadSessionMessage, Session
+from bench.replay.recording import BadSessionMessage, Session
 from bench.replay.voice_features import voice_features
 
 # Replayed inputs may use at most this share of a byte-limited link's bench->device direction (a UART is

@@ -195,7 +195,7 @@ class ReplayRun:
         """Run everything; devices that fail are marked and the others go on."""
         self.runs = [DeviceRun(d) for d in self.devices]
         self.replayer = Replayer(self.plan, self.pacer, self.realtime)
-        self._frames = self.store.frame_sink()
+        self._frames = self.store.frames.frame_sink()
         live: list[DeviceRun] = []
         timer = self.timer
         ready: asyncio.Task | None = None  # the next wave's _ready, running while this one plays
@@ -264,13 +264,13 @@ class ReplayRun:
 
     def _store_status(self, run: DeviceRun) -> None:
         """Write the device's status, its detail and its outcome to the store."""
-        self.store.update_device(
+        self.store.runs.update_device(
             self.run_id, run.device.name, status=run.status, detail=run.detail, outcome=run.outcome.to_json()
         )
 
     async def _open(self, run: DeviceRun) -> None:
         """Open the device's agent session and sync clocks; its hello says which clock it is timed on."""
-        self.store.add_device(self.run_id, run.device.name, run.device.kind)
+        self.store.runs.add_device(self.run_id, run.device.name, run.device.kind)
         with self.timer.phase("open", [run.device.name], detail=True):
             run.endpoint = await self.open_agent(run.device)
             session = run.endpoint.session
@@ -319,7 +319,7 @@ class ReplayRun:
             )
         run.collector = asyncio.create_task(self._collect(run), name=f"frames-{dev.name}")
         run.status = "running"
-        self.store.update_device(
+        self.store.runs.update_device(
             self.run_id, dev.name, status="running", agent=session.info, voice_mode=str(run.track.mode),
             voice_reason=run.track.mode_reason, latency_clock=run.latency_clock,
         )  # fmt: skip
@@ -445,7 +445,7 @@ class ReplayRun:
         s = run.device.settings
         if run.latency_clock is None:
             why = "no cold starts: the device's clock is emulated (QEMU -icount) and its agent cannot be timed on it"
-            self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)
+            self.store.runs.update_device(self.run_id, run.device.name, cold_starts_error=why)
             return
         try:
             path, manifest = loaded_model(run.device)
@@ -470,7 +470,7 @@ class ReplayRun:
                     run.cold_starts_ms.append(took_ms)
         except Exception as exc:  # the session's own figures stand; say why there are no cold starts
             why = f"cold starts stopped after {len(run.cold_starts_ms)}: {type(exc).__name__}: {exc}"
-            self.store.update_device(self.run_id, run.device.name, cold_starts_error=why)
+            self.store.runs.update_device(self.run_id, run.device.name, cold_starts_error=why)
 
     def _measure(self, run: DeviceRun) -> None:
         """Compute and store the device's measurements from what was collected."""
@@ -496,12 +496,14 @@ class ReplayRun:
         if run.latency_clock == "device":  # what the device was given on its own clock (bench.results.played)
             add_played(run.result, played(run.frames, list(run.track.sent_by_seq(self.plan)), run.stats))
         run.result.add("input_bytes", run.track.sent_bytes, description=f"as {run.track.mode} lines")
-        self.store.add_measurements(self.run_id, name, run.result.measurements)
-        self.store.add_histograms(self.run_id, name, run.result.histograms)
-        self.store.add_faults(self.run_id, name, run.result.faults)
+        self.store.measures.add_measurements(self.run_id, name, run.result.measurements)
+        self.store.measures.add_histograms(self.run_id, name, run.result.histograms)
+        self.store.measures.add_faults(self.run_id, name, run.result.faults)
         if run.power:
-            add_power(self.store, self.run_id, name, run.power, run.energy.windows_ns if run.energy else ())
-        self.store.set_clock(self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns)
+            add_power(self.store.measures, self.run_id, name, run.power, run.energy.windows_ns if run.energy else ())
+        self.store.frames.set_clock(
+            self.run_id, name, clock.offset_ns, clock.drift_ppm, clock.ref_ns, clock.uncertainty_ns
+        )
         self._store_status(run)
 
     def _timing(self, run: DeviceRun, clock: ClockLike) -> ReplayTiming:
@@ -544,7 +546,7 @@ class ReplayRun:
             for p, d, s in zip(self.plan.inputs, track.due_ns, track.sent_ns, strict=False)
             if s >= 0
         ]
-        self.store.add_inputs(self.run_id, run.device.name, rows)
+        self.store.frames.add_inputs(self.run_id, run.device.name, rows)
 
     async def _close(self, run: DeviceRun) -> None:
         await self._stop_meter(run)  # when interrupted before _stop: what the meter took still counts

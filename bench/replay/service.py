@@ -16,8 +16,8 @@ from bench.core.outcomes import FailureClass
 from bench.replay.pacing import Pacer
 from bench.replay.phases import Phase
 from bench.replay.plan import build_plan
+from bench.replay.recording import Session, read_session
 from bench.replay.run import DEFAULT_WAVES, DeviceRun, ReplayRun
-from bench.replay.session import Session, read_session
 
 if TYPE_CHECKING:  # the run's record (begin/finish); what the replay writes into it goes through a RunSink
     from bench.store.results import ResultStore
@@ -74,7 +74,7 @@ async def replay_fleet(
     session = session_file if isinstance(session_file, Session) else read_session(session_file)
     plan = build_plan(session, wire.encode)
     session = replace(session, messages=[])  # the plan's lines are what plays: no decoded payload kept
-    run_id = store.begin_run(
+    run_id = store.runs.begin_run(
         kind, bench=bench, session=session.session_id, speed=speed, git_rev=git_rev,
         config={"session_file": str(session.path or ""), "voice": voice, "devices": [d.name for d in devices]},
     )  # fmt: skip
@@ -92,7 +92,7 @@ async def replay_fleet(
             with contextlib.suppress(asyncio.CancelledError):
                 await ticker
         outcome = run.outcome
-        store.finish_run(
+        store.runs.finish_run(
             run_id,
             status,
             {

@@ -14,7 +14,7 @@ import numpy as np
 
 from bench.core.errors import ConfigError
 from bench.replay.channels import MOCAP_JOINTS, VOICE_CHUNK_SAMPLES, VOICE_RATE_HZ
-from bench.replay.session import Session, messages_from, write_session
+from bench.replay.recording import Session, messages_from, write_session
 
 EPOCH_NS = 1_767_225_600_000_000_000  # 2026-01-01T00:00:00Z: sessions carry wall-clock-like timestamps
 

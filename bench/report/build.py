@@ -11,7 +11,7 @@ from bench.energy.store import POWER_NAME, WINDOWS_NAME
 from bench.report import svg
 from bench.report.downsample import cdf_points, minmax_buckets, rate_per_window
 from bench.report.measures import BENCH_CLOCK_FIELDS
-from bench.report.runview import LATENCY_MS, DeviceRun, RunView
+from bench.report.runview import LATENCY_MS, DeviceView, RunView
 from bench.report.summary import DeviceSummary, summarize
 from bench.results.clocks import COUNTED_TIMING, GUEST_TIMING, ICOUNT_TIMING
 from bench.results.verdict import (
@@ -207,7 +207,7 @@ MIN_RATE_WINDOWS = 3  # an FPS-over-time plot of fewer 1 s windows is a dot, not
 
 
 def device_plots(
-    device: DeviceRun, baseline: DeviceRun | None, trend: list[dict], *, icount: bool = False, guest: bool = False
+    device: DeviceView, baseline: DeviceView | None, trend: list[dict], *, icount: bool = False, guest: bool = False
 ) -> dict[str, str]:
     """The SVG plots of one device. On an icount guest the bench-clock plots (decision latency) are left out, unless
     the replay ran on the guest's clock (`guest`), and the frame plots' time axis is the guest's clock."""
@@ -318,7 +318,7 @@ TELEMETRY_PLOTS = {
 }
 
 
-def telemetry_summary(device: DeviceRun) -> list[dict]:
+def telemetry_summary(device: DeviceView) -> list[dict]:
     """min/mean/max of each telemetry value of the device (sorted by name)."""
     return [
         {
@@ -334,7 +334,7 @@ def telemetry_summary(device: DeviceRun) -> list[dict]:
     ]
 
 
-def telemetry_plots(device: DeviceRun) -> dict[str, str]:
+def telemetry_plots(device: DeviceView) -> dict[str, str]:
     """Temperature, CPU frequency and memory over the run, with faults and throttled samples marked."""
     plots: dict[str, str] = {}
     throttled = device.telemetry.get("throttled_now")
@@ -363,7 +363,7 @@ def telemetry_plots(device: DeviceRun) -> dict[str, str]:
     return plots
 
 
-def power_plot(device: DeviceRun) -> dict[str, str]:
+def power_plot(device: DeviceView) -> dict[str, str]:
     """The meter's power over the run, the inference windows shaded under it."""
     power = device.telemetry.get(POWER_NAME)
     if power is None or not power.values.size:
@@ -380,7 +380,7 @@ def power_plot(device: DeviceRun) -> dict[str, str]:
     ))}  # fmt: skip
 
 
-def fault_markers(device: DeviceRun) -> list[svg.Marker]:
+def fault_markers(device: DeviceView) -> list[svg.Marker]:
     """Vertical markers for the device's faults, titled with what happened."""
     return [
         svg.Marker(f.t_s, f"{f.kind} at {f.t_s:.1f} s: {f.detail} {f.outcome}".strip())

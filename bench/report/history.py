@@ -1,12 +1,15 @@
-"""Trend points from the results store: per-run device summaries read from the stored measurements
-(cheap: no frame records are loaded), for the report's "last N runs" plots."""
+"""Trend points: per-run device summaries from the stored measurements (cheap: no frame records are loaded),
+for the report's "last N runs" plots."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from bench.report.build import TREND_RUNS, HistoryPoint
-from bench.report.runview import DeviceRun
+from bench.report.runview import DeviceView
 from bench.report.summary import summarize
 from bench.report.view_adapter import add_stored, fault_event
+from bench.store.reading import RunRecord
 from bench.store.results import ResultStore
 
 
@@ -15,19 +18,20 @@ def load_history(
 ) -> list[HistoryPoint]:
     """The `limit` runs up to and including run `up_to` (of the same `kind` and `session` if given), oldest
     first: a trend across sessions would plot a combat run next to a dialogue run as if one had regressed."""
-    rows = [r for r in store.runs(kind=kind) if r.id <= up_to and (session is None or r.session == session)][:limit]
+    return history_of(store.reading.history(up_to=up_to, kind=kind, session=session, limit=limit))
+
+
+def history_of(records: Iterable[RunRecord]) -> list[HistoryPoint]:
+    """The trend points of runs read by the store's read model, in their order: each device with figures."""
     points = []
-    for run in reversed(rows):
-        kinds = {d.name: d.kind for d in store.devices(run.id)}
-        by_device: dict[str, list] = {}
-        for m in store.measurements(run.id):
-            by_device.setdefault(m.device, []).append(m)
-        devices = {name: DeviceRun(name, kinds.get(name, "")) for name in by_device}
-        for name, device in devices.items():
-            add_stored(device, by_device[name], ())
-        for name, fault in store.faults(run.id):
-            if name in devices:
-                devices[name].faults.append(fault_event(fault))
+    for record in records:
+        devices = {}
+        for name, stored in record.devices.items():
+            if not stored.measurements:
+                continue
+            device = devices[name] = DeviceView(name, stored.row.kind)
+            add_stored(device, stored.measurements, ())
+            device.faults += [fault_event(f) for f in stored.faults]
         summaries = {name: summarize(device) for name, device in devices.items()}
-        points.append(HistoryPoint(str(run.id), run.started_at, summaries))
+        points.append(HistoryPoint(str(record.run.id), record.run.started_at, summaries))
     return points

@@ -24,7 +24,7 @@ from bench.report.measures import NOUNS, count_text, measure_rows
 from bench.report.nights import Cell, SessionGrid
 from bench.results.judge import ICOUNT
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
-from bench.store.results import UPDATE_RUN_KIND
+from bench.store.runs import UPDATE_RUN_KIND
 
 _HERE = Path(__file__).parent
 _ENV = Environment(loader=PackageLoader("bench.report", "templates"), autoescape=select_autoescape(["j2", "html"]))

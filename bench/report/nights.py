@@ -11,7 +11,6 @@ from bench.alerts.model import FIXED
 from bench.bundles.fingerprint import changes
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REGRESSION
-from bench.store import stored
 from bench.store.results import ResultStore
 
 HISTORY_NIGHTS = 60  # nights a cell of the history page shows
@@ -72,52 +71,28 @@ class SessionGrid:
 def load_grids(store: ResultStore, thresholds: Thresholds, nights: int = HISTORY_NIGHTS) -> list[SessionGrid]:
     """Every session's grid over its last `nights` judged nights (runs with stored verdicts; confirm replays and the
     update-and-faults run have none), sessions by name."""
-    db = store.db
-    rows = db.execute(
-        "SELECT r.id, COALESCE(r.session, ''), r.started_at FROM runs r"
-        " WHERE r.id IN (SELECT DISTINCT run_id FROM verdicts) ORDER BY r.id"
-    ).fetchall()
     by_session: dict[str, list[tuple[int, str]]] = {}
-    for run_id, session, started in rows:
-        by_session.setdefault(session, []).append((int(run_id), started))
-    grids = []
-    for session, all_nights in sorted(by_session.items()):
-        shown = all_nights[-nights:]
-        grids.append(_grid(store, thresholds, session, shown))
-    return grids
+    for run_id, session, started in store.verdicts.judged_runs():
+        by_session.setdefault(session, []).append((run_id, started))
+    return [_grid(store, thresholds, session, shown[-nights:]) for session, shown in sorted(by_session.items())]
 
 
 def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list[tuple[int, str]]) -> SessionGrid:
     ids = [run_id for run_id, _ in nights]
-    marks = ",".join("?" * len(ids))
-    db = store.db
     measures = {r.measurement for r in thresholds.rules}
-    values: dict[tuple[int, str, str], tuple[float | None, str]] = {}
-    for run_id, device, name, unit, value in db.execute(
-        f"SELECT run_id, device, name, unit, value FROM measurements WHERE run_id IN ({marks})", ids
-    ):
-        if name in measures:
-            values[(run_id, device, name)] = (value, unit)
-    verdicts: dict[tuple[int, str, str], dict] = {}
-    for run_id, device, metric, data in db.execute(
-        f"SELECT run_id, device, metric, data FROM verdicts WHERE run_id IN ({marks})", ids
-    ):
-        where = f"({run_id}, {device!r}, {metric!r})"
-        verdicts[(run_id, device, metric)] = stored.json_object(data, store.label, "verdicts", where, "data")
+    values = {
+        (m.run_id, m.device, m.name): (m.value, m.unit) for m in store.measures.of_runs(ids) if m.name in measures
+    }
+    verdicts = {(v.run_id, v.device, v.metric): v.data for v in store.verdicts.verdicts_of_runs(ids)}
     failures: dict[str, dict[int, str]] = {}
     devices: set[str] = set()
-    for run_id, device, status, detail in db.execute(
-        f"SELECT run_id, name, status, detail FROM devices WHERE run_id IN ({marks})", ids
-    ):
-        devices.add(device)
-        if status != "ok":
-            failures.setdefault(device, {})[run_id] = f"{status}: {detail}" if detail else status
+    for d in store.runs.devices_of_runs(ids):
+        devices.add(d.name)
+        if d.status != "ok":
+            failures.setdefault(d.name, {})[d.run_id] = f"{d.status}: {d.detail}" if d.detail else d.status
     prints: dict[str, dict[int, dict]] = {}
-    for run_id, device, data in db.execute(
-        f"SELECT run_id, device, data FROM fingerprints WHERE run_id IN ({marks}) ORDER BY run_id", ids
-    ):
-        where = f"({run_id}, {device!r})"
-        prints.setdefault(device, {})[run_id] = stored.json_object(data, store.label, "fingerprints", where, "data")
+    for (run_id, device), fp in store.verdicts.fingerprints_of_runs(ids).items():
+        prints.setdefault(device, {})[run_id] = fp
     changed = {device: _changes(by_run) for device, by_run in prints.items()}
     newest = {(a.device, a.metric): a for a in table.of_session(store, session)}
     cells: dict[tuple[str, str], Cell] = {}

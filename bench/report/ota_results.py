@@ -17,11 +17,11 @@ from bench.store.results import ResultStore
 
 def append_ota(store: ResultStore, run_id: int, update: Any, *, kind: str) -> None:
     """Keep one rollout result (a `bench.ota.rollout.DeviceUpdate`) with the run, after the device's earlier ones."""
-    rows = {d.name: d for d in store.devices(run_id)}
+    rows = {d.name: d for d in store.runs.devices(run_id)}
     if update.device not in rows:
-        store.add_device(run_id, update.device, kind)
+        store.runs.add_device(run_id, update.device, kind)
     earlier = rows[update.device].info.get("ota", []) if update.device in rows else []
-    store.update_device(run_id, update.device, ota=[*earlier, ota_record(update)])
+    store.runs.update_device(run_id, update.device, ota=[*earlier, ota_record(update)])
 
 
 def ota_record(update: Any) -> dict[str, Any]:

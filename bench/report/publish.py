@@ -13,24 +13,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.alerts import night_alerts
+from bench.alerts.night import split_night
 from bench.bundles.fingerprint import changes
 from bench.core.errors import ConfigError, ExitCode
 from bench.core.paths import OUTPUT_DIR
-from bench.report.build import HistoryPoint, Report, build_report
-from bench.report.history import load_history
+from bench.report.build import TREND_RUNS, HistoryPoint, Report, build_report
+from bench.report.history import history_of
 from bench.report.html import write_comparison, write_report
 from bench.report.nights import load_grids
 from bench.report.runview import RunView
-from bench.report.view_adapter import load_run
-from bench.results.baseline import get_baseline
+from bench.report.view_adapter import view_of
 from bench.results.bisect import offer
 from bench.results.clocks import fingerprint_timing
-from bench.results.evidence import fingerprints, host_of, stored_verdicts
+from bench.results.evidence import verdicts_of
 from bench.results.judge import judge_run
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import REGRESSION, Verdict, settle
-from bench.store.results import UPDATE_RUN_KIND, ResultStore
+from bench.store.results import ResultStore
+from bench.store.runs import UPDATE_RUN_KIND
 
 DEFAULT_REPORTS = OUTPUT_DIR
 
@@ -87,24 +87,28 @@ def load_stored_run(store: ResultStore, run_id: int, rules: Thresholds, *, pinne
     """Run `run_id`, its verdicts (the stored ones when it has them and nothing is pinned; else judged now,
     without a replay, against the window of accepted runs ending before it or at `pinned`), the run it is
     compared with, its history and the fingerprints, host and revisions the report names."""
-    run = load_run(store, run_id)
-    verdicts = stored_verdicts(store, run_id) if pinned is None else []
-    if not verdicts and run.label != UPDATE_RUN_KIND:  # the update-and-faults run has no performance figures to judge
+    page = store.reading.page(run_id, pinned=pinned, trend=TREND_RUNS)
+    verdicts = verdicts_of(page.verdicts, store.label)
+    baseline, fingerprints, git_revs = page.baseline, page.fingerprints, page.git_revs
+    if not verdicts and page.record.run.kind != UPDATE_RUN_KIND:  # the update-and-faults run has no figures to judge
         verdicts = [settle(v) for v in judge_run(store, run_id, rules, pinned=pinned)]
-    shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
-    bases = {max(v.baseline_runs) for v in verdicts if v.baseline_runs} | ({pinned} if pinned is not None else set())
-    row = store.run(run_id)
+        shown = pinned if pinned is not None else max((max(v.baseline_runs, default=0) for v in verdicts), default=0)
+        bases = {max(v.baseline_runs) for v in verdicts if v.baseline_runs} | ({pinned} - {None})
+        if shown != pinned or page.baseline is None:  # the pinned run is in the page already
+            baseline = store.reading.run(shown, frames=False) if shown else None
+        fingerprints = store.reading.fingerprints({run_id, *bases})
+        git_revs = store.reading.revisions({run_id, *bases})
     return StoredRun(
-        run=run,
+        run=view_of(page.record),
         verdicts=verdicts,
         pinned=pinned,
-        baseline=load_run(store, shown, frames=False) if shown else None,
-        history=load_history(store, up_to=run_id, kind=run.label or None, session=run.meta.get("session")),
-        fingerprints={r: fingerprints(store, r) for r in {run_id, *bases}},
-        host=host_of(store, run_id),
-        git_revs={run_id: row.git_rev, **{r: store.run(r).git_rev for r in bases}},
-        session_file=str(row.config.get("session_file") or "SESSION.mcap"),
-        alerts=night_alerts(store, [run_id], rules.alerts).to_json(),
+        baseline=view_of(baseline) if baseline is not None else None,
+        history=history_of(page.history),
+        fingerprints=fingerprints,
+        host=page.host,
+        git_revs=git_revs,
+        session_file=str(page.record.run.config.get("session_file") or "SESSION.mcap"),
+        alerts=split_night(page.night, store.label, rules.alerts).to_json(),
     )
 
 
@@ -126,7 +130,7 @@ def publish_run(
     rules = thresholds if isinstance(thresholds, Thresholds) else load_thresholds(thresholds)
     pinned = compare_run
     if pinned is None and baseline_name:
-        named = get_baseline(store, baseline_name)
+        named = store.windows.named(baseline_name)
         if named is None:
             raise ConfigError(f"--baseline {baseline_name}: no such baseline", hint="see `hilbench baseline list`")
         pinned = named.run_id if named.run_id != run_id else None

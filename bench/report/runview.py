@@ -52,7 +52,7 @@ class TimeSeries:
 
 
 @dataclass(frozen=True)
-class FaultEvent:
+class TimelineFault:
     """Something that went wrong (or was injected) on a device, and how the device came out of it."""
 
     t_s: float | None  # since the run's first frame; None when nobody timed it (e.g. a refused update)
@@ -80,7 +80,7 @@ class OtaTransfer:
 
 
 @dataclass
-class DeviceRun:
+class DeviceView:
     """Everything one run measured on one device."""
 
     name: str
@@ -90,7 +90,7 @@ class DeviceRun:
     counts: dict[str, int | None] = field(default_factory=dict)  # stored name -> observations behind it
     frames: FrameTrace | None = None
     telemetry: dict[str, TimeSeries] = field(default_factory=dict)
-    faults: list[FaultEvent] = field(default_factory=list)
+    faults: list[TimelineFault] = field(default_factory=list)
     ota: list[OtaTransfer] = field(default_factory=list)
     model_versions: list[str] = field(default_factory=list)
     decision_budget_ms: float | None = None
@@ -110,7 +110,7 @@ class RunView:
 
     run_id: str
     started_at: str  # ISO 8601, UTC
-    devices: dict[str, DeviceRun] = field(default_factory=dict)
+    devices: dict[str, DeviceView] = field(default_factory=dict)
     label: str = ""
     status: str = ""  # e.g. "finished", "failed", "running"
     meta: dict[str, str] = field(default_factory=dict)  # fleet, bench version, baseline name...

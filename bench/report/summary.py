@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 from bench.core.units import convert
 from bench.measure.catalogue import metric
-from bench.report.runview import DeviceRun
+from bench.report.runview import DeviceView
 
 
 @dataclass(frozen=True)
@@ -90,13 +90,13 @@ COUNTS = {"latency_n": "latency_p50_ms", "inference_n": "inference_p50_ms", "fir
 INTEGER_FIELDS = frozenset({"deadline_misses", "stutters"})
 
 
-def source(device: DeviceRun, field: str) -> str | None:
+def source(device: DeviceView, field: str) -> str | None:
     """The stored measurement `field` shows for `device` (None when the run stored none of them)."""
     names, _ = FIGURES[field]
     return next((n for n in names if device.scalars.get(n, (None, ""))[0] is not None), None)
 
 
-def stored(device: DeviceRun, field: str) -> float | None:
+def stored(device: DeviceView, field: str) -> float | None:
     """The stored figure behind summary `field`, in the field's unit."""
     name = source(device, field)
     if name is None:
@@ -106,7 +106,7 @@ def stored(device: DeviceRun, field: str) -> float | None:
     return int(shown) if field in INTEGER_FIELDS and shown is not None else shown
 
 
-def observations(device: DeviceRun, field: str) -> int:
+def observations(device: DeviceView, field: str) -> int:
     """How many observations the stored figure behind `field` rests on (0 when none is stored)."""
     name = source(device, field)
     if name is None:
@@ -114,7 +114,7 @@ def observations(device: DeviceRun, field: str) -> int:
     return int(device.counts.get(name) or 1)
 
 
-def summarize(device: DeviceRun) -> DeviceSummary:
+def summarize(device: DeviceView) -> DeviceSummary:
     """The headline numbers of `device`: its stored measurements (the figures the verdicts judge)."""
     figures = {field: stored(device, field) for field in FIGURES}
     counts = {field: observations(device, of) for field, of in COUNTS.items()}
@@ -135,7 +135,7 @@ def summarize(device: DeviceRun) -> DeviceSummary:
 PACE = {"bench": "replay_send_error", "device": "replay_release_error"}  # ns, bench.measure.replay_timing
 
 
-def _pace(device: DeviceRun) -> dict:
+def _pace(device: DeviceView) -> dict:
     """The replay's send (bench clock) or release (device clock) error P50/P99/max in ms, when stored."""
     for clock, name in PACE.items():
         values = [device.scalars.get(f"{name}_{q}", (None, ""))[0] for q in ("p50", "p99", "max")]

@@ -29,13 +29,15 @@ from bench.report.runview import (
     INFERENCE_MS,
     LATENCY_MS,
     MEMORY_PEAK_MB,
-    DeviceRun,
-    FaultEvent,
+    DeviceView,
     FrameTrace,
     RunView,
     Samples,
+    TimelineFault,
     TimeSeries,
 )
+from bench.store.frame_columns import FrameColumns
+from bench.store.reading import RunRecord
 from bench.store.results import ResultStore
 
 # stored histogram name -> (RunView source, target unit)
@@ -55,21 +57,20 @@ SCALAR_SOURCES = {"first_frame": (FIRST_FRAME_MS, "ms"), "mem_peak": (MEMORY_PEA
 def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView:
     """Everything the report and the verdicts need of run `run_id`. `frames=False` skips the frame records
     (only the time plots need them; a baseline's verdict samples come from its histograms)."""
-    row = store.run(run_id)
+    return view_of(store.reading.run(run_id, frames=frames))
+
+
+def view_of(record: RunRecord) -> RunView:
+    """The report's view of a run read by the store's read model (bench.store.reading)."""
+    row = record.run
     meta = {k: str(v) for k, v in (("kind", row.kind), ("bench", row.bench), ("session", row.session),
                                    ("git", row.git_rev)) if v}  # fmt: skip
     view = RunView(run_id=str(row.id), started_at=row.started_at, status=row.status, label=row.kind, meta=meta)
-    measurements_by_device: dict[str, list] = {}
-    for m in store.measurements(run_id):
-        measurements_by_device.setdefault(m.device, []).append(m)
-    faults_by_device: dict[str, list] = {}
-    for device, fault in store.faults(run_id):
-        faults_by_device.setdefault(device, []).append(fault)
-    pruned = store.raw_pruned(run_id)
-    for dev in store.devices(run_id):
-        trace, first_t0_us, models, first_rx_ns = _frames(store, run_id, dev.name) if frames else (None, None, [], None)
-        device = DeviceRun(name=dev.name, kind=dev.kind, frames=trace)
-        add_stored(device, measurements_by_device.get(dev.name, []), store.histograms(run_id, dev.name).values())
+    for stored in (d for d in record.devices.values() if d.listed):
+        dev = stored.row
+        trace, first_t0_us, models, first_rx_ns = _frames(stored.frames)
+        device = DeviceView(name=dev.name, kind=dev.kind, frames=trace)
+        add_stored(device, stored.measurements, stored.histograms.values())
         device.ota = ota_transfers(dev.info)
         device.model_versions = [f"v{m}" for m in models]
         for update in device.ota:
@@ -80,15 +81,15 @@ def load_run(store: ResultStore, run_id: int, *, frames: bool = True) -> RunView
             device.notes.append(f"device status {dev.status}: {dev.detail}".rstrip(": "))
         device.notes += outcome_notes(dev.info)
         device.notes += [f"telemetry: {e}" for e in dev.info.get("telemetry_errors", [])]
-        if dev.name in pruned:
-            device.notes.append(pruned_note(pruned[dev.name]))
+        if stored.pruned_at:
+            device.notes.append(pruned_note(stored.pruned_at))
         if dev.info.get("voice_mode"):  # what the replay sent it: voice as PCM or features, and why
             device.notes.append(f"inputs: voice as {dev.info['voice_mode']} ({dev.info.get('voice_reason', '')})")
         if dev.info.get("dropped_inputs"):
             device.notes.append(f"{dev.info['dropped_inputs']} input(s) dropped while the agent was recovered")
-        device.faults = [fault_event(f, first_t0_us, first_rx_ns) for f in faults_by_device.get(dev.name, [])]
-        device.telemetry = load_telemetry(store, run_id, dev.name, origin_ns=first_rx_ns)
-        device.meter, device.energy_na, device.energy_windows = _meter(measurements_by_device.get(dev.name, []))
+        device.faults = [fault_event(f, first_t0_us, first_rx_ns) for f in stored.faults]
+        device.telemetry = time_series(stored.telemetry, origin_ns=first_rx_ns)
+        device.meter, device.energy_na, device.energy_windows = _meter(stored.measurements)
         view.devices[dev.name] = device
     return view
 
@@ -136,7 +137,7 @@ class StoredFigure(Protocol):
     samples: int | None
 
 
-def add_stored(device: DeviceRun, measurements: Iterable[StoredFigure], histograms: Iterable[Histogram]) -> None:
+def add_stored(device: DeviceView, measurements: Iterable[StoredFigure], histograms: Iterable[Histogram]) -> None:
     """Put a device's stored measurements (figures and their counts) and the sample series of its stored histograms
     (those the report plots, in the units it shows) into `device`."""
     for m in measurements:
@@ -169,12 +170,11 @@ def outcome_notes(info: dict) -> list[str]:
     return notes
 
 
-def _frames(
-    store: ResultStore, run_id: int, device: str
-) -> tuple[FrameTrace | None, int | None, list[int], int | None]:
+def _frames(columns: FrameColumns | None) -> tuple[FrameTrace | None, int | None, list[int], int | None]:
     """Frame timing of the inference frames, the first t0 (device us), the model versions seen and the bench time
-    the first inference frame arrived (puts bench-clock events on the frame time axis)."""
-    columns = store.frame_columns(run_id, device)
+    the first inference frame arrived (puts bench-clock events on the frame time axis); nothing without records."""
+    if columns is None:
+        return None, None, [], None
     inference = columns.values["ran"] == 1
     ran = inference & columns.present("t0")
     if not ran.any():
@@ -190,7 +190,7 @@ def _frames(
     return trace, int(t0[0]), models, first_rx_ns
 
 
-def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = None) -> FaultEvent:
+def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = None) -> TimelineFault:
     """A stored fault as the report shows it, timed from the device's first frame when known."""
     if f.t_fault_us is not None and first_t0_us is not None:
         t_s = (f.t_fault_us - first_t0_us) / 1e6
@@ -205,7 +205,7 @@ def fault_event(f, first_t0_us: int | None = None, first_rx_ns: int | None = Non
         outcome.append(f"{figure(f.since_switch_ms, 'ms')} after the switch to v{f.model_version}")
     if f.rollback_us is None and f.t_switch_us is None and f.prev_version is not None:  # refused before a switch
         outcome.append(f"refused, v{f.prev_version} kept running")
-    return FaultEvent(
+    return TimelineFault(
         t_s=t_s, kind=f.kind, detail=" ".join(x for x in (f.cause, f.detail) if x), outcome="; ".join(outcome)
     )
 
@@ -217,10 +217,9 @@ def _factor(unit: str, target: str, name: str) -> float:
         raise ValueError(f"stored {name} is in {unit!r}; the report cannot convert it to {target}") from None
 
 
-def load_telemetry(store: ResultStore, run_id: int, device: str, origin_ns: int | None = None) -> dict[str, TimeSeries]:
-    """Every telemetry value of `device` in run `run_id` as a time series, in seconds since `origin_ns`
-    (bench clock; default: the device's first sample)."""
-    rows = store.telemetry(run_id, device)
+def time_series(rows: list[tuple[str, str, int, float]], origin_ns: int | None = None) -> dict[str, TimeSeries]:
+    """A device's telemetry values (name, unit, t_ns, value) as time series, in seconds since `origin_ns` (bench
+    clock; default: the device's first sample)."""
     if not rows:
         return {}
     origin = origin_ns if origin_ns is not None else min(r[2] for r in rows)

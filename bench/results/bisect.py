@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.core.errors import BenchError
-from bench.results.evidence import accept
 from bench.results.judge import judge_run
 from bench.results.majority import majority
 from bench.results.thresholds import Thresholds
@@ -157,7 +156,7 @@ async def bisect(
     if isinstance(base, str):
         raise BisectError(f"good end {builds[good]}: {base}")
     for run in base:
-        accept(store, run, device, True)
+        store.windows.accept(run, device, True)
     _, _, _, figures = judge_step(store, base, device, judged, metric)
     result.baseline = Step(good, builds[good], "baseline", base, metric or "", "the good end: every step's baseline",
                            figures)  # fmt: skip

@@ -13,7 +13,7 @@ from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
 from bench.results.drift import SERIES_NIGHTS, as_drift, find_creep, find_drift
-from bench.results.evidence import fingerprints, host_of, regression_nights, series, window
+from bench.results.evidence import regression_nights, series, window
 from bench.results.played import played_difference
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import (
@@ -65,12 +65,14 @@ def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
     return None
 
 
-def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baseline_runs: tuple[int, ...]) -> str | None:
-    """Why the bench host counts as busy during run `run_id`, or None when it was not (or was not measured): other
-    processes (and steal) took more than `busy_others_pct` of it, and more by `busier_margin_pct` than during any
-    of the baseline runs (a host that is always as busy has that noise in the window's spread already), or more
-    than `starved_others_pct` whatever the baseline runs had (the bench got too little of the host to measure)."""
-    data = host_of(store, run_id)
+def busy_reason(
+    store: ResultStore, data: dict | None, thresholds: Thresholds, baseline_runs: tuple[int, ...]
+) -> str | None:
+    """Why the bench host counts as busy during a run whose stored host noise is `data`, or None when it was not (or
+    was not measured): other processes (and steal) took more than `busy_others_pct` of it, and more by
+    `busier_margin_pct` than during any of the baseline runs (a host that is always as busy has that noise in the
+    window's spread already), or more than `starved_others_pct` whatever the baseline runs had (the bench got too
+    little of the host to measure)."""
     if not data or "others_pct" not in data:
         return None
     noise = HostNoise.from_json(data)
@@ -79,7 +81,7 @@ def busy_reason(store: ResultStore, run_id: int, thresholds: Thresholds, baselin
         return None
     if noise.busy(rules.starved_others_pct):
         return f"{noise.describe()}: over {rules.starved_others_pct:g}%, the bench was starved"
-    usual = max((HostNoise.from_json(host_of(store, r) or {}).load_pct for r in baseline_runs), default=0.0)
+    usual = max((HostNoise.from_json(store.verdicts.host_of(r) or {}).load_pct for r in baseline_runs), default=0.0)
     if noise.load_pct <= usual + rules.busier_margin_pct:
         return None
     return f"{noise.describe()}; at most {usual:.0f}% in its baseline runs"
@@ -104,19 +106,19 @@ def judge_run(
     runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted()). Every counted figure of a
     device replayed on its own clock that was given its inputs otherwise than in its baseline runs is INCONCLUSIVE,
     naming the difference (bench.results.played), whatever it showed."""
-    row = store.run(run_id)
-    prints = fingerprints(store, run_id)
-    by_device: dict[str, dict] = {}
-    for m in store.measurements(run_id):
-        by_device.setdefault(m.device, {})[m.name] = m
+    (record,) = store.reading.runs([run_id], [store.runs.run(run_id)])  # the run is read once, up front
+    prints = store.reading.fingerprints([run_id])[run_id]
+    host = store.verdicts.host_of(run_id)
+    row = record.run
     verdicts = []
-    for dev in store.devices(run_id):
+    for part in (d for d in record.devices.values() if d.listed):
+        dev = part.row
         if devices is not None and dev.name not in devices:
             continue
         fp = prints.get(dev.name, {})
         virtual = bool(fp.get("virtual", False))
         icount = fp.get("clock") == "icount"
-        stored = by_device.get(dev.name, {})
+        stored = {m.name: m for m in part.measurements}
         pace = pace_reason(stored)
         played: dict[tuple[int, ...], str | None] = {}  # baseline runs -> how the run was given its inputs otherwise
         for rule in thresholds.rules:
@@ -139,7 +141,7 @@ def judge_run(
             elif rule.replay_paced and pace:
                 verdict = off_pace(verdict, pace)
             elif virtual and rule.host_timed and not count and verdict.status == SUSPECTED:
-                busy = busy_reason(store, run_id, thresholds, verdict.baseline_runs)
+                busy = busy_reason(store, host, thresholds, verdict.baseline_runs)
                 verdict = host_busy(verdict, busy) if busy else verdict
             elif count and fp.get("latency_clock") == "device":
                 runs = verdict.baseline_runs

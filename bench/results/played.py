@@ -25,11 +25,11 @@ PER_FRAME_PCT = 1.0  # inputs per inference over the frames both played: off the
 def stored_played(store: ResultStore, run_id: int, device: str) -> Played | None:
     """The fingerprint of a stored run from its frames and inputs (None when it has none: not replayed on its own
     clock, or its raw rows were pruned)."""
-    late = next((m.value for m in store.measurements(run_id, device) if m.name == "played_late"), None)
+    late = next((m.value for m in store.measures.measurements(run_id, device) if m.name == "played_late"), None)
     if late is None:
         return None
-    sent = store.inputs(run_id, device)
-    given = played(store.frames(run_id, device), list(sent), [{"held_late": late}])
+    sent = store.frames.inputs(run_id, device)
+    given = played(store.frames.frames(run_id, device), list(sent), [{"held_late": late}])
     return given if given.frames else None
 
 

@@ -1,5 +1,6 @@
-"""The results store (SQLite or PostgreSQL): runs, devices, measurements, histograms, faults, frame records
-and telemetry (docs/results.md)."""
+"""The results store (SQLite or PostgreSQL): one store per kind of record, each owning its tables and their SQL
+(runs, frames, measures, verdicts, windows, alerts, health, raw), and the read model pages read a run through
+(bench.store.reading); docs/results.md."""
 
 from bench.store.results import ResultStore, open_store
 

@@ -17,11 +17,19 @@ from bench.agent.frame import Frame
 _STOP = object()
 
 
-class FrameStore(Protocol):
-    """The writer thread's own connection to a store."""
+class FrameRows(Protocol):
+    """Where the writer thread's records go."""
 
     def add_frames(self, run_id: int, device: str, frames: Iterable[Frame]) -> None:
         """Write frame records in one transaction."""
+
+
+class WriterConnection(Protocol):
+    """The writer thread's own connection to a store."""
+
+    @property
+    def frames(self) -> FrameRows:
+        """Its frame records."""
 
     def close(self) -> None:
         """Close the connection."""
@@ -29,9 +37,9 @@ class FrameStore(Protocol):
 
 class BackgroundFrameWriter:
     """Queue frame records from any thread; a writer thread commits them through its own connection, opened by
-    `connect` in that thread (`ResultStore.frame_sink()` gives one on the same store)."""
+    `connect` in that thread (`FrameStore.frame_sink()` gives one on the same store)."""
 
-    def __init__(self, connect: Callable[[], FrameStore]) -> None:
+    def __init__(self, connect: Callable[[], WriterConnection]) -> None:
         self.connect = connect
         self.written = 0
         self.error: BaseException | None = None
@@ -68,7 +76,7 @@ class BackgroundFrameWriter:
                 for run_id, device, frame in batch:
                     by_device.setdefault((run_id, device), []).append(frame)
                 for (run_id, device), frames in by_device.items():
-                    store.add_frames(run_id, device, frames)
+                    store.frames.add_frames(run_id, device, frames)
                     self.written += len(frames)
         except BaseException as exc:  # reported by close()
             self.error = exc

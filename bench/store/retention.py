@@ -63,7 +63,7 @@ def to_prune(
     cutoff = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=policy.keep_raw_days)
     seen: dict[tuple[str, str | None], int] = {}  # (device, session) -> runs of it seen, newest first
     prune, kept = [], 0
-    for run_id, device, session, started_at, status in store.raw_holders():
+    for run_id, device, session, started_at, status in store.raw.holders():
         rank = seen.get((device, session), 0)
         seen[(device, session)] = rank + 1
         young = dt.datetime.fromisoformat(started_at) >= cutoff
@@ -79,18 +79,18 @@ def prune(
 ) -> PruneResult:
     """Delete the raw rows the policy lets go and reclaim their space (VACUUM); with `dry_run`, only count them."""
     parts, kept = to_prune(store, policy, now)
-    size = store.size_bytes()
+    size = store.raw.size_bytes()
     result = PruneResult(policy, dry_run, size, size, parts, kept)
     for run_id, device in parts:
         if dry_run:
-            frames, inputs = store.frame_count(run_id, device), store.input_count(run_id, device)
+            frames, inputs = store.frames.frame_count(run_id, device), store.frames.input_count(run_id, device)
         else:
-            frames, inputs = store.prune_raw(run_id, device)
+            frames, inputs = store.raw.prune(run_id, device)
         result.frames += frames
         result.inputs += inputs
     if parts and not dry_run:
-        store.reclaim_space()
-        result.size_after = store.size_bytes()
+        store.raw.reclaim_space()
+        result.size_after = store.raw.size_bytes()
     return result
 
 

@@ -177,7 +177,7 @@ TABLES = [
         "why TEXT NOT NULL DEFAULT ''",
     ),
     "CREATE INDEX IF NOT EXISTS measurements_by_name ON measurements (name, device)",
-    # device health (bench/health): the state of each device, and every failure and recovery over the history
+    # device health (bench.store.health): the state of each device, and every failure and recovery over the history
     """CREATE TABLE IF NOT EXISTS device_health (
         device TEXT PRIMARY KEY,
         state TEXT NOT NULL,

@@ -63,7 +63,7 @@ def _fleet_store(config: pytest.Config) -> str | None:
     from bench.pytest_plugin import _fleet  # the session's fleet, loaded once
 
     try:
-        return _fleet(config).bench.get("results")
+        return _fleet(config).bench.results or None
     except pytest.UsageError:
         return None
 

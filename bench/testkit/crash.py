@@ -29,7 +29,7 @@ LAST_LINES = 20
 
 
 @dataclass(frozen=True)
-class Frame:
+class StackFrame:
     """One traceback frame, as printed and as found in the checkout."""
 
     device_file: str
@@ -54,7 +54,7 @@ class Crash:
 
     device: str
     summary: str
-    frames: tuple[Frame, ...]
+    frames: tuple[StackFrame, ...]
     lines: tuple[str, ...]
 
     def text(self) -> str:
@@ -86,8 +86,8 @@ def decode_crash(device: str, lines: Sequence[str], sources: Mapping[str, Path],
     return None
 
 
-def _traceback(lines: Sequence[str], sources: Mapping[str, Path]) -> tuple[tuple[Frame, ...], str]:
-    frames: list[Frame] = []
+def _traceback(lines: Sequence[str], sources: Mapping[str, Path]) -> tuple[tuple[StackFrame, ...], str]:
+    frames: list[StackFrame] = []
     for text in lines:
         if match := _FRAME.match(text):
             frames.append(_frame(match["file"], int(match["line"]), match["func"] or "", sources))
@@ -100,7 +100,7 @@ def _traceback(lines: Sequence[str], sources: Mapping[str, Path]) -> tuple[tuple
     return tuple(frames), ""
 
 
-def _frame(device_file: str, line: int, function: str, sources: Mapping[str, Path]) -> Frame:
+def _frame(device_file: str, line: int, function: str, sources: Mapping[str, Path]) -> StackFrame:
     source = sources.get(device_file) or sources.get(device_file.lstrip("/")) or sources.get(Path(device_file).name)
     code = ""
     if source is not None:
@@ -108,4 +108,4 @@ def _frame(device_file: str, line: int, function: str, sources: Mapping[str, Pat
             code = source.read_text(encoding="utf-8").splitlines()[line - 1].strip()
         except (OSError, IndexError, UnicodeDecodeError):
             code = "(line not in the source: was an older agent deployed?)"
-    return Frame(device_file, line, function, source, code)
+    return StackFrame(device_file, line, function, source, code)

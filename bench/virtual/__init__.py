@@ -11,7 +11,7 @@ from typing import Protocol
 from bench.config.fleet import Device, Link
 from bench.config.kinds import KINDS
 from bench.core.paths import state_dir
-from bench.energy.spec import needs_connection
+from bench.energy.spec import Ppk2Settings, needs_connection
 from bench.provision.controls import BoardControls
 from bench.virtual import uplinks
 from bench.virtual.usb_hubs import plug, unplug
@@ -55,7 +55,7 @@ def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
         return device
     modelled = getattr(stand_in, "meter_modelled", "")
     url = stand_in.urls().get(spec.driver)
-    if url is not None and getattr(spec.settings, "port", "") is None:
+    if url is not None and isinstance(spec.settings, Ppk2Settings) and spec.settings.port is None:
         return dataclasses.replace(device, energy=spec.with_port(url, modelled))
     if modelled and needs_connection(spec):
         return dataclasses.replace(device, energy=dataclasses.replace(spec, modelled=modelled))

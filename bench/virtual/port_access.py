@@ -42,7 +42,7 @@ LOG_EVERY_S = 60.0  # a refused uid gets at most one log line this often
 
 
 @dataclass(frozen=True)
-class Verdict:
+class PortVerdict:
     """Whether a connection may use the port, and who the peer was (for the board's log)."""
 
     admitted: bool
@@ -199,20 +199,22 @@ def open_serial_pty() -> tuple[int, int, str]:
     return master, slave, path
 
 
-def check(peer: tuple, local: tuple, *, remote_ok: bool) -> Verdict:
+def check(peer: tuple, local: tuple, *, remote_ok: bool) -> PortVerdict:
     """May the process at `peer` (connected to our `local`) use the serial port? Blocking: call in a thread."""
     owner = peer_socket(peer, local)
     if owner is None:
         return _unknown(peer, remote_ok)
     uid, inode = owner
-    return Verdict(True, f"uid {uid}") if uid in {0, os.geteuid()} else _by_holders(uid, inode)
+    return PortVerdict(True, f"uid {uid}") if uid in {0, os.geteuid()} else _by_holders(uid, inode)
 
 
-def _unknown(peer: tuple, remote_ok: bool) -> Verdict:
-    return Verdict(remote_ok, f"{peer[0]}:{peer[1]} (another host)" if remote_ok else f"{peer[0]}:{peer[1]} (unknown)")
+def _unknown(peer: tuple, remote_ok: bool) -> PortVerdict:
+    return PortVerdict(
+        remote_ok, f"{peer[0]}:{peer[1]} (another host)" if remote_ok else f"{peer[0]}:{peer[1]} (unknown)"
+    )
 
 
-def _by_holders(uid: int, inode: str) -> Verdict:
+def _by_holders(uid: int, inode: str) -> PortVerdict:
     """A socket of another uid: admitted when every process holding it runs as root or the bench's user or has
     the serial group."""
     bench = {0, os.geteuid()}
@@ -220,7 +222,7 @@ def _by_holders(uid: int, inode: str) -> Verdict:
     gid = serial_gid()
     creds = [c for c in map(_credentials, pids) if c is not None]
     ok = bool(creds) and all(fsuid in bench or (gid is not None and gid in groups) for fsuid, groups in creds)
-    return Verdict(ok, f"uid {uid}, pid {','.join(map(str, pids)) or '?'}")
+    return PortVerdict(ok, f"uid {uid}, pid {','.join(map(str, pids)) or '?'}")
 
 
 class Gate:
@@ -235,7 +237,7 @@ class Gate:
         self._refusals: dict[int, tuple[float, int]] = {}  # uid -> (start of its window, refusals in it)
         self._logged: dict[str, tuple[float, int]] = {}  # who -> (last line, refusals since)
 
-    async def admit(self, peer: tuple, local: tuple, port: str) -> Verdict:
+    async def admit(self, peer: tuple, local: tuple, port: str) -> PortVerdict:
         """The verdict on a new connection to `port` (its name, for the log)."""
         verdict = await self._verdict(peer, local)
         if not verdict.admitted:
@@ -243,20 +245,20 @@ class Gate:
             self._log_refusal(port, verdict.who)
         return verdict
 
-    async def _verdict(self, peer: tuple, local: tuple) -> Verdict:
+    async def _verdict(self, peer: tuple, local: tuple) -> PortVerdict:
         owner = peer_socket(peer, local)
         if owner is None:
             return _unknown(peer, self.remote_ok)
         uid, inode = owner
         if uid in {0, os.geteuid()}:
-            return Verdict(True, f"uid {uid}")
+            return PortVerdict(True, f"uid {uid}")
         now = time.monotonic()
         since, count = self._refusals.get(uid, (now, 0))
         if now - since >= REFUSAL_MEMORY_S:
             since, count = now, 0
         if count >= FLOOD_REFUSALS or self._scans >= MAX_SCANS:
             self._refusals[uid] = (since, count + 1)
-            return Verdict(False, f"uid {uid}")
+            return PortVerdict(False, f"uid {uid}")
         self._scans += 1
         try:
             verdict = await asyncio.to_thread(_by_holders, uid, inode)

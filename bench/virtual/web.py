@@ -8,9 +8,9 @@ import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.browser.browser import Browser
 from bench.config.fleet import Device
 from bench.links.browser import BrowserLink
-from bench.web.browser import Browser
 
 
 @dataclass

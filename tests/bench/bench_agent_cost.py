@@ -291,7 +291,7 @@ def session_lines(session: Path, input_max_hz: float | None) -> tuple[dict[str, 
     channel), and one line per channel: its median-length one."""
     from bench.agent import wire
     from bench.replay.plan import VoiceMode, build_plan, sampled_at_most
-    from bench.replay.session import read_session
+    from bench.replay.recording import read_session
 
     plan = build_plan(read_session(session), wire.encode)
     keep = sampled_at_most(plan, input_max_hz) if input_max_hz else None
@@ -400,7 +400,7 @@ def main() -> int:
             base = fleet.get(args.host_device)
             for model in models:
                 # the deploy points the agent's remembered model (models/current.json) back at this one
-                dev = replace(base.with_settings(model=model), extra={**base.extra, "reset_model": True})
+                dev = replace(base.with_settings(model=model), reset_model=True)
                 r = asyncio.run(replay_stats(dev, args.session, store, logs, True, parts=not args.no_breakdown))
                 ran = (r["model"] or {}).get("sha256")
                 want = hashlib.sha256((ROOT / "fixtures" / "models" / f"{model}.tflite").read_bytes()).hexdigest()

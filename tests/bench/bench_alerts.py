@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from bench.alerts import night_alerts, table
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import PublishedRun
-from bench.nightly.run import NightlyResult
 from bench.results.evidence import stored_verdicts
 from bench.results.thresholds import load_thresholds
 from bench.store.results import ResultStore, open_store

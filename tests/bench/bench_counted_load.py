@@ -34,7 +34,6 @@ from pathlib import Path
 
 from bench_verdicts import PYTHON, hilbench, more_macs_model, night_alert_words, run_values, scratch_copy
 
-from bench.results.evidence import host_of
 from bench.store.results import ResultStore
 
 SESSION = "fixtures/sessions/combat.mcap"
@@ -83,7 +82,7 @@ def night(repo: Path, label: str, devices: list[str], store: Path, out: Path, wh
         raise SystemExit(f"{label}: nightly gave no JSON (exit {proc.returncode}):\n{proc.stderr[-3000:]}") from None
     (run,) = summary["runs"]
     with ResultStore(store) as results:
-        host = host_of(results, run["run_id"]) or {}
+        host = results.verdicts.host_of(run["run_id"]) or {}
     reasons = {f"{v['device']}:{v['metric']}": v["reason"] for v in run["inconclusive"]}
     return {
         "night": label,

@@ -39,7 +39,7 @@ def figures(store: Path, run_id: int) -> dict[str, dict[str, object]]:
     """device -> its energy figures in run `run_id`, and the meter's label (the figure's description)."""
     out: dict[str, dict[str, object]] = {}
     with open_store(store) as db:
-        for m in db.measurements(run_id):
+        for m in db.measures.measurements(run_id):
             if m.name in FIGURES:
                 row = out.setdefault(m.device, {})
                 row[m.name] = m.value

@@ -41,10 +41,11 @@ from bench.config.fleet import RawRetention
 from bench.measure.measurement import Measurement
 from bench.report.html import run_file_stem, write_index
 from bench.report.nights import load_grids
-from bench.results.evidence import accept, record_fingerprint, record_host, record_verdicts
+from bench.results.evidence import record_verdicts
 from bench.results.judge import judge_run
 from bench.results.thresholds import load_thresholds
-from bench.store.results import RAW_TABLES, ResultStore, open_store
+from bench.store.raw import RAW_TABLES
+from bench.store.results import ResultStore, open_store
 from bench.store.retention import prune
 from tests.measured_runs import Shape, measured, records
 
@@ -85,27 +86,27 @@ def store_night(store: ResultStore, t: Templates, night: int, started: dt.dateti
     ids = []
     for k, session in enumerate(SESSIONS):
         at = (started + dt.timedelta(minutes=5 * k)).isoformat(timespec="milliseconds")
-        run = store.begin_run("replay", bench="lab", session=session, git_rev=f"{night:040x}", started_at=at)
-        record_host(store, run, {"host": "bench-1", "cores": 8, "load_start": 0.4, "busy_pct": 12.0})
+        run = store.runs.begin_run("replay", bench="lab", session=session, git_rev=f"{night:040x}", started_at=at)
+        store.verdicts.record_host(run, {"host": "bench-1", "cores": 8, "load_start": 0.4, "busy_pct": 12.0})
         for name, kind in devices:
             figures, hists, frames = t.kinds[kind]
-            store.add_device(run, name, kind)
-            record_fingerprint(store, run, name, {"model_sha256": f"{night // 30:064x}", "agent": "npc-agent 2",
+            store.runs.add_device(run, name, kind)
+            store.verdicts.record_fingerprint(run, name, {"model_sha256": f"{night // 30:064x}", "agent": "npc-agent 2",
                                                   "virtual": False, "clock": "real time"})  # fmt: skip
             noise = rng.lognormal(0.0, 0.012, len(figures))
-            store.add_measurements(run, name, [
+            store.measures.add_measurements(run, name, [
                 Measurement(m.name, m.unit, None if m.value is None else m.value * n, m.samples, m.flags,
                             m.description) for m, n in zip(figures, noise, strict=True)
             ])  # fmt: skip
-            store.add_histograms(run, name, hists)
+            store.measures.add_histograms(run, name, hists)
             if raw:
-                store.add_frames(run, name, frames)
-                store.add_inputs(run, name, t.inputs)
-            accept(store, run, name, True)
-            store.update_device(run, name, status="ok")
+                store.frames.add_frames(run, name, frames)
+                store.frames.add_inputs(run, name, t.inputs)
+            store.windows.accept(run, name, True)
+            store.runs.update_device(run, name, status="ok")
         if session in verdicts:
             record_verdicts(store, run, verdicts[session])
-        store.finish_run(run, "ok")
+        store.runs.finish_run(run, "ok")
         ids.append(run)
     return ids
 
@@ -199,11 +200,12 @@ def timed_reads(location: str | Path, ids: list[list[int]], work: Path) -> dict:
         judged = sum(len(judge_run(store, run, rules)) for run in ids[-1])
         out["drift_verdicts_s"] = round(time.perf_counter() - start, 2)
         out["verdicts_judged"] = judged
-        devices = [d.name for d in store.devices(ids[-1][0])]  # every night has the same devices
+        devices = [d.name for d in store.runs.devices(ids[-1][0])]  # every night has the same devices
         for night in ids:  # a run-list entry per session run, as its rendered report leaves one
             for session, run in zip(SESSIONS, night, strict=True):
-                entry = {"run": {"run_id": str(run), "started_at": store.run(run).started_at if run == night[0] else
-                                 "", "label": "replay", "status": "ok", "meta": {"session": session}},
+                started = store.runs.run(run).started_at if run == night[0] else ""
+                entry = {"run": {"run_id": str(run), "started_at": started, "label": "replay", "status": "ok",
+                                 "meta": {"session": session}},
                          "baseline": {"name": None}, "outcome": {"verdict": "pass", "regressions": 0,
                                                                  "regressed_devices": []},
                          "devices": [{"name": d} for d in devices]}  # fmt: skip
@@ -243,7 +245,7 @@ def main() -> int:
     built = build(path, nights, devices, raw_nights)
     tables = table_bytes(path)
     with open_store(path) as store:
-        sqlite_bytes = store.size_bytes()
+        sqlite_bytes = store.raw.size_bytes()
     device_runs, raw_runs = nights * devices * len(SESSIONS), raw_nights * devices * len(SESSIONS)
     figures_full, raw_full, full = full_scale(tables, device_runs, raw_runs)
     result = {
@@ -265,7 +267,7 @@ def main() -> int:
             url = fresh_database(server)
             pg = build(url, nights, devices, raw_nights, quiet=True)
             with open_store(url) as store:
-                pg_bytes, pg_tables = store.size_bytes(), pg_table_bytes(store)
+                pg_bytes, pg_tables = store.raw.size_bytes(), pg_table_bytes(store)
             result["postgres_mb"] = round(pg_bytes / 1e6, 1)
             result["postgres_tables_mb"] = {k: round(v / 1e6, 2) for k, v in
                                             sorted(pg_tables.items(), key=lambda kv: -kv[1])[:8]}  # fmt: skip

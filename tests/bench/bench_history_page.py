@@ -18,13 +18,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.report.chromium import check_page
 from bench.report.html import run_file_stem, write_index
 from bench.report.nights import load_grids
 from bench.report.publish import publish_run
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.nightly_history import Plan, write_history
+from tests.report_chromium import check_page
 
 DEVICES = ("c6-a", "orin-1", "pi5-1", "switch-1")
 
@@ -46,7 +46,7 @@ def main() -> int:
     with open_store(out / "results.sqlite") as store:
         ids = write_history(store, rules, plan, DEVICES)
         for run_id in ids[:-1]:  # a run-list entry per night, as a rendered report leaves one
-            entry = {"run": {"run_id": str(run_id), "started_at": store.run(run_id).started_at, "label": "replay",
+            entry = {"run": {"run_id": str(run_id), "started_at": store.runs.run(run_id).started_at, "label": "replay",
                              "status": "ok", "meta": {"session": "combat"}}, "baseline": {"name": None},
                      "outcome": {"verdict": "pass", "regressions": 0, "regressed_devices": []},
                      "devices": [{"name": d} for d in DEVICES]}  # fmt: skip

@@ -38,24 +38,24 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="inputs-layout-")) / "copy.sqlite"
     shutil.copy(args.store, work)
     with open_store(work) as store:
-        nights = len({r.started_at[:10] for r in store.runs(kind="replay")}) or 1
-        store.reclaim_space()
+        nights = len({r.started_at[:10] for r in store.runs.latest(kind="replay")}) or 1
+        store.raw.reclaim_space()
         before = table_bytes(work)
-        file_before = store.size_bytes()
+        file_before = store.raw.size_bytes()
         parts = store.db.execute("SELECT DISTINCT run_id, device FROM inputs").fetchall()
         rows = 0
         for run_id, device in parts:
             legacy = store.db.execute(
                 "SELECT seq, ch, due_ns, sent_ns FROM inputs WHERE run_id = ? AND device = ?", (run_id, device)
             ).fetchall()
-            expect = store.inputs(run_id, device)
+            expect = store.frames.inputs(run_id, device)
             store.db.execute("DELETE FROM inputs WHERE run_id = ? AND device = ?", (run_id, device))
-            store.add_inputs(run_id, device, legacy)
-            assert store.inputs(run_id, device) == expect, (run_id, device)
+            store.frames.add_inputs(run_id, device, legacy)
+            assert store.frames.inputs(run_id, device) == expect, (run_id, device)
             rows += len(legacy)
-        store.reclaim_space()
+        store.raw.reclaim_space()
         after = table_bytes(work)
-        file_after = store.size_bytes()
+        file_after = store.raw.size_bytes()
     old, new = before.get("inputs", 0), after.get("input_sends", 0)
     print(f"{args.store}: {rows} inputs of {len(parts)} device runs over {nights} night(s)")
     print(f"row per input (inputs + its key index): {old / 1e6:.2f} MB; packed rows (input_sends): {new / 1e6:.3f} MB"

@@ -17,9 +17,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.bundles.mpy_board import agent_command
 from bench.config.kinds import KINDS
 from bench.core.paths import MODELS_DIR
-from bench.mpy.board import agent_command
 from tests.e2e.mpy_agent_proc import MpyAgent, make_board, signed
 
 

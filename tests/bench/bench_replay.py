@@ -24,7 +24,7 @@ from bench.measure.histogram import Histogram
 from bench.replay.pacing import Pacer
 from bench.replay.plan import build_plan
 from bench.replay.player import Replayer, Track
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,7 +130,7 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
         extra = {
             "inputs_per_sink": result.inputs,
             "devices_ok": sum(r.status == "ok" for r in result.devices),
-            "frames_stored": store.frame_count(result.run_id),
+            "frames_stored": store.frames.frame_count(result.run_id),
             "realtime_priority": result.realtime,
         }
         store.close()

@@ -97,7 +97,7 @@ def _reusable(store_path: Path, runs: int) -> int | None:
     if not store_path.exists():
         return None
     with open_store(store_path) as store:
-        rows = store.runs()
+        rows = store.runs.latest()
     return rows[0].id if len(rows) == runs else None
 
 

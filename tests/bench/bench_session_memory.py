@@ -4,7 +4,7 @@ A session of N gaze messages (3 floats each) packed into one second, as an eye t
 hostile file would give, is written once, then read (`read_session`: every message decoded and checked) and
 planned (`build_plan`: every message encoded as a protocol line, as a replay holds them) in a fresh process
 each, whose peak RSS is taken from the kernel. The goal: 10^6 messages read and planned within 1 GiB and
-60 s; a session may hold at most `MAX_MESSAGES` (bench/replay/session.py), so this bounds a replay's memory.
+60 s; a session may hold at most `MAX_MESSAGES` (bench/replay/recording.py), so this bounds a replay's memory.
 
     python -m tests.bench bench_session_memory [--messages 100000 1000000]
 """
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.replay.session import MAX_MESSAGES, Session, SessionMessage, write_session
+from bench.replay.recording import MAX_MESSAGES, Session, SessionMessage, write_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ CHILD = """
 import json, resource, sys, time
 from bench.agent import wire
 from bench.replay.plan import build_plan
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 t = time.perf_counter()
 session = read_session(sys.argv[1])
 read_s = time.perf_counter() - t

@@ -23,11 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.agent.session import AgentSession, LoopStart
+from bench.browser.assets import bundle_files
+from bench.browser.browser import Browser
+from bench.browser.deploy import deploy_storage
+from bench.browser.pages import PageServer
 from bench.measure.frames import frame_timing
-from bench.web.assets import bundle_files
-from bench.web.browser import Browser
-from bench.web.deploy import deploy_storage
-from bench.web.pages import PageServer
 
 ROOT = Path(__file__).resolve().parents[2]
 GOAL_MEAN_MS, GOAL_P95_MS, GOAL_GZ_KB = 7.9, 8.2, 98

@@ -100,8 +100,8 @@ class AgentUnderTest:
 
     def reference(self, fixture: str, x: np.ndarray) -> np.ndarray:
         """The numpy reference's action probabilities for feature vectors `x` (batch, 48)."""
-        from bench.models import reference
         from bench.models.tflite_read import parse_int8_policy
+        from bench.testkit import reference
 
         policy = parse_int8_policy((MODELS / f"{fixture}.tflite").read_bytes(), fixture)
         x_q = reference.quantize_input(x, policy.mlp.in_scale, policy.mlp.in_zp)
@@ -180,8 +180,8 @@ class MicroPythonAgent(AgentUnderTest):
     broken_model = "npc-fault-broken-int8"
 
     def __init__(self, folder: Path) -> None:
+        from bench.bundles.mpy_board import ESP32C6_HEAP, agent_command, copy_bundle
         from bench.config.fleet import load_fleet
-        from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
         super().__init__(folder)
         esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
@@ -200,7 +200,7 @@ class MicroPythonAgent(AgentUnderTest):
 
 
 class WebAgent(AgentUnderTest):
-    """web/ in a page of a headless Chromium (bench.web.stdio_agent bridges its WebSocket link to stdio), with
+    """web/ in a page of a headless Chromium (bench.testkit.web_stdio_agent bridges its WebSocket link to stdio), with
     the web kind's memory limit on LiteRT.js's WASM heap (256 MB)."""
 
     kind = "web"
@@ -211,10 +211,10 @@ class WebAgent(AgentUnderTest):
     mem_limit_mb = 256
 
     def __init__(self, folder: Path, devtools: str = "") -> None:
-        """`devtools`: a running browser's DevTools URL (bench.web.browser.Browser.devtools): each session's page
-        is a new tab of it instead of a Chromium of its own (bench.web.stdio_agent)."""
-        from bench.web.deploy import deploy_storage
-        from bench.web.stdio_agent import DEVTOOLS_ENV
+        """`devtools`: a running browser's DevTools URL (bench.browser.browser.Browser.devtools): each session's page
+        is a new tab of it instead of a Chromium of its own (bench.testkit.web_stdio_agent)."""
+        from bench.browser.deploy import deploy_storage
+        from bench.testkit.web_stdio_agent import DEVTOOLS_ENV
 
         super().__init__(folder)
         deploy_storage(folder, MODELS / "npc-policy-int8.tflite", mem_limit_mb=self.mem_limit_mb)
@@ -222,7 +222,7 @@ class WebAgent(AgentUnderTest):
             self.env[DEVTOOLS_ENV] = devtools
 
     def argv(self) -> list[str]:
-        return [sys.executable, "-m", "bench.web.stdio_agent", "--storage", str(self.folder)]
+        return [sys.executable, "-m", "bench.testkit.web_stdio_agent", "--storage", str(self.folder)]
 
     def vm_argv(self) -> list[str]:
         # the scheduler is JavaScript: the same scenario, ported, on web/agent/npcsched.js under Node
@@ -242,7 +242,7 @@ class SharedBrowser:
 
     def devtools(self) -> str:
         """The running browser's DevTools URL (started now if it is not running)."""
-        from bench.web.browser import Browser
+        from bench.browser.browser import Browser
 
         proc = self.browser.proc if self.browser is not None else None
         if proc is None or proc.returncode is not None:

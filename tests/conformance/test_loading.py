@@ -155,7 +155,7 @@ def test_faulting_model_is_rolled_back_within_probation(agent, cause):
 
 def test_float32_model_matches_the_float_reference(agent):
     from bench.models.catalogue import policy
-    from bench.models.reference import float_infer
+    from bench.testkit.reference import float_infer
 
     async def caps(s: AgentSession):
         return s.info["caps"]

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.agent import wire
+from bench.bundles.mpy_board import ESP32C6_HEAP, agent_command, populate_board
 from bench.models import model_file
 from bench.models.signing import DEV_PRIVATE_KEY, load_private_key, model_manifest, sign_manifest
-from bench.mpy.board import ESP32C6_HEAP, agent_command, populate_board
 
 
 def signed(board: Path, name: str, version: int, key=None) -> dict[str, Any]:

@@ -117,13 +117,13 @@ def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: 
         return before, runs, (await guest.session.stats())["inputs"]
 
     store = open_store(tmp_path / "results.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    run_id = store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
     before, runs, after = guest.run(run())
     assert runs[0].status == "ok", runs[0].detail
     # icount: replayed on the guest's clock (the agent holds the inputs), as much of the session as fit its budget
     assert runs[0].latency_clock == "device" and after - before == runs[0].track.sent > 10
     assert max(f.seq for f in runs[0].frames) > 0
-    ms = {m.name: m for m in store.measurements(run_id, device.name)}
+    ms = {m.name: m for m in store.measures.measurements(run_id, device.name)}
     assert 0 < ms["replay_covered"].value <= ms["replay_session"].value
     assert "device clock" in ms["decision_latency_p50"].description and ms["decision_latency_p50"].value > 0
     assert ms["frames"].value >= 0.95 * ms["frames_scheduled"].value  # not flooded: it kept its schedule

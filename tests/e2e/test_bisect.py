@@ -12,7 +12,7 @@ import pytest
 
 from bench.models.policy import calibration_inputs, make_policy, quantize_policy
 from bench.models.tflite_build import int8_graph, serialize
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from tests.conftest import hilbench
 

@@ -10,8 +10,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from bench.ci.summary_md import summary_markdown
-from bench.report.chromium import check_page
 from tests.conftest import REPO
+from tests.report_chromium import check_page
 from tests.unit.test_ci_files import nightly_ci_report
 
 ARTEFACTS = REPO / "reports" / "artefacts"

@@ -52,7 +52,7 @@ def test_discover_a_board_behind_a_pty_and_write_a_fleet_fleet_check_accepts(
         assert seen["flash_size"] == 8 * 1024 * 1024 and seen["micropython"]
         assert seen["usb_id"] == "303a:1001"
         (device,) = load_fleet(fleet_file).devices
-        assert device.kind == "esp32c6" and device.link.url == pty and device.extra["mac"] == MAC
+        assert device.kind == "esp32c6" and device.link.url == pty and device.mac == MAC
         assert device.settings.flash_size == 8 * 1024 * 1024
 
         # the board went back to MicroPython after being identified, and the fleet file is a working one

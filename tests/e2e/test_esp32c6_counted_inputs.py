@@ -23,7 +23,7 @@ from bench.agent import wire
 from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
 from bench.core.paths import FIXTURES_DIR
 from bench.replay.plan import VoiceMode, build_plan, sampled_at_most
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 from tests.e2e.test_esp32c6_counted import agent_flash, board, flash_copy  # noqa: F401 (agent_flash: a fixture)
 
 pytestmark = [

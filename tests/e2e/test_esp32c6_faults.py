@@ -29,7 +29,7 @@ def fleet_file(path: Path, boards: list[Board]) -> Path:
             'kind = "esp32c6"',
             f'port = "{board.urls["rfc2217"]}"',
         ]
-        lines += [f'mac = "{board.device.extra["mac"]}"', f'firmware = "{FIRMWARE}"', ""]
+        lines += [f'mac = "{board.device.mac}"', f'firmware = "{FIRMWARE}"', ""]
     path.write_text("\n".join(lines))
     return path
 

@@ -33,7 +33,7 @@ def test_hilbench_flash_two_board_fleet(tmp_path: Path) -> None:
     fleet = load_fleet()
     for entry in report["devices"]:
         assert entry["ok"] and not entry["up_to_date"]
-        assert entry["steps"][0]["detail"].startswith(f"ESP32-C6 {fleet.get(entry['name']).extra['mac']}")
+        assert entry["steps"][0]["detail"].startswith(f"ESP32-C6 {fleet.get(entry['name']).mac}")
         board_fs = state / entry["name"] / "fs"
         for source, dest in micropython_bundle(fleet.get(entry["name"]), tmp_path / f"bundle-{entry['name']}"):
             got = hashlib.sha256((board_fs / dest).read_bytes()).hexdigest()

@@ -21,7 +21,7 @@ def test_exec_sees_board_identity_and_its_own_folder(port: str, c6_board: Board)
     (c6_board.fs_dir / "marker.txt").write_text("x")
     ran = mpremote("connect", port, "exec", "import machine, os; print(machine.unique_id().hex(), os.listdir('/'))")
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert ran.stdout.split()[0] == c6_board.device.extra["mac"].replace(":", "")
+    assert ran.stdout.split()[0] == c6_board.device.mac.replace(":", "")
     assert "'marker.txt'" in ran.stdout
     escape = mpremote("connect", port, "exec", "print(open('/../../../etc/hostname').read())")
     assert escape.returncode != 0  # the host's files are not the board's

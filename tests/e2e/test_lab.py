@@ -27,7 +27,7 @@ from bench.config.fleet import load_fleet
 from bench.core.errors import ExitCode
 from bench.lab.acquire import lab_devices
 from bench.lab.client import LabClient
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from bench.results.thresholds import load_thresholds
 from bench.store import open_store
@@ -238,14 +238,14 @@ def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab
         assert job.returncode == ExitCode.OK, stderr[-3000:]
         docs[name] = json.loads(stdout)
     with open_store(pg_url) as store:
-        assert sorted(r.id for r in store.runs()) == sorted(d["run_id"] for d in docs.values())
+        assert sorted(r.id for r in store.runs.latest()) == sorted(d["run_id"] for d in docs.values())
         for name, doc in docs.items():
             (dev,) = doc["devices"]
             assert dev["status"] == "ok" and dev["frames"] > 30
             # nothing lost: every frame and input the run reported is in the shared database
-            assert store.frame_count(doc["run_id"], name) == dev["frames"]
-            assert len(store.inputs(doc["run_id"], name)) == dev["inputs_sent"] == doc["inputs"]
-            assert {m.name for m in store.measurements(doc["run_id"], name)} >= {"fps", "decision_latency_p50"}
+            assert store.frames.frame_count(doc["run_id"], name) == dev["frames"]
+            assert len(store.frames.inputs(doc["run_id"], name)) == dev["inputs_sent"] == doc["inputs"]
+            assert {m.name for m in store.measures.measurements(doc["run_id"], name)} >= {"fps", "decision_latency_p50"}
 
 
 def test_an_alert_acknowledged_on_one_bench_host_is_acknowledged_on_the_other(lab: Lab, pg_url: str) -> None:

@@ -13,8 +13,8 @@ import pytest
 from bench.agent.session import AgentSession, LoopStart
 from bench.core.reaper import processes_in
 from bench.devices.linux import LinuxDriver
-from bench.recovery.supervised import SupervisedRun, run_frames
 from tests.linux_support import RunningBoard
+from tests.supervised_run import SupervisedRun, run_frames
 
 pytestmark = pytest.mark.e2e
 

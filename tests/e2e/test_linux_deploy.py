@@ -52,7 +52,7 @@ def test_runtime_check_finds_the_tflite_runtime(linux_board: RunningBoard) -> No
 def test_runtime_check_says_exactly_what_is_missing(linux_board: RunningBoard) -> None:
     """Debian's own python3 has neither numpy nor a tflite runtime."""
     device = linux_board.device
-    bare = dataclasses.replace(device, extra={**device.extra, "python": "/usr/bin/python3"})
+    bare = dataclasses.replace(device, python="/usr/bin/python3")
     with pytest.raises(BenchError) as info:
         linux_board.drive(lambda driver: driver.check(), bare)
     text = str(info.value)
@@ -61,6 +61,6 @@ def test_runtime_check_says_exactly_what_is_missing(linux_board: RunningBoard) -
 
 
 def test_missing_python_is_a_config_error(linux_board: RunningBoard) -> None:
-    nowhere = dataclasses.replace(linux_board.device, extra={"python": "/opt/no-such/python3"})
+    nowhere = dataclasses.replace(linux_board.device, python="/opt/no-such/python3")
     with pytest.raises(ConfigError, match="no Python at '/opt/no-such/python3'"):
         linux_board.drive(lambda driver: driver.check(), nowhere)

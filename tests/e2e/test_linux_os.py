@@ -77,7 +77,7 @@ async def scenario(device: Device, fresh: BuiltImage, tmp: Path) -> None:
                                     make_opener=lambda run_id: fleet_opener(store, run_id, logs))  # fmt: skip
         (run,) = replay.devices
         assert run.status == "ok", run.detail
-        assert store.frame_count(replay.run_id, device.name) > 20
+        assert store.frames.frame_count(replay.run_id, device.name) > 20
 
         # 3. up to date: skipped
         again = await flash()

@@ -20,8 +20,8 @@ from bench.devices import driver_for
 from bench.devices.held import HeldDrivers
 from bench.recovery.linux_endpoint import LinuxAgentOpener
 from bench.replay.plan import Plan, build_plan
+from bench.replay.recording import read_session
 from bench.replay.run import DeviceRun, ReplayRun
-from bench.replay.session import read_session
 from bench.report.build import build_report
 from bench.report.html import render_html
 from bench.report.view_adapter import load_run
@@ -46,7 +46,7 @@ def begin_replay(tmp_path: Path, session: str, kinds: tuple[str, ...]) -> tuple[
     plan = first_seconds(build_plan(read_session(REPO / f"fixtures/sessions/{session}.mcap"), wire.encode), SECONDS)
     devices = [loopback(d) for d in load_fleet() if d.kind in kinds]
     store = open_store(tmp_path / "results.sqlite")
-    return plan, devices, store, store.begin_run("replay", session=plan.session_id, speed=1.0)
+    return plan, devices, store, store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
 
 
 async def flash(device: Device) -> list[StepResult]:
@@ -61,7 +61,7 @@ async def flash(device: Device) -> list[StepResult]:
 async def frames_flowing(store, run_id: int, device: str, count: int = 20) -> None:
     """Wait until the replay run has stored `count` frames of `device` (the run is under way)."""
     for _ in range(600):
-        if store.frame_count(run_id, device) >= count:
+        if store.frames.frame_count(run_id, device) >= count:
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{device}: no frames stored")
@@ -101,13 +101,13 @@ def test_replay_combat_session_into_jetson_and_pi(tmp_path: Path) -> None:
             return runs, opener
 
     runs, opener = run_on_a_thread(go(), timeout_s=180)
-    store.finish_run(run_id, "finished")
+    store.runs.finish_run(run_id, "finished")
     assert {r.device.name: r.status for r in runs} == {"orin-1": "ok", "pi5-1": "ok"}, [r.detail for r in runs]
 
     view = load_run(store, run_id)
     for name, fps in (("orin-1", 60), ("pi5-1", 30)):
         device = view.devices[name]
-        assert store.frame_count(run_id, name) >= fps * SECONDS * 0.6
+        assert store.frames.frame_count(run_id, name) >= fps * SECONDS * 0.6
         assert device.series("latency_ms") is not None and len(device.series("latency_ms")) > 50
         assert opener.errors[name] == []
         temps = device.telemetry["temp_c"]
@@ -130,17 +130,17 @@ def test_agent_killed_mid_replay_is_restarted_and_the_run_kept(tmp_path: Path) -
 
     runs, _opener = replay_with_fault(plan, devices, store, run_id, kill_agent)
     assert runs[0].status == "ok", runs[0].detail
-    frames = list(store.frames(run_id, "pi5-1"))
+    frames = list(store.frames.frames(run_id, "pi5-1"))
     indices = [f.i for f in frames]
     assert indices == sorted(set(indices)) and len(frames) >= 60 * SECONDS * 0.5
-    faults = [f for _, f in store.faults(run_id, "pi5-1") if f.cause == "bench"]
+    faults = [f for _, f in store.measures.faults(run_id, "pi5-1") if f.cause == "bench"]
     assert [f.kind for f in faults] == ["agent-exit", "agent-restarted"]
     kill_ns = faults[0].t_fault_bench_ns
     assert any(f.rx_ns < kill_ns for f in frames) and any(f.rx_ns > kill_ns for f in frames)
     view = load_run(store, run_id)
     assert len(view.devices["pi5-1"].series("latency_ms")) > 20
     assert {f.kind for f in view.devices["pi5-1"].faults} >= {"agent-exit", "agent-restarted"}
-    assert store.devices(run_id)[0].info["agent_restarts"] == 1
+    assert store.runs.devices(run_id)[0].info["agent_restarts"] == 1
     store.close()
 
 
@@ -152,12 +152,12 @@ def test_ssh_cut_mid_replay_reconnects_and_the_run_is_kept(tmp_path: Path) -> No
 
     runs, opener = replay_with_fault(plan, devices, store, run_id, cut_ssh)
     assert runs[0].status == "ok", runs[0].detail
-    kinds = [f.kind for _, f in store.faults(run_id, "orin-1") if f.cause == "bench"]
+    kinds = [f.kind for _, f in store.measures.faults(run_id, "orin-1") if f.cause == "bench"]
     assert {"ssh-dropped", "ssh-reconnected", "agent-link-lost"} <= set(kinds) and "agent-exit" not in kinds
-    frames = list(store.frames(run_id, "orin-1"))
+    frames = list(store.frames.frames(run_id, "orin-1"))
     assert len(frames) >= 60 * SECONDS * 0.5 and [f.i for f in frames] == sorted({f.i for f in frames})
     samples = opener.samples["orin-1"]
-    assert samples and samples[-1].t_ns > max(f.t_fault_bench_ns for _, f in store.faults(run_id, "orin-1"))
+    assert samples and samples[-1].t_ns > max(f.t_fault_bench_ns for _, f in store.measures.faults(run_id, "orin-1"))
     store.close()
 
 
@@ -171,7 +171,7 @@ def _running(pid: int) -> bool:
 
 def test_held_drivers_start_a_fresh_agent_per_run_keep_the_last_and_stop_it_at_the_end(tmp_path: Path) -> None:
     plan, devices, store, first_run = begin_replay(tmp_path, "combat", ("pi5",))
-    second_run = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    second_run = store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
 
     async def go() -> tuple[list[DeviceRun], list[int]]:
         async with virtual_fleet(devices) as (resolved, _running_devices):
@@ -199,5 +199,5 @@ def test_held_drivers_start_a_fresh_agent_per_run_keep_the_last_and_stop_it_at_t
     assert [r.status for r in runs] == ["ok", "ok"], [r.detail for r in runs]
     assert pids[0] != pids[1]  # each run measured an agent of its own
     for run_id in (first_run, second_run):
-        assert store.frame_count(run_id, "pi5-1") >= 30 * SECONDS * 0.6
+        assert store.frames.frame_count(run_id, "pi5-1") >= 30 * SECONDS * 0.6
     store.close()

@@ -6,10 +6,10 @@ from ai_edge_litert.interpreter import Interpreter
 
 from bench.config.kinds import KINDS
 from bench.models import model_file
-from bench.models import reference as R
 from bench.models.catalogue import policy
 from bench.models.policy import calibration_inputs
 from bench.models.tflite_read import read_int8_policy
+from bench.testkit import reference as R
 
 pytestmark = pytest.mark.e2e
 INPUTS = calibration_inputs(48, 100, "runtime-check")

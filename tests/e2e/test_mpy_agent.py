@@ -5,10 +5,10 @@ import pytest
 
 from bench.agent import wire
 from bench.models import model_file
-from bench.models import reference as R
 from bench.models.policy import calibration_inputs
 from bench.models.signing import generate_key
 from bench.models.tflite_read import read_int8_policy
+from bench.testkit import reference as R
 
 from .mpy_agent_proc import MpyAgent, make_board, signed
 

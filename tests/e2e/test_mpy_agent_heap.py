@@ -16,7 +16,7 @@ from bench.models.signing import DEV_PRIVATE_KEY, load_private_key
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
 from bench.replay.plan import VoiceMode, build_plan
-from bench.replay.session import read_session
+from bench.replay.recording import read_session
 
 from .mpy_agent_proc import MpyAgent, make_board, signed
 

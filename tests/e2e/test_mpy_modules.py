@@ -9,13 +9,13 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from bench.bundles.mpy_board import ESP32C6_HEAP, micropython_exe
 from bench.core.paths import MICROPYTHON_DIR
 from bench.models import model_file
-from bench.models import reference as R
 from bench.models.policy import calibration_inputs
 from bench.models.signing import public_key_raw
 from bench.models.tflite_read import read_int8_policy
-from bench.mpy.board import ESP32C6_HEAP, micropython_exe
+from bench.testkit import reference as R
 from tests.e2e.test_models_runtimes import tflite_micro_outputs
 
 pytestmark = pytest.mark.e2e

@@ -97,7 +97,7 @@ def test_nightly_runs_every_stage_on_a_board_a_linux_device_and_a_web_device(fir
     db = sqlite3.connect(results)
     run_id = published["run_id"]
     with open_store(results) as store:  # packed once the run finished: counted through the store
-        frames = {name: store.frame_count(run_id, name) for name in ("c6-b", "pi5-1", "web-1")}
+        frames = {name: store.frames.frame_count(run_id, name) for name in ("c6-b", "pi5-1", "web-1")}
     # pi5-1 is an aarch64 guest under icount: its clock, and so its frame loop, runs slower than wall time
     assert frames["c6-b"] > 50 and frames["pi5-1"] > 20 and frames["web-1"] > 200
     ota_run = summary["ota_run"]["run_id"]  # updates and faults in their own run: session plots stay 8 s long

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from bench.config.fleet import load_fleet
-from bench.recovery.check import check_one
-from bench.recovery.records import BAD, events, health, set_state
+from bench.recovery.fleet_health import check_one
 from bench.replay.agents import deploy, fleet_opener
+from bench.replay.recording import write_session
 from bench.replay.service import replay_fleet
-from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
+from bench.store.health import BAD
 from bench.virtual import virtual_fleet
 from tests.conftest import hilbench
 
@@ -80,13 +80,13 @@ def test_a_board_hung_mid_replay_is_recovered_and_the_run_goes_on(tmp_path: Path
     result = asyncio.run(scenario())
     run = result.devices[0]
     assert run.status == "ok", run.detail
-    info = store.devices(result.run_id)[0].info
+    info = store.runs.devices(result.run_id)[0].info
     (recovery,) = info["recoveries"]
     assert recovery["recovered"] and recovery["step"] == "hard_reset", recovery
     assert recovery["why"].startswith("frame loop stalled")
     tried = [s["step"] for s in recovery["steps"]]
     assert tried == ["restart_agent", "soft_reset", "hard_reset"]  # in order of cost, stopping when it answered
-    frames = list(store.frames(result.run_id, "c6-r"))
+    frames = list(store.frames.frames(result.run_id, "c6-r"))
     indices = [f.i for f in frames]
     assert indices == sorted(set(indices)), "frame indices keep counting across the recovery"
     # frames before the hang (40 at 20 FPS) and after the recovery (the rest of the session) are stored,
@@ -96,10 +96,10 @@ def test_a_board_hung_mid_replay_is_recovered_and_the_run_goes_on(tmp_path: Path
     before, after = frames[:split], frames[split:]
     assert gap_ns >= 2e9 + recovery["seconds"] * 1e9 * 0.9, gap_ns
     assert len(before) >= 40 and len(after) >= 40, (len(before), len(after))
-    history = events(store, "c6-r")
+    history = store.health.events("c6-r")
     assert [e["event"] for e in history] == ["failure", "recovered"]
     assert history[1]["step"] == "hard_reset" and history[1]["seconds"] > 0
-    assert not health(store, "c6-r").bad
+    assert not store.health.current("c6-r").bad
     store.close()
 
 
@@ -135,9 +135,9 @@ def test_a_board_that_never_recovers_is_marked_bad_and_fleet_health_fix_brings_i
     result, unfixed, proc, fixed = asyncio.run(scenario())
     run = result.devices[0]
     assert run.status == "failed" and "no step of the recovery ladder brought it back" in run.detail
-    frames = list(store.frames(result.run_id, "c6-s"))
+    frames = list(store.frames.frames(result.run_id, "c6-s"))
     assert len(frames) >= 20, "frames before the hang are kept"
-    (recovery,) = store.devices(result.run_id)[0].info["recoveries"]
+    (recovery,) = store.runs.devices(result.run_id)[0].info["recoveries"]
     assert [s["step"] for s in recovery["steps"]] == ["restart_agent", "soft_reset", "hard_reset", "power_cycle",
                                                       "reflash"]  # fmt: skip
     assert not any(s["ok"] for s in recovery["steps"])
@@ -154,9 +154,9 @@ def test_a_board_that_never_recovers_is_marked_bad_and_fleet_health_fix_brings_i
     check = fixed
     assert check.answered and check.state == "good" and check.recovery is not None
     assert check.recovery.step == "hard_reset"
-    assert not health(store, "c6-s").bad
+    assert not store.health.current("c6-s").bad
     # the command: a board marked bad that answers is marked good again (its own board process, same flash)
-    set_state(store, "c6-s", BAD, "marked by hand")
+    store.health.set_state("c6-s", BAD, "marked by hand")
     store.close()
     cli = subprocess.run(hilbench("fleet", "health", "--fleet", str(path), "--results", str(results), "--json"),
                          capture_output=True, text=True, timeout=120)  # fmt: skip

@@ -13,7 +13,6 @@ from bench.config.fleet import load_fleet
 from bench.devices.linux import LinuxDriver
 from bench.power import PowerState, power_for
 from bench.recovery.ladder import answers, recover
-from bench.recovery.records import events
 from bench.store import open_store
 from bench.virtual import virtual_fleet
 from bench.virtual.linux import processes_in
@@ -71,5 +70,5 @@ power = {{ driver = "uhubctl", location = "4-1", port = 3, uhubctl = "{UHUBCTL}"
     assert result.recovered and result.step == "power_cycle", result.to_json()
     tried = {s.step: s.tried for s in result.steps}
     assert tried == {"restart_agent": True, "soft_reset": False, "hard_reset": False, "power_cycle": True}
-    assert [e["event"] for e in events(store, "pi5-p")] == ["failure", "recovered"]
+    assert [e["event"] for e in store.health.events("pi5-p")] == ["failure", "recovered"]
     store.close()

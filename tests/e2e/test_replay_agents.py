@@ -17,8 +17,8 @@ from bench.agent.endpoint import AgentEndpoint
 from bench.agent.session import AgentSession
 from bench.agent.transport import StreamTransport
 from bench.config.fleet import Device, SerialLink
+from bench.replay.recording import write_session
 from bench.replay.service import replay_fleet
-from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 from tests.host_agent_support import HostAgentProcess
@@ -66,21 +66,21 @@ def test_replay_into_two_host_agents_over_tcp(tmp_path: Path, session_file: Path
             a.stop()
 
     assert [r.status for r in result.devices] == ["ok", "ok"], [r.detail for r in result.devices]
-    run = store.run(result.run_id)
+    run = store.runs.run(result.run_id)
     assert run.status == "ok" and run.session == "combat-0011"
-    rows = {d.name: d for d in store.devices(result.run_id)}
+    rows = {d.name: d for d in store.runs.devices(result.run_id)}
     assert rows["host-a"].info["voice_mode"] == "voice" and rows["host-uart"].info["voice_mode"] == "voicef"
     assert rows["host-a"].info["agent"]["agent"] == "npc-host"
     for name in ("host-a", "host-uart"):
-        m = {x.name: x for x in store.measurements(result.run_id, name)}
-        frames = list(store.frames(result.run_id, name))
+        m = {x.name: x for x in store.measures.measurements(result.run_id, name)}
+        frames = list(store.frames.frames(result.run_id, name))
         # about 4 s of display frames at 60 Hz, every other one a key frame with an inference: the 30 FPS target
         assert m["frames"].value == len(frames) >= 200
         assert m["fps"].value == pytest.approx(30, rel=0.1)
         assert m["inferences"].value == len([f for f in frames if f.ran])
         assert 0 < m["inference_latency_p50"].value < 50_000
         # every input was sent and decided; the agent's decisions used them in order
-        assert len(store.inputs(result.run_id, name)) == result.inputs
+        assert len(store.frames.inputs(result.run_id, name)) == result.inputs
         seqs = [f.seq for f in frames if f.ran]
         assert seqs == sorted(seqs) and seqs[-1] >= result.inputs - 20
         assert m["inputs_undecided"].value <= 20
@@ -90,14 +90,14 @@ def test_replay_into_two_host_agents_over_tcp(tmp_path: Path, session_file: Path
         assert m["first_frame"].value is not None and 0 < m["first_frame"].value < 1000
         assert m["replay_send_error_p50"].value < 1_000_000
         assert m["mem_peak"].value and m["mem_peak"].value > 1_000_000
-        assert set(store.histograms(result.run_id, name)) >= {"decision_latency", "inference_latency"}
+        assert set(store.measures.histograms(result.run_id, name)) >= {"decision_latency", "inference_latency"}
 
 
 def _micropython_board(folder: Path) -> list[str]:
     """Deploy the MicroPython agent's board bundle into `folder`; its argv."""
     from bench.bundles import micropython_bundle
+    from bench.bundles.mpy_board import ESP32C6_HEAP, agent_command, copy_bundle
     from bench.config.fleet import load_fleet
-    from bench.mpy.board import ESP32C6_HEAP, agent_command, copy_bundle
 
     esp = next(d for d in load_fleet(None).devices if d.kind == "esp32c6")
     # a bare VM: no power meter is wired to it, so no inference marker (the unix port has no machine.Pin)
@@ -133,10 +133,10 @@ def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -
     result = asyncio.run(replay_fleet([device], session_file, store, open_agent, speed=1.0, bench="e2e"))
     (run,) = result.devices
     assert run.status == "ok", run.detail
-    (row,) = store.devices(result.run_id)
+    (row,) = store.runs.devices(result.run_id)
     assert row.info["voice_mode"] == "voicef" and row.info["agent"]["agent"] != "npc-host"
-    m = {x.name: x for x in store.measurements(result.run_id, "mpy-1")}
-    frames = list(store.frames(result.run_id, "mpy-1"))
+    m = {x.name: x for x in store.measures.measurements(result.run_id, "mpy-1")}
+    frames = list(store.frames.frames(result.run_id, "mpy-1"))
     assert m["frames"].value == len(frames) >= 40  # ~4.5 s at the kind's 20 Hz display
     assert m["inferences"].value > 0 and m["inference_latency_p50"].value > 0
     seqs = [f.seq for f in frames if f.ran]
@@ -145,7 +145,7 @@ def test_replay_into_the_micropython_agent(tmp_path: Path, session_file: Path) -
     # every input the device was to get was sent and stored: all of them, or each sampled channel at the
     # bundled C6's input_max_hz (events always)
     sent = int(m["inputs_sent"].value)
-    assert m["mem_peak"].value and len(store.inputs(result.run_id, "mpy-1")) == sent
+    assert m["mem_peak"].value and len(store.frames.inputs(result.run_id, "mpy-1")) == sent
     assert sent == result.inputs if not esp.settings.input_max_hz else 0 < sent < result.inputs
 
 
@@ -173,10 +173,10 @@ def test_an_agent_killed_mid_replay_fails_alone_and_keeps_its_frames(tmp_path: P
     assert by_name["host-ok"].status == "ok"
     dead = by_name["host-dies"]
     assert dead.status == "failed" and dead.detail
-    assert store.run(result.run_id).status == "failed"
+    assert store.runs.run(result.run_id).status == "failed"
     # what the dead agent sent before it died is stored and measured
-    frames = store.frame_count(result.run_id, "host-dies")
-    assert 60 <= frames < store.frame_count(result.run_id, "host-ok")
-    m = {x.name: x.value for x in store.measurements(result.run_id, "host-dies")}
+    frames = store.frames.frame_count(result.run_id, "host-dies")
+    assert 60 <= frames < store.frames.frame_count(result.run_id, "host-ok")
+    m = {x.name: x.value for x in store.measures.measurements(result.run_id, "host-dies")}
     assert m["frames"] == frames and m["inferences"] > 0 and m["decision_latency_p50"] is not None
-    assert 0 < len(store.inputs(result.run_id, "host-dies")) < result.inputs
+    assert 0 < len(store.frames.inputs(result.run_id, "host-dies")) < result.inputs

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from tests.conftest import hilbench
 

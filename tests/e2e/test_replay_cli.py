@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.core.errors import ExitCode
-from bench.replay.session import write_session
+from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 from tests.conftest import REPO, hilbench
@@ -43,10 +43,10 @@ def test_replay_a_session_into_the_virtual_pi5(tmp_path: Path) -> None:
     assert ms["fps"]["unit"] == "FPS" and ms["fps"]["value"] > 10
     assert ms["decision_latency_p50"]["unit"] == "us" and 0 < ms["decision_latency_p50"]["value"] < 200_000
     with open_store(store_path) as store:
-        (row,) = store.runs()
+        (row,) = store.runs.latest()
         assert row.id == doc["run_id"] and row.status == "ok"
-        assert store.frame_count(row.id, "pi5-1") == dev["frames"] > 50
-        assert store.devices(row.id)[0].info["agent"]["agent"] == "npc-host"
+        assert store.frames.frame_count(row.id, "pi5-1") == dev["frames"] > 50
+        assert store.runs.devices(row.id)[0].info["agent"]["agent"] == "npc-host"
         # Linux boards are opened with their telemetry monitor: board samples are stored with the run
         samples = store.db.execute("SELECT COUNT(*) FROM telemetry WHERE run_id = ? AND device = 'pi5-1'", (row.id,))
         assert samples.fetchone()[0] > 0

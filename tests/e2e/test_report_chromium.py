@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from bench.report.chromium import check_page
 from bench.report.html import write_index, write_report
 from bench.report.nights import load_grids
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.conftest import REPO
 from tests.nightly_history import Plan, write_history
+from tests.report_chromium import check_page
 from tests.unit.test_report_render import regressed_report
 
 ARTEFACTS = REPO / "reports" / "artefacts"

@@ -47,9 +47,9 @@ def test_a_replay_run_on_host_agents_renders_with_its_measurements(tmp_path: Pat
 
     store_path = tmp_path / "results.sqlite"
     with open_store(store_path) as store:
-        run_id = store.begin_run("replay", session=plan.session_id)
+        run_id = store.runs.begin_run("replay", session=plan.session_id)
         runs = asyncio.run(ReplayRun(plan, devices, open_agent, store, run_id, speed=1.0).execute())
-        store.finish_run(run_id, "ok")
+        store.runs.finish_run(run_id, "ok")
         assert [r.status for r in runs] == ["ok", "ok"], [r.detail for r in runs]
         view = load_run(store, run_id)
         published = publish_run(store, run_id, reports_dir=tmp_path / "reports")

@@ -19,7 +19,7 @@ import pytest
 from bench.agent.transport import ProcessTransport
 from bench.bundles import host_agent_command, host_bundle
 from bench.cli import main
-from bench.config.kinds import KINDS, Kind, Settings, ranged, register
+from bench.config.kinds import KINDS, Kind, MemoryLimited, register
 from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.fields import resolve_path, typed
 from bench.core.paths import SESSIONS_DIR
@@ -72,11 +72,10 @@ class LocalLink:
 
 
 @dataclass(frozen=True)
-class ToySettings(Settings):
-    """The toy kind's settings: the common ones with its own defaults, plus a memory limit."""
+class ToySettings(MemoryLimited):
+    """The toy kind's settings: the common ones with its own defaults, and a memory limit (MemoryLimited)."""
 
     fps_target: int = 25  # keeps the common range (1 to 1000)
-    memory_limit_mb: int = ranged(256, 0, 1_048_576)  # a new number declares its range
 
 
 class ToyDriver(Driver):
@@ -144,9 +143,9 @@ def replayed_devices(capsys, fleet: Path, tmp_path: Path) -> list[tuple[str, str
     )  # fmt: skip
     assert code == 0, replayed
     with open_store(tmp_path / "results.sqlite") as store:
-        run = store.runs(kind="replay", limit=1)[0]
-        devices = store.devices(run.id)
-        assert all(store.frame_count(run.id, d.name) > 0 for d in devices)
+        run = store.runs.latest(kind="replay", limit=1)[0]
+        devices = store.runs.devices(run.id)
+        assert all(store.frames.frame_count(run.id, d.name) > 0 for d in devices)
     return [(d.name, d.kind) for d in devices]
 
 

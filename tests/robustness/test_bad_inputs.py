@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.replay.session import Session, SessionMessage, write_session
+from bench.replay.recording import Session, SessionMessage, write_session
 from bench.results.thresholds import DEFAULT_THRESHOLDS
 from bench.store import open_store
 from tests.conftest import REPO, hilbench
@@ -57,9 +57,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     store = tmp / "results.sqlite"
     build_store(store, runs=2, devices=1, frames=50)
     with open_store(store) as s:  # a run left behind by a process that is gone
-        run = s.begin_run("replay")
+        run = s.runs.begin_run("replay")
         s.db.execute("UPDATE runs SET summary = ? WHERE id = ?", ('{"owner": {"host": "x", "pid": 1}}', run))
-        s.finish_run(run, "interrupted")
+        s.runs.finish_run(run, "interrupted")
     made["store"] = str(store)
     made["interrupted"] = str(run)
     _special_files(tmp, made, put)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import websockets
 
-from bench.web import chromium
-from bench.web.browser import Browser, connect
+from bench.browser import chromium
+from bench.browser.browser import Browser, connect
 
 pytestmark = pytest.mark.e2e
 

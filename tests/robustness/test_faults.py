@@ -59,7 +59,7 @@ def test_a_nightly_killed_at_a_stage_leaves_nothing_behind(
 
     if killed.results.exists():
         with open_store(killed.results) as store:  # opening it closes what the dead process left running
-            runs = store.runs()
+            runs = store.runs.latest()
             assert [r.id for r in runs if r.status == "running"] == []
             for r in runs:
                 if r.status == "interrupted":
@@ -67,7 +67,7 @@ def test_a_nightly_killed_at_a_stage_leaves_nothing_behind(
                         set_baseline(store, r.id, "x")
                     if stage == "replay":  # every frame record stored before the fault is kept
                         for d in DEVICES:
-                            assert store.frame_count(r.id, d) >= killed.frames_before[d] > 0
+                            assert store.frames.frame_count(r.id, d) >= killed.frames_before[d] > 0
 
     # the devices still run their model: a replay into them right after is ok
     after = subprocess.run(

@@ -264,7 +264,7 @@ def test_a_key_pair_is_not_written_through_links(tmp_path: Path) -> None:
 
 def test_a_session_file_is_not_written_through_a_link(tmp_path: Path) -> None:
     """`write_session` over a planted link replaces the link."""
-    from bench.replay.session import read_session, write_session
+    from bench.replay.recording import read_session, write_session
 
     victim = _victim(tmp_path)
     (tmp_path / "s.mcap").symlink_to(victim)

@@ -14,7 +14,7 @@ import pytest
 
 from bench.core.errors import ExitCode
 from bench.replay import channels
-from bench.replay.session import Session, SessionMessage, write_session
+from bench.replay.recording import Session, SessionMessage, write_session
 from tests.conftest import REPO, hilbench
 
 C6 = '[[device]]\nname = "c6-a"\nkind = "esp32c6"\nport = "socket://127.0.0.1:9"\n'

@@ -18,8 +18,8 @@ from bench.core.errors import ExitCode
 from bench.core.outcomes import FailureClass
 from bench.replay import channels
 from bench.replay.plan import build_plan
+from bench.replay.recording import Session, SessionMessage, write_session
 from bench.replay.run import ReplayRun
-from bench.replay.session import Session, SessionMessage, write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 from tests.conformance.harness import HostAgent
@@ -170,7 +170,7 @@ def test_replay_fails_when_the_agent_refuses_inputs(tmp_path: Path) -> None:
             return AgentEndpoint(session, close)
 
         with open_store(tmp_path / "r.sqlite") as store:
-            run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+            run_id = store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
             return await ReplayRun(plan, [device], open_agent, store, run_id, speed=1.0).execute()
 
     (run,) = agent.run(body)
@@ -181,7 +181,7 @@ def test_replay_fails_when_the_agent_refuses_inputs(tmp_path: Path) -> None:
 def test_more_messages_than_the_limit_are_refused_while_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A session over the message limit is refused by name as soon as the limit is passed (here the limit is
     lowered to 10; the real one's memory is measured by tests/bench/bench_session_memory.py)."""
-    from bench.replay import session as session_module
+    from bench.replay import recording as session_module
 
     path = tmp_path / "many.mcap"
     write_session(path, Session("s", "combat", [SessionMessage(k * 1_000_000, "gaze", (0.1, 0.2, 0.3))

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench.web.deploy import deploy_storage
-from bench.web.pages import TOKEN_HEADER, PageServer
+from bench.browser.deploy import deploy_storage
+from bench.browser.pages import TOKEN_HEADER, PageServer
 from tests.conformance.harness import MODELS
 
 MODEL = MODELS / "npc-policy-int8.tflite"

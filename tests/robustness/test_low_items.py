@@ -89,12 +89,12 @@ def test_finished_run_leaves_no_device_running(tmp_path: Path) -> None:
     """A run finished (interrupted) while a device row still says `running` (a second Ctrl-C stopped the
     command before it wrote the device's end): the device becomes `interrupted` with its run."""
     with open_store(tmp_path / "r.sqlite") as s:
-        run = s.begin_run("replay")
-        s.add_device(run, "c6-a", "esp32c6")
-        s.add_device(run, "pi5-1", "pi5")
-        s.update_device(run, "pi5-1", status="ok")
-        s.finish_run(run, "interrupted")
-        assert {d.name: d.status for d in s.devices(run)} == {"c6-a": "interrupted", "pi5-1": "ok"}
+        run = s.runs.begin_run("replay")
+        s.runs.add_device(run, "c6-a", "esp32c6")
+        s.runs.add_device(run, "pi5-1", "pi5")
+        s.runs.update_device(run, "pi5-1", status="ok")
+        s.runs.finish_run(run, "interrupted")
+        assert {d.name: d.status for d in s.runs.devices(run)} == {"c6-a": "interrupted", "pi5-1": "ok"}
 
 
 def test_publish_says_larger_for_a_larger_patch(tmp_path: Path) -> None:

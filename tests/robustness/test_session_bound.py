@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.replay.session import MAX_MESSAGES, Session, SessionMessage, write_session
+from bench.replay.recording import MAX_MESSAGES, Session, SessionMessage, write_session
 from tests.conftest import REPO, hilbench
 
 BOUND_MIB = 1024  # docs/robustness.md "Session size": a session at MAX_MESSAGES within 1 GiB

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.bundles.mpy_board import trusted_key_hex
 from bench.core.errors import ExitCode
-from bench.mpy.board import trusted_key_hex
 from tests.conftest import REPO, hilbench
 from tests.esp32c6_support import FIRMWARE, preflash, virtual_c6
 

@@ -48,7 +48,7 @@ def test_a_step_opens_one_alert_that_later_bad_nights_join(tmp_path: Path) -> No
         again = night_alerts(store, [later[-1]], RULES.alerts)
         assert again.new == [] and [a.id for a in again.known] == [alert.id]
         assert table.get(store, alert.id).last_run == later[-1]
-        assert [e.event for e in table.events(store, alert.id)] == ["opened"] + ["joined"] * 5
+        assert [e.event for e in store.alerts.events(alert.id)] == ["opened"] + ["joined"] * 5
 
 
 def test_a_creep_is_one_alert_a_regression_first_then_a_drift_with_its_cumulative_change(tmp_path: Path) -> None:
@@ -69,7 +69,7 @@ def test_a_creep_is_one_alert_a_regression_first_then_a_drift_with_its_cumulativ
         night = night_alerts(store, [runs[-1]], RULES.alerts)
         assert night.new == [] and [a.id for a in night.known] == [alert.id] and night.failing == night.known
         assert f"drift +{alert.drift['effect_pct']:.1f}% since run {runs[0]}" in night.lines()[0]
-        events = table.events(store, alert.id)
+        events = store.alerts.events(alert.id)
         assert [e.event for e in events] == ["opened", "joined", "joined", "joined"]
         assert events[2].detail.startswith(f"now a drift: run {runs[2]}: inference time P50")
         assert f"since run {runs[0]} (3 nights)" in events[2].detail
@@ -92,7 +92,7 @@ def test_ack_keeps_a_known_alert_out_of_the_exit_code_unless_acknowledged_ones_f
         assert [a.state for a in night.known] == [ACKNOWLEDGED] and night.failing == []
         strict = night_alerts(store, [run], replace(RULES.alerts, fail_acknowledged=True))
         assert [a.id for a in strict.failing] == [alert.id]
-        assert table.events(store, alert.id)[1].actor.endswith("@" + table.who().split("@")[1])
+        assert store.alerts.events(alert.id)[1].actor.endswith("@" + table.who().split("@")[1])
 
 
 def test_k_good_nights_fix_it_and_a_relapse_reopens_it(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_k_good_nights_fix_it_and_a_relapse_reopens_it(tmp_path: Path) -> None:
         relapse = store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD})
         night = night_alerts(store, [relapse], RULES.alerts)
         assert [a.id for a in night.new] == [alert.id] and night.new[0].state == UNTRIAGED  # the same alert, reopened
-        assert table.events(store, alert.id)[-1].event == "reopened"
+        assert store.alerts.events(alert.id)[-1].event == "reopened"
         assert len(table.select(store)) == 1
 
 
@@ -214,12 +214,12 @@ def test_a_product_failure_opens_an_alert_that_passing_nights_fix(tmp_path: Path
     from bench.nightly.alerting import night_findings, record_alerts
 
     def night(outcome, ota_outcome) -> int:
-        run = store.begin_run("replay", session="combat")
-        store.add_device(run, "c6-a", "esp32c6")
-        store.update_device(run, "c6-a", status="ok" if outcome == PASS else "failed", outcome=outcome.to_json())
-        store.finish_run(run, "ok")
-        ota = store.begin_run("ota", session="update-and-faults")
-        store.finish_run(ota, "ok")
+        run = store.runs.begin_run("replay", session="combat")
+        store.runs.add_device(run, "c6-a", "esp32c6")
+        store.runs.update_device(run, "c6-a", status="ok" if outcome == PASS else "failed", outcome=outcome.to_json())
+        store.runs.finish_run(run, "ok")
+        ota = store.runs.begin_run("ota", session="update-and-faults")
+        store.runs.finish_run(ota, "ok")
         found = night_findings(store, {}, {"combat": run}, ota, {"faults": {"c6-a": ota_outcome}})
         record_alerts(store, found, RULES.alerts)
         return run

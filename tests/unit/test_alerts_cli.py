@@ -13,8 +13,8 @@ import pytest
 from bench.alerts import night_alerts, table
 from bench.alerts.triage import acknowledge
 from bench.core.errors import ExitCode
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import PublishedRun
-from bench.nightly.run import NightlyResult
 from bench.report.html import write_index
 from bench.report.nights import load_grids
 from bench.report.publish import publish_run

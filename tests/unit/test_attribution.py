@@ -14,7 +14,6 @@ from bench.bundles.artefacts import ArtefactStore
 from bench.config.fleet import load_fleet
 from bench.measure.measurement import Measurement
 from bench.nightly.attribution import attribute, regressions_of
-from bench.results.evidence import accept, record_fingerprint
 from bench.results.judge import judge_run
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import settle
@@ -24,12 +23,12 @@ RULES = load_thresholds()
 
 
 def _run(store, value: float, fingerprint: dict, kind: str = "replay") -> int:
-    run = store.begin_run(kind, session="combat-0000")
-    store.add_device(run, "c6-a", "esp32c6")
-    store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=500)])
-    store.update_device(run, "c6-a", status="ok")
-    store.finish_run(run, "ok")
-    record_fingerprint(store, run, "c6-a", fingerprint)
+    run = store.runs.begin_run(kind, session="combat-0000")
+    store.runs.add_device(run, "c6-a", "esp32c6")
+    store.measures.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=500)])
+    store.runs.update_device(run, "c6-a", status="ok")
+    store.runs.finish_run(run, "ok")
+    store.verdicts.record_fingerprint(run, "c6-a", fingerprint)
     return run
 
 
@@ -43,7 +42,7 @@ def _setup(tmp_path: Path, *, firmware_changed: bool):
     rng = np.random.default_rng(1)
     for _ in range(5):
         run = _run(store, 1000.0 * rng.normal(1.0, 0.01), {"model_sha256": old_model, "firmware_sha256": old_fw})
-        accept(store, run, "c6-a", True)
+        store.windows.accept(run, "c6-a", True)
     regressed = _run(store, 1410.0, {"model_sha256": new_model, "firmware_sha256": new_fw})
     (verdict,) = [settle(v) for v in judge_run(store, regressed, RULES) if v.metric == "inference_p50"]
     assert verdict.status == "regression"

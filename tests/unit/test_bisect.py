@@ -30,12 +30,12 @@ def _fake(store, figures: list[float], seed: int = 0):
         deployed.append(index)
 
     async def replay(index: int, kind: str) -> int:
-        run = store.begin_run(kind, session="combat-0000")
-        store.add_device(run, "c6-a", "esp32c6")
+        run = store.runs.begin_run(kind, session="combat-0000")
+        store.runs.add_device(run, "c6-a", "esp32c6")
         value = figures[index] * float(rng.normal(1.0, 0.02))
-        store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=500)])
-        store.update_device(run, "c6-a", status="ok")
-        store.finish_run(run, "ok")
+        store.measures.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=500)])
+        store.runs.update_device(run, "c6-a", status="ok")
+        store.runs.finish_run(run, "ok")
         return run
 
     return deploy, replay, deployed

@@ -21,8 +21,8 @@ from bench.ci.write import STEP_SUMMARY_ENV, CiFiles, write_ci_files
 from bench.core.errors import ConfigError
 from bench.core.outcomes import infrastructure, product
 from bench.nightly.ci_report import alert_lines, nightly_report
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import PublishedRun
-from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.results.evidence import stored_verdicts
 from bench.results.thresholds import load_thresholds
@@ -207,9 +207,11 @@ def test_a_bisection_has_a_case_per_step_and_its_figures_labelled_by_build(tmp_p
         for build, us in (("m1.tflite", 1000.0), ("m2.tflite", 1000.0), ("m3.tflite", 1300.0)):
             runs[build] = []
             for _ in range(2):
-                run = store.begin_run("bisect", session="combat")
-                store.add_device(run, "c6-a", "esp32c6")
-                store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", us, samples=900)])
+                run = store.runs.begin_run("bisect", session="combat")
+                store.runs.add_device(run, "c6-a", "esp32c6")
+                store.measures.add_measurements(
+                    run, "c6-a", [Measurement("inference_latency_p50", "us", us, samples=900)]
+                )
                 runs[build].append(run)
         result = Bisection("c6-a", list(runs), 0, 2, 2, Step(0, "m1.tflite", "baseline", runs["m1.tflite"]),
                            [Step(1, "m2.tflite", "good", runs["m2.tflite"]),

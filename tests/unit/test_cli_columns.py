@@ -13,7 +13,7 @@ from bench.commands import flash, nightly, replay, session, update
 from bench.commands import fleet as fleet_cmd
 from bench.core.outcomes import FailureClass
 from bench.core.paths import SESSIONS_DIR
-from bench.nightly.run import STAGE_NAMES
+from bench.nightly.orchestration import STAGE_NAMES
 
 WIDTH = 80
 ELLIPSES = ("…", "...")

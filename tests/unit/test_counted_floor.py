@@ -8,7 +8,6 @@ import pytest
 
 from bench.measure.energy import DEVICE_CLOCK, MARKER
 from bench.measure.measurement import Measurement
-from bench.results.evidence import accept, record_fingerprint, record_host
 from bench.results.judge import counted, judge_run
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, SUSPECTED, UNCHANGED
@@ -29,17 +28,17 @@ ENERGY_MJ = (1.7270, 1.7195, 1.7355, 1.7280, 1.7245)
 def night(store: ResultStore, fingerprint: dict, inference_us: float, energy_mj: float, *, marker: bool = True,
           host: dict = QUIET) -> int:  # fmt: skip
     """A stored replay of c6-a with its fingerprint and host noise, accepted into later windows."""
-    run = store.begin_run("replay", session="combat")
-    store.add_device(run, "c6-a", "esp32c6")
+    run = store.runs.begin_run("replay", session="combat")
+    store.runs.add_device(run, "c6-a", "esp32c6")
     flags = (MARKER,) if marker else ()
-    store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", inference_us, samples=620),
+    store.measures.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", inference_us, samples=620),
                                          Measurement("energy_per_decision_p50", "mJ", energy_mj, samples=620,
                                                      flags=flags)])  # fmt: skip
-    store.update_device(run, "c6-a", status="ok")
-    store.finish_run(run, "ok")
-    record_fingerprint(store, run, "c6-a", fingerprint)
-    record_host(store, run, host)
-    accept(store, run, "c6-a", True)
+    store.runs.update_device(run, "c6-a", status="ok")
+    store.runs.finish_run(run, "ok")
+    store.verdicts.record_fingerprint(run, "c6-a", fingerprint)
+    store.verdicts.record_host(run, host)
+    store.windows.accept(run, "c6-a", True)
     return run
 
 

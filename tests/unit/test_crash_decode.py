@@ -1,7 +1,7 @@
 """Crash decoding from console text: tracebacks mapped to the deployed sources, other crash signs, nothing."""
 
 from bench.bundles import host_agent_sources
-from bench.mpy.board import agent_files
+from bench.bundles.mpy_board import agent_files
 from bench.testkit.crash import decode_crash
 from tests.conftest import REPO
 

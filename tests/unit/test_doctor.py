@@ -13,7 +13,7 @@ import pytest
 from bench.config.fleet import load_fleet
 from bench.core.programs import load_manifest
 from bench.lab.doctor import FAIL, device_needs, device_problems
-from bench.nightly.run import _check
+from bench.nightly.orchestration import _check
 from tests.conftest import REPO, hilbench
 
 

@@ -15,10 +15,10 @@ from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
 from bench.report.publish import publish_run
 from bench.results.drift import MIN_NIGHTS, find_creep, find_drift
-from bench.results.evidence import DRIFT_WHY, membership
 from bench.results.thresholds import Thresholds, load_thresholds, parse_thresholds
 from bench.results.verdict import REGRESSION, UNCHANGED, Verdict, Window
 from bench.store.results import open_store
+from bench.store.windows import DRIFT_WHY
 
 RULES = load_thresholds()
 WINDOW = RULES.baseline_runs
@@ -119,11 +119,13 @@ def _judge_stored(store, rules: Thresholds, x: np.ndarray) -> tuple[list[Verdict
     verdicts and baseline membership stored, the next night judged against what the store then holds."""
     verdicts, runs = [], []
     for value in x:
-        run = store.begin_run("nightly", session="combat")
-        store.add_device(run, "pi5-1", "pi5")
-        store.add_measurements(run, "pi5-1", [Measurement("inference_latency_p50", "us", float(value), samples=900)])
-        store.update_device(run, "pi5-1", status="ok")  # a device still running when its run ends is interrupted
-        store.finish_run(run, "ok")
+        run = store.runs.begin_run("nightly", session="combat")
+        store.runs.add_device(run, "pi5-1", "pi5")
+        store.measures.add_measurements(
+            run, "pi5-1", [Measurement("inference_latency_p50", "us", float(value), samples=900)]
+        )
+        store.runs.update_device(run, "pi5-1", status="ok")  # a device still running when its run ends is interrupted
+        store.runs.finish_run(run, "ok")
         (v,) = asyncio.run(confirm_run(store, run, "combat.mcap", [], rules, None)).verdicts
         verdicts.append(v)
         runs.append(run)
@@ -199,7 +201,7 @@ def test_the_nightly_reports_a_creep_as_a_drift_and_its_nights_leave_the_window(
         assert f"since run {v.drift_since} ({v.drift_nights} nights)" in v.reason
         assert runs[9] <= v.drift_since <= runs[11]  # the first creep night, give or take one
         # the drift's nights left the window; the nights after are judged against the flat nights before it
-        left = [membership(store, r)["pi5-1"] for r in runs[runs.index(v.drift_since) : first + 1]]
+        left = [store.windows.membership(r)["pi5-1"] for r in runs[runs.index(v.drift_since) : first + 1]]
         assert all(not ok and why.startswith(DRIFT_WHY) for ok, why in left)
         later = verdicts[first + 1 :]
         assert later and all(u.status == REGRESSION for u in later)

@@ -485,9 +485,9 @@ def test_the_nightlys_json_names_each_devices_energy_per_decision_and_its_label(
     add_energy(out, energy_figures(samples, frames, OffsetClock(0), "pmic (modelled from counted time)", 0.25,
                                    device_clock=True))  # fmt: skip
     with open_store(tmp_path / "r.sqlite") as store:
-        run = store.begin_run("replay", session="combat")
-        store.add_device(run, "pi5-1", "pi5")
-        store.add_measurements(run, "pi5-1", out.measurements)
+        run = store.runs.begin_run("replay", session="combat")
+        store.runs.add_device(run, "pi5-1", "pi5")
+        store.measures.add_measurements(run, "pi5-1", out.measurements)
         got = energy_of(store, run)
     assert set(got) == {"pi5-1"} and got["pi5-1"]["energy_per_decision_mj"] == pytest.approx(
         100 * 7.9686 / 240, abs=1e-3

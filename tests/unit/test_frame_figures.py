@@ -20,10 +20,10 @@ def test_the_report_trace_gives_the_measured_fps_and_jitter(tmp_path: Path) -> N
     recs, _ = records(Shape(30, 9.5, 1e9, ran=0.8), 600, np.random.default_rng(1))
     recs[7] = dataclasses.replace(recs[7], due=None)  # a frame without a schedule: no deviation, still a frame time
     with open_store(tmp_path / "r.sqlite") as store:
-        run = store.begin_run("nightly", bench="t", session="s")
-        store.add_device(run, "d", "esp32c6")
-        store.add_frames(run, "d", recs)
-        store.finish_run(run, "ok")
+        run = store.runs.begin_run("nightly", bench="t", session="s")
+        store.runs.add_device(run, "d", "esp32c6")
+        store.frames.add_frames(run, "d", recs)
+        store.runs.finish_run(run, "ok")
         view = load_run(store, run)
     trace = view.devices["d"].frames
     timing = frame_timing(recs)

@@ -30,7 +30,7 @@ class CountingDriver(Driver):
 
     async def close_agent(self) -> None:
         EVENTS.append((self.device.name, "stop"))
-        if self.device.extra.get("stop_fails"):
+        if self.device.description == "stop fails":
             raise OSError("device gone")
 
 
@@ -77,7 +77,7 @@ def test_a_driver_not_held_stops_its_agent_on_release(devices: list[Device]) -> 
 
 
 def test_a_changed_device_gets_a_new_driver_after_the_old_agent_stopped(devices: list[Device]) -> None:
-    other_model = dataclasses.replace(devices[0], extra={"model": "npc-policy-heavier"})
+    other_model = dataclasses.replace(devices[0], description="another model")
 
     async def go() -> tuple[Driver, Driver]:
         held = HeldDrivers()
@@ -92,7 +92,7 @@ def test_a_changed_device_gets_a_new_driver_after_the_old_agent_stopped(devices:
 
 
 def test_close_stops_every_agent_even_when_one_stop_fails(devices: list[Device]) -> None:
-    failing = dataclasses.replace(devices[0], extra={"stop_fails": True})
+    failing = dataclasses.replace(devices[0], description="stop fails")
 
     async def go() -> None:
         held = HeldDrivers()

@@ -20,7 +20,7 @@ def model():
 
 
 def test_input_quantization_matches_the_reference_on_ties(model):
-    from bench.models.reference import quantize_input
+    from bench.testkit.reference import quantize_input
 
     scale, zp = model.in_scale, model.in_zp
     ties = (np.arange(48) - 24 + 0.5) * scale  # exactly half a step: rounding direction matters
@@ -49,7 +49,7 @@ def test_wrong_format_and_shape_are_refused():
 
 def test_probabilities_are_bit_for_bit_those_of_a_plain_invoke(model):
     """The per-frame path reuses its buffers; what it returns equals a fresh quantize + invoke + dequantize."""
-    from bench.models.reference import quantize_input
+    from bench.testkit.reference import quantize_input
 
     rng = np.random.default_rng(7)
     inp, out = model.interp.get_input_details()[0], model.interp.get_output_details()[0]

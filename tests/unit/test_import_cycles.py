@@ -1,8 +1,8 @@
 """The bench's imports follow the layer table of docs/architecture.md, which lists folders: no module imports
 from a layer above its own, and no two folders import each other (directly or round a cycle).
 
-Counted: every import a module can run, at module level or inside a function (lazy imports are edges too);
-only `if TYPE_CHECKING:` imports, which never run, are left out."""
+Counted: every import a module names, at module level, inside a function (lazy imports are edges too) or under
+`if TYPE_CHECKING:` (a type-only import still ties the module to the layer it names)."""
 
 from __future__ import annotations
 
@@ -57,14 +57,10 @@ def entry_of(path: Path, root: Path, table: list[tuple[str, list[str]]]) -> tupl
 
 
 def imports(tree: ast.Module) -> list[tuple[str, int]]:
-    """(module named, line) of every import in `tree` that can run, nested ones included."""
+    """(module named, line) of every import in `tree`, nested and type-only ones included."""
     out: list[tuple[str, int]] = []
 
     def walk(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.orelse:
-                walk(child)
-            return
         if isinstance(node, ast.Import):
             out.extend((a.name, node.lineno) for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -172,7 +168,7 @@ TABLE = """## Layers
         ({"base.py": "def f():\n    from app import top\n", "top.py": ""},
          ["upward: app/base.py:2 imports app/top.py"]),
         ({"base.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from app import top\n", "top.py": ""},
-         []),
+         ["upward: app/base.py:3 imports app/top.py"]),
         ({"top.py": "from app.pkg import mod\n", "pkg/__init__.py": "", "pkg/mod.py": "import app.top\n"},
          ["cycle: app/pkg/mod.py:1 imports app/top.py; app/top.py:1 imports app/pkg/mod.py"]),
         ({"low/__init__.py": "", "low/leaf.py": "def f():\n    from app.pkg import mod\n", "pkg/__init__.py": "",

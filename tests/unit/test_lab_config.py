@@ -15,7 +15,7 @@ import yaml
 from bench.config.fleet import SerialLink, SshLink, load_fleet
 from bench.core.errors import ConfigError, DeviceUnreachable, ExitCode
 from bench.core.identity import holder_gone, job_identity
-from bench.lab.client import Resource
+from bench.lab.client import LabResource
 from bench.lab.exporter import exporter_config
 from bench.lab.links import link_from_resources
 from bench.lab.sync import desired_places
@@ -67,7 +67,7 @@ def fleet_file(tmp_path: Path, text: str = LAB) -> Path:
 
 def test_lab_devices_have_no_link_until_acquired(tmp_path: Path) -> None:
     fleet = load_fleet(fleet_file(tmp_path))
-    assert fleet.lab == {"coordinator": "lab-server:20408", "acquire_timeout_s": 60.0}
+    assert (fleet.lab.coordinator, fleet.lab.acquire_timeout_s) == ("lab-server:20408", 60.0)
     orin = fleet.get("orin")
     assert orin.link is None and orin.lab is not None and orin.lab.place == "orin-1"
     assert isinstance(orin.lab.local, SshLink) and orin.lab.local.key == (tmp_path / "keys/orin").resolve()
@@ -79,14 +79,14 @@ def test_lab_devices_have_no_link_until_acquired(tmp_path: Path) -> None:
     [
         (
             ('coordinator = "lab-server:20408"', 'coordinator = "lab-server"'),
-            r"\[lab\]: field 'coordinator'.*HOST:PORT",
+            r"field 'lab.coordinator'.*HOST:PORT",
         ),
         (('[lab]\ncoordinator = "lab-server:20408"', ""), r"device 'c6-real': field 'place'/'lab_tags' needs"),
         (('lab_host = "bench-b"', ""), r"device 'orin': field 'lab_host': missing"),
         (('desk = "d1"', 'Desk = "d1"'), r"device 'c6-real': field 'lab_tags': Desk = 'd1' is not a labgrid tag"),
         (('place = "virt-c6"', 'place = "desk1-c6"'), r"place 'desk1-c6' is given to more than one device"),
         (('usb_serial = "F4:12:FA:00:11:22"', 'port = "/dev/ttyACM0"'), r"device 'c6-real': field 'port': a device in"),
-        (("[lab]", "[lab]\nwait = 3"), r"\[lab\]: unknown key 'wait'"),
+        (("[lab]", "[lab]\nwait = 3"), r"field 'lab.wait': not a field of \[lab\]"),
     ],
 )
 def test_lab_fields_are_validated_naming_file_device_and_field(tmp_path: Path, edit: tuple, message: str) -> None:
@@ -120,11 +120,11 @@ def test_places_planned_from_the_fleet(tmp_path: Path) -> None:
 
 def test_links_from_a_place_resources(tmp_path: Path) -> None:
     fleet = load_fleet(fleet_file(tmp_path))
-    serial = Resource("bench-a", "c6-real", "NetworkSerialPort", "RawSerialPort",
+    serial = LabResource("bench-a", "c6-real", "NetworkSerialPort", "RawSerialPort",
                       {"host": "bench-a.lab", "port": 51234, "speed": 115200, "protocol": "rfc2217"}, True)  # fmt: skip
     link = link_from_resources(fleet.get("c6-real"), "desk1-c6", [serial])
     assert link == SerialLink("rfc2217://bench-a.lab:51234?ign_set_control", 115200)
-    ssh = Resource("bench-b", "orin", "NetworkService", "NetworkService",
+    ssh = LabResource("bench-b", "orin", "NetworkService", "NetworkService",
                    {"address": "10.0.0.7", "username": "nvidia", "port": 2222}, True)  # fmt: skip
     link = link_from_resources(fleet.get("orin"), "orin-1", [ssh])
     assert isinstance(link, SshLink) and (link.user, link.host, link.port) == ("nvidia", "10.0.0.7", 2222)

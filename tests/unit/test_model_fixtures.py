@@ -9,10 +9,10 @@ import pytest
 from bench.core.errors import ConfigError
 from bench.core.paths import MODELS_DIR
 from bench.models import model_file, npcm
-from bench.models import reference as R
 from bench.models.catalogue import OVERSIZE_LAYERS, build_all, policy, sha256sums
 from bench.models.policy import calibration_inputs, quantize_multiplier
 from bench.models.tflite_read import read_int8_policy
+from bench.testkit import reference as R
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from bench.commands.nightly import _print
 from bench.core.console import out
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import PublishedRun
-from bench.nightly.run import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, confirmed, judge

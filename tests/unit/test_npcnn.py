@@ -4,9 +4,9 @@ import npcnn
 import pytest
 
 from bench.models import model_file
-from bench.models import reference as R
 from bench.models.policy import calibration_inputs
 from bench.models.tflite_read import read_int8_policy
+from bench.testkit import reference as R
 
 INPUTS = calibration_inputs(48, 60, "npcnn-unit")
 

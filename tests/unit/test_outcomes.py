@@ -10,9 +10,9 @@ from bench.core.console import out
 from bench.core.errors import BenchError, DeviceUnreachable, ExitCode, LeaseBusy
 from bench.core.outcomes import PASS, FailureClass, Outcome, exit_code, infrastructure, of_exception, product, recovered
 from bench.nightly.confirm import Confirmation
-from bench.nightly.run import NightlyResult
+from bench.nightly.orchestration import NightlyResult
 from bench.nightly.stages import DeviceOutcome, StageResult
-from bench.recovery.resilient import AgentGaveUp
+from bench.recovery.surviving import AgentGaveUp
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, confirmed, judge
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from bench.agent.frame import Frame
 from bench.measure.measurement import Measurement
 from bench.measure.played import played
-from bench.results.evidence import accept, record_fingerprint
 from bench.results.judge import judge_run
 from bench.results.played import played_difference
 from bench.results.thresholds import load_thresholds
@@ -39,26 +38,26 @@ def test_each_inference_counts_the_inputs_it_was_given_since_the_one_before() ->
 
 def night(store: ResultStore, p50: float, n: int = 200, per_frame: int = PER_FRAME, late: int = 0) -> int:
     """One stored night of c6-a replayed on its counted clock."""
-    run = store.begin_run("nightly", bench="t", session="combat")
-    store.add_device(run, C6, "esp32c6")
-    store.add_frames(run, C6, frames(n, per_frame))
-    store.add_inputs(run, C6, [(s, "gaze", None, 1000 * s) for s in range(n * per_frame)])
+    run = store.runs.begin_run("nightly", bench="t", session="combat")
+    store.runs.add_device(run, C6, "esp32c6")
+    store.frames.add_frames(run, C6, frames(n, per_frame))
+    store.frames.add_inputs(run, C6, [(s, "gaze", None, 1000 * s) for s in range(n * per_frame)])
     given = played(frames(n, per_frame), range(n * per_frame), [{"held_late": late}])
-    store.add_measurements(run, C6, [
+    store.measures.add_measurements(run, C6, [
         Measurement("inference_latency_p50", "us", p50, samples=n),
         Measurement("inferences", "count", float(n)),
         Measurement("played_inputs_per_frame", "count", given.mean, samples=n),
         Measurement("played_late", "count", float(late)),
     ])  # fmt: skip
-    record_fingerprint(store, run, C6, {"virtual": True, "clock": "icount", "latency_clock": "device"})
-    store.finish_run(run, "ok")
+    store.verdicts.record_fingerprint(run, C6, {"virtual": True, "clock": "icount", "latency_clock": "device"})
+    store.runs.finish_run(run, "ok")
     return run
 
 
 def baseline(store: ResultStore) -> list[int]:
     runs = [night(store, p50) for p50 in (13_583, 13_591, 13_583, 13_591, 13_587)]
     for r in runs:
-        accept(store, r, C6, True, "")
+        store.windows.accept(r, C6, True, "")
     return runs
 
 
@@ -106,5 +105,5 @@ def test_fewer_frames_count_only_against_a_baseline_that_played_a_fixed_span(tmp
 def test_a_night_still_collecting_its_baseline_stays_collecting(tmp_path: Path) -> None:
     with open_store(tmp_path / "r.sqlite") as store:
         first = night(store, 13_583)
-        accept(store, first, C6, True, "")
+        store.windows.accept(first, C6, True, "")
         assert inference(store, night(store, 13_727, n=150)).status == COLLECTING

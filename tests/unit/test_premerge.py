@@ -10,17 +10,9 @@ import numpy as np
 import pytest
 
 from bench.measure.measurement import Measurement
+from bench.premerge.interleave import KINDS, SessionCheck, judge_session
 from bench.premerge.plan import BASE, CANDIDATE, order, switches
-from bench.premerge.run import KINDS, SessionCheck, judge_session
-from bench.results.evidence import (
-    accept,
-    membership,
-    record_fingerprint,
-    record_host,
-    series,
-    stored_verdicts,
-    window,
-)
+from bench.results.evidence import series, stored_verdicts, window
 from bench.results.judge import judge_run
 from bench.results.majority import majority
 from bench.results.thresholds import load_thresholds
@@ -39,13 +31,13 @@ def test_the_builds_alternate_abba_so_a_host_that_changes_weighs_on_both() -> No
 
 def replay(store: ResultStore, kind: str, inference_us: float, session: str = "combat") -> int:
     """A stored replay of c6-a with an inference P50 around `inference_us` (1% noise)."""
-    run = store.begin_run(kind, session=session)
-    store.add_device(run, "c6-a", "esp32c6")
+    run = store.runs.begin_run(kind, session=session)
+    store.runs.add_device(run, "c6-a", "esp32c6")
     value = inference_us * RNG.lognormal(0.0, 0.01)
-    store.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=900),
+    store.measures.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", value, samples=900),
                                          Measurement("mem_peak", "B", 118_000.0, samples=40)])  # fmt: skip
-    store.update_device(run, "c6-a", status="ok")
-    store.finish_run(run, "ok")
+    store.runs.update_device(run, "c6-a", status="ok")
+    store.runs.finish_run(run, "ok")
     return run
 
 
@@ -69,7 +61,7 @@ def test_a_slower_candidate_is_a_regression_and_an_unchanged_one_is_not(tmp_path
         same = check_of(store, 1000.0)
         assert all(v.status != REGRESSION for v in judge_session(store, same, thresholds, ["c6-a"]))
         for run in slower.runs[BASE] + slower.runs[CANDIDATE]:
-            assert membership(store, run) == {}  # no check run joins a baseline
+            assert store.windows.membership(run) == {}  # no check run joins a baseline
 
 
 def test_check_runs_never_enter_a_nightly_window_or_drift_series(tmp_path) -> None:
@@ -78,7 +70,7 @@ def test_check_runs_never_enter_a_nightly_window_or_drift_series(tmp_path) -> No
         nights = write_history(store, thresholds, Plan(6), ("c6-a",))
         check = check_of(store, 5000.0)
         for run in check.runs[BASE] + check.runs[CANDIDATE]:
-            accept(store, run, "c6-a", True)  # even a check run marked accepted by mistake stays out
+            store.windows.accept(run, "c6-a", True)  # even a check run marked accepted by mistake stays out
         tonight = replay(store, "replay", 1000.0)
         base = window(store, "combat", "c6-a", "inference_latency_p50", before=tonight, size=5, pinned=None)
         assert set(base.run_ids) <= set(nights) and len(base.run_ids) == 5
@@ -115,8 +107,8 @@ def test_a_starved_host_makes_a_suspect_inconclusive_unless_an_icount_guest_coun
     with open_store(tmp_path / "r.sqlite") as store:
         check = check_of(store, 1500.0)
         for run in check.runs[BASE] + check.runs[CANDIDATE]:
-            record_host(store, run, STARVED)  # as busy during the baseline: only the starved rule can apply
-            record_fingerprint(store, run, "c6-a", {"virtual": True, "clock": clock})
+            store.verdicts.record_host(run, STARVED)  # as busy during the baseline: only the starved rule can apply
+            store.verdicts.record_fingerprint(run, "c6-a", {"virtual": True, "clock": clock})
         (verdict,) = [v for v in judge_run(store, check.runs[CANDIDATE][0], thresholds, window_runs=tuple(
             check.runs[BASE])) if v.metric == "inference_p50"]  # fmt: skip
     assert verdict.status == status
@@ -128,7 +120,7 @@ def test_the_exit_code_gates_a_merge(tmp_path) -> None:
     """1 on a regression or a candidate the device crashed on, 3 when only the bench failed, 0 otherwise (an
     inconclusive metric too: the summary says so)."""
     from bench.core.outcomes import infrastructure, product
-    from bench.premerge.run import CheckResult
+    from bench.premerge.interleave import CheckResult
 
     thresholds = load_thresholds()
     with open_store(tmp_path / "r.sqlite") as store:

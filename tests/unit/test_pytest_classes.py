@@ -11,7 +11,7 @@ from xml.etree import ElementTree
 TESTS = """
 import os
 from bench.core.errors import DeviceUnreachable
-from bench.recovery.resilient import AgentGaveUp
+from bench.recovery.surviving import AgentGaveUp
 
 def test_board_gone():
     raise DeviceUnreachable("device c6-a: no frame record for 5 s")

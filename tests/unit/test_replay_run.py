@@ -19,8 +19,8 @@ from bench.config.fleet import Device, SerialLink
 from bench.core.errors import DeviceUnreachable
 from bench.measure.records import OffsetClock
 from bench.replay.plan import build_plan
+from bench.replay.recording import write_session
 from bench.replay.run import ReplayRun
-from bench.replay.session import write_session
 from bench.replay.synth import synth_session
 from bench.store import open_store
 
@@ -119,7 +119,7 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
         return AgentEndpoint(agents[dev.name], close)
 
     store = open_store(tmp_path / "r.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=2.0)
+    run_id = store.runs.begin_run("replay", session=plan.session_id, speed=2.0)
     runs = asyncio.run(ReplayRun(plan, devices, open_agent, store, run_id, speed=2.0).execute())
     by_name = {r.device.name: r for r in runs}
     assert by_name["gone-1"].status == "unreachable" and "no answer" in by_name["gone-1"].detail
@@ -134,25 +134,29 @@ def test_replay_run_measures_and_stores_every_device(tmp_path: Path) -> None:
     assert "voicef" in chans and "voice" not in chans
     assert "voice" in {json.loads(line)["ch"] for line in agents["tcp-1"].lines}
 
-    devices_rows = {d.name: d for d in store.devices(run_id)}
+    devices_rows = {d.name: d for d in store.runs.devices(run_id)}
     assert (
         devices_rows["uart-1"].info["voice_mode"] == "voicef" and "B/s" in devices_rows["uart-1"].info["voice_reason"]
     )
     assert devices_rows["gone-1"].status == "unreachable"
 
-    ms = {m.name: m for m in store.measurements(run_id, "tcp-1")}
+    ms = {m.name: m for m in store.measures.measurements(run_id, "tcp-1")}
     assert ms["fps"].value == pytest.approx(30, rel=0.35)
     assert ms["inference_latency_p50"].value == pytest.approx(2000, rel=0.5)
     # the decision latency is corrected for the 7 s clock offset: a few frame periods, not seconds
     assert 0 < ms["decision_latency_p50"].value < 200_000
     assert ms["mem_peak"].value == 4242 and ms["faults_crash"].value == 1
     assert ms["replay_send_error_p50"].unit == "ns" and ms["replay_send_error_p50"].value is not None
-    assert store.frame_count(run_id, "tcp-1") == len(by_name["tcp-1"].frames) > 10
+    assert store.frames.frame_count(run_id, "tcp-1") == len(by_name["tcp-1"].frames) > 10
     assert ms["inputs_sent"].value == len(plan.inputs)
-    uart = {m.name: m.value for m in store.measurements(run_id, "uart-1")}
+    uart = {m.name: m.value for m in store.measures.measurements(run_id, "uart-1")}
     assert uart["input_bytes"] == sum(len(line) for line in agents["uart-1"].lines) < ms["input_bytes"].value
-    assert len(store.inputs(run_id, "tcp-1")) == len(plan.inputs)
-    assert set(store.histograms(run_id, "uart-1")) >= {"decision_latency", "inference_latency", "replay_send_error"}
+    assert len(store.frames.inputs(run_id, "tcp-1")) == len(plan.inputs)
+    assert set(store.measures.histograms(run_id, "uart-1")) >= {
+        "decision_latency",
+        "inference_latency",
+        "replay_send_error",
+    }
     # after the session: 10 cold starts (the model the bench deployed, loaded again, then the frame loop started)
     assert agents["uart-1"].loads[0][0] == "models/npc-policy-int8.npcm" and len(agents["uart-1"].loads) == 10
     assert all(cold for _, _, cold in agents["uart-1"].loads)  # cold starts: the agent may free its models first
@@ -263,7 +267,7 @@ def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path
         return AgentEndpoint(guest, close)
 
     store = open_store(tmp_path / "r.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    run_id = store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
     (run,) = asyncio.run(ReplayRun(plan, [device], open_agent, store, run_id).execute())
     assert run.status == "ok", run.detail
     assert guest.holds[0] is not None  # the session's frame loop holds inputs (the cold starts' need not)
@@ -272,14 +276,14 @@ def test_an_icount_guest_is_replayed_on_its_own_clock_within_its_budget(tmp_path
     ahead_ms = max(ts - (us - guest.epochs[0]) / 1000 for us, ts in ahead)
     assert ahead_ms <= LOOKAHEAD_MS + 50  # the rest fed on the guest's clock: never flooded
     assert 100 < len(guest.arrived) < len(plan.inputs)  # the budget ended it: what fits, from the start
-    ms = {m.name: m for m in store.measurements(run_id, "orin-1")}
+    ms = {m.name: m for m in store.measures.measurements(run_id, "orin-1")}
     last_sent_s = guest.arrived[-1][1] / 1000
     assert 0.1 < ms["replay_covered"].value <= last_sent_s + 0.001 < 4.0  # the part whose inputs all went out
     assert ms["replay_session"].value == pytest.approx(4.0, abs=0.01)
     assert "device clock" in ms["decision_latency_p50"].description
     assert 0 < ms["decision_latency_p50"].value < 2 * 1_000_000 / 30 + 5000  # at most a frame period + inference
     assert ms["replay_release_error_p50"].value is not None and "replay_send_error_p50" not in ms
-    assert store.devices(run_id)[0].info["latency_clock"] == "device"
+    assert store.runs.devices(run_id)[0].info["latency_clock"] == "device"
     assert ms["first_frame_p50"].samples == 10 and 0 < ms["first_frame_p50"].value < 1_000_000
     store.close()
 
@@ -321,13 +325,13 @@ def _wave_run(tmp_path: Path, waves: str) -> list[tuple[str, str]]:
         return AgentEndpoint(agents[dev.name], close)
 
     store = open_store(tmp_path / "r.sqlite")
-    run_id = store.begin_run("replay", session=plan.session_id, speed=1.0)
+    run_id = store.runs.begin_run("replay", session=plan.session_id, speed=1.0)
     run = ReplayRun(plan, devices, open_agent, store, run_id, waves=waves)
     runs = asyncio.run(run.execute())
     assert [r.status for r in runs] == ["ok", "ok"], [r.detail for r in runs]
     assert {r.latency_clock for r in runs} == {"bench", "device"}
     for name in agents:
-        assert {m.name: m for m in store.measurements(run_id, name)}["frames"].value > 0
+        assert {m.name: m for m in store.measures.measurements(run_id, name)}["frames"].value > 0
     assert {p.wave for p in run.timer.phases if p.name == "play"} == ({1, 2} if waves == "split" else {1})
     store.close()
     return events

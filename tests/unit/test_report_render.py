@@ -10,7 +10,7 @@ import pytest
 
 from bench.report.build import HistoryPoint, build_report
 from bench.report.html import num, render_html, write_report
-from bench.report.runview import FaultEvent
+from bench.report.runview import TimelineFault
 from bench.report.summary import summarize
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import Window, judge, not_applicable, settle
@@ -190,7 +190,7 @@ def test_icount_guest_plots_leave_out_the_bench_clock_and_label_the_guest_clock(
 def test_a_fps_plot_of_one_window_is_left_out_and_untimed_faults_have_no_time() -> None:
     run = synthetic_run("run-0008", "2026-11-30T02:00:00Z", frames=20)  # under 1 s of frames
     device = run.devices["c6-a"]
-    device.faults = [FaultEvent(None, "signature", "does not verify", "")]
+    device.faults = [TimelineFault(None, "signature", "does not verify", "")]
     report = build_report(run)
     assert "fps" not in report.plots["c6-a"] and "faults" not in report.plots["c6-a"]
     section = re.search(r'id="dev-c6-a">(.*?)</section>', render_html(report), re.S).group(1)

@@ -14,7 +14,7 @@ from bench.report.html import render_html
 from bench.report.publish import load_stored_run, publish_run, report_of
 from bench.report.runview import FRAME_INTERVAL_MS, LATENCY_MS, MEMORY_PEAK_MB
 from bench.report.view_adapter import histogram_values, load_run
-from bench.results.baseline import get_baseline, list_baselines, set_baseline
+from bench.results.baseline import set_baseline
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.stored_runs import build_store
@@ -33,7 +33,7 @@ def test_a_stored_run_reads_into_the_view_with_report_units(stored: tuple[Path, 
     path, last = stored
     with open_store(path) as store:
         run = load_run(store, last)
-        frames_ran = int(store.frame_columns(last, "orin-1").values["ran"].sum())
+        frames_ran = int(store.frames.frame_columns(last, "orin-1").values["ran"].sum())
     assert run.run_id == str(last) and set(run.devices) == {"c6-a", "orin-1"}
     orin = run.devices["orin-1"]
     latency = orin.series(LATENCY_MS)
@@ -109,9 +109,9 @@ def test_baselines_pin_the_window(stored: tuple[Path, int], tmp_path: Path) -> N
     path, last = stored
     with open_store(path) as store:
         set_baseline(store, 6, "release-1.4")
-        assert get_baseline(store, "release-1.4").run_id == 6
-        assert [b.name for b in list_baselines(store)] == ["default", "release-1.4"]
-        assert get_baseline(store, "nope") is None
+        assert store.windows.named("release-1.4").run_id == 6
+        assert [b.name for b in store.windows.all_named()] == ["default", "release-1.4"]
+        assert store.windows.named("nope") is None
         with pytest.raises(ConfigError, match="no run 99"):
             set_baseline(store, 99)
         with pytest.raises(ConfigError, match="baseline name"):
@@ -137,8 +137,8 @@ def test_history_reads_measurements_of_earlier_runs_only(stored: tuple[Path, int
 def test_history_keeps_to_one_session(stored: tuple[Path, int]) -> None:
     path, last = stored
     with open_store(path) as store:
-        other = store.begin_run("nightly", bench="synthetic", session="dialogue")
-        store.finish_run(other, "ok")
+        other = store.runs.begin_run("nightly", bench="synthetic", session="dialogue")
+        store.runs.finish_run(other, "ok")
         combat = load_history(store, up_to=other, session="synthetic")
         dialogue = load_history(store, up_to=other, session="dialogue")
     assert [p.run_id for p in combat] == [str(r) for r in range(1, last + 1)]
@@ -187,7 +187,7 @@ def test_memory_peak_is_the_agents_high_water_mark_not_board_telemetry(tmp_path:
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=6, devices=2, frames=500, regressed_runs=0)
     with open_store(path) as store:  # the product's 1.42 GB -> 1.58 GB example, in the agent's own figure
-        store.add_measurements(last, "orin-1", [Measurement("mem_peak", "B", 1.58e9, samples=40)])
+        store.measures.add_measurements(last, "orin-1", [Measurement("mem_peak", "B", 1.58e9, samples=40)])
         samples = [Sample(int(k * 0.5e9), "tegrastats", {"mem_used_mb": 3000.0}) for k in range(120)]
         add_telemetry(store, last, "orin-1", samples)  # the board's memory in use: not the agent's
         published = publish_run(store, last, reports_dir=None)
@@ -217,14 +217,13 @@ def test_a_regression_says_since_when(tmp_path: Path) -> None:
 def test_a_virtual_devices_timing_is_inconclusive_only_on_a_host_busier_than_for_its_baseline(
     tmp_path: Path, usual: float, now: float, status: str
 ) -> None:
-    from bench.results.evidence import record_fingerprint, record_host
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=7, devices=2, frames=1000)
     with open_store(path) as store:
         for run in range(1, last + 1):
-            record_host(store, run, {"host": "h", "cores": 2, "others_pct": now if run == last else usual})
-            record_fingerprint(store, run, "orin-1", {"virtual": True})
+            store.verdicts.record_host(run, {"host": "h", "cores": 2, "others_pct": now if run == last else usual})
+            store.verdicts.record_fingerprint(run, "orin-1", {"virtual": True})
         published = publish_run(store, last, reports_dir=None)
     p50 = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "latency_p50")
     # over the host rules' starved_others_pct the bench got too little of the host, whatever the baseline had
@@ -263,7 +262,7 @@ def test_a_replay_off_pace_makes_its_timing_verdicts_inconclusive_and_the_page_s
         errors = [
             Measurement(f"replay_send_error_{q}", "ns", v) for q, v in (("p50", 8e3), ("p99", 15e6), ("max", 7e7))
         ]
-        store.add_measurements(last, "orin-1", errors)
+        store.measures.add_measurements(last, "orin-1", errors)
         published = publish_run(store, last, reports_dir=tmp_path)
     by_metric = {v.metric: v for v in published.verdicts if v.device == "orin-1"}
     assert by_metric["latency_p50"].status == "inconclusive"
@@ -281,14 +280,13 @@ def test_a_replay_off_pace_makes_its_timing_verdicts_inconclusive_and_the_page_s
 def test_an_icount_guests_latency_is_judged_when_replayed_on_its_own_clock(
     tmp_path: Path, latency_clock: str | None, status: str
 ) -> None:
-    from bench.results.evidence import record_fingerprint
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=7, devices=2, frames=1000)
     with open_store(path) as store:
         for run in range(1, last + 1):
-            record_fingerprint(
-                store, run, "orin-1", {"virtual": True, "clock": "icount", "latency_clock": latency_clock}
+            store.verdicts.record_fingerprint(
+                run, "orin-1", {"virtual": True, "clock": "icount", "latency_clock": latency_clock}
             )
         published = publish_run(store, last, reports_dir=tmp_path)
     p50 = next(v for v in published.verdicts if v.device == "orin-1" and v.metric == "latency_p50")
@@ -305,14 +303,13 @@ def test_an_icount_guests_latency_is_judged_when_replayed_on_its_own_clock(
 def test_a_counted_microcontrollers_figures_say_so(tmp_path: Path, platform: str, label: str) -> None:
     """A MicroPython agent on an icount clock, replayed on it, is the counted ESP32-C6 core: its figures say counted
     RV32 time, its energy that it is modelled from counted cycles; an aarch64 guest's keep the guest-clock label."""
-    from bench.results.evidence import record_fingerprint
 
     path = tmp_path / "results.sqlite"
     last = build_store(path, runs=3, devices=1, frames=200)
     with open_store(path) as store:
         for run in range(1, last + 1):
             fingerprint = {"virtual": True, "clock": "icount", "latency_clock": "device", "platform": platform}
-            record_fingerprint(store, run, "c6-a", fingerprint)
+            store.verdicts.record_fingerprint(run, "c6-a", fingerprint)
         published = publish_run(store, last, reports_dir=tmp_path)
     page = published.page.read_text()
     assert label in page

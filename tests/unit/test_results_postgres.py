@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 
 from bench.report.view_adapter import load_run
-from bench.results.baseline import get_baseline
 from bench.store import open_store
 from tests.conftest import REPO
 from tests.stored_runs import build_store
@@ -23,7 +22,7 @@ def test_a_run_reads_back_the_same_from_postgresql_and_sqlite(tmp_path: Path, pg
     last_pg = build_store(pg_url, runs=2, devices=2, frames=400)  # type: ignore[arg-type]  (a URL works too)
     with open_store(sqlite_path) as lite, open_store(pg_url) as pg:
         a, b = load_run(lite, last_sqlite), load_run(pg, last_pg)
-        assert get_baseline(pg) is not None and get_baseline(pg).run_id == get_baseline(lite).run_id
+        assert pg.windows.named() is not None and pg.windows.named().run_id == lite.windows.named().run_id
         assert list(a.devices) == list(b.devices) == ["c6-a", "orin-1"]
         for name in a.devices:
             da, db = a.devices[name], b.devices[name]
@@ -35,34 +34,26 @@ def test_a_run_reads_back_the_same_from_postgresql_and_sqlite(tmp_path: Path, pg
             assert set(da.samples) == set(db.samples)
             for source in da.samples:
                 np.testing.assert_array_equal(da.samples[source].values, db.samples[source].values)
-        assert pg.history("fps", "orin-1") and [v for _, _, v in pg.history("fps", "orin-1")] == [
-            v for _, _, v in lite.history("fps", "orin-1")
+        assert pg.measures.history("fps", "orin-1") and [v for _, _, v in pg.measures.history("fps", "orin-1")] == [
+            v for _, _, v in lite.measures.history("fps", "orin-1")
         ]
 
 
 def test_verdict_evidence_is_the_same_in_postgresql_and_sqlite(tmp_path: Path, pg_url: str) -> None:
     from bench.report.publish import publish_run
-    from bench.results.evidence import (
-        fingerprints,
-        host_of,
-        membership,
-        record_fingerprint,
-        record_host,
-        record_verdicts,
-        stored_verdicts,
-    )
+    from bench.results.evidence import record_verdicts, stored_verdicts
 
     outcomes = []
     for location in (tmp_path / "r.sqlite", pg_url):
         last = build_store(location, runs=7, devices=2, frames=400)  # type: ignore[arg-type]
         with open_store(location) as store:
-            record_host(store, last, {"host": "h", "others_pct": 3.0, "cores": 2})
-            record_fingerprint(store, last, "orin-1", {"model_sha256": "ab" * 32, "virtual": True})
+            store.verdicts.record_host(last, {"host": "h", "others_pct": 3.0, "cores": 2})
+            store.verdicts.record_fingerprint(last, "orin-1", {"model_sha256": "ab" * 32, "virtual": True})
             published = publish_run(store, last, reports_dir=None)  # judged now against the window
             record_verdicts(store, last, published.verdicts)
             outcomes.append((
                 sorted((v.device, v.metric, v.status, v.baseline_runs) for v in stored_verdicts(store, last)),
-                membership(store, last - 1), host_of(store, last), fingerprints(store, last),
+                store.windows.membership(last - 1), store.verdicts.host_of(last), store.verdicts.fingerprints(last),
             ))  # fmt: skip
     assert outcomes[0] == outcomes[1]
     verdicts = outcomes[0][0]
@@ -77,13 +68,13 @@ from bench.store import open_store
 url, host = sys.argv[1], sys.argv[2]
 with open_store(url) as store:  # every writer creates the schema at once on a fresh database
     for r in range(5):
-        run = store.begin_run("replay", bench=host)
-        store.add_device(run, "d", "pi5")
+        run = store.runs.begin_run("replay", bench=host)
+        store.runs.add_device(run, "d", "pi5")
         for start in range(0, 200, 20):
             frames = [Frame(i, i * 16_667, ran=True, t0=i, t1=i + 9, seq=i) for i in range(start, start + 20)]
-            store.add_frames(run, "d", frames)
-        store.add_measurements(run, "d", [Measurement("fps", "FPS", 60.0)])
-        store.finish_run(run, "ok")
+            store.frames.add_frames(run, "d", frames)
+        store.measures.add_measurements(run, "d", [Measurement("fps", "FPS", 60.0)])
+        store.runs.finish_run(run, "ok")
 """
 
 
@@ -95,8 +86,8 @@ def test_bench_hosts_writing_at_once_lose_nothing(pg_url: str) -> None:
         _, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err[-2000:]
     with open_store(pg_url) as store:
-        runs = store.runs()
+        runs = store.runs.latest()
         assert len(runs) == 20 and len({r.id for r in runs}) == 20
         assert sorted({r.bench for r in runs}) == hosts and all(r.status == "ok" for r in runs)
-        assert all(store.frame_count(r.id, "d") == 200 for r in runs)
-        assert all(store.measurements(r.id, "d")[0].value == 60.0 for r in runs)
+        assert all(store.frames.frame_count(r.id, "d") == 200 for r in runs)
+        assert all(store.measures.measurements(r.id, "d")[0].value == 60.0 for r in runs)

@@ -34,15 +34,15 @@ def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 def test_round_trip_of_every_table(location: str) -> None:
     with open_store(location) as store:
-        run = store.begin_run("replay", bench="b1", session="combat-0000", speed=1.0, config={"x": 1})
-        store.add_device(run, "c6-a", "esp32c6", {"voice_mode": "voicef"})
-        store.update_device(run, "c6-a", status="ok", agent="npc-mpy")
+        run = store.runs.begin_run("replay", bench="b1", session="combat-0000", speed=1.0, config={"x": 1})
+        store.runs.add_device(run, "c6-a", "esp32c6", {"voice_mode": "voicef"})
+        store.runs.update_device(run, "c6-a", status="ok", agent="npc-mpy")
         frames = [Frame(i, i * 50_000, due=i * 50_000 + 10, ran=i % 2 == 0, t0=i * 50_000 + 20, seq=i, skip=i % 2 == 1)
                   for i in range(5)]  # fmt: skip
         for f in frames:
-            store.add_frame(run, "c6-a", f, rx_ns=1000 + f.i)
-        store.add_inputs(run, "c6-a", [(0, "gaze", 5, 7), (1, "voice", 9, 12)])
-        store.add_measurements(
+            store.frames.add_frame(run, "c6-a", f, rx_ns=1000 + f.i)
+        store.frames.add_inputs(run, "c6-a", [(0, "gaze", 5, 7), (1, "voice", 9, 12)])
+        store.measures.add_measurements(
             run,
             "c6-a",
             [
@@ -50,14 +50,14 @@ def test_round_trip_of_every_table(location: str) -> None:
                 Measurement("x_p99", "us", 3.0, flags=("too_few_samples_for_p99",)),
             ],
         )
-        store.add_histograms(run, "c6-a", [Histogram("decision_latency", "us").record_all([1000, 2000, 3000])])
+        store.measures.add_histograms(run, "c6-a", [Histogram("decision_latency", "us").record_all([1000, 2000, 3000])])
         fault = FaultEvent("rollback", "oom", 4, 3, 10, 20, 30, 0.01, 2100, "MemoryError")
-        store.add_faults(run, "c6-a", [fault])
-        store.set_clock(run, "c6-a", 123.0, 1.5, 99, 40.0)
-        store.finish_run(run, "ok", {"devices": 1})
+        store.measures.add_faults(run, "c6-a", [fault])
+        store.frames.set_clock(run, "c6-a", 123.0, 1.5, 99, 40.0)
+        store.runs.finish_run(run, "ok", {"devices": 1})
 
     with open_store(location if "://" in location else f"sqlite:///{location}") as store:
-        (row,) = store.runs()
+        (row,) = store.runs.latest()
         assert (row.id, row.kind, row.status, row.session, row.config, row.summary["devices"]) == (
             run,
             "replay",
@@ -66,19 +66,24 @@ def test_round_trip_of_every_table(location: str) -> None:
             {"x": 1},
             1,
         )
-        (dev,) = store.devices(run)
+        (dev,) = store.runs.devices(run)
         assert dev.status == "ok" and dev.info == {"voice_mode": "voicef", "agent": "npc-mpy"}
-        back = list(store.frames(run, "c6-a"))
+        back = list(store.frames.frames(run, "c6-a"))
         assert [(f.i, f.ran, f.skip, f.rx_ns) for f in back] == [(f.i, f.ran, f.skip, 1000 + f.i) for f in frames]
-        assert store.inputs(run, "c6-a") == {0: 7, 1: 12}
-        ms = {m.name: m for m in store.measurements(run, "c6-a")}
+        assert store.frames.inputs(run, "c6-a") == {0: 7, 1: 12}
+        ms = {m.name: m for m in store.measures.measurements(run, "c6-a")}
         assert ms["fps"].value == 19.5 and ms["fps"].samples == 400
         assert ms["x_p99"].flags == ("too_few_samples_for_p99",)
-        hist = store.histograms(run, "c6-a")["decision_latency"]
+        hist = store.measures.histograms(run, "c6-a")["decision_latency"]
         assert hist.count == 3 and hist.summary().max == pytest.approx(3000, rel=1e-3)
-        assert store.faults(run) == [("c6-a", fault)]
-        assert store.clock(run, "c6-a") == {"offset_ns": 123.0, "drift_ppm": 1.5, "ref_ns": 99, "uncertainty_ns": 40.0}
-        assert store.history("fps", "c6-a") == [(run, row.started_at, 19.5)]
+        assert store.measures.faults(run) == [("c6-a", fault)]
+        assert store.frames.clock(run, "c6-a") == {
+            "offset_ns": 123.0,
+            "drift_ppm": 1.5,
+            "ref_ns": 99,
+            "uncertainty_ns": 40.0,
+        }
+        assert store.measures.history("fps", "c6-a") == [(run, row.started_at, 19.5)]
 
 
 def test_unsupported_url_and_unknown_run_are_config_errors(tmp_path: Path) -> None:
@@ -87,7 +92,7 @@ def test_unsupported_url_and_unknown_run_are_config_errors(tmp_path: Path) -> No
     with pytest.raises(ConfigError, match=r"results store postgresql://bench:\*\*\*@127.0.0.1:1/results: cannot open"):
         open_store("postgresql://bench:secret@127.0.0.1:1/results")  # nothing listens on port 1
     with open_store(tmp_path / "r.sqlite") as store, pytest.raises(ConfigError, match="no run 42"):
-        store.run(42)
+        store.runs.run(42)
 
 
 WRITER = textwrap.dedent(
@@ -96,9 +101,9 @@ WRITER = textwrap.dedent(
     from bench.agent.frame import Frame
     from bench.store import open_store
     store = open_store(sys.argv[1])
-    run = store.begin_run("replay", session="s")
-    store.add_device(run, "d", "pi5")
-    background = store.frame_sink() if sys.argv[2] == "background" else None
+    run = store.runs.begin_run("replay", session="s")
+    store.runs.add_device(run, "d", "pi5")
+    background = store.frames.frame_sink() if sys.argv[2] == "background" else None
     i = 0
     while True:
         frame = Frame(i, i * 16_667, ran=True, t0=i * 16_667 + 5, t1=i * 16_667 + 900, seq=i)
@@ -107,7 +112,7 @@ WRITER = textwrap.dedent(
             while background.written <= i:  # report only what is committed
                 time.sleep(0.0002)
         else:
-            store.add_frame(run, "d", frame)
+            store.frames.add_frame(run, "d", frame)
         print(i, flush=True)
         i += 1
         time.sleep(0.001)
@@ -135,13 +140,13 @@ def test_a_killed_writer_keeps_every_frame_it_wrote(location: str, writer: str) 
             proc.kill()
     assert proc.returncode == -signal.SIGKILL
     with open_store(db) as store:
-        (run,) = store.runs()
+        (run,) = store.runs.latest()
         # the writer is gone: opening the store marks the run it left `running` as interrupted
         assert run.status == "interrupted" and run.finished_at is not None and store.interrupted_runs == [run.id]
-        assert [d.status for d in store.devices(run.id)] == ["interrupted"]
+        assert [d.status for d in store.runs.devices(run.id)] == ["interrupted"]
         with pytest.raises(ConfigError, match=f"run {run.id} is interrupted: .* cannot be a baseline"):
             set_baseline(store, run.id, "nightly")
-        frames = list(store.frames(run.id, "d"))
+        frames = list(store.frames.frames(run.id, "d"))
         # every frame the writer reported as written is there, in order, intact
         assert len(frames) >= last + 1
         assert [f.i for f in frames] == list(range(len(frames)))
@@ -162,23 +167,27 @@ def _odd_frames(start: int, stop: int) -> list[Frame]:
 def test_frames_are_packed_when_their_run_finishes_and_read_back_exactly(location: str) -> None:
     frames = _odd_frames(0, 300)
     with open_store(location) as store:
-        run = store.begin_run("replay")
-        store.add_device(run, "d", "pi5")
-        store.add_frames(run, "d", frames[150:])  # out of order, and one record written twice
-        store.add_frames(run, "d", [*frames[:150], frames[200]])
-        assert list(store.frames(run, "d")) == frames and store.frame_count(run) == 300  # rows while it runs
-        store.finish_run(run, "ok")
+        run = store.runs.begin_run("replay")
+        store.runs.add_device(run, "d", "pi5")
+        store.frames.add_frames(run, "d", frames[150:])  # out of order, and one record written twice
+        store.frames.add_frames(run, "d", [*frames[:150], frames[200]])
+        assert (
+            list(store.frames.frames(run, "d")) == frames and store.frames.frame_count(run) == 300
+        )  # rows while it runs
+        store.runs.finish_run(run, "ok")
         assert store.db.execute("SELECT COUNT(*) FROM frames").fetchone()[0] == 0
         assert store.db.execute("SELECT n FROM frame_packs WHERE run_id = ?", (run,)).fetchall() == [(300,)]
-        assert list(store.frames(run, "d")) == frames and store.frame_count(run, "d") == 300
+        assert list(store.frames.frames(run, "d")) == frames and store.frames.frame_count(run, "d") == 300
         later = _odd_frames(290, 320)  # written after the run was packed: merged, each record counted once
-        store.add_frames(run, "d", later)
-        assert list(store.frames(run, "d")) == frames[:290] + later and store.frame_count(run) == 320
+        store.frames.add_frames(run, "d", later)
+        assert list(store.frames.frames(run, "d")) == frames[:290] + later and store.frames.frame_count(run) == 320
         if "://" not in location:  # (PostgreSQL's BIGINT columns refuse the write itself)
-            bad = store.begin_run("replay")  # an agent's field that is no integer: its rows stay rows, nothing fails
-            store.add_frames(bad, "d", [Frame(0, 0, t0="soon"), Frame(1, 16_667, t0=16_700)])  # type: ignore[arg-type]
-            store.finish_run(bad, "ok")
-            assert store.frame_count(bad) == 2 and store.run(bad).status == "ok"
+            bad = store.runs.begin_run(
+                "replay"
+            )  # an agent's field that is no integer: its rows stay rows, nothing fails
+            store.frames.add_frames(bad, "d", [Frame(0, 0, t0="soon"), Frame(1, 16_667, t0=16_700)])  # type: ignore[arg-type]
+            store.runs.finish_run(bad, "ok")
+            assert store.frames.frame_count(bad) == 2 and store.runs.run(bad).status == "ok"
 
 
 def test_a_store_written_a_row_per_frame_still_reads_and_renders(tmp_path: Path) -> None:
@@ -188,7 +197,7 @@ def test_a_store_written_a_row_per_frame_still_reads_and_renders(tmp_path: Path)
     path = tmp_path / "r.sqlite"
     last = build_store(path, runs=2, devices=1, frames=300)
     with open_store(path) as store:
-        packed = list(store.frames(last, "c6-a"))
+        packed = list(store.frames.frames(last, "c6-a"))
         new_view = publish_run(store, last, reports_dir=tmp_path / "new").report
     db = sqlite3.connect(path)  # the layout before frame_packs: a row per frame, no frame_packs table
     db.execute("DROP TABLE frame_packs")
@@ -197,8 +206,8 @@ def test_a_store_written_a_row_per_frame_still_reads_and_renders(tmp_path: Path)
     db.commit()
     db.close()
     with open_store(path) as store:
-        assert list(store.frames(last, "c6-a")) == packed and store.frame_count(last, "c6-a") == 300
+        assert list(store.frames.frames(last, "c6-a")) == packed and store.frames.frame_count(last, "c6-a") == 300
         old_view = publish_run(store, last, reports_dir=tmp_path / "old").report
-        assert store.prune_raw(last, "c6-a") == (300, 0) and store.frame_count(last) == 0
+        assert store.raw.prune(last, "c6-a") == (300, 0) and store.frames.frame_count(last) == 0
     assert old_view.data["devices"] == new_view.data["devices"]
     assert old_view.plots["c6-a"].keys() == new_view.plots["c6-a"].keys() >= {"frame_interval", "faults"}

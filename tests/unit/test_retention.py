@@ -30,17 +30,18 @@ def _store(location: str | Path) -> int:
     """RUNS runs of session "synthetic" on DEVICES devices, with frames, histograms, faults and inputs."""
     last = build_store(location, runs=RUNS, devices=DEVICES, frames=FRAMES)  # type: ignore[arg-type]
     with open_store(location) as store:
-        for run in store.runs():
-            for dev in store.devices(run.id):
-                store.add_inputs(run.id, dev.name, INPUTS)
+        for run in store.runs.latest():
+            for dev in store.runs.devices(run.id):
+                store.frames.add_inputs(run.id, dev.name, INPUTS)
     return last
 
 
 def _counts(store: ResultStore, run_id: int) -> tuple[int, int, int, int]:
     """(frames, inputs, measurements, histograms) of one run's first device."""
-    device = store.devices(run_id)[0].name
-    return (store.frame_count(run_id, device), store.input_count(run_id, device),
-            len(store.measurements(run_id, device)), len(store.histograms(run_id, device)))  # fmt: skip
+    device = store.runs.devices(run_id)[0].name
+    frames, measures = store.frames, store.measures
+    return (frames.frame_count(run_id, device), frames.input_count(run_id, device),
+            len(measures.measurements(run_id, device)), len(measures.histograms(run_id, device)))  # fmt: skip
 
 
 def _packed_bytes(store: ResultStore) -> int:
@@ -52,9 +53,9 @@ def _packed_bytes(store: ResultStore) -> int:
 def _check_prune(location: str | Path, tmp_path: Path) -> None:
     last = _store(location)
     with open_store(location) as store:
-        first = store.runs()[-1].id
+        first = store.runs.latest()[-1].id
         kept_figures = _counts(store, first)[2:]
-        faults = store.faults(first)
+        faults = store.measures.faults(first)
         policy = RawRetention(keep_raw_days=0, keep_raw_runs=2)
         dry = prune(store, policy, dry_run=True)
         assert dry.frames == (RUNS - 2) * DEVICES * FRAMES and dry.inputs == (RUNS - 2) * DEVICES * len(INPUTS)
@@ -65,12 +66,12 @@ def _check_prune(location: str | Path, tmp_path: Path) -> None:
             assert done.size_after < done.size_before
         else:  # PostgreSQL: VACUUM leaves the file and makes the space reusable: rewriting the rows does not grow it
             size = _packed_bytes(store)
-            store.add_frames(first, "c6-a", list(store.frames(last, "c6-a")))
-            store.add_inputs(first, "c6-a", INPUTS)
-            store.finish_run(first, "ok")  # packs the frames
+            store.frames.add_frames(first, "c6-a", list(store.frames.frames(last, "c6-a")))
+            store.frames.add_inputs(first, "c6-a", INPUTS)
+            store.runs.finish_run(first, "ok")  # packs the frames
             assert _packed_bytes(store) == size
-            store.prune_raw(first, "c6-a")
-        assert _counts(store, first) == (0, 0, *kept_figures) and store.faults(first) == faults
+            store.raw.prune(first, "c6-a")
+        assert _counts(store, first) == (0, 0, *kept_figures) and store.measures.faults(first) == faults
         assert _counts(store, last)[:2] == (FRAMES, len(INPUTS))  # the last two runs keep theirs
         assert prune(store, policy).pruned == []  # nothing twice
         published = publish_run(store, first, reports_dir=tmp_path / "reports")
@@ -102,33 +103,33 @@ def test_days_keep_young_runs_and_running_runs_are_never_pruned(tmp_path: Path) 
         later = dt.datetime.now(dt.UTC) + dt.timedelta(days=31)
         assert len(to_prune(store, RawRetention(keep_raw_days=30, keep_raw_runs=0), later)[0]) == 3
         assert len(to_prune(store, RawRetention(keep_raw_days=30, keep_raw_runs=1), later)[0]) == 2
-        running = store.begin_run("replay", session="synthetic")
-        store.add_device(running, "c6-a", "esp32c6")
+        running = store.runs.begin_run("replay", session="synthetic")
+        store.runs.add_device(running, "c6-a", "esp32c6")
         assert (running, "c6-a") not in to_prune(store, RawRetention(0, 0), later)[0]
 
 
 def test_inputs_read_back_exactly_also_from_a_row_per_input_store(tmp_path: Path) -> None:
     path = tmp_path / "r.sqlite"
     with open_store(path) as store:
-        run = store.begin_run("replay")
-        store.add_inputs(run, "d", INPUTS[:300])
-        store.add_inputs(run, "d", INPUTS[250:])  # a second write merges (same seqs replaced)
-        assert store.inputs(run, "d") == {seq: sent for seq, _, _, sent in INPUTS}
-        assert store.input_count(run, "d") == len(INPUTS)
+        run = store.runs.begin_run("replay")
+        store.frames.add_inputs(run, "d", INPUTS[:300])
+        store.frames.add_inputs(run, "d", INPUTS[250:])  # a second write merges (same seqs replaced)
+        assert store.frames.inputs(run, "d") == {seq: sent for seq, _, _, sent in INPUTS}
+        assert store.frames.input_count(run, "d") == len(INPUTS)
         rows = store.db.execute("SELECT ch, n FROM input_sends WHERE run_id = ?", (run,)).fetchall()
         assert sorted(rows) == [("gaze", 167), ("mocap", 166), ("voice", 167)]
         store.db.execute("INSERT INTO inputs VALUES (?, 'old', 0, 'gaze', 5, 7)", (run,))  # written before packing
-        assert store.inputs(run, "old") == {0: 7} and store.input_count(run, "old") == 1
-        assert store.prune_raw(run, "old") == (0, 1) and store.inputs(run, "old") == {}
-        assert store.raw_pruned(run) == {}  # it had no frames: its report has no frame plots to miss
+        assert store.frames.inputs(run, "old") == {0: 7} and store.frames.input_count(run, "old") == 1
+        assert store.raw.prune(run, "old") == (0, 1) and store.frames.inputs(run, "old") == {}
+        assert store.raw.pruned(run) == {}  # it had no frames: its report has no frame plots to miss
 
 
 def test_retention_settings_are_typed_and_named() -> None:
     assert parse_retention({}, "f: [results]") == RawRetention(30, 30)
     assert parse_retention({"keep_raw_days": 7}, "f: [results]") == RawRetention(7, 30)
-    for raw, words in (({"keep_raw_days": "7"}, "'keep_raw_days': expected int"),
-                       ({"keep_raw_runs": -1}, "'keep_raw_runs': -1 is negative"),
-                       ({"keep_raw": 1}, "unknown key 'keep_raw'")):  # fmt: skip
+    for raw, words in (({"keep_raw_days": "7"}, "'results.keep_raw_days': expected int"),
+                       ({"keep_raw_runs": -1}, "'results.keep_raw_runs': -1 is out of range"),
+                       ({"keep_raw": 1}, "'results.keep_raw': not a field of \\[results\\]")):  # fmt: skip
         with pytest.raises(ConfigError, match=words):
             parse_retention(raw, "f: [results]")
 

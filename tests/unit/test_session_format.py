@@ -13,7 +13,7 @@ import pytest
 
 from bench.replay.channels import CHANNELS, VOICE_CHUNK_SAMPLES
 from bench.replay.info import session_info
-from bench.replay.session import (
+from bench.replay.recording import (
     BadSessionMessage,
     NotASession,
     Session,

@@ -49,7 +49,7 @@ class VirtualEsp32c6:
     def __init__(self, device: Device, state_dir: Path, *, wire_speed: bool | None = None) -> None:
         self.device = device
         self.state_dir = state_dir
-        self.mac = str(device.extra.get("mac") or default_mac(device.name))
+        self.mac = device.mac or default_mac(device.name)
         try:
             parse_mac(self.mac)
         except ValueError as exc:
@@ -80,8 +80,8 @@ class VirtualEsp32c6:
         if self.wire_speed:
             argv.append("--wire-speed")
         argv += [f"--logic-input={channel}={pin}" for channel, pin in logic_wiring(self.device).items()]
-        if self.device.extra.get("listen"):  # set by `hilbench lab serve --address`: reachable from other hosts
-            argv += ["--host", str(self.device.extra["listen"])]
+        if self.device.listen:  # set by `hilbench lab serve --address`: reachable from other hosts
+            argv += ["--host", self.device.listen]
         argv += ["--log", str(self.state_dir / "board.log")]
         log = open_for_child(self.state_dir / "board.log")  # until the board takes its log over (capped)
         try:

@@ -18,7 +18,7 @@ SAVED_PC = b"Saved PC:0x4001975a\r\n"  # printed after any reset but power-on
 
 
 @dataclass(frozen=True)
-class ResetCause:
+class RomReset:
     """One way the chip resets: the ROM's `rst:` code and name, and what MicroPython's reset_cause() says."""
 
     code: int
@@ -27,12 +27,12 @@ class ResetCause:
 
 
 RESET_CAUSES = {
-    "poweron": ResetCause(0x1, "POWERON", 1),  # power applied, or EN (CHIP_PU) pulled low by a UART bridge's RTS
-    "software": ResetCause(0xC, "SW_CPU", 2),  # machine.reset() (esp_restart)
-    "usb": ResetCause(0x15, "USB_UART_HPSYS", 0),  # the USB-Serial-JTAG port's RTS (esp_reset_reason: USB)
-    "task_wdt": ResetCause(0xC, "SW_CPU", 3),  # machine.WDT expired: panic handler, then esp_restart
-    "panic": ResetCause(0xC, "SW_CPU", 3),  # a CPU exception: panic handler, esp_restart (esp32 port: WDT_RESET)
-    "deepsleep": ResetCause(0x5, "SLEEP_WAKEUP", 4),  # machine.deepsleep()'s timer woke the chip (DEEPSLEEP_RESET)
+    "poweron": RomReset(0x1, "POWERON", 1),  # power applied, or EN (CHIP_PU) pulled low by a UART bridge's RTS
+    "software": RomReset(0xC, "SW_CPU", 2),  # machine.reset() (esp_restart)
+    "usb": RomReset(0x15, "USB_UART_HPSYS", 0),  # the USB-Serial-JTAG port's RTS (esp_reset_reason: USB)
+    "task_wdt": RomReset(0xC, "SW_CPU", 3),  # machine.WDT expired: panic handler, then esp_restart
+    "panic": RomReset(0xC, "SW_CPU", 3),  # a CPU exception: panic handler, esp_restart (esp32 port: WDT_RESET)
+    "deepsleep": RomReset(0x5, "SLEEP_WAKEUP", 4),  # machine.deepsleep()'s timer woke the chip (DEEPSLEEP_RESET)
 }
 BOOT_MODE_FLASH = b"boot:0x6c (SPI_FAST_FLASH_BOOT)"
 BOOT_MODE_DOWNLOAD = b"boot:0x5 (DOWNLOAD(USB/UART/SDIO_REI_FEO))"

@@ -13,7 +13,7 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.virtual.esp32c6.vm import MicroPythonVM, Outcome, RunResult
+from bench.virtual.esp32c6.vm import MicroPythonVM, RunResult, VmOutcome
 
 CTRL_A, CTRL_B, CTRL_C, CTRL_D, CTRL_E = 1, 2, 3, 4, 5
 RAW_BANNER = b"raw REPL; CTRL-B to exit\r\n"
@@ -138,11 +138,11 @@ class Repl:
             await asyncio.wait({run, waiter}, return_when=asyncio.FIRST_COMPLETED)
             waiter.cancel()
         result = run.result()
-        if result.outcome in (Outcome.RESET, Outcome.DIED):
+        if result.outcome in (VmOutcome.RESET, VmOutcome.DIED):
             raise _BoardRequest(ReplExit.RESET)
-        if result.outcome == Outcome.BOOTLOADER:
+        if result.outcome == VmOutcome.BOOTLOADER:
             raise _BoardRequest(ReplExit.BOOTLOADER)
-        if result.outcome == Outcome.SOFT_RESET:
+        if result.outcome == VmOutcome.SOFT_RESET:
             raise _SoftReset
         return result
 
@@ -152,7 +152,7 @@ class Repl:
             path = self.root / name
             if path.is_file():
                 result = await self._execute(path.read_bytes(), "exec", name)
-                if result.outcome == Outcome.ERROR:
+                if result.outcome == VmOutcome.ERROR:
                     self.write(_crlf(result.traceback))
 
     # -- friendly REPL ---------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class Repl:
                     text, lines = b"\n".join(lines), []
                 if text.strip():
                     result = await self._execute(text + b"\n", "single")
-                    if result.outcome == Outcome.ERROR:
+                    if result.outcome == VmOutcome.ERROR:
                         self.write(_crlf(result.traceback))
                 self.write(b">>> ")
             elif (c >= 0x20 or c == 0x09) and len(line) < LINE_MAX:
@@ -257,7 +257,7 @@ class Repl:
     async def _run_with_eof(self, source: bytes) -> None:
         result = await self._execute(source)
         self.write(b"\x04")
-        if result.outcome == Outcome.ERROR:
+        if result.outcome == VmOutcome.ERROR:
             self.write(_crlf(result.traceback))
         self.write(b"\x04")
 

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.bundles.mpy_board import ESP32C6_HEAP
 from bench.core.paths import FIRMWARE_DIR
 from bench.core.procs import tied
-from bench.mpy.board import ESP32C6_HEAP
 
 MPY_DIR = Path(__file__).resolve().parent / "mpy"
 # the counted firmware's frozen modules: its _machinebase is the part of `machine` both boards share
@@ -36,7 +36,7 @@ RAW_FRAME = b"\x10R"  # mpy/board_stdio.py: sys.stdout.buffer's bytes, then a 2-
 CTRL_C = 3
 
 
-class Outcome(enum.Enum):
+class VmOutcome(enum.Enum):
     """How a program run ended."""
 
     OK = "ok"
@@ -51,7 +51,7 @@ class Outcome(enum.Enum):
 class RunResult:
     """The outcome of one program."""
 
-    outcome: Outcome
+    outcome: VmOutcome
     traceback: bytes = b""
 
 
@@ -151,7 +151,7 @@ class MicroPythonVM:
         """Run `source` (mode "exec", or "single" for a REPL line) and wait for it to end."""
         assert self._loop is not None
         if not self.running:
-            return RunResult(Outcome.DIED)
+            return RunResult(VmOutcome.DIED)
         result = self._result = self._loop.create_future()
         self.interrupt_char = CTRL_C  # as the chip's REPL sets it before each program
         header = f"{mode} {len(source)} {filename}\n".encode()
@@ -197,7 +197,7 @@ class MicroPythonVM:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._ctl_in = self._ctl_out = self._stdin = self._stdout = -1
-        self._finish(RunResult(Outcome.DIED))
+        self._finish(RunResult(VmOutcome.DIED))
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -223,7 +223,7 @@ class MicroPythonVM:
                 self._loop.remove_reader(self._stdout)
                 self._loop.remove_reader(self._ctl_out)
                 self._stdout = -1
-                self._finish(RunResult(Outcome.DIED))
+                self._finish(RunResult(VmOutcome.DIED))
                 return
             self.on_output(self._cook(chunk))
 
@@ -278,9 +278,9 @@ class MicroPythonVM:
                 if len(rest) < size:
                     return  # wait for the whole traceback
                 traceback, rest = rest[:size], rest[size:]
-                result = RunResult(Outcome.ERROR, traceback)
+                result = RunResult(VmOutcome.ERROR, traceback)
             else:
-                result = RunResult(Outcome(word.decode()))
+                result = RunResult(VmOutcome(word.decode()))
             self._ctl_buf = bytearray(rest)
             self._drain_stdout()  # everything printed before the result goes out first
             self._finish(result)

@@ -30,10 +30,10 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import websockets
 from websockets.asyncio.server import ServerConnection
 
+from bench.browser.assets import content_type, static_file
 from bench.core.errors import DeviceUnreachable
 from bench.core.folders import write_file
 from bench.core.lifecycle import StartStop
-from bench.web.assets import content_type, static_file
 
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
 MAX_PUT = 64 * 1024 * 1024

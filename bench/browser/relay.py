@@ -23,7 +23,7 @@ from websockets.http11 import Request, Response
 from bench.core.lifecycle import StartStop
 
 if TYPE_CHECKING:
-    from bench.web.browser import Cdp
+    from bench.browser.browser import Cdp
 
 PATH_PREFIX = "/devtools/browser/"
 

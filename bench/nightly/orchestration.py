@@ -34,17 +34,17 @@ from bench.nightly.publish import OTA_SESSION, PublishedRun, publish_runs
 from bench.nightly.stages import DeviceOutcome, StageResult
 from bench.nightly.timing import NightTime, SessionTime
 from bench.provision.controls import BoardControls
-from bench.recovery.records import PASSED_ON_RETRY, HealthSummary, bad_devices, record_event, summary
+from bench.recovery.records import HealthSummary, bad_devices, summary
 from bench.replay.agents import deploy, fleet_opener
 from bench.replay.run import DEFAULT_WAVES, DeviceRun
 from bench.replay.service import ReplayResult, replay_fleet
 from bench.report.html import write_health
-from bench.results.baseline import get_baseline
-from bench.results.evidence import fingerprints, record_fingerprint, record_host
 from bench.results.thresholds import Thresholds, load_thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_REPRODUCED, REGRESSION
-from bench.store.results import UPDATE_RUN_KIND, ResultStore
+from bench.store.health import PASSED_ON_RETRY
+from bench.store.results import ResultStore
 from bench.store.retention import PruneResult, prune
+from bench.store.runs import UPDATE_RUN_KIND
 from bench.virtual import board_controls, virtual_fleet
 
 CONFIRM_STATES = (REGRESSION, NOT_REPRODUCED)
@@ -234,7 +234,7 @@ async def run_nightly(opts: NightlyOptions, progress: NightlyProgress | None = N
             )
     if result.ota_run_id is not None:
         ota_ok = all(s.ok for s in result.stages if s.name in ("update", "faults"))
-        opts.store.finish_run(result.ota_run_id, "ok" if ota_ok else "failed")
+        opts.store.runs.finish_run(result.ota_run_id, "ok" if ota_ok else "failed")
     result.alerts = _alerts(opts, result)  # before the pages, which show them
     result.runs = publish_runs(
         opts.store, result.replay_run_ids, opts.reports_dir, result.confirmations, result.ota_run_id
@@ -269,7 +269,7 @@ def _pinned(opts: NightlyOptions) -> int | None:
     """The run a named baseline pins the windows to, or None (rolling window)."""
     if not opts.baseline:
         return None
-    named = get_baseline(opts.store, opts.baseline)
+    named = opts.store.windows.named(opts.baseline)
     if named is None:
         raise ConfigError(f"--baseline {opts.baseline}: no such baseline", hint="see `hilbench baseline list`")
     return named.run_id
@@ -279,14 +279,14 @@ def _ota_run(devices: list[Device], opts: NightlyOptions, result: NightlyResult)
     """The run that model updates and fault cases are kept with: one of its own (kind "ota"), so a session's
     time plots stay on the session's time axis instead of stretching over the faults that came after it."""
     if result.ota_run_id is None:
-        result.ota_run_id = opts.store.begin_run(
-            UPDATE_RUN_KIND, bench=str(opts.fleet.bench.get("name", "")), session=OTA_SESSION, git_rev=git_rev()
+        result.ota_run_id = opts.store.runs.begin_run(
+            UPDATE_RUN_KIND, bench=opts.fleet.bench.name, session=OTA_SESSION, git_rev=git_rev()
         )
-    known = {d.name for d in opts.store.devices(result.ota_run_id)}
+    known = {d.name for d in opts.store.runs.devices(result.ota_run_id)}
     for device in devices:
         if device.name not in known:
-            opts.store.add_device(result.ota_run_id, device.name, device.kind)
-            opts.store.update_device(result.ota_run_id, device.name, status="ok")
+            opts.store.runs.add_device(result.ota_run_id, device.name, device.kind)
+            opts.store.runs.update_device(result.ota_run_id, device.name, status="ok")
     return result.ota_run_id
 
 
@@ -363,12 +363,12 @@ async def _replay(
                 first, second = classes[name], _replay_outcome(opts.store, retry.run_id, run)
                 classes[name] = second.retried(first) if second.cls == FailureClass.PASS else second
                 runs_of[name] = retry.run_id
-                opts.store.update_device(retry.run_id, name, outcome=classes[name].to_json())
-                opts.store.update_device(
+                opts.store.runs.update_device(retry.run_id, name, outcome=classes[name].to_json())
+                opts.store.runs.update_device(
                     replay.run_id, name, retry={"run_id": retry.run_id, "outcome": classes[name].to_json()}
                 )
                 if classes[name].passed_on_retry:
-                    record_event(opts.store, name, PASSED_ON_RETRY, run_id=retry.run_id, detail=first.label)
+                    opts.store.health.record_event(name, PASSED_ON_RETRY, run_id=retry.run_id, detail=first.label)
         for d in live:
             prev = outcomes.get(d.name)
             runs = [*(prev.data.get("runs", []) if prev else []), runs_of[d.name]]
@@ -391,7 +391,7 @@ def _replay_outcome(store: ResultStore, run_id: int, run: DeviceRun) -> Outcome:
     if wrong:
         wrong += " (device not reset to its model)"
         outcome = product(f"{run.status}: {wrong}")
-        store.update_device(run_id, run.device.name, status="failed", detail=wrong, outcome=outcome.to_json())
+        store.runs.update_device(run_id, run.device.name, status="failed", detail=wrong, outcome=outcome.to_json())
     return outcome
 
 
@@ -401,7 +401,7 @@ async def replay_session(
     """Replay one session into `devices` (on the night's held drivers) and store the run with the bench host's
     noise and each device's fingerprint."""
     replay = await recorded_replay(
-        devices, path, opts.store, result.log_dir, speed=opts.speed, bench=str(opts.fleet.bench.get("name", "")),
+        devices, path, opts.store, result.log_dir, speed=opts.speed, bench=opts.fleet.bench.name,
         kind=kind, os_of=_flashed_os(result), waves=opts.waves, drivers=agents,
     )  # fmt: skip
     result.time.sessions.append(SessionTime(replay.session_id, kind, replay.recorded_s, replay.phases))
@@ -432,19 +432,19 @@ async def recorded_replay(
         speed=speed, bench=bench, git_rev=rev, kind=kind, waves=waves,
     )  # fmt: skip
     noise = meter.stop()
-    record_host(store, replay.run_id, noise.to_json())
-    infos = {d.name: d.info for d in store.devices(replay.run_id)}
+    store.verdicts.record_host(replay.run_id, noise.to_json())
+    infos = {d.name: d.info for d in store.runs.devices(replay.run_id)}
     for device in devices:
         hello = infos.get(device.name, {}).get("agent") or {}
         latency = infos.get(device.name, {}).get("latency_clock", "bench")
         fp = device_fingerprint(
             device, hello, git_rev=rev, host=noise.host, os=(os_of or {}).get(device.name), latency_clock=latency
         )
-        record_fingerprint(store, replay.run_id, device.name, fp)
+        store.verdicts.record_fingerprint(replay.run_id, device.name, fp)
         kept = keep_deployed(artefacts, device)  # enough to put the device back to this fingerprint later
         if fp.get("os_image"):
             kept["OS image"] = fp["os_image"]  # an id: the image itself is the fleet's
-        store.update_device(replay.run_id, device.name, artefacts=kept)
+        store.runs.update_device(replay.run_id, device.name, artefacts=kept)
     return replay
 
 
@@ -452,7 +452,7 @@ def model_mismatch(store: ResultStore, run_id: int, device: Device) -> str:
     """Why the model the device ran in run `run_id` is not the one `device` configures ("" when it is, or when
     unknown)."""
     want = configured_model_sha256(device)
-    got = fingerprints(store, run_id).get(device.name, {}).get("model_sha256")
+    got = store.verdicts.fingerprints(run_id).get(device.name, {}).get("model_sha256")
     if want and got and want != got:
         return f"ran model sha256 {got[:12]}…, not the configured {want[:12]}…"
     return ""
@@ -485,7 +485,7 @@ async def _attribute(
         if found is None:
             continue
         done.causes[name] = found.text
-        opts.store.update_device(done.run_id, name, cause=found.to_json())
+        opts.store.runs.update_device(done.run_id, name, cause=found.to_json())
         if found.runs:
             await put_on(device)  # back to what the fleet configures, for the stages after this one
 
@@ -503,7 +503,7 @@ async def _confirm(
         return (await replay_session(devs, Path(path), opts, result, "confirm", agents)).run_id
 
     for session, run_id in result.replay_run_ids.items():
-        in_run = {x.name: x for x in opts.store.devices(run_id)}
+        in_run = {x.name: x for x in opts.store.runs.devices(run_id)}
         live = [d for d in devices if d.name in in_run]
         retried = [d for d in live if in_run[d.name].info.get("retry")]
         done = await confirm_run(

@@ -3,7 +3,7 @@ error log entries, and any request that left the file (a self-contained report m
 full-page screenshot.
 
 Talks the DevTools protocol over `--remote-debugging-pipe` (fds 3 and 4, NUL-separated JSON), so it needs
-no port and no extra package. Chromium is started by bench.web.chromium (an unprivileged user where the bench
+no port and no extra package. Chromium is started by bench.browser.chromium (an unprivileged user where the bench
 is root, its sandbox on where the kernel allows); the page is opened from a copy in a folder of the bench's own
 that user can read.
 """
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.browser import chromium
 from bench.core.errors import BenchError
 from bench.core.folders import open_fresh, write_file
-from bench.web import chromium
 
 
 @dataclass

@@ -2,9 +2,9 @@
 Chromium, the device's page, and its WebSocket link bridged to stdio. The conformance suite starts the web
 agent this way, like the other agents.
 
-    python -m bench.web.stdio_agent --storage DIR [--log FILE]
+    python -m bench.testkit.web_stdio_agent --storage DIR [--log FILE]
 
-With $HILBENCH_DEVTOOLS set to a bench-started browser's DevTools URL (bench.web.browser.Browser.devtools), the
+With $HILBENCH_DEVTOOLS set to a bench-started browser's DevTools URL (bench.browser.browser.Browser.devtools), the
 page opens as a new tab of that browser, closed when the agent ends, instead of in a Chromium of its own (the
 conformance suite shares one browser per test file; Chromium's start was most of a session's time). The URL
 carries the relay's secret token, so it comes in the environment, never on the command line.
@@ -20,10 +20,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from bench.browser.browser import Browser, Cdp, connect
+from bench.browser.pages import PageServer
 from bench.core.errors import BenchError
 from bench.core.lifecycle import cancel
-from bench.web.browser import Browser, Cdp, connect
-from bench.web.pages import PageServer
 
 NAME = "stdio"
 CHUNK = 1 << 16
@@ -87,7 +87,7 @@ async def bridge(storage: Path, log: Path | None, connect_timeout: float, devtoo
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="stdio_agent", description=__doc__.splitlines()[0])
-    p.add_argument("--storage", type=Path, required=True, help="the device's storage folder (bench.web.deploy)")
+    p.add_argument("--storage", type=Path, required=True, help="the device's storage folder (bench.browser.deploy)")
     p.add_argument("--log", type=Path, help="Chromium's own output goes here")
     p.add_argument("--connect-timeout", type=float, default=60.0, help="seconds for the page to connect")
     args = p.parse_args(argv)

@@ -41,7 +41,7 @@ def litert_core_js() -> bytes:
     if INT8_ANCHOR not in src:
         raise ConfigError(
             f"{LITERT_CORE}/dist/index.js has no tensor type table to add int8 to",
-            hint="web/package-lock.json pins the LiteRT.js version bench/web/assets.py was written for",
+            hint="web/package-lock.json pins the LiteRT.js version bench/browser/assets.py was written for",
         )
     return src.replace(INT8_ANCHOR, INT8_ANCHOR + INT8_ENTRY, 1).encode()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bench.browser.assets import litert_version, wasm_dir_url
 from bench.core.folders import copy_file, write_file
 from bench.models import signing
-from bench.web.assets import litert_version, wasm_dir_url
 
 CURRENT = "current.json"
 

@@ -18,14 +18,15 @@ from bench.core.outcomes import PASS, FailureClass, Outcome, infrastructure, pro
 from bench.core.outcomes import exit_code as outcome_exit_code
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
-from bench.nightly.run import model_mismatch, recorded_replay
+from bench.nightly.orchestration import model_mismatch, recorded_replay
 from bench.premerge.plan import BASE, CANDIDATE, order
-from bench.results.evidence import CHECK_BASELINE_KIND, CHECK_KIND, record_verdicts
+from bench.results.evidence import record_verdicts
 from bench.results.judge import judge_run
 from bench.results.majority import majority
 from bench.results.thresholds import Thresholds
 from bench.results.verdict import INCONCLUSIVE, REGRESSION, Verdict, settle
 from bench.store.results import ResultStore
+from bench.store.windows import CHECK_BASELINE_KIND, CHECK_KIND
 from bench.virtual import VirtualDevice, board_controls
 
 KINDS = {BASE: CHECK_BASELINE_KIND, CANDIDATE: CHECK_KIND}

@@ -16,12 +16,12 @@ from typing import Any, Protocol
 
 import websockets
 
+from bench.browser import chromium
+from bench.browser.relay import DevToolsRelay
 from bench.core.errors import DeviceUnreachable
 from bench.core.lifecycle import StartStop
 from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process
-from bench.web import chromium
-from bench.web.relay import DevToolsRelay
 
 # the pages are devices: they keep their timers and frames when not in front
 FLAGS = (
@@ -200,9 +200,9 @@ class Page:
 
 
 class Browser(StartStop):
-    """A headless Chromium with a fresh profile, run as an unprivileged user (bench.web.chromium) and driven over
+    """A headless Chromium with a fresh profile, run as an unprivileged user (bench.browser.chromium) and driven over
     its DevTools pipe. `devtools` is the URL other bench code connects to: a relay on loopback that takes only
-    that URL's secret token (bench.web.relay), so no other local process can open a DevTools session."""
+    that URL's secret token (bench.browser.relay), so no other local process can open a DevTools session."""
 
     def __init__(self, log_path: Path | None = None) -> None:
         self.log_path = log_path

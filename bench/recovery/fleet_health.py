@@ -14,7 +14,7 @@ from bench.core.errors import BenchError
 from bench.devices import driver_for, has_driver
 from bench.lab.acquire import reachable_devices
 from bench.recovery.ladder import CHECK_TIMEOUT_S, RecoveryResult, answers, recover
-from bench.recovery.records import BAD, GOOD, health, set_state
+from bench.store.health import BAD, GOOD
 from bench.store.results import ResultStore
 
 
@@ -39,7 +39,7 @@ async def check_one(
     device: Device, store: ResultStore, *, fix: bool, log_dir: Path | None = None, timeout_s: float = CHECK_TIMEOUT_S
 ) -> HealthCheck:
     """Check `device` (already reachable: virtual ones started, lab ones acquired); recover it with `fix`."""
-    before = health(store, device.name)
+    before = store.health.current(device.name)
     if not has_driver(device.kind):
         return HealthCheck(device.name, before.state, False, before.state, f"no driver for kind {device.kind!r}")
     driver = driver_for(device, log_dir=log_dir)
@@ -56,9 +56,9 @@ async def check_one(
         if not result.recovered:
             return HealthCheck(device.name, before.state, False, BAD, result.reason, result)
         detail = f"recovered by {result.step} in {result.seconds:.1f} s"
-        set_state(store, device.name, GOOD, "")
+        store.health.set_state(device.name, GOOD, "")
         return HealthCheck(device.name, before.state, True, GOOD, detail, result)
-    set_state(store, device.name, GOOD, "")
+    store.health.set_state(device.name, GOOD, "")
     return HealthCheck(device.name, before.state, True, GOOD, "answered")
 
 

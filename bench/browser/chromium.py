@@ -1,7 +1,7 @@
 """How the bench starts a Chromium: Debian's executable, the flags of a closed network, DevTools over a pipe
 (fds 3 and 4, NUL-delimited JSON: no port another local process could reach), and, where the bench runs as
 root, an unprivileged user of its own with a profile folder it owns and Chromium's sandbox on where the kernel
-allows one. Both the web devices' browser (bench.web.browser) and the report check (bench.report.chromium)
+allows one. Both the web devices' browser (bench.browser.browser) and the report check (tests.report_chromium)
 start theirs here.
 
 The user is `hilbench-browser` (a system user `.ci/setup` creates), else `nobody`. The drop is done by

@@ -1,4 +1,5 @@
-"""A frame run of so many frames that survives its agent (a ResilientSession underneath): when the link to
+"""A frame run of so many frames that survives its agent (a SurvivingSession underneath), for the Linux agent's
+end-to-end tests: when the link to
 the agent ends before the run is done, the bench finds out why (agent process gone, or only the SSH
 connection), records it, restarts the agent if needed and carries on with the frames still owed. Everything
 measured before the fault is kept, per agent process."""
@@ -14,14 +15,14 @@ from bench.agent.frame import Frame
 from bench.agent.session import AgentSession, LoopStart
 from bench.core.lifecycle import cancel
 from bench.devices.linux import AgentFault, LinuxDriver
-from bench.recovery.resilient import AgentGaveUp, ResilientSession
+from bench.recovery.surviving import AgentGaveUp, SurvivingSession
 
 # Runs beside the frame loop of each agent session (e.g. a replayer feeding inputs).
 SessionFeeder = Callable[[AgentSession], Awaitable[None]]
 
 
 @dataclass
-class Segment:
+class AgentSegment:
     """The frames of one agent process (a restart starts a new segment)."""
 
     agent_pid: int
@@ -35,7 +36,7 @@ class SupervisedRun:
 
     device: str
     frames_wanted: int
-    segments: list[Segment] = field(default_factory=list)
+    segments: list[AgentSegment] = field(default_factory=list)
     faults: list[AgentFault] = field(default_factory=list)  # agent exits, restarts, SSH drops
     agent_faults: list[dict[str, Any]] = field(default_factory=list)  # `fault` messages the agents sent
     error: str | None = None  # set when the run had to give up (results so far are kept)
@@ -71,11 +72,11 @@ async def run_frames(
 
     def new_segment(session: AgentSession) -> None:
         assert driver.agent is not None
-        run.segments.append(Segment(agent_pid=driver.agent.pid, hello=session.info))
+        run.segments.append(AgentSegment(agent_pid=driver.agent.pid, hello=session.info))
         if feeder is not None:
             feeding.append(asyncio.create_task(feeder(session)))
 
-    session = await ResilientSession.open(driver, max_restarts=max_restarts, on_session=new_segment)
+    session = await SurvivingSession.open(driver.device, driver, max_restarts=max_restarts, on_session=new_segment)
     try:
         await session.start(
             LoopStart(

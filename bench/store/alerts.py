@@ -1,0 +1,191 @@
+"""Alerts in the results store (tables `alerts` and `alert_events`, bench.store.schema): SQLite on one bench host,
+or PostgreSQL shared by a lab's hosts, so an alert acknowledged on one host reads acknowledged on every other.
+bench.alerts gives the rows their meaning (states, triage, the nightly's findings)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.store import stored
+from bench.store.database import Database
+
+# the states an alert is stored in (bench.alerts.model says what moves it between them)
+UNTRIAGED, ACKNOWLEDGED, INVALID, DOWNSTREAM, FIXED = "untriaged", "acknowledged", "invalid", "downstream", "fixed"
+_COLUMNS = ("id, session, device, metric, kind, state, first_run, last_run, opened_at, state_since, owner, note,"
+            " link, reason, of_alert, fixed_run, good_nights, data")  # fmt: skip
+_NAMES = tuple(name.strip() for name in _COLUMNS.split(","))
+_TEXTS = ("session", "device", "metric", "kind", "state", "owner", "note", "link", "reason")
+_EVENTS = "SELECT alert_id, run_id, at, event, actor, detail, id FROM alert_events"
+
+
+@dataclass
+class AlertRow:
+    """One stored alert: which step on which device, session and metric, its evidence and its state
+    (bench.alerts.model.Alert gives it its meaning)."""
+
+    id: int
+    session: str
+    device: str
+    metric: str
+    kind: str  # regression, drift or failure
+    state: str
+    first_run: int  # the first bad night
+    last_run: int  # the newest bad night that joined it
+    opened_at: str  # ISO-8601 UTC: the first night's start
+    state_since: str  # when it entered its state
+    owner: str = ""
+    note: str = ""
+    link: str = ""
+    reason: str = ""  # why it is invalid
+    of_alert: int | None = None  # the alert it is downstream of
+    fixed_run: int | None = None  # the run that fixed it
+    good_nights: int = 0  # nights in a row back inside the baseline since the last bad one
+    data: dict[str, Any] = field(default_factory=dict)  # evidence: title, unit, effect, p, change, cause, bisect
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """One change to an alert: opened, joined, reopened, fixed, acknowledged, invalid, downstream."""
+
+    alert_id: int
+    run_id: int | None
+    at: str
+    event: str
+    actor: str  # the bench ("nightly on HOST") or the person ("user@host")
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"run_id": self.run_id, "at": self.at, "event": self.event, "actor": self.actor, "detail": self.detail}
+
+
+def now_text() -> str:
+    """Now, ISO-8601 UTC (the alerts' timestamps)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+class AlertStore:
+    """Alerts and their changes."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def get(self, alert_id: int) -> AlertRow | None:
+        """Alert `alert_id`, or None."""
+        row = self.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE id = ?", (alert_id,)).fetchone()
+        return self._row(row) if row else None
+
+    def select(self, *, states: Iterable[str] | None = None, device: str | None = None) -> list[AlertRow]:
+        """Alerts (in `states`, on `device` when given), newest first."""
+        where: list[str] = []
+        params: list[Any] = []
+        if states is not None:
+            wanted = list(states)
+            where.append(f"state IN ({','.join('?' * len(wanted)) or 'NULL'})")
+            params += wanted
+        if device:
+            where.append("device = ?")
+            params.append(device)
+        sql = (
+            f"SELECT {_COLUMNS} FROM alerts" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
+        )
+        return [self._row(r) for r in self.db.execute(sql, params).fetchall()]
+
+    def of_ids(self, alert_ids: Iterable[int]) -> dict[int, AlertRow]:
+        """Alert id -> alert, of those of `alert_ids` that exist."""
+        ids = list(alert_ids)
+        marks = ", ".join("?" for _ in ids) or "NULL"
+        rows = self.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE id IN ({marks})", ids)
+        return {r[0]: self._row(r) for r in rows.fetchall()}
+
+    def of_key(self, session: str, device: str, metric: str) -> AlertRow | None:
+        """The newest alert of one session, device and metric, or None."""
+        row = self.db.execute(
+            f"SELECT {_COLUMNS} FROM alerts WHERE session = ? AND device = ? AND metric = ? ORDER BY id DESC LIMIT 1",
+            (session, device, metric),
+        ).fetchone()
+        return self._row(row) if row else None
+
+    def of_session(self, session: str) -> list[AlertRow]:
+        """The alerts of a session, oldest first."""
+        rows = self.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE session = ? ORDER BY id", (session,))
+        return [self._row(r) for r in rows.fetchall()]
+
+    def insert(self, alert: AlertRow) -> int:
+        """Store a new alert (its `id` is ignored); returns its id."""
+        cur = self.db.execute(
+            "INSERT INTO alerts (session, device, metric, kind, state, first_run, last_run, opened_at, state_since,"
+            " owner, note, link, reason, of_alert, fixed_run, good_nights, data)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            (alert.session, alert.device, alert.metric, alert.kind, alert.state, alert.first_run, alert.last_run,
+             alert.opened_at, alert.state_since, alert.owner, alert.note, alert.link, alert.reason, alert.of_alert,
+             alert.fixed_run, alert.good_nights, json.dumps(alert.data, default=str)),
+        )  # fmt: skip
+        return int(cur.fetchall()[0][0])
+
+    def update(self, alert: AlertRow, *, was: str | None = None) -> bool:
+        """Write back every field of `alert` but its key and first night; with `was`, only while the stored alert is
+        still in state `was` (compare-and-set: of two changes made at once, one wins). Whether it was written."""
+        cur = self.db.execute(
+            "UPDATE alerts SET kind = ?, state = ?, last_run = ?, state_since = ?, owner = ?, note = ?, link = ?,"
+            " reason = ?, of_alert = ?, fixed_run = ?, good_nights = ?, data = ? WHERE id = ?"
+            + ("" if was is None else " AND state = ?") + " RETURNING id",
+            (alert.kind, alert.state, alert.last_run, alert.state_since, alert.owner, alert.note, alert.link,
+             alert.reason, alert.of_alert, alert.fixed_run, alert.good_nights, json.dumps(alert.data, default=str),
+             alert.id, *([] if was is None else [was])),
+        )  # fmt: skip
+        return bool(cur.fetchall())
+
+    def add_event(self, alert_id: int, event: str, *, run_id: int | None, actor: str, detail: str = "") -> None:
+        """Record one change to an alert."""
+        self.db.execute(
+            "INSERT INTO alert_events (alert_id, run_id, at, event, actor, detail) VALUES (?,?,?,?,?,?)",
+            (alert_id, run_id, now_text(), event, actor, detail),
+        )
+
+    def events(self, alert_id: int) -> list[AlertEvent]:
+        """An alert's changes, oldest first."""
+        rows = self.db.execute(_EVENTS + " WHERE alert_id = ? ORDER BY id", (alert_id,))
+        return [self._event(r) for r in rows.fetchall()]
+
+    def events_of_runs(self, run_ids: Iterable[int]) -> list[AlertEvent]:
+        """The changes made with runs `run_ids`, oldest first."""
+        ids = list(run_ids)
+        if not ids:
+            return []
+        rows = self.db.execute(_EVENTS + f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id", ids)
+        return [self._event(r) for r in rows.fetchall()]
+
+    def _row(self, row: tuple) -> AlertRow:
+        """A stored alert, each field checked for its type: a row changed outside the bench (a blob owner, a date
+        that is not ISO-8601) is a DamagedStore naming the row and field (exit 2)."""
+        where = (self.db.label, "alerts", row[0])
+        v = dict(zip(_NAMES, row, strict=True))
+        return AlertRow(
+            id=stored.integer(v["id"], *where, "id", low=1),
+            first_run=stored.integer(v["first_run"], *where, "first_run"),
+            last_run=stored.integer(v["last_run"], *where, "last_run"),
+            opened_at=stored.timestamp(v["opened_at"], *where, "opened_at"),
+            state_since=stored.timestamp(v["state_since"], *where, "state_since"),
+            of_alert=None if v["of_alert"] is None else stored.integer(v["of_alert"], *where, "of_alert"),
+            fixed_run=None if v["fixed_run"] is None else stored.integer(v["fixed_run"], *where, "fixed_run"),
+            good_nights=stored.integer(v["good_nights"], *where, "good_nights"),
+            data=stored.json_object(v["data"], *where, "data"),
+            **{k: stored.text(v[k], *where, k) for k in _TEXTS},
+        )
+
+    def _event(self, row: tuple) -> AlertEvent:
+        """A stored change to an alert, each field checked (a damaged row is a DamagedStore naming it)."""
+        where = (self.db.label, "alert_events", row[6])
+        return AlertEvent(
+            alert_id=stored.integer(row[0], *where, "alert_id", low=1),
+            run_id=None if row[1] is None else stored.integer(row[1], *where, "run_id"),
+            at=stored.timestamp(row[2], *where, "at"),
+            event=stored.text(row[3], *where, "event"),
+            actor=stored.text(row[4], *where, "actor"),
+            detail=stored.text(row[5], *where, "detail"),
+        )
