@@ -63,7 +63,7 @@ def load(cpu: int, disk: bool, folder: Path, limit_s: float) -> Iterator[str]:
         yield " + ".join(filter(None, [f"{cpu} cpu" if cpu else "", "disk" if disk else ""])) or "quiet"
     finally:
         for p in procs:
-            p.kill()
+            p.terminate()  # timeout passes SIGTERM on to the hog; a SIGKILL would orphan it
             p.wait()
 
 

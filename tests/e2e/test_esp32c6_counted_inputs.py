@@ -65,7 +65,7 @@ def hogs(n: int) -> Iterator[None]:
         yield
     finally:
         for p in procs:
-            p.kill()
+            p.terminate()  # timeout passes SIGTERM on to the hog; a SIGKILL would orphan it
             p.wait()
 
 
