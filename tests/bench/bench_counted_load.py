@@ -38,12 +38,12 @@ from bench.store.results import ResultStore
 
 SESSION = "fixtures/sessions/combat.mcap"
 FIGURES = ("inference_latency_p50", "inferences", "replay_covered", "played_late", "played_inputs_per_frame")
-CPU_HOG = "while 1: pass"
+CPU_HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass"
 DISK_HOG = """
-import os, sys
-path = sys.argv[1]
+import os, sys, time
+end, path = time.monotonic() + float(sys.argv[1]), sys.argv[2]
 block = os.urandom(4 << 20)
-while True:
+while time.monotonic() < end:
     with open(path, "wb") as f:
         f.write(block)
         f.flush()
@@ -55,15 +55,15 @@ while True:
 def load(cpu: int, disk: bool, folder: Path, limit_s: float) -> Iterator[str]:
     """`cpu` CPU-bound processes and (with `disk`) one disk-bound one, each ended after `limit_s` at most; yields
     what runs."""
-    argv = [["timeout", str(limit_s), str(PYTHON), "-c", CPU_HOG] for _ in range(cpu)]
+    argv = [[str(PYTHON), "-c", CPU_HOG, str(limit_s)] for _ in range(cpu)]
     if disk:
-        argv.append(["timeout", str(limit_s), str(PYTHON), "-c", DISK_HOG, str(folder / "disk-hog.bin")])
+        argv.append([str(PYTHON), "-c", DISK_HOG, str(limit_s), str(folder / "disk-hog.bin")])
     procs = [subprocess.Popen(a) for a in argv]
     try:
         yield " + ".join(filter(None, [f"{cpu} cpu" if cpu else "", "disk" if disk else ""])) or "quiet"
     finally:
         for p in procs:
-            p.terminate()  # timeout passes SIGTERM on to the hog; a SIGKILL would orphan it
+            p.kill()
             p.wait()
 
 

@@ -37,6 +37,7 @@ HOLD_MS = 200
 FPS = 20  # the ESP32-C6 kind's frame rate
 SLOW_S = 0.02  # the slow feed: one line each this long (the agent reads ~100 a second of its clock: it waits)
 HOG_S = 240  # a CPU hog ends by itself after this long at most
+HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass"
 SAME_US = 10  # the same counted time, but for the interrupts of input that came while the core ran (1 us seen)
 
 
@@ -58,14 +59,14 @@ class Played:
 def hogs(n: int) -> Iterator[None]:
     """`n` CPU-bound processes beside the board, each ending after HOG_S at most."""
     procs = [
-        subprocess.Popen(["timeout", str(HOG_S), sys.executable, "-c", "while 1: pass"]) for _ in range(n)
+        subprocess.Popen([sys.executable, "-c", HOG, str(HOG_S)]) for _ in range(n)
     ]  # fmt: skip
     try:
         time.sleep(0.5 if n else 0)
         yield
     finally:
         for p in procs:
-            p.terminate()  # timeout passes SIGTERM on to the hog; a SIGKILL would orphan it
+            p.kill()
             p.wait()
 
 
