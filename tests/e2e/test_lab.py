@@ -244,7 +244,9 @@ def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab
             assert dev["status"] == "ok" and dev["frames"] > 30
             # nothing lost: every frame and input the run reported is in the shared database
             assert store.frames.frame_count(doc["run_id"], name) == dev["frames"]
-            assert len(store.frames.inputs(doc["run_id"], name)) == dev["inputs_sent"] == doc["inputs"]
+            assert len(store.frames.inputs(doc["run_id"], name)) == dev["inputs_sent"]
+            # a counted board plays its fixed span of the session (replay_span_s), so it may be sent fewer
+            assert 0 < dev["inputs_sent"] <= doc["inputs"]
             assert {m.name for m in store.measures.measurements(doc["run_id"], name)} >= {"fps", "decision_latency_p50"}
 
 

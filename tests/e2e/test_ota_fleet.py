@@ -20,7 +20,7 @@ from bench.ota.impair import Impairment, ImpairmentProxy
 from bench.ota.rollout import device_base_url, update_devices
 from bench.ota.server import UpdateServer
 from bench.ota.store import ModelStore
-from bench.virtual import virtual_fleet
+from bench.virtual import uplinks, virtual_fleet
 from tests.conftest import REPO
 from tests.linux_support import loopback
 
@@ -118,6 +118,7 @@ def test_micropython_frames_go_on_while_an_update_downloads(tmp_path: Path) -> N
                     UpdateServer(store) as server,
                     ImpairmentProxy(("127.0.0.1", server.port), Impairment(delay_ms=40)) as proxy,
                 ):
+                    uplinks.grant(c6.name, proxy.port)  # as channel_url grants a served channel's port
                     await session.start(LoopStart(fps=20, vsync_hz=20))
                     t0 = time.monotonic_ns()
                     reply = await session.update(
