@@ -252,3 +252,17 @@ def mpremote(*args: str, timeout_s: float = 60) -> subprocess.CompletedProcess[s
     return subprocess.run(
         [sys.executable, "-m", "mpremote", *args], capture_output=True, text=True, timeout=timeout_s, cwd=REPO
     )
+
+
+def qemu_pids(state: Path) -> list[int]:
+    """QEMU processes running a core of the board whose state folder is `state`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qemu-system-riscv32") and str(state).encode() in b" ".join(argv):
+                pids.append(int(entry.name))
+    return pids

@@ -19,7 +19,7 @@ from bench.bundles.c6_firmware import build_firmware, image_for
 from bench.devices.esp_image import parse_image
 from bench.virtual.esp32c6.core_image import runs_on_core
 from bench.virtual.esp32c6.supply import ACTIVE_UA, IDLE_UA
-from tests.esp32c6_support import Board, esptool, mpremote, virtual_c6
+from tests.esp32c6_support import Board, esptool, mpremote, qemu_pids, virtual_c6
 
 pytestmark = [
     pytest.mark.e2e,
@@ -46,20 +46,6 @@ def board(tmp_path_factory: pytest.TempPathFactory, image: Path):
         assert "Hash of data verified" in write.stdout
         running.control("boot")
         yield running
-
-
-def qemu_pids(state: Path) -> list[int]:
-    """QEMU processes running a core of the board whose state folder is `state`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"qemu-system-riscv32") and str(state).encode() in b" ".join(argv):
-                pids.append(int(entry.name))
-    return pids
 
 
 def test_the_image_is_the_elf_segments(image: Path) -> None:

@@ -14,27 +14,13 @@ import pytest
 from bench.bundles.c6_firmware import build_firmware, image_for
 from bench.virtual.esp32c6.control import control_request
 from tests.conftest import hilbench
-from tests.esp32c6_support import REPO, mpremote
+from tests.esp32c6_support import REPO, mpremote, qemu_pids
 
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.programs("riscv64-unknown-elf-gcc", "picolibc.specs", "make", "qemu-system-riscv32"),
 ]
 FLEET = '[[device]]\nname = "c6-mine"\nkind = "esp32c6"\nvirtual = true\nmac = "60:55:f9:c6:70:01"\n'
-
-
-def qemu_cores(state: Path) -> list[str]:
-    """Command lines of the qemu-system-riscv32 processes running a core of a board kept in `state`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if argv and argv[0].endswith(b"qemu-system-riscv32") and str(state).encode() in b" ".join(argv):
-                found.append(b" ".join(argv).decode(errors="replace"))
-    return found
 
 
 def test_a_virtual_c6_without_firmware_runs_the_counted_core(tmp_path: Path) -> None:
@@ -62,7 +48,7 @@ def test_a_virtual_c6_without_firmware_runs_the_counted_core(tmp_path: Path) -> 
         ran = mpremote("connect", urls["socket"], "exec", "import os; print(os.uname().version)")
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert "qemu-icount" in ran.stdout  # the counted firmware's build
-        assert qemu_cores(state)  # its app runs in qemu-system-riscv32
+        assert qemu_pids(state)  # its app runs in qemu-system-riscv32
     finally:
         up.terminate()
         up.wait(timeout=30)
