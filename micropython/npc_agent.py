@@ -179,7 +179,7 @@ class Link:
         elsewhere on the heap, so later allocations (inferences included) would search the heap for longer or
         shorter on a busy host (docs/replay.md)."""
         mask = select.POLLIN | select.POLLHUP | select.POLLERR
-        for ev in self.poller.ipoll(timeout_ms):
+        for ev in self.poller.ipoll(timeout_ms):  # noqa: SIM110 (any() of a generator allocates the generator)
             if ev[1] & mask:
                 return True
         return False
