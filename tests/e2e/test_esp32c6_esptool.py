@@ -99,7 +99,7 @@ def test_erase_flash_wipes_filesystem_and_boot_loops(board: Board, tmp_path: Pat
     assert board_sha256(board, "note.txt") is not None  # on the board's littlefs
     port = socket_in_download_mode(board)
     superblock = tmp_path / "superblock.bin"
-    read = esptool("--port", port, "read-flash", hex(VFS_OFFSET), "4096", str(superblock))
+    read = esptool("--port", port, "read-flash", hex(VFS_OFFSET), "8192", str(superblock))  # its two blocks
     assert read.returncode == 0 and b"littlefs" in superblock.read_bytes(), read.stdout + read.stderr
     erase = esptool("--port", port, "erase-flash")
     assert erase.returncode == 0, erase.stdout + erase.stderr
