@@ -33,7 +33,7 @@ from bench.core.paths import OUTPUT_DIR
 from bench.lab.acquire import lab_devices
 from bench.lab.doctor import require_pyserial
 from bench.provision.controls import BoardControls
-from bench.virtual import VirtualDevice, board_controls, has_virtual, make_virtual, with_meter
+from bench.virtual import VirtualDevice, attach, board_controls, detach, has_virtual, make_virtual, with_meter
 
 # record_measurement; agent, console, devices; failure classes and --quarantine; the devices' open alerts; under
 # pytest-xdist, each device's tests on one worker
@@ -129,6 +129,7 @@ class _DevicePool:
         self.lease_wait_s = lease_wait_s
         self.resolved: dict[str, Device] = {}
         self.running: dict[str, VirtualDevice] = {}  # started stand-ins by device name
+        self.attached: list[Device] = []  # the devices whose stand-ins are plugged in and gated (bench.virtual.attach)
         self.places: list[contextlib.AbstractAsyncContextManager] = []  # held labgrid places
 
     def get(self, device: Device) -> Device:
@@ -143,6 +144,8 @@ class _DevicePool:
                 stand_in = make_virtual(device)
                 link = self.loop.run(stand_in.start())
                 self.running[device.name] = stand_in
+                attach(device, stand_in)
+                self.attached.append(device)
                 device = with_meter(device.with_link(link), stand_in)
             self.resolved[device.name] = device
         return self.resolved[device.name]
@@ -153,6 +156,8 @@ class _DevicePool:
         return board_controls(self.running).get(name)
 
     def close(self) -> None:
+        for device in self.attached:
+            detach(device)
         for stand_in in self.running.values():
             with contextlib.suppress(Exception):
                 self.loop.run(stand_in.stop(), timeout_s=30)

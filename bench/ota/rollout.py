@@ -84,8 +84,11 @@ def device_base_url(port: int, host: str) -> str:
 
 
 def server_host_for(device: Device, driver: object | None) -> str:
-    """Where `device` reaches the bench: its driver's `host_address` (QEMU) or its `ota_server_host` setting."""
-    return str(getattr(driver, "host_address", None) or device.settings.ota_server_host)
+    """Where `device` reaches the bench: its driver's `host_address` (QEMU), its virtual board's gateway (a counted
+    ESP32-C6's Wi-Fi) or its `ota_server_host` setting."""
+    return str(
+        getattr(driver, "host_address", None) or uplinks.host_address(device.name) or device.settings.ota_server_host
+    )
 
 
 def channel_url(device: Device, driver: object | None, ports: dict[str, int]) -> str:

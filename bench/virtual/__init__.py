@@ -62,6 +62,19 @@ def with_meter(device: Device, stand_in: VirtualDevice) -> Device:
     return device
 
 
+def attach(device: Device, stand_in: VirtualDevice) -> None:
+    """The started `stand_in` serves `device`: its power control is plugged in, and its network reaches the ports
+    the update path grants it (bench.virtual.uplinks)."""
+    plug(state_dir(), device, stand_in.urls().get("control"))
+    uplinks.register(device.name, stand_in)
+
+
+def detach(device: Device) -> None:
+    """`device`'s stand-in is stopping: unplugged, and no longer granted ports."""
+    unplug(state_dir(), device)
+    uplinks.unregister(device.name)
+
+
 @contextlib.asynccontextmanager
 async def virtual_fleet(
     devices: list[Device],
@@ -81,8 +94,7 @@ async def virtual_fleet(
             running[name] = vdev
         for dev in wanted:
             if dev.name in running:
-                plug(state_dir(), dev, running[dev.name].urls().get("control"))
-                uplinks.register(dev.name, running[dev.name])
+                attach(dev, running[dev.name])
         by_name = dict(zip(stand_ins, links, strict=True))
         resolved = [with_meter(d.with_link(by_name[d.name]), running[d.name]) if d.name in by_name else d
                     for d in devices]  # fmt: skip
@@ -90,6 +102,5 @@ async def virtual_fleet(
     finally:
         for dev in devices:
             if dev.name in running:
-                unplug(state_dir(), dev)
-                uplinks.unregister(dev.name)
+                detach(dev)
         await asyncio.gather(*(v.stop() for v in running.values()), return_exceptions=True)

@@ -22,6 +22,10 @@ class Gated(Protocol):
     def revoke_uplinks(self, ports: list[int]) -> None:
         """The board no longer reaches `ports`."""
 
+    @property
+    def host_address(self) -> str | None:
+        """Where the board's network reaches the bench host (None: the host's own loopback)."""
+
 
 _boards: dict[str, Gated] = {}
 
@@ -35,6 +39,12 @@ def register(name: str, board: object) -> None:
 def unregister(name: str) -> None:
     """The device `name`'s board stopped."""
     _boards.pop(name, None)
+
+
+def host_address(name: str) -> str | None:
+    """Where the running board of the device `name` reaches the bench host (None: not a gated board of ours)."""
+    board = _boards.get(name)
+    return board.host_address if board is not None else None
 
 
 def grant(name: str, port: int) -> None:

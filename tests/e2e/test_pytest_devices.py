@@ -280,3 +280,15 @@ def test_the_device_suite_passes_on_a_virtual_linux_board(pytester: pytest.Pytes
     assert len(outcomes) == 7 and set(outcomes.values()) == {"passed"}, out
     measured = props(cases["test_fps_within_5_percent_of_target[pi5-x]"])
     assert 28.5 <= float(measured["fps [FPS]"]) <= 31.5
+
+
+def test_the_device_suite_updates_a_virtual_c6_through_the_network_the_bench_grants_it(
+    pytester: pytest.Pytester,
+) -> None:
+    """hil/'s CoAP update on one virtual ESP32-C6 (the counted core). Its Wi-Fi reaches only the host ports the bench
+    grants it (bench.virtual.uplinks), so the plugin's stand-ins must be gated like the nightly's: an ungated one
+    never hears from the update server ("block 0: no answer after 6 retransmissions")."""
+    fleet = fleet_file(pytester.path / "fleet.toml", 'name = "c6-x"\nkind = "esp32c6"\nvirtual = true')
+    result, cases = run(pytester, fleet, str(REPO / "hil" / "test_updates.py"), "-k", "coap_update")
+    outcomes = {name: status(case) for name, case in cases.items()}
+    assert outcomes == {"test_coap_update_completes_and_is_verified[c6-x]": "passed"}, result.stdout.str()

@@ -24,6 +24,7 @@ from bench.core.procs import stop_process, tied
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
 from bench.virtual.esp32c6.supply import MODELLED_COUNTED, MODELLED_VM
+from bench.virtual.esp32c6.wifi import GATEWAY
 
 START_TIMEOUT_S = 20.0
 GRANT_TIMEOUT_S = 2.0  # a grant is a loopback request the board answers at once; the update path waits this at most
@@ -129,6 +130,12 @@ class VirtualEsp32c6:
     def urls(self) -> dict[str, str]:
         """rfc2217, socket, pty and control URLs of the running board."""
         return dict(self._urls)
+
+    @property
+    def host_address(self) -> str | None:
+        """Where its agent reaches the bench host: the counted core's Wi-Fi gateway (None: the host-clock VM is a
+        host process, on the host's own loopback)."""
+        return GATEWAY if runs_counted(getattr(self.device.settings, "firmware", ""), True) else None
 
     @property
     def meter_modelled(self) -> str:
