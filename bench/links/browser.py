@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
 from bench.core.errors import ConfigError
-from bench.core.fields import typed
 from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
@@ -32,7 +31,7 @@ class BrowserLink(OnTheBenchHost):
     @classmethod
     def parse(cls, entry: FleetEntry) -> BrowserLink | None:
         """The link of a fleet device (None when optional and not given)."""
-        url = typed(entry.raw, "devtools", str, entry.where, None)
+        url = entry.link.devtools
         if url is None:
             if entry.optional:
                 return None
@@ -41,8 +40,6 @@ class BrowserLink(OnTheBenchHost):
                 hint='give devtools = "ws://HOST:9222/devtools/browser/ID" (chromium --remote-debugging-port=9222), '
                 "or set virtual = true",
             )
-        if not url.startswith(("ws://", "wss://")):
-            raise ConfigError(f"{entry.where}: field 'devtools': {url!r} is not a ws:// DevTools URL")
         return cls(devtools=url)
 
     def describe(self) -> str:
