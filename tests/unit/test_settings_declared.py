@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from pathlib import Path
 
 from bench.config.fleet import _COMMON_KEYS, _PLACE_KEYS, DeviceFields
 from bench.config.kinds import KINDS
@@ -54,8 +53,8 @@ def test_no_settings_attribute_is_read_by_name_and_no_field_by_hand() -> None:
     assert len(files) > 250 and found == [], "read the declared field instead:\n" + "\n".join(found)
     by_hand = [f"{p.relative_to(REPO)}:{n}" for p in files if p != FIELDS
                for n in hand_read(p.read_text(encoding="utf-8"))]  # fmt: skip
-    assert by_hand == [], "declare the field (bench.core.fields.Declared) and read it with settings_from:\n" + "\n".join(
-        by_hand
+    assert by_hand == [], (
+        "declare the field (bench.core.fields.Declared) and read it with settings_from:\n" + "\n".join(by_hand)
     )
 
 
