@@ -61,6 +61,13 @@ class FleetEntry:
         fleet file's folder."""
         return settings_from(LinkFields, self.raw, self.where, adjust=lambda values: self.placed(values))
 
+    def needed(self, value: str | None, name: str, hint: str) -> str | None:
+        """The link field `name`'s `value`: None when it is not given and the link is optional, a ConfigError
+        naming the field (and `hint`, how to give it) when it must be given."""
+        if value is None and not self.optional:
+            raise ConfigError(f"{self.where}: missing link: field {name!r}", hint=hint)
+        return value
+
     def placed(self, values: dict[str, Any]) -> dict[str, Any]:
         """The `Path` values of typed fields taken from the fleet file's folder (`~` expanded)."""
         return {k: resolve_path(str(v), self.base_dir) for k, v in values.items() if isinstance(v, Path)}
@@ -80,15 +87,9 @@ class SerialLink:
     @classmethod
     def parse(cls, entry: FleetEntry) -> SerialLink | None:
         """The link of a fleet device (None when optional and not given)."""
-        port = entry.link.port
-        if port is None:
-            if entry.optional:
-                return None
-            raise ConfigError(
-                f"{entry.where}: missing link: field 'port'",
-                hint='give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", or set virtual = true',
-            )
-        return cls(url=port, baud=entry.link.baud or entry.default_baud)
+        hint = 'give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", or set virtual = true'
+        port = entry.needed(entry.link.port, "port", hint)
+        return None if port is None else cls(url=port, baud=entry.link.baud or entry.default_baud)
 
     def describe(self) -> str:
         """The link as a person would write it."""
@@ -172,11 +173,9 @@ class SshLink:
     def parse(cls, entry: FleetEntry) -> SshLink | None:
         """The link of a fleet device (None when optional and not given)."""
         where, given = entry.where, entry.link
-        target = given.ssh
+        target = entry.needed(given.ssh, "ssh", 'give ssh = "user@host:22" and key = "PATH"')
         if target is None:
-            if entry.optional:
-                return None
-            raise ConfigError(f"{where}: missing link: field 'ssh'", hint='give ssh = "user@host:22" and key = "PATH"')
+            return None
         match = _SSH_RE.fullmatch(target)
         assert match is not None  # LinkFields checked the form
         if not 1 <= int(match["port"] or 22) <= 65535:
