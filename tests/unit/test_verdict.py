@@ -98,7 +98,7 @@ def test_confirmation_makes_false_alarms_rarer_still() -> None:
 
 
 # a counted figure: c6-a's inference P50 on its instruction-counted core, night to night CV 0.22-0.37%
-# (docs/esp32c6.md), judged on its 0.5% floor
+# (docs/benchmarks.md, ESP32-C6), judged on its 0.5% floor
 COUNTED = replace(RULES.rule("inference_p50"), threshold_pct=RULES.rule("inference_p50").icount_threshold_pct)
 
 
