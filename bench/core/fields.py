@@ -113,8 +113,8 @@ def matching(default: str | None, pattern: str, form: str) -> Any:
 class Declared:
     """Settings declared as a frozen dataclass, each field with its check (`ranged`, `chosen`, `named`,
     `matching`, `file_path`), enforced when the settings are made (SettingError naming the field); `check()`
-    adds rules between fields. A device kind's settings, a power backend's and an energy meter's are Declared,
-    and `settings_from` makes each from its fleet-file table.
+    adds rules between fields. Every table of a fleet file is Declared (the module's docstring lists them), and
+    `settings_from` makes each from its table.
 
     A check is part of its field, and a subclass cannot lose it: one that overrides a field with a plain default
     (`fps_target: int = 20`) keeps the base field's check, and a number with no range at all is refused when the
