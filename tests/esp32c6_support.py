@@ -16,6 +16,7 @@ from typing import Any
 
 from mpremote.transport_serial import SerialTransport
 
+from bench.agent import wire
 from bench.config.fleet import Device, SerialLink
 from bench.config.kinds import get_kind
 from bench.core.loop_thread import LoopThread
@@ -287,3 +288,36 @@ def qemu_pids(state: Path) -> list[int]:
             if argv and argv[0].endswith(b"qemu-system-riscv32") and str(state).encode() in b" ".join(argv):
                 pids.append(int(entry.name))
     return pids
+
+
+# a viper dot product of two byte arrays, NAME(a, b, n): RV32 machine code on the counted core, by its own emitter or
+# by mpy-cross -march=rv32imc
+VIPER_DOT = """
+@micropython.viper
+def NAME(a, b, n: int) -> int:
+    pa = ptr8(a)
+    pb = ptr8(b)
+    s = 0
+    for i in range(n):
+        s += pa[i] * pb[i]
+    return s
+"""
+
+
+class AgentMessages:
+    """The agent's wire messages on a counted board's console (`serial`), one at a time; other output is skipped."""
+
+    def __init__(self, serial: Any) -> None:
+        self.serial = serial
+        self.pending = b""
+
+    def next(self, timeout_s: float) -> dict:
+        """The next message (AssertionError naming what came instead when none comes within `timeout_s`)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                if wire.is_message(line + b"\n"):
+                    return wire.decode(line)
+            self.pending += self.serial.read(self.serial.in_waiting or 1)
+        raise AssertionError(f"no message from the agent within {timeout_s:.0f} s: {self.pending[-300:]!r}")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -14,7 +16,7 @@ from bench.alerts.findings import findings_of_verdicts
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
 from bench.results.thresholds import Thresholds
-from bench.store.results import ResultStore
+from bench.store.results import ResultStore, open_store
 from tests.stored_runs import night_start
 
 # device -> (kind, inference P50 us, decision latency P50 us, FPS, memory peak B, clock)
@@ -113,3 +115,12 @@ def store_night(
     done = asyncio.run(confirm_run(store, run, f"{session}.mcap", [], thresholds, None))
     record_night(store, findings_of_verdicts(store, run, done.verdicts), thresholds.alerts, "nightly on test-host")
     return run
+
+
+def store_history(path: Path, thresholds: Thresholds, steps: list[dict[str, Any]], good: int = 6) -> list[int]:
+    """A results store at `path` with `good` unchanged judged nights, then one night per step (`store_night`'s
+    `slower` and `models`), drawn from one seeded generator; returns the run ids."""
+    rng = np.random.default_rng(11)
+    with open_store(path) as store:
+        ids = [store_night(store, thresholds, rng) for _ in range(good)]
+        return ids + [store_night(store, thresholds, rng, **step) for step in steps]

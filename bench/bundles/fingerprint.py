@@ -12,7 +12,7 @@ from typing import Any
 
 from bench.bundles import HOST_FILES, OPTIONAL, PORTABLE
 from bench.bundles.c6_firmware import device_firmware
-from bench.config.fleet import Device
+from bench.config.fleet import Device, QemuLink
 from bench.config.kinds import MICROPYTHON_AGENT, WEB_AGENT
 from bench.core.errors import BenchError
 from bench.core.paths import HOST_DIR, MICROPYTHON_DIR, MODELS_DIR, WEB_DIR
@@ -78,7 +78,7 @@ def device_clock(device: Device, hello: dict[str, Any]) -> str:
     """The clock a device runs on: "icount" or "realtime" for an emulated machine, else "real time". From the
     link (a QEMU console), from the `/qemu-<timing>` the agent's platform names (an emulated board behind SSH), or
     from a platform that is an emulator running in real time (REALTIME_EMULATOR_PLATFORMS)."""
-    timing = getattr(device.link, "timing", None)
+    timing = device.link.timing if isinstance(device.link, QemuLink) else None
     platform = str(hello.get("platform") or "")
     if not timing and "/qemu-" in platform:
         timing = platform.rsplit("/qemu-", 1)[1]

@@ -11,11 +11,11 @@ from typing import Any
 from bench.config.kinds import KINDS, USB_SERIAL_JTAG, Esp32c6Settings, Kind, Settings, get_kind, serial_baud
 from bench.config.os_spec import OsSpec, parse_os
 from bench.core.errors import ConfigError
-from bench.core.fields import Declared, matching, ranged, resolve_path, settings_from, typed
+from bench.core.fields import Declared, SettingError, matching, ranged, resolve_path, settings_from
 from bench.core.inputs import check_file, load_toml
 from bench.core.paths import FLEETS_DIR
 from bench.energy.spec import EnergySpec, Ppk2Settings, parse_energy
-from bench.links.spec import LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
+from bench.links.spec import DEFAULT_BAUD, LINK_TYPES, FleetEntry, Link, QemuLink, SerialLink, SshLink
 from bench.power import PowerSpec, parse_power
 from bench.power.labgrid import LabgridSettings
 
@@ -26,15 +26,15 @@ FLEET_ENV = "HILBENCH_FLEET"  # a fleet file used when no --fleet is given (as l
 LOCAL_FLEET = "fleet.toml"  # a fleet file in the current folder, used when neither --fleet nor $HILBENCH_FLEET is
 BUNDLED = "bundled"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}"
+_NAME_RE = re.compile(_NAME)
 
 _TOP_KEYS = {"device", "bench", "lab", "results"}
 _COMMON_KEYS = {"name", "kind", "virtual", "tags", "description", "trusted_key", "power", "energy", "energy_budget_mj"}
 _PLACE_KEYS = {"place", "lab_host", "lab_tags"}
 _LOCAL_LINK_FIELDS = {"port"}  # a board in the lab is found by usb_serial on its bench host; jobs use the place
-_PYTHON_RE = re.compile(r"^[A-Za-z0-9_./+~-]+$")  # an interpreter path: it reaches a remote shell (quoted too)
-_TAG_KEY_RE = re.compile(r"^[a-z][a-z0-9_]+$")  # what labgrid accepts for place tags
-_TAG_VALUE_RE = re.compile(r"^[a-z0-9_]*$")
+_TAG_KEY_RE = re.compile(r"[a-z][a-z0-9_]+")  # what labgrid accepts for place tags
+_TAG_VALUE_RE = re.compile(r"[a-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,38 @@ class LabPlace:
     host_key: str | None = None
     known_hosts: Path | None = None
     baud: int | None = None
+    kind_baud: int = DEFAULT_BAUD  # the kind's baud rate, when neither the fleet nor the place gives one
+
+
+@dataclass(frozen=True)
+class DeviceFields(Declared):
+    """The fields of a [[device]] table besides its name, kind, link, the kind's settings and its instruments'
+    tables: whether the bench starts it, its tags, what identifies a real board, a Linux board's interpreter,
+    the key its models are verified with, its energy budget, and where it lives in a labgrid lab."""
+
+    virtual: bool = False
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    mac: str | None = None  # an ESP32-C6's MAC: a virtual board's, or what `fleet discover` matches a real one by
+    usb_serial: str | None = None  # a real board's USB serial number (a lab exporter's udev match)
+    # a Linux board's interpreter for the host agent: it reaches a remote shell (quoted too)
+    python: str = matching("python3", r"[A-Za-z0-9_./+~-]+", "is not a path to a Python interpreter (e.g. "
+                           "python3 or /usr/bin/python3: no spaces or shell characters)")  # fmt: skip
+    trusted_key: Path | None = None  # the public key its models are verified with (else [bench]'s)
+    energy_budget_mj: float | None = ranged(None, 1e-6, 1e12)  # judged on its energy meter's figures
+    place: str | None = matching(None, _NAME, "is not a name (letters, digits, '.', '_' or '-')")
+    lab_host: str | None = matching(None, _NAME, "is not the exporter name of a bench host")
+    lab_tags: dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        for key, value in self.lab_tags.items():
+            if not _TAG_KEY_RE.fullmatch(key) or not _TAG_VALUE_RE.fullmatch(value):
+                raise SettingError("lab_tags", f"{key} = {value!r} is not a labgrid tag (keys: lowercase letters, "
+                                   "digits, '_', starting with a letter; values: the same)")  # fmt: skip
+        if self.place is not None and self.lab_host is None:
+            raise SettingError("lab_host", "missing: name the bench host whose exporter serves the place")
+        if self.lab_host is not None and self.place is None and not self.lab_tags:
+            raise SettingError("place", "missing: give place (and lab_host), or lab_tags to reserve")
 
 
 @dataclass(frozen=True)
@@ -106,8 +138,8 @@ class BenchSettings(Declared):
     name: str = ""
     results: str = ""
     reports: str = ""
-    trusted_key: str = ""
-    signing_key: str = ""
+    trusted_key: Path | None = None
+    signing_key: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -221,12 +253,13 @@ def parse_fleet(data: dict[str, Any], path: Path) -> Fleet:
         raise ConfigError(f"{path}: 'device' must be an array of tables: write [[device]]")
     lab = _parse_lab(data.get("lab", {}), path)
     retention = parse_retention(_table(data.get("results", {}), path, "[results]"), f"{path}: [results]")
-    keys = {k: _key_file(raw_bench, k, f"{path}: [bench]", path.parent) for k in ("trusted_key", "signing_key")}
+    keys = {"trusted_key": _key_file(bench.trusted_key, "trusted_key", f"{path}: [bench]", path.parent),
+            "signing_key": _key_file(bench.signing_key, "signing_key", f"{path}: [bench]", path.parent)}  # fmt: skip
     devices: list[Device] = []
     seen: dict[str, int] = {}
     for index, raw in enumerate(raw_devices):
         dev = _parse_device(raw, path, index, path.parent)
-        own = _key_file(raw, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
+        own = _key_file(dev.trusted_key, "trusted_key", f"{path}: device {dev.name!r}", path.parent)
         trust = {"trusted_key": own or keys["trusted_key"], "signing_key": keys["signing_key"]}
         dev = replace(dev, **{k: v for k, v in trust.items() if v is not None})
         if dev.lab is not None and not lab.coordinator:
@@ -279,37 +312,25 @@ def _parse_lab(value: Any, path: Path) -> LabSettings:
     return settings_from(LabSettings, _table(value, path, "[lab]"), str(path), table="lab", what="[lab]")
 
 
-def _parse_place(raw: dict[str, Any], where: str) -> LabPlace | None:
-    if not _PLACE_KEYS & set(raw):
+def _parse_place(given: DeviceFields, link: FleetEntry) -> LabPlace | None:
+    """Where the device lives in the lab (None: not in a lab), with what its place's published link lacks: how
+    to log in, the baud rate (`link`'s fields)."""
+    if given.place is None and not given.lab_tags:
         return None
-    for key in _LOCAL_LINK_FIELDS & set(raw):
+    for key in _LOCAL_LINK_FIELDS & set(link.raw):
         raise ConfigError(
-            f"{where}: field {key!r}: a device in the lab is reached through its place",
+            f"{link.where}: field {key!r}: a device in the lab is reached through its place",
             hint=f"remove {key!r}, or remove 'place'/'lab_tags' to use the local link",
         )
-    place = typed(raw, "place", str, where, None)
-    if place is not None and not _NAME_RE.match(place):
-        raise ConfigError(f"{where}: field 'place': invalid name {place!r}", hint="letters, digits, '.', '_' or '-'")
-    host = typed(raw, "lab_host", str, where, None)
-    if host is not None and not _NAME_RE.match(host):
-        raise ConfigError(f"{where}: field 'lab_host': invalid name {host!r}", hint="the exporter name of a bench host")
-    if place is not None and host is None:
-        raise ConfigError(f"{where}: field 'lab_host': missing", hint="name the bench host whose exporter serves it")
-    tags = typed(raw, "lab_tags", dict, where, {})
-    for key, value in tags.items():
-        if not _TAG_KEY_RE.match(key) or not isinstance(value, str) or not _TAG_VALUE_RE.match(value):
-            raise ConfigError(
-                f"{where}: field 'lab_tags': {key} = {value!r} is not a labgrid tag",
-                hint="keys: lowercase letters, digits, '_' (starting with a letter); values: a string of the same",
-            )
-    if place is None and not tags:
-        raise ConfigError(f"{where}: field 'place': missing", hint="give place (and lab_host), or lab_tags to reserve")
-    return LabPlace(place=place, host=host, tags=dict(tags))
+    login = link.link
+    return LabPlace(place=given.place, host=given.lab_host, tags=dict(given.lab_tags), key=login.key,
+                    host_key=login.host_key, known_hosts=login.known_hosts, baud=login.baud,
+                    kind_baud=link.default_baud)  # fmt: skip
 
 
-def _key_file(raw: dict[str, Any], key: str, where: str, base_dir: Path) -> Path | None:
-    """A key file named by field `key` (bench.bundles.trust): it must exist."""
-    file = resolve_path(typed(raw, key, str, where, None), base_dir)
+def _key_file(file: Path | None, key: str, where: str, base_dir: Path) -> Path | None:
+    """A key file named by field `key` (bench.bundles.trust), taken from the fleet file's folder: it must exist."""
+    file = resolve_path(str(file), base_dir) if file is not None else None
     if file is not None:
         try:
             check_file(file, "key")
@@ -354,11 +375,8 @@ def _file_settings(settings: type[Settings], values: dict[str, Any], base_dir: P
     return out
 
 
-def _parse_energy(raw: dict[str, Any], where: str, base_dir: Path) -> EnergySpec | None:
-    """The device's `energy` table and `energy_budget_mj` (which needs a meter to be judged)."""
-    budget = typed(raw, "energy_budget_mj", float, where, None)
-    if budget is not None and budget <= 0:
-        raise ConfigError(f"{where}: field 'energy_budget_mj': must be positive, got {budget!r}")
+def _parse_energy(raw: dict[str, Any], budget: float | None, where: str, base_dir: Path) -> EnergySpec | None:
+    """The device's `energy` table with its `energy_budget_mj` (which needs a meter to be judged)."""
     if "energy" not in raw:
         if budget is not None:
             hint = 'add an energy table, e.g. energy = { driver = "ppk2", port = "/dev/ttyACM3" }'
@@ -383,7 +401,7 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: must be a table ([[device]])")
     name = raw.get("name")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise ConfigError(
             f"{where}: field 'name': {'missing' if name is None else f'invalid value {name!r}'}",
             hint="give each device a name of letters, digits, '.', '_' or '-'",
@@ -407,35 +425,24 @@ def _parse_device(raw: Any, path: Path, index: int, base_dir: Path) -> Device:
                 else f"fields for {kind}: {', '.join(sorted(allowed))}"
             )
             raise ConfigError(f"{where}: unknown field {key!r}", hint=hint)
-    virtual = typed(raw, "virtual", bool, where, False)
-    tags = typed(raw, "tags", list, where, [])
-    if not all(isinstance(t, str) for t in tags):
-        raise ConfigError(f"{where}: field 'tags': must be a list of strings")
+    given = settings_from(DeviceFields, raw, where)
     settings = settings_from(
         info.settings, raw, where, adjust=lambda values: _file_settings(info.settings, values, base_dir, where)
     )
-    python = typed(raw, "python", str, where, None)
-    if python is not None and not _PYTHON_RE.match(python):
-        raise ConfigError(f"{where}: field 'python': {python!r} is not a path to a Python interpreter",
-                          hint="e.g. python3 or /usr/bin/python3 (no spaces or shell characters)")  # fmt: skip
-    lab = _parse_place(raw, where)
+    in_lab = given.place is not None or bool(given.lab_tags)
+    entry = FleetEntry(raw, where, kind, given.virtual or in_lab, base_dir, serial_baud(settings))
+    lab = _parse_place(given, entry)
     if lab is not None and info.link is QemuLink:
         raise ConfigError(f"{where}: field 'place': {kind} devices run on the bench host itself, not in a lab place")
-    entry = FleetEntry(raw, where, kind, virtual or lab is not None, base_dir, serial_baud(settings))
     link = info.link.parse(entry)
-    if lab is not None:  # jobs reach it through the place (`ssh` says where its bench host's exporter finds it),
-        lab = replace(  # with what the place's link lacks: how to log in, and the baud rate
-            lab, local=link, host_key=typed(raw, "host_key", str, where, None),
-            baud=typed(raw, "baud", int, where, None), key=resolve_path(typed(raw, "key", str, where, None), base_dir),
-            known_hosts=resolve_path(typed(raw, "known_hosts", str, where, None), base_dir),
-        )  # fmt: skip
-        link = None
-    named = {k: str(raw[k]) for k in ("mac", "usb_serial", "description") if k in raw}
+    if lab is not None:  # jobs reach it through the place (`ssh` says where its bench host's exporter finds it)
+        lab, link = replace(lab, local=link), None
     os_spec = parse_os(raw["os"], where, base_dir) if "os" in raw else None
     power = parse_power(raw["power"], where, base_dir) if "power" in raw else None
-    energy = _parse_energy(raw, where, base_dir)
+    energy = _parse_energy(raw, given.energy_budget_mj, where, base_dir)
     _check_marker(energy, settings, where)
     return Device(
-        name=name, kind=kind, link=link, virtual=virtual, tags=tuple(tags), settings=settings, lab=lab,
-        power=power, energy=energy, os=os_spec, python=python or "python3", **named,
+        name=name, kind=kind, link=link, virtual=given.virtual, tags=given.tags, settings=settings, lab=lab,
+        power=power, energy=energy, os=os_spec, python=given.python, description=given.description, mac=given.mac,
+        usb_serial=given.usb_serial, trusted_key=given.trusted_key,
     )  # fmt: skip

@@ -9,7 +9,6 @@ docs/extending.md shows how to add a kind.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import typing
 from dataclasses import dataclass
@@ -78,6 +77,14 @@ class Settings(Declared):
     input_max_hz: float = ranged(0.0, 0.0, 1000)
 
 
+@dataclass(frozen=True)
+class Flashed(Settings):
+    """The settings of a kind that flashes a firmware image (`Kind.firmware`): the device's own image ("": the
+    kind's), a path from the checkout or the fleet file's folder."""
+
+    firmware: str = file_path()
+
+
 # How an ESP32-C6 board's USB port reaches the chip: a USB-UART bridge chip with the DTR/RTS auto-reset
 # circuit, or the chip's own USB-Serial-JTAG peripheral (USB id 303a:1001; esptool resets it with `usb-reset`).
 UART_BRIDGE, USB_SERIAL_JTAG = "uart-bridge", "usb-serial-jtag"
@@ -90,7 +97,7 @@ RESERVED_GPIOS = {12: "USB D- (the USB-Serial-JTAG port)", 13: "USB D+ (the USB-
 
 
 @dataclass(frozen=True)
-class Esp32c6Settings(Settings):
+class Esp32c6Settings(Flashed):
     """An ESP32-C6 running MicroPython."""
 
     fps_target: int = ranged(20, 1, 1000)
@@ -193,22 +200,22 @@ class Kind:
     runtime_hint: str = ""  # what to install on a board of this kind when its agent's runtime is missing
     chip: str = ""  # the chip esptool names (e.g. "ESP32-C6"): `fleet discover` makes boards with it this kind
     runtime: str = HOST_AGENT  # its agent: host/ (Python), micropython/ or web/agent/ (one of RUNTIMES)
-    # the firmware image its driver flashes when the device's `firmware` setting is "" (its settings then need a
-    # `firmware: str = file_path()` field); None: the kind flashes no firmware image
+    # the firmware image its driver flashes when the device's `firmware` setting is "" (its settings then derive
+    # from Flashed); None: the kind flashes no firmware image
     firmware: Path | None = None
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise ValueError(f"kind {self.name!r}: runtime {self.runtime!r} is not one of {', '.join(RUNTIMES)}")
-        if self.firmware is not None and "firmware" not in {f.name for f in dataclasses.fields(self.settings)}:
-            raise ValueError(f"kind {self.name!r} flashes firmware: its settings need a `firmware` field (file_path())")
+        if self.firmware is not None and not issubclass(self.settings, Flashed):
+            raise ValueError(f"kind {self.name!r} flashes firmware: its settings need a `firmware` field (Flashed)")
 
     def firmware_image(self, settings: Settings) -> Path | None:
         """The firmware image a device of this kind with `settings` is flashed with (its `firmware` setting, a
         relative one from the checkout, else the kind's default); None when the kind flashes no firmware."""
-        if self.firmware is None:
+        if self.firmware is None or not isinstance(settings, Flashed):
             return None
-        configured = getattr(settings, "firmware", "")
+        configured = settings.firmware
         if not configured:
             return self.firmware
         if configured == COUNTED:

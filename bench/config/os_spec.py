@@ -25,46 +25,59 @@ nv_tegra_release = "# R36 (release), REVISION: 4.0"
 
 from __future__ import annotations
 
-import re
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.core.errors import ConfigError
+from bench.core.fields import REQUIRED, Declared, SettingError, chosen, matching, ranged, resolve_path, settings_from
 
 METHODS = ("usb-storage", "command")
 BUILD = "build"  # image = "build": the bench's own image for the device's kind (firmware/<kind>/recipe.toml)
 COMPRESSED = (".xz", ".bz2", ".gz", ".zst", ".lz4")
-_SHA_RE = re.compile(r"^[0-9a-f]{64}$")
-_KEYS = {"image", "sha256", "bmap", "method", "storage", "usbsdmux", "attach", "detach", "command", "workdir",
-         "timeout_s", "power_on", "power_off", "boot_timeout_s", "expect"}  # fmt: skip
 _EXPECT_KEYS = {"kernel_release", "os_release", "nv_tegra_release"}
 
 
 @dataclass(frozen=True)
-class OsSpec:
-    """How one board gets its OS: which image, how it reaches the storage, how the board is powered."""
+class OsSpec(Declared):
+    """How one board gets its OS: which image, how it reaches the storage, how the board is powered (the
+    `[device.os]` table, each field declared and checked; paths taken from the fleet file's folder)."""
 
-    image: Path | None  # None: the bench builds the kind's image (image = "build")
-    sha256: str | None  # pinned sha256 of the image file (None only for "build": the build's own)
-    bmap: Path | None
-    method: str = "usb-storage"
+    image: Path | None = REQUIRED  # None: the bench builds the kind's image (image = "build")
+    # pinned sha256 of the image file (None only for "build": the build's own)
+    sha256: str | None = matching(None, r"[0-9a-fA-F]{64}", "is not 64 hex digits (sha256sum IMAGE)")
+    bmap: Path | None = None  # default: the image's name without its compression suffix + .bmap
+    method: str = chosen("usb-storage", METHODS)
     storage: Path | None = None  # usb-storage: the block device the board's card/eMMC shows up as
     usbsdmux: Path | None = None  # the USB-SD-Mux's control device
     attach: tuple[str, ...] = ()  # a command that exposes the storage to the host (mass-storage boot)
     detach: tuple[str, ...] = ()
     command: tuple[str, ...] = ()  # method "command": the vendor flasher ({image} and {bmap} are filled in)
     workdir: Path | None = None
-    timeout_s: float = 1800.0
+    timeout_s: float = ranged(1800.0, 1.0, 86_400.0)
     power_on: tuple[str, ...] = ()
     power_off: tuple[str, ...] = ()
-    boot_timeout_s: float = 300.0
+    boot_timeout_s: float = ranged(300.0, 1.0, 86_400.0)
     expect: dict[str, Any] = field(default_factory=dict)
 
     @property
     def built(self) -> bool:
         """True when the bench builds the image itself."""
         return self.image is None
+
+    def check(self) -> None:
+        if self.image is not None and self.sha256 is None:
+            raise SettingError("sha256", f"is required for image {self.image} (sha256sum {self.image})")
+        if self.method == "command" and not self.command:
+            raise SettingError("command", "method 'command' needs field 'command' (the flasher's argv)")
+        if bool(self.power_on) != bool(self.power_off):
+            raise SettingError("power_off", "give both power_on and power_off (the commands that switch the board)")
+        for key in self.expect:
+            if key not in _EXPECT_KEYS:
+                raise SettingError("expect", f"unknown field {key!r} (known: {', '.join(sorted(_EXPECT_KEYS))})")
+        if not isinstance(self.expect.get("os_release", {}), dict):
+            raise SettingError("expect", "field 'os_release' must be a table, e.g. { ID = \"debian\" }")
 
 
 def default_bmap(image: Path) -> Path:
@@ -79,75 +92,23 @@ def default_bmap(image: Path) -> Path:
 
 def parse_os(raw: Any, where: str, base_dir: Path) -> OsSpec:
     """Validate a `[device.os]` table; paths relative to the fleet file's folder."""
-    where = f"{where}: os"
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: must be a table ([device.os])")
-    for key in raw:
-        if key not in _KEYS:
-            raise ConfigError(f"{where}: unknown field {key!r}", hint=f"known: {', '.join(sorted(_KEYS))}")
-    image_text = _get(raw, "image", str, where, None)
-    if image_text is None:
-        raise ConfigError(f"{where}: missing field 'image'", hint=f'give a file, or "{BUILD}" for the bench\'s own')
-    image = None if image_text == BUILD else _path(image_text, base_dir)
-    sha = _get(raw, "sha256", str, where, None)
-    if sha is not None and not _SHA_RE.match(sha.lower()):
-        raise ConfigError(f"{where}: field 'sha256': not 64 hex digits", hint="sha256sum IMAGE")
-    if image is not None and sha is None:
-        raise ConfigError(f"{where}: field 'sha256' is required for image {image}", hint=f"sha256sum {image}")
-    method = _get(raw, "method", str, where, "usb-storage")
-    if method not in METHODS:
-        raise ConfigError(f"{where}: field 'method': {method!r}", hint=f"use {' or '.join(METHODS)}")
-    command = _argv(raw, "command", where)
-    if method == "command" and not command:
-        raise ConfigError(f"{where}: method 'command' needs field 'command' (the flasher's argv)")
-    bmap = _get(raw, "bmap", str, where, None)
-    expect = _get(raw, "expect", dict, where, {})
-    for key in expect:
-        if key not in _EXPECT_KEYS:
-            known = ", ".join(sorted(_EXPECT_KEYS))
-            raise ConfigError(f"{where}.expect: unknown field {key!r}", hint=f"known: {known}")
-    if not isinstance(expect.get("os_release", {}), dict):
-        raise ConfigError(f"{where}.expect: field 'os_release' must be a table, e.g. {{ ID = \"debian\" }}")
-    workdir = _get(raw, "workdir", str, where, None)
-    if bool(raw.get("power_on")) != bool(raw.get("power_off")):
-        raise ConfigError(f"{where}: give both power_on and power_off (the commands that switch the board)")
-    return OsSpec(
-        image=image,
-        sha256=sha.lower() if sha else None,
-        bmap=_path(bmap, base_dir) if bmap else (default_bmap(image) if image else None),
-        method=method,
-        storage=_path(s, base_dir) if (s := _get(raw, "storage", str, where, None)) else None,
-        usbsdmux=_path(m, base_dir) if (m := _get(raw, "usbsdmux", str, where, None)) else None,
-        attach=_argv(raw, "attach", where),
-        detach=_argv(raw, "detach", where),
-        command=command,
-        workdir=_path(workdir, base_dir) if workdir else None,
-        timeout_s=_get(raw, "timeout_s", float, where, 1800.0),
-        power_on=_argv(raw, "power_on", where),
-        power_off=_argv(raw, "power_off", where),
-        boot_timeout_s=_get(raw, "boot_timeout_s", float, where, 300.0),
-        expect=dict(expect),
+        raise ConfigError(f"{where}: field 'os': must be a table ([device.os])")
+    return settings_from(
+        OsSpec, raw, where, table="os", what="[device.os]", adjust=lambda values: _placed(values, base_dir)
     )
 
 
-def _get(raw: dict[str, Any], key: str, kind: type, where: str, default: Any) -> Any:
-    if key not in raw:
-        return default
-    value = raw[key]
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise ConfigError(f"{where}: field {key!r}: expected {kind.__name__}, got {value!r}")
-    return value
-
-
-def _argv(raw: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
-    value = raw.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"{where}: field {key!r}: must be a list of strings (a command's argv)")
-    return tuple(value)
-
-
-def _path(value: str, base_dir: Path) -> Path:
-    p = Path(value).expanduser()
-    return p if p.is_absolute() else (base_dir / p).resolve()
+def _placed(values: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+    """The table's paths taken from the fleet file's folder; image "build" as None; the sha256 in lower case;
+    the bmap beside the image when not given."""
+    out = {f.name: resolve_path(str(values[f.name]), base_dir) for f in dataclasses.fields(OsSpec)
+           if isinstance(values.get(f.name), Path)}  # fmt: skip
+    if values.get("image") == Path(BUILD):
+        out["image"] = None
+    if isinstance(values.get("sha256"), str):
+        out["sha256"] = values["sha256"].lower()
+    image = out.get("image")
+    if "bmap" not in out and image is not None:
+        out["bmap"] = default_bmap(image)
+    return out

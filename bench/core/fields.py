@@ -1,6 +1,8 @@
 """Reading typed fields from parsed TOML tables, with errors that name where the field is; and the one way a
-group of settings is declared and validated (`Declared`, `settings_from`): a device kind's settings, a power
-backend's and an energy meter's are each a frozen dataclass whose fields carry their checks."""
+group of settings is declared and validated (`Declared`, `settings_from`): every table of a fleet file (a
+device's own fields, its link fields, its kind's settings, its `[device.os]` and `[device.qemu]`, its power
+backend's and energy meter's, the fleet's `[bench]`, `[lab]` and `[results]`) is a frozen dataclass whose fields
+carry their checks."""
 
 from __future__ import annotations
 
@@ -23,13 +25,19 @@ REQUIRED: Any = dataclasses.MISSING  # the default of a declared setting the fle
 
 def typed(raw: dict[str, Any], key: str, kind: Any, where: str, default: Any, *, shown: str | None = None) -> Any:
     """`raw[key]` checked to be a `kind` (an int is accepted for a float, a bool never for an int; a
-    `Literal[...]` takes one of its words); `default` when absent; a ConfigError naming `where` and the field
-    (as `shown`, by default `key`) otherwise."""
+    `Literal[...]` takes one of its words; a `Path` is given as text; a `tuple[X, ...]` as an array of X, a
+    `dict[str, X]` as a table); `default` when absent; a ConfigError naming `where` and the field (as `shown`,
+    by default `key`) otherwise."""
     if key not in raw:
         return default
     value = raw[key]
     name = shown or key
-    if typing.get_origin(kind) is Literal:
+    origin = typing.get_origin(kind)
+    if origin in (tuple, dict):
+        return _collection(value, kind, f"{where}: field {name!r}")
+    if kind is Path:
+        return Path(typed(raw, key, str, where, default, shown=shown))
+    if origin is Literal:
         choices = typing.get_args(kind)
         if value not in choices:
             raise ConfigError(
@@ -42,6 +50,21 @@ def typed(raw: dict[str, Any], key: str, kind: Any, where: str, default: Any, *,
     if not ok:
         raise ConfigError(f"{where}: field {name!r}: expected {kind.__name__}, got {type(value).__name__} {value!r}")
     return value
+
+
+def _collection(value: Any, kind: Any, where: str) -> Any:
+    """A `tuple[X, ...]` (a TOML array of X, as a tuple) or a `dict[str, X]` (a TOML table) checked item by item
+    (`Any`: items unchecked)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    item = args[0 if origin is tuple else -1] if args else Any
+    items = value.values() if isinstance(value, dict) else value
+    form = "an array" if origin is tuple else "a table"
+    if not isinstance(value, list if origin is tuple else dict) or (
+        item is not Any and not all(isinstance(v, item) and not isinstance(v, bool) for v in items)
+    ):
+        of = "" if item is Any else f" of {item.__name__}"
+        raise ConfigError(f"{where}: expected {form}{of}, got {value!r}"[:200])
+    return tuple(value) if origin is tuple else dict(value)
 
 
 class SettingError(ValueError):
@@ -90,8 +113,8 @@ def matching(default: str | None, pattern: str, form: str) -> Any:
 class Declared:
     """Settings declared as a frozen dataclass, each field with its check (`ranged`, `chosen`, `named`,
     `matching`, `file_path`), enforced when the settings are made (SettingError naming the field); `check()`
-    adds rules between fields. A device kind's settings, a power backend's and an energy meter's are Declared,
-    and `settings_from` makes each from its fleet-file table.
+    adds rules between fields. Every table of a fleet file is Declared (the module's docstring lists them), and
+    `settings_from` makes each from its table.
 
     A check is part of its field, and a subclass cannot lose it: one that overrides a field with a plain default
     (`fps_target: int = 20`) keeps the base field's check, and a number with no range at all is refused when the

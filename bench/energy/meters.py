@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from bench.energy.hwmon import BenchHwmonMeter
 from bench.energy.joulescope import JoulescopeMeter
@@ -17,17 +17,30 @@ from bench.links.ssh import SshConnection
 ON_DEVICE = {"tegrastats": TegrastatsMeter, "pmic": PmicMeter}  # read over the device's SSH link (spec.ON_DEVICE)
 
 
-def meter_for(device: Any, connection: SshConnection | None = None, driver: Any = None) -> Meter | None:
+class Metered(Protocol):
+    """What `meter_for` reads of a fleet device (bench.config.fleet.Device, a layer above)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def link(self) -> Any: ...
+
+    @property
+    def energy(self) -> EnergySpec | None: ...
+
+
+def meter_for(device: Metered, connection: SshConnection | None = None, driver: Any = None) -> Meter | None:
     """The (not yet started) meter of a fleet device; None without an `energy` table. `connection` is the
     device's SSH connection, for meters read on the device (one of its own over the device's SSH link when
     not given); `driver` the device's running driver, for a console's supply meter (bench.energy.supply)."""
-    spec: EnergySpec | None = getattr(device, "energy", None)
+    spec = device.energy
     if spec is None:
         return None
     if spec.driver == "supply":
         return supply_meter(device, driver)
     if needs_connection(spec):
-        owns = connection is None and isinstance(getattr(device, "link", None), SshLink)
+        owns = connection is None and isinstance(device.link, SshLink)
         if owns:
             connection = SshConnection(device.name, device.link)
         if connection is None:

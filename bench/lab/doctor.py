@@ -25,7 +25,7 @@ from bench.config.os_spec import BUILD
 from bench.core.errors import ConfigError
 from bench.core.paths import DISTRIBUTION, WEB_DIR, cache_root
 from bench.core.programs import Program, load_manifest, pip_fix, version_tuple
-from bench.links.spec import QemuLink
+from bench.links.spec import QemuLink, SerialLink
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 DISK_FREE_GB = {"os-build": 8.0, "any": 1.0}  # images and their build trees; the results store and reports
@@ -57,7 +57,7 @@ def device_needs(device: Device) -> set[str]:
     machine = device.kind_info.link is QemuLink  # a QEMU machine the bench boots, from an image it builds unless given
     if machine or (device.virtual and device.os is not None):
         needs.add("qemu")
-    if machine and getattr(device.link, "image", None) is None:
+    if machine and (not isinstance(device.link, QemuLink) or device.link.image is None):
         needs.add("os-build")
     if device.os is not None:
         needs.add("os-image")
@@ -78,8 +78,8 @@ def _needed(program: Program, needs: set[str]) -> bool:
 
 def _configured_program(program: Program, device: Device) -> str | None:
     """A path the fleet gives for this program instead of PATH (the virtual fleet's stand-in uhubctl)."""
-    given = getattr(device.power.settings, program.program, None) if device.power is not None else None
-    if not isinstance(given, str):
+    given = device.power.settings.programs().get(program.program) if device.power is not None else None
+    if given is None:
         return None
     return str((device.power.base_dir / given).resolve()) if "/" in given else None
 
@@ -227,7 +227,7 @@ def check_serial(devices: list[Device]) -> list[HostFinding]:
     """Real serial boards: the port can be opened by this user; USB-Serial-JTAG boards have a udev rule."""
     findings = []
     for device in devices:
-        url = getattr(device.link, "url", "")
+        url = device.link.url if isinstance(device.link, SerialLink) else ""
         if device.virtual or not url.startswith("/dev/"):
             continue
         if not Path(url).exists():

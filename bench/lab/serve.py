@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from bench.config.fleet import Fleet
+from bench.config.fleet import Fleet, Link, SerialLink, SshLink
 from bench.core.fields import not_option
 from bench.core.folders import write_file
 from bench.core.logcap import open_for_child
@@ -77,7 +77,7 @@ async def serve_host(
         served = {d.name: d.link for d in resolved if d.link is not None}
         write_file(config_path, exporter_config(fleet, host, served, address), what="exporter folder")
         if on_ready is not None:
-            on_ready({name: getattr(link, "url", None) or getattr(link, "target", "") for name, link in served.items()})
+            on_ready({name: _address(link) for name, link in served.items()})
         argv = exporter_argv(fleet.lab.coordinator, host, config_path, address)
         log = open_for_child(log_path or config_path.with_suffix(".log"))  # kept open while serving (capped at start)
         try:
@@ -94,3 +94,8 @@ async def serve_host(
                         await asyncio.wait_for(stop.wait(), RESTART_DELAY_S)
         finally:
             os.close(log)
+
+
+def _address(link: Link) -> str:
+    """Where other hosts reach a served link: a serial port's URL, an SSH target."""
+    return link.url if isinstance(link, SerialLink) else link.target if isinstance(link, SshLink) else ""

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urlsplit
 
-from bench.core.errors import ConfigError
-from bench.core.fields import typed
 from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
@@ -32,18 +30,10 @@ class BrowserLink(OnTheBenchHost):
     @classmethod
     def parse(cls, entry: FleetEntry) -> BrowserLink | None:
         """The link of a fleet device (None when optional and not given)."""
-        url = typed(entry.raw, "devtools", str, entry.where, None)
-        if url is None:
-            if entry.optional:
-                return None
-            raise ConfigError(
-                f"{entry.where}: missing link: field 'devtools'",
-                hint='give devtools = "ws://HOST:9222/devtools/browser/ID" (chromium --remote-debugging-port=9222), '
-                "or set virtual = true",
-            )
-        if not url.startswith(("ws://", "wss://")):
-            raise ConfigError(f"{entry.where}: field 'devtools': {url!r} is not a ws:// DevTools URL")
-        return cls(devtools=url)
+        hint = ('give devtools = "ws://HOST:9222/devtools/browser/ID" (chromium --remote-debugging-port=9222), '
+                "or set virtual = true")  # fmt: skip
+        url = entry.needed(entry.link.devtools, "devtools", hint)
+        return None if url is None else cls(devtools=url)
 
     def describe(self) -> str:
         """The link as a person would write it, its path left out (a bench-started browser's holds its token)."""

@@ -8,22 +8,40 @@ import asyncio
 import re
 import shutil
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from bench.core.errors import ConfigError
-from bench.core.fields import not_option, resolve_path, typed
+from bench.core.fields import Declared, chosen, matching, not_option, ranged, resolve_path, settings_from
 from bench.links.on_host import OnTheBenchHost
 from bench.links.probe_result import ProbeResult
 
-_SSH_RE = re.compile(r"^(?P<user>[^@\s]+)@(?P<host>\[[^\]]+\]|[^:\s]+)(?::(?P<port>\d+))?$")
-_SERIAL_SCHEMES = ("rfc2217://", "socket://", "loop://", "/dev/")
-_QEMU_KEYS = {"image", "timing", "smp", "memory_mb", "binary", "cpu", "machine"}
+_SSH_RE = re.compile(r"(?P<user>[^@\s]+)@(?P<host>\[[^\]]+\]|[^:\s]+)(?::(?P<port>\d+))?")
 _QEMU_TIMINGS = ("realtime", "icount")
 
 
 DEFAULT_BAUD = 115200  # a serial link's speed when neither the fleet nor the kind sets one
+
+
+@dataclass(frozen=True)
+class LinkFields(Declared):
+    """The link fields of a [[device]] table, each link type reading its own (`fields` says which a kind may
+    give): a serial port and its baud rate (the kind's when absent), an SSH target with its key and host key, a
+    browser's DevTools URL. A device in a lab place gives what its place's published link lacks: the login, the
+    baud rate."""
+
+    port: str | None = matching(
+        None, r"(rfc2217://|socket://|loop://|/dev/).+", "is not a serial port: a /dev/... path or an rfc2217:// "
+        "or socket:// URL"
+    )  # fmt: skip
+    baud: int | None = ranged(None, 300, 12_000_000)
+    ssh: str | None = matching(None, _SSH_RE.pattern, "is not user@host[:port]")
+    key: Path | None = None  # the private key the bench logs in with
+    host_key: str | None = None  # the board's public host key, as in known_hosts ("ssh-ed25519 AAAA...")
+    known_hosts: Path | None = None
+    devtools: str | None = matching(None, r"wss?://.+", "is not a ws:// DevTools URL")
 
 
 @dataclass(frozen=True)
@@ -36,6 +54,23 @@ class FleetEntry:
     optional: bool  # virtual or in a lab place: the link may be missing (the bench finds it itself)
     base_dir: Path  # the fleet file's folder, for relative paths
     default_baud: int = DEFAULT_BAUD
+
+    @cached_property
+    def link(self) -> LinkFields:
+        """The table's link fields, typed and checked (a ConfigError naming the field), paths taken from the
+        fleet file's folder."""
+        return settings_from(LinkFields, self.raw, self.where, adjust=lambda values: self.placed(values))
+
+    def needed(self, value: str | None, name: str, hint: str) -> str | None:
+        """The link field `name`'s `value`: None when it is not given and the link is optional, a ConfigError
+        naming the field (and `hint`, how to give it) when it must be given."""
+        if value is None and not self.optional:
+            raise ConfigError(f"{self.where}: missing link: field {name!r}", hint=hint)
+        return value
+
+    def placed(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The `Path` values of typed fields taken from the fleet file's folder (`~` expanded)."""
+        return {k: resolve_path(str(v), self.base_dir) for k, v in values.items() if isinstance(v, Path)}
 
 
 @dataclass(frozen=True)
@@ -52,22 +87,9 @@ class SerialLink:
     @classmethod
     def parse(cls, entry: FleetEntry) -> SerialLink | None:
         """The link of a fleet device (None when optional and not given)."""
-        raw, where = entry.raw, entry.where
-        baud = typed(raw, "baud", int, where, entry.default_baud)
-        port = typed(raw, "port", str, where, None)
-        if port is None:
-            if entry.optional:
-                return None
-            raise ConfigError(
-                f"{where}: missing link: field 'port'",
-                hint='give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", or set virtual = true',
-            )
-        if not port.startswith(_SERIAL_SCHEMES):
-            raise ConfigError(
-                f"{where}: field 'port': {port!r} is not a serial port",
-                hint="use a /dev/... path or an rfc2217:// or socket:// URL",
-            )
-        return cls(url=port, baud=baud)
+        hint = 'give port = "/dev/ttyACM0", "rfc2217://host:port" or "socket://host:port", or set virtual = true'
+        port = entry.needed(entry.link.port, "port", hint)
+        return None if port is None else cls(url=port, baud=entry.link.baud or entry.default_baud)
 
     def describe(self) -> str:
         """The link as a person would write it."""
@@ -113,8 +135,8 @@ class SerialLink:
     @classmethod
     def from_lab(cls, device: Any, params: dict[str, Any]) -> SerialLink:
         """The link to `device` from the parameters of its place's published resource."""
-        own = device.lab.baud if device.lab is not None else None
-        baud = int(own or params.get("speed") or getattr(device.settings, "baud", DEFAULT_BAUD))
+        lab = device.lab
+        baud = int((lab and lab.baud) or params.get("speed") or (lab.kind_baud if lab is not None else DEFAULT_BAUD))
         return cls(url=serial_url(params), baud=baud)
 
 
@@ -150,15 +172,12 @@ class SshLink:
     @classmethod
     def parse(cls, entry: FleetEntry) -> SshLink | None:
         """The link of a fleet device (None when optional and not given)."""
-        raw, where = entry.raw, entry.where
-        target = typed(raw, "ssh", str, where, None)
+        where, given = entry.where, entry.link
+        target = entry.needed(given.ssh, "ssh", 'give ssh = "user@host:22" and key = "PATH"')
         if target is None:
-            if entry.optional:
-                return None
-            raise ConfigError(f"{where}: missing link: field 'ssh'", hint='give ssh = "user@host:22" and key = "PATH"')
-        match = _SSH_RE.match(target)
-        if not match:
-            raise ConfigError(f"{where}: field 'ssh': {target!r} is not user@host[:port]")
+            return None
+        match = _SSH_RE.fullmatch(target)
+        assert match is not None  # LinkFields checked the form
         if not 1 <= int(match["port"] or 22) <= 65535:
             raise ConfigError(f"{where}: field 'ssh': port {match['port']} is out of range (1 to 65535)")
         not_option(match["user"], f"{where}: field 'ssh': user")  # ssh would read "-oProxyCommand=..@host"
@@ -167,9 +186,9 @@ class SshLink:
             user=match["user"],
             host=match["host"].strip("[]"),
             port=int(match["port"] or 22),
-            key=resolve_path(typed(raw, "key", str, where, None), entry.base_dir),
-            host_key=typed(raw, "host_key", str, where, None),
-            known_hosts=resolve_path(typed(raw, "known_hosts", str, where, None), entry.base_dir),
+            key=given.key,
+            host_key=given.host_key,
+            known_hosts=given.known_hosts,
         )
 
     def describe(self) -> str:
@@ -226,8 +245,8 @@ class SshLink:
 
 
 @dataclass(frozen=True)
-class QemuLink(OnTheBenchHost):
-    """An emulated machine that the bench boots itself."""
+class QemuLink(OnTheBenchHost, Declared):
+    """An emulated machine that the bench boots itself, declared by the device's [device.qemu] table."""
 
     what: ClassVar[str] = "a QEMU machine"
 
@@ -235,10 +254,10 @@ class QemuLink(OnTheBenchHost):
     fields: ClassVar[frozenset[str]] = frozenset({"qemu"})
     lab_classes: ClassVar[tuple[str, ...]] = ()  # runs on the bench host itself, never in a lab place
 
-    image: Path | None
-    timing: str = "realtime"
-    smp: int = 4
-    memory_mb: int = 4096
+    image: Path | None = None  # None: the image built from the kind's recipe
+    timing: str = chosen("realtime", _QEMU_TIMINGS)
+    smp: int = ranged(4, 1, 512)
+    memory_mb: int = ranged(4096, 64, 16 * 1024 * 1024)
     binary: str = "qemu-system-aarch64"
     machine: str = "virt"
     cpu: str = "cortex-a57"
@@ -246,30 +265,10 @@ class QemuLink(OnTheBenchHost):
     @classmethod
     def parse(cls, entry: FleetEntry) -> QemuLink:
         """The machine of a fleet device, from its [device.qemu] table (defaults when absent)."""
-        where = entry.where
-        qemu = entry.raw.get("qemu")
-        if qemu is None:
-            return cls(image=None)
+        qemu = entry.raw.get("qemu", {})
         if not isinstance(qemu, dict):
-            raise ConfigError(f"{where}: field 'qemu': must be a table ([device.qemu])")
-        for key in qemu:
-            if key not in _QEMU_KEYS:
-                raise ConfigError(
-                    f"{where}: qemu: unknown field {key!r}", hint=f"known: {', '.join(sorted(_QEMU_KEYS))}"
-                )
-        qwhere = f"{where}: qemu"
-        timing = typed(qemu, "timing", str, qwhere, "realtime")
-        if timing not in _QEMU_TIMINGS:
-            raise ConfigError(f"{qwhere}: field 'timing': {timing!r}", hint="use 'realtime' or 'icount'")
-        return cls(
-            image=resolve_path(typed(qemu, "image", str, qwhere, None), entry.base_dir),
-            timing=timing,
-            smp=typed(qemu, "smp", int, qwhere, 4),
-            memory_mb=typed(qemu, "memory_mb", int, qwhere, 4096),
-            binary=typed(qemu, "binary", str, qwhere, "qemu-system-aarch64"),
-            machine=typed(qemu, "machine", str, qwhere, "virt"),
-            cpu=typed(qemu, "cpu", str, qwhere, "cortex-a57"),
-        )
+            raise ConfigError(f"{entry.where}: field 'qemu': must be a table ([device.qemu])")
+        return settings_from(cls, qemu, entry.where, table="qemu", what="[device.qemu]", adjust=entry.placed)
 
     def describe(self) -> str:
         """The machine as a person would write it."""

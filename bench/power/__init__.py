@@ -8,7 +8,7 @@ DTR/RTS is `bench.devices.serial_reset`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.core.fields import driver_settings
 from bench.power.command import CommandPower
@@ -33,9 +33,19 @@ def parse_power(raw: Any, where: str, base_dir: Path) -> PowerSpec:
     return PowerSpec(driver=name, settings=settings, base_dir=base_dir)
 
 
-def power_for(device: Any) -> PowerDriver | None:
+class Powered(Protocol):
+    """What `power_for` reads of a fleet device (bench.config.fleet.Device, a layer above)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def power(self) -> PowerSpec | None: ...
+
+
+def power_for(device: Powered) -> PowerDriver | None:
     """The PowerDriver of a fleet device, or None when its fleet entry has no `power` table."""
-    spec: PowerSpec | None = getattr(device, "power", None)
+    spec = device.power
     if spec is None:
         return None
     return BACKENDS[spec.driver](device.name, spec)

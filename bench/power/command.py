@@ -36,10 +36,11 @@ class CommandPower(PowerDriver[CommandSettings]):
     def where(self) -> str:
         return f"command {self.settings.on!r}"
 
-    async def _run(self, which: str) -> str:
+    async def _run(self, which: str, command: str) -> str:
+        """Run the `which` command (`command`, from the table) with the device's name in HILBENCH_DEVICE."""
         env = {**os.environ, "HILBENCH_DEVICE": self.device}
         return await run_tool(
-            ["sh", "-c", getattr(self.settings, which)],
+            ["sh", "-c", command],
             what=f"device {self.device!r}: power {which} command",
             timeout_s=self.settings.timeout_s,
             env=env,
@@ -47,16 +48,16 @@ class CommandPower(PowerDriver[CommandSettings]):
 
     async def on(self) -> None:
         """Run the `on` command."""
-        await self._run("on")
+        await self._run("on", self.settings.on)
 
     async def off(self) -> None:
         """Run the `off` command."""
-        await self._run("off")
+        await self._run("off", self.settings.off)
 
     async def cycle(self, off_s: float | None = None) -> None:
         """The `cycle` command when given, else off, wait, on."""
         if self.settings.cycle is not None:
-            await self._run("cycle")
+            await self._run("cycle", self.settings.cycle)
         else:
             await super().cycle(off_s)
 
@@ -64,6 +65,6 @@ class CommandPower(PowerDriver[CommandSettings]):
         """The `status` command's first word (`on`/`off`), or unknown without one."""
         if self.settings.status is None:
             return PowerState.UNKNOWN
-        words = (await self._run("status")).strip().lower().split()
+        words = (await self._run("status", self.settings.status)).strip().lower().split()
         first = words[0] if words else ""
         return PowerState(first) if first in ("on", "off") else PowerState.UNKNOWN

@@ -40,6 +40,10 @@ class PowerSettings(Declared):
 
     off_s: float = ranged(DEFAULT_OFF_S, 0.0, MAX_OFF_S)  # how long `cycle` leaves the device off
 
+    def programs(self) -> dict[str, str]:
+        """The programs the backend runs that the table names (program -> the path or name given): none here."""
+        return {}
+
 
 @dataclass(frozen=True)
 class PowerSpec:

@@ -39,6 +39,10 @@ class UhubctlSettings(PowerSettings):
     port: int = ranged(REQUIRED, 1, 255)  # a USB hub's port numbers
     uhubctl: str = "uhubctl"
 
+    def programs(self) -> dict[str, str]:
+        """The uhubctl to run (a path from the fleet file's folder, or a name on PATH)."""
+        return {"uhubctl": self.uhubctl}
+
 
 class UhubctlPower(PowerDriver[UhubctlSettings]):
     """One port of a per-port-power-switching USB hub."""

@@ -20,7 +20,14 @@ from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
 from bench.config.kinds import get_kind
 from bench.devices.qemu_machine import free_port
 from bench.virtual.esp32c6.counted import FirmwareExit, ResetCause, Vfs, qemu_command
-from tests.esp32c6_support import MACHINE_BASE_PROGRAM, check_machine_base, counted_repl, uart_socket
+from tests.esp32c6_support import (
+    MACHINE_BASE_PROGRAM,
+    VIPER_DOT,
+    AgentMessages,
+    check_machine_base,
+    counted_repl,
+    uart_socket,
+)
 
 pytestmark = [
     pytest.mark.e2e,
@@ -118,17 +125,10 @@ def test_uart_timer_watchdog_signal_and_sleep_behave_as_on_the_vm(firmware: Buil
         check_machine_base(run(t, MACHINE_BASE_PROGRAM))
 
 
-VIPER = """
-import micropython, sys, time
-@micropython.viper
-def mac_viper(a, b, n: int) -> int:
-    pa = ptr8(a)
-    pb = ptr8(b)
-    s = 0
-    for i in range(n):
-        s += pa[i] * pb[i]
-    return s
-def mac_bytecode(a, b, n):
+VIPER = (
+    "import micropython, sys, time"
+    + VIPER_DOT.replace("NAME", "mac_viper")
+    + """def mac_bytecode(a, b, n):
     s = 0
     for i in range(n):
         s += a[i] * b[i]
@@ -138,6 +138,7 @@ c0 = time.ticks_cpu(); v = mac_viper(a, b, 200); c1 = time.ticks_cpu()
 p = mac_bytecode(a, b, 200); c2 = time.ticks_cpu()
 print(sys.implementation._mpy >> 10 & 15, v == p, time.ticks_diff(c1, c0), time.ticks_diff(c2, c1))
 """
+)
 
 
 def test_viper_is_compiled_by_the_rv32_emitter(firmware: BuiltFirmware):
@@ -299,21 +300,11 @@ def test_bundled_model_inference_runs_viper_on_the_counted_clock(
 
 def agent_messages(t: SerialTransport) -> Callable[..., dict]:
     """Start the agent on the board behind `t`; the function returning its next wire message."""
-    from bench.agent import wire
-
     t.exec_raw_no_follow("import npc_agent; npc_agent.run()")
-    pending = b""
+    messages = AgentMessages(t.serial)
 
     def message(timeout_s: float = 60) -> dict:
-        nonlocal pending
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            while b"\n" in pending:
-                line, pending = pending.split(b"\n", 1)
-                if wire.is_message(line + b"\n"):
-                    return wire.decode(line)
-            pending += t.serial.read(t.serial.in_waiting or 1)
-        raise AssertionError(f"no message from the agent within {timeout_s} s: {pending[-300:]!r}")
+        return messages.next(timeout_s)
 
     return message
 

@@ -26,6 +26,7 @@ from bench.core.paths import FIXTURES_DIR
 from bench.replay.plan import VoiceMode, build_plan, sampled_at_most
 from bench.replay.recording import read_session
 from tests.e2e.test_esp32c6_counted import agent_flash, board, flash_copy  # noqa: F401 (agent_flash: a fixture)
+from tests.esp32c6_support import AgentMessages
 
 pytestmark = [
     pytest.mark.e2e,
@@ -91,22 +92,17 @@ def play(elf: Path, flash: Path, local: Path, slow: bool) -> Played:
     sent = inputs()
     with board(elf, flash_copy(flash, flash.parent / f"played-{slow}.bin")) as t:
         t.exec_raw_no_follow("import npc_agent; npc_agent.run()")
-        pending = b""
+        messages = AgentMessages(t.serial)
 
         def message(kind: str, timeout_s: float = 120) -> dict:
-            nonlocal pending
+            """The next `kind` message (or an error), keeping every frame record on the way."""
             deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    if wire.is_message(line + b"\n"):
-                        msg = wire.decode(line)
-                        if msg["t"] == "frame":
-                            frames.append(msg)
-                        if msg["t"] == kind or msg["t"] == "error":
-                            return msg
-                pending += t.serial.read(t.serial.in_waiting or 1)
-            raise AssertionError(f"no {kind} from the agent within {timeout_s} s: {pending[-300:]!r}")
+            while True:
+                msg = messages.next(deadline - time.monotonic())
+                if msg["t"] == "frame":
+                    frames.append(msg)
+                if msg["t"] == kind or msg["t"] == "error":
+                    return msg
 
         frames: list[dict] = []
         message("hello")

@@ -13,7 +13,7 @@ import pytest
 
 from bench.bundles.c6_firmware import BuiltFirmware, build_firmware, mpy_cross
 from bench.virtual.esp32c6.counted import Vfs
-from tests.esp32c6_support import counted_repl
+from tests.esp32c6_support import VIPER_DOT, counted_repl
 
 pytestmark = [
     pytest.mark.e2e,
@@ -52,16 +52,7 @@ def total(n):
     for i in range(n):
         s += i
     return s
-
-@micropython.viper
-def dot(a, b, n: int) -> int:
-    pa = ptr8(a)
-    pb = ptr8(b)
-    s = 0
-    for i in range(n):
-        s += pa[i] * pb[i]
-    return s
-"""
+""" + VIPER_DOT.replace("NAME", "dot")
 
 
 @pytest.fixture(scope="module")

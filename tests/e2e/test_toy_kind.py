@@ -21,7 +21,7 @@ from bench.bundles import host_agent_command, host_bundle
 from bench.cli import main
 from bench.config.kinds import KINDS, Kind, MemoryLimited, register
 from bench.core.errors import ConfigError, DeviceUnreachable
-from bench.core.fields import resolve_path, typed
+from bench.core.fields import Declared, settings_from
 from bench.core.paths import SESSIONS_DIR
 from bench.devices.base import Driver, Progress, StepResult, no_progress
 from bench.links.probe_result import ProbeResult
@@ -29,6 +29,13 @@ from bench.links.spec import FleetEntry
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.e2e
+
+
+@dataclass(frozen=True)
+class LocalFields(Declared):
+    """The local link's field: the folder the agent runs in (from the fleet file's folder)."""
+
+    folder: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -43,10 +50,10 @@ class LocalLink:
 
     @classmethod
     def parse(cls, entry: FleetEntry) -> LocalLink:
-        folder = typed(entry.raw, "folder", str, entry.where, None)
-        if folder is None:
+        given = settings_from(LocalFields, entry.raw, entry.where, adjust=entry.placed)
+        if given.folder is None:
             raise ConfigError(f"{entry.where}: missing link: field 'folder'")
-        return cls(resolve_path(folder, entry.base_dir))
+        return cls(given.folder)
 
     def describe(self) -> str:
         return f"local process in {self.folder}"

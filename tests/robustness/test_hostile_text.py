@@ -12,7 +12,6 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pytest
 from markdown_it import MarkdownIt
 
@@ -27,7 +26,7 @@ from bench.report.nights import load_grids
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
-from tests.nightly_history import store_night
+from tests.nightly_history import store_history
 from tests.unit.test_ci_files import nightly_ci_report
 
 GFM = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -120,11 +119,7 @@ RAW = ("\x1b", "\x07", "\x9b", "\u202e", "\r")
 def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
     """6 good nights and 3 with a step on c6-a and orin-1: alerts #1 and #2 open."""
     path = tmp_path_factory.mktemp("alerts") / "results.sqlite"
-    rng = np.random.default_rng(11)
-    with open_store(path) as store:
-        ids = [store_night(store, RULES, rng) for _ in range(6)]
-        ids += [store_night(store, RULES, rng, slower={"c6-a": 1.4, "orin-1": 1.3}) for _ in range(3)]
-    return path, ids
+    return path, store_history(path, RULES, [{"slower": {"c6-a": 1.4, "orin-1": 1.3}}] * 3)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ import json
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from bench.alerts import night_alerts, table
@@ -22,7 +21,7 @@ from bench.results.evidence import stored_verdicts
 from bench.results.thresholds import load_thresholds
 from bench.store.results import open_store
 from tests.conftest import REPO, hilbench, nightly_summary
-from tests.nightly_history import store_night
+from tests.nightly_history import store_history
 
 RULES = load_thresholds()
 BAD = "1" * 64
@@ -32,13 +31,9 @@ BAD = "1" * 64
 def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
     """6 good nights, 2 with a step on c6-a, one where orin-1 steps on the same model: alerts #1 and #2."""
     path = tmp_path_factory.mktemp("alerts") / "results.sqlite"
-    rng = np.random.default_rng(11)
-    with open_store(path) as store:
-        ids = [store_night(store, RULES, rng) for _ in range(6)]
-        ids += [store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD}) for _ in range(2)]
-        ids.append(store_night(store, RULES, rng, slower={"c6-a": 1.4, "orin-1": 1.3},
-                               models={"c6-a": BAD, "orin-1": BAD}))  # fmt: skip
-    return path, ids
+    steps = [{"slower": {"c6-a": 1.4}, "models": {"c6-a": BAD}}] * 2
+    both = {"slower": {"c6-a": 1.4, "orin-1": 1.3}, "models": {"c6-a": BAD, "orin-1": BAD}}
+    return path, store_history(path, RULES, [*steps, both])
 
 
 def _run(path: Path, *args: str) -> subprocess.CompletedProcess:

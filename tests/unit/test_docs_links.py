@@ -1,6 +1,6 @@
 """The docs stand on their own: no doc cites a path outside the repository or an issue number, every link
-reaches a file and heading of the repository, the README stays short, and docs/benchmarks.md points at each
-figure's one home (a doc page's section) instead of repeating numbers."""
+reaches a file and heading of the repository, the README stays short, and every dated measurement lives in
+docs/benchmarks.md (its table links each script to its figures' section), the area docs linking there."""
 
 from __future__ import annotations
 
@@ -13,6 +13,13 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # board or a guest, are documentation of those machines, not citations)
 OUTSIDE = re.compile(r"(?<![\w.~/-])/(?:work|home|root|tmp/[\w-]*hil|mnt|Users|srv)/[\w./-]+")
 LINK = re.compile(r"\[[^\]]+\]\(([^)#\s]+)(?:#([^)\s]+))?\)")
+BENCHMARKS = REPO / "docs" / "benchmarks.md"
+# a measurement's date (2026-12-07, 7 Dec 2026) and a figure (a number with its unit, a host's load, "measured")
+DATE = re.compile(
+    r"\b20\d\d-[01]\d-[0-3]\d\b|\b[0-3]?\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]* 20\d\d\b"
+)
+FIGURE = re.compile(r"\d[\d,.]*\s?(%|ms|us|µs|s|min|MiB|MB|KB|KiB|GB|mJ|J|W|mW|FPS|x)\b|\bload\b|\bmeasured\b", re.I)
+CODE = re.compile(r"`[^`]*`")  # example output and version strings carry dates that are not measurements
 
 
 def slug(heading: str) -> str:
@@ -41,14 +48,42 @@ def headings(page: Path) -> set[str]:
     return {slug(h.lstrip("#")) for h in page.read_text(encoding="utf-8").splitlines() if h.startswith("#")}
 
 
-def test_benchmarks_table_links_to_each_figure_home():
-    page = REPO / "docs" / "benchmarks.md"
-    rows = [line for line in page.read_text(encoding="utf-8").splitlines() if line.startswith("| `tests/bench/")]
+def dated_measurements(text: str) -> list[int]:
+    """First lines of the paragraphs and table rows of a markdown `text` that give a dated figure."""
+    found, para, start = [], [], 0
+    for number, line in enumerate([*text.splitlines(), ""], 1):
+        if line.strip() and not line.startswith(("#", "|")):
+            start = start if para else number
+            para.append(line)
+            continue
+        for first, block in ((start, " ".join(para)), (number, line if line.startswith("|") else "")):
+            plain = CODE.sub("", block)
+            if DATE.search(plain) and FIGURE.search(plain):
+                found.append(first)
+        para = []
+    return found
+
+
+def test_a_dated_figure_is_found_and_a_dated_fact_is_not():
+    text = "Intro.\n\nMeasured on 2026-12-02,\nload 3: 9.6 ms.\n\n| 2 Dec 2026 | 4.1 s |\n\nA `v1 on 2026-01-01` 9 ms."
+    assert dated_measurements(text) == [3, 6]
+    assert dated_measurements("Runs stored before 2026-12-02 have the rule written out.\n") == []
+
+
+def test_no_dated_measurement_outside_the_benchmarks_page():
+    found = {str(p.relative_to(REPO)): lines for p in DOCS
+             if p != BENCHMARKS and (lines := dated_measurements(p.read_text(encoding="utf-8")))}  # fmt: skip
+    assert not found, f"dated figures belong in docs/benchmarks.md, the area doc links there: {found}"
+    assert len(dated_measurements(BENCHMARKS.read_text(encoding="utf-8"))) > 40, "the test sees the figures"
+
+
+def test_benchmarks_table_links_to_each_scripts_figures():
+    rows = [line for line in BENCHMARKS.read_text(encoding="utf-8").splitlines() if line.startswith("| `tests/")]
     assert len(rows) >= 10
     for row in rows:
         home = row.rstrip(" |").rsplit(" | ", 1)[1]
         links = LINK.findall(home)
-        assert links, f"no link to the figures' doc page: {row}"
+        assert links, f"no link to the figures: {row}"
         assert not re.search(r"\d", LINK.sub("", home)), f"the table repeats a figure instead of linking: {row}"
     scripts = {p.name for p in (REPO / "tests" / "bench").glob("bench_*.py")}
     assert scripts <= set(re.findall(r"bench_\w+\.py", "\n".join(rows))), "a benchmark script has no row"

@@ -1,6 +1,6 @@
 """Drift detection over the stored series (bench.results.drift), on synthetic histories at the run-to-run noise
 measured on the virtual fleet: pi5-1's guest-clock inference P50 varies by 1.2% from night to night, c6-a's
-device-clock figures by 9-35% (../shared/docs/verdict-history-facts.md, docs/report.md)."""
+device-clock figures by 9-35% (docs/benchmarks.md, Reports and verdicts)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ RULES = load_thresholds()
 WINDOW = RULES.baseline_runs
 GUEST_CV = 0.012  # pi5-1's guest-clock inference P50 over 5 unchanged nights
 NOISY_CV = 0.16  # pi5-1's device inference P50 on the loaded host (the loopback stand-in)
-COUNTED_CV = 0.004  # c6-a's inference P50 on its counted clock, night to night (docs/esp32c6.md: CV 0.3-0.5%)
+COUNTED_CV = 0.004  # c6-a's inference P50 on its counted clock, night to night (docs/benchmarks.md: CV 0.3-0.5%)
 COUNTED_FLOOR = 0.5  # its floor (icount_threshold_pct)
 
 

@@ -104,16 +104,22 @@ def test_an_image_the_fleet_does_not_pin_is_refused_before_anything_is_touched(
 
 def test_the_os_table_is_validated_with_the_device_named(tmp_path: Path) -> None:
     where = "fleet.toml: device 'pi-x'"
-    with pytest.raises(ConfigError, match="sha256' is required"):
+    with pytest.raises(ConfigError, match=r"'os\.sha256': is required for image"):
         parse_os({"image": "a.img.xz"}, where, tmp_path)
     with pytest.raises(ConfigError, match="method"):
         parse_os({"image": "build", "method": "dd"}, where, tmp_path)
     with pytest.raises(ConfigError, match="power_on and power_off"):
         parse_os({"image": "build", "power_on": ["x"]}, where, tmp_path)
-    with pytest.raises(ConfigError, match="unknown field 'colour'"):
+    with pytest.raises(ConfigError, match=r"'os\.colour': not a field of"):
         parse_os({"image": "build", "colour": 1}, where, tmp_path)
     with pytest.raises(ConfigError, match="needs field 'command'"):
         parse_os({"image": "build", "method": "command"}, where, tmp_path)
+    with pytest.raises(ConfigError, match=r"'os\.timeout_s': expected float, got str"):
+        parse_os({"image": "build", "timeout_s": "1h"}, where, tmp_path)
+    with pytest.raises(ConfigError, match=r"'os\.attach': expected an array of str"):
+        parse_os({"image": "build", "attach": "rpiboot -d x"}, where, tmp_path)
+    with pytest.raises(ConfigError, match=r"'os\.expect': unknown field 'kernel'"):
+        parse_os({"image": "build", "expect": {"kernel": "6.1"}}, where, tmp_path)
     spec = parse_os({"image": "img/pi.img.xz", "sha256": "A" * 64, "storage": "/dev/sdz"}, where, tmp_path)
     assert spec.bmap == tmp_path / "img/pi.img.bmap" and spec.sha256 == "a" * 64 and spec.storage == Path("/dev/sdz")
     assert default_bmap(Path("x.wic.bz2")) == Path("x.wic.bmap") and default_bmap(Path("d.img")) == Path("d.img.bmap")

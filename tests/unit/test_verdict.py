@@ -57,7 +57,7 @@ def test_unchanged_runs_raise_at_most_one_percent_false_alarms_per_metric(rule: 
 
 
 # Run-to-run noise of the per-run figures measured on the virtual fleet (unchanged reduced nightlies of
-# tests/bench/bench_verdicts.py on the shared, fully loaded 2-core host; docs/report.md): c6-a's session-start
+# tests/bench/bench_verdicts.py on the shared, fully loaded 2-core host; docs/benchmarks.md): c6-a's session-start
 # first frame 2.6-3.5%; the median of 10 cold starts 12-15% (each includes a signature check in pure-Python
 # MicroPython or a TFLite parse, on CPUs other jobs kept 85-90% busy); the agents' memory high-water mark
 # 0.0% (c6-a) and 0.15% (pi5-1).
@@ -98,7 +98,7 @@ def test_confirmation_makes_false_alarms_rarer_still() -> None:
 
 
 # a counted figure: c6-a's inference P50 on its instruction-counted core, night to night CV 0.22-0.37%
-# (docs/esp32c6.md), judged on its 0.5% floor
+# (docs/benchmarks.md, ESP32-C6), judged on its 0.5% floor
 COUNTED = replace(RULES.rule("inference_p50"), threshold_pct=RULES.rule("inference_p50").icount_threshold_pct)
 
 

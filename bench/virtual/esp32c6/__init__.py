@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 from bench.config.fleet import Device, SerialLink
-from bench.config.kinds import runs_counted
+from bench.config.kinds import Esp32c6Settings, runs_counted
 from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.logcap import open_for_child
 from bench.core.procs import stop_process, tied
+from bench.energy.spec import Ppk2Settings
 from bench.virtual.esp32c6.control import control_request
 from bench.virtual.esp32c6.efuse import parse_mac
 from bench.virtual.esp32c6.supply import MODELLED_COUNTED, MODELLED_VM
@@ -33,8 +34,9 @@ GRANT_TIMEOUT_S = 2.0  # a grant is a loopback request the board answers at once
 def logic_wiring(device: Device) -> dict[int, int]:
     """The virtual PPK2's logic inputs wired to the board's GPIOs (channel -> GPIO): the meter's `logic_channel` to
     the device's `marker_gpio`, as on a bench where a jumper wire joins them."""
-    channel = getattr(device.energy.settings, "logic_channel", None) if device.energy is not None else None
-    pin = getattr(device.settings, "marker_gpio", None)
+    meter = device.energy.settings if device.energy is not None else None
+    channel = meter.logic_channel if isinstance(meter, Ppk2Settings) else None
+    pin = device.settings.marker_gpio if isinstance(device.settings, Esp32c6Settings) else None
     return {channel: pin} if channel is not None and pin is not None else {}
 
 
@@ -48,14 +50,17 @@ class VirtualEsp32c6:
     """A virtual ESP32-C6 for one fleet device, served by a child process."""
 
     def __init__(self, device: Device, state_dir: Path, *, wire_speed: bool | None = None) -> None:
+        if not isinstance(device.settings, Esp32c6Settings):
+            raise ConfigError(f"device {device.name!r}: kind {device.kind!r} is not an ESP32-C6: no virtual C6 for it")
         self.device = device
+        self.settings: Esp32c6Settings = device.settings
         self.state_dir = state_dir
         self.mac = device.mac or default_mac(device.name)
         try:
             parse_mac(self.mac)
         except ValueError as exc:
             raise ConfigError(f"device {device.name!r}: field 'mac': {exc}") from None
-        self.wire_speed = device.settings.wire_speed if wire_speed is None else wire_speed
+        self.wire_speed = self.settings.wire_speed if wire_speed is None else wire_speed
         self._proc: asyncio.subprocess.Process | None = None
         self._urls: dict[str, str] = {}
         self._uplinks: list[int] = []  # the host ports its Wi-Fi may reach (bench.virtual.uplinks)
@@ -74,9 +79,9 @@ class VirtualEsp32c6:
             "--mac",
             self.mac,
             "--flash-size",
-            str(self.device.settings.flash_size),
+            str(self.settings.flash_size),
             "--usb",
-            self.device.settings.usb,
+            self.settings.usb,
         ]
         if self.wire_speed:
             argv.append("--wire-speed")
@@ -101,7 +106,7 @@ class VirtualEsp32c6:
                 f"virtual board {self.device.name!r} did not start",
                 hint=f"see {self.state_dir / 'board.log'}",
             ) from None
-        return SerialLink(url=self._urls["rfc2217"], baud=self.device.settings.baud)
+        return SerialLink(url=self._urls["rfc2217"], baud=self.settings.baud)
 
     async def stop(self) -> None:
         """Stop the board process (its flash file stays)."""
@@ -141,7 +146,7 @@ class VirtualEsp32c6:
     def meter_modelled(self) -> str:
         """What its virtual PPK2's figures are modelled from: the counted core's cycles, or the unix-port VM's CPU
         time (bench.virtual.esp32c6.supply)."""
-        return MODELLED_COUNTED if runs_counted(getattr(self.device.settings, "firmware", ""), True) else MODELLED_VM
+        return MODELLED_COUNTED if runs_counted(self.settings.firmware, True) else MODELLED_VM
 
     async def control(self, op: str) -> dict:
         """One control API request (power_cycle, hold_reset, boot, download, status, log)."""
