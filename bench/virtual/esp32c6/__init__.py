@@ -140,7 +140,7 @@ class VirtualEsp32c6:
     def host_address(self) -> str | None:
         """Where its agent reaches the bench host: the counted core's Wi-Fi gateway (None: the host-clock VM is a
         host process, on the host's own loopback)."""
-        return GATEWAY if runs_counted(getattr(self.device.settings, "firmware", ""), True) else None
+        return GATEWAY if runs_counted(self.settings.firmware, True) else None
 
     @property
     def meter_modelled(self) -> str:
