@@ -151,7 +151,6 @@ def test_viper_is_compiled_by_the_rv32_emitter(firmware: BuiltFirmware):
 
 COUNTED = """
 import time
-from collections.abc import Callable
 def work():
     s = 0
     for i in range(3000):
