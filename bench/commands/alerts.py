@@ -16,14 +16,13 @@ from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.commands import add_results_option, results_at
 from bench.commands.report import run_id_arg
 from bench.config.fleet import Fleet, find_fleet, load_fleet
-from bench.core.console import compact_table, emit_json, out, plain, shown
+from bench.core.console import emit_json, out, plain, shown
 from bench.core.errors import ConfigError
 from bench.core.units import figure
 from bench.results.thresholds import load_thresholds
 from bench.store.results import ResultStore, open_store
 
 WIDTH = 79  # what a line of `show` fits (80 columns)
-METRICS_ROOM = 34  # characters of an alert's metrics a line of `list` shows
 COMMAND_END = "\0"  # marks a line of a command, which `show` does not wrap
 
 
@@ -93,7 +92,7 @@ def _id(value: str, what: str = "alert") -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """The alerts as a table (80 columns), overdue untriaged ones flagged."""
+    """The alerts, one line each (80 columns), overdue untriaged ones flagged."""
     rules = load_thresholds(args.thresholds).alerts
     states = None if args.all else (args.state or list(OPEN))
     with _store(args) as store:
@@ -105,22 +104,44 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not alerts:
         out.print("no alerts" + ("" if args.all else " open (--all shows fixed ones)"), highlight=False)
         return 0
-    grid = compact_table()
-    for col in ("#", "device", "metrics", "state", "age", "who / why"):
-        right = col in ("#", "age")
-        grid.add_column(col, no_wrap=True, overflow="ellipsis", justify="right" if right else "left",
-                        max_width=METRICS_ROOM if col == "metrics" else 16)  # fmt: skip
-    for a in alerts:
-        late = a.overdue(rules.untriaged_days, now)
-        state = f"[red]{plain(a.state)}![/red]" if late else plain(a.state)
-        grid.add_row(str(a.id), plain(a.device), plain(a.what(METRICS_ROOM)), state, f"{a.age_days(now):.1f} d",
-                     plain(_who(a)))  # fmt: skip
-    out.print(grid)
+    for line in _list_lines(alerts, rules.untriaged_days, now):
+        out.print(line, highlight=False, soft_wrap=True)
     late = [a for a in alerts if a.overdue(rules.untriaged_days, now)]
     if late:
         ids = ", ".join(f"#{a.id}" for a in late)
         out.print(f"! untriaged for more than {rules.untriaged_days:g} days: {ids}", highlight=False)
     return 0
+
+
+def _list_lines(alerts: list[Alert], untriaged_days: float, now: dt.datetime) -> list[str]:
+    """`alerts list` as rich markup: a header, a rule and one line per alert that fits WIDTH columns, its metrics
+    shortened to the room left (an overdue state in red, ending in `!`)."""
+    rows = []
+    for a in alerts:
+        late = a.overdue(untriaged_days, now)
+        rows.append((str(a.id), shown(a.device), a, a.state + ("!" if late else ""), f"{a.age_days(now):.1f} d",
+                     shown(_who(a)), late))  # fmt: skip
+    head = ("#", "device", "metrics", "state", "age", "who / why")
+    ids, devices, states, ages = (max(len(head[i]), *(len(r[i]) for r in rows)) for i in (0, 1, 3, 4))
+    devices = min(devices, 12)
+    room = WIDTH - ids - devices - states - ages - 2 * 5
+    who = min(max(len(head[5]), *(len(r[5]) for r in rows)), 20, max(4, room - 24))
+    metrics = room - who
+    lines = [_row(head, (ids, devices, metrics, states, ages, who)), "─" * WIDTH]
+    for id_, device, alert, state, age, why, late in rows:
+        cells = (id_, device, shown(alert.what(metrics)), state, age, why)
+        line = _row(cells, (ids, devices, metrics, states, ages, who))
+        lines.append(line.replace(f" {plain(state)} ", f" [red]{plain(state)}[/red] ", 1) if late else line)
+    return lines
+
+
+def _row(cells: tuple[str, ...], widths: tuple[int, ...]) -> str:
+    """One line of `list` (rich markup): each cell cut to its width ("…"), the id and age right-aligned."""
+    parts = []
+    for i, (text, width) in enumerate(zip(cells, widths, strict=True)):
+        cut = text if len(text) <= width else text[: width - 1] + "…"
+        parts.append(plain(cut.rjust(width) if i in (0, 4) else cut.ljust(width)))
+    return "  ".join(parts).rstrip()
 
 
 def _who(a: Alert) -> str:
