@@ -98,9 +98,16 @@ def _groups(bad: list[_Bad]) -> list[_Group]:
 
 
 def _record_group(store: ResultStore, group: _Group, rules: AlertRules, actor: str) -> None:
-    attached = {b.open_alert.id: b.open_alert for b in group.members if b.open_alert is not None}
+    # each alert read again: an earlier group of the night may have changed it (reopened a fixed one)
+    attached = {i: table.get(store, i) for i in {b.open_alert.id for b in group.members if b.open_alert is not None}}
     if not attached and (same := _open_with_change(store, group)) is not None:
         attached[same.id] = same
+    if not attached and (reopen := _reopenable(store, group, rules)) is not None:
+        reopen = table.get(store, reopen.id)
+        if reopen.state not in OPEN:
+            _reopen(store, reopen, [b.finding for b in group.members], actor)
+            return
+        attached[reopen.id] = reopen
     if attached:
         oldest = min(attached)
         by_alert: dict[int, list[Finding]] = {}
@@ -110,11 +117,7 @@ def _record_group(store: ResultStore, group: _Group, rules: AlertRules, actor: s
         for alert_id, found in by_alert.items():
             _join(store, attached[alert_id], found, actor)
         return
-    reopen = _reopenable(store, group, rules)
-    if reopen is not None:
-        _reopen(store, reopen, [b.finding for b in group.members], actor)
-    else:
-        _open(store, group, actor)
+    _open(store, group, actor)
 
 
 def _join(store: ResultStore, alert: Alert, found: list[Finding], actor: str) -> None:

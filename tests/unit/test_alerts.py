@@ -404,3 +404,18 @@ def test_a_postgres_store_of_the_previous_schema_is_migrated_to_alerts_of_one_me
         _v2_store(db.execute, pg=True)
     with open_store(pg_url) as store:
         _check_v2_migrated(store)
+
+
+def test_one_change_seen_in_two_sessions_is_one_alert_listing_both(tmp_path: Path) -> None:
+    rng = np.random.default_rng(24)
+    with open_store(tmp_path / "r.sqlite") as store:
+        for _ in range(6):
+            store_night(store, RULES, rng, session="combat")
+            store_night(store, RULES, rng, session="dialogue")
+        runs = [store_night(store, RULES, rng, slower={"c6-a": 1.4}, models={"c6-a": BAD}, session=s, moved=HEAVY)
+                for s in ("combat", "dialogue")]  # fmt: skip
+        (alert,) = table.select(store)
+        assert alert.sessions == ["combat", "dialogue"] and len(alert.metrics) == 4
+        events = store.alerts.events(alert.id)
+        assert [(e.event, e.run_id) for e in events] == [("opened", runs[0]), ("joined", runs[1])]
+        assert [a.id for a in night_alerts(store, runs, RULES.alerts).new] == [alert.id]  # the night's, once
