@@ -99,41 +99,31 @@ class AlertStore:
         params: list[Any] = []
         if states is not None:
             wanted = list(states)
-            where.append(f"state IN ({','.join('?' * len(wanted)) or 'NULL'})")
+            where.append(f"a.state IN ({','.join('?' * len(wanted)) or 'NULL'})")
             params += wanted
         if device:
-            where.append("device = ?")
+            where.append("a.device = ?")
             params.append(device)
-        sql = (
-            f"SELECT {_COLUMNS} FROM alerts" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY id DESC"
-        )
-        return self._with_metrics(self.db.execute(sql, params).fetchall())
+        return self._read(" AND ".join(where) or "1 = 1", params, newest_first=True)
 
     def of_ids(self, alert_ids: Iterable[int]) -> dict[int, AlertRow]:
         """Alert id -> alert, of those of `alert_ids` that exist."""
         ids = list(alert_ids)
-        marks = ", ".join("?" for _ in ids) or "NULL"
-        rows = self.db.execute(f"SELECT {_COLUMNS} FROM alerts WHERE id IN ({marks}) ORDER BY id", ids).fetchall()
-        return {a.id: a for a in self._with_metrics(rows)}
+        return {a.id: a for a in self._read(f"a.id IN ({', '.join('?' for _ in ids) or 'NULL'})", ids)}
 
     def of_metric(self, session: str, device: str, metric: str) -> AlertRow | None:
         """The newest alert of `device` that lists `metric` of `session` (one not fixed before a fixed one), or None."""
         row = self.db.execute(
-            f"SELECT {', '.join('a.' + n for n in _NAMES)} FROM alerts a JOIN alert_metrics m ON m.alert_id = a.id"
+            "SELECT a.id FROM alerts a JOIN alert_metrics m ON m.alert_id = a.id"
             " WHERE m.session = ? AND a.device = ? AND m.metric = ?"
             " ORDER BY CASE WHEN a.state = ? THEN 1 ELSE 0 END, a.id DESC LIMIT 1",
             (session, device, metric, FIXED),
         ).fetchone()
-        return self._with_metrics([row])[0] if row else None
+        return self.get(row[0]) if row else None
 
     def of_session(self, session: str) -> list[AlertRow]:
         """The alerts that list a metric of `session`, oldest first."""
-        rows = self.db.execute(
-            f"SELECT {_COLUMNS} FROM alerts WHERE id IN (SELECT alert_id FROM alert_metrics WHERE session = ?)"
-            " ORDER BY id",
-            (session,),
-        ).fetchall()
-        return self._with_metrics(rows)
+        return self._read("a.id IN (SELECT alert_id FROM alert_metrics WHERE session = ?)", [session])
 
     def insert(self, alert: AlertRow) -> int:
         """Store a new alert and its metrics (its `id` is ignored); returns its id."""
@@ -194,22 +184,23 @@ class AlertStore:
         rows = self.db.execute(_EVENTS + f" WHERE run_id IN ({','.join('?' * len(ids))}) ORDER BY id", ids)
         return [self._event(r) for r in rows.fetchall()]
 
-    def _with_metrics(self, rows: list[tuple]) -> list[AlertRow]:
-        """The alerts of `rows`, each with its metrics (read in one statement)."""
-        alerts = [self._row(r) for r in rows]
-        if not alerts:
-            return alerts
-        by_id = {a.id: a for a in alerts}
-        marks = ", ".join("?" for _ in by_id)
-        found = self.db.execute(
-            f"SELECT {_METRIC_COLUMNS} FROM alert_metrics WHERE alert_id IN ({marks})"
-            " ORDER BY alert_id, first_run, session, metric",
-            list(by_id),
-        )
-        for r in found.fetchall():
-            metric = self._metric(r)
-            by_id[metric.alert_id].metrics.append(metric)
-        return alerts
+    def _read(self, where: str, params: list[Any], *, newest_first: bool = False) -> list[AlertRow]:
+        """The alerts matching `where` (on table `a`), each with its metrics, in one statement (an alert without
+        metrics comes back with none, for bench.alerts.table to name)."""
+        columns = ", ".join([*(f"a.{n}" for n in _NAMES), *(f"m.{n.strip()}" for n in _METRIC_COLUMNS.split(","))])
+        rows = self.db.execute(
+            f"SELECT {columns} FROM alerts a LEFT JOIN alert_metrics m ON m.alert_id = a.id WHERE {where}"
+            f" ORDER BY a.id{' DESC' if newest_first else ''}, m.first_run, m.session, m.metric",
+            params,
+        ).fetchall()
+        alerts: dict[int, AlertRow] = {}
+        for r in rows:
+            alert = alerts.get(r[0])
+            if alert is None:
+                alert = alerts[r[0]] = self._row(r[: len(_NAMES)])
+            if r[len(_NAMES)] is not None:
+                alert.metrics.append(self._metric(r[len(_NAMES) :]))
+        return list(alerts.values())
 
     def _row(self, row: tuple) -> AlertRow:
         """A stored alert, each field checked for its type: a row changed outside the bench (a blob owner, a date
