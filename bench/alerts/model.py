@@ -142,7 +142,7 @@ class Alert(AlertRow):
 
     @property
     def bisect(self) -> str:
-        """The `hilbench bisect` command that finds the first bad build (of its lead metric)."""
+        """The `hilbench bisect` command that finds the first bad build (judged on the first metric it opened with)."""
         return str(self.data.get("bisect") or "")
 
     @property
