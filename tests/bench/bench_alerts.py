@@ -187,8 +187,8 @@ def model_step(out: Path, device: str, session: Path) -> list[tuple[str, bool, s
 
     def cli(*args: str) -> str:
         done = bv.hilbench(REPO, "alerts", *args, "--results", str(store))
-        print(f"$ hilbench alerts {shlex.join(args)}\n" + "".join(f"  {x}\n" for x in done.stdout.splitlines()),
-              done.stderr, end="", flush=True)  # fmt: skip
+        lines = (done.stdout + done.stderr).splitlines()
+        print(f"$ hilbench alerts {shlex.join(args)}\n" + "".join(f"  {x}\n" for x in lines), end="", flush=True)
         return done.stdout
 
     for k in range(1, RULES.baseline_runs + 1):
