@@ -92,10 +92,12 @@ def store_night(
     models: dict[str, str] | None = None,
     devices: tuple[str, ...] = ("c6-a", "orin-1"),
     session: str = "combat",
+    moved: tuple[str, ...] = ("inference_latency_p50",),
 ) -> int:
-    """One judged night of `session` on `devices` (real-time clocks, CV 1.2%), each device's inference P50 times
-    its `slower` factor, running the model `models` names (default "0"*64), its findings recorded as alerts by the
-    nightly's own step; returns the run id."""
+    """One judged night of `session` on `devices` (real-time clocks, CV 1.2%), each device's `moved` figures
+    (default its inference P50; also "decision_latency_p50", "mem_peak") times its `slower` factor, running the
+    model `models` names (default "0"*64), its findings recorded as alerts by the nightly's own step; returns the
+    run id."""
     run = store.runs.begin_run("replay", session=session)
     for name in devices:
         kind, inference, latency, fps, mem, _ = FLEET[name]
@@ -103,12 +105,14 @@ def store_night(
         noise = rng.lognormal(0.0, 0.012, 3)
         model = (models or {}).get(name, "0" * 64)
         store.verdicts.record_fingerprint(run, name, {"model_sha256": model, "virtual": True, "clock": "real time"})
+        factor = {m: (slower or {}).get(name, 1.0) for m in moved}
         store.measures.add_measurements(run, name, [
-            Measurement("inference_latency_p50", "us", inference * (slower or {}).get(name, 1.0) * noise[0],
-                        samples=900),
-            Measurement("decision_latency_p50", "us", latency * noise[1], samples=900),
-            Measurement("fps", "FPS", fps * (1 + (noise[2] - 1) / 20), samples=900),
-            Measurement("mem_peak", "B", mem, samples=40),
+            Measurement(m, unit, value * factor.get(m, 1.0), samples=samples) for m, unit, value, samples in (
+                ("inference_latency_p50", "us", inference * noise[0], 900),
+                ("decision_latency_p50", "us", latency * noise[1], 900),
+                ("fps", "FPS", fps * (1 + (noise[2] - 1) / 20), 900),
+                ("mem_peak", "B", mem, 40),
+            )
         ])  # fmt: skip
         store.runs.update_device(run, name, status="ok")
     store.runs.finish_run(run, "ok")

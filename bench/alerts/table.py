@@ -31,21 +31,25 @@ def who() -> str:
 
 def checked(row: AlertRow, label: str) -> Alert:
     """The alert of a row of store `label`, its values checked: a row changed outside the bench (a kind or state the
-    bench does not know, an effect that is text) is a DamagedStore naming the row and field (exit 2)."""
+    bench does not know, an effect that is text, an alert without metrics) is a DamagedStore naming the row and
+    field (exit 2)."""
     where = (label, "alerts", row.id)
-    for name, allowed in (("kind", KINDS), ("state", STATES)):
-        value = getattr(row, name)
-        if value not in allowed:
-            raise stored.damaged(*where, name, f"{str(value)[:40]!r} is not one of {', '.join(allowed)}")
-    _check_data(row.data, where)
+    if row.state not in STATES:
+        raise stored.damaged(*where, "state", f"{str(row.state)[:40]!r} is not one of {', '.join(STATES)}")
+    if not row.metrics:
+        raise stored.damaged(*where, "metrics", "it lists no metric (table alert_metrics has none of it)")
+    _check_cause(row.data, where)
+    for m in row.metrics:
+        at = (label, "alert_metrics", f"{m.alert_id}/{m.session[:40]}/{m.metric[:40]}")
+        if m.kind not in KINDS:
+            raise stored.damaged(*at, "kind", f"{str(m.kind)[:40]!r} is not one of {', '.join(KINDS)}")
+        _check_figures(m.data, at)
     return Alert.of(row)
 
 
-def _check_data(data: dict[str, Any], where: tuple) -> None:
-    """An alert's evidence: the fields the bench reads checked for their types."""
-    for key in ("effect_pct", "p_value", "baseline_value", "value"):
-        stored.number(data.get(key), *where, f"data.{key}")
-    for key in ("title", "cause", "unit", "reason", "bisect"):
+def _check_cause(data: dict[str, Any], where: tuple) -> None:
+    """An alert's cause: the fields the bench reads checked for their types."""
+    for key in ("cause", "bisect"):
         if key in data and not isinstance(data[key], str | None):
             raise stored.damaged(*where, f"data.{key}", f"a {type(data[key]).__name__}, not text")
     try:
@@ -57,6 +61,15 @@ def _check_data(data: dict[str, Any], where: tuple) -> None:
         raise stored.damaged(*where, "data.change", "not a list of text")
     if data.get("suggested_of") is not None:
         stored.integer(data["suggested_of"], *where, "data.suggested_of", low=1)
+
+
+def _check_figures(data: dict[str, Any], where: tuple) -> None:
+    """A metric's figures: the fields the bench reads checked for their types."""
+    for key in ("effect_pct", "p_value", "baseline_value", "value"):
+        stored.number(data.get(key), *where, f"data.{key}")
+    for key in ("title", "unit", "reason"):
+        if key in data and not isinstance(data[key], str | None):
+            raise stored.damaged(*where, f"data.{key}", f"a {type(data[key]).__name__}, not text")
     drift = data.get("drift")
     if drift is not None:
         if not isinstance(drift, dict):
@@ -79,20 +92,19 @@ def select(store: ResultStore, *, states: Iterable[str] | None = None, device: s
     return [checked(r, store.label) for r in store.alerts.select(states=states, device=device)]
 
 
-def of_key(store: ResultStore, session: str, device: str, metric: str) -> Alert | None:
-    """The newest alert of one session, device and metric, or None."""
-    row = store.alerts.of_key(session, device, metric)
+def of_metric(store: ResultStore, session: str, device: str, metric: str) -> Alert | None:
+    """The newest alert of `device` that lists `metric` of `session` (one not fixed before a fixed one), or None."""
+    row = store.alerts.of_metric(session, device, metric)
     return checked(row, store.label) if row else None
 
 
 def of_session(store: ResultStore, session: str) -> list[Alert]:
-    """The newest alert of each device and metric of a session."""
-    newest = {(r.device, r.metric): r for r in store.alerts.of_session(session)}
-    return [checked(r, store.label) for r in newest.values()]
+    """The alerts that list a metric of `session`, oldest first."""
+    return [checked(r, store.label) for r in store.alerts.of_session(session)]
 
 
 def update(store: ResultStore, alert: Alert, *, was: str | None = None) -> None:
-    """Write back every field of `alert` but its key and first night; with `was`, only while the stored alert is
+    """Write back `alert` (its state, triage, newest night and metrics); with `was`, only while the stored alert is
     still in state `was` (compare-and-set: of two changes made at once, one wins and the other gets an
     AlertError naming the state it found)."""
     if store.alerts.update(alert, was=was):

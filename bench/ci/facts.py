@@ -92,17 +92,20 @@ class Case:
 
 @dataclass(frozen=True)
 class AlertLine:
-    """An alert the job opened, joined or fixed, with its state (untriaged, acknowledged, ...)."""
+    """An alert the job opened, joined or fixed, with its state (untriaged, acknowledged, ...): one cause on one
+    device, and every metric it lists."""
 
     id: int
     state: str
     new: bool
     device: str
-    session: str
-    metric: str  # its title, for people
+    session: str  # its metrics' sessions
+    metric: str  # its metrics with their effects, for people ("inference P50 +41.0%; decision P50 +38.2%")
     age_days: float = 0.0  # in its state
     overdue: bool = False  # untriaged for longer than the rules allow
-    text: str = ""  # its effect, owner and link
+    text: str = ""  # its owner, link, the alert it is downstream of
+    failing: bool = False  # it makes the job exit 1
+    metrics: int = 1  # how many metrics it lists
 
 
 @dataclass
@@ -191,6 +194,17 @@ def outcome_cases(job: str, outcomes: Mapping[str, Outcome]) -> list[Case]:
         status = {FailureClass.PRODUCT: FAILED, FailureClass.INFRASTRUCTURE: ERROR}.get(outcome.cls)
         if status is not None:
             cases.append(Case(f"hilbench {job}: devices", f"devices.{device}", "run", status, outcome.label))
+    return cases
+
+
+def alert_cases(job: str, alerts: Iterable[AlertLine]) -> list[Case]:
+    """One case per alert (one cause on one device, however many metrics it lists): failed when it makes the job
+    exit 1 (untriaged, or acknowledged when those fail the night), passed otherwise with its state and metrics."""
+    cases = []
+    for a in alerts:
+        words = f"{a.state}: {a.metric}" + (f" ({a.text})" if a.text else "")
+        status = FAILED if a.failing else PASSED
+        cases.append(Case(f"hilbench {job}: alerts", f"alerts.{a.device}", f"alert #{a.id}", status, words))
     return cases
 
 

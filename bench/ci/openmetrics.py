@@ -6,6 +6,8 @@ Families (all gauges, no timestamps: the textfile collector refuses them):
 - `hilbench_figure_baseline{...}`: the mean of the baseline window a judged figure was held against;
 - `hilbench_regression{...}`: 1 when the judged figure is a regression, else 0;
 - `hilbench_drift_pct{...}`: for a regression that is a drift, its cumulative change since its first night, percent;
+- `hilbench_alert_metrics{alert,device,state}`: each alert the job opened, joined or fixed (one per cause on a
+  device), the number of metrics it lists; `hilbench_alert_failing{...}`: 1 when it makes the job exit 1;
 - `hilbench_job_exit_code{command}` and `hilbench_job_started_seconds{command}` (Unix time)."""
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class _Job(Collector):
         yield baseline
         yield regression
         yield drift
+        yield from self._alerts()
         job = [self.report.job]
         code = GaugeMetricFamily(
             "hilbench_job_exit_code",
@@ -69,6 +72,16 @@ class _Job(Collector):
             )
             started.add_metric(job, self.report.started.timestamp())
             yield started
+
+    def _alerts(self) -> Iterator[Metric]:
+        labels = ["alert", "device", "state"]
+        count = GaugeMetricFamily("hilbench_alert_metrics", "the metrics an alert (one cause) lists", labels=labels)
+        failing = GaugeMetricFamily("hilbench_alert_failing", "1 when the alert makes the job exit 1", labels=labels)
+        for a in self.report.alerts:
+            count.add_metric([str(a.id), a.device, a.state], float(a.metrics))
+            failing.add_metric([str(a.id), a.device, a.state], 1.0 if a.failing else 0.0)
+        yield count
+        yield failing
 
 
 def _distinct(figures: Iterable[Figure]) -> Iterator[Figure]:

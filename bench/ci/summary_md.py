@@ -1,6 +1,7 @@
 """The Markdown summary of a job, for a CI job page or a pull request comment (GitHub-flavoured Markdown).
 
-It leads with what the job found and its exit code, then the verdicts that changed, each alert with its state,
+It leads with what the job found and its exit code, then the verdicts that changed, each alert (one per cause,
+with every metric it lists) and its state,
 the judged figures against their baseline (one folded table per device and session), the pages, notes and where
 the time went. It stays under `limit` characters (GitHub takes 65,535 in a comment, 1 MiB per step summary):
 rows that do not fit are left out and counted in a line that says where to read them."""
@@ -109,10 +110,11 @@ def summary_markdown(report: CiReport, *, limit: int = COMMENT_LIMIT, base_url: 
         _changed(out, report, changed)
     if report.alerts:
         out.add(
-            "### Alerts", "", "| alert | state | device | session | metric | age | |", "|---|---|---|---|---|---:|---|"
+            "### Alerts", "", "| alert | state | device | session | metrics | age | |", "|---|---|---|---|---|---:|---|"
         )
         for a in sorted(report.alerts, key=lambda a: (not a.new, not a.overdue, a.id)):
             state = ("**new**, " if a.new else "") + cell(a.state) + (", **overdue**" if a.overdue else "")
+            state += ", fails the job" if a.failing else ""
             out.add(f"| #{a.id} | {state} | {cell(a.device)} | {cell(a.session)} | {cell(a.metric)} | "
                     f"{a.age_days:.1f} d | {cell(a.text)} |")  # fmt: skip
         out.add("")

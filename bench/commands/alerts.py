@@ -11,12 +11,12 @@ import textwrap
 from collections.abc import Callable
 
 from bench.alerts import STATES, Alert, table
-from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, UNTRIAGED
+from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, UNTRIAGED, AlertMetric
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.commands import add_results_option, results_at
 from bench.commands.report import run_id_arg
 from bench.config.fleet import Fleet, find_fleet, load_fleet
-from bench.core.console import compact_table, emit_json, out, plain, shown
+from bench.core.console import emit_json, out, plain, shown
 from bench.core.errors import ConfigError
 from bench.core.units import figure
 from bench.results.thresholds import load_thresholds
@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `alerts` command group."""
     group = sub.add_parser("alerts", help="the nightly's alerts: list, show and triage them")
     asub = group.add_subparsers(dest="alerts_command", required=True)
-    p = asub.add_parser("list", help="alerts not fixed (or --state S, --all), newest first")
+    p = asub.add_parser("list", help="alerts not fixed (or --state S, --all), newest first, one line each")
     p.add_argument("--state", action="append", choices=STATES, default=[], help="only alerts in this state")
     p.add_argument("--all", action="store_true", help="alerts in every state, fixed ones included")
     p.add_argument("--device", metavar="NAME", help="only this device's alerts")
@@ -92,7 +92,7 @@ def _id(value: str, what: str = "alert") -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """The alerts as a table (80 columns), overdue untriaged ones flagged."""
+    """The alerts, one line each (80 columns), overdue untriaged ones flagged."""
     rules = load_thresholds(args.thresholds).alerts
     states = None if args.all else (args.state or list(OPEN))
     with _store(args) as store:
@@ -104,20 +104,44 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not alerts:
         out.print("no alerts" + ("" if args.all else " open (--all shows fixed ones)"), highlight=False)
         return 0
-    grid = compact_table()
-    for col in ("#", "device", "metric", "effect", "state", "age", "who / why"):
-        grid.add_column(col, no_wrap=col in ("#", "device", "age"), justify="right" if col in ("#", "age") else "left")
-    for a in alerts:
-        late = a.overdue(rules.untriaged_days, now)
-        state = f"[red]{plain(a.state)}![/red]" if late else plain(a.state)
-        grid.add_row(str(a.id), plain(a.device), plain(a.title), plain(a.effect_label()), state,
-                     f"{a.age_days(now):.1f} d", plain(_who(a)))  # fmt: skip
-    out.print(grid)
+    for line in _list_lines(alerts, rules.untriaged_days, now):
+        out.print(line, highlight=False, soft_wrap=True)
     late = [a for a in alerts if a.overdue(rules.untriaged_days, now)]
     if late:
         ids = ", ".join(f"#{a.id}" for a in late)
         out.print(f"! untriaged for more than {rules.untriaged_days:g} days: {ids}", highlight=False)
     return 0
+
+
+def _list_lines(alerts: list[Alert], untriaged_days: float, now: dt.datetime) -> list[str]:
+    """`alerts list` as rich markup: a header, a rule and one line per alert that fits WIDTH columns, its metrics
+    shortened to the room left (an overdue state in red, ending in `!`)."""
+    rows = []
+    for a in alerts:
+        late = a.overdue(untriaged_days, now)
+        rows.append((str(a.id), shown(a.device), a, a.state + ("!" if late else ""), f"{a.age_days(now):.1f} d",
+                     shown(_who(a)), late))  # fmt: skip
+    head = ("#", "device", "metrics", "state", "age", "who / why")
+    ids, devices, states, ages = (max(len(head[i]), *(len(r[i]) for r in rows)) for i in (0, 1, 3, 4))
+    devices = min(devices, 12)
+    room = WIDTH - ids - devices - states - ages - 2 * 5
+    who = min(max(len(head[5]), *(len(r[5]) for r in rows)), 20, max(4, room - 24))
+    metrics = room - who
+    lines = [_row(head, (ids, devices, metrics, states, ages, who)), "─" * WIDTH]
+    for id_, device, alert, state, age, why, late in rows:
+        cells = (id_, device, shown(alert.what(metrics)), state, age, why)
+        line = _row(cells, (ids, devices, metrics, states, ages, who))
+        lines.append(line.replace(f" {plain(state)} ", f" [red]{plain(state)}[/red] ", 1) if late else line)
+    return lines
+
+
+def _row(cells: tuple[str, ...], widths: tuple[int, ...]) -> str:
+    """One line of `list` (rich markup): each cell cut to its width ("…"), the id and age right-aligned."""
+    parts = []
+    for i, (text, width) in enumerate(zip(cells, widths, strict=True)):
+        cut = text if len(text) <= width else text[: width - 1] + "…"
+        parts.append(plain(cut.rjust(width) if i in (0, 4) else cut.ljust(width)))
+    return "  ".join(parts).rstrip()
 
 
 def _who(a: Alert) -> str:
@@ -138,17 +162,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**alert.to_json(), "events": [e.to_json() for e in history]})
         return 0
+    count = f"{len(alert.metrics)} metric{'s' if len(alert.metrics) != 1 else ''}"
     lines = [
-        f"alert #{alert.id}: {alert.device} {alert.title} ({alert.kind}), session {alert.session}",
+        f"alert #{alert.id}: {alert.device}, {count} ({alert.kind}), session {', '.join(alert.sessions)}",
         f"  state {alert.state} since {alert.state_since[:16]}" + _state_detail(alert),
         f"  first night run {alert.first_run}, newest bad night run {alert.last_run}",
-        f"  effect {alert.effect_text()}" + _baseline(alert),
+        "  metrics:",
+        *(_metric_line(m, len(alert.sessions) > 1) for m in alert.metrics),
     ]
-    if drift := alert.drift:
-        lines.append(f"  {alert.effect_label()} ({drift['nights']} nights, newest run {alert.last_run})")
     lines += [f"  change: {c}" for c in alert.change] or ["  change: none in the fingerprint"]
     lines += [f"  {alert.cause}"] if alert.cause else []
-    lines += [f"  reason: {alert.data['reason']}"] if alert.data.get("reason") and alert.effect_pct is None else []
     lines += ["  find the first bad build:", *command_lines(alert.bisect, "    ")] if alert.bisect else []
     if alert.suggested_of and alert.of_alert is None:
         lines.append(f"  same change as alert #{alert.suggested_of}: hilbench alerts downstream {alert.id} "
@@ -191,8 +214,20 @@ def _state_detail(a: Alert) -> str:
     return f" by run {a.fixed_run}" if a.fixed_run else ""
 
 
-def _baseline(a: Alert) -> str:
-    base, value, unit = a.data.get("baseline_value"), a.data.get("value"), a.data.get("unit", "")
+def _metric_line(m: AlertMetric, sessions: bool) -> str:
+    """ "    inference P50: +41.0% (p 0.0003): 1.20 ms -> 1.69 ms; regression, runs 7 to 9" and how it recovers."""
+    where = f"{m.session} " if sessions else ""
+    line = f"    {where}{m.title}: {m.effect_text()}" + _baseline(m)
+    if (drift := m.drift) is not None:
+        line += f"; {m.effect_label()} ({drift['nights']} nights)"
+    line += f"; {m.kind}, runs {m.first_run} to {m.last_run}"
+    if m.recovered_run is not None:
+        return line + f"; recovered by run {m.recovered_run}"
+    return line + (f"; {m.good_nights} good night{'s' if m.good_nights != 1 else ''}" if m.good_nights else "")
+
+
+def _baseline(m: AlertMetric) -> str:
+    base, value, unit = m.data.get("baseline_value"), m.data.get("value"), m.data.get("unit", "")
     if base is None or value is None:
         return ""
     return f": {figure(base, unit)} -> {figure(value, unit)}"

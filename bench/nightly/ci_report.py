@@ -6,7 +6,16 @@ from __future__ import annotations
 import datetime as dt
 
 from bench.alerts import NightAlerts
-from bench.ci.facts import AlertLine, CiReport, Figure, judged_runs, outcome_cases, run_figures, verdict_cases
+from bench.ci.facts import (
+    AlertLine,
+    CiReport,
+    Figure,
+    alert_cases,
+    judged_runs,
+    outcome_cases,
+    run_figures,
+    verdict_cases,
+)
 from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import OTA_SESSION
 from bench.results.thresholds import Thresholds
@@ -40,6 +49,7 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
         notes += [f"{device} ({session}): {cause}" for device, cause in conf.causes.items()]
     for run in runs:
         notes += [f"first bad build on {device}: `{command}`" for device, command in run.bisect.items()]
+    alerts = alert_lines(result.alerts) if result.alerts is not None else []
     pages = [(f"{r.session} (run {r.run_id})", r.page) for r in result.runs if r.page is not None]
     if result.health_page is not None:
         pages.append(("device health", result.health_page))
@@ -50,8 +60,12 @@ def nightly_report(result: NightlyResult, store: ResultStore, thresholds: Thresh
         headline=headline,
         judged=judged,
         figures=figures,
-        cases=verdict_cases("nightly", judged) + outcome_cases("nightly", result.outcomes()),
-        alerts=alert_lines(result.alerts) if result.alerts is not None else [],
+        cases=[
+            *verdict_cases("nightly", judged),
+            *outcome_cases("nightly", result.outcomes()),
+            *alert_cases("nightly", alerts),
+        ],
+        alerts=alerts,
         pages=pages,
         notes=notes,
         timings=[(f"stage {s.name}", s.seconds) for s in result.stages],
@@ -67,14 +81,16 @@ def drift_words(verdict: Verdict) -> str:
 
 
 def alert_lines(found: NightAlerts) -> list[AlertLine]:
-    """The night's alerts for the CI files: new ones, known ones it joined, fixed ones, and overdue ones of any
-    night, each once."""
+    """The night's alerts for the CI files, one line each: new ones, known ones it joined, fixed ones, and overdue
+    ones of any night, each once, with every metric it lists."""
     lines: dict[int, AlertLine] = {}
     overdue = {a.id for a in found.overdue}
+    failing = {a.id for a in found.failing}
     for new, alerts in ((True, found.new), (False, [*found.known, *found.fixed, *found.overdue])):
         for a in alerts:
-            effect = a.effect_text() if a.effect_pct is None else a.effect_label()
             extra = [f"owner {a.owner}" if a.owner else "", a.link, f"of #{a.of_alert}" if a.of_alert else ""]
-            lines.setdefault(a.id, AlertLine(a.id, a.state, new, a.device, a.session, a.title, a.age_days(found.now),
-                                             a.id in overdue, "; ".join(x for x in (effect, *extra) if x)))  # fmt: skip
+            metrics = "; ".join(m.brief() for m in a.metrics)
+            lines.setdefault(a.id, AlertLine(a.id, a.state, new, a.device, ", ".join(a.sessions), metrics,
+                                             a.age_days(found.now), a.id in overdue, "; ".join(x for x in extra if x),
+                                             a.id in failing, len(a.metrics)))  # fmt: skip
     return list(lines.values())

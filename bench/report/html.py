@@ -221,7 +221,7 @@ def _cell_view(cell: Cell, grid: SessionGrid) -> dict:
         "text": text,
         "na": "",
         "status": mark,
-        "alert": _alert_view(_shown(cell.alert, index), grid),
+        "alert": _alert_view(_shown(cell.alert, index), grid, cell.rule.name),
     }
 
 
@@ -232,15 +232,19 @@ def _shown(alert: Alert | None, nights: dict[int, int]) -> Alert | None:
     return alert
 
 
-def _alert_view(alert: Alert | None, grid: SessionGrid) -> dict | None:
-    """An alert as a history cell or the grid's list shows it: number, state, age; overdue when untriaged too long."""
+def _alert_view(alert: Alert | None, grid: SessionGrid, metric: str | None = None) -> dict | None:
+    """An alert as a history cell (of `metric`) or the grid's list shows it: number, state, age, whether the
+    cell's metric recovered inside it; overdue when untriaged too long; `what` lists its metrics."""
     if alert is None:
         return None
     age = alert.age_days()
     who = f" of #{alert.of_alert}" if alert.of_alert else (f" · {alert.owner}" if alert.owner else "")
-    return {"id": alert.id, "state": alert.state, "text": f"#{alert.id} {alert.state}{who} · {age:.1f} d",
-            "overdue": alert.overdue(grid.untriaged_days), "title": alert.line(), "device": alert.device,
-            "what": alert.title}  # fmt: skip
+    mine = alert.metric(grid.session, metric) if metric else None
+    back = " · this one recovered" if mine is not None and mine.recovered_run is not None else ""
+    more = f" · {len(alert.metrics)} metrics" if metric and len(alert.metrics) > 1 else ""
+    return {"id": alert.id, "state": alert.state, "text": f"#{alert.id} {alert.state}{who} · {age:.1f} d{more}{back}",
+            "overdue": alert.overdue(grid.untriaged_days), "title": alert.line(width=400), "device": alert.device,
+            "what": alert.what(400)}  # fmt: skip
 
 
 def write_health(reports_dir: Path, started: str, health: list[dict], skipped: dict[str, str]) -> Path:

@@ -39,7 +39,7 @@ class Cell:
     points: list[Point]
     failures: dict[int, str] = field(default_factory=dict)  # run id -> why the device's part did not finish
     changes: dict[int, list[str]] = field(default_factory=dict)  # run id -> what changed against the night before
-    alert: Alert | None = None  # the newest alert of this device and metric (bench.alerts)
+    alert: Alert | None = None  # the newest alert that lists this device's metric (bench.alerts)
 
     @property
     def not_applicable(self) -> str:
@@ -64,7 +64,8 @@ class SessionGrid:
     devices: list[str]
     rules: list[MetricRule]
     cells: dict[tuple[str, str], Cell]  # (device, metric) -> cell
-    alerts: list[Alert] = field(default_factory=list)  # the session's alerts not fixed, product failures' included
+    alerts: list[Alert] = field(default_factory=list)  # the alerts not fixed listing a metric of the session, oldest
+    # first (product failures' included; an alert of one cause lists metrics of every session it moved)
     untriaged_days: float = 3.0  # an alert untriaged for longer is flagged
 
 
@@ -94,7 +95,8 @@ def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list
     for (run_id, device), fp in store.verdicts.fingerprints_of_runs(ids).items():
         prints.setdefault(device, {})[run_id] = fp
     changed = {device: _changes(by_run) for device, by_run in prints.items()}
-    newest = {(a.device, a.metric): a for a in table.of_session(store, session)}
+    alerts = table.of_session(store, session)
+    newest = {(a.device, m.metric): a for a in alerts for m in a.metrics if m.session == session}
     cells: dict[tuple[str, str], Cell] = {}
     rules = []
     for rule in thresholds.rules:
@@ -116,7 +118,7 @@ def _grid(store: ResultStore, thresholds: Thresholds, session: str, nights: list
         if any(c.not_applicable == "" for c in row.values()):  # a metric no device has a figure of is left out
             rules.append(rule)
             cells.update(row)
-    open_alerts = sorted((a for a in newest.values() if a.state != FIXED), key=lambda a: a.id)
+    open_alerts = [a for a in alerts if a.state != FIXED]
     return SessionGrid(session, nights, sorted(devices), rules, cells, open_alerts, thresholds.alerts.untriaged_days)
 
 

@@ -28,7 +28,7 @@ from bench.store.measurements import MeasurementStore
 from bench.store.raw import RawStore
 from bench.store.reading import Reading
 from bench.store.runs import RunStore
-from bench.store.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
+from bench.store.schema import FIRST_VERSION, MIGRATIONS, SCHEMA_VERSION, TABLES
 from bench.store.verdicts import VerdictStore
 from bench.store.windows import WindowStore
 
@@ -82,8 +82,8 @@ class ResultStore:
         """The open connection, its schema created; a ConfigError naming the store when it cannot be opened."""
         try:
             if isinstance(self.path, str):
-                return PostgresConnection(self.path, TABLES, _META, (str(SCHEMA_VERSION),))
-            return connect_sqlite(self.path, TABLES, _META, (str(SCHEMA_VERSION),))
+                return PostgresConnection(self.path, TABLES, _META, (str(FIRST_VERSION),))
+            return connect_sqlite(self.path, TABLES, _META, (str(FIRST_VERSION),))
         except (sqlite3.Error, OSError) as exc:
             raise ConfigError(
                 f"results store {self.path}: cannot open: {exc}", hint="check the path (--results)"
@@ -97,9 +97,10 @@ class ResultStore:
             ) from None
 
     def _migrate(self) -> None:
-        """Bring a store written by an older bench to SCHEMA_VERSION, one version at a time (each step's statements
-        are idempotent, and the version moves on only from the one it was: two hosts opening it at once agree); a
-        store a newer bench wrote is refused."""
+        """Bring a store written by an older bench (or a new one, created at FIRST_VERSION) to SCHEMA_VERSION, one
+        version at a time, each step in one transaction that first moves the version on from the one it was: of two
+        hosts opening the store at once, one runs the step and the other finds it done. A store a newer bench wrote
+        is refused."""
         row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = stored.integer(row[0] if row else None, self.label, "meta", "'schema_version'", "value", low=1)
         if version > SCHEMA_VERSION:
@@ -109,11 +110,12 @@ class ResultStore:
             )
         for step in range(version, SCHEMA_VERSION):
             with self.db.tx():
-                for statement in MIGRATIONS.get(step, []):
+                moved = self.db.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version' AND value = ? RETURNING key",
+                    (str(step + 1), str(step)),
+                ).fetchall()
+                for statement in MIGRATIONS.get(step, []) if moved else []:
                     self.db.execute(statement)
-                self.db.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version' AND value = ?", (str(step + 1), str(step))
-                )
 
     @property
     def local_dir(self) -> Path | None:

@@ -2,10 +2,12 @@
 
 from bench.store.frame_columns import PACKED
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-# alerts (bench.alerts, docs/alerts.md): one row per alert with its state, and every change to it
-ALERT_TABLES = [
+# alerts as version 2 kept them (bench.alerts, docs/alerts.md): one row per device, session and metric, and every
+# change to it. A new store is created at version 1 and brought up by MIGRATIONS like any other, so these stay as
+# they were; the next step reshapes them.
+ALERT_TABLES_V2 = [
     """CREATE TABLE IF NOT EXISTS alerts (
         id INTEGER PRIMARY KEY,
         session TEXT NOT NULL,
@@ -37,8 +39,35 @@ ALERT_TABLES = [
     "CREATE INDEX IF NOT EXISTS alert_events_by_run ON alert_events (run_id)",
 ]
 
-# schema version -> the statements that bring a store of that version to the next one
-MIGRATIONS: dict[int, list[str]] = {1: ALERT_TABLES}
+# version 3: one alert per cause (a device's metrics that moved with one fingerprint change or on one first bad
+# night): `alerts` keeps the alert's state and cause, `alert_metrics` each metric it lists. Each version-2 alert
+# becomes an alert of one metric (a fixed one's metric recovered by its fixing run). The index keeps its name on
+# other columns, so a bench of version 2 opening this store (its CREATE INDEX IF NOT EXISTS alerts_by_key a no-op)
+# reaches the version check and is refused with its fix, not a missing column.
+ALERT_GROUPS = [
+    """CREATE TABLE IF NOT EXISTS alert_metrics (
+        alert_id INTEGER NOT NULL REFERENCES alerts(id),
+        session TEXT NOT NULL,
+        metric TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        first_run INTEGER NOT NULL,
+        last_run INTEGER NOT NULL,
+        good_nights INTEGER NOT NULL DEFAULT 0,
+        recovered_run INTEGER,
+        data TEXT NOT NULL DEFAULT '{}',
+        PRIMARY KEY (alert_id, session, metric))""",
+    "INSERT INTO alert_metrics (alert_id, session, metric, kind, first_run, last_run, good_nights, recovered_run, data)"
+    " SELECT id, session, metric, kind, first_run, last_run, good_nights,"
+    " CASE WHEN state = 'fixed' THEN fixed_run END, data FROM alerts",
+    "DROP INDEX IF EXISTS alerts_by_key",
+    *(f"ALTER TABLE alerts DROP COLUMN {column}" for column in ("session", "metric", "kind", "good_nights")),
+    "CREATE INDEX IF NOT EXISTS alerts_by_key ON alerts (device, state)",
+    "CREATE INDEX IF NOT EXISTS alert_metrics_by_key ON alert_metrics (session, metric)",
+]
+
+# schema version -> the statements that bring a store of that version to the next one (a new store starts at 1)
+FIRST_VERSION = 1
+MIGRATIONS: dict[int, list[str]] = {1: ALERT_TABLES_V2, 2: ALERT_GROUPS}
 
 
 def run_device_table(name: str, *columns: str, key: str = "") -> str:
@@ -213,5 +242,4 @@ TABLES = [
     # a packed array, in PACKED order, then the flags); the `frames` table above holds them a row per frame while
     # their run is written (each commit small; a killed run keeps what it wrote) and for runs written before it
     run_device_table("frame_packs", "n INTEGER NOT NULL", *(f"{c} BLOB NOT NULL" for c in (*PACKED, "flags"))),
-    *ALERT_TABLES,
 ]

@@ -114,8 +114,7 @@ class AlertsSummary:
 
 
 def _short(a: Alert) -> str:
-    effect = f" {a.effect_label()}" if a.effect_pct is not None else ""
-    return f"#{a.id} {a.state} {a.title}{effect}"
+    return f"#{a.id} {a.state} {a.what(120)}"
 
 
 def _untriaged_days() -> float:

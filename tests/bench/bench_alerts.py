@@ -16,6 +16,14 @@ NightlyResult.exit_code), and triage through the `hilbench alerts` CLI as a user
 
 Each step prints what happened next to what it should be, and the script exits 1 if any step is not met.
 
+With --model-step DEVICE it runs reduced nightlies (`hilbench nightly --session combat.mcap --device DEVICE`, update
+and fault stages skipped) on the bundled virtual fleet as it is (pi5-1: the Pi 5 guest under QEMU -icount, its PMIC
+meter) from this checkout: `baseline_runs` unchanged nights, then a model with twice the multiply-accumulates
+(`--model`, grown from the fixture policy as bench_verdicts.py grows it) two nights in a row, acknowledged after the
+first. Goals (issue 51): the first model night opens ONE alert, listing every metric the night's verdicts found
+regressed on the device; after one `hilbench alerts ack` the next night with the same model exits 0, its alert
+known and acknowledged, no new one. About 1.5 minutes a night on the 2-core host when nothing else runs.
+
 With --real DEVICES it runs real nightlies instead (`hilbench nightly` on the bundled virtual fleet with its Linux
 boards as loopback stand-ins, update and fault stages skipped, from a scratch copy of the checkout, as
 tests/bench/bench_verdicts.py does): six unchanged nights, then the agents hold ~13% more memory (a new agent
@@ -158,17 +166,74 @@ def real_history(out: Path, devices: list[str], duration: float) -> list[tuple[s
     return checks
 
 
+def model_step(out: Path, device: str, session: Path) -> list[tuple[str, bool, str]]:
+    """Reduced nightlies on `device`: an unchanged baseline, then a 2x-MAC model on two nights, acknowledged between
+    them (module docstring)."""
+    import bench_verdicts as bv
+
+    store, reports = out / "results.sqlite", out / "reports"
+    doubled = out / "npc-policy-macs2-int8.tflite"
+    print("model:", bv.grown_model("npc-policy-int8", bv.ENERGY_GROWTH, doubled, "npc-policy-macs2/v1"), flush=True)
+    checks: list[tuple[str, bool, str]] = []
+
+    def night(label: str, model: Path | None = None) -> tuple[dict, dict]:
+        result = bv.night(REPO, label, [device], session, store, reports, model=model)
+        with open_store(store) as db:
+            found = night_alerts(db, [result["run"]], RULES.alerts).to_json()
+        print(f"{label:<12} run {result['run']:>3} exit {result['exit']} ({result['seconds']:.0f} s, load "
+              f"{os.getloadavg()[0]:.1f})  regressions: {', '.join(result['regressions']) or '-'}; alerts: "
+              f"{', '.join(bv.night_alert_words(found)) or '-'}", flush=True)  # fmt: skip
+        return result, found
+
+    def cli(*args: str) -> str:
+        done = bv.hilbench(REPO, "alerts", *args, "--results", str(store))
+        lines = (done.stdout + done.stderr).splitlines()
+        print(f"$ hilbench alerts {shlex.join(args)}\n" + "".join(f"  {x}\n" for x in lines), end="", flush=True)
+        return done.stdout
+
+    for k in range(1, RULES.baseline_runs + 1):
+        night(f"unchanged-{k}")
+    first, found = night("2x MACs", doubled)
+    moved = sorted(r.split(":", 1)[1] for r in first["regressions"] if r.startswith(f"{device}:"))
+    opened = found.get("new", [])
+    listed = sorted(m["metric"] for a in opened for m in a["metrics"])
+    checks.append((f"the 2x-MAC model opens one alert on {device} listing every metric it moved, the night fails",
+                   len(opened) == 1 and bool(moved) and listed == moved and first["exit"] == 1,
+                   f"{len(opened)} alert(s) listing {listed}; regressions {moved}; exit {first['exit']}"))  # fmt: skip
+    if not opened:
+        return checks
+    alert_id = str(opened[0]["id"])
+    cli("list")
+    cli("show", alert_id)
+    cli("ack", alert_id, "--owner", "maria", "--note", "twice the MACs; a smaller model is coming")
+    second, again = night("2x MACs (2)", doubled)
+    known = [(a["id"], a["state"]) for a in again.get("known", [])]
+    checks.append(("one ack keeps the next night with the same model from failing",
+                   second["exit"] == 0 and again.get("new") == [] and known == [(int(alert_id), "acknowledged")],
+                   f"exit {second['exit']}; new {[a['id'] for a in again.get('new', [])]}, known {known}"))  # fmt: skip
+    cli("list", "--all")
+    for what, ok, seen in checks:
+        print(f"  -> {'met' if ok else 'NOT MET'}: {what} ({seen})", flush=True)
+    return checks
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", help="work folder (default: a temporary one, kept)")
     p.add_argument("--json", action="store_true", help="also print the checks as JSON")
     p.add_argument("--real", metavar="DEVICES", help="real nightlies on these virtual devices (e.g. pi5-1,c6-a)")
     p.add_argument("--duration", type=float, default=10.0, help="seconds of the synthetic session (--real)")
+    p.add_argument("--model-step", metavar="DEVICE", help="reduced nightlies on DEVICE: a 2x-MAC model, one ack")
+    p.add_argument("--session", type=Path, default=REPO / "fixtures" / "sessions" / "combat.mcap",
+                   help="the session of --model-step's nightlies")  # fmt: skip
     args = p.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-alerts-"))
     out.mkdir(parents=True, exist_ok=True)
-    if args.real:
-        checks = real_history(out, args.real.split(","), args.duration)
+    if args.real or args.model_step:
+        if args.model_step:
+            checks = model_step(out, args.model_step, args.session)
+        else:
+            checks = real_history(out, args.real.split(","), args.duration)
         if args.json:
             print(json.dumps([{"step": w, "met": ok, "seen": seen} for w, ok, seen in checks], indent=2))
         return 0 if all(ok for _, ok, _ in checks) else 1

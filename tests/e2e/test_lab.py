@@ -255,11 +255,13 @@ def test_flash_and_replay_across_both_hosts_into_one_postgresql_history(lab: Lab
 def test_an_alert_acknowledged_on_one_bench_host_is_acknowledged_on_the_other(lab: Lab, pg_url: str) -> None:
     # nights of the lab's shared PostgreSQL history, judged and alerted by the nightly's own steps
     rules, rng = load_thresholds(), np.random.default_rng(8)
+    heavier = ("inference_latency_p50", "decision_latency_p50")
     with open_store(pg_url) as store:
         for _ in range(6):
             store_night(store, rules, rng, devices=("c6-a", "c6-b"))
-        store_night(store, rules, rng, slower={"c6-b": 1.4}, models={"c6-b": "1" * 64}, devices=("c6-a", "c6-b"))
-        (alert,) = alert_table.select(store)
+        store_night(store, rules, rng, slower={"c6-b": 1.4}, models={"c6-b": "1" * 64}, devices=("c6-a", "c6-b"),
+                    moved=heavier)  # fmt: skip
+        (alert,) = alert_table.select(store)  # one cause, one alert: both figures the model moved
     acked = lab.run("alerts", "ack", str(alert.id), "--owner", "maria", "--note", "v2 is heavier", "--results", pg_url,
                     LG_HOSTNAME="bench-a")  # fmt: skip
     assert acked.returncode == 0, acked.stderr
@@ -267,14 +269,16 @@ def test_an_alert_acknowledged_on_one_bench_host_is_acknowledged_on_the_other(la
     assert shown.returncode == 0, shown.stderr
     doc = json.loads(shown.stdout)
     assert (doc["state"], doc["owner"], doc["device"]) == ("acknowledged", "maria", "c6-b")
+    assert sorted(m["metric"] for m in doc["metrics"]) == ["inference_p50", "latency_p50"]
     assert doc["events"][-1]["actor"].endswith("@bench-a")  # who acknowledged it, and on which host
     listed = lab.run("alerts", "list", "--json", "--results", pg_url, LG_HOSTNAME="bench-b")
     assert [(a["id"], a["state"]) for a in json.loads(listed.stdout)] == [(alert.id, "acknowledged")]
     with open_store(pg_url) as store:  # the next bad night (any host's) joins the acknowledged alert
-        run = store_night(store, rules, rng, slower={"c6-b": 1.4}, models={"c6-b": "1" * 64}, devices=("c6-a", "c6-b"))
+        run = store_night(store, rules, rng, slower={"c6-b": 1.4}, models={"c6-b": "1" * 64}, devices=("c6-a", "c6-b"),
+                          moved=(*heavier, "mem_peak"))  # fmt: skip
         night = night_alerts(store, [run], rules.alerts)
     assert night.new == [] and [(a.id, a.state) for a in night.known] == [(alert.id, "acknowledged")]
-    assert night.failing == []
+    assert night.failing == [] and len(night.known[0].metrics) == 3  # a third figure the same model moved joins it
 
 
 PYTEST_DEVICE_TEST = """

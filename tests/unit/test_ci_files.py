@@ -175,17 +175,19 @@ def test_the_nightly_report_has_its_runs_verdicts_outcomes_and_stage_times(tmp_p
     assert report.exit_code == 1 and report.headline.startswith("1 regression(s): c6-a memory peak")
     assert {f.device for f in report.figures} == set(DEVICES) and {f.run_kind for f in report.figures} == {"replay"}
     failing = {(c.classname, c.name) for c in report.cases if c.status == "failed"}
-    assert failing == {("combat.c6-a", "memory_peak"), ("devices.orin-1", "run")}  # a replay that hung: product
     (alert,) = report.alerts
-    assert (alert.new, alert.state, alert.device, alert.metric) == (
-        True,
-        "untriaged",
-        "c6-a",
-        "memory peak (agent high-water mark)",
-    )
-    assert alert.text.startswith("+4")  # the step's effect
+    # a replay that hung: product; the step's alert, untriaged, fails the night in a case of its own
+    assert failing == {("combat.c6-a", "memory_peak"), ("devices.orin-1", "run"), ("alerts.c6-a", f"alert #{alert.id}")}
+    assert (alert.new, alert.state, alert.device, alert.failing, alert.metrics) == (True, "untriaged", "c6-a", True, 1)
+    assert alert.metric.startswith("memory peak (agent high-water mark) +4")  # the step's effect
     table = summary_markdown(report).split("### Alerts", 1)[1]
-    assert f"| #{alert.id} | **new**, untriaged | c6-a | combat | memory peak (agent high-water mark) |" in table
+    row = f"| #{alert.id} | **new**, untriaged, fails the job | c6-a | combat | memory peak (agent high-water mark) +4"
+    assert row in table
+    families = {f.name: f for f in text_string_to_metric_families(openmetrics_text(report))}
+    (count,) = families["hilbench_alert_metrics"].samples
+    (fails,) = families["hilbench_alert_failing"].samples
+    assert count.labels == {"alert": str(alert.id), "device": "c6-a", "state": "untriaged"} and count.value == 1
+    assert fails.value == 1
     assert report.timings == [("stage replay", 61.0)] and report.pages == [(f"combat (run {run})", tmp_path / "7.html")]
 
 
@@ -247,4 +249,4 @@ def test_a_creep_named_a_drift_shows_so_in_the_headline_junit_metrics_and_alerts
     (pct,) = families["hilbench_drift_pct"].samples
     assert pct.labels["device"] == "c6-a" and pct.value == pytest.approx(drift.effect_pct)
     (alert,) = [a for a in report.alerts if a.device == "c6-a"]
-    assert not alert.new and alert.text.startswith(f"drift +{drift.effect_pct:.1f}% since run {ids[6]}")
+    assert not alert.new and alert.metric.endswith(f"drift +{drift.effect_pct:.1f}% since run {ids[6]}")
