@@ -29,13 +29,24 @@ FULL = os.environ.get("HILBENCH_FAULT_MATRIX") == "1"
 DEFAULT_CASES = {("replay", signal.SIGTERM)}  # the default run's representative: ~75 s; the other nine with the matrix
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("sessions")
-    run = subprocess.run(hilbench("session", "synth", "--scenario", "combat", "--duration", "8", "--out", str(out)),
-                         cwd=REPO, capture_output=True, text=True)  # fmt: skip
+def _synth(out: Path, seconds: int) -> Path:
+    run = subprocess.run(hilbench("session", "synth", "--scenario", "combat", "--duration", str(seconds), "--out",
+                                  str(out)), cwd=REPO, capture_output=True, text=True)  # fmt: skip
     assert run.returncode == 0, run.stderr
     return next(out.glob("*.mcap"))
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The nightly's: long enough that its replay is still playing when the signal comes."""
+    return _synth(tmp_path_factory.mktemp("sessions"), 8)
+
+
+@pytest.fixture(scope="module")
+def short_session(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The replay after the fault, which shows the devices still run their model: on their counted clocks the
+    8 s session's replay played 22 s on a quiet host."""
+    return _synth(tmp_path_factory.mktemp("short"), 3)
 
 
 CASES = [
@@ -47,7 +58,7 @@ CASES = [
 
 @pytest.mark.parametrize(("stage", "sig"), CASES, ids=lambda v: getattr(v, "name", v))
 def test_a_nightly_killed_at_a_stage_leaves_nothing_behind(
-    stage: str, sig: signal.Signals, session: Path, tmp_path: Path
+    stage: str, sig: signal.Signals, session: Path, short_session: Path, tmp_path: Path
 ) -> None:
     killed = kill_nightly_at(tmp_path, stage, sig, DEVICES, session)
     if sig == signal.SIGTERM:  # handled like Ctrl-C: devices stopped, run marked, a message, no traceback
@@ -71,7 +82,7 @@ def test_a_nightly_killed_at_a_stage_leaves_nothing_behind(
 
     # the devices still run their model: a replay into them right after is ok
     after = subprocess.run(
-        hilbench("replay", *(a for d in DEVICES for a in ("--device", d)), "--session", str(session), "--speed",
+        hilbench("replay", *(a for d in DEVICES for a in ("--device", d)), "--session", str(short_session), "--speed",
                  "max", "--results", str(tmp_path / "after.sqlite"), "--json",
                  *(["--deploy"] if stage in ("check", "flash") else [])),  # later: what the device runs as it is
         cwd=REPO, capture_output=True, text=True, timeout=600,
