@@ -55,12 +55,18 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def _isolated_state(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep leases, virtual-device state and the default model store of the test run away from the user's.
     Each pytest-xdist worker has its own (its own basetemp), even when the caller set the variables: the
-    workers start the same virtual devices, which must not share leases or state folders."""
+    workers start the same virtual devices, which must not share leases or state folders. The bench cache (the
+    firmware and images `.ci/setup` built) is named too, so that it stays this user's in a child with another HOME:
+    pytester's runs set HOME to their own folder, where a virtual C6 found no firmware and built it again (a
+    minute and more of each such test in the full run)."""
+    from bench.core.paths import cache_root
+
     base = tmp_path_factory.mktemp("hilbench-state")
     put = os.environ.__setitem__ if os.environ.get("PYTEST_XDIST_WORKER") else os.environ.setdefault
     put("HILBENCH_LEASE_DIR", str(base / "leases"))
     put("HILBENCH_STATE_DIR", str(base / "virtual"))
     put("HILBENCH_OTA_STORE", str(base / "ota-store"))  # `hilbench model publish` numbers versions in its store
+    os.environ.setdefault("HILBENCH_CACHE_DIR", str(cache_root()))
     # the "real" boards of the tests are stand-ins too: they may trust the development key (bench.bundles.trust);
     # tests/robustness/test_trust.py runs without this
     os.environ.setdefault("HILBENCH_ALLOW_DEV_KEY", "1")
