@@ -37,6 +37,9 @@ class DevicePace:
     tail_ms: int = 500  # after the last input, wait until the device's clock is this far past it
     preloaded: int = 0  # the first inputs of the track already sent (Replayer.preload), held by the agent
     max_held: int | None = None  # at most this many inputs sent ahead of the device's clock (`hold`'s `max`)
+    # whether the device's frame loop is over (its frames all came, or it stopped answering): its clock then moves
+    # no further, and waiting for it would wait out the whole budget (a loop restarted by a recovery ends early)
+    loop_over: Callable[[], bool] = lambda: False
 
 
 class InputSink(Protocol):
@@ -61,6 +64,7 @@ class Track:
     pace: DevicePace | None = None  # fed on the device's own clock (None: paced on the bench clock)
     keep: frozenset[int] | None = None  # the plan's inputs this sink is sent (None: all; plan.sampled_at_most)
     budget_hit: bool = False  # the device-clock feed ran out of its time budget before the session's end
+    loop_ended: bool = False  # the device's frame loop ended before the device-clock feed sent its every input
 
     @property
     def sent(self) -> int:
@@ -173,9 +177,12 @@ class Replayer:
             now = pace.device_now_us()
             return -pace.hold_ms if now is None else (now - pace.epoch_us) / 1000
 
-        async def until(ts_ms: float) -> bool:  # wait until the device's clock reaches ts_ms; False: out of budget
+        def over() -> bool:  # no more waiting for the device's clock: out of budget, the sink failed, the loop ended
+            return clock.now_ns() >= deadline or track.failed is not None or pace.loop_over()
+
+        async def until(ts_ms: float) -> bool:  # wait until the device's clock reaches ts_ms; False: `over`
             while session_ms() < ts_ms:
-                if clock.now_ns() >= deadline or track.failed is not None:
+                if over():
                     return False
                 await asyncio.sleep(FEED_POLL_S)
             return clock.now_ns() < deadline
@@ -192,7 +199,7 @@ class Replayer:
                     released += 1
                 if pace.max_held is None or pos - released < pace.max_held:
                     return True
-                if clock.now_ns() >= deadline or track.failed is not None:
+                if over():
                     return False
                 await asyncio.sleep(FEED_POLL_S)
 
@@ -202,7 +209,8 @@ class Replayer:
             item = self.plan.inputs[index]
             last_ms = due_ms[pos]
             if not await until(last_ms - LOOKAHEAD_MS) or not await room(pos):
-                track.budget_hit = track.failed is None
+                track.loop_ended = track.failed is None and pace.loop_over()
+                track.budget_hit = track.failed is None and not track.loop_ended
                 return
             try:
                 track.sent_ns[index] = await track.sink.send_raw(item.lines[track.mode])
@@ -211,7 +219,7 @@ class Replayer:
                 return
             track.sent_bytes += len(item.lines[track.mode])
             self.done = max(self.done, index + 1)  # progress displays read it
-        if not await until(last_ms + pace.tail_ms):
+        if not await until(last_ms + pace.tail_ms) and not pace.loop_over():  # a loop over here played it all
             track.budget_hit = track.failed is None
 
     async def _play(self, tracks: list[Track], speed: float | None, realtime: bool) -> ReplayOutcome:

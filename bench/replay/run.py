@@ -131,6 +131,10 @@ class DeviceRun:
         """The newest device time the bench has heard of: the VSync of the last frame record."""
         return self.frames[-1].vsync if self.frames else None
 
+    def loop_over(self) -> bool:
+        """Whether the device's frame loop is over: no more frame records will come."""
+        return self.collector is not None and self.collector.done()
+
     @property
     def recovery_steps(self) -> list[str | None]:
         """The ladder step that brought the device back, one per recovery during this run."""
@@ -314,9 +318,8 @@ class ReplayRun:
         if hold is not None:
             run.epoch_us, run.start_us = int(ack["epoch"]), int(ack["rx"])
             budget_ns = round(self._budget_s(dev) * 1e9)
-            run.track.pace = DevicePace(
-                run.epoch_us, run.device_now_us, budget_ns, HOLD_MS, preloaded=preloaded, max_held=max_held
-            )
+            run.track.pace = DevicePace(run.epoch_us, run.device_now_us, budget_ns, HOLD_MS, preloaded=preloaded,
+                                        max_held=max_held, loop_over=run.loop_over)  # fmt: skip
         run.collector = asyncio.create_task(self._collect(run), name=f"frames-{dev.name}")
         run.status = "running"
         self.store.runs.update_device(
@@ -526,7 +529,7 @@ class ReplayRun:
             if sent >= 0 and run.epoch_us + p.offset_ns // 1_000_000 * 1000 <= end_us
         }
         covered = min(duration_s, max(0.0, (end_us - run.epoch_us) / 1e6))
-        if run.track.budget_hit:  # played up to the last input sent (those after it never went out)
+        if run.track.budget_hit or run.track.loop_ended:  # played up to the last input sent (the rest never went out)
             last = max(
                 (p.offset_ns for p, t in zip(self.plan.inputs, run.track.sent_ns, strict=False) if t >= 0), default=0
             )

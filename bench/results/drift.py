@@ -26,7 +26,7 @@ import numpy as np
 
 from bench.core.units import figure
 from bench.results.thresholds import MetricRule
-from bench.results.verdict import SUSPECTED, Verdict, Window, p_text
+from bench.results.verdict import SUSPECTED, Verdict, Window, p_text, t_sf
 
 MIN_NIGHTS = 3  # a drift is sustained over at least this many nights (one night is the night test's job)
 MAX_NIGHTS = 30  # how far back a drift's first night may lie (the trend plots' reach)
@@ -72,9 +72,7 @@ def find_drift(rule: MetricRule, run_ids: list[int], values: list[float], min_re
     if not ok.any():
         return None
     t = np.where(ok, sign * (after_mean - ref_mean) / np.where(ok, spread, 1.0) / np.sqrt(1 / n_after + 1 / n_ref), 0)
-    from scipy import stats  # here, as in bench.results.verdict: not an import cost of every command
-
-    p_all = np.where(ok, stats.t.sf(t, n_ref - 1), 1.0)
+    p_all = np.where(ok, t_sf(t, n_ref - 1), 1.0)
     best = int(np.argmin(p_all))
     p, first = min(1.0, float(p_all[best]) * s.size), int(s[best])
     reference = x[lo[best] : first]
@@ -107,12 +105,8 @@ def find_creep(rule: MetricRule, run_ids: list[int], values: list[float], window
         (float(np.log(ref).std(ddof=1)), ref.size - 1), (float(np.log(history).std(ddof=1)), history.size - 1)
     )
     sxx = float(((nights - nights.mean()) ** 2).sum())
-    from scipy import stats  # here, as in bench.results.verdict: not an import cost of every command
-
-    if spread > 1e-12:
-        p = float(stats.t.sf(sign * slope / (spread / np.sqrt(sxx)), df))
-    else:
-        p = 0.0 if sign * slope > 0 else 1.0
+    flat = 0.0 if sign * slope > 0 else 1.0  # a reference without spread: any slope the right way is one
+    p = float(t_sf(sign * slope / (spread / np.sqrt(sxx)), df)) if spread > 1e-12 else flat
     growth = (float(np.exp(slope * (x.size - 1))) - 1.0) * 100.0
     mean = float(ref.mean())
     if p >= rule.alpha or sign * growth < rule.threshold_pct:

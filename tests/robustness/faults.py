@@ -62,13 +62,13 @@ def stored_frames(results: Path) -> dict[str, int]:
 
 
 def kill_nightly_at(tmp: Path, stage: str, sig: signal.Signals, devices: list[str], session: Path,
-                    delay_s: float = 2.0) -> KilledNightly:  # fmt: skip
-    """Run a nightly on `devices` with its own state folder, send `sig` `delay_s` after `stage` began (in the
-    replay stage: once every device has frame records stored, so the test can check none is lost)."""
+                    fleet: Path, delay_s: float = 2.0) -> KilledNightly:  # fmt: skip
+    """Run a nightly on `devices` of `fleet` with its own state folder, send `sig` `delay_s` after `stage` began (in
+    the replay stage: once every device has frame records stored, so the test can check none is lost)."""
     state, results = tmp / "state", tmp / "results.sqlite"
     env = {**os.environ, "HILBENCH_STATE_DIR": str(state), "COLUMNS": "200"}
-    argv = hilbench("nightly", *(a for d in devices for a in ("--device", d)), "--session", str(session),
-                    "--reports", str(tmp / "reports"), "--results", str(results))  # fmt: skip
+    argv = hilbench("nightly", "--fleet", str(fleet), *(a for d in devices for a in ("--device", d)), "--session",
+                    str(session), "--reports", str(tmp / "reports"), "--results", str(results))  # fmt: skip
     err_path = tmp / "stderr.txt"
     with err_path.open("w") as err:
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err)

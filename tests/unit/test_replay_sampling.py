@@ -77,3 +77,27 @@ def test_a_device_clock_track_is_preloaded_and_fed_only_its_inputs_within_max_he
     asyncio.run(feed())
     assert sink.lines == [plan.inputs[i].lines[track.mode] for i in order]
     assert not track.budget_hit and held_most[0] <= 4
+
+
+def test_a_device_clock_feed_ends_when_the_devices_loop_does_not_at_its_budget() -> None:
+    # a loop restarted by a recovery on a freshly booted board ends after the frames it still owed, its clock short of
+    # the session's end: the feed stops with it (the frozen C6's replay waited out 3 x its budget, 135 s, before)
+    plan = _plan(5.0)
+    clock = FakeClock()
+    sink = ClockSink(clock)
+    track = Track("c6", sink)
+    ended = [False]
+
+    def device_now_us() -> int:  # the device's clock stops at 0.5 s of session time, where its loop ended
+        ended[0] = True
+        return 500_000
+
+    replayer = Replayer(plan, Pacer(clock))
+    track.pace = DevicePace(0, device_now_us, budget_ns=10**15, hold_ms=0, loop_over=lambda: ended[0])
+    asyncio.run(replayer._feed(track))  # returns: an endless budget is never waited out
+    assert track.loop_ended and not track.budget_hit
+    assert 0 < track.sent < len(plan.inputs)  # up to the lookahead past the device's last clock
+    bounded = Track("c6", ClockSink(clock))
+    bounded.pace = DevicePace(0, lambda: 500_000, budget_ns=0, hold_ms=0)
+    asyncio.run(replayer._feed(bounded))
+    assert bounded.budget_hit and not bounded.loop_ended  # a budget that runs out is still told apart

@@ -1,10 +1,10 @@
-"""Verdicts with runs as the unit of evidence, on synthetic histories that vary from run to run."""
+"""Verdicts with runs as the unit of evidence, rule by rule on small windows (their rates over synthetic histories:
+test_verdict_rates.py)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from bench.results.thresholds import load_thresholds
@@ -32,111 +32,9 @@ def _window(values) -> Window:
     return Window(tuple(range(1, len(values) + 1)), tuple(float(v) for v in values), RUNS)
 
 
-def _history(rng: np.random.Generator, trials: int, cv: float, shift: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """`trials` windows of RUNS per-run values and one run each: true value 100, run-to-run noise `cv`
-    (log-normal, as timing noise is multiplicative), the run shifted by `shift` (0.15 = +15%)."""
-    base = 100.0 * rng.lognormal(0.0, cv, (trials, RUNS))
-    run = 100.0 * (1.0 + shift) * rng.lognormal(0.0, cv, trials)
-    return base, run
-
-
-def _rate(rule_name: str, cv: float, shift: float, status: str, trials: int = 4000, seed: int = 1) -> float:
-    rule = RULES.rule(rule_name)
-    base, run = _history(np.random.default_rng(seed), trials, cv, shift)
-    hits = sum(judge(rule, "dev", float(r), None, _window(b)).status == status for b, r in zip(base, run, strict=True))
-    return hits / trials
-
-
-@pytest.mark.parametrize("rule", [r.name for r in RULES.rules])
-@pytest.mark.parametrize("cv", [0.02, 0.10, 0.30])
-def test_unchanged_runs_raise_at_most_one_percent_false_alarms_per_metric(rule: str, cv: float) -> None:
-    # 5 baseline runs, no change: suspected regressions (before any replay) stay at or below alpha = 1%,
-    # whatever the run-to-run noise, because the test weighs the run against the runs' own spread
-    trials = 4000
-    assert _rate(rule, cv, 0.0, SUSPECTED, trials) <= 0.01 + 3 * (0.01 * 0.99 / trials) ** 0.5  # 1% + 3 MC errors
-
-
-# Run-to-run noise of the per-run figures measured on the virtual fleet (unchanged reduced nightlies of
-# tests/bench/bench_verdicts.py on the shared, fully loaded 2-core host; docs/benchmarks.md): c6-a's session-start
-# first frame 2.6-3.5%; the median of 10 cold starts 12-15% (each includes a signature check in pure-Python
-# MicroPython or a TFLite parse, on CPUs other jobs kept 85-90% busy); the agents' memory high-water mark
-# 0.0% (c6-a) and 0.15% (pi5-1).
-FIRST_FRAME_CV = 0.026
-COLD_START_CV = 0.145
-MEMORY_CV = 0.0015
-
-
-def test_the_products_effect_sizes_are_caught_at_the_measured_noise() -> None:
-    # the product's examples: first frame 18.2 -> 21.7 ms (+19%), memory peak 1.42 -> 1.58 GB (+11%)
-    assert _rate("first_frame_ms", FIRST_FRAME_CV, 21.7 / 18.2 - 1, SUSPECTED) >= 0.8
-    assert _rate("first_frame_ms", FIRST_FRAME_CV, 0.25, SUSPECTED) >= 0.99
-    assert _rate("memory_peak", MEMORY_CV, 1.58 / 1.42 - 1, SUSPECTED) >= 0.99
-    # an effect at the floor is caught about half the time (the floor is where "worse" starts)
-    assert 0.3 <= _rate("first_frame_ms", 0.01, 0.15, SUSPECTED) <= 0.7
-    # what the loaded development host gives: cold-start medians that vary by 14.5% from run to run hide +19%
-    # (seen in under 10% of nights); a quiet bench host is needed for the +15% first-frame check
-    assert _rate("first_frame_ms", COLD_START_CV, 21.7 / 18.2 - 1, SUSPECTED) < 0.1
-    # below the floor is never a regression, however clear
-    assert _rate("memory_peak", MEMORY_CV, 0.05, SUSPECTED) == 0.0
-
-
-def test_confirmation_makes_false_alarms_rarer_still() -> None:
-    rule = RULES.rule("latency_p50")
-    rng = np.random.default_rng(7)
-    base, first = _history(rng, 20000, 0.10)
-    replay = 100.0 * rng.lognormal(0.0, 0.10, 20000)
-    suspects = alarms = 0
-    for b, r1, r2 in zip(base, first, replay, strict=True):
-        w = _window(b)
-        first_verdict = judge(rule, "dev", float(r1), None, w)
-        suspects += first_verdict.status == SUSPECTED
-        alarms += confirmed(first_verdict, judge(rule, "dev", float(r2), None, w)).status == REGRESSION
-    # the replay is judged against the same window, so the two are not independent (not alpha squared), but a
-    # replay still removes most false alarms
-    assert alarms / 20000 <= 0.002
-    assert alarms <= suspects / 3
-
-
 # a counted figure: c6-a's inference P50 on its instruction-counted core, night to night CV 0.22-0.37%
-# (docs/benchmarks.md, ESP32-C6), judged on its 0.5% floor
+# (docs/esp32c6.md), judged on its 0.5% floor
 COUNTED = replace(RULES.rule("inference_p50"), threshold_pct=RULES.rule("inference_p50").icount_threshold_pct)
-
-
-def _confirm_rates(cv: float, shift: float, trials: int = 6000, seed: int = 5) -> tuple[float, float, float]:
-    """Over `trials` nights shifted by `shift` (and a replay each, same shift) against windows of unchanged runs:
-    the share suspected, the share confirmed by the replay alone, and by the replay pooled with the night."""
-    rng = np.random.default_rng(seed)
-    base, nights = _history(rng, trials, cv, shift)
-    replays = 100.0 * (1.0 + shift) * rng.lognormal(0.0, cv, trials)
-    suspected = alone = pooled = 0
-    for b, night, again in zip(base, nights, replays, strict=True):
-        w = _window(b)
-        first = judge(COUNTED, "c6-a", float(night), 200, w)
-        if first.status != SUSPECTED:
-            continue
-        suspected += 1
-        second = judge(COUNTED, "c6-a", float(again), 200, w)
-        alone += confirmed(first, second).status == REGRESSION
-        pooled += confirmed(first, second, pooled=w).status == REGRESSION
-    return suspected / trials, alone / trials, pooled / trials
-
-
-def test_pooling_a_counted_nights_replay_confirms_what_the_night_caught() -> None:
-    # +1.5% (a model with 3% more MACs on c6-a) at CV 0.3%: the night alone is suspected most nights; a replay
-    # judged alone loses a good share of those, the night and its replay pooled keep nearly all of them
-    suspected, alone, pooled = _confirm_rates(0.003, 0.015)
-    assert suspected >= 0.7
-    assert alone <= suspected - 0.05
-    assert pooled >= 0.97 * suspected
-
-
-def test_pooling_a_counted_nights_replay_keeps_false_alarms_under_alpha() -> None:
-    # no change: a suspected night's replay pooled with it is a regression well under alpha of the nights
-    for cv in (0.0015, 0.003, 0.005):
-        suspected, alone, pooled = _confirm_rates(cv, 0.0, trials=20000)
-        assert suspected <= 0.012
-        assert pooled <= 0.003
-        assert alone <= pooled
 
 
 def test_a_replay_under_the_floor_is_not_pooled_into_a_regression() -> None:
