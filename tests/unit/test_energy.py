@@ -75,7 +75,8 @@ def _board(tmp_path: Path, uptime_cs: int, ran_ns: tuple[int, int]) -> dict[str,
     cpus = "".join(f"cpu{n} 0 0 0 0 0 0 {ns} 0 0\ndomain0 3 0 0\n" for n, ns in enumerate(ran_ns))
     (tmp_path / "proc/schedstat").write_text(f"version 15\ntimestamp 4294901048\n{cpus}")
     return {"HILBENCH_VIRTUAL": str(tmp_path), "HILBENCH_PROC": str(tmp_path / "proc"),
-            "HILBENCH_RUN": str(tmp_path / "run"), "PATH": "/usr/bin:/bin"}  # fmt: skip
+            "HILBENCH_RUN": str(tmp_path / "run"), "HILBENCH_WORK": str(tmp_path / "no-cgroup"),
+            "PATH": "/usr/bin:/bin"}  # fmt: skip
 
 
 def _rails(env: dict[str, str], *args: str) -> str:
@@ -92,6 +93,20 @@ def test_the_rails_model_follows_each_cores_busy_time_since_the_last_reading(tmp
     # within the same centisecond: idle, and the busy time goes to the next reading
     assert _rails(_board(tmp_path, 10_050, (260_000_000, 500_000_000)), "power", state) == "1605\n"
     assert _rails(_board(tmp_path, 10_100, (260_000_000, 500_000_000)), "power", state) == f"{1605 + 30}\n"
+
+
+def test_the_rails_count_the_boards_work_cgroup_and_not_the_probes(tmp_path: Path) -> None:
+    # where the guest keeps its work in a cgroup, its time is the busy time: the cores' counters also hold the
+    # bench's probes (this model's readers, the telemetry sampler), which are left out
+    work = tmp_path / "board"
+    work.mkdir()
+    env = {**_board(tmp_path, 10_000, (0, 0)), "HILBENCH_WORK": str(work)}
+    state = str(tmp_path / "state")
+    (work / "cpu.stat").write_text("usage_usec 1000\nuser_usec 600\nsystem_usec 400\n")
+    assert _rails(env, "power", state) == "1605\n"
+    (work / "cpu.stat").write_text("usage_usec 251000\nuser_usec 600\nsystem_usec 400\n")
+    busy_cores = _board(tmp_path, 10_050, (500_000_000, 500_000_000))  # 2 cores busy, the probes' time with it
+    assert _rails({**busy_cores, "HILBENCH_WORK": str(work)}, "power", state) == f"{1605 + 762}\n"  # 0.5 core
 
 
 def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one(tmp_path: Path) -> None:
@@ -386,9 +401,11 @@ def test_a_coarse_meter_on_the_device_clock_gives_the_decisions_active_energy() 
     assert ACTIVE in fig.flags and DEVICE_CLOCK in fig.flags and fig.decisions == 240  # the session's first 240
     assert fig.idle_mw == pytest.approx(1600.0)
     assert fig.p50_mj == pytest.approx(100.0 * (239 * 0.033333 + 0.002) / 240, rel=1e-3) and fig.p99_mj is None
-    # a burst of other work in one idle reading does not move the baseline
-    burst = [*samples[:3], PowerSample(samples[3].t_ns, samples[3].dt_ns, 2400.0), *samples[4:]]
-    assert energy_figures(burst, frames, OffsetClock(0), "pmic", 0.25, device_clock=True).p50_mj == fig.p50_mj
+    # other work in every 4th reading, before the decisions and among them, is not theirs: the baseline is the
+    # mean power before them (a median, 1600 mW, would leave that work to the decisions: 4.9 mJ each)
+    other = [PowerSample(s.t_ns, s.dt_ns, s.power_mw + (400.0 if k % 4 == 3 else 0.0)) for k, s in enumerate(samples)]
+    busier = energy_figures(other, frames, OffsetClock(0), "pmic", 0.25, device_clock=True)
+    assert busier.idle_mw == pytest.approx(1700.0) and busier.p50_mj == pytest.approx(fig.p50_mj, rel=0.02)
     out = DeviceMeasurements()
     add_energy(out, fig, budget_mj=1.0)
     described = out.get("energy_per_decision_p50").description
