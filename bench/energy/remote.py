@@ -13,7 +13,6 @@ from bench.core.procs import stop_process
 from bench.energy.parse import hwmon_power_mw, pmic_power_mw, tegrastats_power_mw
 from bench.energy.protocol import Meter, MeterError, PowerSample, S
 from bench.energy.spec import EnergySpec, HwmonSettings, PmicSettings, TegrastatsSettings
-from bench.links.probes import as_probe
 from bench.links.ssh import SshConnection
 
 BLOCK_END = "@end"
@@ -50,7 +49,7 @@ class RemoteMeter(Meter[S]):
         return f"; {self.spec.modelled}" if self.spec.modelled else ""
 
     async def run(self) -> None:
-        self._proc = await self.connection.stream(as_probe(self.command()))
+        self._proc = await self.connection.stream(self.command())
         assert self._proc.stdout is not None
         block: list[str] = []
         last = -1 if self.device_clock else time.monotonic_ns() - round(self.period_s * 1e9)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from bench.core.errors import BenchError
 from bench.core.lifecycle import Sampler
 from bench.core.procs import stop_process
-from bench.links.probes import as_probe
 from bench.links.ssh import SSH_ERROR_STATUS, SshConnection
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats
 
@@ -131,7 +130,7 @@ class TelemetryMonitor(Sampler[Sample]):
 
     async def _stream_once(self) -> int:
         """Read one stream until it ends; return how many samples it gave."""
-        self._proc = await self.connection.stream(as_probe(self.command()))
+        self._proc = await self.connection.stream(self.command())
         assert self._proc.stdout is not None
         taken = 0
         block: list[str] = []

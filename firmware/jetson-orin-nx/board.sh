@@ -3,7 +3,5 @@
 # a Jetson Orin NX has under /sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmonN (channel 1 VDD_IN, 2
 # VDD_CPU_GPU_CV, 3 VDD_SOC), kept under /run/npc-board/ (QEMU's virt machine has no I2C sensor to bind) and
 # rewritten every 250 ms of the guest's clock, their currents modelled from its busy time per core.
-# The sensor is a probe, not the board's work: it runs in the npc-probes cgroup (rc.sh).
-HILBENCH_VIRTUAL=/usr/lib/npc-board sh -c '{ echo $$ > /sys/fs/cgroup/npc-probes/cgroup.procs; } 2>/dev/null; exec sh "$@"' \
-    rails /usr/lib/npc-board/rails ina3221 /run/npc-board/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon0 0.25 \
-    </dev/null >/dev/null 2>&1 &
+HILBENCH_VIRTUAL=/usr/lib/npc-board sh /usr/lib/npc-board/rails ina3221 \
+    /run/npc-board/sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon0 0.25 </dev/null >/dev/null 2>&1 &

@@ -21,14 +21,10 @@ else
     say "error network"
 fi
 
-# Two cgroups (their CPU time counted apart): npc-probes for the bench's own readers (a power meter's or the
-# telemetry's command moves itself there), board for everything else this OS starts, sshd and the agent with it.
-# The virtual boards' rails model their power from the board cgroup's time (/usr/lib/npc-board/rails).
-if mount -t cgroup2 cgroup2 /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/board /sys/fs/cgroup/npc-probes; then
-    echo $$ > /sys/fs/cgroup/board/cgroup.procs
-else
-    say "error cgroups"
-fi
+# The agent's cgroup (cgroup v2): the bench starts its agent there (bench.devices.linux), so that its CPU time is
+# counted apart from the bench's own traffic and probes; the virtual boards' rails model their power from it
+# (/usr/lib/npc-board/rails).
+mount -t cgroup2 cgroup2 /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/agent || say "error cgroups"
 
 # the board's own services, when its recipe gives them (the virtual Jetson: its INA3221's hwmon files)
 [ -f /etc/npc/board.sh ] && sh /etc/npc/board.sh

@@ -74,14 +74,13 @@ control() {
 [ -n "$CTL" ] && control &
 
 # The lab supply meter's readings, when the bench's fleet gives the console one (a modelled supply: the console's
-# power from its busy time since the last reading, usr/lib/npc-board/rails: the agent cgroup's, its work; this
-# reader's own is left out), each with the uptime it was taken at: "NPC-SUPPLY <uptime s> <mW>".
+# power from its agent cgroup's busy time since the last reading, usr/lib/npc-board/rails), each with the uptime it
+# was taken at: "NPC-SUPPLY <uptime s> <mW>".
 if [ -n "$npc_supply_ms" ]; then
     (period=$((npc_supply_ms / 1000)).$((npc_supply_ms % 1000 / 100))$((npc_supply_ms % 100 / 10))$((npc_supply_ms % 10))
      while :; do
          read -r up _ < /proc/uptime
-         mw=$(HILBENCH_VIRTUAL=/usr/lib/npc-board HILBENCH_RUN=/tmp HILBENCH_WORK=/sys/fs/cgroup/agent \
-              sh /usr/lib/npc-board/rails power /tmp/supply.state)
+         mw=$(HILBENCH_VIRTUAL=/usr/lib/npc-board HILBENCH_RUN=/tmp sh /usr/lib/npc-board/rails power /tmp/supply.state)
          echo "NPC-SUPPLY $up $mw"
          sleep "$period"
      done) &

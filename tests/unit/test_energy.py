@@ -95,18 +95,18 @@ def test_the_rails_model_follows_each_cores_busy_time_since_the_last_reading(tmp
     assert _rails(_board(tmp_path, 10_100, (260_000_000, 500_000_000)), "power", state) == f"{1605 + 30}\n"
 
 
-def test_the_rails_count_the_boards_work_cgroup_and_not_the_probes(tmp_path: Path) -> None:
-    # where the guest keeps its work in a cgroup, its time is the busy time: the cores' counters also hold the
-    # bench's probes (this model's readers, the telemetry sampler), which are left out
-    work = tmp_path / "board"
-    work.mkdir()
-    env = {**_board(tmp_path, 10_000, (0, 0)), "HILBENCH_WORK": str(work)}
+def test_the_rails_count_the_agents_cgroup_and_not_the_benchs_traffic(tmp_path: Path) -> None:
+    # where the guest keeps its agent in a cgroup, that cgroup's time is the busy time: the cores' counters also
+    # hold sshd carrying the bench's traffic and the bench's probes, which are left out
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    env = {**_board(tmp_path, 10_000, (0, 0)), "HILBENCH_WORK": str(agent)}
     state = str(tmp_path / "state")
-    (work / "cpu.stat").write_text("usage_usec 1000\nuser_usec 600\nsystem_usec 400\n")
+    (agent / "cpu.stat").write_text("usage_usec 1000\nuser_usec 600\nsystem_usec 400\n")
     assert _rails(env, "power", state) == "1605\n"
-    (work / "cpu.stat").write_text("usage_usec 251000\nuser_usec 600\nsystem_usec 400\n")
-    busy_cores = _board(tmp_path, 10_050, (500_000_000, 500_000_000))  # 2 cores busy, the probes' time with it
-    assert _rails({**busy_cores, "HILBENCH_WORK": str(work)}, "power", state) == f"{1605 + 762}\n"  # 0.5 core
+    (agent / "cpu.stat").write_text("usage_usec 251000\nuser_usec 600\nsystem_usec 400\n")
+    busy_cores = _board(tmp_path, 10_050, (500_000_000, 500_000_000))  # 2 cores busy, the bench's work with it
+    assert _rails({**busy_cores, "HILBENCH_WORK": str(agent)}, "power", state) == f"{1605 + 762}\n"  # 0.5 core
 
 
 def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one(tmp_path: Path) -> None:
