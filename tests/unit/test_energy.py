@@ -119,22 +119,36 @@ def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one(tmp_path: Path) ->
     assert pmic_rails(busy)["3V3_SYS"] == pmic_rails(idle)["3V3_SYS"]
 
 
-def test_the_virtual_jetsons_ina3221_files_are_kept_by_the_board(tmp_path: Path) -> None:
+def test_the_virtual_jetsons_ina3221_converts_when_read(tmp_path: Path) -> None:
+    # each read of curr1_input is one conversion: the power since the read before, one line, however the reads
+    # fall against any period (a sensor converting on its own period put the decisions' first readings a phase away)
     import subprocess
     import time
 
-    env = _board(tmp_path, 10_000, (0, 0))
-    (tmp_path / "profile.json").write_text('{\n "cpus": 8,\n "idle_mw": 4800,\n "mw_per_load": 20200\n}\n')
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "cpu.stat").write_text("usage_usec 0\n")
+    env = {**_board(tmp_path, 10_000, (0, 0)), "HILBENCH_WORK": str(agent)}
+    (tmp_path / "profile.json").write_text('{\n "cpus": 8,\n "idle_mw": 4600,\n "mw_per_load": 20400\n}\n')
     hwmon = tmp_path / "hwmon0"
-    daemon = subprocess.Popen(["sh", str(RAILS), "ina3221", str(hwmon), "0.05"], env=env)
+    daemon = subprocess.Popen(["sh", str(RAILS), "ina3221", str(hwmon)], env=env)
+
+    def read() -> float:
+        current = subprocess.run(["cat", str(hwmon / "curr1_input")], capture_output=True, text=True, timeout=10)
+        assert len(current.stdout.splitlines()) == 1, current.stdout  # one reading, one line
+        return hwmon_power_mw(current_ma=current.stdout, voltage=(hwmon / "in1_input").read_text())
+
     try:
         deadline = time.monotonic() + 10
-        while not (hwmon / "curr1_input").exists() and time.monotonic() < deadline:
+        while not (hwmon / "in1_input").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert (hwmon / "in1_label").read_text() == "VDD_IN\n" and (hwmon / "name").read_text() == "ina3221\n"
-        current, volts = (hwmon / "curr1_input").read_text(), (hwmon / "in1_input").read_text()
-        power = hwmon_power_mw(current_ma=current, voltage=volts)
-        assert power == pytest.approx(4800, abs=5)  # the counters stand still: idle
+        assert read() == pytest.approx(4600, abs=5)  # the first: the clock starts
+        _board(tmp_path, 10_050, (0, 0))  # 0.5 s later the agent had run 0.25 s: half a core of 8 at +20.4 W
+        (agent / "cpu.stat").write_text("usage_usec 250000\n")
+        assert read() == pytest.approx(4600 + 1275, abs=5)
+        _board(tmp_path, 10_100, (0, 0))
+        assert all(r == pytest.approx(4600, abs=5) for r in (read(), read(), read()))  # idle since; each answered
     finally:
         daemon.kill()
         daemon.wait()
