@@ -174,9 +174,15 @@ class Link:
         self.long = None  # the first MAX_LINE + 1 bytes of a line too long for the protocol, while its rest is read
 
     def ready(self, timeout_ms):
-        """True when input can be read within `timeout_ms`."""
+        """True when input can be read within `timeout_ms`. `ipoll` allocates nothing: how often the loop polls
+        follows how fast the host sends, and garbage left by each poll would place the objects allocated after it
+        elsewhere on the heap, so later allocations (inferences included) would search the heap for longer or
+        shorter on a busy host (docs/replay.md)."""
         mask = select.POLLIN | select.POLLHUP | select.POLLERR
-        return any(ev[1] & mask for ev in self.poller.poll(timeout_ms))
+        for ev in self.poller.ipoll(timeout_ms):  # noqa: SIM110 (any() of a generator allocates the generator)
+            if ev[1] & mask:
+                return True
+        return False
 
     def readline(self, wait=False):
         """The next whole line (ending in a newline); None when no input has come, or while a line too long for

@@ -181,13 +181,34 @@ def virtual_c6(
         loop.close()
 
 
+def counted_image() -> Path:
+    """The flashable image of the counted firmware (built once, then cached): what a virtual C6 runs by default,
+    MicroPython's own ESP32-C6 build where the chip would run it."""
+    from bench.bundles.c6_firmware import build_firmware, image_for
+
+    return image_for(build_firmware().elf)
+
+
 @contextlib.contextmanager
-def app_board(state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01") -> Iterator[Board]:
-    """A virtual ESP32-C6 with the bundled firmware preflashed in `state` (esptool's part is tested elsewhere),
-    started and in its app."""
-    with virtual_c6(preflash(state, FIRMWARE.read_bytes()), name=name, mac=mac) as running:
-        assert running.wait_mode("app")["mode"] == "app"
+def app_board(
+    state: Path, name: str = "c6-t", mac: str = "60:55:f9:c6:10:01", image: Path | None = None
+) -> Iterator[Board]:
+    """A virtual ESP32-C6 with `image` (default: the tests' FIRMWARE) preflashed in `state` (esptool's part is
+    tested elsewhere), started and in its app."""
+    with virtual_c6(preflash(state, (image or FIRMWARE).read_bytes()), name=name, mac=mac) as running:
+        assert running.wait_mode("app", timeout_s=60)["mode"] == "app"
         yield running
+
+
+def board_sha256(board: Board, path: str, port: str = "socket") -> str | None:
+    """The sha256 (hex) of the file at `path` on `board`'s own filesystem, computed on the board through the real
+    mpremote, as one checks a chip's files; None when there is no such file."""
+    code = (
+        f"import hashlib\ntry:\n    f = open({path!r}, 'rb')\nexcept OSError:\n    print('absent')\nelse:\n"
+        "    h = hashlib.sha256()\n    while b := f.read(1024):\n        h.update(b)\n    print(h.digest().hex())"
+    )
+    printed = run_on(board, code, port=port).strip()
+    return None if printed == "absent" else printed
 
 
 def run_on(board: Board, code: str, port: str = "socket", timeout_s: float = 60) -> str:

@@ -56,6 +56,17 @@ MICROPYTHON = Source(
     6_084_116,
     "f5ad2ec89d3e921f753d448955af98b6005655f84ba26087dde6ba0e8d062f34",
 )
+# lib/mbedtls, the submodule Debian's +ds repack drops (the chip's build has mbedTLS through ESP-IDF: hashlib's md5
+# and sha1, cryptolib, tls): Debian's own mbedtls source package, of the 3.6 line MicroPython 1.26's extmod is
+# written for. Only its include/ and library/ are unpacked, into the MicroPython source's lib/mbedtls.
+MBEDTLS = Source(
+    "mbedtls",
+    "3.6.7",
+    "http://deb.debian.org/debian/pool/main/m/mbedtls/mbedtls_3.6.7.orig.tar.bz2",
+    5_473_689,
+    "a7e8bcbec0e6f761b4af24f25677626b35f762f68eef79c08677a363212d11f6",
+)
+MBEDTLS_PARTS = ("include", "library")
 COMPILER = "riscv64-unknown-elf-gcc"  # Debian's gcc-riscv64-unknown-elf, with picolibc's rv32imac/ilp32 build
 BOARD = "ESP32_GENERIC_C6"  # sys.implementation._build, as the esp32 port's C6 build names itself
 BUILD_DATE_EPOCH = 1767225600  # 2026-01-01: the banner's build date, fixed so the build is reproducible
@@ -116,8 +127,8 @@ def port_files() -> list[Path]:
 def firmware_digest(compiler: str) -> str:
     """The hash of everything the build depends on: the source release, the port's files, the compiler."""
     h = hashlib.sha256()
-    source = f"{MICROPYTHON.name}=={MICROPYTHON.version} {MICROPYTHON.sha256}"
-    for part in (source, compiler, BOARD, str(BUILD_DATE_EPOCH)):
+    sources = [f"{src.name}=={src.version} {src.sha256}" for src in (MICROPYTHON, MBEDTLS)]
+    for part in (*sources, compiler, BOARD, str(BUILD_DATE_EPOCH)):
         h.update(part.encode() + b"\0")
     for path in port_files():
         h.update(path.relative_to(PORT_DIR).as_posix().encode() + b"\0")
@@ -153,22 +164,34 @@ def source_root() -> Path:
 
 
 def micropython_source(progress: Progress = no_progress) -> Path:
-    """The unpacked MicroPython source's top folder (with py/, extmod/, tests/), fetched and unpacked once."""
+    """The unpacked MicroPython source's top folder (with py/, extmod/, tests/, and mbedTLS in lib/mbedtls),
+    fetched and unpacked once."""
     root = source_root()
     done = root / ".unpacked"
+    pins = f"{MICROPYTHON.sha256}\n{MBEDTLS.sha256}"
     with build_lock(root):
-        if not done.is_file() or done.read_text(encoding="utf-8").strip() != MICROPYTHON.sha256:
-            progress(0, 0, f"fetching {MICROPYTHON.name} {MICROPYTHON.version}")
-            downloads = cache_root() / "downloads"
-            with build_lock(downloads / "sources" / MICROPYTHON.filename):
-                archive = fetch_source(MICROPYTHON, downloads)
+        if not done.is_file() or done.read_text(encoding="utf-8").strip() != pins:
+            archive, mbedtls = (_fetch(src, progress) for src in (MICROPYTHON, MBEDTLS))
             progress(0, 0, f"unpacking {archive.name}")
             if root.exists():
                 shutil.rmtree(root)
             _unpack(archive, safe_folder(root, "source cache"))
-            done.write_text(MICROPYTHON.sha256 + "\n", encoding="utf-8")
+            progress(0, 0, f"unpacking {mbedtls.name}")
+            _unpack_parts(mbedtls, _top(root) / "lib" / "mbedtls", MBEDTLS_PARTS)
+            done.write_text(pins + "\n", encoding="utf-8")
+    return _top(root)
+
+
+def _top(root: Path) -> Path:
     (top,) = (p for p in root.iterdir() if p.is_dir())
     return top
+
+
+def _fetch(source: Source, progress: Progress) -> Path:
+    progress(0, 0, f"fetching {source.name} {source.version}")
+    downloads = cache_root() / "downloads"
+    with build_lock(downloads / "sources" / source.filename):
+        return fetch_source(source, downloads)
 
 
 def mpy_cross(progress: Progress = no_progress) -> Path:
@@ -245,6 +268,18 @@ def _unpack(archive: Path, dest: Path) -> None:
     """Unpack `archive` (tar, any compression) under `dest`."""
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")
+
+
+def _unpack_parts(archive: Path, dest: Path, parts: tuple[str, ...]) -> None:
+    """Unpack the folders `parts` of `archive`'s one top folder into `dest` (the top folder's name dropped)."""
+    with tarfile.open(archive) as tar:
+        members = []
+        for member in tar.getmembers():
+            _, _, inner = member.name.partition("/")
+            if inner.split("/", 1)[0] in parts:
+                member.name = inner
+                members.append(member)
+        tar.extractall(dest, members=members, filter="data")
 
 
 def _make(port: Path, top: Path, cross: Path, build: Path, progress: Progress) -> None:

@@ -23,7 +23,11 @@ ACTIONS = 8
 POLICY_LAYERS: dict[str, tuple[int, ...]] = {
     "npc-policy": (FEATURES, 64, 32, ACTIONS),
     "npc-policy-large": (FEATURES, 256, 256, 128, ACTIONS),
+    # the size of the seed's smallest ESP32-C6 model (63 KB of int8, docs/esp32c6.md): 64,416 bytes as .tflite
+    "npc-policy-63k": (FEATURES, 208, 192, ACTIONS),
 }
+# the policies built in int8 only: a float form of the seed-sized model would say nothing the large one does not
+INT8_ONLY = frozenset({"npc-policy-63k"})
 
 
 def is_model_path(name: str) -> bool:

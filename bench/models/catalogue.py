@@ -10,7 +10,7 @@ import hashlib
 
 import numpy as np
 
-from bench.models import POLICY_LAYERS, npcm
+from bench.models import INT8_ONLY, POLICY_LAYERS, npcm
 from bench.models.policy import (
     SOFTMAX_SCALE,
     SOFTMAX_ZERO_POINT,
@@ -71,13 +71,15 @@ def build_all() -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for name in POLICY_LAYERS:
         mlp, q = policy(name, 1)
-        files[f"{name}-f32.tflite"] = serialize(float_graph(mlp), f"{name} v1 float32")
+        if name not in INT8_ONLY:
+            files[f"{name}-f32.tflite"] = serialize(float_graph(mlp), f"{name} v1 float32")
         files[f"{name}-int8.tflite"] = serialize(int8_graph(q), f"{name} v1 int8")
     _, q1 = policy("npc-policy", 1)
     _, q2 = policy("npc-policy", 2)
     files["npc-policy-int8-v2.tflite"] = serialize(int8_graph(q2), "npc-policy v2 int8")
     files["npc-fault-crash-int8.tflite"] = _crash_tflite(q1)
-    for name in ("npc-policy-int8", "npc-policy-int8-v2", "npc-policy-large-int8", "npc-fault-crash-int8"):
+    for name in ("npc-policy-int8", "npc-policy-int8-v2", "npc-policy-large-int8", "npc-policy-63k-int8",
+                 "npc-fault-crash-int8"):  # fmt: skip
         files[f"{name}.npcm"] = npcm.convert_bytes(files[f"{name}.tflite"], f"{name}.tflite")
     files["npc-fault-broken-int8.tflite"] = _broken_tflite(q1)
     good = files["npc-policy-int8.npcm"]

@@ -13,8 +13,10 @@ macs+3%) on every device: the first beside the same load, the second on a quiet 
 itself after the night's --hog-limit seconds at most.
 
 Prints one line per night: its load, exit code, alarms (alerts the night opened or joined, confirmed regressions),
-the host's other processes' share of it, and per device the counted inference P50, the frames played, the session
-played and what was inconclusive. Goals (issue 52): 0 alarms and exit 0 on every unchanged night; counted inference
+the host's other processes' share of it, and per device the counted inference P50, the energy per decision (P50,
+where the device has a meter), the frames played, the session played and what was inconclusive; then each figure's
+CV over the unchanged nights (issue 49's goals: inference P50 < 0.5%, energy per decision < 1%).
+Goals (issue 52): 0 alarms and exit 0 on every unchanged night; counted inference
 P50 of a busy night within the quiet nights' spread, or inconclusive with the cause; the +3% model reported on its
 night or the next quiet one. The first --baseline-runs nights (5 in the bundled thresholds) collect the baseline.
 """
@@ -32,12 +34,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from bench_verdicts import PYTHON, hilbench, more_macs_model, night_alert_words, run_values, scratch_copy
+from bench_verdicts import PYTHON, cv_table, hilbench, more_macs_model, night_alert_words, run_values, scratch_copy
 
 from bench.store.results import ResultStore
 
 SESSION = "fixtures/sessions/combat.mcap"
-FIGURES = ("inference_latency_p50", "inferences", "replay_covered", "played_late", "played_inputs_per_frame")
+FIGURES = ("inference_latency_p50", "energy_per_decision_p50", "inferences", "replay_covered", "played_late")
 CPU_HOG = "import sys, time\nend = time.monotonic() + float(sys.argv[1])\nwhile time.monotonic() < end: pass"
 DISK_HOG = """
 import os, sys, time
@@ -107,11 +109,12 @@ def line(n: dict, devices: list[str]) -> str:
     for d in devices:
         v = n["values"].get(d, {})
         p50, frames, covered = v.get("inference_latency_p50"), v.get("inferences"), v.get("replay_covered")
-        late = v.get("played_late")
+        energy = v.get("energy_per_decision_p50")
         counted = [k.split(":", 1)[1] for k in n["inconclusive"] if k.startswith(f"{d}:")]
         rows.append(
-            f"  {d:<7} infer P50 {p50 or 0:>8.0f} us  frames {frames or 0:>5.0f}  played {covered or 0:>4.1f} s"
-            f"  late {late if late is not None else '-'}" + (f"  inconclusive {len(counted)}" if counted else "")
+            f"  {d:<7} P50 {p50 or 0:>6.0f} us  {f'{energy:.4f} mJ' if energy is not None else 'no energy':>10}"
+            f"  frames {frames or 0:>4.0f}  played {covered or 0:>4.1f} s"
+            + (f"  inconcl. {len(counted)}" if counted else "")
         )
     for key, why in n["inconclusive"].items():
         rows.append(f"    {key}: {why[: 80 - 6 - len(key)]}")
@@ -164,6 +167,7 @@ def main() -> int:
         "false_alarms": sum(len(n["alarms"]) for n in unchanged),
         "nonzero_exits": [n["night"] for n in unchanged if n["exit"] != 0],
         "quiet_spread_us": {d: spread(quiet, d) for d in devices},
+        "unchanged_cv": cv_table(unchanged),
         "nights": nights,
     }
     if args.json:
@@ -174,6 +178,12 @@ def main() -> int:
     for d, s in summary["quiet_spread_us"].items():
         if s is not None:
             print(f"  {d}: quiet nights' counted inference P50 {s[0]:.0f}-{s[1]:.0f} us")
+    for d, figures in summary["unchanged_cv"].items():
+        for name in ("inference_latency_p50", "energy_per_decision_p50"):
+            row = figures.get(name)
+            if row is not None:
+                goal = "0.5" if name.startswith("inference") else "1"
+                print(f"  {d}: {name} CV {row['cv_pct']}% over {len(row['values'])} unchanged nights (goal < {goal}%)")
     for n in nights:
         if n["night"].startswith("macs"):
             caught = [a for a in n["alarms"] if a.startswith(f"{args.macs_device}:")] or n["alarms"]

@@ -6,15 +6,18 @@ its counted clock gives the same ticks on every run."""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from mpremote.transport_serial import SerialTransport
 
 from bench.bundles.c6_firmware import BuiltFirmware, build_firmware
+from bench.config.kinds import get_kind
 from bench.devices.qemu_machine import free_port
 from bench.virtual.esp32c6.counted import FirmwareExit, ResetCause, Vfs, qemu_command
 from tests.esp32c6_support import MACHINE_BASE_PROGRAM, check_machine_base, counted_repl, uart_socket
@@ -30,6 +33,7 @@ VFS_OFFSET = 0x200000
 # mpremote moves a file in one raw-paste exec per chunk, about 0.1 s each on this UART: its default 256-byte
 # chunks made the agent's deployment take a minute; 4 KB chunks (which the firmware's heap compiles) take ~15 s
 CHUNK = 4096
+SEED_SIZED = "npc-policy-63k-int8"  # the size of the seed's smallest C6 model (docs/esp32c6.md)
 
 
 @pytest.fixture(scope="module")
@@ -61,12 +65,15 @@ def run(transport: SerialTransport, code: str) -> str:
 
 @pytest.fixture(scope="module")
 def agent_flash(firmware: BuiltFirmware, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(the board folder, a flash image): the MicroPython agent, its modules, the int8 model and the trust key
-    deployed once into the flash over the UART (as `hilbench flash` puts files on a board); tests boot copies."""
+    """(the board folder, a flash image): the MicroPython agent, its modules, the bundled and the seed-sized int8
+    models, the trust key and the kind's memory limit (`agent.json`) deployed once into the flash over the UART
+    (as `hilbench flash` puts files on a board); tests boot copies."""
     from tests.e2e.mpy_agent_proc import make_board
 
     tmp = tmp_path_factory.mktemp("agent-flash")
-    local = make_board(tmp, ("npc-policy-int8",))
+    local = make_board(tmp, ("npc-policy-int8", SEED_SIZED))
+    limit = get_kind("esp32c6").defaults().memory_limit_kb * 1024
+    (local / "agent.json").write_text(json.dumps({"mem_limit": limit}) + "\n")
     flash = tmp / "flash.bin"
     with board(firmware.elf, blank_flash(flash)) as t:
         for path in sorted(local.rglob("*")):
@@ -143,6 +150,7 @@ def test_viper_is_compiled_by_the_rv32_emitter(firmware: BuiltFirmware):
 
 COUNTED = """
 import time
+from collections.abc import Callable
 def work():
     s = 0
     for i in range(3000):
@@ -289,6 +297,27 @@ def test_bundled_model_inference_runs_viper_on_the_counted_clock(
     assert 1_000 < median_us < 100_000
 
 
+def agent_messages(t: SerialTransport) -> Callable[..., dict]:
+    """Start the agent on the board behind `t`; the function returning its next wire message."""
+    from bench.agent import wire
+
+    t.exec_raw_no_follow("import npc_agent; npc_agent.run()")
+    pending = b""
+
+    def message(timeout_s: float = 60) -> dict:
+        nonlocal pending
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                if wire.is_message(line + b"\n"):
+                    return wire.decode(line)
+            pending += t.serial.read(t.serial.in_waiting or 1)
+        raise AssertionError(f"no message from the agent within {timeout_s} s: {pending[-300:]!r}")
+
+    return message
+
+
 def test_the_micropython_agent_runs_on_the_counted_firmware(
     firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
 ):
@@ -298,20 +327,7 @@ def test_the_micropython_agent_runs_on_the_counted_firmware(
 
     local, flash = agent_flash
     with board(firmware.elf, flash_copy(flash, tmp_path / "flash.bin")) as t:
-        t.exec_raw_no_follow("import npc_agent; npc_agent.run()")
-        pending = b""
-
-        def message(timeout_s: float = 60) -> dict:
-            nonlocal pending
-            deadline = time.monotonic() + timeout_s
-            while time.monotonic() < deadline:
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    if wire.is_message(line + b"\n"):
-                        return wire.decode(line)
-                pending += t.serial.read(t.serial.in_waiting or 1)
-            raise AssertionError(f"no message from the agent within {timeout_s} s: {pending[-300:]!r}")
-
+        message = agent_messages(t)
         hello = message()
         assert hello["platform"].endswith("/qemu-icount")
         manifest = signed(local, "npc-policy-int8", 1)
@@ -327,6 +343,47 @@ def test_the_micropython_agent_runs_on_the_counted_firmware(
     assert len({r["act"] for r in results}) == 1
     print(f"\nagent on the counted core: verify {loaded['verify_us']} us, infer {[r['us'] for r in results]} us")
     assert all(1_000 < r["us"] < 100_000 for r in results)
+
+
+def test_the_seed_sized_model_loads_beside_the_agent_and_infers_as_the_reference(
+    firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
+):
+    """The model of the seed's smallest C6 size (64 KB as .tflite, 55 KB as .npcm), sent as an update to the
+    agent running the bundled policy: it loads beside it on the 300 KB heap, its probation (the live heap
+    checked against the kind's 160 KB limit at every inference) keeps it, and it gives the reference's
+    integers; its inference is about 42 ms of counted time, the same on every boot."""
+    from bench.agent import wire
+    from bench.models import model_file
+    from bench.models.tflite_read import read_int8_policy
+    from bench.testkit import reference as R
+    from tests.e2e.mpy_agent_proc import signed
+
+    local, flash = agent_flash
+    x = [((k * 37) % 100) / 50.0 - 1.0 for k in range(48)]
+    runs = []
+    for _ in range(2):
+        with board(firmware.elf, flash_copy(flash, tmp_path / "flash.bin")) as t:
+            message = agent_messages(t)
+            message()  # hello
+            for rid, (name, version) in enumerate((("npc-policy-int8", 1), (SEED_SIZED, 2)), 1):
+                load = {"t": "load", "path": f"models/{name}.npcm", "manifest": signed(local, name, version)}
+                t.serial.write(wire.encode({**load, "id": rid}))
+                loaded = message()
+                assert loaded["t"] == "loaded", loaded
+            results = []
+            for rid in range(3, 6):  # well inside the 3 s probation of counted time
+                t.serial.write(wire.encode({"t": "infer", "x": x, "id": rid}))
+                results.append(message())
+            t.serial.write(wire.encode({"t": "stats", "heap": True, "id": 6}))
+            stats = message()
+        assert [(r["t"], r["model"]) for r in results] == [("result", 2)] * 3, results  # no rollback
+        runs.append([r["us"] for r in results])
+    policy = read_int8_policy(model_file(SEED_SIZED))
+    want = R.int8_infer(policy.mlp, R.quantize_input([x], policy.mlp.in_scale, policy.mlp.in_zp))[0]
+    assert results[0]["q"] == want.tolist() and results[0]["act"] == int(want.argmax())
+    assert runs[0] == runs[1]  # the same inferences take the same counted time on every boot
+    print(f"\nseed-sized model on the counted core: infer {runs[0]} us; stats {stats}")
+    assert all(30_000 < us < 60_000 for us in runs[0])
 
 
 def test_deflateio_reads_what_cpython_compressed(firmware: BuiltFirmware, tmp_path: Path):

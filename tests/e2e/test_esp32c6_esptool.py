@@ -1,4 +1,5 @@
-"""The real esptool CLI against a virtual ESP32-C6, over socket:// and rfc2217://."""
+"""The real esptool CLI against a virtual ESP32-C6, over socket:// and rfc2217://: it writes the counted firmware
+(MicroPython's own ESP32-C6 build, what the chip would run), and erase-flash wipes that firmware's littlefs."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import pytest
 
 from bench.devices.esp_image import parse_image
 from bench.devices.esptool_link import open_port
-from tests.esp32c6_support import FIRMWARE, Board, esptool, mpremote, virtual_c6
+from tests.esp32c6_support import Board, board_sha256, counted_image, esptool, mpremote, virtual_c6
 
 pytestmark = pytest.mark.e2e
 MAC = "60:55:f9:c6:10:01"
+VFS_OFFSET = 0x200000  # the vfs partition, from the end of the app partition to the end of the flash
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +78,7 @@ def test_write_and_read_without_stub(board: Board, tmp_path: Path) -> None:
 def test_flash_over_rfc2217_resets_into_micropython(board: Board) -> None:
     """Classic DTR/RTS auto-reset into download mode, write, hard reset: the board runs the new firmware."""
     port = board.urls["rfc2217"]
-    write = esptool("--port", port, "write-flash", "0x0", str(FIRMWARE))
+    write = esptool("--port", port, "write-flash", "0x0", str(counted_image()))
     assert write.returncode == 0, write.stdout + write.stderr
     assert "Hash of data verified" in write.stdout
     assert "Chip type:          ESP32-C6" in write.stdout and f"BASE MAC:           {MAC}" in write.stdout
@@ -94,17 +96,25 @@ def test_erase_flash_wipes_filesystem_and_boot_loops(board: Board, tmp_path: Pat
     note.write_text("kept until erase\n")
     put = mpremote("connect", board.urls["socket"], "fs", "cp", str(note), ":note.txt")
     assert put.returncode == 0, put.stdout + put.stderr
-    assert (board.fs_dir / "note.txt").is_file()
+    assert board_sha256(board, "note.txt") is not None  # on the board's littlefs
     port = socket_in_download_mode(board)
+    superblock = tmp_path / "superblock.bin"
+    read = esptool("--port", port, "read-flash", hex(VFS_OFFSET), "8192", str(superblock))  # its two blocks
+    assert read.returncode == 0 and b"littlefs" in superblock.read_bytes(), read.stdout + read.stderr
     erase = esptool("--port", port, "erase-flash")
     assert erase.returncode == 0, erase.stdout + erase.stderr
-    assert not any(board.fs_dir.iterdir())
-    back = tmp_path / "erased.bin"
-    read = esptool("--port", port, "read-flash", "0x0", "4096", str(back))
-    assert read.returncode == 0, read.stdout + read.stderr
-    assert back.read_bytes() == b"\xff" * 4096
+    for offset in (0, VFS_OFFSET):  # the firmware and its filesystem are gone
+        back = tmp_path / f"erased-{offset:x}.bin"
+        read = esptool("--port", port, "read-flash", hex(offset), "4096", str(back))
+        assert read.returncode == 0, read.stdout + read.stderr
+        assert back.read_bytes() == b"\xff" * 4096
     board.control("boot")
     assert board.wait_mode("boot-loop")["mode"] == "boot-loop"
+    write = esptool("--port", socket_in_download_mode(board), "write-flash", "0x0", str(counted_image()))
+    assert write.returncode == 0, write.stdout + write.stderr
+    board.control("boot")
+    assert board.wait_mode("app", timeout_s=60)["mode"] == "app"
+    assert board_sha256(board, "note.txt") is None  # the firmware formatted an erased partition at boot
 
 
 def test_bench_rfc2217_port_negotiates_settings_not_timeouts(board: Board) -> None:

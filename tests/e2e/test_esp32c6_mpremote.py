@@ -1,15 +1,22 @@
-"""The real mpremote CLI against a virtual ESP32-C6 running MicroPython, over socket://, rfc2217:// and a pty."""
+"""The real mpremote CLI against a virtual ESP32-C6 running the counted firmware (MicroPython's own ESP32-C6
+build, where the chip would run it), over socket://, rfc2217:// and a pty; its files are checked on the board."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 import serial
 
-from tests.esp32c6_support import Board, esptool, mpremote
+from tests.esp32c6_support import Board, board_sha256, esptool, mpremote
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def c6_board(counted_c6_board: Board) -> Board:
+    return counted_c6_board
 
 
 @pytest.fixture(params=["socket", "rfc2217", "pty"])
@@ -18,7 +25,8 @@ def port(request: pytest.FixtureRequest, c6_board: Board) -> str:
 
 
 def test_exec_sees_board_identity_and_its_own_folder(port: str, c6_board: Board) -> None:
-    (c6_board.fs_dir / "marker.txt").write_text("x")
+    made = mpremote("connect", port, "exec", "open('marker.txt', 'w').write('x')")
+    assert made.returncode == 0, made.stdout + made.stderr
     ran = mpremote("connect", port, "exec", "import machine, os; print(machine.unique_id().hex(), os.listdir('/'))")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert ran.stdout.split()[0] == c6_board.device.mac.replace(":", "")
@@ -33,7 +41,7 @@ def test_fs_cp_ls_run_and_errors(port: str, c6_board: Board, tmp_path: Path) -> 
     name = "hello_" + "".join(c if c.isalnum() else "_" for c in port.split(":")[0]) + ".py"
     cp = mpremote("connect", port, "fs", "cp", str(script), f":{name}")
     assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert (c6_board.fs_dir / name).read_bytes() == script.read_bytes()
+    assert board_sha256(c6_board, name) == hashlib.sha256(script.read_bytes()).hexdigest()  # on the board's flash
     ls = mpremote("connect", port, "fs", "ls", ":")
     assert ls.returncode == 0, ls.stdout + ls.stderr
     sizes = {line.split()[-1]: int(line.split()[0]) for line in ls.stdout.splitlines()[1:] if line.strip()}

@@ -1,6 +1,7 @@
 """What the counted ESP32-C6 firmware has because it is MicroPython's own build (py/, extmod/ and the release's
 mpy-cross): an asyncio program with tasks, an Event and a StreamReader on stdin; re and heapq; a native .mpy
-built by mpy-cross -march=rv32imc; and a random seed that differs from boot to boot, as the chip's RNG gives."""
+built by mpy-cross -march=rv32imc; a random seed that differs from boot to boot, as the chip's RNG gives; and
+md5, sha1, cryptolib and tls through mbedTLS."""
 
 from __future__ import annotations
 
@@ -115,3 +116,25 @@ def test_the_random_seed_differs_from_boot_to_boot(firmware: BuiltFirmware) -> N
         with counted_repl(firmware.elf, mac=MAC) as t:
             draws.append(t.exec("import random, os\nprint(random.getrandbits(30), os.urandom(8).hex())").decode())
     assert draws[0] != draws[1]  # the same board and firmware, a new seed at each boot (the chip's RNG)
+
+
+def test_md5_sha1_cryptolib_and_tls_through_mbedtls(firmware: BuiltFirmware) -> None:
+    """What the chip's build has through ESP-IDF's mbedTLS: hashlib's md5 and sha1 (as CPython's), cryptolib's
+    AES (FIPS-197's example vector, ECB and CBC there and back) and the tls module with its contexts."""
+    import hashlib
+
+    code = (
+        "import hashlib, cryptolib, tls\n"
+        "key = bytes(range(16)); block = bytes.fromhex('00112233445566778899aabbccddeeff')\n"
+        "cbc = cryptolib.aes(key, 2, bytes(16)).encrypt(block * 2)\n"
+        "back = cryptolib.aes(key, 2, bytes(16)).decrypt(cbc) == block * 2\n"
+        "print(hashlib.md5(b'abc' * 100).digest().hex(), hashlib.sha1(b'abc' * 100).digest().hex(),\n"
+        "      cryptolib.aes(key, 1).encrypt(block).hex(), back,\n"
+        "      type(tls.SSLContext(tls.PROTOCOL_TLS_CLIENT)).__name__, tls.CERT_REQUIRED)"
+    )
+    with counted_repl(firmware.elf, mac=MAC) as t:
+        md5, sha1, aes, cbc_back, context, required = t.exec(code).decode().split()
+    assert md5 == hashlib.md5(b"abc" * 100).hexdigest()
+    assert sha1 == hashlib.sha1(b"abc" * 100).hexdigest()
+    assert aes == "69c4e0d86a7b0430d8cdb78070b4c55a"  # FIPS-197, appendix C.1
+    assert (cbc_back, context, required) == ("True", "SSLContext", "2")

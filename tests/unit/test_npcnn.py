@@ -11,7 +11,7 @@ from bench.testkit import reference as R
 INPUTS = calibration_inputs(48, 60, "npcnn-unit")
 
 
-@pytest.mark.parametrize("name", ["npc-policy-int8", "npc-policy-int8-v2"])
+@pytest.mark.parametrize("name", ["npc-policy-int8", "npc-policy-int8-v2", "npc-policy-63k-int8"])
 def test_npcnn_matches_the_reference_exactly(name):
     model = npcnn.load(str(model_file(name, "npcm")))
     p = read_int8_policy(model_file(name))

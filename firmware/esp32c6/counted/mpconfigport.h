@@ -62,6 +62,10 @@
 #define MICROPY_PY_TIME_INCLUDEFILE         "port_time.c"
 #define MICROPY_PY_HASHLIB                  (1)
 #define MICROPY_PY_HASHLIB_SHA256           (1)
+#define MICROPY_PY_HASHLIB_MD5              (1) // md5, sha1, cryptolib and tls through mbedTLS (Makefile)
+#define MICROPY_PY_HASHLIB_SHA1             (1)
+#define MICROPY_PY_CRYPTOLIB                (1)
+#define MICROPY_TRACKED_ALLOC               (MICROPY_SSL_MBEDTLS) // mbedTLS's buffers on MicroPython's heap
 #define MICROPY_PY_RANDOM                   (1)
 #define MICROPY_PY_RANDOM_EXTRA_FUNCS       (1)
 #define MICROPY_PY_RANDOM_SEED_INIT_FUNC    (c6_random32())

@@ -7,6 +7,7 @@
 
 #define VIRT_TEST_BASE   (0x00100000u) // sifive_test: a write ends QEMU (with -no-reboot) with an exit code
 #define VIRT_CLINT_BASE  (0x02000000u)
+#define VIRT_CLINT_MSIP  (VIRT_CLINT_BASE + 0x0u) // hart 0's software interrupt: clock.c's boot calibration
 #define VIRT_PLIC_BASE   (0x0c000000u)
 #define VIRT_UART0_BASE  (0x10000000u) // 16550
 #define VIRT_UART0_IRQ   (10)
@@ -22,8 +23,10 @@
 #define EXIT_PANIC       (12) // a CPU exception in the firmware
 
 #define MCAUSE_INT       (0x80000000u)
+#define IRQ_M_SOFT       (3)
 #define IRQ_M_TIMER      (7)
 #define IRQ_M_EXT        (11)
+#define MIE_MSIE         (1u << IRQ_M_SOFT)
 #define MIE_MTIE         (1u << IRQ_M_TIMER)
 #define MIE_MEIE         (1u << IRQ_M_EXT)
 #define MSTATUS_MIE      (1u << 3)
