@@ -29,6 +29,9 @@ def test_decision_energy_within_budget(agent, replayed, record_measurement):
     figure = replayed.median(name)
     record_measurement("energy_budget_exceeded", over, "count")
     what = "P99" if single else "(active energy over decisions)"
+    # decisions draw something: a meter that misses the agent's work (a virtual board's rails not counting its
+    # agent's cgroup, docs/lab-control.md) would give the idle power back, nothing per decision
+    assert figure > 0, f"device {agent.name}: energy per decision {what} {figure:.3f} mJ: the meter saw no work"
     assert figure <= energy.budget_mj, (
         f"device {agent.name}: energy per decision {what} {figure:.3f} mJ is over the budget of "
         f"{energy.budget_mj:g} mJ (P50 {replayed.median('energy_per_decision_p50'):.3f} mJ; {over:g} decision(s) "

@@ -33,6 +33,9 @@ from bench.telemetry import TelemetryMonitor
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
 FOLLOW_STOP_GRACE_S = 2.0  # for the console's `tail -F` over SSH to end once asked
 PORT_FILE = "agent.port"  # the agent writes its loopback port here, in the deploy folder
+# The agent starts in this cgroup where the board has one (the bench's images make it at boot): its CPU time counted
+# apart from the bench's own traffic and probes, which a virtual board's modelled rails leave out (docs/lab-control.md)
+AGENT_CGROUP = "/sys/fs/cgroup/agent"
 
 
 def alive_test(pid: int) -> str:
@@ -237,6 +240,7 @@ class LinuxDriver(Driver):
         argv = quote(*self.bundle.argv(self.python, PORT_FILE))
         started = await conn.run(
             f'cd "{self.folder}" || exit 1; rm -f {PORT_FILE}; '
+            f"{{ echo $$ >{AGENT_CGROUP}/cgroup.procs; }} 2>/dev/null; "
             f"setsid nohup {argv} >agent.log 2>&1 </dev/null & echo $! >agent.pid; echo $!",
             retry=False,
         )

@@ -170,7 +170,7 @@ def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | N
         meter += f"; marker: {fig.marker}"
     if ACTIVE in fig.flags and fig.idle_mw is not None:
         meter += (f"; active energy over the first {fig.decisions} decisions: less the idle baseline "
-                  f"{fig.idle_mw:.1f} mW (median reading before them)")  # fmt: skip
+                  f"{fig.idle_mw:.1f} mW (mean of the readings before them)")  # fmt: skip
     if DEVICE_CLOCK in fig.flags:
         meter += "; on the device's clock"
     n, flags = fig.decisions, fig.flags

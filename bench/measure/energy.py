@@ -23,7 +23,7 @@ For frame windows, how fine the meter is decides the method, and the flags say w
 - coarser (tegrastats at 1 s, the PMIC, most hwmon sensors): one sample holds many decisions. Energy per decision
   is then the decisions' active energy over their number (flag `active_energy_over_decisions`): the energy from the
   first decision's start to the end of decision ACTIVE_DECISIONS (the same stretch of the session every night),
-  less the idle baseline (the median power the meter read before the first decision, while the device idled) over
+  less the idle baseline (the mean power the meter read before the first decision, while the device idled) over
   that time. It has no P99 (no single decision is seen). Without a sample before the first decision there is no
   baseline: only energy per session and mean power are given, with the flag `meter_too_slow_for_decisions`.
 
@@ -164,14 +164,15 @@ def _active(
 ) -> EnergyFigures:
     """Energy per decision of a meter too coarse for single decisions: the energy of the span of the first
     ACTIVE_DECISIONS decisions (the same stretch of the session every night, however much of it a night plays),
-    less the idle baseline over that span, over those decisions. The baseline is the median of the readings that
-    ended before the first decision (a burst of other work in one of them is no idle power)."""
+    less the idle baseline over that span, over those decisions. The baseline is the mean power of the readings
+    that ended before the first decision: their energy over their time, as the span's is taken (each reading's
+    rounding and any work that comes in some readings and not others are spread over them, as in the span)."""
     counted = windows[:ACTIVE_DECISIONS]
     a, b = counted[0][0], counted[-1][1]
-    idle = sorted(s.power_mw for s in samples if s.t_ns <= a and s.dt_ns > 0)
+    idle = [s for s in samples if s.t_ns <= a and s.dt_ns > 0]
     if not idle or b <= a:
         return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW, *flags), windows_ns=windows, **base)  # type: ignore[arg-type]
-    idle_mw = statistics.median(idle)
+    idle_mw = sum(s.power_mw * s.dt_ns for s in idle) / sum(s.dt_ns for s in idle)
     each = (whole.energy_mj(a, b) - idle_mw * (b - a) / 1e9) / len(counted)
     return EnergyFigures(
         decisions=len(counted),

@@ -76,11 +76,12 @@ JETSON_ORIN_NX = LinuxProfile(
     idle_c=42.0,
     c_per_load=22.0,
     zones=(("cpu", 0.0), ("soc2", -1.2), ("soc0", -0.8), ("gpu", -1.5), ("tj", 0.4), ("soc1", -1.0)),
-    # Orin NX 16GB: 25 W is the module's MAXN power budget (NVIDIA DS-10712-001: VDD_IN at most 5 A at 5 V); idle
-    # VDD_IN 4.8 W, the figure the stand-in tegrastats had modelled (not a published one)
-    idle_mw=4800,
-    mw_per_load=20200,
-    power_source="the Orin NX 16GB's 25 W MAXN budget (NVIDIA DS-10712-001)",
+    # Orin NX 16GB: idle VDD_IN 4.6 W, as ARK Electronics measured one on the module's INA3221 (L4T R36.5,
+    # ark_jetson_kernel docs/power.md); loaded: 25 W, the module's budget (NVIDIA DS-10712-001 Table 5-2: VDD_IN
+    # at most 5 A, at 5 V), a ceiling rather than a measured draw of its 8 cores
+    idle_mw=4600,
+    mw_per_load=20400,
+    power_source="an Orin NX 16GB's measured 4.6 W idle (ARK Electronics) and 25 W budget (NVIDIA DS-10712-001)",
     # Orin's Cortex-A78AE is not in QEMU 7.2; its nearest there is the Cortex-A76: the A78's direct
     # predecessor with the same Armv8.2-A feature set (LSE atomics, fp16, dot product, RCpc).
     guest_cpu="cortex-a76",

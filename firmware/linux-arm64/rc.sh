@@ -21,6 +21,11 @@ else
     say "error network"
 fi
 
+# The agent's cgroup (cgroup v2): the bench starts its agent there (bench.devices.linux), so that its CPU time is
+# counted apart from the bench's own traffic and probes; the virtual boards' rails model their power from it
+# (/usr/lib/npc-board/rails).
+mount -t cgroup2 cgroup2 /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/agent || say "error cgroups"
+
 # the board's own services, when its recipe gives them (the virtual Jetson: its INA3221's hwmon files)
 [ -f /etc/npc/board.sh ] && sh /etc/npc/board.sh
 

@@ -74,8 +74,8 @@ control() {
 [ -n "$CTL" ] && control &
 
 # The lab supply meter's readings, when the bench's fleet gives the console one (a modelled supply: the console's
-# power from its busy time per core since the last reading, usr/lib/npc-board/rails), each with the uptime it was
-# taken at: "NPC-SUPPLY <uptime s> <mW>".
+# power from its agent cgroup's busy time since the last reading, usr/lib/npc-board/rails), each with the uptime it
+# was taken at: "NPC-SUPPLY <uptime s> <mW>".
 if [ -n "$npc_supply_ms" ]; then
     (period=$((npc_supply_ms / 1000)).$((npc_supply_ms % 1000 / 100))$((npc_supply_ms % 100 / 10))$((npc_supply_ms % 10))
      while :; do

@@ -180,3 +180,34 @@ def test_garbage_on_the_meters_port_leaves_it_measuring() -> None:
             meter.close()
 
     asyncio.run(run())
+
+
+def test_a_reader_opens_the_meter_after_one_that_fell_behind() -> None:
+    """A reader that fell behind leaves up to a minute of samples queued (a nightly's replay on a busy host). The
+    next reader (the confirm replay's) stops the measurement and reads the calibration metadata: the stop drops
+    what was queued, as a real PPK2 sends nothing once stopped, so the metadata is not buried under old samples."""
+    import json
+    import sys
+
+    async def run() -> None:
+        supply = Supply(lambda: (True, False, False, None))
+        meter = VirtualPpk2(supply)
+        reader = None
+        try:
+            meter._command(bytes([AVERAGE_START]))
+            meter._on_span(Span(60 * 1000 * MS_Q, 27_000.0))  # a minute of samples nobody has read
+            assert len(meter._out) > MAX_BUFFER // 2
+            reader = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bench.energy.ppk2_reader", "--port", meter.path,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            assert reader.stdout is not None
+            first = json.loads(await asyncio.wait_for(reader.stdout.readline(), 20))
+            assert first.get("ok"), first
+        finally:
+            if reader is not None and reader.returncode is None:
+                reader.kill()
+                await reader.wait()
+            meter.close()
+
+    asyncio.run(run())

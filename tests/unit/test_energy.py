@@ -75,7 +75,8 @@ def _board(tmp_path: Path, uptime_cs: int, ran_ns: tuple[int, int]) -> dict[str,
     cpus = "".join(f"cpu{n} 0 0 0 0 0 0 {ns} 0 0\ndomain0 3 0 0\n" for n, ns in enumerate(ran_ns))
     (tmp_path / "proc/schedstat").write_text(f"version 15\ntimestamp 4294901048\n{cpus}")
     return {"HILBENCH_VIRTUAL": str(tmp_path), "HILBENCH_PROC": str(tmp_path / "proc"),
-            "HILBENCH_RUN": str(tmp_path / "run"), "PATH": "/usr/bin:/bin"}  # fmt: skip
+            "HILBENCH_RUN": str(tmp_path / "run"), "HILBENCH_WORK": str(tmp_path / "no-cgroup"),
+            "PATH": "/usr/bin:/bin"}  # fmt: skip
 
 
 def _rails(env: dict[str, str], *args: str) -> str:
@@ -94,6 +95,20 @@ def test_the_rails_model_follows_each_cores_busy_time_since_the_last_reading(tmp
     assert _rails(_board(tmp_path, 10_100, (260_000_000, 500_000_000)), "power", state) == f"{1605 + 30}\n"
 
 
+def test_the_rails_count_the_agents_cgroup_and_not_the_benchs_traffic(tmp_path: Path) -> None:
+    # where the guest keeps its agent in a cgroup, that cgroup's time is the busy time: the cores' counters also
+    # hold sshd carrying the bench's traffic and the bench's probes, which are left out
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    env = {**_board(tmp_path, 10_000, (0, 0)), "HILBENCH_WORK": str(agent)}
+    state = str(tmp_path / "state")
+    (agent / "cpu.stat").write_text("usage_usec 1000\nuser_usec 600\nsystem_usec 400\n")
+    assert _rails(env, "power", state) == "1605\n"
+    (agent / "cpu.stat").write_text("usage_usec 251000\nuser_usec 600\nsystem_usec 400\n")
+    busy_cores = _board(tmp_path, 10_050, (500_000_000, 500_000_000))  # 2 cores busy, the bench's work with it
+    assert _rails({**busy_cores, "HILBENCH_WORK": str(agent)}, "power", state) == f"{1605 + 762}\n"  # 0.5 core
+
+
 def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one(tmp_path: Path) -> None:
     env = _board(tmp_path, 10_000, (0, 0))
     idle = _rails(env, "pmic")
@@ -104,22 +119,36 @@ def test_the_virtual_pis_pmic_read_adc_parses_like_a_real_one(tmp_path: Path) ->
     assert pmic_rails(busy)["3V3_SYS"] == pmic_rails(idle)["3V3_SYS"]
 
 
-def test_the_virtual_jetsons_ina3221_files_are_kept_by_the_board(tmp_path: Path) -> None:
+def test_the_virtual_jetsons_ina3221_converts_when_read(tmp_path: Path) -> None:
+    # each read of curr1_input is one conversion: the power since the read before, one line, however the reads
+    # fall against any period (a sensor converting on its own period put the decisions' first readings a phase away)
     import subprocess
     import time
 
-    env = _board(tmp_path, 10_000, (0, 0))
-    (tmp_path / "profile.json").write_text('{\n "cpus": 8,\n "idle_mw": 4800,\n "mw_per_load": 20200\n}\n')
+    agent = tmp_path / "agent"
+    agent.mkdir()
+    (agent / "cpu.stat").write_text("usage_usec 0\n")
+    env = {**_board(tmp_path, 10_000, (0, 0)), "HILBENCH_WORK": str(agent)}
+    (tmp_path / "profile.json").write_text('{\n "cpus": 8,\n "idle_mw": 4600,\n "mw_per_load": 20400\n}\n')
     hwmon = tmp_path / "hwmon0"
-    daemon = subprocess.Popen(["sh", str(RAILS), "ina3221", str(hwmon), "0.05"], env=env)
+    daemon = subprocess.Popen(["sh", str(RAILS), "ina3221", str(hwmon)], env=env)
+
+    def read() -> float:
+        current = subprocess.run(["cat", str(hwmon / "curr1_input")], capture_output=True, text=True, timeout=10)
+        assert len(current.stdout.splitlines()) == 1, current.stdout  # one reading, one line
+        return hwmon_power_mw(current_ma=current.stdout, voltage=(hwmon / "in1_input").read_text())
+
     try:
         deadline = time.monotonic() + 10
-        while not (hwmon / "curr1_input").exists() and time.monotonic() < deadline:
+        while not (hwmon / "in1_input").exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert (hwmon / "in1_label").read_text() == "VDD_IN\n" and (hwmon / "name").read_text() == "ina3221\n"
-        current, volts = (hwmon / "curr1_input").read_text(), (hwmon / "in1_input").read_text()
-        power = hwmon_power_mw(current_ma=current, voltage=volts)
-        assert power == pytest.approx(4800, abs=5)  # the counters stand still: idle
+        assert read() == pytest.approx(4600, abs=5)  # the first: the clock starts
+        _board(tmp_path, 10_050, (0, 0))  # 0.5 s later the agent had run 0.25 s: half a core of 8 at +20.4 W
+        (agent / "cpu.stat").write_text("usage_usec 250000\n")
+        assert read() == pytest.approx(4600 + 1275, abs=5)
+        _board(tmp_path, 10_100, (0, 0))
+        assert all(r == pytest.approx(4600, abs=5) for r in (read(), read(), read()))  # idle since; each answered
     finally:
         daemon.kill()
         daemon.wait()
@@ -386,9 +415,11 @@ def test_a_coarse_meter_on_the_device_clock_gives_the_decisions_active_energy() 
     assert ACTIVE in fig.flags and DEVICE_CLOCK in fig.flags and fig.decisions == 240  # the session's first 240
     assert fig.idle_mw == pytest.approx(1600.0)
     assert fig.p50_mj == pytest.approx(100.0 * (239 * 0.033333 + 0.002) / 240, rel=1e-3) and fig.p99_mj is None
-    # a burst of other work in one idle reading does not move the baseline
-    burst = [*samples[:3], PowerSample(samples[3].t_ns, samples[3].dt_ns, 2400.0), *samples[4:]]
-    assert energy_figures(burst, frames, OffsetClock(0), "pmic", 0.25, device_clock=True).p50_mj == fig.p50_mj
+    # other work in every 4th reading, before the decisions and among them, is not theirs: the baseline is the
+    # mean power before them (a median, 1600 mW, would leave that work to the decisions: 4.9 mJ each)
+    other = [PowerSample(s.t_ns, s.dt_ns, s.power_mw + (400.0 if k % 4 == 3 else 0.0)) for k, s in enumerate(samples)]
+    busier = energy_figures(other, frames, OffsetClock(0), "pmic", 0.25, device_clock=True)
+    assert busier.idle_mw == pytest.approx(1700.0) and busier.p50_mj == pytest.approx(fig.p50_mj, rel=0.02)
     out = DeviceMeasurements()
     add_energy(out, fig, budget_mj=1.0)
     described = out.get("energy_per_decision_p50").description

@@ -138,8 +138,10 @@ class VirtualPpk2:
             self.dut_power = bool(cmd[1])
         elif op == AVERAGE_START:
             self.measuring, self._sent, self._phase_q = True, (0, 0.0), 0
-        elif op in (AVERAGE_STOP, RESET):
-            self.measuring = False
+        elif op in (AVERAGE_STOP, RESET):  # a stopped PPK2 sends nothing more: the samples a reader that fell
+            self.measuring = False  # behind left queued go too, or the next reader's metadata would come after them
+            self._out.clear()
+            self._flush()
 
     def _on_span(self, span: Span) -> None:
         if not self.measuring:
