@@ -41,6 +41,9 @@ kind = "esp32c6"
 virtual = true
 mac = "{mac}"
 stall_s = 2.0
+# on its counted clock it plays as much of the session as fits 40 s of the bench's time: on a busy host the
+# session's own 24 s, less the hang and the ladder, left the recovered board too little of its clock to play on
+replay_budget_s = 40
 power = {{ driver = "uhubctl", location = "3-1", port = 2, uhubctl = "{UHUBCTL}", off_s = 0.5 }}
 """
     )
