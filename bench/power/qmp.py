@@ -111,7 +111,8 @@ class QmpPower(PowerDriver[PowerSettings]):
         """`quit`: the machine stops at once, as without power."""
         path = self._socket()
         if path is not None:
-            with contextlib.suppress(PowerError):  # it may close the socket before answering
+            # it may close the socket before answering, or reset it while the answer is read
+            with contextlib.suppress(PowerError, ConnectionError):
                 await qmp(path, "quit")
 
     async def status(self) -> PowerState:
