@@ -129,6 +129,8 @@ class VirtualPpk2:
     def _command(self, cmd: bytes) -> None:
         op = cmd[0]
         if op == GET_META_DATA:
+            if not self.measuring:  # a reader starting: what a stopped measurement left queued for a reader that
+                self._out.clear()  # fell behind is not its (a real one's host buffer is per connection)
             self._send(metadata(self.vdd_mv, self.mode))
         elif op == REGULATOR_SET:
             self.vdd_mv = VDD_BASE_MV + (cmd[1] - 3) * 256 + cmd[2] - VDD_OFFSET
@@ -138,10 +140,8 @@ class VirtualPpk2:
             self.dut_power = bool(cmd[1])
         elif op == AVERAGE_START:
             self.measuring, self._sent, self._phase_q = True, (0, 0.0), 0
-        elif op in (AVERAGE_STOP, RESET):  # a stopped PPK2 sends nothing more: the samples a reader that fell
-            self.measuring = False  # behind left queued go too, or the next reader's metadata would come after them
-            self._out.clear()
-            self._flush()
+        elif op in (AVERAGE_STOP, RESET):  # a stopped PPK2 makes no more samples; those already made still reach
+            self.measuring = False  # the reader that stopped it
 
     def _on_span(self, span: Span) -> None:
         if not self.measuring:
