@@ -24,19 +24,27 @@ import time
 from itertools import groupby
 
 SAMPLE_NS = 10_000  # 100 kS/s
+DRAIN_S = 20.0  # at most this long reading away an earlier measurement's samples
+SILENCE_S = 0.1  # the line is quiet once nothing arrived for this long
 POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
 
 
 def quiet(ppk) -> None:
-    """Stop a measurement an earlier reader left running and drop its samples, so the metadata reply is read
-    alone (ppk2-api decodes whatever is waiting as text)."""
+    """Stop a measurement an earlier reader left running and read away what it had queued until the line is silent,
+    so the metadata reply is read alone (ppk2-api decodes whatever is waiting as text). Reading, not discarding the
+    kernel's buffer now and then: a reader that fell behind may have left up to a minute of samples queued."""
     ppk.stop_measuring()
-    deadline = time.monotonic() + 2.0
+    deadline = time.monotonic() + DRAIN_S
+    last = time.monotonic()
     while time.monotonic() < deadline:
-        time.sleep(0.05)
-        if not ppk.ser.in_waiting:
+        waiting = ppk.ser.in_waiting
+        if waiting:
+            ppk.ser.read(waiting)
+            last = time.monotonic()
+        elif time.monotonic() - last >= SILENCE_S:
             return
-        ppk.ser.reset_input_buffer()
+        else:
+            time.sleep(0.01)
 
 
 class Bins:

@@ -82,8 +82,10 @@ async def lab_devices(devices: list[Device], *, timeout_s: float | None = None) 
                 if place is None:
                     token, place = await client.reserve(dev.lab.tags, deadline)
                     tokens.append(token)
-                await client.acquire(place, deadline)
+                # counted as held before the call: a SIGTERM while the answer is on its way still releases
+                # it (the release names this job as the holder, so a place never acquired is left alone)
                 held[dev.name] = place
+                await client.acquire(place, deadline)
                 times.acquire_s[dev.name] = time.perf_counter() - t0
                 resolved[dev.name] = dev.with_link(await _link(client, dev, place, deadline))
             yield LabHold(

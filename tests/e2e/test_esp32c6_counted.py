@@ -41,6 +41,8 @@ VFS_OFFSET = 0x200000
 # chunks made the agent's deployment take a minute; 4 KB chunks (which the firmware's heap compiles) take ~15 s
 CHUNK = 4096
 SEED_SIZED = "npc-policy-63k-int8"  # the size of the seed's smallest C6 model (docs/esp32c6.md)
+HEAP_US = 20  # an inference's counted time on two boots: the same to this (the heap's layout after host-paced
+# serial reads moves an allocation's search by a few us, docs/replay.md; 3 us seen)
 
 
 @pytest.fixture(scope="module")
@@ -341,7 +343,7 @@ def test_the_seed_sized_model_loads_beside_the_agent_and_infers_as_the_reference
     """The model of the seed's smallest C6 size (64 KB as .tflite, 55 KB as .npcm), sent as an update to the
     agent running the bundled policy: it loads beside it on the 300 KB heap, its probation (the live heap
     checked against the kind's 160 KB limit at every inference) keeps it, and it gives the reference's
-    integers; its inference is about 42 ms of counted time, the same on every boot."""
+    integers; its inference is about 42 ms of counted time, the same on every boot (to the heap's few us)."""
     from bench.agent import wire
     from bench.models import model_file
     from bench.models.tflite_read import read_int8_policy
@@ -371,7 +373,8 @@ def test_the_seed_sized_model_loads_beside_the_agent_and_infers_as_the_reference
     policy = read_int8_policy(model_file(SEED_SIZED))
     want = R.int8_infer(policy.mlp, R.quantize_input([x], policy.mlp.in_scale, policy.mlp.in_zp))[0]
     assert results[0]["q"] == want.tolist() and results[0]["act"] == int(want.argmax())
-    assert runs[0] == runs[1]  # the same inferences take the same counted time on every boot
+    for first, again in zip(runs[0], runs[1], strict=True):  # the same counted time on every boot
+        assert abs(first - again) <= HEAP_US, runs
     print(f"\nseed-sized model on the counted core: infer {runs[0]} us; stats {stats}")
     assert all(30_000 < us < 60_000 for us in runs[0])
 
