@@ -21,7 +21,9 @@ def processes_in(root: Path) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             with contextlib.suppress(OSError):
-                cwd = os.readlink(entry / "cwd")
+                # a folder removed while something still runs in it (a worktree the bench took down on its way
+                # out) reads "PATH (deleted)": what runs there is still the device's
+                cwd = os.readlink(entry / "cwd").removesuffix(" (deleted)")
                 if cwd == prefix or cwd.startswith(prefix + "/"):
                     found.append(int(entry.name))
     return found

@@ -176,3 +176,20 @@ def test_a_live_benchs_worktree_is_not_pruned(repo: Path, tmp_path: Path) -> Non
     subprocess.run(["git", "-C", str(repo), "worktree", "lock", "--reason", f"{LOCK_REASON} pid {dead.pid} start 1",
                     str(tree)], check=True)  # fmt: skip
     assert prune_stale(str(repo)) == [str(tree)] and _worktrees(repo) == []
+
+
+def test_the_watchdog_kills_what_runs_in_a_worktree_already_removed(tmp_path: Path) -> None:
+    """A stop that lands while the build is being started (before the bench knows its process) leaves the build
+    to the watchdog, after the worktree is gone: what runs in the removed folder is still killed."""
+    from bench.core.reaper import kill_in
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    sleeper = subprocess.Popen(["sleep", "300"], cwd=tree)
+    try:
+        tree.rmdir()  # its working folder now reads "TREE (deleted)"
+        assert kill_in(tree) >= 1
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        sleeper.kill()
+        sleeper.wait()
