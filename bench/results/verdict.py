@@ -204,6 +204,16 @@ def played_otherwise(verdict: Verdict, difference: str) -> Verdict:
     return replace(verdict, status=INCONCLUSIVE, reason=f"{why}; {verdict.reason}")
 
 
+def short_stretch(verdict: Verdict, why: str) -> Verdict:
+    """A figure taken over a shorter stretch of the session than its baseline runs' (a night that played too few
+    decisions for it): inconclusive whatever it said, so it is never a regression nor an improvement, and the run
+    joins no baseline (its figure is of another stretch). A verdict that could not judge anything anyway is left as
+    it is."""
+    if verdict.status in (NOT_APPLICABLE, NO_DATA, NOT_ENOUGH):
+        return verdict
+    return replace(verdict, status=INCONCLUSIVE, reason=f"inconclusive: {why}; {verdict.reason}")
+
+
 def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:
     """A suspected regression of a host-timed metric on a virtual device while the bench host was busy."""
     if verdict.status != SUSPECTED:
