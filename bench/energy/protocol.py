@@ -10,6 +10,7 @@ device's own clock instead: `t_ns` is then the device's time, the clock its fram
 from __future__ import annotations
 
 import asyncio
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TypeVar
@@ -49,6 +50,8 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
     def __init__(self, device: str, spec: EnergySpec) -> None:
         Sampler.__init__(self)
         Configured.__init__(self, device, spec)
+        # a device-clock meter's readings: (bench time it arrived, the device time it is stamped with), in order
+        self.arrivals: list[tuple[int, int]] = []
 
     @property
     @abstractmethod
@@ -61,6 +64,24 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
         return self.spec.driver
 
     device_clock = False  # its samples are on the device's own clock (the one its frames carry), not the bench's
+
+    def arrived(self, device_ns: int) -> None:
+        """A device-clock reading stamped `device_ns` has just arrived (for `at`)."""
+        self.arrivals.append((time.monotonic_ns(), device_ns))
+
+    def at(self, bench_ns: int) -> int:
+        """The time on the samples' timeline at bench time `bench_ns` (`time.monotonic_ns()`): that time itself, or
+        on a device-clock meter the device's time then, by the offset of the last reading that had arrived by then
+        (the first one's before any had). A reading arrives after its stamp by its trip over the link, so the
+        device time is the earlier by that trip; the two ends of a block are shifted alike."""
+        if not self.device_clock or not self.arrivals:
+            return bench_ns
+        came, stamp = self.arrivals[0]
+        for pair in self.arrivals:
+            if pair[0] > bench_ns:
+                break
+            came, stamp = pair
+        return stamp + (bench_ns - came)
 
     @property
     def marker(self) -> str | None:
