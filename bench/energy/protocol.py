@@ -10,6 +10,7 @@ device's own clock instead: `t_ns` is then the device's time, the clock its fram
 from __future__ import annotations
 
 import asyncio
+import bisect
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -71,17 +72,23 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
 
     def at(self, bench_ns: int) -> int:
         """The time on the samples' timeline at bench time `bench_ns` (`time.monotonic_ns()`): that time itself, or
-        on a device-clock meter the device's time then, by the offset of the last reading that had arrived by then
-        (the first one's before any had). A reading arrives after its stamp by its trip over the link, so the
-        device time is the earlier by that trip; the two ends of a block are shifted alike."""
+        on a device-clock meter the device's time then, interpolated between the readings that arrived just before
+        and just after it (an icount guest's clock runs slower than the bench's while it is busy, so no fixed offset
+        holds); past the last reading (or before the first) at the bench's rate from it. A reading arrives after
+        its stamp by its trip over the link, so the device time is the earlier by that trip, at both ends of a
+        block alike."""
         if not self.device_clock or not self.arrivals:
             return bench_ns
-        came, stamp = self.arrivals[0]
-        for pair in self.arrivals:
-            if pair[0] > bench_ns:
-                break
-            came, stamp = pair
-        return stamp + (bench_ns - came)
+        after = bisect.bisect_right(self.arrivals, (bench_ns, float("inf")))
+        if after == 0 or after == len(self.arrivals):
+            came, stamp = self.arrivals[0 if after == 0 else -1]
+            return stamp + (bench_ns - came)
+        (a0, d0), (a1, d1) = self.arrivals[after - 1], self.arrivals[after]
+        return d0 + round((d1 - d0) * (bench_ns - a0) / (a1 - a0)) if a1 > a0 else d0
+
+    def arrived_after(self, bench_ns: int) -> bool:
+        """Whether a reading has arrived after bench time `bench_ns` (always, on a meter on the bench's clock)."""
+        return not self.device_clock or bool(self.arrivals and self.arrivals[-1][0] > bench_ns)
 
     @property
     def marker(self) -> str | None:

@@ -37,7 +37,7 @@ from bench.ci.files import CiFiles
 from bench.ci.write import write_ci_files
 from bench.config.fleet import Device
 from bench.energy.meters import meter_for
-from bench.energy.protocol import Meter, PowerSample
+from bench.energy.protocol import FIRST_SAMPLE_S, Meter, PowerSample
 from bench.measure.energy import Integrator
 from bench.report import svg
 from bench.report.downsample import cdf_points
@@ -139,6 +139,9 @@ class PowerMeter:
         yield reading
         ended = time.monotonic_ns()
         time.sleep(settle_s if settle_s is not None else 2 * self.meter.period_s + 0.1)  # the last samples arrive
+        deadline = time.monotonic() + FIRST_SAMPLE_S + 3 * self.meter.period_s  # a slow guest's reading comes late
+        while not self.meter.arrived_after(ended) and not self.meter.errors and time.monotonic() < deadline:
+            time.sleep(0.05)
         start, end = self.meter.at(began), self.meter.at(ended)  # on the samples' timeline (a device's clock)
         whole = Integrator(self.meter.samples)
         if not whole.covers(start, end):

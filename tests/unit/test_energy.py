@@ -493,6 +493,22 @@ def test_a_block_is_measured_on_the_device_clock_of_a_device_clock_meter(tmp_pat
     assert handle.meter.at(time.monotonic_ns()) > 1000e9  # a bench time maps past the device's first reading
 
 
+def test_a_device_clock_that_runs_slower_than_the_bench_is_interpolated_between_readings(tmp_path: Path) -> None:
+    # an icount guest busy with its readings: its clock advanced 0.25 s between readings that arrived 0.5 s apart
+    spec = parse_energy({"driver": "pmic", "interval_ms": 250}, "w", tmp_path)
+    meter = PmicMeter("pi5-1", spec, _Printing(""))
+    assert meter.at(123) == 123 and meter.arrived_after(0) is False  # no reading yet: the bench's own time
+    meter.arrivals = [(10_000_000_000, 1000_000_000_000), (10_500_000_000, 1000_250_000_000),
+                      (11_000_000_000, 1000_500_000_000)]  # fmt: skip
+    assert meter.at(10_750_000_000) == 1000_375_000_000  # between two readings: at the guest's own rate
+    assert meter.at(10_500_000_000) == 1000_250_000_000
+    assert meter.at(11_100_000_000) == 1000_600_000_000  # past the last: from it, at the bench's rate
+    assert meter.at(9_900_000_000) == 999_900_000_000
+    assert meter.arrived_after(10_900_000_000) and not meter.arrived_after(11_000_000_000)
+    bench = BenchHwmonMeter("c6-x", parse_energy({"driver": "hwmon", "on": "bench", "power": "p"}, "w", tmp_path))
+    assert bench.at(42) == 42 and bench.arrived_after(42)  # a bench-side meter's samples are on the bench clock
+
+
 class _Console:
     """A console driver whose guest printed `lines` (what follow_console hands a follower)."""
 
