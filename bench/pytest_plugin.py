@@ -128,8 +128,8 @@ class _DevicePool:
         self.leases = LeaseSet(holder="pytest")
         self.lease_wait_s = lease_wait_s
         self.resolved: dict[str, Device] = {}
-        self.running: dict[str, VirtualDevice] = {}  # started stand-ins by device name
-        self.attached: list[Device] = []  # the devices whose stand-ins are plugged in and gated (bench.virtual.attach)
+        # started stand-ins by device name, each with the device it serves (plugged in and gated: bench.virtual.attach)
+        self.stand_ins: dict[str, tuple[Device, VirtualDevice]] = {}
         self.places: list[contextlib.AbstractAsyncContextManager] = []  # held labgrid places
 
     def get(self, device: Device) -> Device:
@@ -143,9 +143,8 @@ class _DevicePool:
             elif device.virtual and has_virtual(device.kind):
                 stand_in = make_virtual(device)
                 link = self.loop.run(stand_in.start())
-                self.running[device.name] = stand_in
+                self.stand_ins[device.name] = (device, stand_in)
                 attach(device, stand_in)
-                self.attached.append(device)
                 device = with_meter(device.with_link(link), stand_in)
             self.resolved[device.name] = device
         return self.resolved[device.name]
@@ -153,12 +152,12 @@ class _DevicePool:
     def controls(self, name: str) -> BoardControls | None:
         """The power/storage controls of device `name`'s virtual stand-in (None: a real board's come from the
         fleet file), for writing its OS as `hilbench flash --os` does."""
-        return board_controls(self.running).get(name)
+        return board_controls({n: stand_in for n, (_, stand_in) in self.stand_ins.items()}).get(name)
 
     def close(self) -> None:
-        for device in self.attached:
-            detach(device)
-        for stand_in in self.running.values():
+        for device, stand_in in self.stand_ins.values():
+            with contextlib.suppress(Exception):  # a stand-in is stopped even when its hub file would not go
+                detach(device)
             with contextlib.suppress(Exception):
                 self.loop.run(stand_in.stop(), timeout_s=30)
         for held in self.places:

@@ -21,30 +21,38 @@ import json
 import signal
 import sys
 import time
+from collections.abc import Callable
 from itertools import groupby
 
 SAMPLE_NS = 10_000  # 100 kS/s
 DRAIN_S = 20.0  # at most this long reading away an earlier measurement's samples
-SILENCE_S = 0.1  # the line is quiet once nothing arrived for this long
+SILENCE_S = 0.2  # the line is quiet once nothing arrived for this long (a busy host pauses a virtual meter)
 POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
 
 
-def quiet(ppk) -> None:
-    """Stop a measurement an earlier reader left running and read away what it had queued until the line is silent,
-    so the metadata reply is read alone (ppk2-api decodes whatever is waiting as text). Reading, not discarding the
-    kernel's buffer now and then: a reader that fell behind may have left up to a minute of samples queued."""
-    ppk.stop_measuring()
+def drain(ppk, take: Callable[[tuple[list[float], list[int]]], None] | None = None) -> None:
+    """Read what the PPK2 sends until the line is silent for SILENCE_S (at most DRAIN_S), giving each piece's decoded
+    samples to `take` (None: dropped)."""
     deadline = time.monotonic() + DRAIN_S
     last = time.monotonic()
     while time.monotonic() < deadline:
-        waiting = ppk.ser.in_waiting
-        if waiting:
-            ppk.ser.read(waiting)
+        data = ppk.get_data()
+        if data:
+            if take is not None:
+                take(ppk.get_samples(data))
             last = time.monotonic()
         elif time.monotonic() - last >= SILENCE_S:
             return
         else:
-            time.sleep(0.01)
+            time.sleep(POLL_S)
+
+
+def quiet(ppk) -> None:
+    """Stop a measurement an earlier reader left running and read away what it had queued, so the metadata reply is
+    read alone (ppk2-api decodes whatever is waiting as text). Read, not the kernel's buffer discarded now and then:
+    a reader that fell behind may have left up to a minute of samples queued."""
+    ppk.stop_measuring()
+    drain(ppk)
 
 
 class Bins:
@@ -71,6 +79,32 @@ class Bins:
                 chunk, self._values = self._values[: self.per_bin], self._values[self.per_bin :]
                 out.append((self.per_bin, sum(chunk) / self.per_bin, level))
         return out
+
+
+class BinPrinter:
+    """Prints bins as `@ END_NS DT_NS CURRENT_UA [LEVEL]` lines: END_NS on the meter's sample timeline, whose start is
+    the monotonic time the first samples arrived, less their length."""
+
+    def __init__(self, bins: Bins, channel: int | None) -> None:
+        self.bins = bins
+        self.channel = channel
+        self.first_ns: int | None = None
+        self.index = 0  # samples binned so far
+
+    def write(self, decoded: tuple[list[float], list[int]]) -> None:
+        """Bin one piece of ppk2-api's decoded samples (values, logic bytes) and print the bins it completes."""
+        samples, logic = decoded
+        if self.first_ns is None:
+            self.first_ns = time.monotonic_ns() - len(samples) * SAMPLE_NS
+        levels = None if self.channel is None else [b >> self.channel & 1 for b in logic]
+        lines = []
+        for count, mean, level in self.bins.add(samples, levels):
+            self.index += count
+            lines.append(f"@ {self.first_ns + self.index * SAMPLE_NS} {count * SAMPLE_NS} {mean:.3f}"
+                         + ("" if level is None else f" {level}"))  # fmt: skip
+        if lines:
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,28 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps({"ok": True, "hw": ppk.modifiers.get("HW")}), flush=True)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    bins = Bins(max(1, args.bin_us * 1000 // SAMPLE_NS))
-    channel = args.logic_channel
+    out = BinPrinter(Bins(max(1, args.bin_us * 1000 // SAMPLE_NS)), args.logic_channel)
     ppk.start_measuring()
-    first_ns: int | None = None
-    index = 0
     while not stop:
         data = ppk.get_data()
-        if not data:
+        if data:
+            out.write(ppk.get_samples(data))
+        else:
             time.sleep(POLL_S)
-            continue
-        samples, logic = ppk.get_samples(data)
-        if first_ns is None:
-            first_ns = time.monotonic_ns() - len(samples) * SAMPLE_NS
-        lines = []
-        for count, mean, level in bins.add(samples, None if channel is None else [b >> channel & 1 for b in logic]):
-            index += count
-            lines.append(f"@ {first_ns + index * SAMPLE_NS} {count * SAMPLE_NS} {mean:.3f}"
-                         + ("" if level is None else f" {level}"))  # fmt: skip
-        if lines:
-            sys.stdout.write("\n".join(lines) + "\n")
-            sys.stdout.flush()
+    # the samples made before the stop are the measured window's end: a reader behind on a busy host reads them
+    # too, as a host reads what a real PPK2 sent before it stopped
     ppk.stop_measuring()
+    drain(ppk, out.write)
     return 0
 
 

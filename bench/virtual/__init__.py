@@ -102,5 +102,6 @@ async def virtual_fleet(
     finally:
         for dev in devices:
             if dev.name in running:
-                detach(dev)
+                with contextlib.suppress(Exception):  # every stand-in is stopped, even when one would not unplug
+                    detach(dev)
         await asyncio.gather(*(v.stop() for v in running.values()), return_exceptions=True)

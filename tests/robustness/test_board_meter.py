@@ -184,8 +184,8 @@ def test_garbage_on_the_meters_port_leaves_it_measuring() -> None:
 
 def test_a_reader_opens_the_meter_after_one_that_fell_behind() -> None:
     """A reader that fell behind leaves up to a minute of samples queued (a nightly's replay on a busy host). The
-    next reader (the confirm replay's) stops the measurement and reads the calibration metadata: the stop drops
-    what was queued, as a real PPK2 sends nothing once stopped, so the metadata is not buried under old samples."""
+    next reader (the confirm replay's) stops the measurement and reads what was queued away before it asks for the
+    calibration metadata, so the metadata is not buried under old samples."""
     import json
     import sys
 
@@ -204,6 +204,43 @@ def test_a_reader_opens_the_meter_after_one_that_fell_behind() -> None:
             assert reader.stdout is not None
             first = json.loads(await asyncio.wait_for(reader.stdout.readline(), 20))
             assert first.get("ok"), first
+        finally:
+            if reader is not None and reader.returncode is None:
+                reader.kill()
+                await reader.wait()
+            meter.close()
+
+    asyncio.run(run())
+
+
+def test_a_reader_stopped_while_behind_still_gives_every_sample_made_before_the_stop() -> None:
+    """The end of a measured window is what the meter made before the stop: a reader told to stop while samples
+    are still on their way (behind on a busy host) stops the measurement and reads them, so its bins cover the
+    whole window."""
+    import json
+    import signal
+    import sys
+
+    async def run() -> None:
+        supply = Supply(lambda: (True, False, False, None))
+        meter = VirtualPpk2(supply)
+        reader = None
+        try:
+            reader = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bench.energy.ppk2_reader", "--port", meter.path,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+            )  # fmt: skip
+            assert reader.stdout is not None
+            first = json.loads(await asyncio.wait_for(reader.stdout.readline(), 20))
+            assert first.get("ok"), first
+            while not meter.measuring:
+                await asyncio.sleep(0.01)
+            meter._on_span(Span(3 * 1000 * MS_Q, 27_000.0))  # 3 s of samples at once
+            reader.send_signal(signal.SIGTERM)  # long before the reader has decoded them
+            out = await asyncio.wait_for(reader.stdout.read(), 60)
+            bins = [line.split() for line in out.decode().splitlines() if line.startswith("@ ")]
+            assert sum(int(b[2]) for b in bins) == 3 * 10**9  # every sample, in 1 ms bins
+            assert all(abs(float(b[3]) - 27_000.0) < 30 for b in bins)
         finally:
             if reader is not None and reader.returncode is None:
                 reader.kill()
