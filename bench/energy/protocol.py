@@ -10,6 +10,8 @@ device's own clock instead: `t_ns` is then the device's time, the clock its fram
 from __future__ import annotations
 
 import asyncio
+import bisect
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TypeVar
@@ -49,6 +51,8 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
     def __init__(self, device: str, spec: EnergySpec) -> None:
         Sampler.__init__(self)
         Configured.__init__(self, device, spec)
+        # a device-clock meter's readings: (bench time it arrived, the device time it is stamped with), in order
+        self.arrivals: list[tuple[int, int]] = []
 
     @property
     @abstractmethod
@@ -61,6 +65,30 @@ class Meter(Sampler[PowerSample], Configured[S], ABC):
         return self.spec.driver
 
     device_clock = False  # its samples are on the device's own clock (the one its frames carry), not the bench's
+
+    def arrived(self, device_ns: int) -> None:
+        """A device-clock reading stamped `device_ns` has just arrived (for `at`)."""
+        self.arrivals.append((time.monotonic_ns(), device_ns))
+
+    def at(self, bench_ns: int) -> int:
+        """The time on the samples' timeline at bench time `bench_ns` (`time.monotonic_ns()`): that time itself, or
+        on a device-clock meter the device's time then, interpolated between the readings that arrived just before
+        and just after it (an icount guest's clock runs slower than the bench's while it is busy, so no fixed offset
+        holds); past the last reading (or before the first) at the bench's rate from it. A reading arrives after
+        its stamp by its trip over the link, so the device time is the earlier by that trip, at both ends of a
+        block alike."""
+        if not self.device_clock or not self.arrivals:
+            return bench_ns
+        after = bisect.bisect_right(self.arrivals, (bench_ns, float("inf")))
+        if after == 0 or after == len(self.arrivals):
+            came, stamp = self.arrivals[0 if after == 0 else -1]
+            return stamp + (bench_ns - came)
+        (a0, d0), (a1, d1) = self.arrivals[after - 1], self.arrivals[after]
+        return d0 + round((d1 - d0) * (bench_ns - a0) / (a1 - a0)) if a1 > a0 else d0
+
+    def arrived_after(self, bench_ns: int) -> bool:
+        """Whether a reading has arrived after bench time `bench_ns` (always, on a meter on the bench's clock)."""
+        return not self.device_clock or bool(self.arrivals and self.arrivals[-1][0] > bench_ns)
 
     @property
     def marker(self) -> str | None:

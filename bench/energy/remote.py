@@ -63,6 +63,7 @@ class RemoteMeter(Meter[S]):
             block = []
             if self.device_clock:  # the first reading only starts the clock: what time it stands for is unknown
                 now, text = device_ns(text), text.partition("\n")[2]
+                self.arrived(now)
                 if last < 0:
                     last = now
                     continue

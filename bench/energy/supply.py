@@ -60,6 +60,7 @@ class SupplyMeter(Meter[SupplySettings]):
                 if got is None:
                     continue
                 t_ns, power = got
+                self.arrived(t_ns)
                 if last >= 0 and t_ns > last:
                     self.samples.append(PowerSample(t_ns, t_ns - last, power))
                 last = t_ns if last < 0 or t_ns > last else last

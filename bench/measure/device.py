@@ -8,7 +8,7 @@ from typing import Any
 
 from bench.agent.frame import Frame
 from bench.measure.catalogue import metric
-from bench.measure.energy import ACTIVE, DEVICE_CLOCK, EnergyFigures
+from bench.measure.energy import ACTIVE, ACTIVE_DECISIONS, DEVICE_CLOCK, SHORT, EnergyFigures
 from bench.measure.faults import FaultEvent, fault_counts, fault_event
 from bench.measure.frames import frame_timing
 from bench.measure.histogram import DISTRIBUTION_KEYS, Histogram
@@ -171,6 +171,8 @@ def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | N
     if ACTIVE in fig.flags and fig.idle_mw is not None:
         meter += (f"; active energy over the first {fig.decisions} decisions: less the idle baseline "
                   f"{fig.idle_mw:.1f} mW (mean of the readings before them)")  # fmt: skip
+    if SHORT in fig.flags:
+        meter += f"; too few decisions: {fig.decisions} of the {ACTIVE_DECISIONS} the figure is taken over"
     if DEVICE_CLOCK in fig.flags:
         meter += "; on the device's clock"
     n, flags = fig.decisions, fig.flags

@@ -25,7 +25,9 @@ For frame windows, how fine the meter is decides the method, and the flags say w
   first decision's start to the end of decision ACTIVE_DECISIONS (the same stretch of the session every night),
   less the idle baseline (the mean power the meter read before the first decision, while the device idled) over
   that time. It has no P99 (no single decision is seen). Without a sample before the first decision there is no
-  baseline: only energy per session and mean power are given, with the flag `meter_too_slow_for_decisions`.
+  baseline: only energy per session and mean power are given, with the flag `meter_too_slow_for_decisions`. A run
+  that played fewer than ACTIVE_DECISIONS decisions gives the figure over the stretch it played, flagged
+  `too_few_decisions`: a shorter stretch of the session is another figure (the judge calls it inconclusive).
 
 A meter on the device's own clock (`device_clock`: the PMIC's and a device hwmon file's readings are stamped with
 the device's uptime) takes the frames' t0..t1 as they are, with no mapping (flag `device_clock`); on an icount
@@ -52,6 +54,7 @@ MARKER = "marker"  # the windows are the high runs of the meter's logic input wi
 ACTIVE = "active_energy_over_decisions"  # (energy - idle baseline x time) over the decisions, for a coarse meter
 DEVICE_CLOCK = "device_clock"  # samples and windows both on the device's own clock
 ACTIVE_DECISIONS = 240  # active energy is taken over the session's first decisions (8 s of a 30 fps session)
+SHORT = "too_few_decisions"  # active energy over fewer than ACTIVE_DECISIONS: another stretch of the session
 SLOW_RULE = f"meter sample longer than 1/{SAMPLES_PER_WINDOW} of the median decision period"
 
 
@@ -163,8 +166,8 @@ def _active(
     **base: object,
 ) -> EnergyFigures:
     """Energy per decision of a meter too coarse for single decisions: the energy of the span of the first
-    ACTIVE_DECISIONS decisions (the same stretch of the session every night, however much of it a night plays),
-    less the idle baseline over that span, over those decisions. The baseline is the mean power of the readings
+    ACTIVE_DECISIONS decisions (the same stretch of the session every night; a night that played fewer is flagged
+    SHORT), less the idle baseline over that span, over those decisions. The baseline is the mean power of the readings
     that ended before the first decision: their energy over their time, as the span's is taken (each reading's
     rounding and any work that comes in some readings and not others are spread over them, as in the span)."""
     counted = windows[:ACTIVE_DECISIONS]
@@ -174,12 +177,13 @@ def _active(
         return EnergyFigures(decisions=len(windows), flags=(TOO_SLOW, *flags), windows_ns=windows, **base)  # type: ignore[arg-type]
     idle_mw = sum(s.power_mw * s.dt_ns for s in idle) / sum(s.dt_ns for s in idle)
     each = (whole.energy_mj(a, b) - idle_mw * (b - a) / 1e9) / len(counted)
+    short = (SHORT,) if len(counted) < ACTIVE_DECISIONS else ()
     return EnergyFigures(
         decisions=len(counted),
         p50_mj=each,
         mean_mj=each,
         idle_mw=idle_mw,
-        flags=(ACTIVE, *flags),
+        flags=(ACTIVE, *short, *flags),
         windows_ns=windows,
         **base,  # type: ignore[arg-type]
     )

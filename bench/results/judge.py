@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bench.measure.catalogue import CATALOGUE, COMPUTE, METERED
-from bench.measure.energy import ACTIVE, DEVICE_CLOCK, MARKER, SLOW_RULE, TOO_SLOW
+from bench.measure.energy import ACTIVE, ACTIVE_DECISIONS, DEVICE_CLOCK, MARKER, SHORT, SLOW_RULE, TOO_SLOW
 from bench.measure.host import HostNoise
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS
 from bench.results.clocks import COUNTED_TIMING, fingerprint_timing
@@ -29,6 +29,7 @@ from bench.results.verdict import (
     not_applicable,
     off_pace,
     played_otherwise,
+    short_stretch,
 )  # fmt: skip
 from bench.store.results import ResultStore
 
@@ -63,6 +64,13 @@ def no_data_reason(rule: MetricRule, stored: dict) -> str | None:
     if m is not None and ACTIVE in m.flags:
         return f"the meter cannot resolve single decisions ({SLOW_RULE}): their active energy over their number only"
     return None
+
+
+def too_few_reason(decisions: int | None) -> str:
+    """Why a figure of a meter too coarse for single decisions says nothing confident: the run played fewer than
+    the decisions it is taken over (bench.measure.energy.ACTIVE_DECISIONS)."""
+    return (f"too few decisions ({decisions or 0} of the {ACTIVE_DECISIONS} the figure is taken over: another, "
+            "shorter stretch of the session than its baseline runs')")  # fmt: skip
 
 
 def busy_reason(
@@ -105,7 +113,8 @@ def judge_run(
     regression of a host-timed metric on a virtual device while the bench host was busier than during its baseline
     runs (or starved) is INCONCLUSIVE; not a figure counted in instructions (counted()). Every counted figure of a
     device replayed on its own clock that was given its inputs otherwise than in its baseline runs is INCONCLUSIVE,
-    naming the difference (bench.results.played), whatever it showed."""
+    naming the difference (bench.results.played), whatever it showed; so is an energy figure taken over fewer
+    decisions than it needs (too_few_reason)."""
     (record,) = store.reading.runs([run_id], [store.runs.run(run_id)])  # the run is read once, up front
     prints = store.reading.fingerprints([run_id])[run_id]
     host = store.verdicts.host_of(run_id)
@@ -148,6 +157,8 @@ def judge_run(
                 if runs not in played:
                     played[runs] = played_difference(store, run_id, dev.name, runs)
                 verdict = played_otherwise(verdict, played[runs]) if played[runs] else verdict
+            if m is not None and SHORT in m.flags:
+                verdict = short_stretch(verdict, too_few_reason(m.samples))
             verdicts.append(verdict)
     return verdicts
 

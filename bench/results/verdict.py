@@ -132,9 +132,11 @@ def one_sided_p(
     """p-value of `value` being as far from the window's runs as observed, in its direction: Student's t-test
     with the run as a group of one (or the runs `value` lists as a group: a night pooled with its replays; pooled
     variance = the window's), on logarithms when every value is positive
-    (timings and sizes vary by a factor from run to run, not by a fixed amount). When a longer `history` of
-    accepted runs spreads wider than the window, its spread (and degrees of freedom) is used instead: five quiet
-    runs in a row must not make an ordinary outlier of a heavy-tailed figure (P99 latency) "significant".
+    (timings and sizes vary by a factor from run to run, not by a fixed amount). With a longer `history` of
+    accepted runs, the spread is the wider of the window's and the history's, on the history's degrees of freedom:
+    five quiet runs in a row must not make an ordinary outlier of a heavy-tailed figure (P99 latency)
+    "significant", and five runs' spread alone (4 df: a run must sit 4.1 standard deviations out for p < 0.01)
+    must not hide a step of a steady figure that the history's runs measure (19 df: 2.8).
     A window without spread (and no wider history) gives 0 or 1."""
     history = window if history is None or history.size <= window.size else history
     group = np.atleast_1d(np.asarray(value, dtype=float))
@@ -147,9 +149,8 @@ def one_sided_p(
     # 40x less, which the synthetic-history tests (tens of thousands of verdicts) need
     n = window.size
     spread, df = float(window.std(ddof=1)), n - 1
-    wider = float(history.std(ddof=1))
-    if wider > spread:
-        spread, df = wider, history.size - 1
+    if history.size > n:  # the same noise over more runs: the wider of the two spreads, on the history's df
+        spread, df = max(spread, float(history.std(ddof=1))), history.size - 1
     t = (float(group.mean()) - float(window.mean())) / (spread * math.sqrt(1.0 / group.size + 1.0 / n))
     return float(t_sf(t, df) if towards_higher else t_sf(-t, df))
 
@@ -204,6 +205,16 @@ def played_otherwise(verdict: Verdict, difference: str) -> Verdict:
     return replace(verdict, status=INCONCLUSIVE, reason=f"{why}; {verdict.reason}")
 
 
+def short_stretch(verdict: Verdict, why: str) -> Verdict:
+    """A figure taken over a shorter stretch of the session than its baseline runs' (a night that played too few
+    decisions for it): inconclusive whatever it said, so it is never a regression nor an improvement, and the run
+    joins no baseline (its figure is of another stretch). A verdict that could not judge anything anyway is left as
+    it is."""
+    if verdict.status in (NOT_APPLICABLE, NO_DATA, NOT_ENOUGH):
+        return verdict
+    return replace(verdict, status=INCONCLUSIVE, reason=f"inconclusive: {why}; {verdict.reason}")
+
+
 def host_busy(verdict: Verdict, busy_reason: str) -> Verdict:
     """A suspected regression of a host-timed metric on a virtual device while the bench host was busy."""
     if verdict.status != SUSPECTED:
@@ -219,7 +230,8 @@ def confirmed(first: Verdict, replay: Verdict | None, control: str = "", pooled:
     instructions, whose replays are cheap in noise), so does a replay that is worse than the window by the floor
     when the night and the replay together are a regression against it (pooled_p): a replay alone, on a change a
     few times the figure's spread, is a second coin flip. A replay without the figure (its meter failed) is no
-    evidence either way: inconclusive."""
+    evidence either way: inconclusive. A counted figure's replay that is under the floor but still beyond the window's
+    spread the same way (weakly_worse) is weak evidence: inconclusive, neither a regression nor "not reproduced"."""
     if first.status != SUSPECTED:
         return first
     if replay is None or replay.status == NO_DATA:
@@ -240,8 +252,28 @@ def confirmed(first: Verdict, replay: Verdict | None, control: str = "", pooled:
     if replay.status == INCONCLUSIVE:
         reason = f"inconclusive: bench host busy during the replay ({figures}){extra}"
         return replace(first, status=INCONCLUSIVE, confirm_value=replay.run_value, reason=reason)
+    if pooled is not None and weakly_worse(replay):
+        moved = f"{replay.effect_pct:+.2f}% (p {p_text(replay.p_value or 0.0)})"
+        reason = (f"inconclusive: the replay moved the same way, {moved}, under the {first.threshold_pct:g}% floor: "
+                  f"weak evidence ({figures}){extra}; {first.reason}")  # fmt: skip
+        return replace(first, status=INCONCLUSIVE, confirm_value=replay.run_value, reason=reason)
     reason = f"not reproduced ({figures}; baseline {figure(first.baseline_value, first.unit)}){extra}"
     return replace(first, status=NOT_REPRODUCED, confirm_value=replay.run_value, reason=reason)
+
+
+# a replay under the floor that still stands out from the window's spread at this level (one-sided) is weak evidence
+# for a counted figure's suspected regression, not its absence: a change at its floor (pi5-1's energy per decision
+# with twice the MACs, +0.5% against a CV of 0.15-0.23%) lands on either side of it run by run
+WEAK_ALPHA = 0.05
+
+
+def weakly_worse(replay: Verdict) -> bool:
+    """Whether an UNCHANGED replay of a suspected regression still went the worse way beyond the window's spread
+    at WEAK_ALPHA (its effect under the floor)."""
+    if replay.effect_pct is None or replay.p_value is None:
+        return False
+    worse = replay.effect_pct if replay.worse == "higher" else -replay.effect_pct
+    return worse > 0 and replay.p_value < WEAK_ALPHA
 
 
 def pooled_p(first: Verdict, replay: Verdict, window: Window) -> tuple[float, float] | None:

@@ -305,7 +305,7 @@ class DeviceAgent:
             async def keep_open() -> None:
                 return None
 
-            return AgentEndpoint(session, keep_open)
+            return AgentEndpoint(session, keep_open, self.driver)  # a console's supply meter follows its driver
 
         result = await replay_fleet([self.device], session_file, self.ota.results(), opened, speed=speed)
         run = result.devices[0]

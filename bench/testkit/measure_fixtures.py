@@ -12,7 +12,7 @@
 "pytest"), for node-exporter's textfile collector or a push gateway; an xdist worker writes FILE's name with its
 id before the suffix (metrics.gw0.prom), one file per worker in the same folder.
 
-`power_meter`: the test device's power meter (its fleet `energy` table), on the bench clock:
+`power_meter`: the test device's power meter (its fleet `energy` table), its blocks taken on the bench clock:
 `power_meter.start()` / `stop()`, `with power_meter.measure() as reading:` (energy of the block: `reading.mj`,
 `.seconds`, `.mean_mw`), `power_meter.samples`; the test is skipped when the device has no meter.
 
@@ -37,7 +37,7 @@ from bench.ci.files import CiFiles
 from bench.ci.write import write_ci_files
 from bench.config.fleet import Device
 from bench.energy.meters import meter_for
-from bench.energy.protocol import Meter, PowerSample
+from bench.energy.protocol import FIRST_SAMPLE_S, Meter, PowerSample
 from bench.measure.energy import Integrator
 from bench.report import svg
 from bench.report.downsample import cdf_points
@@ -126,17 +126,23 @@ class PowerMeter:
 
     def energy_mj(self, start_ns: int, end_ns: int) -> float:
         """Energy between two bench times (`time.monotonic_ns()`), from the samples so far."""
-        return Integrator(self.meter.samples).energy_mj(start_ns, end_ns)
+        return Integrator(self.meter.samples).energy_mj(self.meter.at(start_ns), self.meter.at(end_ns))
 
     @contextlib.contextmanager
     def measure(self, settle_s: float | None = None) -> Iterator[EnergyReading]:
-        """Energy of the block: sampling runs through it (started if needed) and one meter period after it."""
+        """Energy of the block: sampling runs through it (started if needed) and one meter period after it. A meter
+        on the device's clock (a PMIC, a device's hwmon file, a console's supply meter) has the block's ends moved onto
+        that clock (Meter.at), and its length is the device's."""
         reading = EnergyReading()
         self.start()
-        start = time.monotonic_ns()
+        began = time.monotonic_ns()
         yield reading
-        end = time.monotonic_ns()
+        ended = time.monotonic_ns()
         time.sleep(settle_s if settle_s is not None else 2 * self.meter.period_s + 0.1)  # the last samples arrive
+        deadline = time.monotonic() + FIRST_SAMPLE_S + 3 * self.meter.period_s  # a slow guest's reading comes late
+        while not self.meter.arrived_after(ended) and not self.meter.errors and time.monotonic() < deadline:
+            time.sleep(0.05)
+        start, end = self.meter.at(began), self.meter.at(ended)  # on the samples' timeline (a device's clock)
         whole = Integrator(self.meter.samples)
         if not whole.covers(start, end):
             raise AssertionError(f"device {self.meter.device!r}: the meter's samples do not cover the block "
@@ -150,7 +156,7 @@ class PowerMeter:
 @pytest.fixture
 def power_meter(agent) -> Iterator[PowerMeter]:
     """The test device's power meter (skips the test when its fleet entry has no `energy` table)."""
-    meter = meter_for(agent.device)
+    meter = meter_for(agent.device, driver=agent.driver)  # a console's supply meter is read through its driver
     if meter is None:
         pytest.skip(f"device {agent.name}: no power meter (no energy table in the fleet file)")
     handle = PowerMeter(meter, lambda coro: agent.loop.run(coro, timeout_s=60))

@@ -4,10 +4,11 @@ Runs unchanged reduced nightlies (one session, no update or fault stages) on the
 orin-1 and switch-1, those of them the fleet gives a meter), each into one results store, and prints per night
 every device's energy per decision, mean power and idle baseline with the label its meter gives (what the figure
 is modelled from, how it was taken), and that night's alarms. Then the spread over the nights (CV of energy per
-decision, goal < 1%) and the alarms on them (goal 0). With --model-night, one more night puts a model with twice
-the multiply-accumulates on the devices (`--model`, grown from the fixture policy as bench_verdicts.py grows it):
-the goal is an energy-per-decision regression on each device that night. With --check, `hilbench check` of that
-model on each device (goal: exit 1 naming energy).
+decision, goal < 1%) and the alarms on them (goal 0). With --model-night, a model with twice the
+multiply-accumulates of each device's own model (its fleet entry's: the bundled orin-1 runs
+npc-policy-large-int8, pi5-1 and switch-1 npc-policy-int8) is put on it with `--model` (grown from that policy as
+bench_verdicts.py grows it), one night per distinct model: the goal is an energy-per-decision regression on each
+device that night. With --check, `hilbench check` of its model on each device (goal: exit 1 naming energy).
 
     .venv/bin/python -m tests.bench bench_energy_all [--nights 10] [--model-night] [--check]
         [--device pi5-1 --device orin-1 --device switch-1] [--session fixtures/sessions/combat.mcap] [--out DIR]
@@ -28,11 +29,12 @@ from pathlib import Path
 from bench_check import load
 from bench_verdicts import ENERGY_GROWTH, grown_model, night
 
+from bench.config.fleet import load_fleet
 from bench.store.results import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = ("pi5-1", "orin-1", "switch-1")
-FIGURES = ("energy_per_decision_p50", "power_mean", "power_idle")
+FIGURES = ("energy_per_decision_p50", "power_mean", "power_idle", "inference_latency_p50")
 
 
 def figures(store: Path, run_id: int) -> dict[str, dict[str, object]]:
@@ -61,8 +63,24 @@ def print_night(label: str, result: dict, figs: dict[str, dict[str, object]]) ->
         epd = row.get("energy_per_decision_p50")
         text = "n/a" if epd is None else f"{epd:.4f} mJ over {row.get('decisions')} decisions"
         print(f"  {device}: energy per decision {text}; mean {row.get('power_mean')} mW, idle "
-              f"{row.get('power_idle')} mW", flush=True)  # fmt: skip
+              f"{row.get('power_idle')} mW; inference P50 {row.get('inference_latency_p50')} us",
+              flush=True)  # fmt: skip
         print(f"    {row.get('label')}", flush=True)
+
+
+def doubled_models(devices: list[str], out: Path) -> dict[Path, list[str]]:
+    """Each device's own fleet model grown to twice its multiply-accumulates (bench_verdicts.grown_model), written
+    to `out`: model file -> the devices it doubles (printing what each model is)."""
+    fleet = {d.name: d for d in load_fleet().devices}
+    groups: dict[Path, list[str]] = {}
+    for device in devices:
+        own = fleet[device].settings.model
+        name = own.removesuffix("-int8")
+        path = out / f"{name}-macs2-int8.tflite"
+        if path not in groups:
+            print(f"model for {device}: {grown_model(own, ENERGY_GROWTH, path, f'{name}-macs2/v1')}", flush=True)
+        groups.setdefault(path, []).append(device)
+    return groups
 
 
 def check(device: str, model: Path, session: str, out: Path) -> tuple[int, str]:
@@ -105,19 +123,20 @@ def main() -> int:
         print(f"{device}: energy per decision {min(values):.4f}-{max(values):.4f} mJ over {len(values)} nights, "
               f"CV {cv:.2f}% (goal < 1%)")  # fmt: skip
     print(f"alarms on the unchanged nights: {alarms} (goal 0)")
-    doubled = out / "npc-policy-macs2-int8.tflite"
-    if args.model_night or args.check:
-        what = grown_model("npc-policy-int8", ENERGY_GROWTH, doubled, "npc-policy-macs2/v1")
-        print(f"model: {what}")
+    models = doubled_models(devices, out) if args.model_night or args.check else {}
     if args.model_night:
-        result = night(REPO, "2x MACs", devices, session, store, reports, model=doubled)
-        print_night("2x-MAC night", result, figures(store, result["run"]))
-        caught = {r.split(":")[0] for r in energy_alarms(result) if ":energy_per_decision" in r}
+        caught: set[str] = set()
+        for model, group in models.items():
+            result = night(REPO, f"2x MACs ({model.name})", group, session, store, reports, model=model)
+            print_night(f"2x-MAC night, {model.name} on {', '.join(group)}", result, figures(store, result["run"]))
+            caught |= {r.split(":")[0] for r in energy_alarms(result) if ":energy_per_decision" in r}
         print(f"energy per decision caught on: {', '.join(sorted(caught)) or 'no device'} (goal: every device)")
     if args.check:
-        for device in devices:
-            code, named = check(device, doubled, args.session, out)
-            print(f"hilbench check {device}: exit {code} ({named}) (goal: exit 1 naming energy)", flush=True)
+        for model, group in models.items():
+            for device in group:
+                code, named = check(device, model, args.session, out)
+                print(f"hilbench check {device} ({model.name}): exit {code} ({named}) (goal: exit 1 naming energy)",
+                      flush=True)  # fmt: skip
     print(f"store and reports: {out}")
     return 0
 

@@ -3,6 +3,7 @@ reader, and energy per decision from samples and inference windows."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -465,6 +466,47 @@ def test_the_pmic_and_hwmon_readings_are_stamped_on_the_devices_clock(tmp_path: 
     assert [(s.t_ns, s.dt_ns, s.power_mw) for s in ina.samples] == [(50_300_000_000, 300_000_000, 6000.0)]
     with pytest.raises(MeterError, match="uptime"):
         device_ns("VDD_CORE_A current(7)=0.7A")
+
+
+def test_a_block_is_measured_on_the_device_clock_of_a_device_clock_meter(tmp_path: Path) -> None:
+    """pytest's `power_meter.measure()` takes its block on the bench clock; a PMIC's readings are stamped with the
+    device's uptime (here 1000 s after boot, far from the bench's clock): the block is moved onto that clock and
+    measured there, not refused as uncovered."""
+    from bench.core.loop_thread import LoopThread
+    from bench.testkit.measure_fixtures import PowerMeter
+
+    # a reading every 50 ms of real time, its stamp the device's uptime from 1000 s on, 1.5 W more than idle
+    prints = (f"t=0; while [ $t -lt 60 ]; do echo \"10$(printf %02d $((t / 20))).$(printf %02d $((t % 20 * 5))) 9\"; "
+              f"echo '{PMIC}'; echo @end; t=$((t + 1)); sleep 0.05; done")  # fmt: skip
+    spec = parse_energy({"driver": "pmic", "interval_ms": 50}, "w", tmp_path)
+    loop = LoopThread()
+    try:
+        handle = PowerMeter(PmicMeter("pi5-1", spec, _Printing(prints)), lambda coro: loop.run(coro, timeout_s=20))
+        with handle.measure(settle_s=0.3) as reading:
+            time.sleep(0.5)
+        handle.stop()
+    finally:
+        loop.close()
+    assert 900 < reading.samples[0].t_ns / 1e9 < 1010  # on the device's clock
+    assert reading.seconds == pytest.approx(0.5, abs=0.15)  # the block's length on the device clock
+    assert reading.mean_mw == pytest.approx(pmic_power_mw(PMIC), rel=1e-6)
+    assert handle.meter.at(time.monotonic_ns()) > 1000e9  # a bench time maps past the device's first reading
+
+
+def test_a_device_clock_that_runs_slower_than_the_bench_is_interpolated_between_readings(tmp_path: Path) -> None:
+    # an icount guest busy with its readings: its clock advanced 0.25 s between readings that arrived 0.5 s apart
+    spec = parse_energy({"driver": "pmic", "interval_ms": 250}, "w", tmp_path)
+    meter = PmicMeter("pi5-1", spec, _Printing(""))
+    assert meter.at(123) == 123 and meter.arrived_after(0) is False  # no reading yet: the bench's own time
+    meter.arrivals = [(10_000_000_000, 1000_000_000_000), (10_500_000_000, 1000_250_000_000),
+                      (11_000_000_000, 1000_500_000_000)]  # fmt: skip
+    assert meter.at(10_750_000_000) == 1000_375_000_000  # between two readings: at the guest's own rate
+    assert meter.at(10_500_000_000) == 1000_250_000_000
+    assert meter.at(11_100_000_000) == 1000_600_000_000  # past the last: from it, at the bench's rate
+    assert meter.at(9_900_000_000) == 999_900_000_000
+    assert meter.arrived_after(10_900_000_000) and not meter.arrived_after(11_000_000_000)
+    bench = BenchHwmonMeter("c6-x", parse_energy({"driver": "hwmon", "on": "bench", "power": "p"}, "w", tmp_path))
+    assert bench.at(42) == 42 and bench.arrived_after(42)  # a bench-side meter's samples are on the bench clock
 
 
 class _Console:

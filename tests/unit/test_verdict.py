@@ -50,6 +50,27 @@ def test_a_replay_under_the_floor_is_not_pooled_into_a_regression() -> None:
     assert "together 1.6% worse" in again.reason
 
 
+def test_a_counted_replay_under_the_floor_but_beyond_the_spread_is_weak_evidence() -> None:
+    # pi5-1's energy per decision (mJ) over its last 5 full unchanged nights, then the 2x-MAC model's night and its
+    # replay (benchmarks.md): +0.62% and +0.48% against a spread of 0.18%, the floor 0.5%
+    energy = replace(RULES.rule("energy_per_decision"), threshold_pct=0.5)
+    nights = (3.0545, 3.0544, 3.0604, 3.0474, 3.0598, 3.0581, 3.0522, 3.0494)  # its 8 full nights
+    alone = _window(nights[-5:])
+    assert judge(energy, "pi5-1", 3.0724, 240, alone, "mJ").status == UNCHANGED  # 5 runs, 4 df: p = 0.016
+    w = replace(alone, history=nights)  # the same spread over 8 runs, 7 df
+    first = judge(energy, "pi5-1", 3.0724, 240, w, "mJ")
+    assert first.status == SUSPECTED and first.p_value < 0.01, first.reason
+    replay = judge(energy, "pi5-1", 3.068, 240, w, "mJ")
+    assert replay.status == UNCHANGED and replay.p_value < 0.05  # under the floor, beyond the spread
+    final = confirmed(first, replay, pooled=w)
+    assert final.status == INCONCLUSIVE and final.confirm_value == 3.068
+    assert final.reason.startswith("inconclusive: the replay moved the same way, +0.48%")
+    assert "weak evidence" in final.reason
+    assert confirmed(first, replay).status == NOT_REPRODUCED  # a timed figure (no pooled window): as before
+    back = judge(energy, "pi5-1", 3.0540, 240, w, "mJ")  # the replay back inside the spread: not reproduced
+    assert confirmed(first, back, pooled=w).status == NOT_REPRODUCED
+
+
 def test_a_replay_without_the_figure_is_inconclusive() -> None:
     w = _window([100, 101, 99, 100.5, 99.5])
     first = judge(COUNTED, "c6-a", 120.0, 200, w)
