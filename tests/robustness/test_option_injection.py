@@ -185,7 +185,7 @@ def test_the_watchdog_kills_what_runs_in_a_worktree_already_removed(tmp_path: Pa
 
     tree = tmp_path / "tree"
     tree.mkdir()
-    sleeper = subprocess.Popen(["sleep", "300"], cwd=tree)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], cwd=tree)
     try:
         tree.rmdir()  # its working folder now reads "TREE (deleted)"
         assert kill_in(tree) >= 1
