@@ -29,7 +29,7 @@ SETTINGS = {"fps_target": 30, "vsync_hz": 30, "decision_budget_ms": 50}
 @pytest.mark.e2e
 def test_a_replay_run_on_host_agents_renders_with_its_measurements(tmp_path: Path) -> None:
     agent = HostAgent(tmp_path / "agent")
-    plan = build_plan(synth_session("combat", 3, duration_s=2.5), wire.encode)
+    plan = build_plan(synth_session("combat", 3, duration_s=4.0), wire.encode)  # 3+ whole seconds: an FPS plot
     devices = [Device(name, "pi5", None, settings=SETTINGS) for name in ("host-a", "host-b")]
 
     async def open_agent(dev: Device) -> AgentEndpoint:
@@ -57,7 +57,7 @@ def test_a_replay_run_on_host_agents_renders_with_its_measurements(tmp_path: Pat
     for name in ("host-a", "host-b"):
         device = view.devices[name]
         assert len(device.series(LATENCY_MS)) > 20  # one decision latency per replayed input that got decided
-        assert device.frames is not None and len(device.frames) > 40  # ~30 FPS for 2.5 s
+        assert device.frames is not None and len(device.frames) > 40  # ~30 FPS for 4 s
         intervals = device.series(FRAME_INTERVAL_MS).values
         assert 25 < float(sorted(intervals[1:])[len(intervals) // 2]) < 45  # median frame interval near 33 ms
     summary = next(d for d in published.report.data["devices"] if d["name"] == "host-a")["summary"]
