@@ -7,7 +7,12 @@ back a stream that had stopped."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import random
+import signal
+import sys
+from collections.abc import AsyncIterator
 
 from bench.virtual.esp32c6.counted import UNBOUNDED, CoreEvent, CoreState, CoreStatus
 from bench.virtual.esp32c6.ppk2 import AVERAGE_START, MAX_BUFFER, VirtualPpk2
@@ -182,32 +187,38 @@ def test_garbage_on_the_meters_port_leaves_it_measuring() -> None:
     asyncio.run(run())
 
 
+@contextlib.asynccontextmanager
+async def _reader(meter: VirtualPpk2) -> AsyncIterator[asyncio.subprocess.Process]:
+    """The bench's ppk2-api reader on `meter`'s pty, once it answered `ok` (its first line); killed on exit."""
+    reader = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.energy.ppk2_reader", "--port", meter.path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert reader.stdout is not None
+        first = json.loads(await asyncio.wait_for(reader.stdout.readline(), 20))
+        assert first.get("ok"), first
+        yield reader
+    finally:
+        if reader.returncode is None:
+            reader.kill()
+            await reader.wait()
+
+
 def test_a_reader_opens_the_meter_after_one_that_fell_behind() -> None:
     """A reader that fell behind leaves up to a minute of samples queued (a nightly's replay on a busy host). The
     next reader (the confirm replay's) stops the measurement and reads what was queued away before it asks for the
     calibration metadata, so the metadata is not buried under old samples."""
-    import json
-    import sys
 
     async def run() -> None:
-        supply = Supply(lambda: (True, False, False, None))
-        meter = VirtualPpk2(supply)
-        reader = None
+        meter = VirtualPpk2(Supply(lambda: (True, False, False, None)))
         try:
             meter._command(bytes([AVERAGE_START]))
             meter._on_span(Span(60 * 1000 * MS_Q, 27_000.0))  # a minute of samples nobody has read
             assert len(meter._out) > MAX_BUFFER // 2
-            reader = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bench.energy.ppk2_reader", "--port", meter.path,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-            assert reader.stdout is not None
-            first = json.loads(await asyncio.wait_for(reader.stdout.readline(), 20))
-            assert first.get("ok"), first
+            async with _reader(meter):
+                pass  # it answered ok
         finally:
-            if reader is not None and reader.returncode is None:
-                reader.kill()
-                await reader.wait()
             meter.close()
 
     asyncio.run(run())
@@ -217,34 +228,21 @@ def test_a_reader_stopped_while_behind_still_gives_every_sample_made_before_the_
     """The end of a measured window is what the meter made before the stop: a reader told to stop while samples
     are still on their way (behind on a busy host) stops the measurement and reads them, so its bins cover the
     whole window."""
-    import json
-    import signal
-    import sys
 
     async def run() -> None:
-        supply = Supply(lambda: (True, False, False, None))
-        meter = VirtualPpk2(supply)
-        reader = None
+        meter = VirtualPpk2(Supply(lambda: (True, False, False, None)))
         try:
-            reader = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bench.energy.ppk2_reader", "--port", meter.path,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
-            assert reader.stdout is not None
-            first = json.loads(await asyncio.wait_for(reader.stdout.readline(), 20))
-            assert first.get("ok"), first
-            while not meter.measuring:
-                await asyncio.sleep(0.01)
-            meter._on_span(Span(3 * 1000 * MS_Q, 27_000.0))  # 3 s of samples at once
-            reader.send_signal(signal.SIGTERM)  # long before the reader has decoded them
-            out = await asyncio.wait_for(reader.stdout.read(), 60)
+            async with _reader(meter) as reader:
+                assert reader.stdout is not None
+                while not meter.measuring:
+                    await asyncio.sleep(0.01)
+                meter._on_span(Span(3 * 1000 * MS_Q, 27_000.0))  # 3 s of samples at once
+                reader.send_signal(signal.SIGTERM)  # long before the reader has decoded them
+                out = await asyncio.wait_for(reader.stdout.read(), 60)
             bins = [line.split() for line in out.decode().splitlines() if line.startswith("@ ")]
             assert sum(int(b[2]) for b in bins) == 3 * 10**9  # every sample, in 1 ms bins
             assert all(abs(float(b[3]) - 27_000.0) < 30 for b in bins)
         finally:
-            if reader is not None and reader.returncode is None:
-                reader.kill()
-                await reader.wait()
             meter.close()
 
     asyncio.run(run())
