@@ -25,21 +25,29 @@ INFERENCE_US = (13_850.0, 13_790.0, 13_920.0, 13_860.0, 13_830.0)
 ENERGY_MJ = (1.7270, 1.7195, 1.7355, 1.7280, 1.7245)
 
 
+def stored_night(store: ResultStore, device: str, kind: str, measurements: list[Measurement], fingerprint: dict,
+                 host: dict = QUIET) -> int:  # fmt: skip
+    """A stored, passed replay of `device` with its measurements, fingerprint and host noise, accepted into later
+    windows."""
+    run = store.runs.begin_run("replay", session="combat")
+    store.runs.add_device(run, device, kind)
+    store.measures.add_measurements(run, device, measurements)
+    store.runs.update_device(run, device, status="ok")
+    store.runs.finish_run(run, "ok")
+    store.verdicts.record_fingerprint(run, device, fingerprint)
+    store.verdicts.record_host(run, host)
+    store.windows.accept(run, device, True)
+    return run
+
+
 def night(store: ResultStore, fingerprint: dict, inference_us: float, energy_mj: float, *, marker: bool = True,
           host: dict = QUIET) -> int:  # fmt: skip
     """A stored replay of c6-a with its fingerprint and host noise, accepted into later windows."""
-    run = store.runs.begin_run("replay", session="combat")
-    store.runs.add_device(run, "c6-a", "esp32c6")
     flags = (MARKER,) if marker else ()
-    store.measures.add_measurements(run, "c6-a", [Measurement("inference_latency_p50", "us", inference_us, samples=620),
-                                         Measurement("energy_per_decision_p50", "mJ", energy_mj, samples=620,
-                                                     flags=flags)])  # fmt: skip
-    store.runs.update_device(run, "c6-a", status="ok")
-    store.runs.finish_run(run, "ok")
-    store.verdicts.record_fingerprint(run, "c6-a", fingerprint)
-    store.verdicts.record_host(run, host)
-    store.windows.accept(run, "c6-a", True)
-    return run
+    return stored_night(store, "c6-a", "esp32c6", [
+        Measurement("inference_latency_p50", "us", inference_us, samples=620),
+        Measurement("energy_per_decision_p50", "mJ", energy_mj, samples=620, flags=flags),
+    ], fingerprint, host)  # fmt: skip
 
 
 def verdicts_of(tmp_path, fingerprint: dict, grow: float, *, marker: bool = True, host: dict = QUIET) -> dict:

@@ -15,7 +15,7 @@ from bench.results.judge import acceptance, judge_run
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import INCONCLUSIVE, SUSPECTED, UNCHANGED
 from bench.store.results import ResultStore, open_store
-from tests.unit.test_counted_floor import GUEST, QUIET
+from tests.unit.test_counted_floor import GUEST, stored_night
 from tests.unit.test_energy import _samples
 
 FULL_NIGHTS_MJ = (3.0545, 3.0544, 3.0604, 3.0474, 3.0598)  # pi5-1's full nights (benchmarks.md), CV 0.18%
@@ -43,19 +43,11 @@ def test_a_run_with_too_few_decisions_flags_its_active_energy() -> None:
 
 def night(store: ResultStore, energy_mj: float, decided: int = ACTIVE_DECISIONS) -> int:
     """A stored replay of pi5-1 (icount guest, its PMIC on the device's clock) that played `decided` decisions."""
-    run = store.runs.begin_run("replay", session="combat")
-    store.runs.add_device(run, "pi5-1", "pi5")
     flags = (ACTIVE, DEVICE_CLOCK) + ((SHORT,) if decided < ACTIVE_DECISIONS else ())
-    store.measures.add_measurements(run, "pi5-1", [
+    return stored_night(store, "pi5-1", "pi5", [
         Measurement("energy_per_decision_p50", "mJ", energy_mj, samples=decided, flags=flags),
         Measurement("power_mean", "mW", 1687.0, samples=1),
-    ])  # fmt: skip
-    store.runs.update_device(run, "pi5-1", status="ok")
-    store.runs.finish_run(run, "ok")
-    store.verdicts.record_fingerprint(run, "pi5-1", GUEST)
-    store.verdicts.record_host(run, QUIET)
-    store.windows.accept(run, "pi5-1", True)
-    return run
+    ], GUEST)  # fmt: skip
 
 
 @pytest.mark.parametrize(("grow", "decided", "status"), [
