@@ -49,6 +49,10 @@ CURRENT = "models/current.json"
 DEPLOYED = "models/deployed.json"
 EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
+# an empty file that stays in updates/, so moving a verified model out never empties the folder's metadata pair:
+# littlefs (2.11, MicroPython 1.26.1's and the chip's) dereferences NULL when that move's commit relocates models/
+# (wear levelling) while updates/ precedes it and holds only the moved file (littlefs issue 949; docs/ota.md)
+KEEP = UPDATES + "/.keep"
 # bytes one C readline may take: it allocates that much before it is cut to what came, so a small piece fits the
 # heap's small holes (pieces of 512 landed in the big free block, and a long-lived object after each split it:
 # a model that had loaded no longer found 12 KB in one piece); a line is joined from its pieces
@@ -112,11 +116,18 @@ def largest_free_block():
 
 
 def _updates_dir():
-    """updates/ (made when missing): where transfers land until they are verified."""
+    """updates/ and its KEEP file (made when missing): where transfers land until they are verified."""
     try:  # noqa: SIM105 (MicroPython has no contextlib)
         os.mkdir(UPDATES)
     except OSError:  # it exists
         pass
+    try:
+        os.stat(KEEP)
+    except OSError:
+        try:  # noqa: SIM105
+            open(KEEP, "w").close()
+        except OSError:  # a read-only flash: its transfer fails and says so
+            pass
     return UPDATES
 
 

@@ -101,8 +101,9 @@ CASES = [
 
 
 def _left(folder: Path) -> list[str]:
-    """Files under the agent's transfer folder (updates/, beside or in the board folder)."""
-    return sorted(str(p) for p in folder.rglob("*") if p.is_file() and "updates" in p.parts)
+    """Files under the agent's transfer folder (updates/, beside or in the board folder), but the MicroPython
+    agent's empty `updates/.keep` (docs/ota.md)."""
+    return sorted(str(p) for p in folder.rglob("*") if p.is_file() and "updates" in p.parts and p.name != ".keep")
 
 
 async def _serve(proto: Hostile):

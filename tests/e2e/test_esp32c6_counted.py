@@ -338,6 +338,49 @@ def test_the_micropython_agent_runs_on_the_counted_firmware(
     assert all(1_000 < r["us"] < 100_000 for r in results)
 
 
+# The agent's files of one update and its rollback (npc_agent's own helpers), UPDATE_CYCLES times, on the board's
+# littlefs mounted with 2048-byte programs (prog size is not stored in the filesystem): models/ is compacted every
+# second commit, so its wear-levelling relocation, every 100 compactions, comes within a few dozen updates
+UPDATE_CYCLES = 150  # the unfixed agent's board panicked in the 102nd
+UPDATES_AND_ROLLBACKS = f"""
+import os, vfs
+from _c6flash import Flash
+vfs.umount("/")
+vfs.mount(vfs.VfsLfs2(Flash(), readsize=2048, progsize=2048), "/")
+import npc_agent as a
+body = bytes(6376)
+def remember():
+    with open(a.CURRENT + ".tmp", "w") as f:
+        f.write("x" * 308)
+    a._replace(a.CURRENT + ".tmp", a.CURRENT)
+for i in range({UPDATE_CYCLES}):
+    dest = "models/npc-policy-%d.npcm" % (i + 3)
+    tmp = a._updates_dir() + dest[len("models"):]
+    with open(tmp, "wb") as f:
+        f.write(body)
+    a._replace(tmp, dest)
+    remember()
+    os.remove(dest)
+    for _ in range(1 + i % 3):
+        remember()
+print(i + 1, sorted(os.listdir("models")))
+"""
+
+
+def test_an_update_moved_out_of_updates_survives_the_relocation_of_models(
+    firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
+):
+    """The rename of a verified model from updates/ into models/, with the rollback that deletes it again, through
+    the relocations of models/: littlefs 2.11 dereferenced NULL (the board panicked, "Guru Meditation", MEPC in
+    lfs2_fs_pred) when one came in that rename's commit while updates/ held only the moved file (docs/ota.md)."""
+    _, flash = agent_flash
+    with board(firmware.elf, flash_copy(flash, tmp_path / "flash.bin")) as t:
+        out, err = t.exec_raw(UPDATES_AND_ROLLBACKS, timeout=120)
+    assert err == b"", (out, err)
+    listed = ["current.json", "npc-policy-63k-int8.npcm", "npc-policy-int8.npcm"]
+    assert out.decode().strip() == f"{UPDATE_CYCLES} {listed!r}"
+
+
 def test_the_seed_sized_model_loads_beside_the_agent_and_infers_as_the_reference(
     firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
 ):
