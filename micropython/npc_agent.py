@@ -51,7 +51,7 @@ EEXIST = 17
 UPDATES = "updates"  # where a transfer lands (outside models/) until it is verified
 # an empty file that stays in updates/, so moving a verified model out never empties the folder's metadata pair:
 # littlefs (2.11, MicroPython 1.26.1's and the chip's) dereferences NULL when that move's commit relocates models/
-# (wear levelling) while updates/ precedes it and holds only the moved file (littlefs issue 949; docs/ota.md)
+# (wear levelling) while updates/ precedes it and holds only the moved file (littlefs-project/littlefs#949; docs/ota.md)
 KEEP = UPDATES + "/.keep"
 # bytes one C readline may take: it allocates that much before it is cut to what came, so a small piece fits the
 # heap's small holes (pieces of 512 landed in the big free block, and a long-lived object after each split it:
