@@ -5,8 +5,8 @@ orin-1 and switch-1, those of them the fleet gives a meter), each into one resul
 every device's energy per decision, mean power and idle baseline with the label its meter gives (what the figure
 is modelled from, how it was taken), and that night's alarms. Then the spread over the nights (CV of energy per
 decision, goal < 1%) and the alarms on them (goal 0). With --model-night, a model with twice the
-multiply-accumulates of each device's own model (its fleet entry's: the bundled orin-1 runs
-npc-policy-large-int8, pi5-1 and switch-1 npc-policy-int8) is put on it with `--model` (grown from that policy as
+multiply-accumulates of each device's own model (its fleet entry's: the bundled orin-1 and pi5-1 run
+npc-policy-large-int8, switch-1 npc-policy-int8) is put on it with `--model` (grown from that policy as
 bench_verdicts.py grows it), one night per distinct model: the goal is an energy-per-decision regression on each
 device that night. With --check, `hilbench check` of its model on each device (goal: exit 1 naming energy).
 
@@ -27,9 +27,8 @@ import tempfile
 from pathlib import Path
 
 from bench_check import load
-from bench_verdicts import ENERGY_GROWTH, grown_model, night
+from bench_verdicts import ENERGY_GROWTH, grown_model, night, own_model
 
-from bench.config.fleet import load_fleet
 from bench.store.results import open_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,10 +70,9 @@ def print_night(label: str, result: dict, figs: dict[str, dict[str, object]]) ->
 def doubled_models(devices: list[str], out: Path) -> dict[Path, list[str]]:
     """Each device's own fleet model grown to twice its multiply-accumulates (bench_verdicts.grown_model), written
     to `out`: model file -> the devices it doubles (printing what each model is)."""
-    fleet = {d.name: d for d in load_fleet().devices}
     groups: dict[Path, list[str]] = {}
     for device in devices:
-        own = fleet[device].settings.model
+        own = own_model(device)
         name = own.removesuffix("-int8")
         path = out / f"{name}-macs2-int8.tflite"
         if path not in groups:
