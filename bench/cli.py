@@ -19,7 +19,7 @@ from typing import NoReturn
 
 from bench import __version__
 from bench.core.errors import BenchError, ConfigError, ExitCode
-from bench.core.stopping import STOP_SIGNALS, Interrupted, exit_code
+from bench.core.stopping import STOP_SIGNALS, Interrupted, exit_code, stopped_by
 
 # Each command's module has register(subparsers), which adds its commands with `func=handler(args) -> int`.
 COMMANDS = {
@@ -191,17 +191,14 @@ def _setup_logging(opts: GlobalOptions) -> None:
     root.setLevel(min(levels))
 
 
-_received: list[int] = []
-
-
 def _as_interrupt(signum: int, frame: object) -> None:
     """SIGTERM/SIGHUP (cron, systemd, CI, a closed terminal) do what Ctrl-C does: whatever handles SIGINT right
-    now (asyncio.run cancels its main task, so devices are stopped, leases released and the run marked
-    interrupted; a server's bench.core.stopping.StopSignals stops it; elsewhere KeyboardInterrupt). A repeated
-    SIGTERM/SIGHUP is ignored while stopping."""
-    if _received:  # already stopping: a second SIGTERM must not cut the cleanup short (SIGKILL still does)
+    now (a server's bench.core.stopping.StopSignals stops it; elsewhere KeyboardInterrupt). While a command's
+    event loop runs (bench.core.stopping.run_stoppable), the loop's own handler cancels its main task instead.
+    A repeated SIGTERM/SIGHUP is ignored while stopping."""
+    if stopped_by:  # already stopping: a second SIGTERM must not cut the cleanup short (SIGKILL still does)
         return
-    _received.append(signum)
+    stopped_by.append(signum)
     if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
         raise Interrupted(signum)
     signal.raise_signal(signal.SIGINT)  # delivered as Ctrl-C is, also to an event loop's own SIGINT handler
@@ -212,9 +209,9 @@ def _interrupt_code(exc: BaseException) -> int | None:
     if isinstance(exc, Interrupted):
         return exc.signum
     if isinstance(exc, KeyboardInterrupt):
-        return _received[0] if _received else signal.SIGINT
-    if type(exc).__name__ == "CancelledError" and _received:  # a task cancelled on SIGTERM (bench.lab.acquire)
-        return _received[0]
+        return stopped_by[0] if stopped_by else signal.SIGINT
+    if type(exc).__name__ == "CancelledError" and stopped_by:  # the main task cancelled on SIGTERM (run_stoppable)
+        return stopped_by[0]
     return None
 
 
@@ -273,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (128 + the signal's number when interrupted)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     as_json = "--json" in argv  # until parsed (a usage error answers in JSON too)
-    _received.clear()
+    stopped_by.clear()
     for sig in STOP_SIGNALS[1:]:
         signal.signal(sig, _as_interrupt)
     try:

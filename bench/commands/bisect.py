@@ -29,6 +29,7 @@ from bench.commands.values import int_in
 from bench.config.fleet import Device
 from bench.core.console import emit_json, err, out
 from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.stopping import run_stoppable
 from bench.core.units import figure
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import flash_devices
@@ -132,7 +133,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     with held_devices(devices, "bisect", args.lease_wait):  # one lease for every step
         bench = fleet.bench.name
         started = dt.datetime.now().astimezone()
-        result = asyncio.run(_run(devices[0], names, artefact, store, speed, work, thresholds, args, good, bad, bench))
+        result = run_stoppable(
+            _run(devices[0], names, artefact, store, speed, work, thresholds, args, good, bad, bench)
+        )
     write_ci_files(bisect_report(result, store, started, work), files)
     store.close()
     if args.json:

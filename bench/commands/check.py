@@ -5,7 +5,6 @@ nightly's rules; its exit code gates a merge (0 pass, 1 regression, 2 usage, 3 b
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import replace
@@ -30,6 +29,7 @@ from bench.commands.values import int_in, seconds
 from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError
+from bench.core.stopping import run_stoppable
 from bench.core.units import figure
 from bench.models import guess_name_and_format
 from bench.models.shape import check_model
@@ -145,7 +145,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     started = dt.datetime.now().astimezone()
     try:
         with held_devices(devices, "check", args.lease_wait):
-            result = asyncio.run(_run(opts, args.json))
+            result = run_stoppable(_run(opts, args.json))
         report = check_report(result, store, thresholds, started, work)
         write_ci_files(report, files)
     finally:

@@ -13,6 +13,7 @@ from bench.commands.values import float_in
 from bench.config.fleet import Device
 from bench.core.console import emit_json, out
 from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.stopping import run_stoppable
 from bench.energy.meters import meter_for
 from bench.lab.acquire import reachable_devices
 from bench.measure.energy import Integrator
@@ -63,7 +64,7 @@ def cmd_energy(args: argparse.Namespace) -> int:
         hint = 'add e.g. energy = { driver = "ppk2", port = "/dev/ttyACM3" } (docs/lab-control.md)'
         raise ConfigError(f"{fleet.path}: device(s) {', '.join(missing)} have no `energy` table", hint=hint)
     with held_devices(devices, "energy", args.lease_wait):
-        rows = asyncio.run(measure_devices(devices, args.seconds))
+        rows = run_stoppable(measure_devices(devices, args.seconds))
     code = ExitCode.OK if all(r["ok"] for r in rows) else ExitCode.UNREACHABLE
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows, "no_meter": missing})

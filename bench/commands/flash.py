@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError, ExitCode
 from bench.core.inputs import check_file
 from bench.core.outcomes import exit_code
+from bench.core.stopping import run_stoppable
 from bench.devices import has_driver
 from bench.lab.acquire import reachable_devices
 from bench.nightly.flashing import DEFAULT_ATTEMPTS, DeviceFlash, flash_devices
@@ -63,7 +63,7 @@ def cmd_flash(args: argparse.Namespace) -> int:
     if args.reset_model:
         devices = reset_model(devices)
     with held_devices(devices, "flash", args.lease_wait):
-        results = asyncio.run(_run(devices, log_dir, firmware, args, show=not args.json))
+        results = run_stoppable(_run(devices, log_dir, firmware, args, show=not args.json))
     if args.json:
         emit_json({"ok": all(r.ok for r in results), "logs": str(log_dir), "devices": [r.as_dict() for r in results]})
     else:

@@ -23,6 +23,7 @@ from bench.config.fleet import Device
 from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ExitCode
 from bench.core.leases import lease_dir, list_leases
+from bench.core.stopping import run_stoppable
 from bench.devices import has_driver
 from bench.devices.probe import probe_link
 from bench.lab.acquire import reachable_devices
@@ -110,7 +111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     fleet, devices = selected_devices(args)
     started = time.monotonic()
     with held_devices(devices, "fleet check", args.lease_wait):
-        rows = asyncio.run(check_devices(devices))
+        rows = run_stoppable(check_devices(devices))
     code = ExitCode.OK if all(r["status"] != "unreachable" for r in rows) else ExitCode.UNREACHABLE
     if args.json:
         emit_json({"fleet": str(fleet.path), "devices": rows, "seconds": round(time.monotonic() - started, 3)})
@@ -176,7 +177,7 @@ def cmd_health(args: argparse.Namespace) -> int:
     store = open_store(results_at(args, fleet))
     try:
         with held_devices(devices, "fleet health", args.lease_wait):
-            checks = asyncio.run(
+            checks = run_stoppable(
                 check_fleet(devices, store, fix=args.fix, log_dir=args.logs or args.output_dir / "health")
             )
         summaries = {c.device: summary(store, c.device) for c in checks}
@@ -209,7 +210,7 @@ def cmd_discover(args: argparse.Namespace) -> int:
     from bench.devices.discovery import append_entries, discover, new_entries
 
     target = Path(args.write) if args.write else None
-    boards = asyncio.run(discover())
+    boards = run_stoppable(discover())
     entries, known = new_entries(boards, target)
     if target is not None and entries:
         append_entries(target, [text for _board, text in entries])

@@ -20,7 +20,7 @@ from bench.core.console import emit_json, err, out
 from bench.core.errors import ConfigError, ExitCode
 from bench.core.folders import write_file
 from bench.core.identity import job_identity
-from bench.core.stopping import StopSignals
+from bench.core.stopping import StopSignals, run_stoppable
 from bench.lab.client import LabClient
 from bench.lab.exporter import exporter_config, host_devices
 from bench.lab.janitor import sweep
@@ -81,7 +81,7 @@ async def _with_client(fleet: Fleet, work, *, user: str | None = None):
 def cmd_sync(args: argparse.Namespace) -> int:
     """Sync places from the fleet file."""
     fleet = _lab_fleet(args)
-    report = asyncio.run(_with_client(fleet, lambda c: sync_places(c, fleet, dry_run=args.dry_run)))
+    report = run_stoppable(_with_client(fleet, lambda c: sync_places(c, fleet, dry_run=args.dry_run)))
     if args.json:
         emit_json({"changed": report.actions, "skipped": report.skipped, "dry_run": args.dry_run})
     else:
@@ -168,7 +168,7 @@ def cmd_places(args: argparse.Namespace) -> int:
         await client.refresh()
         return client.places(), list(client.resources())
 
-    places, resources = asyncio.run(_with_client(fleet, work))
+    places, resources = run_stoppable(_with_client(fleet, work))
     tag = fleet_tag(fleet)
     mine = {n: p for n, p in sorted(places.items()) if p.tags.get("hb_fleet") == tag}
     if args.json:
@@ -197,7 +197,7 @@ def cmd_janitor(args: argparse.Namespace) -> int:
     """Release dead jobs' places."""
     fleet = _lab_fleet(args)
     user = f"hb-janitor-{os.getpid()}"
-    report = asyncio.run(
+    report = run_stoppable(
         _with_client(fleet, lambda c: sweep(c, fleet_tag(fleet), tuple(args.holder), args.dry_run), user=user)
     )
     if args.json:

@@ -15,6 +15,7 @@ from bench.config.fleet import Device, SshLink
 from bench.config.kinds import of_family
 from bench.core.console import emit_json, out
 from bench.core.errors import BenchError, ConfigError, DeviceUnreachable, ExitCode
+from bench.core.stopping import run_stoppable
 from bench.devices.linux import LinuxDriver
 from bench.lab.acquire import reachable_devices
 from bench.telemetry import summarize
@@ -71,7 +72,7 @@ def _each_board(args: argparse.Namespace, one: Callable[[Device], Awaitable[dict
             return list(await asyncio.gather(*(one(d) for d in resolved)))
 
     with held_devices(devices, f"linux {args.linux_command}", args.lease_wait):
-        return asyncio.run(go())
+        return run_stoppable(go())
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from bench.core.errors import ConfigError
 from bench.core.folders import write_file
 from bench.core.outcomes import FailureClass
 from bench.core.paths import SESSIONS_DIR
+from bench.core.stopping import run_stoppable
 from bench.devices.esp32c6 import check_firmware
 from bench.models import kind_model
 from bench.nightly import NightlyOptions, NightlyResult, run_nightly
@@ -134,7 +134,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     )  # fmt: skip
     trust.check(devices)
     with held_devices(devices, "nightly", args.lease_wait):
-        result = asyncio.run(run_nightly(opts, None if args.json else _RichProgress()))
+        result = run_stoppable(run_nightly(opts, None if args.json else _RichProgress()))
     summary = result.to_json()
     write_file(result.log_dir / "nightly.json", json.dumps(summary, indent=2, default=str))
     write_ci_files(nightly_report(result, store, opts.thresholds or load_thresholds()), files)

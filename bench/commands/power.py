@@ -13,6 +13,7 @@ from bench.commands.values import float_in
 from bench.config.fleet import Device
 from bench.core.console import emit_json, out
 from bench.core.errors import BenchError, ConfigError, ExitCode
+from bench.core.stopping import run_stoppable
 from bench.lab.acquire import reachable_devices
 from bench.power import power_for
 
@@ -64,10 +65,10 @@ def cmd_power(args: argparse.Namespace) -> int:
             hint='add e.g. power = { driver = "uhubctl", location = "1-1", port = 2 } (see docs/lab-control.md)',
         )
     if args.action == "status":
-        rows = asyncio.run(power_devices(devices, args.action))
+        rows = run_stoppable(power_devices(devices, args.action))
     else:
         with held_devices(devices, f"power {args.action}", args.lease_wait):
-            rows = asyncio.run(power_devices(devices, args.action, args.off_s))
+            rows = run_stoppable(power_devices(devices, args.action, args.off_s))
     code = ExitCode.OK if all(r["ok"] for r in rows) else ExitCode.UNREACHABLE
     if args.json:
         emit_json({"fleet": str(fleet.path), "action": args.action, "devices": rows, "no_power": missing})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from pathlib import Path
 
 from rich.live import Live
@@ -23,6 +22,7 @@ from bench.core.console import compact_table, emit_json, err, out
 from bench.core.errors import ConfigError
 from bench.core.outcomes import FailureClass
 from bench.core.outcomes import exit_code as outcome_exit_code
+from bench.core.stopping import run_stoppable
 from bench.lab.acquire import reachable_devices
 from bench.replay.agents import fleet_opener
 from bench.replay.recording import Session, read_session
@@ -102,7 +102,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.deploy:
         trust.check(devices)
     with held_devices(devices, "replay", args.lease_wait):
-        result = asyncio.run(_run(args, session, devices, store, speed, logs, fleet.bench.name))
+        result = run_stoppable(_run(args, session, devices, store, speed, logs, fleet.bench.name))
     store.close()
     if args.json:
         emit_json(result_json(result, store.path))

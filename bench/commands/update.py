@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from bench.commands.values import float_in
 from bench.core.console import compact_table, emit_json, out
 from bench.core.errors import ConfigError
 from bench.core.outcomes import exit_code
+from bench.core.stopping import run_stoppable
 from bench.lab.acquire import reachable_devices
 from bench.ota.impair import Impairment
 from bench.ota.rollout import DeviceUpdate, manifests_for, update_devices
@@ -71,7 +71,7 @@ def cmd_update(args: argparse.Namespace) -> int:
             done.append(r.device)
             status.update(f"updating to {label}: {len(done)}/{len(devices)} done (last: {r.device})")
 
-        results = asyncio.run(
+        results = run_stoppable(
             _run(devices, store, args.model, args.delta, args.allow_downgrade, impairment, on_done, health_store)
         )
     if args.json:

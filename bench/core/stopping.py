@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from typing import TYPE_CHECKING, Self
+import threading
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Coroutine
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+T = TypeVar("T")
+
+# the stop signals this command received, first first (`hilbench` clears it when a command starts): a repeated
+# SIGTERM/SIGHUP is ignored while stopping, and the first names the exit code
+stopped_by: list[int] = []
 
 
 class Interrupted(KeyboardInterrupt):
@@ -24,6 +31,37 @@ class Interrupted(KeyboardInterrupt):
 def exit_code(signum: int) -> int:
     """The exit status of a command stopped by `signum`."""
     return 128 + signum
+
+
+def run_stoppable(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` that SIGTERM and SIGHUP stop as Ctrl-C stops asyncio.run: while its loop runs, the loop's
+    own handler cancels the main task (devices stopped, leases released, the run marked), whatever SIGINT's
+    handler is. A command started with SIGINT ignored (`cmd &` in a script, a test runner's worker) has no Ctrl-C
+    handler to hand the signal to; a signal raised inside a task there is "Task exception was never retrieved".
+    The handlers the command had before are back when the loop ends. CancelledError when stopped."""
+    import asyncio
+
+    async def stoppable() -> T:
+        loop, task = asyncio.get_running_loop(), asyncio.current_task()
+        assert task is not None
+        previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS[1:]}
+        on_main = threading.current_thread() is threading.main_thread()
+        for sig in previous if on_main else ():
+            loop.add_signal_handler(sig, _cancel, sig, task)
+        try:
+            return await main
+        finally:
+            for sig, handler in previous.items() if on_main else ():
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+
+    return asyncio.run(stoppable())
+
+
+def _cancel(signum: int, task: asyncio.Task[Any]) -> None:
+    if not stopped_by:  # the first stop signal; a repeated one must not cut the cleanup short (SIGKILL still does)
+        stopped_by.append(signum)
+        task.cancel()
 
 
 class StopSignals:

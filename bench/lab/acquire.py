@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -70,7 +69,7 @@ async def lab_devices(devices: list[Device], *, timeout_s: float | None = None) 
     times = LabTimes()
     held: dict[str, str] = {}
     tokens: list[str] = []
-    async with LabClient(lab.coordinator, host, user) as client, _cancel_on_sigterm():
+    async with LabClient(lab.coordinator, host, user) as client:
         try:
             resolved: dict[str, Device] = {}
             # one global order (named places by name, then reservations), so two jobs wanting overlapping
@@ -120,20 +119,3 @@ async def _link(client: LabClient, dev: Device, place: str, deadline: float):
             if time.monotonic() >= deadline:
                 raise
         await asyncio.sleep(POLL_S)
-
-
-@contextlib.asynccontextmanager
-async def _cancel_on_sigterm() -> AsyncIterator[None]:
-    """Turn SIGTERM into a cancellation of the current task, so the places are released on the way out."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    installed = False
-    if task is not None:
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
-            loop.add_signal_handler(signal.SIGTERM, task.cancel)
-            installed = True
-    try:
-        yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGTERM)

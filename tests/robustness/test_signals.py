@@ -164,3 +164,40 @@ def test_session_synth_without_out_keeps_out_of_the_package(tmp_path: Path) -> N
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "sessions" / "combat-0.mcap").is_file()
     assert {p.name: p.stat().st_mtime_ns for p in SESSIONS_DIR.iterdir()} == before
+
+
+BUSY_COMMAND = """
+import asyncio, os, signal, sys, threading
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `cmd &` in a script starts it: no Ctrl-C handler
+from bench import cli
+from bench.core.stopping import run_stoppable
+signal.signal(signal.SIGTERM, cli._as_interrupt)  # as `hilbench` installs it
+seen = []
+
+async def busy() -> None:  # a child task in pure Python, where the signal lands
+    try:
+        while True:
+            sum(range(2000))
+            await asyncio.sleep(0)
+    except BaseException as exc:
+        seen.append(type(exc).__name__)
+        raise
+
+async def main() -> None:
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    await asyncio.gather(busy(), asyncio.sleep(30))
+
+try:
+    run_stoppable(main())
+except BaseException as exc:
+    print(type(exc).__name__, seen, cli._interrupt_code(exc), signal.getsignal(signal.SIGTERM) is cli._as_interrupt)
+"""
+
+
+def test_sigterm_in_a_busy_task_with_sigint_ignored_cancels_the_command() -> None:
+    """A command started with SIGINT ignored has no Ctrl-C handler to hand SIGTERM to. Stopped while a task runs
+    Python, its loop's own handler cancels the main task: every task is cancelled (no "Task exception was never
+    retrieved" traceback), the exit code is SIGTERM's, and `hilbench`'s handler is back afterwards."""
+    run = subprocess.run([sys.executable, "-c", BUSY_COMMAND], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert run.stdout.split() == ["CancelledError", "['CancelledError']", str(int(signal.SIGTERM)), "True"], run
+    assert "Traceback" not in run.stderr, run.stderr
