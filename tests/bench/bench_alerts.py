@@ -172,8 +172,10 @@ def model_step(out: Path, device: str, session: Path) -> list[tuple[str, bool, s
     import bench_verdicts as bv
 
     store, reports = out / "results.sqlite", out / "reports"
-    doubled = out / "npc-policy-macs2-int8.tflite"
-    print("model:", bv.grown_model("npc-policy-int8", bv.ENERGY_GROWTH, doubled, "npc-policy-macs2/v1"), flush=True)
+    own = bv.own_model(device)
+    name = own.removesuffix("-int8")
+    doubled = out / f"{name}-macs2-int8.tflite"
+    print("model:", bv.grown_model(own, bv.ENERGY_GROWTH, doubled, f"{name}-macs2/v1"), flush=True)
     checks: list[tuple[str, bool, str]] = []
 
     def night(label: str, model: Path | None = None) -> tuple[dict, dict]:

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_verdicts import ENERGY_GROWTH, grown_model
+from bench_verdicts import ENERGY_GROWTH, grown_model, own_model
 
 REPO = Path(__file__).resolve().parents[2]
 GOAL_S = 300.0
@@ -62,9 +62,11 @@ def main() -> int:
     args = p.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-check-"))
     out.mkdir(parents=True, exist_ok=True)
-    doubled = out / "npc-policy-macs2-int8.tflite"
-    what = grown_model("npc-policy-int8", ENERGY_GROWTH, doubled, "npc-policy-macs2/v1")
-    same = REPO / "fixtures" / "models" / "npc-policy-int8.tflite"
+    own = own_model(args.device)
+    name = own.removesuffix("-int8")
+    doubled = out / f"{name}-macs2-int8.tflite"
+    what = grown_model(own, ENERGY_GROWTH, doubled, f"{name}-macs2/v1")
+    same = REPO / "fixtures" / "models" / f"{own}.tflite"
     lines = []
     for label, model in [("macs-x2", doubled)] + [(f"unchanged-{n}", same) for n in range(1, args.same + 1)]:
         lines.append(check(label, model, args, out))

@@ -5,12 +5,13 @@ orin-1 and switch-1, those of them the fleet gives a meter), each into one resul
 every device's energy per decision, mean power and idle baseline with the label its meter gives (what the figure
 is modelled from, how it was taken), and that night's alarms. Then the spread over the nights (CV of energy per
 decision, goal < 1%) and the alarms on them (goal 0). With --model-night, a model with twice the
-multiply-accumulates of each device's own model (its fleet entry's: the bundled orin-1 runs
-npc-policy-large-int8, pi5-1 and switch-1 npc-policy-int8) is put on it with `--model` (grown from that policy as
+multiply-accumulates of each device's own model (its fleet entry's: the bundled orin-1 and pi5-1 run
+npc-policy-large-int8, switch-1 npc-policy-int8) is put on it with `--model` (grown from that policy as
 bench_verdicts.py grows it), one night per distinct model: the goal is an energy-per-decision regression on each
-device that night. With --check, `hilbench check` of its model on each device (goal: exit 1 naming energy).
+device that night. With --check, `hilbench check --replay-s 20` of its model on each device (goal: exit 1 naming
+energy).
 
-    .venv/bin/python -m tests.bench bench_energy_all [--nights 10] [--model-night] [--check]
+    .venv/bin/python -m tests.bench bench_energy_all [--nights 10] [--model-night] [--check] [--replay-s 20]
         [--device pi5-1 --device orin-1 --device switch-1] [--session fixtures/sessions/combat.mcap] [--out DIR]
 
 Each night takes 2-4 minutes on the 2-core shared host (the guests replay for 45 s of its time each); the host's
@@ -27,13 +28,16 @@ import tempfile
 from pathlib import Path
 
 from bench_check import load
-from bench_verdicts import ENERGY_GROWTH, grown_model, night
+from bench_verdicts import ENERGY_GROWTH, grown_model, night, own_model
 
-from bench.config.fleet import load_fleet
 from bench.store.results import open_store
 
 REPO = Path(__file__).resolve().parents[2]
 DEVICES = ("pi5-1", "orin-1", "switch-1")
+# the check's replays: energy per decision is taken over the first 240 decisions (8 s of the session), and pi5-1 on
+# the large policy plays ~160 of them in `hilbench check`'s default 12 s (an inconclusive figure); 20 s plays ~270
+# and keeps the check's 6 replays within its 300 s budget
+CHECK_REPLAY_S = 20.0
 FIGURES = ("energy_per_decision_p50", "power_mean", "power_idle", "inference_latency_p50")
 
 
@@ -71,10 +75,9 @@ def print_night(label: str, result: dict, figs: dict[str, dict[str, object]]) ->
 def doubled_models(devices: list[str], out: Path) -> dict[Path, list[str]]:
     """Each device's own fleet model grown to twice its multiply-accumulates (bench_verdicts.grown_model), written
     to `out`: model file -> the devices it doubles (printing what each model is)."""
-    fleet = {d.name: d for d in load_fleet().devices}
     groups: dict[Path, list[str]] = {}
     for device in devices:
-        own = fleet[device].settings.model
+        own = own_model(device)
         name = own.removesuffix("-int8")
         path = out / f"{name}-macs2-int8.tflite"
         if path not in groups:
@@ -83,11 +86,13 @@ def doubled_models(devices: list[str], out: Path) -> dict[Path, list[str]]:
     return groups
 
 
-def check(device: str, model: Path, session: str, out: Path) -> tuple[int, str]:
-    """`hilbench check` of `model` on `device`: its exit code and the metrics its output names."""
+def check(device: str, model: Path, session: str, out: Path, replay_s: float) -> tuple[int, str]:
+    """`hilbench check` of `model` on `device` (each replay `replay_s` bench seconds): its exit code and the
+    metrics its output names."""
     proc = subprocess.run(
         [sys.executable, "-m", "bench", "check", "--device", device, "--session", session, "--model", str(model),
-         "--results", str(out / f"check-{device}.sqlite"), "--output-dir", str(out / f"check-{device}")],
+         "--replay-s", f"{replay_s:g}", "--results", str(out / f"check-{device}.sqlite"),
+         "--output-dir", str(out / f"check-{device}")],
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
     (out / f"check-{device}.log").write_text(proc.stdout + proc.stderr)
@@ -102,6 +107,8 @@ def main() -> int:
     p.add_argument("--session", default=str(REPO / "fixtures" / "sessions" / "combat.mcap"))
     p.add_argument("--model-night", action="store_true", help="then a night with a 2x-MAC model (--model)")
     p.add_argument("--check", action="store_true", help="then `hilbench check` of that model on each device")
+    p.add_argument("--replay-s", type=float, default=CHECK_REPLAY_S,
+                   help="bench seconds of each check replay (default %(default)g: see CHECK_REPLAY_S)")  # fmt: skip
     p.add_argument("--out", type=Path, default=None, help="where the store and reports go (default: a temp dir)")
     args = p.parse_args()
     devices = args.device or list(DEVICES)
@@ -134,7 +141,7 @@ def main() -> int:
     if args.check:
         for model, group in models.items():
             for device in group:
-                code, named = check(device, model, args.session, out)
+                code, named = check(device, model, args.session, out, args.replay_s)
                 print(f"hilbench check {device} ({model.name}): exit {code} ({named}) (goal: exit 1 naming energy)",
                       flush=True)  # fmt: skip
     print(f"store and reports: {out}")

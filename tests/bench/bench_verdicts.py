@@ -15,7 +15,8 @@ this checkout, so injections change files the way a team would, never this workt
 
   unchanged ........ nothing changed (the first `baseline_runs` nights collect the baseline)
   cpu-hog .......... unchanged, with one busy loop per host CPU running during the whole nightly
-  slower-model ..... the fleet file asks for npc-policy-large-int8 (same input and output shapes, more compute)
+  slower-model ..... the fleet file asks for npc-policy-large-int8 (same input and output shapes, more compute);
+                     a device that runs it already (the bundled pi5-1 and orin-1) is not changed
   macs+3% .......... `--model` puts a policy with 3% more multiply-accumulates than each device's own under test
                      (built with bench.models; its last hidden layer is wider)
   memory+13% ....... the agents allocate and touch a ballast of ~13% of their memory peak at import
@@ -327,13 +328,22 @@ def realtime_fleet(repo: Path) -> Path:
 
 
 def slower_fleet(repo: Path, devices: list[str], base: Path, name: str = "slower.toml") -> Path:
-    """The benchmark's fleet `base` with the larger policy model on `devices` (written as fleet file `name`)."""
-    text = base.read_text()
-    for device in devices:  # (a device that runs it already is left as it is)
-        text = re.sub(rf'(name = "{re.escape(device)}"\n)(?!model = )', r'\1model = "npc-policy-large-int8"\n', text)
+    """The benchmark's fleet `base` with the larger policy model on `devices` (written as fleet file `name`): a
+    device's `model` set to it, or added after its name (a device that runs it already is left as it is)."""
+    tables = base.read_text().split("[[device]]")
+    for k, table in enumerate(tables):
+        if any(f'name = "{device}"\n' in table for device in devices):
+            large = 'model = "npc-policy-large-int8"'
+            table, changed = re.subn(r'(?m)^model = "[^"\n]*"', large, table)
+            tables[k] = table if changed else re.sub(r'(name = "[^"\n]*"\n)', rf"\1{large}\n", table, count=1)
     fleet = repo / "fixtures" / "fleets" / name
-    fleet.write_text(text)
+    fleet.write_text("[[device]]".join(tables))
     return fleet
+
+
+def own_model(device: str, fleet: Path | None = None) -> str:
+    """The fixture policy `device` runs in `fleet` (default: the bundled one), by its fleet entry."""
+    return load_fleet(fleet).get(device).settings.model
 
 
 def night(repo: Path, label: str, devices: list[str], session: Path, store: Path, reports: Path,
@@ -688,8 +698,9 @@ def main() -> int:
         fleet = slower_fleet(repo, large, fleet, "large.toml")
 
     def policy(device: str) -> str:
-        """The fixture policy `device` runs in this benchmark (the bundled fleet's orin-1 runs the large one)."""
-        return "npc-policy-large-int8" if device.startswith("orin") or device in large else "npc-policy-int8"
+        """The fixture policy `device` runs in this benchmark (the bundled fleet's orin-1 and pi5-1 run the large
+        one)."""
+        return own_model(device, fleet)
 
     runtimes = agent_runtimes(fleet, devices)
     skipped = not_injected(runtimes)

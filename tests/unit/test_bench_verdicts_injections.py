@@ -1,5 +1,6 @@
 """tests/bench/bench_verdicts.py's code injections patch only the agents the selected devices run, find their
-anchors in today's agents, and report a device no injection reaches instead of failing on it."""
+anchors in today's agents, and report a device no injection reaches instead of failing on it; its slower-model
+fleet puts the large policy on each device it names, and the benchmarks grow each device's own model."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.config.fleet import load_fleet
 from bench.store.results import open_store
 from tests.bench.bench_verdicts import (
     HOST_AGENT,
@@ -18,6 +20,8 @@ from tests.bench.bench_verdicts import (
     inject_first_frame,
     inject_memory,
     not_injected,
+    own_model,
+    slower_fleet,
 )
 
 C6_ONLY = {"c6-a": "micropython"}
@@ -68,3 +72,14 @@ def test_the_runtimes_come_from_the_fleets_kinds() -> None:
     with pytest.raises(SystemExit) as stopped:
         agent_runtimes(fleet, ["no-such-board"])
     assert stopped.value.code == 2
+
+
+def test_the_slower_fleet_sets_the_large_policy_whether_a_device_named_a_model_or_not(tmp_path: Path) -> None:
+    (tmp_path / "fixtures" / "fleets").mkdir(parents=True)
+    base = REPO / "fixtures" / "fleets" / "virtual.toml"
+    assert own_model("pi5-1", base) == own_model("orin-1", base) == "npc-policy-large-int8"  # the Jetson's policy
+    assert own_model("c6-a", base) == "npc-policy-int8"
+    fleet = load_fleet(slower_fleet(tmp_path, ["pi5-1", "c6-a"], base))  # pi5-1 names its model, c6-a does not
+    models = {d.name: d.settings.model for d in fleet.devices}
+    assert models["pi5-1"] == models["c6-a"] == "npc-policy-large-int8"
+    assert models["c6-b"] == models["switch-1"] == "npc-policy-int8"  # the others as they were
