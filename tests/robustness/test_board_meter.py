@@ -93,6 +93,7 @@ class Ring:
 def serve(supply: Supply, ring: Ring, seconds: float, spans: list[Span]) -> None:
     async def run() -> None:
         supply.listeners.append(spans.append)
+        supply.watch(lambda: None)  # as a measuring meter: a tick every TICK_S
         supply.start()
         await asyncio.sleep(seconds)
         ring.ring.append(ev(1, 1, IDLE))
@@ -127,13 +128,26 @@ def test_a_listener_that_fails_does_not_stop_the_stream() -> None:
     assert supply.faults == 1 and len(calls) > 2
 
 
+def _measuring(meter: VirtualPpk2) -> None:
+    """Start `meter`'s measurement, and tell it the supply's first tick after the start went out (as that tick
+    does: bench.virtual.esp32c6.supply.Supply.watch), so the spans it is handed next are measured."""
+    meter._command(bytes([AVERAGE_START]))
+    _synced(meter.supply)
+
+
+def _synced(supply: Supply) -> None:
+    told, supply._synced = supply._synced, []
+    for synced in told:
+        synced()
+
+
 def test_the_meter_samples_a_huge_span_within_its_buffer_and_says_what_it_refused() -> None:
     async def run() -> None:
         ring = Ring([ev(0, 0, RUN), CoreEvent(HUGE, 0, IDLE, 0)])
         supply = Supply(lambda: (True, False, True, None), lambda: ring)
         meter = VirtualPpk2(supply)
         try:
-            meter._command(bytes([AVERAGE_START]))
+            _measuring(meter)
             meter._on_span(Span(10**18, 27_000.0))
             assert len(meter._out) <= MAX_BUFFER
             supply.start()
@@ -152,6 +166,7 @@ def test_start_after_a_stop_brings_the_stream_back() -> None:
         supply = Supply(lambda: (True, False, False, None))
         spans: list[Span] = []
         supply.listeners.append(spans.append)
+        supply.watch(lambda: None)  # as a measuring meter: a tick every TICK_S
         supply.start()
         assert supply._task is not None
         supply._task.cancel()  # the stream stopped, however it did
@@ -213,7 +228,7 @@ def test_a_reader_opens_the_meter_after_one_that_fell_behind() -> None:
     async def run() -> None:
         meter = VirtualPpk2(Supply(lambda: (True, False, False, None)))
         try:
-            meter._command(bytes([AVERAGE_START]))
+            _measuring(meter)
             meter._on_span(Span(60 * 1000 * MS_Q, 27_000.0))  # a minute of samples nobody has read
             assert len(meter._out) > MAX_BUFFER // 2
             async with _reader(meter):
@@ -234,8 +249,9 @@ def test_a_reader_stopped_while_behind_still_gives_every_sample_made_before_the_
         try:
             async with _reader(meter) as reader:
                 assert reader.stdout is not None
-                while not meter.measuring:
+                while not meter.measuring:  # the reader started it; the supply (not running here) syncs it
                     await asyncio.sleep(0.01)
+                    _synced(meter.supply)
                 meter._on_span(Span(3 * 1000 * MS_Q, 27_000.0))  # 3 s of samples at once
                 reader.send_signal(signal.SIGTERM)  # long before the reader has decoded them
                 out = await asyncio.wait_for(reader.stdout.read(), 60)

@@ -26,7 +26,7 @@ from bench.virtual.esp32c6.counted import (
     Vfs,
 )
 from bench.virtual.esp32c6.ppk2 import ADC_MULT, AVERAGE_START, RESISTORS, SAMPLE_Q, VirtualPpk2, encode, logic_bits
-from bench.virtual.esp32c6.supply import Span, Supply
+from bench.virtual.esp32c6.supply import IDLE_TICK_S, TICK_S, Span, Supply
 from bench.virtual.esp32c6.timeline import MARGIN_NS, Segment, Timeline
 
 RUN, IDLE = CoreState.RUN, CoreState.IDLE
@@ -114,6 +114,10 @@ def test_the_ppk2_streams_each_span_as_samples_with_its_logic_inputs() -> None:
         meter = VirtualPpk2(supply, {0: 6, 3: 7})
         try:
             meter._command(bytes([AVERAGE_START]))
+            for listener in supply.listeners:  # before the supply's first tick after the start: not measured
+                listener(Span(SAMPLE_Q * 7, 38_000.0))
+            for told in supply._synced:  # that tick went out
+                told()
             for span in (
                 Span(SAMPLE_Q * 5 // 2, 27_000.0),
                 Span(SAMPLE_Q * 3, 38_000.0, 1 << 6),
@@ -157,3 +161,43 @@ def test_a_backlog_of_events_is_read_in_pieces_across_the_rings_end() -> None:
     got = asyncio.run(core.events(EVENTS - 100, 700))  # 100 before the ring's end, 600 from its start
     assert [e.chip_q for e in got] == [*range(EVENTS - 100, EVENTS), *range(600)]
     assert max(words for _a, words in asked) * 4 // EVENT_SIZE <= EVENTS_PER_READ  # each QMP reply stays small
+
+
+class _ReadCounter:
+    """A counted core that answers nothing, counting the supply's status reads."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def status(self) -> CoreStatus | None:
+        self.reads += 1
+        return None
+
+    async def events(self, first: int, count: int) -> list[CoreEvent] | None:
+        return []
+
+
+def test_the_supply_reads_the_core_every_tick_only_while_a_meter_measures() -> None:
+    """Between measurements a board's supply reads its core every IDLE_TICK_S, not every TICK_S (a waiting board
+    cost a tenth of a host core in QMP reads); a watch ticks at once and is told when that tick went out."""
+
+    async def reads_over(seconds: float) -> tuple[int, int, list[int]]:
+        core = _ReadCounter()
+        supply = Supply(lambda: (True, False, True, None), lambda: core)
+        synced: list[int] = []
+        supply.start()
+        try:
+            await asyncio.sleep(seconds)
+            idle = core.reads
+            supply.watch(lambda: synced.append(core.reads))
+            await asyncio.sleep(seconds)
+            watched = core.reads - idle
+            supply.unwatch()
+        finally:
+            await supply.stop()
+        return idle, watched, synced
+
+    idle, watched, synced = asyncio.run(reads_over(0.5))
+    assert idle <= 0.5 / IDLE_TICK_S + 2, idle
+    assert watched >= 0.5 / TICK_S / 2, watched
+    assert len(synced) == 1 and synced[0] == idle + 1  # told after the tick the watch brought at once

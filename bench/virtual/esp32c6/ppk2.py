@@ -84,6 +84,7 @@ class VirtualPpk2:
         self.mode = 2  # 1 ampere meter, 2 source meter
         self.dut_power = True
         self.measuring = False
+        self._starting = False  # told to measure; measuring from the supply's next tick (Supply.watch)
         self._sent = (0, 0.0)  # samples and their charge (uA x samples) of the last measurement
         self._phase_q = 0  # time of the supply not yet a whole sample (quarter ns)
         self._inbox = bytearray()
@@ -97,7 +98,8 @@ class VirtualPpk2:
         """What the meter is set to, and what it measured over its last measurement window: the samples' time (s),
         charge (uC) and mean current (uA)."""
         mode = "source" if self.mode == 2 else "ampere"
-        out: dict[str, object] = {"path": self.path, "vdd_mv": self.vdd_mv, "measuring": self.measuring,
+        measuring = self.measuring or self._starting
+        out: dict[str, object] = {"path": self.path, "vdd_mv": self.vdd_mv, "measuring": measuring,
                                   "mode": mode, "dut_power": self.dut_power}  # fmt: skip
         out["refused_events"] = self.supply.refused  # ring events not the firmware's: left out of the samples
         out["stream_faults"] = self.supply.faults
@@ -129,8 +131,9 @@ class VirtualPpk2:
     def _command(self, cmd: bytes) -> None:
         op = cmd[0]
         if op == GET_META_DATA:
-            if not self.measuring:  # a reader starting: what a stopped measurement left queued for a reader that
-                self._out.clear()  # fell behind is not its (a real one's host buffer is per connection)
+            # a reader starting: what a stopped measurement left queued for a reader that fell behind is not its (a
+            if not (self.measuring or self._starting):  # real one's host buffer is per connection)
+                self._out.clear()
             self._send(metadata(self.vdd_mv, self.mode))
         elif op == REGULATOR_SET:
             self.vdd_mv = VDD_BASE_MV + (cmd[1] - 3) * 256 + cmd[2] - VDD_OFFSET
@@ -139,9 +142,21 @@ class VirtualPpk2:
         elif op == DEVICE_RUNNING_SET:
             self.dut_power = bool(cmd[1])
         elif op == AVERAGE_START:
-            self.measuring, self._sent, self._phase_q = True, (0, 0.0), 0
+            if self.measuring:  # started again: a new window
+                self._sent, self._phase_q = (0, 0.0), 0
+            elif not self._starting:
+                self._starting = True
+                self.supply.watch(self._begin)
         elif op in (AVERAGE_STOP, RESET):  # a stopped PPK2 makes no more samples; those already made still reach
-            self.measuring = False  # the reader that stopped it
+            if self.measuring or self._starting:  # the reader that stopped it
+                self.supply.unwatch()
+            self.measuring = self._starting = False
+
+    def _begin(self) -> None:
+        """The supply has given the stretch before the start: the samples begin here."""
+        if self._starting:
+            self._starting = False
+            self.measuring, self._sent, self._phase_q = True, (0, 0.0), 0
 
     def _on_span(self, span: Span) -> None:
         if not self.measuring:
@@ -182,6 +197,8 @@ class VirtualPpk2:
         """Remove the pty."""
         with contextlib.suppress(ValueError):
             self.supply.listeners.remove(self._on_span)
+        if self.measuring or self._starting:
+            self.supply.unwatch()
         self._loop.remove_reader(self.master)
         if self._writing:
             self._loop.remove_writer(self.master)

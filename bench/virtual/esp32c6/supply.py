@@ -13,6 +13,11 @@ PPK2), from one of two sources:
   current is the share of the tick the VM process had the CPU (`/proc/PID/task/*/schedstat`), between the same
   figures; the ROM spins; in reset, light-sleep's figure; without power, nothing.
 
+The supply ticks every TICK_S while a meter measures (`watch`), and every IDLE_TICK_S otherwise: the ring is kept up
+with and bad events counted, but no one takes the spans, and a board waiting between tests or nightly stages does
+not spend a tenth of a host core on QMP reads. A watch starts with a tick at once, whose spans (the stretch before
+it) go out before the watcher is told it is synced: its stream begins there.
+
 A tick that fails (an event the timeline let through that a listener cannot take, QEMU's answer cut short) is
 counted in `faults` and the stream goes on with the next tick: nothing board code writes stops it, and `start()`
 after a power cycle brings back a stream that had stopped. Events the timeline refused are counted in `refused`.
@@ -38,7 +43,8 @@ from bench.virtual.esp32c6.timeline import Timeline
 ACTIVE_UA = 38_000.0  # modem-sleep, 160 MHz, CPU running (while(1)), peripheral clocks enabled
 IDLE_UA = 27_000.0  # modem-sleep, 160 MHz, CPU idle (WAITI), peripheral clocks enabled
 LIGHT_SLEEP_UA = 180.0  # light-sleep: what the chip draws held in reset (no figure of its own for EN low)
-TICK_S = 0.01
+TICK_S = 0.01  # while a meter measures
+IDLE_TICK_S = 0.1  # while none does: the ring (bench.virtual.esp32c6.counted.EVENTS) holds seconds of a frame loop
 # what the virtual PPK2's figures are modelled from, by the board's firmware (the report says so beside them)
 MODELLED_COUNTED = "modelled from counted cycles and the datasheet's currents"
 MODELLED_VM = "modelled from the VM process's CPU time and the datasheet's currents"
@@ -104,6 +110,9 @@ class Supply:
         self._timeline: tuple[CountedClock, Timeline] | None = None
         self._refused_before = 0  # refused by the timelines of earlier boots
         self.faults = 0  # ticks that failed (the stream went on)
+        self.watchers = 0  # meters measuring: the supply ticks every TICK_S while there is one
+        self._synced: list[Callable[[], None]] = []  # told after the next tick's spans went out
+        self._wake = asyncio.Event()
 
     @property
     def refused(self) -> int:
@@ -114,6 +123,17 @@ class Supply:
         """Begin streaming (again, when the stream had stopped)."""
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="virtual-supply")
+
+    def watch(self, synced: Callable[[], None]) -> None:
+        """A meter starts measuring: tick at once and every TICK_S until `unwatch`; `synced()` once that first tick's
+        spans (before the watch) went out."""
+        self.watchers += 1
+        self._synced.append(synced)
+        self._wake.set()
+
+    def unwatch(self) -> None:
+        """A meter stopped measuring."""
+        self.watchers = max(0, self.watchers - 1)
 
     async def stop(self) -> None:
         """Stop streaming."""
@@ -128,8 +148,13 @@ class Supply:
         last: tuple[int | None, int] = (None, 0)  # the VM's pid and CPU time at the last tick
         deadline = time.monotonic()
         while True:
-            deadline += TICK_S
-            await asyncio.sleep(max(0.0, deadline - time.monotonic()))
+            deadline += TICK_S if self.watchers else IDLE_TICK_S
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, deadline - time.monotonic()))
+            if self._wake.is_set():  # a watch: its tick now
+                self._wake.clear()
+                deadline = time.monotonic()
+            synced, self._synced = self._synced, []
             now = time.monotonic_ns()
             try:
                 spans, last = await self._tick(now, last_ns, last)
@@ -139,6 +164,8 @@ class Supply:
             except Exception:  # a bad tick is counted; the stream goes on
                 self.faults += 1
             last_ns = now
+            for told in synced:
+                told()
 
     async def _tick(
         self, now: int, last_ns: int, last: tuple[int | None, int]
