@@ -61,8 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--build", metavar="CMD", help="with --git: shell command writing one artefact into "
                    "$HILBENCH_BUILD_OUT (a .tflite or a .bin)")  # fmt: skip
     p.add_argument("--repo", default=".", metavar="DIR", help="with --git: the repository (default: .)")
-    p.add_argument("--runs", type=int_in(1, 20), default=DEFAULT_RUNS,
-                   help=f"replays of each build (default {DEFAULT_RUNS})")  # fmt: skip
+    p.add_argument("--runs", type=int_in(2, 20), default=DEFAULT_RUNS,
+                   help=f"replays of each build, at least 2: one has no run-to-run spread "
+                   f"(default {DEFAULT_RUNS})")  # fmt: skip
     p.add_argument("--replay-s", type=seconds, default=DEFAULT_REPLAY_S, metavar="S",
                    help="bench seconds of each replay on a guest replayed on its own clock "
                    f"(default {DEFAULT_REPLAY_S:g}; 0: the device's replay_budget_s)")  # fmt: skip

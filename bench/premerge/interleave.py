@@ -1,7 +1,8 @@
 """Running a pre-merge check: deploy the baseline build and the candidate in turn, replay each session on the
 chosen devices k times per build (bench.premerge.plan's order), and judge each device's candidate replays against
 its baseline replays of the same job with the nightly's rules (bench.results.judge; a majority of the replays
-decides, bench.results.majority). The runs are stored with kinds `check` and `check-baseline`, which no nightly
+decides, bench.results.majority). A device the product failed on (a candidate it did not run) leaves the check and
+is reported as that failure, not judged. The runs are stored with kinds `check` and `check-baseline`, which no nightly
 window or drift series takes in (bench.results.evidence), and never join a baseline."""
 
 from __future__ import annotations
@@ -74,6 +75,10 @@ class CheckResult:
         if outcome.cls != FailureClass.PASS:
             self.outcomes.setdefault(device, []).append(outcome)
 
+    def product_failed(self, device: str) -> bool:
+        """Whether the product failed on `device` during the check (a candidate it did not run, a crash)."""
+        return any(o.cls == FailureClass.PRODUCT for o in self.outcomes.get(device, []))
+
     @property
     def verdicts(self) -> list[Verdict]:
         """Every session's final verdicts."""
@@ -141,10 +146,18 @@ async def run_check(opts: CheckOptions, progress: Progress | None = None) -> Che
                     if wrong:
                         result.note(run.device.name, product(f"did not run the candidate: {wrong}"))
         started = time.monotonic()
-        for check in result.sessions:
-            check.verdicts = judge_session(opts.store, check, opts.thresholds, [d.name for d in opts.devices])
+        judge_check(opts.store, result, opts.thresholds, [d.name for d in opts.devices])
         result.timings.append(("judging", time.monotonic() - started))
     return result
+
+
+def judge_check(store: ResultStore, result: CheckResult, thresholds: Thresholds, devices: list[str]) -> None:
+    """Each session's verdicts, for the devices whose builds both ran: one the product failed on (a candidate it did
+    not run, an agent that crashed) left the check there, and its figures are not the candidate's: it is reported
+    as that failure, never judged on metrics."""
+    judged = [d for d in devices if not result.product_failed(d)]
+    for check in result.sessions:
+        check.verdicts = judge_session(store, check, thresholds, judged)
 
 
 async def _deploy(devices: list[Device], side: str, opts: CheckOptions, result: CheckResult,

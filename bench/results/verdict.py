@@ -4,7 +4,8 @@ measurement in a window of earlier accepted runs (same session, same device).
 The test is Student's t-test of the run (a sample of one) against the window's runs, one-sided, via
 scipy: the same test Apache Otava's TTestSignificanceTester and Perfherder apply to windows of runs,
 here with the run under judgement as the "after" window so a change is seen the night it appears.
-A regression also needs the effect-size floor of the rule. Every verdict carries its evidence.
+A regression also needs the effect-size floor of the rule; a window of one run (a pre-merge check cut short) has
+no run-to-run spread, and its verdicts are inconclusive. Every verdict carries its evidence.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ NOT_APPLICABLE = "not applicable"
 INCONCLUSIVE = "inconclusive"
 NOT_REPRODUCED = "not reproduced"
 SUSPECTED = "suspected"  # a regression before confirmation (never left in a published verdict)
+MIN_WINDOW_RUNS = 2  # runs are the unit of replication: a window of one has no run-to-run spread
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,11 @@ def judge(
     if not mean:
         return Verdict(status=UNCHANGED, reason="baseline mean is zero; no relative change", **verdict)
     effect = (value / mean - 1.0) * 100.0
+    if base.size < MIN_WINDOW_RUNS:  # a window that cannot say how much runs differ cannot say one stands out
+        verdict.update(effect_pct=effect)
+        reason = (f"inconclusive: {base.size} baseline run, no run-to-run spread to judge {effect:+.1f}% against "
+                  f"(needs {MIN_WINDOW_RUNS} runs; baseline {figure(mean, unit)})")  # fmt: skip
+        return Verdict(status=INCONCLUSIVE, reason=reason, **verdict)
     worse_effect = effect if rule.worse == "higher" else -effect
     longer = np.asarray(window.history, dtype=float) if window.history else None
     p = one_sided_p(base, value, towards_higher=effect >= 0, history=longer)

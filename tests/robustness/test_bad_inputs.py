@@ -248,6 +248,7 @@ CASES = [
      ["--build"]),
     ("check over budget", ["check", "--device", "pi5-1", "--session", "{session}", "--runs", "20", "--output-dir",
                            "{tmp}/o"], 2, ["--budget"]),
+    ("check one run", ["check", "--device", "pi5-1", "--session", "{session}", "--runs", "1"], 2, ["--runs"]),
     ("check junit unwritable", ["check", "--device", "pi5-1", "--session", "{session}", "--junit", "{file}/j.xml"],
      2, ["--junit"]),
     ("keys name ..", ["keys", "gen", "--name", "../x", "--out", "{tmp}/k"], 2, ["--name"]),

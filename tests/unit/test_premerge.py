@@ -136,3 +136,23 @@ def test_the_exit_code_gates_a_merge(tmp_path) -> None:
     assert crashed.exit_code == 1
     busy = [replace(v, status=INCONCLUSIVE) if v.metric == "inference_p50" else v for v in same.verdicts]
     assert CheckResult("model m.tflite", 3, [replace(same, verdicts=busy)]).exit_code == 0
+
+
+def test_a_candidate_the_device_did_not_run_is_its_failure_not_a_regression(tmp_path) -> None:
+    """The check stops replaying a device once it ran the wrong model (after one pair): it says so, exit 1, and
+    judges none of its figures; one baseline run against one candidate run regresses nothing either."""
+    from bench.core.outcomes import FailureClass, product
+    from bench.premerge.interleave import CheckResult, judge_check
+
+    thresholds = load_thresholds()
+    with open_store(tmp_path / "r.sqlite") as store:
+        pair = check_of(store, 1500.0, runs=1)  # one baseline replay, one candidate replay 50% slower
+        wrong = CheckResult("model m.tflite", 3, [pair], {"c6-a": [product("did not run the candidate: ran x")]})
+        judge_check(store, wrong, thresholds, ["c6-a"])
+        assert wrong.verdicts == [] and wrong.exit_code == 1
+        outcome = wrong.device_outcomes()["c6-a"]
+        assert outcome.cls == FailureClass.PRODUCT and "did not run the candidate" in outcome.label
+        ran = CheckResult("model m.tflite", 3, [replace(pair, verdicts=[])])
+        judge_check(store, ran, thresholds, ["c6-a"])
+    slower = next(v for v in ran.verdicts if v.metric == "inference_p50")
+    assert slower.status == INCONCLUSIVE and "no run-to-run spread" in slower.reason and ran.exit_code == 0

@@ -129,6 +129,17 @@ def test_a_window_without_spread_still_judges_by_the_floor() -> None:
     assert judge(rule, "pi5-1", 72_000_000.0, 1, flat).status == UNCHANGED  # +2.9%: below the 10% floor
 
 
+def test_one_baseline_run_has_no_spread_and_judges_nothing() -> None:
+    """One run against one run (a check cut short after a pair): never a regression with p < 0.0001."""
+    rule = RULES.rule("energy_per_decision")
+    one = Window((1,), (3.046,), 1)
+    verdict = judge(rule, "switch-1", 3.072, 240, one, "mJ")
+    assert verdict.status == INCONCLUSIVE and verdict.p_value is None
+    assert "1 baseline run, no run-to-run spread" in verdict.reason and verdict.effect_pct == pytest.approx(0.85, 0.01)
+    two = Window((1, 2), (3.046, 3.047), 2)
+    assert judge(rule, "switch-1", 3.30, 240, two, "mJ").p_value is not None  # two runs have a spread
+
+
 def test_first_frame_needs_ten_cold_starts() -> None:
     rule = RULES.rule("first_frame_ms")
     assert rule.measurement == "first_frame_p50" and rule.min_samples == 10
