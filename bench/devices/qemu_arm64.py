@@ -1,6 +1,7 @@
 """Driver for the Switch-style ARM64 console: the bench's image booted in QEMU (virt, Cortex-A57 x4, 4 GB).
 
-Flash = make sure the image for the current recipe is built. open_agent() boots the guest with the agent's
+Flash = make sure the image for the current recipe is built, with the device's model in front of it when that is
+not the image's own (bench.devices.console_model). open_agent() boots the guest with the agent's
 settings as kernel args, waits until the agent answers hello on its forwarded TCP port, and hands back
 that transport. close_agent() shuts the guest down and always kills QEMU; drop_link() closes only the link, and
 the next open_agent() reaches the same agent.
@@ -20,6 +21,7 @@ from bench.core.errors import ConfigError, DeviceUnreachable
 from bench.core.lifecycle import release
 from bench.core.paths import default_log_dir
 from bench.devices.base import Driver, Progress, StepResult, no_progress
+from bench.devices.console_model import device_model, initrd_for
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GUEST_AGENT_PORT, GuestFault, QemuMachine
 from bench.image.build import KERNEL_NAME, BuiltImage, build_image, cached_image
 from bench.links.probe_result import ProbeResult
@@ -136,26 +138,37 @@ class QemuArm64Driver(Driver):
         return self.machine.fault() if self.machine is not None else None
 
     async def flash(self, progress: Progress = no_progress) -> list[StepResult]:
-        """Build the image if the recipe changed (a fleet link with its own image is used as given)."""
+        """Build the image if the recipe changed (a fleet link with its own image is used as given), then put the
+        device's model on it (bench.devices.console_model: what the next boot runs)."""
         started = time.monotonic()
         if self.link.image is not None:
             resolve_image(self.device)
-            return [StepResult("image", ok=True, detail=f"given: {self.link.image}", skipped=True)]
-        image: BuiltImage = await asyncio.to_thread(build_image, self.device.kind, progress=progress)
-        return [
-            StepResult(
-                "image",
-                ok=True,
-                detail=str(image.folder),
-                skipped=not image.built,
-                seconds=time.monotonic() - started,
-                figures={"initrd_bytes": image.initrd_bytes, "kernel_bytes": image.kernel_bytes},
-            )
-        ]
+            steps = [StepResult("image", ok=True, detail=f"given: {self.link.image}", skipped=True)]
+        else:
+            image: BuiltImage = await asyncio.to_thread(build_image, self.device.kind, progress=progress)
+            steps = [
+                StepResult(
+                    "image",
+                    ok=True,
+                    detail=str(image.folder),
+                    skipped=not image.built,
+                    seconds=time.monotonic() - started,
+                    figures={"initrd_bytes": image.initrd_bytes, "kernel_bytes": image.kernel_bytes},
+                )
+            ]
+        started = time.monotonic()
+        initrd = resolve_image(self.device)[1]
+        booted = await asyncio.to_thread(initrd_for, self.device, initrd)
+        model = device_model(self.device).name
+        detail = f"{model} (the image's)" if booted == initrd else f"{model} in front of the image: {booted}"
+        steps.append(StepResult("model", ok=True, detail=detail, skipped=booted == initrd,
+                                seconds=time.monotonic() - started))  # fmt: skip
+        return steps
 
     async def boot(self) -> QemuMachine:
         """Start QEMU and wait for the guest's network and control channel (`net-up`)."""
         kernel, initrd, cmdline = resolve_image(self.device)
+        initrd = await asyncio.to_thread(initrd_for, self.device, initrd)
         cmdline = " ".join([cmdline, *(f"{k}={v}" for k, v in self.kernel_args().items())])
         log = (self.log_dir or default_log_dir()) / f"{self.device.name}.console.log"
         attempt = 0

@@ -33,6 +33,12 @@ in_cgroup() { sh -c 'echo $$ > /sys/fs/cgroup/agent/cgroup.procs && exec "$@"' i
 AGENT=""
 if [ "${npc_mode:-agent}" = agent ]; then
     model=$(ls /opt/npc/models/*.tflite | head -n1)
+    # the device's own model and trusted key, when the bench put them in front of the image
+    # (bench/devices/console_model.py): they replace the factory ones
+    if [ -d /opt/npc/device/models ]; then
+        cp /opt/npc/device/models/* /opt/npc/models/ && cp /opt/npc/device/trusted.pub.pem /opt/npc/agent/
+        model=/opt/npc/models/$(cd /opt/npc/device/models && ls *.tflite | head -n1)
+    fi
     export NPC_PLATFORM_TAG="qemu-${npc_timing:-realtime}"  # the agent's hello: linux-aarch64/qemu-icount
     (cd /opt/npc/agent && PYTHONPATH=/usr/lib/python3/dist-packages in_cgroup python3 -S -u npc_host_agent.py \
         --listen "0.0.0.0:${npc_port:-7700}" --pubkey /opt/npc/agent/trusted.pub.pem --models-dir /opt/npc/models \

@@ -197,6 +197,36 @@ def test_int8_model_runs_in_guest_with_repeatable_icount_timing(tmp_path: Path, 
     assert first["invoke_us"][179] == second["invoke_us"][179]  # P90
 
 
+def test_the_guest_runs_the_model_its_device_is_configured_with(tmp_path: Path, arm64_image: BuiltImage) -> None:
+    """A team's model (`--model`, a check's candidate) reaches the console: its deploy puts the model in front of
+    the image and the agent's hello names it; without it the factory model boots, as built."""
+    from bench.agent.session import AgentSession
+    from bench.bundles.fingerprint import configured_model_sha256
+
+    team = tmp_path / "team-policy-int8.tflite"
+    team.write_bytes((REPO / "fixtures" / "models" / "npc-policy-63k-int8.tflite").read_bytes())
+
+    async def run(device: Device) -> tuple[list, dict]:
+        driver = QemuArm64Driver(device, tmp_path)
+        steps = await driver.flash()
+        try:
+            session = await AgentSession.open(await driver.open_agent(), device=device.name, hello_timeout=60.0)
+            await session.close()
+        finally:
+            await driver.close_agent()
+        return steps, session.info["model"]
+
+    candidate = switch_device(model=str(team))
+    steps, model = asyncio.run(run(candidate))
+    assert steps[-1].step == "model" and not steps[-1].skipped and "team-policy-int8.tflite" in steps[-1].detail
+    assert model["sha256"] == configured_model_sha256(candidate) and model["name"] == "team-policy"
+    factory = switch_device()
+    steps, model = asyncio.run(run(factory))
+    assert steps[-1].skipped and model["sha256"] == configured_model_sha256(factory) != configured_model_sha256(
+        candidate
+    )
+
+
 def test_image_cli_reports_the_cached_build(arm64_image: BuiltImage, tmp_path: Path) -> None:
     import json
 
