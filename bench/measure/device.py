@@ -18,6 +18,8 @@ from bench.measure.records import DeviceClock
 from bench.measure.replay_timing import CLOCK_LABELS, SEED_ALIGNMENT_MS, ReplayTiming, release_error
 from bench.measure.samples import too_few_flags
 
+ON_DEVICE_CLOCK = "on the device's clock"  # said of an energy figure whose readings and windows are both on it
+
 
 @dataclass
 class DeviceMeasurements:
@@ -174,7 +176,7 @@ def add_energy(out: DeviceMeasurements, fig: EnergyFigures, budget_mj: float | N
     if SHORT in fig.flags:
         meter += f"; too few decisions: {fig.decisions} of the {ACTIVE_DECISIONS} the figure is taken over"
     if DEVICE_CLOCK in fig.flags:
-        meter += "; on the device's clock"
+        meter += f"; {ON_DEVICE_CLOCK}"
     n, flags = fig.decisions, fig.flags
     for name, value in (("energy_per_decision_p50", fig.p50_mj), ("energy_per_decision_p99", fig.p99_mj),
                         ("energy_per_decision_mean", fig.mean_mj)):  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.measure.catalogue import BENCH, DEVICE, Metric, metric
+from bench.measure.device import ON_DEVICE_CLOCK
 from bench.report.summary import FIGURES
 from bench.results.clocks import COUNTED_TIMING, EMULATED_TIMING, GUEST_TIMING, REAL_TIMING
 from bench.results.judge import ICOUNT
@@ -14,7 +15,9 @@ from bench.virtual.esp32c6.supply import MODELLED_COUNTED
 
 GUEST_ICOUNT = "guest (icount)"
 GUEST_CLOCK = "guest clock (icount)"  # a figure measured end to end on an icount guest's own clock
-METER_CLOCK = "bench (the meter's samples)"  # energy on a guest: its meter's samples are stamped on the bench clock
+METER_CLOCK = "bench (the meter's samples)"  # energy on a guest whose meter's samples are stamped on the bench clock
+DEVICE_METER_CLOCK = "guest clock (icount): the meter's readings"  # ... stamped on the guest's own clock
+MODELLED_NOTE = "; modelled (the energy note below)"  # a virtual board's meter, modelled from its counted time
 EMULATED = "emulated: the bench host's speed, not the board's"  # a QEMU guest without icount (plain TCG)
 # the virtual ESP32-C6's counted core (QEMU -icount running the RV32 firmware): its time is its instruction count
 COUNTED = "counted: RV32 at the chip's 160 MHz"
@@ -83,12 +86,16 @@ BENCH_CLOCK_FIELDS = frozenset(row.field for row in ROWS if row.clock == BENCH)
 NOUNS = {row.metric: row.noun for row in ROWS if row.metric}
 
 
-def clock_label(row: Row, icount: bool, timing: str = REAL_TIMING) -> str:
-    """The clock a row's figure is on, as the table shows it."""
+def clock_label(row: Row, icount: bool, timing: str = REAL_TIMING, meter: str = "") -> str:
+    """The clock a row's figure is on, as the table shows it (`meter`: how the device's energy figures were
+    measured, as stored with them)."""
     if row.clock and timing == COUNTED_TIMING:
         return COUNTED_ENERGY if row.field in ENERGY_FIELDS else COUNTED
+    if row.clock and timing == GUEST_TIMING and row.field in ENERGY_FIELDS:
+        clock = DEVICE_METER_CLOCK if ON_DEVICE_CLOCK in meter else METER_CLOCK
+        return clock + (MODELLED_NOTE if "modelled from" in meter else "")
     if row.clock and timing == GUEST_TIMING:
-        return METER_CLOCK if row.field in ENERGY_FIELDS else GUEST_CLOCK
+        return GUEST_CLOCK
     if row.clock and timing == EMULATED_TIMING:
         return EMULATED
     if row.clock == DEVICE and icount:
@@ -115,7 +122,7 @@ def measure_rows(device: dict) -> list[dict]:
             "unit": row.unit,
             "count": _count(row, summary),
             "noun": row.noun,
-            "clock": clock_label(row, icount, device.get("timing", REAL_TIMING)),
+            "clock": clock_label(row, icount, device.get("timing", REAL_TIMING), device.get("meter") or ""),
             "na": not_applicable(row, icount) or _energy_na(row, summary, device),
         }
         for row in ROWS

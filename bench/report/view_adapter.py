@@ -18,7 +18,7 @@ import numpy as np
 
 from bench.core.outcomes import FailureClass
 from bench.core.units import factor, figure
-from bench.measure.energy import MARKER
+from bench.measure.energy import DEVICE_CLOCK, MARKER
 from bench.measure.frames import deviation_us, frame_time_us
 from bench.measure.histogram import Histogram, histogram_values
 from bench.report.ota_results import ota_transfers
@@ -112,11 +112,12 @@ def _meter(measurements: list) -> tuple[str, str, str]:
     p50 = next((m for m in measurements if m.name == "energy_per_decision_p50"), None)
     flags = p50.flags if p50 is not None else ()
     why = next((ENERGY_NA[f] for f in flags if f in ENERGY_NA), "")
-    windows = (
-        "each decision is a high run of the inference marker on the meter's logic input (no clock mapping)"
-        if MARKER in flags
-        else "inference windows mapped to the bench clock through the device's clock offset and drift"
-    )
+    if MARKER in flags:
+        windows = "each decision is a high run of the inference marker on the meter's logic input (no clock mapping)"
+    elif DEVICE_CLOCK in flags:
+        windows = "the meter's readings and the decisions both on the device's clock (no clock mapping)"
+    else:
+        windows = "inference windows mapped to the bench clock through the device's clock offset and drift"
     return meter, why if p50 is None or p50.value is None else "", windows
 
 

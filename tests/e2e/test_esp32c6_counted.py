@@ -367,6 +367,7 @@ print(i + 1, sorted(os.listdir("models")))
 """
 
 
+@pytest.mark.slow  # opt-in (--run-slow): 150 updates, minutes of a counted board (test_mpy_agent.py: the keeper)
 def test_an_update_moved_out_of_updates_survives_the_relocation_of_models(
     firmware: BuiltFirmware, agent_flash: tuple[Path, Path], tmp_path: Path
 ):
@@ -375,7 +376,7 @@ def test_an_update_moved_out_of_updates_survives_the_relocation_of_models(
     lfs2_fs_pred) when one came in that rename's commit while updates/ held only the moved file (docs/ota.md)."""
     _, flash = agent_flash
     with board(firmware.elf, flash_copy(flash, tmp_path / "flash.bin")) as t:
-        out, err = t.exec_raw(UPDATES_AND_ROLLBACKS, timeout=120)
+        out, err = t.exec_raw(UPDATES_AND_ROLLBACKS, timeout=600)
     assert err == b"", (out, err)
     listed = ["current.json", "npc-policy-63k-int8.npcm", "npc-policy-int8.npcm"]
     assert out.decode().strip() == f"{UPDATE_CYCLES} {listed!r}"
