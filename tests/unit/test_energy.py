@@ -475,9 +475,11 @@ def test_a_block_is_measured_on_the_device_clock_of_a_device_clock_meter(tmp_pat
     from bench.core.loop_thread import LoopThread
     from bench.testkit.measure_fixtures import PowerMeter
 
-    # a reading every 50 ms of real time, its stamp the device's uptime from 1000 s on, 1.5 W more than idle
-    prints = (f"t=0; while [ $t -lt 60 ]; do echo \"10$(printf %02d $((t / 20))).$(printf %02d $((t % 20 * 5))) 9\"; "
-              f"echo '{PMIC}'; echo @end; t=$((t + 1)); sleep 0.05; done")  # fmt: skip
+    # a reading every 50 ms, its stamp the device's uptime (1000 s plus the real time since the first, in
+    # centiseconds as /proc/uptime has it: a loaded host's slow loop leaves the stamps on real time), 1.5 W over idle
+    prints = ("s=$(date +%s%N); t=0; while [ $t -lt 60 ]; do n=$((($(date +%s%N) - s) / 10000000 + 100000)); "
+              f"echo \"$((n / 100)).$(printf %02d $((n % 100))) 9\"; echo '{PMIC}'; echo @end; t=$((t + 1)); "
+              "sleep 0.05; done")  # fmt: skip
     spec = parse_energy({"driver": "pmic", "interval_ms": 50}, "w", tmp_path)
     loop = LoopThread()
     try:
