@@ -141,8 +141,7 @@ class QemuArm64Driver(Driver):
         """Build the image if the recipe changed (a fleet link with its own image is used as given), then put the
         device's model on it (bench.devices.console_model: what the next boot runs)."""
         started = time.monotonic()
-        if self.link.image is not None:
-            resolve_image(self.device)
+        if self.link.image is not None:  # checked by resolve_image below
             steps = [StepResult("image", ok=True, detail=f"given: {self.link.image}", skipped=True)]
         else:
             image: BuiltImage = await asyncio.to_thread(build_image, self.device.kind, progress=progress)
