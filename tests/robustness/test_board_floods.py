@@ -1,9 +1,9 @@
-"""Board code and neighbours against a whole virtual ESP32-C6 process running the counted firmware: 20 s of
+"""Board code and neighbours against a whole virtual ESP32-C6 process running the counted firmware: 6 s of
 datagram storms from board code, a neighbour's datagrams at the board's uplink and another user's connection
 flood at its serial port at the same time leave board.log under 1 MB larger, and root's `mpremote exec` still gets
 in at once afterwards; a client pushing UART input without end does not grow the board (it waits, as on USB), nor
 does a client that never reads what the board prints. `python -m tests.robustness.test_board_floods` prints the
-figures."""
+figures of a 20 s storm."""
 
 from __future__ import annotations
 
@@ -28,14 +28,17 @@ pytestmark = [
     pytest.mark.e2e,
     pytest.mark.programs("riscv64-unknown-elf-gcc", "picolibc.specs", "make", "qemu-system-riscv32"),
 ]
-STORM_S = 20.0
+STORM_S = 6.0  # the test's storm: every party runs flat out, so its CPU is its length (the script's: BENCH_STORM_S)
+BENCH_STORM_S = 20.0
+PUSH_S = 3.0  # how long a client pushes input without end: a board without backpressure would take GBs by then
+LOG_BYTES_PER_S = 50_000  # board.log may grow by at most this a storm's second (114 bytes in 20 s measured)
 NEIGHBOUR_UID = 54321
-STORM = f"""
+STORM = """
 import socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setblocking(False)
 t0 = time.ticks_ms(); n = 0
-while time.ticks_diff(time.ticks_ms(), t0) < {int(STORM_S * 1000)}:
+while time.ticks_diff(time.ticks_ms(), t0) < {ms}:
     for dst in (('192.0.2.1', 9), ('10.0.2.2', 5683), ('10.0.2.2', 9 + n % 1000), ('10.0.2.2', 9)):
         try:
             s.sendto(b'x' * 200, dst)
@@ -126,21 +129,21 @@ def connect_flood(url: str) -> subprocess.Popen[bytes] | None:
     return subprocess.Popen([*argv, sys.executable, "-c", CONNECT_FLOOD, host, port], cwd="/")
 
 
-def storms(board: Board) -> dict[str, float]:
-    """Run the storms; the figures."""
+def storms(board: Board, seconds: float = STORM_S) -> dict[str, float]:
+    """Run the storms for `seconds`; the figures."""
     pid = board_pid(board)
     before = log_bytes(board)
     transport = SerialTransport(board.urls["socket"], baudrate=115200)
     try:
         transport.enter_raw_repl(soft_reset=False)
-        transport.exec_raw_no_follow(STORM)
+        transport.exec_raw_no_follow(STORM.format(ms=int(seconds * 1000)))
         time.sleep(1.0)  # the storm has begun: the board's uplink is open
         ports = udp_ports(pid)
         stop, sent = threading.Event(), []
         thread = threading.Thread(target=neighbour_datagrams, args=(ports, stop, sent), daemon=True)
         thread.start()
         flood = connect_flood(board.urls["socket"])
-        time.sleep(STORM_S)
+        time.sleep(seconds)
         stop.set()
         thread.join()
         if flood is not None:
@@ -170,7 +173,7 @@ def test_storms_and_a_neighbours_floods_leave_the_log_small_and_the_board_answer
     figures = storms(board)
     assert figures["uplinks"] >= 1 and figures["neighbour_datagrams"] > 1000, figures
     assert figures["board_datagrams"] > 1000 and figures["dropped"] > 1000, figures
-    assert figures["log_growth_bytes"] < 1_000_000, figures
+    assert figures["log_growth_bytes"] < LOG_BYTES_PER_S * STORM_S, figures
     assert figures["mpremote_exec_s"] < 15, figures
 
 
@@ -193,7 +196,7 @@ def push(url: str, seconds: float, limit: int) -> int:
 def test_a_client_pushing_uart_input_without_end_waits_and_the_board_stays_small(board: Board) -> None:
     pid = board_pid(board)
     before = rss_mb(pid)
-    sent = push(board.urls["socket"], 8.0, 300 * 1024 * 1024)
+    sent = push(board.urls["socket"], PUSH_S, 300 * 1024 * 1024)
     grown = rss_mb(pid) - before
     board.control("power_cycle")  # what the firmware's REPL made of the bytes is not the point
     assert board.wait_mode("app", timeout_s=60)["mode"] == "app"
@@ -208,7 +211,7 @@ if __name__ == "__main__":
         image = image_for(build_firmware().elf).read_bytes()
         with virtual_c6(preflash(Path(tmp), image), mac="60:55:f9:c6:30:01") as running:
             running.wait_mode("app", timeout_s=60)
-            for key, value in storms(running).items():
+            for key, value in storms(running, BENCH_STORM_S).items():
                 print(f"{key:>22}: {value:,.2f}")
 
 
@@ -221,7 +224,7 @@ def test_a_client_that_negotiates_telnet_and_never_reads_stays_small(board: Boar
     sent = 0
     with socket.create_connection((host, int(port))) as sock:
         sock.settimeout(0.2)
-        deadline = time.monotonic() + 6.0
+        deadline = time.monotonic() + PUSH_S
         while time.monotonic() < deadline:
             try:
                 sent += sock.send(negotiation)
@@ -237,7 +240,7 @@ def test_the_rom_loader_takes_input_with_backpressure_too(board: Board) -> None:
     board.control("download")
     try:
         before = rss_mb(pid)
-        sent = push(board.urls["socket"], 5.0, 300 * 1024 * 1024)
+        sent = push(board.urls["socket"], PUSH_S, 300 * 1024 * 1024)
         assert rss_mb(pid) - before < 40, sent
     finally:
         board.control("power_cycle")
@@ -269,7 +272,7 @@ def test_a_dialout_user_pushing_into_the_pty_without_end_waits(board: Board) -> 
     before = rss_mb(pid)
     fd = os.open(board.urls["pty"], os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
     sent, chunk = 0, b"x" * 4096
-    deadline = time.monotonic() + 5.0
+    deadline = time.monotonic() + PUSH_S
     try:
         while time.monotonic() < deadline:
             try:
