@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.agent.session import AgentSession, LoopStart
+from bench.bundles.fingerprint import configured_model_sha256
 from bench.config.fleet import load_fleet
 from bench.devices.qemu_arm64 import QemuArm64Driver
 from bench.image.build import build_image
@@ -65,6 +66,7 @@ def test_hello_reports_the_arm64_runtime_and_int8_model(guest: Guest) -> None:
     assert info["platform"] == "linux-aarch64/qemu-icount"  # the timing mode travels with every figure
     assert info["runtime"] == "tflite-runtime 2.14.0"
     assert info["model"]["format"] == "tflite-int8" and info["model"]["name"] == "npc-policy"
+    assert info["model"]["sha256"] == configured_model_sha256(guest.driver.device)  # the factory model, as built
     assert guest.driver.timing == "icount" and guest.driver.platform()["cpu"] == "cortex-a57"
     assert guest.driver.boot_s is not None and guest.driver.boot_s > 0
 
