@@ -101,6 +101,14 @@ DRIVERS: dict[str, type[Declared]] = {
 }
 
 
+MODELLED_FROM = "modelled from"  # how a virtual meter's name says its figures are modelled (the report looks for it)
+
+
+def modelled_from(basis: str) -> str:
+    """A virtual meter's "modelled from ..." phrase: what its figures are modelled from."""
+    return f"{MODELLED_FROM} {basis}"
+
+
 @dataclass(frozen=True)
 class EnergySpec:
     """A validated `energy` table."""

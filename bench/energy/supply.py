@@ -15,7 +15,7 @@ from typing import Any
 
 from bench.core.paths import FIRMWARE_DIR
 from bench.energy.protocol import Meter, MeterError, PowerSample
-from bench.energy.spec import EnergySpec, SupplySettings
+from bench.energy.spec import EnergySpec, SupplySettings, modelled_from
 
 _READING = re.compile(r"NPC-SUPPLY (\d+(?:\.\d+)?) (\d+)\s*$")
 POWER_FIGURES = FIRMWARE_DIR / "switch-arm64" / "power.json"  # the console's idle and loaded power, and source
@@ -27,10 +27,10 @@ def parse_supply(line: str) -> tuple[int, float] | None:
     return (round(float(m[1]) * 1e9), float(m[2])) if m else None
 
 
-def modelled_from(timing: str) -> str:
+def console_modelled(timing: str) -> str:
     """What the virtual console's supply figures are modelled from, for the meter's name."""
     source = json.loads(POWER_FIGURES.read_text())["power_source"]
-    return f"modelled from {'counted time' if timing == 'icount' else 'the guest CPU time'} and {source}"
+    return modelled_from(f"{'counted time' if timing == 'icount' else 'the guest CPU time'} and {source}")
 
 
 class SupplyMeter(Meter[SupplySettings]):
@@ -48,7 +48,7 @@ class SupplyMeter(Meter[SupplySettings]):
 
     @property
     def name(self) -> str:
-        return f"lab supply meter on the console ({modelled_from(getattr(self.driver, 'timing', 'icount'))})"
+        return f"lab supply meter on the console ({console_modelled(getattr(self.driver, 'timing', 'icount'))})"
 
     async def run(self) -> None:
         lines: asyncio.Queue[str] = asyncio.Queue()

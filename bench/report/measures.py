@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.energy.spec import MODELLED_FROM
 from bench.measure.catalogue import BENCH, DEVICE, Metric, metric
 from bench.measure.device import ON_DEVICE_CLOCK
 from bench.report.summary import FIGURES
@@ -93,7 +94,7 @@ def clock_label(row: Row, icount: bool, timing: str = REAL_TIMING, meter: str = 
         return COUNTED_ENERGY if row.field in ENERGY_FIELDS else COUNTED
     if row.clock and timing == GUEST_TIMING and row.field in ENERGY_FIELDS:
         clock = DEVICE_METER_CLOCK if ON_DEVICE_CLOCK in meter else METER_CLOCK
-        return clock + (MODELLED_NOTE if "modelled from" in meter else "")
+        return clock + (MODELLED_NOTE if MODELLED_FROM in meter else "")
     if row.clock and timing == GUEST_TIMING:
         return GUEST_CLOCK
     if row.clock and timing == EMULATED_TIMING:

@@ -25,6 +25,7 @@ from bench.core.folders import copy_file, open_append
 from bench.core.logcap import CappedLog
 from bench.core.paths import KEYS_DIR
 from bench.devices.qemu_machine import BOOT_TIMEOUT_S, GuestFault, QemuMachine
+from bench.energy.spec import modelled_from
 from bench.image.disk import BOOT_CMDLINE, BOOT_INITRD, BOOT_KERNEL
 from bench.links.ssh import free_local_port
 from bench.provision.controls import BoardControls
@@ -86,7 +87,7 @@ class VirtualArm64Board:
     def meter_modelled(self) -> str:
         """What its stand-in sensors' power is modelled from: the guest's busy time per core, counted under icount."""
         time = "counted time" if self.profile.guest_timing == "icount" else "the guest's CPU time"
-        return f"modelled from {time} and {self.profile.power_source}"
+        return modelled_from(f"{time} and {self.profile.power_source}")
 
     def urls(self) -> dict[str, str]:
         """Every way to reach it."""

@@ -30,6 +30,7 @@ from bench.core.lifecycle import cancel
 from bench.core.logcap import open_for_child
 from bench.core.procs import DIE_WITH_BENCH, stop_process
 from bench.core.reaper import processes_in
+from bench.energy.spec import modelled_from
 from bench.links.ssh import free_local_port
 from bench.virtual.arm64_board import VirtualArm64Board
 from bench.virtual.control import control_url, new_token, serve_control
@@ -268,7 +269,7 @@ Subsystem sftp internal-sftp
     @property
     def meter_modelled(self) -> str:
         """What its stand-in sensors' power is modelled from (this host's CPU load: a loopback board is not counted)."""
-        return f"modelled from the bench host's CPU load and {self.profile.power_source}"
+        return modelled_from(f"the bench host's CPU load and {self.profile.power_source}")
 
     def urls(self) -> dict[str, str]:
         """Every way to reach the device: ssh, and its control API (power, hang)."""

@@ -19,7 +19,7 @@ from bench.energy.ppk2_reader import Bins
 from bench.energy.protocol import MeterError, PowerSample
 from bench.energy.remote import DeviceHwmonMeter, PmicMeter, TegrastatsMeter, device_ns
 from bench.energy.spec import HwmonSettings, Ppk2Settings, parse_energy
-from bench.energy.supply import SupplyMeter, modelled_from, parse_supply
+from bench.energy.supply import SupplyMeter, console_modelled, parse_supply
 from bench.measure.device import DeviceMeasurements, add_energy
 from bench.measure.energy import ACTIVE, ATTRIBUTED, DEVICE_CLOCK, MARKER, TOO_SLOW, Integrator, energy_figures
 from bench.measure.records import OffsetClock
@@ -538,7 +538,7 @@ def test_the_consoles_supply_meter_reads_its_guests_lines_on_its_clock(tmp_path:
         meter_for(fleet.devices[0])  # read through the console's driver, which `hilbench energy` has not
     lines = ["NPC-SUPPLY 2.00 2400", "npc_agent: listening", "NPC-SUPPLY 2.25 2600", "NPC-SUPPLY 2.50 2500"]
     meter = meter_for(fleet.devices[0], driver=_Console(lines))
-    assert isinstance(meter, SupplyMeter) and meter.device_clock and modelled_from("icount") in meter.name
+    assert isinstance(meter, SupplyMeter) and meter.device_clock and console_modelled("icount") in meter.name
 
     async def read() -> list[PowerSample]:
         await meter.start()

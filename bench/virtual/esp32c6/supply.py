@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from bench.energy.spec import modelled_from
 from bench.virtual.esp32c6.counted import Q_PER_NS, CoreEvent, CoreStatus
 from bench.virtual.esp32c6.timeline import Timeline
 
@@ -46,8 +47,8 @@ LIGHT_SLEEP_UA = 180.0  # light-sleep: what the chip draws held in reset (no fig
 TICK_S = 0.01  # while a meter measures
 IDLE_TICK_S = 0.1  # while none does: the ring (bench.virtual.esp32c6.counted.EVENTS) holds seconds of a frame loop
 # what the virtual PPK2's figures are modelled from, by the board's firmware (the report says so beside them)
-MODELLED_COUNTED = "modelled from counted cycles and the datasheet's currents"
-MODELLED_VM = "modelled from the VM process's CPU time and the datasheet's currents"
+MODELLED_COUNTED = modelled_from("counted cycles and the datasheet's currents")
+MODELLED_VM = modelled_from("the VM process's CPU time and the datasheet's currents")
 
 
 class CountedClock(Protocol):
