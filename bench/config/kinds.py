@@ -111,6 +111,9 @@ class Esp32c6Settings(Flashed):
     flash_size: int = ranged(8 * 1024 * 1024, 1024 * 1024, 128 * 1024 * 1024)
     memory_limit_kb: int = ranged(160, 0, 512)  # live MicroPython heap the agent may use (of ~300 KB free)
     reply_timeout_s: float = 15.0  # pure-MicroPython P-256 verification of a model: seconds on a 160 MHz core
+    # the agent on the chip's 160 MHz core cannot take a session's 313 inputs a second (each mocap sample is ~1 ms of
+    # soft-float JSON and 4 ms of features in MicroPython): gaze, mocap and voice go at most 30 times a second
+    input_max_hz: float = ranged(30.0, 0.0, 1000)
     wire_speed: bool = False  # virtual board: pace flashing at the simulated baud rate
     usb: UsbPersonality = UART_BRIDGE  # the board's USB personality (docs/esp32c6.md)
     # image flashed at 0x0: "counted" (the default of a virtual board) = the bench's counted MicroPython firmware,
