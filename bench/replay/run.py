@@ -292,7 +292,7 @@ class ReplayRun:
         reason, keep = choice.reason, None
         if s.input_max_hz:
             keep = frozenset(sampled_at_most(self.plan, s.input_max_hz))
-            reason += f"; voice, gaze and mocap at most {s.input_max_hz:g} Hz (the fleet's input_max_hz)"
+            reason += f"; voice, gaze and mocap at most {s.input_max_hz:g} Hz (the device's input_max_hz)"
         if s.replay_span_s and run.latency_clock == "device":
             keep = frozenset(i for i in (keep or range(len(self.plan.inputs))) if self._in_span(i, s.replay_span_s))
             reason += f"; the session's first {s.replay_span_s:g} s (the fleet's replay_span_s)"
