@@ -39,7 +39,7 @@ from bench.premerge.interleave import CheckOptions, CheckResult, run_check
 from bench.premerge.plan import Estimate, order, switches
 from bench.replay.recording import read_session
 from bench.results.thresholds import load_thresholds
-from bench.results.verdict import COLLECTING, INCONCLUSIVE, UNCHANGED
+from bench.results.verdict import COLLECTING, INCONCLUSIVE, MIN_WINDOW_RUNS, UNCHANGED
 from bench.store.results import open_store
 
 DEFAULT_RUNS = 3
@@ -61,8 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--build", metavar="CMD", help="with --git: shell command writing one artefact into "
                    "$HILBENCH_BUILD_OUT (a .tflite or a .bin)")  # fmt: skip
     p.add_argument("--repo", default=".", metavar="DIR", help="with --git: the repository (default: .)")
-    p.add_argument("--runs", type=int_in(2, 20), default=DEFAULT_RUNS,
-                   help=f"replays of each build, at least 2: one has no run-to-run spread "
+    p.add_argument("--runs", type=int_in(MIN_WINDOW_RUNS, 20), default=DEFAULT_RUNS,
+                   help=f"replays of each build, at least {MIN_WINDOW_RUNS}: one has no run-to-run spread "
                    f"(default {DEFAULT_RUNS})")  # fmt: skip
     p.add_argument("--replay-s", type=seconds, default=DEFAULT_REPLAY_S, metavar="S",
                    help="bench seconds of each replay on a guest replayed on its own clock "
