@@ -101,3 +101,18 @@ def test_a_device_clock_feed_ends_when_the_devices_loop_does_not_at_its_budget()
     bounded.pace = DevicePace(0, lambda: 500_000, budget_ns=0, hold_ms=0)
     asyncio.run(replayer._feed(bounded))
     assert bounded.budget_hit and not bounded.loop_ended  # a budget that runs out is still told apart
+
+
+def test_an_esp32c6_entry_without_input_max_hz_gets_its_kinds_30_and_others_every_input(tmp_path) -> None:
+    from bench.config.fleet import load_fleet
+
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(
+        '[[device]]\nname = "c6-mine"\nkind = "esp32c6"\nvirtual = true\n\n'
+        '[[device]]\nname = "c6-all"\nkind = "esp32c6"\nvirtual = true\ninput_max_hz = 0\n\n'
+        '[[device]]\nname = "pi5-mine"\nkind = "pi5"\nvirtual = true\n'
+    )
+    devices = {d.name: d for d in load_fleet(fleet).devices}
+    assert devices["c6-mine"].settings.input_max_hz == 30  # what the agent on the chip's core can take
+    assert devices["c6-all"].settings.input_max_hz == 0  # asked for: every input
+    assert devices["pi5-mine"].settings.input_max_hz == 0
