@@ -219,17 +219,18 @@ def run_on(board: Board, code: str, port: str = "socket", timeout_s: float = 60)
     return ran.stdout
 
 
-def uart_socket(port: int) -> tuple[str, ...]:
-    """QEMU options putting the guest's UART on a loopback TCP socket at `port` (a serial tool connects later)."""
-    return ("-chardev", f"socket,id=u,host=127.0.0.1,port={port},server=on,wait=off", "-serial", "chardev:u")
+def console_socket(port: int) -> str:
+    """The QEMU backend putting the guest's console on a loopback TCP socket at `port` (a serial tool connects
+    later)."""
+    return f"socket,host=127.0.0.1,port={port},server=on,wait=off"
 
 
 @contextlib.contextmanager
 def counted_repl(elf: Path, pass_fds: tuple[int, ...] = (), **qemu: Any) -> Iterator[SerialTransport]:
-    """The counted firmware `elf` in qemu-system-riscv32 (qemu_command with `qemu`) with its UART on a loopback
+    """The counted firmware `elf` in qemu-system-riscv32 (qemu_command with `qemu`) with its console on a loopback
     socket, opened by mpremote's serial transport and in the raw REPL; QEMU is stopped afterwards."""
     port = free_port()
-    proc = subprocess.Popen(qemu_command(elf, serial=uart_socket(port), **qemu), pass_fds=pass_fds)
+    proc = subprocess.Popen(qemu_command(elf, console=console_socket(port), **qemu), pass_fds=pass_fds)
     transport = None
     try:
         deadline = time.monotonic() + 20

@@ -25,8 +25,8 @@ from tests.esp32c6_support import (
     VIPER_DOT,
     AgentMessages,
     check_machine_base,
+    console_socket,
     counted_repl,
-    uart_socket,
 )
 
 pytestmark = [
@@ -95,7 +95,7 @@ def agent_flash(firmware: BuiltFirmware, tmp_path_factory: pytest.TempPathFactor
 
 
 def test_boots_to_the_esp32_banner(firmware: BuiltFirmware):
-    cmd = qemu_command(firmware.elf, mac=MAC, serial=("-serial", "stdio"))
+    cmd = qemu_command(firmware.elf, mac=MAC)
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None
@@ -204,7 +204,7 @@ def test_files_live_in_the_flash_partition_across_power_cycles(firmware: BuiltFi
 
 def test_machine_reset_and_bootloader_end_qemu_with_their_exit_codes(firmware: BuiltFirmware):
     for call, code in (("machine.reset()", FirmwareExit.RESET), ("machine.bootloader()", FirmwareExit.BOOTLOADER)):
-        cmd = qemu_command(firmware.elf, mac=MAC, serial=("-serial", "stdio"))
+        cmd = qemu_command(firmware.elf, mac=MAC)
         with subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
             # typed at the prompt, as on a board: input before the firmware sets its UART up is not received
             seen = b""
@@ -470,7 +470,7 @@ def test_mpremote_cli_mount_df_cp_ls_rtc(firmware: BuiltFirmware, tmp_path: Path
     (host / "sub" / "f.txt").write_text("data123\n")
     port = free_port()
     vfs = blank_flash(tmp_path / "flash.bin")
-    proc = subprocess.Popen(qemu_command(firmware.elf, mac=MAC, vfs=vfs, serial=uart_socket(port)))
+    proc = subprocess.Popen(qemu_command(firmware.elf, mac=MAC, vfs=vfs, console=console_socket(port)))
     mpremote = [sys.executable, "-m", "mpremote", "connect", f"socket://127.0.0.1:{port}"]
 
     def cli(*args: str) -> str:

@@ -1,14 +1,15 @@
 """The counted core of a virtual ESP32-C6: the flashed firmware running in qemu-system-riscv32 -icount.
 
-One QEMU process per boot. Its console UART is QEMU's stdin/stdout, passed both ways untouched (the firmware's
-own REPL, raw REPL, raw-paste and soft reset); its filesystem is the vfs partition of the board's flash.bin
-(a block device over exactly that range); the firmware's exit code says what the chip does next (reset,
-bootloader, watchdog, deep-sleep wake, panic). QEMU runs inside the Landlock sandbox (bench.core.landlock): it may
-read its ELF, read and write flash.bin, and execute nothing but itself; QMP is a socket pair it inherits, so it
-needs no socket path. The board's Wi-Fi is another inherited socket pair, a packet pipe to a NAT gateway on this
-side (bench.virtual.esp32c6.wifi): the firmware's `socket` reaches the host's loopback through it and nothing
-else, and QEMU opens no socket of its own. The process is tied to the board (bench.core.procs.tied) and killed
-with every reset.
+One QEMU process per boot. The chip's console is QEMU's stdin/stdout, passed both ways untouched (the firmware's own
+REPL, raw REPL, raw-paste and soft reset): a virtio console that QEMU reads from the pipe only while the firmware
+has room for it, so input sent before the firmware is up waits in the pipe; its filesystem is the vfs partition of
+the board's flash.bin (a block device over exactly that range); the firmware's exit code says what the chip does
+next (reset, bootloader, watchdog, deep-sleep wake, panic). QEMU runs inside the Landlock sandbox
+(bench.core.landlock): it may read its ELF, read and write flash.bin, and execute nothing but itself; QMP is a
+socket pair it inherits, so it needs no socket path. The board's Wi-Fi is another inherited socket pair, a packet
+pipe to a NAT gateway on this side (bench.virtual.esp32c6.wifi): the firmware's `socket` reaches the host's loopback
+through it and nothing else, and QEMU opens no socket of its own. The process is tied to the board
+(bench.core.procs.tied) and killed with every reset.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import contextlib
 import shutil
 import socket
 import struct
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,10 +44,7 @@ STATUS_WORDS = struct.calcsize(STATUS_FORMAT) // 4
 # events per `xp`: its text is ~64 bytes a line of 4 words, and a QMP reply is one line that the stream reader takes
 # up to 64 KiB of (256 events: ~25 KB)
 EVENTS_PER_READ = 256
-READY_S = 10.0  # input is held back at most this long after QEMU starts, waiting for the firmware's status block
-READY_POLL_S = 0.002
 STDERR_KEPT = 4096  # of what QEMU prints on stderr, the last this many bytes are kept (and logged)
-HELD_MAX = 64 * 1024  # input held back before the firmware is up: a front end waits (`drain`) past this
 QMP_START_S = 30.0  # QEMU start to its QMP greeting (a loaded 2-core host)
 
 
@@ -56,7 +53,7 @@ class CoreMissing(RuntimeError):
 
 
 class CountedCore:
-    """One boot of the firmware in `elf`: start it, feed its UART, read its status, wait for its exit."""
+    """One boot of the firmware in `elf`: start it, feed its console, read its status, wait for its exit."""
 
     def __init__(
         self,
@@ -76,8 +73,6 @@ class CountedCore:
         self._pump: asyncio.Task[None] | None = None
         self._qmp: QmpClient | None = None
         self._qmp_lock = asyncio.Lock()
-        self._held: bytearray | None = bytearray()  # input held back until the firmware's UART is set up
-        self._ready: asyncio.Task[None] | None = None
         self._wifi: Wifi | None = None
         self.gateway = gateway or Gateway()  # the board's: granted ports and drop counts outlive a boot
 
@@ -122,34 +117,17 @@ class CountedCore:
             await client.close()  # QEMU did not come up: wait() tells why
             return
         self._qmp = client
-        self._ready = asyncio.ensure_future(self._release_input())
-
-    async def _release_input(self) -> None:
-        """Hand the firmware the input held back since QEMU started once its status block is written (after its
-        UART is set up: turning the UART's FIFOs on clears them, which lost input sent before boot), or after
-        READY_S in any case."""
-        deadline = time.monotonic() + READY_S
-        while await self.status() is None and time.monotonic() < deadline and self.pid is not None:
-            await asyncio.sleep(READY_POLL_S)
-        held, self._held = self._held, None
-        if held:
-            self.feed(bytes(held))
 
     def feed(self, data: bytes) -> None:
-        """UART input (bytes to the firmware's console)."""
-        if self._held is not None:
-            self._held += data
-            return
+        """Console input (bytes to the firmware)."""
         proc = self._proc
         if proc is not None and proc.stdin is not None and proc.returncode is None:
             with contextlib.suppress(ConnectionError, RuntimeError):
                 proc.stdin.write(data)
 
     async def drain(self) -> None:
-        """Until the firmware's console has taken the input fed so far down to QEMU's pipe's high-water mark (and
-        the input held back before the firmware was up to `HELD_MAX`); at once when QEMU is gone."""
-        while self._held is not None and len(self._held) >= HELD_MAX and self.pid is not None:
-            await asyncio.sleep(READY_POLL_S)
+        """Until the firmware's console has taken the input fed so far down to QEMU's pipe's high-water mark; at
+        once when QEMU is gone."""
         proc = self._proc
         if proc is not None and proc.stdin is not None and proc.returncode is None:
             with contextlib.suppress(ConnectionError, RuntimeError):
@@ -209,11 +187,6 @@ class CountedCore:
     async def stop(self) -> None:
         """Kill QEMU (a reset or power loss: nothing is shut down) and wait for it."""
         proc, self._proc = self._proc, None
-        if self._ready is not None:
-            self._ready.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ready
-            self._ready = None
         if self._qmp is not None:
             await self._qmp.close()
             self._qmp = None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -114,13 +113,15 @@ def qemu_command(
     mac: bytes,
     reset_cause: ResetCause = ResetCause.PWRON_RESET,
     vfs: Vfs | None = None,
-    serial: Sequence[str] = ("-serial", "stdio"),
+    console: str = "stdio",
     qmp: Path | None = None,
     wifi_fd: int | None = None,
 ) -> list[str]:
     """The qemu-system-riscv32 command line that runs the firmware `elf`.
 
-    `serial`: how the console UART is exposed (default QEMU's stdin/stdout, raw bytes). `vfs`: the flash
+    `console`: the QEMU character device backend the chip's console is on (default "stdio": QEMU's stdin and
+    stdout, raw bytes; "socket,host=...,port=..." a TCP socket). The console is a virtio console, the first
+    device on the command line, so the firmware finds it in the highest virtio slot (console.c). `vfs`: the flash
     region the filesystem lives in (a virtio block device over exactly that range: the guest reaches no other
     host file). `qmp`: a QMP socket to read the status block with (`xp`). `wifi_fd`: an inherited stream socket
     that is the board's Wi-Fi, the packet pipe of the firmware's `socket` module (port 0 of a virtio console;
@@ -130,8 +131,11 @@ def qemu_command(
     cmd = [
         QEMU, "-M", "virt", "-m", RAM, "-smp", "1", "-bios", "none", "-nodefaults", "-no-reboot",
         "-icount", "shift=0,sleep=on",  # 1 instruction = 1 ns of virtual time; idle passes at wall time
-        "-display", "none", "-monitor", "none", *serial,
+        "-display", "none", "-monitor", "none",
         "-kernel", str(elf),
+        "-chardev", f"{console},id=console",
+        "-device", "virtio-serial-device,max_ports=1,id=console-bus",
+        "-device", "virtconsole,chardev=console,nr=0,bus=console-bus.0",
     ]  # fmt: skip
     cmd += _loader(BOOTINFO_ADDR, BOOTINFO_MAGIC, 4)
     cmd += _loader(BOOTINFO_ADDR + 4, int(reset_cause), 4)
@@ -148,8 +152,8 @@ def qemu_command(
     if wifi_fd is not None:
         cmd += [
             "-chardev", f"socket,id=wifi,fd={wifi_fd}",
-            "-device", "virtio-serial-device,max_ports=1",
-            "-device", "virtconsole,chardev=wifi,nr=0",
+            "-device", "virtio-serial-device,max_ports=1,id=wifi-bus",
+            "-device", "virtconsole,chardev=wifi,nr=0,bus=wifi-bus.0",
         ]  # fmt: skip
     if qmp is not None:
         cmd += ["-qmp", f"unix:{qmp},server=on,wait=off"]

@@ -13,7 +13,7 @@ static volatile uint8_t req_status;
 static uint32_t sectors;
 
 bool blockdev_init(void) {
-    base = virtio_find(VIRTIO_DEVICE_BLOCK, NULL);
+    base = virtio_find(VIRTIO_DEVICE_BLOCK, VIRTIO_CONSOLE_SLOT, NULL);
     if (!base) {
         return false;
     }

@@ -155,7 +155,7 @@ uint64_t clock_irq_enter(void) {
     return read_mcycle();
 }
 
-// An interrupt is not the program's time: it comes when the host sends (the UART, the Wi-Fi pipe), so none of its
+// An interrupt is not the program's time: it comes when the host sends (the console, the Wi-Fi pipe), so none of its
 // instructions count, its entry and exit (start.S, c6_trap) included. Those are outside the enter..exit window;
 // trap_outside is their number, measured once at boot (calibrate_traps).
 static uint32_t trap_outside;
@@ -202,7 +202,7 @@ static void calibrate_traps(void) {
 }
 
 // Wait until `ready()` with interrupts held off, without counting the wait: it lasts as long as the host
-// takes (the UART's output), and the instructions around it are the same whether it waited or not.
+// takes (the console's output), and the instructions around it are the same whether it waited or not.
 void clock_stall_until(bool (*ready)(void)) {
     uint32_t state = irq_disable();
     uint64_t start = read_mcycle();
@@ -285,7 +285,7 @@ bool clock_idle_q(uint64_t chip_q, bool (*wake)(void)) {
             break;
         }
         __asm__ volatile ("wfi");
-        irq_restore(MSTATUS_MIE); // take the pending interrupt (UART, timer) here
+        irq_restore(MSTATUS_MIE); // take the pending interrupt (console, timer) here
         irq_disable();
     }
     uint64_t end = read_mcycle();

@@ -44,12 +44,12 @@ void plic_enable(uint32_t irq) {
     __asm__ volatile ("csrs mie, %0" :: "r" (MIE_MEIE));
 }
 
-// Serve every source the PLIC holds pending: the console UART, the Wi-Fi's pipe.
+// Serve every source the PLIC holds pending: the console, the Wi-Fi's pipe.
 static void external_irq(void) {
     uint32_t irq;
     while ((irq = mmio_read32(PLIC_CLAIM0)) != 0) {
-        if (irq == VIRT_UART0_IRQ) {
-            uart_irq();
+        if (irq == console_irq_source) {
+            console_irq();
         } else if (irq == net_irq_source) {
             net_irq();
         }
@@ -79,8 +79,8 @@ void c6_trap(uint32_t mcause, uint32_t mepc) {
 }
 
 int c6_main(void) {
-    uart_init();
-    clock_init(); // the status block's magic: the board starts feeding the UART from here
+    console_init();
+    clock_init(); // the status block's magic
     __asm__ volatile ("csrs mstatus, %0" :: "r" (MSTATUS_MIE));
     net_init(); // no pipe: the board has no Wi-Fi (sendto raises EHOSTUNREACH)
 soft_reset:

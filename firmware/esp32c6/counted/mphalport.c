@@ -1,4 +1,4 @@
-// The HAL: console I/O over the UART, ticks and delays on the counted clock (clock.c).
+// The HAL: console I/O (console.c), ticks and delays on the counted clock (clock.c).
 #include <string.h>
 
 #include "py/mphal.h"
@@ -10,7 +10,7 @@
 #include "virt.h"
 
 static bool events_pending(void) {
-    return uart_rx_any() || MP_STATE_THREAD(mp_pending_exception) != MP_OBJ_NULL
+    return console_rx_any() || MP_STATE_THREAD(mp_pending_exception) != MP_OBJ_NULL
            #if MICROPY_ENABLE_SCHEDULER
            || MP_STATE_VM(sched_state) == MP_SCHED_PENDING
            #endif
@@ -54,7 +54,7 @@ int mp_hal_stdin_rx_chr(void) {
     for (;;) {
         clock_stand_t mark = clock_stand_begin();
         int c;
-        while ((c = uart_rx_char()) < 0 && !pending_non_input()) {
+        while ((c = console_rx_char()) < 0 && !pending_non_input()) {
             c6_wait_events();
         }
         clock_stand_end(mark);
@@ -69,13 +69,13 @@ int mp_hal_stdin_rx_chr(void) {
 }
 
 mp_uint_t mp_hal_stdout_tx_strn(const char *str, size_t len) {
-    uart_write(str, len);
+    console_write(str, len);
     return len;
 }
 
 uintptr_t mp_hal_stdio_poll(uintptr_t poll_flags) {
     uintptr_t ret = 0;
-    if ((poll_flags & MP_STREAM_POLL_RD) && uart_rx_any()) {
+    if ((poll_flags & MP_STREAM_POLL_RD) && console_rx_any()) {
         ret |= MP_STREAM_POLL_RD;
     }
     if (poll_flags & MP_STREAM_POLL_WR) {

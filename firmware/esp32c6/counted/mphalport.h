@@ -1,4 +1,4 @@
-// The HAL of the counted ESP32-C6 port: console on the virt UART, time from the counted clock.
+// The HAL of the counted ESP32-C6 port: console on a virtio console, time from the counted clock.
 #include "shared/runtime/interrupt_char.h"
 
 #define mp_hal_delay_us_fast(us) mp_hal_delay_us(us)

@@ -1,9 +1,9 @@
-// The Wi-Fi's packet pipe: port 0 of a virtio console (virtio-mmio, legacy, no MULTIPORT: queue 0 receives,
+// The Wi-Fi's packet pipe: port 0 of a virtio console below the chip's console (console.c) (virtio-mmio, legacy, no MULTIPORT: queue 0 receives,
 // queue 1 transmits). The pipe is a byte stream, so frames are cut from it here: received buffers are parsed in
 // the device's interrupt into a small queue of datagrams, and given back to the device at once. What does not
 // fit (the queue full, a frame over NET_MTU) is dropped, as a Wi-Fi stack drops what it has no buffer for.
 // Sending is one frame at a time, waited for without counting: the wait is the host taking the bytes, as with
-// the UART (clock_stall_until).
+// the console (clock_stall_until).
 #include <string.h>
 
 #include "net.h"
@@ -44,7 +44,7 @@ static void post_rx(uint16_t i) {
 
 bool net_init(void) {
     uint32_t slot;
-    base = virtio_find(VIRTIO_DEVICE_CONSOLE, &slot);
+    base = virtio_find(VIRTIO_DEVICE_CONSOLE, VIRTIO_CONSOLE_SLOT, &slot);
     if (!base) {
         return false;
     }

@@ -9,8 +9,6 @@
 #define VIRT_CLINT_BASE  (0x02000000u)
 #define VIRT_CLINT_MSIP  (VIRT_CLINT_BASE + 0x0u) // hart 0's software interrupt: clock.c's boot calibration
 #define VIRT_PLIC_BASE   (0x0c000000u)
-#define VIRT_UART0_BASE  (0x10000000u) // 16550
-#define VIRT_UART0_IRQ   (10)
 #define VIRT_MMIO_BASE   (0x10001000u) // virtio-mmio slots, 0x1000 apart
 #define VIRT_MMIO_SLOTS  (8)
 #define VIRT_MTIME_HZ    (10000000u)   // the CLINT's mtime counts QEMU virtual time at 10 MHz
@@ -127,12 +125,13 @@ extern void c6_alarm(void); // modmachine.c: the alarm fired (interrupt context)
 // main.c: the PLIC, context 0 (machine mode of hart 0): turn source `irq` on (priority 1) and take it in c6_trap
 void plic_enable(uint32_t irq);
 
-// uart.c: the console UART (16550), interrupt driven receive
-void uart_init(void);
-void uart_write(const char *buf, uint32_t len);
-int uart_rx_any(void);
-int uart_rx_char(void); // -1 when empty
-void uart_irq(void);
+// console.c: the chip's console (a virtio console in packets of 64 bytes), interrupt driven receive
+bool console_init(void); // false: the board gave no console (output is dropped)
+void console_write(const char *buf, uint32_t len);
+int console_rx_any(void);
+int console_rx_char(void); // -1 when empty
+void console_irq(void);    // the device's interrupt (PLIC source console_irq_source)
+extern uint32_t console_irq_source;
 
 // main.c
 __attribute__((noreturn)) void c6_exit(uint32_t code);

@@ -1,5 +1,5 @@
-// The virtio-mmio legacy transport shared by the block device (the flash's vfs partition) and the console (the
-// Wi-Fi's packet pipe). Queues are polled or served from the device's interrupt by their drivers; this file only
+// The virtio-mmio legacy transport shared by the block device (the flash's vfs partition) and the two consoles
+// (the chip's console; the Wi-Fi's packet pipe). Queues are polled or served from the device's interrupt by their drivers; this file only
 // knows the registers and the rings.
 #include <string.h>
 
@@ -26,11 +26,15 @@
 #define STATUS_DRIVER       (2)
 #define STATUS_DRIVER_OK    (4)
 
-uint32_t virtio_find(uint32_t device_id, uint32_t *slot) {
-    for (uint32_t i = 0; i < VIRT_MMIO_SLOTS; i++) {
+bool virtio_is(uint32_t base, uint32_t device_id) {
+    return mmio_read32(base + REG_MAGIC) == VIRTIO_MAGIC && mmio_read32(base + REG_VERSION) == 1
+           && mmio_read32(base + REG_DEVICE_ID) == device_id;
+}
+
+uint32_t virtio_find(uint32_t device_id, uint32_t slots, uint32_t *slot) {
+    for (uint32_t i = 0; i < slots; i++) {
         uint32_t b = VIRT_MMIO_BASE + i * 0x1000u;
-        if (mmio_read32(b + REG_MAGIC) == VIRTIO_MAGIC && mmio_read32(b + REG_VERSION) == 1
-            && mmio_read32(b + REG_DEVICE_ID) == device_id) {
+        if (virtio_is(b, device_id)) {
             if (slot) {
                 *slot = i;
             }

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "virt.h"
+
 #define VIRTIO_DEVICE_CONSOLE (3)
 #define VIRTIO_DEVICE_BLOCK   (2)
 #define VIRTQ_SIZE            (8)
@@ -39,8 +41,14 @@ typedef struct {
     uint16_t last_used;  // the used entries taken so far
 } virtq_t;
 
-// The base of the first device with `device_id` (0: none) and its slot (its PLIC source is slot + 1).
-uint32_t virtio_find(uint32_t device_id, uint32_t *slot);
+// QEMU gives -device's virtio-mmio slots from the top: the board puts the chip's console first on its command
+// line, so it is in the highest slot, and the other devices below it.
+#define VIRTIO_CONSOLE_SLOT   (VIRT_MMIO_SLOTS - 1)
+// Whether the slot at `base` holds a device with `device_id`.
+bool virtio_is(uint32_t base, uint32_t device_id);
+// The base of the first device with `device_id` among the lowest `slots` slots (0: none) and its slot (its PLIC
+// source is slot + 1).
+uint32_t virtio_find(uint32_t device_id, uint32_t slots, uint32_t *slot);
 // Reset the device and acknowledge it, taking none of its features.
 void virtio_begin(uint32_t base);
 // Give the device queue `index` in `ring` (false: the device's queue is smaller than VIRTQ_SIZE).
