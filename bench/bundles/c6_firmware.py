@@ -120,8 +120,10 @@ def compiler_version() -> str:
 
 
 def port_files() -> list[Path]:
-    """The port's source files, sorted (every one is an input of the build)."""
-    return sorted(p for p in PORT_DIR.rglob("*") if p.is_file())
+    """The port's source files, sorted (every one is an input of the build). Python's bytecode caches are not: pip
+    compiles an installed package's `.py` files, the manifest's and frozen modules' included, and their `.pyc`
+    differ at every install, so an installed bench would otherwise build the firmware again after each one."""
+    return sorted(p for p in PORT_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
 def firmware_digest(compiler: str) -> str:
