@@ -48,15 +48,8 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(REPO / folder, quiet=2)
 
 
-FILLERS = ("tests/unit/", "tests/conformance/")  # many short tests each: what the workers take last
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The device tests' files first and the unit and conformance files last: pytest-xdist hands out whole files in
-    this order (`--no-loadscope-reorder`), so the many short tests fill the cores while the last long ones end,
-    instead of one long file running alone at the end. Tests marked `slow` are opt-in (`--run-slow`), so the
-    default run stays short."""
-    items.sort(key=lambda item: item.nodeid.startswith(FILLERS))  # stable: each group keeps its collection order
+    """Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short."""
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
