@@ -32,28 +32,18 @@ static volatile uint32_t rx_head, rx_tail;
 static volatile bool rx_held; // received packets wait with the driver: the ring had no room for them
 
 static void post_rx(uint16_t i) {
-    rx_ring.desc[i] = (virtq_desc_t) {(uint32_t)rx_packets[i], PACKET, VIRTQ_DESC_WRITE, 0};
-    virtq_submit(&rxq, i);
+    virtq_post_write(&rxq, i, rx_packets[i], PACKET);
 }
 
 bool console_init(void) {
-    uint32_t slot = VIRTIO_CONSOLE_SLOT;
-    base = VIRT_MMIO_BASE + slot * 0x1000u;
-    if (!virtio_is(base, VIRTIO_DEVICE_CONSOLE)) {
-        base = 0;
+    base = virtio_console_open(VIRTIO_CONSOLE_SLOT, &rxq, &rx_ring, &txq, &tx_ring);
+    if (!base) {
         return false;
     }
-    virtio_begin(base);
-    if (!virtq_init(&rxq, base, 0, &rx_ring) || !virtq_init(&txq, base, 1, &tx_ring)) {
-        base = 0;
-        return false;
-    }
-    tx_ring.avail_flags = VIRTQ_AVAIL_NO_IRQ; // sending is polled
-    virtio_ready(base); // without MULTIPORT the device takes port 0 as open from here
     for (uint16_t i = 0; i < RX_PACKETS; i++) {
         post_rx(i);
     }
-    console_irq_source = slot + 1; // virtio-mmio slot i raises PLIC source i + 1 on `virt`
+    console_irq_source = VIRTIO_IRQ(VIRTIO_CONSOLE_SLOT);
     plic_enable(console_irq_source);
     return true;
 }

@@ -38,27 +38,22 @@ static uint32_t body_len, body_got;
 static frame_t *filling; // NULL: the body is skipped (no room, or too long)
 
 static void post_rx(uint16_t i) {
-    rx_ring.desc[i] = (virtq_desc_t) {(uint32_t)rx_bufs[i], RX_BUF, VIRTQ_DESC_WRITE, 0};
-    virtq_submit(&rxq, i);
+    virtq_post_write(&rxq, i, rx_bufs[i], RX_BUF);
 }
 
 bool net_init(void) {
     uint32_t slot;
-    base = virtio_find(VIRTIO_DEVICE_CONSOLE, VIRTIO_CONSOLE_SLOT, &slot);
+    if (!virtio_find(VIRTIO_DEVICE_CONSOLE, VIRTIO_CONSOLE_SLOT, &slot)) {
+        return false;
+    }
+    base = virtio_console_open(slot, &rxq, &rx_ring, &txq, &tx_ring);
     if (!base) {
         return false;
     }
-    virtio_begin(base);
-    if (!virtq_init(&rxq, base, 0, &rx_ring) || !virtq_init(&txq, base, 1, &tx_ring)) {
-        base = 0;
-        return false;
-    }
-    tx_ring.avail_flags = VIRTQ_AVAIL_NO_IRQ; // sending is polled
-    virtio_ready(base); // without MULTIPORT the device takes port 0 as open from here
     for (uint16_t i = 0; i < RX_BUFS; i++) {
         post_rx(i);
     }
-    net_irq_source = slot + 1; // virtio-mmio slot i raises PLIC source i + 1 on `virt`
+    net_irq_source = VIRTIO_IRQ(slot);
     plic_enable(net_irq_source);
     return true;
 }

@@ -101,3 +101,22 @@ bool virtq_take(virtq_t *q, uint16_t *head, uint32_t *len) {
 void virtio_ack(uint32_t base) {
     mmio_write32(base + REG_INT_ACK, mmio_read32(base + REG_INT_STATUS));
 }
+
+uint32_t virtio_console_open(uint32_t slot, virtq_t *rxq, virtq_ring_t *rx_ring, virtq_t *txq, virtq_ring_t *tx_ring) {
+    uint32_t base = VIRT_MMIO_BASE + slot * 0x1000u;
+    if (!virtio_is(base, VIRTIO_DEVICE_CONSOLE)) {
+        return 0;
+    }
+    virtio_begin(base);
+    if (!virtq_init(rxq, base, 0, rx_ring) || !virtq_init(txq, base, 1, tx_ring)) {
+        return 0;
+    }
+    tx_ring->avail_flags = VIRTQ_AVAIL_NO_IRQ; // sending is polled
+    virtio_ready(base); // without MULTIPORT the device takes port 0 as open from here
+    return base;
+}
+
+void virtq_post_write(virtq_t *q, uint16_t i, void *buf, uint32_t len) {
+    q->ring->desc[i] = (virtq_desc_t) {(uint32_t)buf, len, VIRTQ_DESC_WRITE, 0};
+    virtq_submit(q, i);
+}

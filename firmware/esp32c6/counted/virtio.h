@@ -44,6 +44,7 @@ typedef struct {
 // QEMU gives -device's virtio-mmio slots from the top: the board puts the chip's console first on its command
 // line, so it is in the highest slot, and the other devices below it.
 #define VIRTIO_CONSOLE_SLOT   (VIRT_MMIO_SLOTS - 1)
+#define VIRTIO_IRQ(slot)      ((slot) + 1) // virtio-mmio slot i raises PLIC source i + 1 on `virt`
 // Whether the slot at `base` holds a device with `device_id`.
 bool virtio_is(uint32_t base, uint32_t device_id);
 // The base of the first device with `device_id` among the lowest `slots` slots (0: none) and its slot (its PLIC
@@ -62,4 +63,9 @@ void virtq_submit(virtq_t *q, uint16_t head);
 bool virtq_take(virtq_t *q, uint16_t *head, uint32_t *len);
 // Acknowledge the device's interrupt (it stays raised until acknowledged).
 void virtio_ack(uint32_t base);
+// Open port 0 of the virtio console in `slot` (legacy, no MULTIPORT): queue 0 receives, with an interrupt for its
+// used buffers; queue 1 sends, polled. Its base (0: the slot holds no console, or its queues are too small).
+uint32_t virtio_console_open(uint32_t slot, virtq_t *rxq, virtq_ring_t *rx_ring, virtq_t *txq, virtq_ring_t *tx_ring);
+// Give descriptor `i` of `q`, `len` bytes at `buf` for the device to write, to the device.
+void virtq_post_write(virtq_t *q, uint16_t i, void *buf, uint32_t len);
 #endif
