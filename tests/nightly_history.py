@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.alerts import record_night
 from bench.alerts.findings import findings_of_verdicts
+from bench.alerts.tracking import record_night
 from bench.measure.measurement import Measurement
 from bench.nightly.confirm import confirm_run
 from bench.results.thresholds import Thresholds

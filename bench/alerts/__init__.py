@@ -4,9 +4,3 @@ cause on a device listing every metric it moved (docs/alerts.md).
 Kept in the results store (SQLite, or PostgreSQL shared by a lab's bench hosts). The nightly records each night's
 findings (`record_night`); `night_alerts` gives a night's alerts split into new and known; people triage them
 with `hilbench alerts` (bench.alerts.triage)."""
-
-from bench.alerts.model import STATES, Alert, AlertError
-from bench.alerts.night import NightAlerts, night_alerts
-from bench.alerts.tracking import record_night
-
-__all__ = ["STATES", "Alert", "AlertError", "NightAlerts", "night_alerts", "record_night"]

@@ -10,8 +10,8 @@ import shlex
 import textwrap
 from collections.abc import Callable
 
-from bench.alerts import STATES, Alert, table
-from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, UNTRIAGED, AlertMetric
+from bench.alerts import table
+from bench.alerts.model import DOWNSTREAM, INVALID, OPEN, STATES, UNTRIAGED, Alert, AlertMetric
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.commands import add_results_option, results_at
 from bench.commands.report import run_id_arg

@@ -18,7 +18,7 @@ from bench.core.errors import BenchError, ConfigError, DeviceUnreachable, ExitCo
 from bench.core.stopping import run_stoppable
 from bench.devices.linux import LinuxDriver
 from bench.lab.acquire import reachable_devices
-from bench.telemetry import summarize
+from bench.telemetry.monitor import summarize
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -31,10 +31,9 @@ from bench.core.paths import SESSIONS_DIR
 from bench.core.stopping import run_stoppable
 from bench.devices.esp32c6 import check_firmware
 from bench.models import kind_model
-from bench.nightly import NightlyOptions, NightlyResult, run_nightly
 from bench.nightly.ci_report import nightly_report
 from bench.nightly.flashing import ProgressFactory
-from bench.nightly.orchestration import STAGE_NAMES, NightlyProgress
+from bench.nightly.orchestration import STAGE_NAMES, NightlyOptions, NightlyProgress, NightlyResult, run_nightly
 from bench.nightly.publish import OTA_SESSION
 from bench.nightly.stages import StageResult
 from bench.replay.recording import read_session

@@ -28,7 +28,7 @@ from bench.devices.linux_os import check_os, provision_os
 from bench.devices.linux_runtime import RuntimeReport, check_runtime, install_hint
 from bench.links.ssh import SshConnection, quote
 from bench.provision.controls import BoardControls, fleet_controls
-from bench.telemetry import TelemetryMonitor
+from bench.telemetry.monitor import TelemetryMonitor
 
 _SAFE_DIR = re.compile(r"^[A-Za-z0-9_./~-]+$")
 FOLLOW_STOP_GRACE_S = 2.0  # for the console's `tail -F` over SSH to end once asked

@@ -1,6 +1,2 @@
 """The nightly HIL run: check, flash, replay every session, update over the air, run the fault suite,
 store everything, render the reports and give a verdict."""
-
-from bench.nightly.orchestration import NightlyOptions, NightlyResult, run_nightly
-
-__all__ = ["NightlyOptions", "NightlyResult", "run_nightly"]

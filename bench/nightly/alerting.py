@@ -6,8 +6,9 @@ from __future__ import annotations
 import socket
 from collections.abc import Mapping
 
-from bench.alerts import NightAlerts, night_alerts, record_night
 from bench.alerts.findings import Finding, failure_finding, findings_of_verdicts, passed_finding
+from bench.alerts.night import NightAlerts, night_alerts
+from bench.alerts.tracking import record_night
 from bench.core.outcomes import FailureClass, Outcome
 from bench.nightly.confirm import Confirmation
 from bench.results.thresholds import AlertRules

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bench.alerts import NightAlerts
+from bench.alerts.night import NightAlerts
 from bench.ci.facts import (
     AlertLine,
     CiReport,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.alerts import NightAlerts
+from bench.alerts.night import NightAlerts
 from bench.bundles.artefacts import ArtefactStore, keep_deployed
 from bench.bundles.fingerprint import configured_model_sha256, device_fingerprint
 from bench.config.fleet import Device, Fleet

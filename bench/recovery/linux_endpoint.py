@@ -19,7 +19,7 @@ from bench.measure.faults import FaultEvent
 from bench.recovery.surviving import SurvivingSession
 from bench.store.results import ResultStore
 from bench.store.telemetry import add_telemetry
-from bench.telemetry import Sample
+from bench.telemetry.monitor import Sample
 
 
 def bench_fault(fault: AgentFault) -> FaultEvent:

@@ -93,7 +93,7 @@ def build_report(
             "bisect": bisect or {},  # device -> the `hilbench bisect` command to copy
         },
         "changes": what_changed or {},
-        "alerts": alerts or {},  # bench.alerts.NightAlerts.to_json(): the run's new, known and fixed alerts
+        "alerts": alerts or {},  # bench.alerts.night.NightAlerts.to_json(): the run's new, known and fixed alerts
         "host": host or {},
         "devices": [],
     }

@@ -13,8 +13,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from bench.alerts import Alert
-from bench.alerts.model import FIXED
+from bench.alerts.model import FIXED, Alert
 from bench.core.folders import real_folder, write_file
 from bench.core.units import UNIT_SYMBOLS, readable
 from bench.measure.replay_timing import SEED_ALIGNMENT_MS

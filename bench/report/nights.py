@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bench.alerts import Alert, table
-from bench.alerts.model import FIXED
+from bench.alerts import table
+from bench.alerts.model import FIXED, Alert
 from bench.bundles.fingerprint import changes
 from bench.results.thresholds import MetricRule, Thresholds
 from bench.results.verdict import INCONCLUSIVE, NOT_APPLICABLE, NOT_REPRODUCED, REGRESSION

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.alerts import Alert, table
-from bench.alerts.model import OPEN, UNTRIAGED
+from bench.alerts import table
+from bench.alerts.model import OPEN, UNTRIAGED, Alert
 from bench.core.errors import BenchError
 from bench.results.thresholds import AlertRules
 from bench.store.dialect import is_postgres

@@ -387,7 +387,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from bench.config.fleet import find_fleet, load_fleet
-    from bench.store import open_store
+    from bench.store.results import open_store
 
     models = [m for m in args.models.split(",") if m]
     counted, host = [], []

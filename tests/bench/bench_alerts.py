@@ -45,7 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.alerts import night_alerts, table
+from bench.alerts import table
+from bench.alerts.night import night_alerts
 from bench.nightly.orchestration import NightlyResult
 from bench.nightly.publish import PublishedRun
 from bench.results.evidence import stored_verdicts

@@ -96,7 +96,7 @@ async def play_into_agents(args: argparse.Namespace) -> tuple[list[int], dict]:
     from bench.agent.transport import StreamTransport
     from bench.config.fleet import Device
     from bench.replay.service import replay_fleet
-    from bench.store import open_store
+    from bench.store.results import open_store
     from tests.host_agent_support import deploy_host_bundle
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-replay-"))

@@ -102,7 +102,7 @@ def test_replay_of_a_session_into_the_guest_is_measured(guest: Guest, tmp_path: 
     from bench.replay.plan import build_plan
     from bench.replay.run import ReplayRun
     from bench.replay.synth import synth_session
-    from bench.store import open_store
+    from bench.store.results import open_store
 
     plan = build_plan(synth_session("combat", 3, duration_s=2.0), wire.encode)
     device = guest.driver.device

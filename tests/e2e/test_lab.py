@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.alerts import night_alerts
 from bench.alerts import table as alert_table
+from bench.alerts.night import night_alerts
 from bench.config.fleet import load_fleet
 from bench.core.errors import ExitCode
 from bench.lab.acquire import lab_devices
@@ -30,7 +30,7 @@ from bench.lab.client import LabClient
 from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
 from bench.results.thresholds import load_thresholds
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 from tests.nightly_history import store_night
 

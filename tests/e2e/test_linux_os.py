@@ -24,7 +24,7 @@ from bench.provision.fingerprint import MARKER
 from bench.replay.agents import fleet_opener
 from bench.replay.service import replay_fleet
 from bench.replay.synth import synth_session
-from bench.store import open_store
+from bench.store.results import open_store
 from bench.virtual import board_controls, virtual_fleet
 from bench.virtual.arm64_board import VirtualArm64Board
 

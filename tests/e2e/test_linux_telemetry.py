@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from bench.telemetry import TelemetryMonitor
+from bench.telemetry.monitor import TelemetryMonitor
 from tests.linux_support import virtual_board
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bench.core.errors import ExitCode
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 
 pytestmark = pytest.mark.e2e

@@ -21,8 +21,8 @@ from bench.replay.agents import deploy, fleet_opener
 from bench.replay.recording import write_session
 from bench.replay.service import replay_fleet
 from bench.replay.synth import synth_session
-from bench.store import open_store
 from bench.store.health import BAD
+from bench.store.results import open_store
 from bench.virtual import virtual_fleet
 from tests.conftest import hilbench
 

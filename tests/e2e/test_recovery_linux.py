@@ -13,7 +13,7 @@ from bench.config.fleet import load_fleet
 from bench.devices.linux import LinuxDriver
 from bench.power import PowerState, power_for
 from bench.recovery.ladder import answers, recover
-from bench.store import open_store
+from bench.store.results import open_store
 from bench.virtual import virtual_fleet
 from bench.virtual.linux import processes_in
 from tests.conftest import alive

@@ -20,7 +20,7 @@ from bench.config.fleet import Device, SerialLink
 from bench.replay.recording import write_session
 from bench.replay.service import replay_fleet
 from bench.replay.synth import synth_session
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.host_agent_support import HostAgentProcess
 
 pytestmark = pytest.mark.e2e

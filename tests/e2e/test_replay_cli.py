@@ -14,7 +14,7 @@ import pytest
 from bench.core.errors import ExitCode
 from bench.replay.recording import write_session
 from bench.replay.synth import synth_session
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 from tests.linux_support import loopback_fleet
 

@@ -16,7 +16,7 @@ import pytest
 
 from bench.replay.recording import Session, SessionMessage, write_session
 from bench.results.thresholds import DEFAULT_THRESHOLDS
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 from tests.stored_runs import build_store
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.core.errors import ExitCode
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO
 from tests.stored_runs import build_store
 

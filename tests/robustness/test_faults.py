@@ -19,7 +19,7 @@ import pytest
 
 from bench.core.errors import ConfigError
 from bench.results.baseline import set_baseline
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 from tests.robustness.faults import kill_nightly_at, leftovers
 

@@ -21,7 +21,7 @@ from bench.replay.plan import build_plan
 from bench.replay.recording import Session, SessionMessage, write_session
 from bench.replay.run import ReplayRun
 from bench.replay.synth import synth_session
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conformance.harness import HostAgent
 from tests.conftest import REPO, hilbench
 

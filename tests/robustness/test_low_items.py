@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO, hilbench
 from tests.stored_runs import build_store
 

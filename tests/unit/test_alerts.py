@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.alerts import night_alerts, table
+from bench.alerts import table
 from bench.alerts.model import ACKNOWLEDGED, DOWNSTREAM, DRIFT, FIXED, INVALID, REGRESSION, UNTRIAGED, AlertError
+from bench.alerts.night import night_alerts
 from bench.alerts.triage import acknowledge, downstream, fix, invalidate
 from bench.core.errors import ConfigError
 from bench.report.publish import publish_run

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.alerts import night_alerts, table
+from bench.alerts import table
+from bench.alerts.night import night_alerts
 from bench.alerts.triage import acknowledge
 from bench.core.errors import ExitCode
 from bench.nightly.orchestration import NightlyResult

@@ -8,7 +8,7 @@ from pathlib import Path
 from bench.bundles.artefacts import ArtefactStore, keep_deployed
 from bench.bundles.fingerprint import agent_bundle_hash, configured_model_sha256, firmware_sha256
 from bench.config.fleet import load_fleet
-from bench.store import open_store
+from bench.store.results import open_store
 
 
 def test_what_a_c6_runs_is_kept_under_the_sha256_its_fingerprint_names(tmp_path: Path) -> None:

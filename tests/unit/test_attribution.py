@@ -17,7 +17,7 @@ from bench.nightly.attribution import attribute, regressions_of
 from bench.results.judge import judge_run
 from bench.results.thresholds import load_thresholds
 from bench.results.verdict import settle
-from bench.store import open_store
+from bench.store.results import open_store
 
 RULES = load_thresholds()
 

@@ -17,7 +17,7 @@ from bench.core.paths import MODELS_DIR
 from bench.measure.measurement import Measurement
 from bench.results.bisect import BAD, GOOD, SKIPPED, BisectError, NotRun, bisect, next_index
 from bench.results.thresholds import load_thresholds
-from bench.store import open_store
+from bench.store.results import open_store
 
 BUILDS = [f"model-{n}" for n in range(1, 9)]
 

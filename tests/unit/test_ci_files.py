@@ -12,7 +12,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 from markdown_it import MarkdownIt
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from bench.alerts import night_alerts
+from bench.alerts.night import night_alerts
 from bench.ci.facts import CiReport, figure_clock, judged_runs, outcome_cases, run_figures, verdict_cases
 from bench.ci.junit import junit_xml
 from bench.ci.openmetrics import openmetrics_text

@@ -12,7 +12,7 @@ import pytest
 
 from bench.measure.frames import frame_timing
 from bench.report.view_adapter import load_run
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.measured_runs import Shape, records
 
 

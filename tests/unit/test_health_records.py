@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bench.recovery.records import bad_devices, summary
-from bench.store import open_store
 from bench.store.health import BAD, FAILURE, GOOD, RECOVERED, UNRECOVERED
+from bench.store.results import open_store
 
 
 def _exercise(location: str) -> None:

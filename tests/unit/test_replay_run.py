@@ -22,7 +22,7 @@ from bench.replay.plan import build_plan
 from bench.replay.recording import write_session
 from bench.replay.run import ReplayRun
 from bench.replay.synth import synth_session
-from bench.store import open_store
+from bench.store.results import open_store
 
 DEVICE_OFFSET_NS = 7_000_000_000  # the stand-in's clock runs 7 s ahead of the bench clock
 

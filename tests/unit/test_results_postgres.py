@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.report.view_adapter import load_run
-from bench.store import open_store
+from bench.store.results import open_store
 from tests.conftest import REPO
 from tests.stored_runs import build_store
 
@@ -64,7 +64,7 @@ WRITER = """
 import sys
 from bench.measure.measurement import Measurement
 from bench.agent.frame import Frame
-from bench.store import open_store
+from bench.store.results import open_store
 url, host = sys.argv[1], sys.argv[2]
 with open_store(url) as store:  # every writer creates the schema at once on a fresh database
     for r in range(5):

@@ -19,7 +19,7 @@ from bench.measure.faults import FaultEvent
 from bench.measure.histogram import Histogram
 from bench.measure.measurement import Measurement
 from bench.results.baseline import set_baseline
-from bench.store import open_store
+from bench.store.results import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,7 +99,7 @@ WRITER = textwrap.dedent(
     """
     import sys, time
     from bench.agent.frame import Frame
-    from bench.store import open_store
+    from bench.store.results import open_store
     store = open_store(sys.argv[1])
     run = store.runs.begin_run("replay", session="s")
     store.runs.add_device(run, "d", "pi5")

@@ -16,8 +16,7 @@ from bench.cli import main
 from bench.config.fleet import RawRetention, parse_retention
 from bench.core.errors import ConfigError
 from bench.report.publish import publish_run
-from bench.store import open_store
-from bench.store.results import ResultStore
+from bench.store.results import ResultStore, open_store
 from bench.store.retention import prune, to_prune
 from tests.stored_runs import build_store
 

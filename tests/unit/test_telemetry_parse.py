@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.telemetry import Sample, summarize
+from bench.telemetry.monitor import Sample, summarize
 from bench.telemetry.parse import parse_pi_block, parse_tegrastats, throttle_flags
 
 ORIN = (
