@@ -27,6 +27,7 @@ from itertools import groupby
 SAMPLE_NS = 10_000  # 100 kS/s
 DRAIN_S = 20.0  # at most this long reading away an earlier measurement's samples
 SILENCE_S = 0.2  # the line is quiet once nothing arrived for this long (a busy host pauses a virtual meter)
+METADATA_TRIES = 3  # asks for the calibration metadata before the meter counts as not answering
 POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
 
 
@@ -53,6 +54,19 @@ def quiet(ppk) -> None:
     a reader that fell behind may have left up to a minute of samples queued."""
     ppk.stop_measuring()
     drain(ppk)
+
+
+def calibration(ppk) -> bool:
+    """Read the meter's calibration metadata (ppk2-api keeps it), quieting the line before each ask. ppk2-api reads
+    the reply for half a second; a busy host can hold it longer, and then the next ask's quieting reads it away."""
+    for _ in range(METADATA_TRIES):
+        quiet(ppk)
+        try:
+            if ppk.get_modifiers():
+                return True
+        except UnicodeDecodeError:  # samples still streaming from an earlier measurement that was never stopped
+            pass
+    return False
 
 
 class Bins:
@@ -123,12 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # pyserial's SerialException, or OSError for a missing port
         print(json.dumps({"error": f"cannot open {args.port}: {exc}"}), flush=True)
         return 3
-    quiet(ppk)
-    try:
-        found = ppk.get_modifiers()
-    except UnicodeDecodeError:  # samples still streaming from an earlier measurement that was never stopped
-        found = None
-    if not found:
+    if not calibration(ppk):
         print(json.dumps({"error": f"{args.port}: no PPK2 answered (no calibration metadata)"}), flush=True)
         return 3
     if args.mode == "source":

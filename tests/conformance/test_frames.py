@@ -15,6 +15,7 @@ from bench.agent.session import AgentError, AgentSession, LoopStart
 from tests.conformance.harness import voice_b64
 
 pytestmark = pytest.mark.e2e  # real agent processes and the real tflite runtime
+RELEASE_FRAMES = 3  # a held input reaches one of the first this many inferences after its due time (0.1 s at 30 fps)
 
 
 def run_frames(agent, n: int, **start) -> tuple[list[Frame], dict]:
@@ -138,13 +139,15 @@ def test_inputs_reach_the_decision(agent):
 
 
 def _assert_released_when_due(recs, epoch: int, n: int) -> None:
-    """Inputs 0..n-1, due 0.3 s apart from `epoch` (device us), each reached an inference within 0.1 s of its due
-    time and none before it."""
+    """Inputs 0..n-1, due 0.3 s apart from `epoch` (device us), each reached one of the first RELEASE_FRAMES
+    inferences that started at or after its due time, and none before it. Counted in inferences, not in time: on a
+    busy host an agent on the host's clock starts its frames late, and a late frame still takes what is due."""
     ran = sorted((r for r in recs if r.ran), key=lambda r: r.t0)
     for k in range(n):
         due = epoch + 300_000 * k
         assert all(r.seq < k for r in ran if r.t0 < due), f"input {k} used before its due time"
-        assert any(r.seq >= k for r in ran if r.t0 < due + 100_000), f"input {k} not used within 0.1 s of its due time"
+        first = [r.seq for r in ran if r.t0 >= due][:RELEASE_FRAMES]
+        assert any(seq >= k for seq in first), f"input {k} not used by the first inferences after its due time: {first}"
 
 
 def test_held_inputs_reach_the_features_when_their_due_time_comes(agent):
