@@ -49,7 +49,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short."""
+    """The longest test files first (tests/file_order.py; the workers take files in this order:
+    --no-loadscope-reorder). Tests marked `slow` are opt-in (`--run-slow`), so the default run stays short."""
+    from tests.file_order import file_seconds, longest_first
+
+    longest_first(items, file_seconds())
     if config.getoption("--run-slow"):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow")
