@@ -42,7 +42,7 @@ virtual = true
 mac = "{mac}"
 stall_s = 2.0
 # on its counted clock it plays as much of the session as fits 40 s of the bench's time: on a busy host the
-# session's own 24 s, less the hang and the ladder, left the recovered board too little of its clock to play on
+# session's own length, less the hang and the ladder, left the recovered board too little of its clock to play on
 replay_budget_s = 40
 power = {{ driver = "uhubctl", location = "3-1", port = 2, uhubctl = "{UHUBCTL}", off_s = 0.5 }}
 """
@@ -67,7 +67,7 @@ async def _hang_after(running, name: str, op: str, results: Path, frames: int) -
 def test_a_board_hung_mid_replay_is_recovered_and_the_run_goes_on(tmp_path: Path) -> None:
     fleet = load_fleet(fleet_file(tmp_path))
     session = tmp_path / "s.mcap"
-    write_session(session, synth_session("combat", 5, duration_s=24.0))
+    write_session(session, synth_session("combat", 5, duration_s=10.0))
     store = open_store(tmp_path / "r.sqlite")
 
     async def scenario():
