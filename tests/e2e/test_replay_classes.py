@@ -74,7 +74,7 @@ def test_replay_with_the_board_vm_frozen_mid_session_is_an_infrastructure_failur
                              capture_output=True, text=True, timeout=600)  # fmt: skip
     assert flashed.returncode == 0, flashed.stdout[-2000:] + flashed.stderr[-2000:]
     session = tmp_path / "s.mcap"  # the session goes on from where the board froze once the ladder brought it back
-    write_session(session, synth_session("combat", 11, duration_s=12.0))
+    write_session(session, synth_session("combat", 11, duration_s=8.0))
     results = tmp_path / "r.sqlite"
     argv = hilbench("replay", "--device", "c6-a", "--session", str(session),
                     "--results", str(results), "--logs", str(tmp_path / "logs"), "--json")  # fmt: skip
