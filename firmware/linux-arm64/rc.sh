@@ -43,15 +43,14 @@ fi
 for port in /sys/class/virtio-ports/*; do
     [ "$(cat "$port/name" 2>/dev/null)" = "bench.ctl" ] || continue
     ctl="/dev/$(basename "$port")"
-    (while true; do
-        exec 3<>"$ctl"
+    (exec 3<>"$ctl"  # kept open: the driver drops what arrives for a closed port (firmware/switch-arm64/init.sh)
+     while true; do
         while read -r cmd <&3; do
             case "$cmd" in
                 poweroff) echo "bye" >&3; say "poweroff"; sync; poweroff ;;
                 *) echo "error unknown command $cmd" >&3 ;;
             esac
         done
-        exec 3<&-
         sleep 0.3
     done) &
 done

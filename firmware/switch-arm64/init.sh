@@ -61,10 +61,11 @@ for port in /sys/class/virtio-ports/*; do
 done
 
 # The control channel: one command per line from the bench.
-# Reads see end-of-file while the bench side is not connected, so keep reopening.
+# Reads see end-of-file while the bench side is not connected, so read again. The port stays open: the guest's
+# driver drops what arrives for a port it has closed, and the bench connects anew for every command.
 control() {
+    exec 3<>"$CTL"
     while true; do
-        exec 3<>"$CTL"
         while read -r cmd <&3; do
             case "$cmd" in
                 status) echo "status mode=${npc_mode:-agent} agent=$(head -n1 /sys/fs/cgroup/agent/cgroup.procs)" >&3 ;;
@@ -73,7 +74,6 @@ control() {
                 *) echo "error unknown command $cmd" >&3 ;;
             esac
         done
-        exec 3<&-
         sleep 0.3
     done
 }

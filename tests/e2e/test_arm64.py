@@ -22,6 +22,7 @@ from bench.image.build import BuiltImage, build_image
 from tests.conftest import alive
 
 pytestmark = pytest.mark.e2e
+FRAMES_AFTER_FAULT = 5 + 30 * 60  # a fault injected after the 5th frame ends the loop before a minute of frames more
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
@@ -91,6 +92,7 @@ async def _fault_during_session(driver: QemuArm64Driver, inject) -> tuple[list, 
             frames.append(record)
             if len(frames) == 5:
                 await inject()
+            assert len(frames) < FRAMES_AFTER_FAULT, "the guest went on running after the fault: it never came"
         await session.close()
         await driver.machine.wait_exit(30.0)
         return frames, driver.fault()
