@@ -16,12 +16,15 @@ import pytest
 from bench.virtual import port_access
 
 UID = 54321
+# a loopback address of the tests' own: in a full test run, other tests' clients that check a port on 127.0.0.1 by
+# connecting and hanging up at once would otherwise reach these servers once their port number is reused
+HOST = "127.0.0.2"
 FLOOD = """
 import socket, sys
 port, n = int(sys.argv[1]), int(sys.argv[2])
 for _ in range(n):
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        with socket.create_connection((sys.argv[3], port), timeout=5) as sock:
             sock.recv(100)  # held until the board judged it and hung up
     except OSError:
         pass
@@ -46,17 +49,17 @@ def run_gate(connects: int) -> tuple[port_access.Gate, list[str], float, float]:
             admitted.append(verdict.admitted)
             writer.close()
 
-        server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=512)
+        server = await asyncio.start_server(handle, HOST, 0, backlog=512)
         port = server.sockets[0].getsockname()[1]
         started = time.monotonic()
         flood = await asyncio.create_subprocess_exec(
             "setpriv", f"--reuid={UID}", f"--regid={UID}", "--clear-groups", sys.executable, "-c", FLOOD,
-            str(port), str(connects), cwd="/",
+            str(port), str(connects), HOST, cwd="/",
         )  # fmt: skip
         await flood.wait()
         flood_s = time.monotonic() - started
         started = time.monotonic()
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        reader, writer = await asyncio.open_connection(HOST, port)
         await reader.read()  # closed once judged
         root_s = time.monotonic() - started
         writer.close()
@@ -93,9 +96,9 @@ def test_connections_closed_at_once_are_nobodys_and_logged_once() -> None:
             verdicts.append((await gate.admit(peer, local, "socket")).admitted)
             writer.close()
 
-        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        server = await asyncio.start_server(handle, HOST, 0)
         for _ in range(20):
-            _, writer = await asyncio.open_connection("127.0.0.1", server.sockets[0].getsockname()[1])
+            _, writer = await asyncio.open_connection(HOST, server.sockets[0].getsockname()[1])
             writer.close()
         await asyncio.sleep(0.5)
         server.close()
