@@ -26,7 +26,7 @@ from itertools import groupby
 
 SAMPLE_NS = 10_000  # 100 kS/s
 DRAIN_S = 20.0  # at most this long reading away an earlier measurement's samples
-SILENCE_S = 0.2  # the line is quiet once nothing arrived for this long (a busy host pauses a virtual meter)
+SILENCE_S = 0.5  # the line is quiet once nothing arrived for this long (a busy host pauses a virtual meter)
 METADATA_TRIES = 3  # asks for the calibration metadata before the meter counts as not answering
 POLL_S = 0.0005  # a pty hands out at most 4 KiB a read: poll often enough to keep up with 400 kB/s
 
